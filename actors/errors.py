@@ -1,0 +1,398 @@
+"""The runtime's errors: one hierarchy rooted at :class:`ActorError` (SPEC §1.5).
+
+Every class has a class-level ``code`` (stable, snake_case) and ``category``
+(``transient``, ``permanent`` or ``stale``). The protocol's errors share the root; they
+are defined in :mod:`protocol.errors` and re-exported here.
+
+Errors that cross an actor or process boundary travel as
+:class:`protocol.errors.ErrorRecord` (see :meth:`ActorError.to_record` and
+:func:`error_from_record`), never as exception objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.errors import (
+    ActorError,
+    ErrorRecord,
+    FrameTooLarge,
+    InvalidMessage,
+    MessageTooLarge,
+    ProtocolError,
+    ProtocolViolation,
+    TruncatedFrame,
+)
+
+__all__ = [
+    "ActorError",
+    "ErrorRecord",
+    "ProtocolError",
+    "ProtocolViolation",
+    "FrameTooLarge",
+    "TruncatedFrame",
+    "InvalidMessage",
+    "MessageTooLarge",
+    "ActorStopped",
+    "ActorCrashed",
+    "MailboxFull",
+    "AskTimeout",
+    "InvalidTransition",
+    "RestartIntensityExceeded",
+    "HelperError",
+    "HelperStartupError",
+    "HelperExitedError",
+    "ReplyTimeout",
+    "ForcedTermination",
+    "JobCancelled",
+    "HelperJobFailed",
+    "PoolClosed",
+    "PoolFailed",
+    "DeadlineExceeded",
+    "StaleResult",
+    "RenderError",
+    "PayloadInvalid",
+    "SourceError",
+    "SourceNotReady",
+    "UnsupportedOperation",
+    "InvalidCommand",
+    "RequestConflict",
+    "PoolFull",
+    "AlreadyDecided",
+    "CursorExpired",
+    "RemoteToggleDenied",
+    "UnknownRun",
+    "RunQuarantined",
+    "LedgerError",
+    "LedgerCorrupt",
+    "LedgerVersionError",
+    "error_from_record",
+]
+
+
+# --- actor core (SPEC §1) -------------------------------------------------------------
+
+
+class ActorStopped(ActorError):
+    """The actor is stopping or stopped: its mailbox takes no more messages (SPEC §1.2).
+
+    Raised at once by ``send``/``try_send``/``ask`` on a stopped actor, and to an asker
+    whose actor stopped before replying. Unlike :class:`MailboxFull`, waiting will not help.
+    """
+
+    code = "actor_stopped"
+    category = "permanent"
+
+
+class ActorCrashed(ActorError):
+    """The actor's handler raised an unexpected exception while this ask was pending.
+
+    The asker sees this instead of a reply; the actor itself fails to its parent
+    (and a supervisor may restart it, SPEC §1.4).
+    """
+
+    code = "actor_crashed"
+    category = "transient"
+
+
+class MailboxFull(ActorError):
+    """``try_send`` found the mailbox at capacity (SPEC §1.2).
+
+    Retryable: unlike :class:`ActorStopped`, space may free up; ``send`` would wait for it.
+    """
+
+    code = "mailbox_full"
+    category = "transient"
+
+
+class AskTimeout(ActorError):
+    """No reply arrived within the ask's timeout (SPEC §1.2).
+
+    Raised by ``ActorRef.ask``; the late reply, if any, is dropped (fenced by ask id).
+    Distinct from ``trio.TooSlowError``, which we never reuse for our meanings.
+    """
+
+    code = "ask_timeout"
+    category = "transient"
+
+
+class InvalidTransition(ActorError):
+    """A lifecycle or helper-job state machine was asked for a move its table forbids.
+
+    Raised by the ``process_event`` tables in ``actors._lifecycle``; it means a bug or
+    a peer out of protocol, never a user error.
+    """
+
+    code = "invalid_transition"
+    category = "permanent"
+
+
+class RestartIntensityExceeded(ActorError):
+    """More than ``max_restarts`` restarts within ``period`` seconds (SPEC §1.4, §3.7).
+
+    Raised by a supervisor to its own parent after it stopped its children in reverse
+    start order; by the helper pool, it marks the pool failed until restarted.
+    """
+
+    code = "restart_intensity_exceeded"
+    category = "permanent"
+
+
+# --- helper processes (SPEC §3) -----------------------------------------------------
+
+
+class HelperError(ActorError):
+    """Base for failures of a helper process or of a job it ran (SPEC §3)."""
+
+    code = "helper_error"
+    category = "transient"
+
+
+class HelperStartupError(HelperError):
+    """The helper did not reply *ready* within the startup timeout, or replied wrongly.
+
+    The helper was killed. Unlike :class:`HelperExitedError`, the process was alive.
+    """
+
+    code = "helper_startup_failed"
+
+
+class HelperExitedError(HelperError):
+    """The helper process exited unexpectedly (crash, EOF on its reply pipe) (SPEC §3.7).
+
+    ``details`` has ``exit_code`` (negative for a signal, as in ``Popen.returncode``) and
+    ``signal`` (the signal name, or None).
+    """
+
+    code = "helper_exited"
+
+
+class ReplyTimeout(HelperError):
+    """The helper did not reply within the reply timeout; it was stopped (SPEC §3.6).
+
+    If SIGKILL was needed to stop it, :class:`ForcedTermination` is raised instead.
+    """
+
+    code = "reply_timeout"
+
+
+class ForcedTermination(HelperError):
+    """The job ended because its helper had to be killed (SPEC §3.5 steps 2-4).
+
+    ``details`` has ``escalation``: the last step used (``sigterm``, ``sigkill`` or
+    ``quarantined``) and ``parent_timeout`` (True when the reply deadline started it).
+    """
+
+    code = "forced_termination"
+
+
+class JobCancelled(HelperError):
+    """The job was cancelled by its caller and the helper acknowledged (SPEC §3.5 step 1).
+
+    Category ``stale``: the result is no longer wanted.
+    """
+
+    code = "cancelled"
+    category = "stale"
+
+
+class HelperJobFailed(HelperError):
+    """The helper's handler reported an error; ``record`` holds it as data.
+
+    ``code`` and ``category`` of the instance are the remote record's, so callers can
+    classify it (SPEC §1.5, §4.6).
+    """
+
+    code = "job_failed"
+
+    def __init__(self, record: ErrorRecord, **details: Any) -> None:
+        super().__init__(record.message, **details)
+        self.record = record
+        self.code = record.code  # type: ignore[misc]
+        self.category = record.category  # type: ignore[misc]
+
+
+class PoolClosed(HelperError):
+    """The helper pool is closing or closed; no new job is accepted."""
+
+    code = "pool_closed"
+    category = "permanent"
+
+
+class PoolFailed(HelperError):
+    """Restart intensity was exceeded; the pool refuses jobs until restarted (SPEC §3.7)."""
+
+    code = "pool_failed"
+    category = "permanent"
+
+
+# --- scheduler and renderer (SPEC §4, §5) -----------------------------------------------
+
+
+class DeadlineExceeded(ActorError):
+    """A job passed its absolute deadline (SPEC §4.7); a transient failure."""
+
+    code = "deadline_exceeded"
+    category = "transient"
+
+
+class StaleResult(ActorError):
+    """A completion no longer matches the current generation, GUID or revision (SPEC §4.8).
+
+    Never published; the scheduler drops it silently.
+    """
+
+    code = "stale_result"
+    category = "stale"
+
+
+class RenderError(ActorError):
+    """The renderer could not draw the payload from the observation (SPEC §5.1)."""
+
+    code = "render_failed"
+    category = "permanent"
+
+
+class PayloadInvalid(RenderError):
+    """A rendered payload failed validation (type or size bounds) (SPEC §5.1).
+
+    Unlike :class:`RenderError`, drawing succeeded but the result may not be cached.
+    """
+
+    code = "payload_invalid"
+
+
+class SourceError(ActorError):
+    """A data source could not be read: missing file, not SQLite, not the QCoDeS schema."""
+
+    code = "source_unreadable"
+    category = "permanent"
+
+
+class SourceNotReady(ActorError):
+    """The source is still being written (a progressive source, SPEC §4.5).
+
+    Transient: the scheduler parks the result and re-polls.
+    """
+
+    code = "source_not_ready"
+    category = "transient"
+
+
+# --- event log and front door (SPEC §6) -----------------------------------------------
+
+
+class UnsupportedOperation(ActorError):
+    """``submit`` named an operation the front door does not know (SPEC §6.2)."""
+
+    code = "unsupported_operation"
+    category = "permanent"
+
+
+class InvalidCommand(ActorError):
+    """Arguments are not a mapping, or have fields outside the schema (SPEC §6.2).
+
+    ``details`` has ``fields``: the offending field names.
+    """
+
+    code = "invalid_command"
+    category = "permanent"
+
+
+class RequestConflict(ActorError):
+    """A ``request_id`` was reused with different content (SPEC §6.3)."""
+
+    code = "request_conflict"
+    category = "permanent"
+
+
+class PoolFull(ActorError):
+    """Admission refused: ``max_inflight`` runs are queued or running (SPEC §6.5).
+
+    ``details`` has ``depth`` and ``bound``. Retryable, unlike :class:`RequestConflict`.
+    """
+
+    code = "pool_full"
+    category = "transient"
+
+
+class AlreadyDecided(ActorError):
+    """Progress or a verdict arrived for a run already finished or cancelled (SPEC §6.6)."""
+
+    code = "already_decided"
+    category = "stale"
+
+
+class CursorExpired(ActorError):
+    """A watch cursor is below the retained floor or beyond the head (SPEC §6.8).
+
+    ``details`` has ``resume_from``: the cursor to resubscribe from. Never a silent gap.
+    """
+
+    code = "cursor_expired"
+    category = "stale"
+
+
+class RemoteToggleDenied(ActorError):
+    """A remote caller tried to enable or disable a port; only local callers may (§6.9)."""
+
+    code = "remote_toggle_denied"
+    category = "permanent"
+
+
+class UnknownRun(ActorError):
+    """No run (or request) has the given id."""
+
+    code = "unknown_run"
+    category = "permanent"
+
+
+class RunQuarantined(ActorError):
+    """The run was interrupted twice; resuming it needs an explicit override (SPEC §6.10)."""
+
+    code = "run_quarantined"
+    category = "permanent"
+
+
+class LedgerError(ActorError):
+    """The SQLite ledger could not be opened or written (SPEC §6.10)."""
+
+    code = "ledger_error"
+    category = "permanent"
+
+
+class LedgerCorrupt(LedgerError):
+    """The ledger file is not a readable SQLite database or fails its integrity check.
+
+    The file is left untouched.
+    """
+
+    code = "ledger_corrupt"
+
+
+class LedgerVersionError(LedgerError):
+    """The ledger's schema version is newer than this code knows; the file is untouched."""
+
+    code = "ledger_version_unsupported"
+
+
+def _all_error_classes() -> dict[str, type[ActorError]]:
+    found: dict[str, type[ActorError]] = {}
+    pending: list[type[ActorError]] = [ActorError]
+    while pending:
+        cls = pending.pop()
+        found.setdefault(cls.code, cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def error_from_record(record: ErrorRecord) -> ActorError:
+    """Rebuild an exception from a record that crossed a boundary.
+
+    A known ``code`` gives its class; an unknown one gives :class:`HelperJobFailed`
+    carrying the record, so ``code`` and ``category`` are kept either way.
+    """
+    cls = _all_error_classes().get(record.code)
+    if cls is None or cls.category != record.category or cls is HelperJobFailed:
+        return HelperJobFailed(record)
+    return cls(record.message)
