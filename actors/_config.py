@@ -48,7 +48,9 @@ def validate_duration(
     return seconds
 
 
-def validate_count(name: str, value: object, *, minimum: int = 0, maximum: int | None = None) -> int:
+def validate_count(
+    name: str, value: object, *, minimum: int = 0, maximum: int | None = None
+) -> int:
     """Check a whole-number setting such as a capacity or a pool size.
 
     Raises:
@@ -63,7 +65,9 @@ def validate_count(name: str, value: object, *, minimum: int = 0, maximum: int |
     return value
 
 
-def duration_field(default: float, *, allow_zero: bool = True, maximum: float = MAX_DURATION) -> Any:
+def duration_field(
+    default: float, *, allow_zero: bool = True, maximum: float = MAX_DURATION
+) -> Any:
     """An ``attrs.field`` holding a validated duration in seconds (SPEC §1.6).
 
     The field's own name is used in the error, so ``HelperTimeouts(reply=-1)`` raises
