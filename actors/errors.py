@@ -5,7 +5,7 @@ Every class has a class-level ``code`` (stable, snake_case) and ``category``
 are defined in :mod:`protocol.errors` and re-exported here.
 
 Errors that cross an actor or process boundary travel as
-:class:`protocol.errors.ErrorRecord` (see :meth:`ActorError.to_record` and
+:class:`protocol.records.ErrorRecord` (see :meth:`ActorError.to_record` and
 :func:`error_from_record`), never as exception objects.
 """
 
@@ -15,7 +15,6 @@ from typing import Any
 
 from protocol.errors import (
     ActorError,
-    ErrorRecord,
     FrameTooLarge,
     InvalidMessage,
     MessageTooLarge,
@@ -23,6 +22,7 @@ from protocol.errors import (
     ProtocolViolation,
     TruncatedFrame,
 )
+from protocol.records import ErrorRecord
 
 __all__ = [
     "ActorError",
@@ -48,12 +48,14 @@ __all__ = [
     "HelperJobFailed",
     "PoolClosed",
     "PoolFailed",
+    "PoolBusy",
     "DeadlineExceeded",
     "StaleResult",
     "RenderError",
     "PayloadInvalid",
     "SourceError",
     "SourceNotReady",
+    "ScheduleRejected",
     "UnsupportedOperation",
     "InvalidCommand",
     "RequestConflict",
@@ -226,6 +228,17 @@ class PoolFailed(HelperError):
     category = "permanent"
 
 
+class PoolBusy(HelperError):
+    """No helper of the pool became free within the acquire timeout (SPEC §3.1).
+
+    Raised by ``HelperPool.run_job`` before anything was sent to a helper. Transient,
+    unlike :class:`PoolFailed`: a helper may be free on a retry.
+    """
+
+    code = "pool_busy"
+    category = "transient"
+
+
 # --- scheduler and renderer (SPEC §4, §5) -----------------------------------------------
 
 
@@ -277,6 +290,20 @@ class SourceNotReady(ActorError):
 
     code = "source_not_ready"
     category = "transient"
+
+
+class ScheduleRejected(ActorError, ValueError):
+    """The scheduler refused a request; its state is unchanged (SPEC §4.2, §4.8).
+
+    Raised by the scheduler core (``set_priority`` or ``source_changed`` naming an
+    unknown run id, a ``reconcile`` that reorders or removes runs) and passed to the
+    asker by the scheduler actor. A :class:`ValueError` too, as SPEC §4.2/§4.8 say.
+    Unlike :class:`UnknownRun` (front door, run ids of the event log), it concerns the
+    scheduler's run table.
+    """
+
+    code = "schedule_rejected"
+    category = "permanent"
 
 
 # --- event log and front door (SPEC §6) -----------------------------------------------

@@ -11,14 +11,15 @@ Every error class has two class-level attributes:
   ``"stale"`` (the result is no longer wanted: superseded or cancelled).
 
 Errors never cross an actor or process boundary as objects: :meth:`ActorError.to_record`
-turns one into an :class:`ErrorRecord` (data only, message bounded to 1 KiB).
+turns one into a :class:`protocol.records.ErrorRecord` (data only, message bounded to 1 KiB).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import attrs
+if TYPE_CHECKING:
+    from .records import ErrorRecord
 
 Category = Literal["transient", "permanent", "stale"]
 CATEGORIES: tuple[Category, ...] = ("transient", "permanent", "stale")
@@ -38,32 +39,6 @@ def bound_message(message: str, limit: int = MAX_ERROR_MESSAGE_BYTES) -> str:
     ellipsis = "…".encode()
     cut = raw[: limit - len(ellipsis)].decode("utf-8", errors="ignore")
     return cut + "…"
-
-
-def _check_code(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
-    if not value or not value.replace("_", "a").isalnum() or not value.islower():
-        raise ValueError(f"{attribute.name} must be a snake_case code, got {value!r}")
-
-
-@attrs.frozen(kw_only=True)
-class ErrorRecord:
-    """An error as data: what crosses an actor or process boundary (SPEC §1.5).
-
-    Never carries an exception or traceback object; the message is bounded.
-    """
-
-    category: Category = attrs.field(validator=attrs.validators.in_(CATEGORIES))
-    """``transient``, ``permanent`` or ``stale``."""
-    code: str = attrs.field(validator=[attrs.validators.instance_of(str), _check_code])
-    """Stable snake_case code, e.g. ``"reply_timeout"``."""
-    message: str = attrs.field(
-        default="", converter=bound_message, validator=attrs.validators.instance_of(str)
-    )
-    """Human-readable text, at most 1 KiB of UTF-8 (longer text is cut)."""
-
-    def to_dict(self) -> dict[str, str]:
-        """Return the JSON-compatible form ``{"category", "code", "message"}``."""
-        return {"category": self.category, "code": self.code, "message": self.message}
 
 
 class ActorError(Exception):
@@ -93,6 +68,10 @@ class ActorError(Exception):
 
     def to_record(self) -> ErrorRecord:
         """Return this error as data, safe to send across a boundary."""
+        # Imported here so this module stays stdlib-only: the helper child imports it
+        # (through framing and envelope) and must not pay for attrs at start-up.
+        from .records import ErrorRecord
+
         return ErrorRecord(category=self.category, code=self.code, message=self.message)
 
     def __repr__(self) -> str:
@@ -156,3 +135,16 @@ class ProtocolViolation(ProtocolError):
     """
 
     code = "protocol_violation"
+
+
+class UnknownMessageType(InvalidMessage):
+    """A message's ``type`` tag is a string but not one this side accepts (SPEC §2.4).
+
+    Raised by :func:`protocol.decode_client_message` (and its server-side twin) before
+    any other field is looked at; ``details`` has ``fields == ["$.type"]`` and ``type``
+    (the tag received). Unlike its parent :class:`InvalidMessage` (raised for a missing
+    or non-string tag, or bad fields), it says the peer speaks another message set or
+    version, not that one message is malformed.
+    """
+
+    code = "unknown_type"

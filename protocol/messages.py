@@ -1,0 +1,577 @@
+"""The websocket client protocol's messages, as attrs frozen classes (SPEC §2.1, §2.4, §6, §7).
+
+Every message is a JSON object with a ``"type"`` tag (see :data:`TAGS`); the tag is
+added and checked by the converter in :mod:`protocol.codec`, not stored on the class.
+Client → server messages are *requests* and carry a client-chosen ``request_id``
+(1..128 characters) that the server echoes in its answer.
+
+Requests (:data:`ClientRequest`):
+
+=================  ==================================================================
+``submit``         run an operation (SPEC §6.1); answered by ``receipt``
+``cancel``         cancel a run (§6.7); answered by ``status_reply`` (true final state)
+``status``         a run's state; answered by ``status_reply``
+``watch``          events after a cursor, once (§6.8); answered by ``events``
+``subscribe``      push events after a cursor (§6.9); ``events`` then ``event`` pushes
+``unsubscribe``    stop the pushes; answered by ``ok``
+``ack``            the client has processed events up to ``seq`` (§6.9); ``ok``
+``boot_report``    survivors after a restart (§6.10); ``boot_report_reply``
+``resume``         resume an interrupted run (§6.10); ``receipt``
+``discard``        give up an interrupted run (§6.10); ``status_reply``
+``select``         the selected run of the preview server (§4.2, §7.2); ``ok``
+``visible``        the runs in the viewport (§4.2, §7.2); ``ok``
+``list_runs``      the runs of the preview server's database; ``run_list``
+=================  ==================================================================
+
+Server → client (:data:`ServerMessage`): ``receipt``, ``event``, ``events``, ``error``
+(:class:`ErrorReply`), ``status_reply``, ``boot_report_reply``, ``ok``, ``run_list``,
+``payload``, ``resync_required``. Any request may instead be answered by ``error``.
+
+All integers are bounded by ``2**53 - 1`` so a JavaScript client reads them exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Final, Union
+
+import attrs
+
+from .errors import MAX_ERROR_MESSAGE_BYTES, bound_message
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .errors import ActorError
+
+__all__ = [
+    "MAX_JSON_INT",
+    "MAX_REQUEST_ID_LENGTH",
+    "MAX_VISIBLE_RUNS",
+    "TAGS",
+    "Ack",
+    "BootReport",
+    "BootReportReply",
+    "Cancel",
+    "ClientRequest",
+    "Discard",
+    "ErrorReply",
+    "Event",
+    "Events",
+    "ListRuns",
+    "Message",
+    "OkReply",
+    "Payload",
+    "Receipt",
+    "ResyncRequired",
+    "Resume",
+    "RunList",
+    "RunSummary",
+    "Select",
+    "ServerMessage",
+    "Status",
+    "StatusReply",
+    "Submit",
+    "Subscribe",
+    "Unsubscribe",
+    "Visible",
+    "Watch",
+]
+
+#: Largest integer in any message: what a JSON double (and JavaScript) holds exactly.
+MAX_JSON_INT: Final = 2**53 - 1
+#: Longest ``request_id``, in characters (SPEC §2.4).
+MAX_REQUEST_ID_LENGTH: Final = 128
+#: Longest operation name, in characters.
+MAX_OPERATION_LENGTH: Final = 128
+#: Most run ids in one ``visible`` message.
+MAX_VISIBLE_RUNS: Final = 1024
+#: Longest free-text field (names, states, mime types), in characters.
+MAX_TEXT_LENGTH: Final = 4096
+
+_CODE_RE: Final = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
+
+
+class FieldError(ValueError):
+    """A message field failed its validator; ``field`` names it.
+
+    The codec uses ``field`` to report the exact path of the offending field.
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def _text(max_length: int = MAX_TEXT_LENGTH, min_length: int = 1) -> Callable[..., None]:
+    def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if not isinstance(value, str):
+            raise FieldError(attribute.name, f"must be a string, got {type(value).__name__}")
+        if not min_length <= len(value) <= max_length:
+            raise FieldError(
+                attribute.name, f"must be {min_length}..{max_length} characters, got {len(value)}"
+            )
+
+    return check
+
+
+def _count(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FieldError(attribute.name, f"must be an int, got {type(value).__name__}")
+    if not 0 <= value <= MAX_JSON_INT:
+        raise FieldError(attribute.name, f"must be in [0, 2**53-1], got {value}")
+
+
+def _flag(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise FieldError(attribute.name, f"must be a bool, got {type(value).__name__}")
+
+
+def _code(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str) or len(value) > 64 or not _CODE_RE.fullmatch(value):
+        raise FieldError(attribute.name, f"must be a snake_case code, got {value!r:.80}")
+
+
+def _json_object(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise FieldError(attribute.name, "must be a JSON object (a dict with str keys)")
+
+
+def _counts(max_items: int) -> Callable[..., None]:
+    def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if not isinstance(value, tuple):
+            raise FieldError(attribute.name, f"must be a tuple, got {type(value).__name__}")
+        if len(value) > max_items:
+            raise FieldError(attribute.name, f"must have at most {max_items} items")
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item <= MAX_JSON_INT:
+                raise FieldError(
+                    attribute.name, f"items must be ints in [0, 2**53-1], got {item!r}"
+                )
+
+    return check
+
+
+def _optional(check: Callable[..., None]) -> Callable[..., None]:
+    def optional(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is not None:
+            check(instance, attribute, value)
+
+    return optional
+
+
+def _items_of(cls: type) -> Callable[..., None]:
+    def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if not isinstance(value, tuple) or not all(type(item) is cls for item in value):
+            raise FieldError(attribute.name, f"must be a tuple of {cls.__name__}")
+
+    return check
+
+
+def _request_id() -> Any:
+    return attrs.field(validator=_text(MAX_REQUEST_ID_LENGTH))
+
+
+def _reply_id() -> Any:
+    return attrs.field(validator=_optional(_text(MAX_REQUEST_ID_LENGTH)))
+
+
+def _run_id() -> Any:
+    return attrs.field(validator=_count)
+
+
+# --------------------------------------------------------------------------------------
+# Client → server requests
+# --------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Submit:
+    """Run ``operation`` with ``arguments`` (SPEC §6.1-§6.5). Answered by a receipt."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters; resending the same content is idempotent."""
+    operation: str = attrs.field(validator=_text(MAX_OPERATION_LENGTH))
+    """Operation name, 1..128 characters."""
+    arguments: dict[str, Any] = attrs.field(factory=dict, validator=_json_object)
+    """The operation's arguments, a JSON object (default ``{}``)."""
+
+
+@attrs.frozen(kw_only=True)
+class Cancel:
+    """Cancel run ``run_id`` (SPEC §6.7). Answered by a status reply with the true state."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    run_id: int = _run_id()
+    """The run to cancel."""
+
+
+@attrs.frozen(kw_only=True)
+class Status:
+    """Ask for run ``run_id``'s state (SPEC §6.5: needs no capacity)."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    run_id: int = _run_id()
+    """The run to report."""
+
+
+@attrs.frozen(kw_only=True)
+class Watch:
+    """Ask once for the events after ``cursor`` (SPEC §6.8). Answered by ``events``."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    cursor: int = attrs.field(validator=_count)
+    """The last ``seq`` the client has seen (0: from the start)."""
+
+
+@attrs.frozen(kw_only=True)
+class Subscribe:
+    """Start pushes of every event after ``cursor`` (SPEC §6.9).
+
+    Answered by ``events`` (the backlog and the cursor), then one ``event`` per new
+    event until ``unsubscribe`` or ``resync_required``.
+    """
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    cursor: int | None = attrs.field(default=None, validator=_optional(_count))
+    """The last ``seq`` the client has seen; ``None`` (default): only new events."""
+
+
+@attrs.frozen(kw_only=True)
+class Unsubscribe:
+    """Stop the pushes started by ``subscribe``. Answered by ``ok``."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+
+
+@attrs.frozen(kw_only=True)
+class Ack:
+    """The client has processed every pushed event up to ``seq`` (SPEC §6.9)."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    seq: int = attrs.field(validator=_count)
+    """The highest ``seq`` processed."""
+
+
+@attrs.frozen(kw_only=True)
+class BootReport:
+    """Ask which runs survived the last restart (SPEC §6.10)."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+
+
+@attrs.frozen(kw_only=True)
+class Resume:
+    """Run an interrupted run again (SPEC §6.10). Answered by a receipt."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    run_id: int = _run_id()
+    """The interrupted run."""
+    override: bool = attrs.field(default=False, validator=_flag)
+    """Needed to resume a quarantined run (interrupted twice)."""
+
+
+@attrs.frozen(kw_only=True)
+class Discard:
+    """Give up an interrupted run for good (SPEC §6.10)."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    run_id: int = _run_id()
+    """The interrupted run."""
+
+
+@attrs.frozen(kw_only=True)
+class Select:
+    """Set the selected run of the preview server (SPEC §4.2, §7.2)."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    run_id: int | None = attrs.field(validator=_optional(_count))
+    """The selected run, or ``None`` to clear the selection. Required (may be null)."""
+
+
+@attrs.frozen(kw_only=True)
+class Visible:
+    """Set the runs shown in the client's viewport (SPEC §4.2, §7.2)."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    run_ids: tuple[int, ...] = attrs.field(validator=_counts(MAX_VISIBLE_RUNS))
+    """The visible runs, in display order; at most 1024 (a JSON array)."""
+
+
+@attrs.frozen(kw_only=True)
+class ListRuns:
+    """Ask for the preview server's run list (SPEC §7.2). Answered by ``run_list``."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+
+
+# --------------------------------------------------------------------------------------
+# Server → client messages
+# --------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Receipt:
+    """Answer to ``submit``/``resume``: admitted or refused, never a verdict (SPEC §6.1).
+
+    A refusal at capacity has ``admitted=False``, ``code="pool_full"``,
+    ``retryable=True``, and the queue ``depth`` and ``bound`` (SPEC §6.5).
+    """
+
+    request_id: str | None = _reply_id()
+    """The request's id (``None`` only for in-process submits)."""
+    admitted: bool = attrs.field(validator=_flag)
+    """True if a run was created or joined."""
+    run_id: int | None = attrs.field(validator=_optional(_count))
+    """The run created or joined; ``None`` when refused."""
+    snapshot_id: str | None = attrs.field(validator=_optional(_text()))
+    """Opaque id of the snapshot of inputs the run is pinned to (SPEC §6.10)."""
+    revision: int = attrs.field(validator=_count)
+    """The source revision the run is tied to (SPEC §6.4)."""
+    event_cursor: int = attrs.field(validator=_count)
+    """Event-log head when the receipt was made: watch from here (SPEC §6.8)."""
+    coalesced: bool = attrs.field(default=False, validator=_flag)
+    """True if the request joined an equal run in flight (SPEC §6.4)."""
+    code: str | None = attrs.field(default=None, validator=_optional(_code))
+    """For a refusal: why, e.g. ``pool_full``."""
+    retryable: bool | None = attrs.field(default=None, validator=_optional(_flag))
+    """For a refusal: whether retrying later may succeed."""
+    depth: int | None = attrs.field(default=None, validator=_optional(_count))
+    """For ``pool_full``: runs queued or running."""
+    bound: int | None = attrs.field(default=None, validator=_optional(_count))
+    """For ``pool_full``: the admission bound (``max_inflight``)."""
+
+
+@attrs.frozen(kw_only=True)
+class Event:
+    """One event of the event log (SPEC §6.6, §6.8); pushed, or inside ``events``."""
+
+    seq: int = attrs.field(validator=_count)
+    """Global, strictly increasing sequence number."""
+    kind: str = attrs.field(validator=_code)
+    """e.g. ``job_queued``, ``job_started``, ``job_progress``, ``job_finished``,
+    ``job_cancelled``, ``admission_paused``, ``admission_resumed``."""
+    run_id: int | None = attrs.field(default=None, validator=_optional(_count))
+    """The run it is about; ``None`` for log-wide events."""
+    data: dict[str, Any] = attrs.field(factory=dict, validator=_json_object)
+    """Kind-specific facts (progress fraction, verdict, reason...), a JSON object."""
+
+
+@attrs.frozen(kw_only=True)
+class Events:
+    """Answer to ``watch``/``subscribe``: events after a cursor, and the new cursor."""
+
+    request_id: str | None = _reply_id()
+    """The request's id."""
+    events: tuple[Event, ...] = attrs.field(validator=_items_of(Event))
+    """The events, in ``seq`` order (nested events carry no ``type`` key)."""
+    cursor: int = attrs.field(validator=_count)
+    """The ``seq`` to watch from next."""
+
+
+@attrs.frozen(kw_only=True)
+class ErrorReply:
+    """A request failed, or a message could not be read (SPEC §2.4). Tag ``"error"``.
+
+    The connection stays up. ``code`` is the error class's code (SPEC §1.5), e.g.
+    ``invalid_message``, ``unknown_type``, ``message_too_large``, ``request_conflict``,
+    ``cursor_expired``.
+    """
+
+    request_id: str | None = _reply_id()
+    """The failed request's id; ``None`` if the message could not be read."""
+    code: str = attrs.field(validator=_code)
+    """Stable snake_case code."""
+    message: str = attrs.field(validator=_text(MAX_ERROR_MESSAGE_BYTES, min_length=0))
+    """Human-readable text, at most 1 KiB."""
+    retryable: bool = attrs.field(validator=_flag)
+    """True if the same request may succeed later (category ``transient``)."""
+    details: dict[str, Any] = attrs.field(factory=dict, validator=_json_object)
+    """Structured facts, e.g. ``fields`` for ``invalid_message``, ``head`` for
+    ``cursor_expired``. A JSON object (default ``{}``)."""
+
+    @classmethod
+    def from_error(cls, error: ActorError, *, request_id: str | None) -> ErrorReply:
+        """Build the reply for ``error``: its code, bounded message, retryability, details.
+
+        ``error.details`` must be JSON-compatible (as :class:`ActorError` requires).
+        """
+        message = bound_message(error.message)
+        if len(message) > MAX_ERROR_MESSAGE_BYTES:  # pragma: no cover - bytes ≥ characters
+            message = message[:MAX_ERROR_MESSAGE_BYTES]
+        return cls(
+            request_id=request_id,
+            code=error.code,
+            message=message,
+            retryable=error.retryable,
+            details=dict(error.details),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class StatusReply:
+    """A run's state: answer to ``status``, ``cancel`` and ``discard`` (SPEC §6.6, §6.7)."""
+
+    request_id: str | None = _reply_id()
+    """The request's id."""
+    run_id: int = _run_id()
+    """The run."""
+    state: str = attrs.field(validator=_code)
+    """e.g. ``queued``, ``running``, ``finished``, ``cancelled``, ``interrupted``,
+    ``quarantined``, ``discarded`` — the true state, never a fake ``cancelled``."""
+    verdict: str | None = attrs.field(default=None, validator=_optional(_text()))
+    """For a finished run: ``ok``, ``empty``, ``interrupted``, ``failed``..."""
+    progress: float | None = attrs.field(default=None)
+    """Last reported progress in ``[0, 1]``, if any."""
+    detail: dict[str, Any] = attrs.field(factory=dict, validator=_json_object)
+    """Other facts (operation, reason, interruptions...), a JSON object."""
+
+    @progress.validator
+    def _check_progress(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise FieldError(attribute.name, f"must be a number in [0, 1], got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class BootReportReply:
+    """Answer to ``boot_report`` (SPEC §6.10): nothing runs by itself after a restart."""
+
+    request_id: str | None = _reply_id()
+    """The request's id."""
+    survivors: tuple[int, ...] = attrs.field(validator=_counts(MAX_JSON_INT))
+    """Admitted runs that had not finished."""
+    interrupted: tuple[int, ...] = attrs.field(validator=_counts(MAX_JSON_INT))
+    """Runs that were running when the process stopped."""
+    quarantined: tuple[int, ...] = attrs.field(validator=_counts(MAX_JSON_INT))
+    """Runs interrupted twice: resuming them needs ``override``."""
+
+
+@attrs.frozen(kw_only=True)
+class OkReply:
+    """Plain acknowledgement (``unsubscribe``, ``ack``, ``select``, ``visible``). Tag ``"ok"``."""
+
+    request_id: str | None = _reply_id()
+    """The request's id."""
+
+
+@attrs.frozen(kw_only=True)
+class RunSummary:
+    """One row of ``run_list``: a measurement run of the preview server (SPEC §7.2)."""
+
+    run_id: int = _run_id()
+    """The database's run id."""
+    name: str = attrs.field(validator=_text(min_length=0))
+    """Measurement name."""
+    experiment: str = attrs.field(validator=_text(min_length=0))
+    """Experiment name."""
+    sample: str | None = attrs.field(default=None, validator=_optional(_text(min_length=0)))
+    """Sample name, if known."""
+    guid: str | None = attrs.field(default=None, validator=_optional(_text()))
+    """The run's GUID, if known."""
+    shape: tuple[int, ...] = attrs.field(default=(), validator=_counts(8))
+    """Declared data shape (one int per axis; ``()`` if unknown)."""
+    completed: bool = attrs.field(validator=_flag)
+    """False while the run is still being written (a progressive source, SPEC §4.5)."""
+    rows: int = attrs.field(validator=_count)
+    """Number of result rows so far."""
+
+
+@attrs.frozen(kw_only=True)
+class RunList:
+    """The run list: answer to ``list_runs``, or pushed when it changes (SPEC §7.2)."""
+
+    request_id: str | None = _reply_id()
+    """The request's id; ``None`` when pushed."""
+    runs: tuple[RunSummary, ...] = attrs.field(validator=_items_of(RunSummary))
+    """The runs, in database order."""
+
+
+@attrs.frozen(kw_only=True)
+class Payload:
+    """A rendered image for a run, pushed by the preview server (SPEC §5, §7.2)."""
+
+    run_id: int = _run_id()
+    """The run."""
+    kind: str = attrs.field(validator=_code)
+    """``thumbnail`` or ``preview``."""
+    revision: int = attrs.field(validator=_count)
+    """Source revision it was drawn from (SPEC §4.8)."""
+    mime: str = attrs.field(validator=_text(255))
+    """Media type, e.g. ``image/png``."""
+    data_b64: str = attrs.field(validator=_text(2**31, min_length=0))
+    """The image bytes, standard base64."""
+    width: int = attrs.field(validator=_count)
+    """Image width, in pixels."""
+    height: int = attrs.field(validator=_count)
+    """Image height, in pixels."""
+
+
+@attrs.frozen(kw_only=True)
+class ResyncRequired:
+    """The client fell behind its bounded queue; its backlog was dropped (SPEC §6.9).
+
+    Watch or subscribe again from ``head`` (or from an older cursor still retained).
+    """
+
+    head: int = attrs.field(validator=_count)
+    """The event log's head ``seq`` when the backlog was dropped."""
+
+
+#: Every client → server request.
+ClientRequest = Union[  # noqa: UP007 - cattrs needs a typing.Union object at runtime
+    Submit,
+    Cancel,
+    Status,
+    Watch,
+    Subscribe,
+    Unsubscribe,
+    Ack,
+    BootReport,
+    Resume,
+    Discard,
+    Select,
+    Visible,
+    ListRuns,
+]
+#: Every server → client message.
+ServerMessage = Union[  # noqa: UP007 - see above
+    Receipt,
+    Event,
+    Events,
+    ErrorReply,
+    StatusReply,
+    BootReportReply,
+    OkReply,
+    RunList,
+    Payload,
+    ResyncRequired,
+]
+#: Any message, either direction.
+Message = Union[ClientRequest, ServerMessage]  # noqa: UP007 - see above
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+#: The ``"type"`` tag of each message class (stable: clients match on it).
+TAGS: Final[dict[type, str]] = {
+    cls: _snake(cls.__name__) for cls in (*ClientRequest.__args__, *ServerMessage.__args__)
+}
+TAGS[ErrorReply] = "error"
+TAGS[OkReply] = "ok"
