@@ -21,6 +21,7 @@ from protocol.errors import (
     ProtocolError,
     ProtocolViolation,
     TruncatedFrame,
+    UnknownMessageType,
 )
 from protocol.records import ErrorRecord
 
@@ -33,6 +34,7 @@ __all__ = [
     "TruncatedFrame",
     "InvalidMessage",
     "MessageTooLarge",
+    "UnknownMessageType",
     "ActorStopped",
     "ActorCrashed",
     "MailboxFull",
