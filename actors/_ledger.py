@@ -1,0 +1,591 @@
+"""The event log's SQLite ledger: requests, runs and events on disk (SPEC §6.10).
+
+One :class:`Ledger` owns one ``sqlite3`` connection. Every SQLite call runs in a worker
+thread through ``trio.to_thread.run_sync`` with a private ``CapacityLimiter(1)``, so the
+connection is only ever used by one thread at a time and the event loop never blocks.
+
+Writes are *staged* synchronously (``stage_*``) into the current batch and committed by a
+single writer task (:meth:`Ledger.run_writer`): group commit. While one batch commits,
+the next one fills, so a busy log commits many rows per transaction, and a quiet one
+commits each row at once. Each batch has a :class:`Ticket`; ``await ticket.wait()``
+returns once that batch is durable. The latency from staging to the start of its commit
+is at most ``commit_linger`` (<= 10 ms) plus the duration of the commit in progress.
+
+Opening checks the file before anything writes to it: an existing file must have the
+SQLite header, pass ``PRAGMA quick_check`` through a read-only connection, carry our
+``application_id`` and a ``user_version`` we know. Otherwise :class:`LedgerCorrupt`,
+:class:`LedgerVersionError` or :class:`LedgerError` is raised and the file's bytes are
+left unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import urllib.parse
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from .errors import LedgerCorrupt, LedgerError, LedgerVersionError
+
+if TYPE_CHECKING:
+    from ._eventlog_types import Event
+
+__all__ = [
+    "APPLICATION_ID",
+    "RUN_COLUMNS",
+    "SCHEMA_VERSION",
+    "Ledger",
+    "LedgerSnapshot",
+    "LedgerStatistics",
+    "Ticket",
+]
+
+#: The schema version this code writes (``PRAGMA user_version``).
+SCHEMA_VERSION = 1
+#: ``PRAGMA application_id`` of an event-log ledger ("TAEL").
+APPLICATION_ID = 0x5441454C
+_MAGIC = b"SQLite format 3\x00"
+
+#: Columns of the ``runs`` table, in order; ``stage_run`` takes a dict with these keys.
+RUN_COLUMNS = (
+    "run_id",
+    "request_id",
+    "operation",
+    "arguments",
+    "revision",
+    "snapshot_id",
+    "state",
+    "verdict",
+    "result",
+    "error",
+    "cancelled_by",
+    "progress",
+    "interruptions",
+)
+
+_SCHEMA = f"""
+CREATE TABLE requests (
+    request_id TEXT PRIMARY KEY,
+    content TEXT NOT NULL,
+    run_id INTEGER NOT NULL,
+    receipt TEXT NOT NULL,
+    position INTEGER NOT NULL
+);
+CREATE TABLE runs (
+    run_id INTEGER PRIMARY KEY,
+    request_id TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    snapshot_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    verdict TEXT,
+    result TEXT,
+    error TEXT,
+    cancelled_by TEXT,
+    progress REAL,
+    interruptions INTEGER NOT NULL
+);
+CREATE INDEX runs_open ON runs(state) WHERE state NOT IN ('finished', 'cancelled');
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    run_id INTEGER,
+    data TEXT NOT NULL
+);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+PRAGMA application_id = {APPLICATION_ID};
+PRAGMA user_version = {SCHEMA_VERSION};
+"""
+
+
+@attrs.frozen(kw_only=True)
+class LedgerSnapshot:
+    """What a ledger holds at boot, loaded by :meth:`Ledger.open`."""
+
+    revision: int
+    """The persisted revision (0 for a new ledger)."""
+    head: int
+    """The highest event seq (0 for none)."""
+    next_run_no: int
+    """The number for the next run id."""
+    next_request_position: int
+    """The position for the next stored request."""
+    open_runs: tuple[dict[str, Any], ...]
+    """Rows (as dicts keyed by :data:`RUN_COLUMNS`) of runs not finished nor cancelled."""
+    requests: tuple[tuple[str, str, int, str], ...]
+    """The most recent ``(request_id, content, run_id, receipt_json)`` rows, oldest first."""
+    request_total: int
+    """How many requests the ledger holds in all."""
+
+
+@attrs.frozen(kw_only=True)
+class LedgerStatistics:
+    """Counters of a ledger (STYLE 16)."""
+
+    commits: int
+    """Transactions committed."""
+    rows: int
+    """Rows written in all."""
+    pending_rows: int
+    """Rows staged and not yet committed."""
+    largest_batch: int
+    """Most rows in one transaction."""
+
+
+class Ticket:
+    """Durability of one batch: :meth:`wait` returns once it is committed (SPEC §6.10)."""
+
+    __slots__ = ("_done", "_error")
+
+    def __init__(self) -> None:
+        self._done = trio.Event()
+        self._error: str | None = None
+
+    @property
+    def done(self) -> bool:
+        """True once the batch committed or failed."""
+        return self._done.is_set()
+
+    async def wait(self) -> None:
+        """Wait until the batch is committed; always a checkpoint.
+
+        Raises:
+            LedgerError: (``ledger_error``) the batch's transaction failed.
+        """
+        if self._done.is_set():
+            await trio.lowlevel.checkpoint()
+        else:
+            await self._done.wait()
+        if self._error is not None:
+            raise LedgerError(f"ledger commit failed: {self._error}")
+
+    def _settle(self, error: str | None = None) -> None:
+        self._error = error
+        self._done.set()
+
+
+class _Batch:
+    __slots__ = ("committed", "events", "meta", "requests", "rows", "runs", "ticket")
+
+    def __init__(self) -> None:
+        self.committed = False
+        self.requests: list[tuple[str, str, int, str, int]] = []
+        self.runs: dict[int, tuple[Any, ...]] = {}
+        self.events: list[Event] = []
+        self.meta: dict[str, str] = {}
+        self.rows = 0
+        self.ticket = Ticket()
+
+
+def _make_json_encoder() -> Any:
+    # Event data is JSON-checked before it is staged; the C encoder called directly
+    # skips json.dumps' per-call set-up (about 2x faster for small dicts).
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - pure-Python json
+        return json.dumps
+    chunks = make(None, None, json.encoder.encode_basestring, None, ":", ",", False, False, False)
+    return lambda value: "".join(chunks(value, 0))
+
+
+_encode_json = _make_json_encoder()
+
+
+def check_ledger_file(path: str) -> bool:
+    """Check an existing ledger file without writing to it; return False if it is new.
+
+    Raises:
+        LedgerCorrupt: (``ledger_corrupt``) not SQLite, truncated, or failing quick_check.
+        LedgerVersionError: (``ledger_version_unsupported``) newer schema than we know.
+        LedgerError: (``ledger_error``) a SQLite database that is not an event-log ledger.
+    """
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        return False
+    if size == 0:
+        return False
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except OSError as exc:
+        raise LedgerError(f"cannot read ledger {path!r}: {exc}") from None
+    if len(header) < 100 or not header.startswith(_MAGIC):
+        what = (
+            "truncated (shorter than the 100-byte header)"
+            if len(header) < 100
+            else ("not a SQLite database (bad header)")
+        )
+        raise LedgerCorrupt(f"ledger {path!r} is {what}; the file was left untouched")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    header_valid = header[24:28] == header[92:96]
+    if header_valid and pages and size < pages * page_size and not os.path.exists(path + "-wal"):
+        raise LedgerCorrupt(
+            f"ledger {path!r} is truncated ({size} bytes, header says"
+            f" {pages * page_size}); the file was left untouched"
+        )
+    # Without a WAL file, open it "immutable" so that not even -wal/-shm files appear;
+    # with one (a crash left it), its committed pages must be read too.
+    has_wal = os.path.exists(path + "-wal")
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    uri += "" if has_wal else "&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise LedgerCorrupt(
+            f"ledger {path!r} is not a readable SQLite database ({exc});"
+            " the file was left untouched"
+        ) from None
+    if problems != ["ok"]:
+        raise LedgerCorrupt(
+            f"ledger {path!r} failed its integrity check: {'; '.join(problems[:3])};"
+            " the file was left untouched"
+        )
+    if not tables and app_id == 0 and version == 0:
+        return False
+    if app_id != APPLICATION_ID:
+        raise LedgerError(
+            f"{path!r} is a SQLite database but not an event-log ledger"
+            f" (application_id {app_id:#x}); the file was left untouched"
+        )
+    if version > SCHEMA_VERSION:
+        raise LedgerVersionError(
+            f"ledger {path!r} has schema version {version}, newer than the supported"
+            f" {SCHEMA_VERSION}; upgrade trio-actors. The file was left untouched",
+            version=version,
+            supported=SCHEMA_VERSION,
+        )
+    return True
+
+
+class Ledger:
+    """The SQLite ledger behind a durable event log (SPEC §6.10).
+
+    Args:
+        path: The database file; created with the schema if missing or empty.
+        synchronous: ``PRAGMA synchronous`` (``FULL``, ``NORMAL`` or ``EXTRA``).
+        commit_linger: Seconds (trio clock) the writer waits after the first staged row
+            before committing, to grow the batch; 0 commits as soon as it is free.
+        max_pending_rows: Staged rows above which :meth:`wait_writable` blocks.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        synchronous: str = "FULL",
+        commit_linger: float = 0.0,
+        max_pending_rows: int = 50_000,
+    ) -> None:
+        self.path = path
+        self._synchronous = synchronous
+        self._linger = commit_linger
+        self._max_pending = max_pending_rows
+        self._limiter = trio.CapacityLimiter(1)
+        self._conn: sqlite3.Connection | None = None
+        self._batch = _Batch()
+        self._dirty = trio.Event()
+        self._last_ticket: Ticket | None = None
+        self._orphans: list[_Batch] = []
+        self._commits = 0
+        self._rows = 0
+        self._largest = 0
+
+    # -- opening and closing ----------------------------------------------------------
+
+    async def open(self, *, keep_requests: int) -> LedgerSnapshot:
+        """Check the file, create or open the schema, and load what boot needs.
+
+        Args:
+            keep_requests: How many of the most recent requests to load.
+
+        Raises:
+            LedgerCorrupt: (``ledger_corrupt``) the file is damaged; it is untouched.
+            LedgerVersionError: (``ledger_version_unsupported``) newer schema.
+            LedgerError: (``ledger_error``) not a ledger, or SQLite failed.
+        """
+        return await self._call(self._open_sync, keep_requests)
+
+    def _open_sync(self, keep_requests: int) -> LedgerSnapshot:
+        existing = check_ledger_file(self.path)
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise LedgerError(f"cannot open ledger {self.path!r}: {exc}") from None
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            if not existing:
+                conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+            snapshot = self._load(conn, keep_requests)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise LedgerError(f"cannot open ledger {self.path!r}: {exc}") from None
+        self._conn = conn
+        return snapshot
+
+    @staticmethod
+    def _load(conn: sqlite3.Connection, keep_requests: int) -> LedgerSnapshot:
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        head = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
+        run_no = conn.execute("SELECT coalesce(max(run_id), 0) FROM runs").fetchone()[0]
+        total, position = conn.execute(
+            "SELECT count(*), coalesce(max(position), 0) FROM requests"
+        ).fetchone()
+        cols = ", ".join(RUN_COLUMNS)
+        open_runs = tuple(
+            dict(zip(RUN_COLUMNS, row, strict=True))
+            for row in conn.execute(
+                f"SELECT {cols} FROM runs WHERE state NOT IN ('finished', 'cancelled')"
+                " ORDER BY run_id"
+            )
+        )
+        requests = conn.execute(
+            "SELECT request_id, content, run_id, receipt FROM requests"
+            " ORDER BY position DESC LIMIT ?",
+            (keep_requests,),
+        ).fetchall()
+        requests.reverse()
+        return LedgerSnapshot(
+            revision=int(meta.get("revision", "0")),
+            head=head,
+            next_run_no=run_no + 1,
+            next_request_position=position + 1,
+            open_runs=open_runs,
+            requests=tuple(requests),
+            request_total=total,
+        )
+
+    async def close(self) -> None:
+        """Commit what is still staged, then close the connection; idempotent.
+
+        Call it after the writer stopped. The final commit runs in one worker thread that
+        cancellation does not interrupt once it started.
+
+        Raises:
+            LedgerError: (``ledger_error``) the final commit failed.
+        """
+        conn = self._conn
+        if conn is None:
+            await trio.lowlevel.checkpoint()
+            return
+        batches = [b for b in (*self._orphans, self._batch) if b.rows or b.runs]
+        self._orphans = []
+        self._batch = _Batch()
+
+        def final() -> None:
+            try:
+                for batch in batches:
+                    self._commit_sync(batch)
+            finally:
+                conn.close()
+
+        try:
+            await trio.to_thread.run_sync(final, limiter=self._limiter)
+        except sqlite3.Error as exc:
+            raise LedgerError(f"final ledger commit failed: {exc}") from None
+        finally:
+            self._conn = None
+            for batch in batches:
+                self._settled(batch)
+
+    def abandon(self) -> None:
+        """Fail every ticket not yet committed (the log stopped without a final commit)."""
+        for batch in (*self._orphans, self._batch):
+            if not batch.ticket.done:
+                batch.ticket._settle("the ledger closed before this batch was committed")
+
+    # -- staging (sync) -----------------------------------------------------------------
+
+    def _staged(self, rows: int) -> Ticket:
+        batch = self._batch
+        batch.rows += rows
+        if not self._dirty.is_set():
+            self._dirty.set()
+        self._last_ticket = batch.ticket
+        return batch.ticket
+
+    def stage_request(
+        self, request_id: str, content: str, run_id: int, receipt_json: str, position: int
+    ) -> Ticket:
+        """Stage a request row; return the ticket of its batch."""
+        self._batch.requests.append((request_id, content, run_id, receipt_json, position))
+        return self._staged(1)
+
+    def stage_run(self, row: dict[str, Any]) -> Ticket:
+        """Stage a run row (keys :data:`RUN_COLUMNS`); later rows of a run in one batch
+        replace earlier ones, so only its last state is written."""
+        runs = self._batch.runs
+        fresh = row["run_id"] not in runs
+        runs[row["run_id"]] = tuple(row[c] for c in RUN_COLUMNS)
+        return self._staged(1 if fresh else 0)
+
+    def stage_event(self, event: Event) -> Ticket:
+        """Stage an event row; its ``data`` is JSON-encoded in the writer thread."""
+        batch = self._batch
+        batch.events.append(event)
+        if batch.rows:  # the hot path: the batch is already dirty and the last one
+            batch.rows += 1
+            return batch.ticket
+        return self._staged(1)
+
+    def stage_meta(self, key: str, value: str) -> Ticket:
+        """Stage a ``meta`` key (e.g. ``revision``)."""
+        self._batch.meta[key] = value
+        return self._staged(1)
+
+    @property
+    def pending_rows(self) -> int:
+        """Rows staged and not yet committed (the batch being committed included)."""
+        return self._batch.rows
+
+    # -- the writer -----------------------------------------------------------------------
+
+    async def run_writer(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Commit staged batches, one transaction each, until cancelled (SPEC §6.10).
+
+        A commit in progress is never interrupted by cancellation (the thread finishes it).
+
+        Raises:
+            LedgerError: (``ledger_error``) a transaction failed; its ticket and every
+                later one report the failure.
+        """
+        task_status.started()
+        while True:
+            await self._dirty.wait()
+            if self._linger:
+                await trio.sleep(self._linger)
+            await self._commit_one()
+
+    async def _commit_one(self) -> None:
+        batch, self._batch = self._batch, _Batch()
+        self._dirty = trio.Event()
+        try:
+            await trio.to_thread.run_sync(self._commit_sync, batch, limiter=self._limiter)
+        except sqlite3.Error as exc:
+            batch.ticket._settle(str(exc))
+            self._batch.ticket._settle(f"an earlier commit failed: {exc}")
+            raise LedgerError(f"ledger commit failed: {exc}") from None
+        except BaseException:
+            if not batch.committed:  # cancelled before its thread ran: close() commits it
+                self._orphans.append(batch)
+            raise
+        self._settled(batch)
+
+    def _settled(self, batch: _Batch) -> None:
+        if batch.committed:
+            self._commits += 1
+            self._rows += batch.rows
+            self._largest = max(self._largest, batch.rows)
+            batch.ticket._settle()
+        elif not batch.ticket.done:
+            batch.ticket._settle("the batch was not committed")
+
+    def _commit_sync(self, batch: _Batch) -> None:
+        conn = self._conn
+        if conn is None:
+            raise sqlite3.OperationalError("ledger is closed")
+        dumps = _encode_json
+        conn.execute("BEGIN")
+        try:
+            if batch.requests:
+                conn.executemany("INSERT INTO requests VALUES (?, ?, ?, ?, ?)", batch.requests)
+            if batch.runs:
+                conn.executemany(
+                    f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
+                    batch.runs.values(),
+                )
+            if batch.events:
+                conn.executemany(
+                    "INSERT INTO events VALUES (?, ?, ?, ?)",
+                    [(e.seq, e.kind, e.run_id, dumps(e.data)) for e in batch.events],
+                )
+            if batch.meta:
+                conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", batch.meta.items())
+            conn.execute("COMMIT")
+            batch.committed = True
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    async def flush(self) -> None:
+        """Wait until everything staged so far is committed; always a checkpoint.
+
+        Raises:
+            LedgerError: (``ledger_error``) a commit failed.
+        """
+        ticket = self._last_ticket
+        if ticket is None:
+            await trio.lowlevel.checkpoint()
+        else:
+            await ticket.wait()
+
+    async def wait_writable(self) -> None:
+        """Wait while more than ``max_pending_rows`` rows are staged; always a checkpoint.
+
+        This is the back-pressure point of the event log's writers (every channel bounded).
+        """
+        await trio.lowlevel.checkpoint()
+        while self._batch.rows > self._max_pending:
+            await self._batch.ticket.wait()
+
+    # -- reads (for what memory no longer holds) -------------------------------------------
+
+    async def fetch_run(self, run_id: int) -> dict[str, Any] | None:
+        """Return the committed row of ``run_id`` (keys :data:`RUN_COLUMNS`) or None."""
+        cols = ", ".join(RUN_COLUMNS)
+        rows = await self._query(f"SELECT {cols} FROM runs WHERE run_id = ?", (run_id,))
+        return dict(zip(RUN_COLUMNS, rows[0], strict=True)) if rows else None
+
+    async def fetch_request(self, request_id: str) -> tuple[str, int, str] | None:
+        """Return ``(content, run_id, receipt_json)`` of a committed request, or None."""
+        rows = await self._query(
+            "SELECT content, run_id, receipt FROM requests WHERE request_id = ?",
+            (request_id,),
+        )
+        return tuple(rows[0]) if rows else None  # type: ignore[return-value]
+
+    async def fetch_events(self, after: int, limit: int) -> list[tuple[int, str, int | None, str]]:
+        """Return up to ``limit`` committed ``(seq, kind, run_id, data_json)`` after ``after``."""
+        return await self._query(
+            "SELECT seq, kind, run_id, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+            (after, limit),
+        )
+
+    async def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        def run() -> list[Any]:
+            if self._conn is None:
+                raise LedgerError("ledger is closed")
+            return self._conn.execute(sql, params).fetchall()
+
+        return await self._call(run)
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        try:
+            return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        except sqlite3.Error as exc:
+            raise LedgerError(f"ledger {self.path!r}: {exc}") from None
+
+    def statistics(self) -> LedgerStatistics:
+        """Return the ledger's counters."""
+        return LedgerStatistics(
+            commits=self._commits,
+            rows=self._rows,
+            pending_rows=self._batch.rows,
+            largest_batch=self._largest,
+        )

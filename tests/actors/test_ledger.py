@@ -1,0 +1,279 @@
+"""Tests of the SQLite ledger: durability, boot, resume/discard, damaged files (SPEC §6.10)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from actors._eventlog import open_event_log
+from actors._eventlog_types import EventLogConfig, OperationSpec
+from actors._ledger import SCHEMA_VERSION
+from actors.errors import (
+    AlreadyDecided,
+    InvalidCommand,
+    LedgerCorrupt,
+    LedgerError,
+    LedgerVersionError,
+    RunQuarantined,
+)
+
+OPS = [OperationSpec(name="job", fields={"n"})]
+APP = Path(__file__).with_name("eventlog_app.py")
+
+
+def config(tmp_path, **kwargs):
+    return EventLogConfig(ledger_path=tmp_path / "ledger.db", synchronous="NORMAL", **kwargs)
+
+
+def committed(path, sql):
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+async def test_receipt_is_durable_when_returned_and_survives_restart(tmp_path):
+    cfg = config(tmp_path)
+    async with open_event_log(cfg, operations=OPS) as log:
+        first = await log.submit("job", {"n": 1}, request_id="a")
+        rows = committed(cfg.ledger_path, "SELECT request_id, run_id FROM requests")
+        assert rows == [("a", first.run_id)]  # on disk before the receipt was returned
+        log.start(first.run_id)
+        log.finish(first.run_id, "ok", {"answer": 42})
+        log.apply_edit()
+        second = await log.submit("job", {"n": 2}, request_id="b")
+        head = log.head
+    async with open_event_log(cfg, operations=OPS) as log:
+        assert await log.submit("job", {"n": 1}, request_id="a") == first
+        assert log.revision == 1
+        assert log.head == head + 0
+        status = await log.status(first.run_id)
+        assert (status.state, status.verdict, status.result) == ("finished", "ok", {"answer": 42})
+        # watch from 0 reads the older events from SQLite: no gap across the restart
+        result = await log.watch(0, limit=100)
+        assert [e.seq for e in result.events] == list(range(1, head + 1))
+        assert result.events[-1].kind == "job_queued"
+        assert result.events[-1].run_id == 2
+        third = await log.submit("job", {"n": 3})
+        assert third.run_id == 3
+        assert third.event_cursor == head
+        assert [s.run_id for s in log.boot_report().survivors] == [second.run_id]
+
+
+async def test_boot_holds_survivors_until_resume_or_discard(tmp_path, autojump_clock):
+    # Worker threads (SQLite) let the autojump clock jump: nothing here depends on time
+    # but "nothing ran after a while"; the runner blocks until cancelled.
+    cfg = config(tmp_path, max_concurrency=1)
+    calls = []
+
+    async def runner(run, report):
+        calls.append(run.run_id)
+        await trio.sleep_forever()
+
+    async with open_event_log(cfg, operations=OPS, runners={"job": runner}) as log:
+        for n in range(3):
+            await log.submit("job", {"n": n})
+        await trio.sleep(1)  # run 1 is running, 2 and 3 are queued
+    assert calls == [1]
+    for boot in (1, 2):
+        async with open_event_log(cfg, operations=OPS, runners={"job": runner}) as log:
+            report = log.boot_report()
+            assert [s.run_id for s in report.survivors] == [1, 2, 3]
+            assert [(s.run_id, s.interruptions) for s in report.interrupted] == [(1, boot)]
+            assert [s.run_id for s in report.quarantined] == ([1] if boot == 2 else [])
+            await trio.sleep(1)
+            assert calls == [1] * boot  # nothing runs by itself
+            stats = log.statistics()
+            assert (stats.queued, stats.running, stats.held) == (0, 0, 3)
+            if boot == 1:
+                assert (await log.resume(1)).state == "queued"
+                await trio.sleep(1)
+                assert calls == [1, 1]
+    async with open_event_log(cfg, operations=OPS, runners={"job": runner}) as log:
+        with pytest.raises(RunQuarantined) as info:
+            await log.resume(1)
+        assert info.value.code == "run_quarantined"
+        assert (await log.discard(2, actor="ops")).cancelled_by == "ops"
+        with pytest.raises(AlreadyDecided):
+            await log.resume(2)
+        assert (await log.resume(1, override=True)).state == "queued"
+        await trio.sleep(1)
+        with pytest.raises(InvalidCommand):
+            await log.discard(1)  # running, not held
+        assert [s.run_id for s in log.boot_report().survivors] == [3]
+        kinds = [(e.kind, e.run_id) for e in (await log.watch(0, limit=1000)).events]
+        assert kinds.count(("job_interrupted", 1)) == 2
+        assert ("job_cancelled", 2) in kinds
+
+
+async def test_requests_evicted_from_memory_are_read_back(tmp_path):
+    cfg = config(tmp_path, retain_requests=2, retain_runs=1)
+    async with open_event_log(cfg, operations=OPS) as log:
+        receipts = [await log.submit("job", {"n": n}, request_id=f"r{n}") for n in range(5)]
+        for r in receipts:
+            await log.cancel(r.run_id, "t")
+        assert await log.submit("job", {"n": 0}, request_id="r0") == receipts[0]
+        assert (await log.status(receipts[0].run_id)).cancelled_by == "t"
+        from actors.errors import RequestConflict
+
+        with pytest.raises(RequestConflict):
+            await log.submit("job", {"n": 9}, request_id="r1")
+        drift = await log.check_drift(receipts[0].run_id, {"arguments": {"n": 0}})
+        assert not drift.drifted
+
+
+async def test_concurrent_submits_share_commits(tmp_path):
+    async with open_event_log(config(tmp_path, max_inflight=1000), operations=OPS) as log:
+        async with trio.open_nursery() as nursery:
+            for n in range(200):
+                nursery.start_soon(log.submit, "job", {"n": n})
+        stats = log.statistics().ledger
+        assert stats.rows >= 400
+        assert stats.commits < 100
+        assert stats.largest_batch > 4
+        assert stats.pending_rows == 0
+
+
+# -- damaged and foreign files ----------------------------------------------------------
+
+
+async def make_ledger(path):
+    cfg = EventLogConfig(ledger_path=path, synchronous="NORMAL")
+    async with open_event_log(cfg, operations=OPS) as log, trio.open_nursery() as nursery:
+        for n in range(50):
+            nursery.start_soon(log.submit, "job", {"n": n})
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "header_only", "bad_page"])
+async def test_damaged_ledger_is_refused_and_left_untouched(tmp_path, damage):
+    path = tmp_path / "ledger.db"
+    await make_ledger(path)
+    data = path.read_bytes()
+    assert len(data) > 8192
+    if damage == "garbage":
+        data = b"this is not sqlite at all" * 100
+    elif damage == "truncated":
+        data = data[: len(data) // 2 + 100]
+    elif damage == "header_only":
+        data = data[:60]
+    else:
+        data = data[:4096] + b"\xff" * 4096 + data[8192:]
+    path.write_bytes(data)
+    with pytest.raises(LedgerCorrupt) as info:
+        async with open_event_log(EventLogConfig(ledger_path=path), operations=OPS):
+            pass  # pragma: no cover
+    assert info.value.code == "ledger_corrupt"
+    assert "left untouched" in str(info.value)
+    assert str(path) in str(info.value)
+    assert path.read_bytes() == data
+    assert sorted(os.listdir(tmp_path)) == ["ledger.db"]
+
+
+async def test_newer_schema_and_foreign_database_are_refused(tmp_path):
+    path = tmp_path / "ledger.db"
+    await make_ledger(path)
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(LedgerVersionError) as info:
+        async with open_event_log(EventLogConfig(ledger_path=path), operations=OPS):
+            pass  # pragma: no cover
+    assert info.value.code == "ledger_version_unsupported"
+    assert info.value.details == {"version": SCHEMA_VERSION + 1, "supported": SCHEMA_VERSION}
+    assert path.read_bytes() == before
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE runs (x)")
+    conn.close()
+    with pytest.raises(LedgerError, match="not an event-log ledger"):
+        async with open_event_log(EventLogConfig(ledger_path=other), operations=OPS):
+            pass  # pragma: no cover
+
+
+# -- a real process killed with SIGKILL (real clock) --------------------------------------
+
+
+class App:
+    def __init__(self, ledger, *actions):
+        self.proc = subprocess.Popen(
+            [sys.executable, str(APP), str(ledger), *actions],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines = []
+
+    def until(self, action):
+        for line in self.proc.stdout:
+            self.lines.append(json.loads(line))
+            if self.lines[-1]["action"] == action:
+                return self.lines
+        raise AssertionError(f"app ended early: {self.proc.stderr.read()}")
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        assert self.proc.wait(timeout=10) == -signal.SIGKILL
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+    def finish(self):
+        out, err = self.proc.communicate(timeout=20)
+        assert self.proc.returncode == 0, err
+        self.lines += [json.loads(line) for line in out.splitlines()]
+        return self.lines
+
+
+def run_app_killed(ledger, *actions):
+    app = App(ledger, *actions, "hold")
+    try:
+        return app.until("hold")
+    finally:
+        app.kill()
+
+
+def test_crash_with_sigkill_holds_survivors_and_keeps_receipts(tmp_path):
+    ledger = tmp_path / "ledger.db"
+    submits = [f"submit:req-{n}:{n}" for n in range(3)]
+    lines = run_app_killed(ledger, *submits, "running:1")
+    receipts = [line["receipt"] for line in lines if line["action"] == "submit"]
+    assert [r["run_id"] for r in receipts] == [1, 2, 3]
+    assert all(r["admitted"] for r in receipts)
+    assert lines[-2] == {"action": "running", "calls": [1]}
+
+    # second life: survivors held, nothing runs; replays return the same receipts
+    lines = run_app_killed(ledger, "boot", *submits, "resume:1", "running:1")
+    boot = lines[0]
+    assert boot["survivors"] == [1, 2, 3]
+    assert boot["interrupted"] == {"1": 1}
+    assert (boot["quarantined"], boot["queued"], boot["running"], boot["calls"]) == ([], 0, 0, 0)
+    assert [line["receipt"] for line in lines[1:4]] == receipts
+    assert lines[4] == {"action": "resume", "state": "queued"}
+
+    # third life: run 1 was interrupted twice, so it is quarantined
+    app = App(ledger, "boot", "resume:1", "resume!:1", "discard:2", "status:3", *submits)
+    lines = app.finish()
+    assert lines[0]["interrupted"] == {"1": 2}
+    assert lines[0]["quarantined"] == [1]
+    assert lines[0]["calls"] == 0
+    assert lines[1] == {"action": "resume", "error": "run_quarantined"}
+    assert lines[2] == {"action": "resume!", "state": "queued"}
+    assert lines[3] == {"action": "discard", "state": "cancelled", "by": "operator"}
+    assert lines[4]["status"]["state"] == "held"
+    assert [line["receipt"] for line in lines[5:8]] == receipts
+
+
+async def test_unreadable_path_is_a_clear_ledger_error(tmp_path):
+    (tmp_path / "dir.db").mkdir()
+    with pytest.raises(LedgerError, match="cannot read ledger"):
+        async with open_event_log(EventLogConfig(ledger_path=tmp_path / "dir.db")):
+            pass  # pragma: no cover
