@@ -1,0 +1,404 @@
+"""Tests of the scheduler actor (SPEC §4) under ``autojump_clock`` with exact times."""
+
+from __future__ import annotations
+
+import itertools
+from contextlib import asynccontextmanager
+
+import pytest
+import trio
+import trio.testing
+
+from actors._cache import PayloadCache
+from actors._scheduler_actor import (
+    FormatChanged,
+    GetSchedulerStatistics,
+    HelperRestarted,
+    Reconcile,
+    RunStarted,
+    SchedulerActor,
+    SchedulerActorStatistics,
+    SetPriority,
+    SourceChanged,
+    SwitchSource,
+)
+from actors._scheduler_state import (
+    Failed,
+    Invalidated,
+    Parked,
+    Progressive,
+    Published,
+    Retrying,
+    RunInfo,
+    SchedulerConfig,
+    Settled,
+)
+from actors.errors import InvalidCommand, RenderError, ReplyTimeout, ScheduleRejected
+
+
+def runs(n: int, *, start: int = 1, prefix: str = "g") -> list[RunInfo]:
+    return [RunInfo(run_id=i, guid=f"{prefix}{i}", revision="r1") for i in range(start, start + n)]
+
+
+class Recorder:
+    """Collects the actor's events; ``until`` waits for a condition without polling."""
+
+    def __init__(self) -> None:
+        self.events: list[object] = []
+        self._changed = trio.Event()
+
+    async def collect(self, channel) -> None:
+        async for event in channel:
+            self.events.append(event)
+            self._changed.set()
+            self._changed = trio.Event()
+
+    async def until(self, predicate, seconds: float = 60.0) -> None:
+        with trio.fail_after(seconds):
+            while not predicate(self.events):
+                await self._changed.wait()
+
+    def of(self, cls):
+        return [e for e in self.events if isinstance(e, cls)]
+
+
+@asynccontextmanager
+async def running(execute, *args, **kwargs):
+    async with trio.open_nursery() as nursery:
+        actor = SchedulerActor(execute, *args, **kwargs)
+        ref = await nursery.start(actor.run)
+        recorder = Recorder()
+        nursery.start_soon(recorder.collect, actor.events)
+        try:
+            yield actor, ref, recorder
+        finally:
+            await ref.stop(grace=1.0)
+
+
+def settled(n: int):
+    return lambda events: sum(isinstance(e, Settled) for e in events) >= n
+
+
+# --- timer, retries, deadlines -------------------------------------------------------------
+
+
+async def test_timer_wakes_the_scheduler_exactly_when_the_earliest_backoff_ends(autojump_clock):
+    calls: list[tuple[float, str]] = []
+
+    async def execute(job):
+        calls.append((trio.current_time(), job.claim.kind))
+        if job.claim.kind == "metadata" and len(calls) <= 4:
+            raise ReplyTimeout("helper too slow")
+        return b"ok"
+
+    async with running(execute, runs=runs(1)) as (_actor, _ref, rec):
+        await rec.until(settled(1))
+    assert [kind for _t, kind in calls] == ["metadata"] * 5 + ["thumbnail", "preview"]
+    starts = [t for t, _k in calls[:5]]
+    assert [round(b - a, 9) for a, b in itertools.pairwise(starts)] == [
+        0.025,
+        0.05,
+        0.1,
+        0.2,
+    ]
+    assert starts[4] == starts[0] + 0.025 + 0.05 + 0.1 + 0.2
+    retries = rec.of(Retrying)
+    assert [r.attempt for r in retries] == [1, 2, 3, 4]
+    assert [r.not_before for r in retries] == starts[1:]
+
+
+async def test_timer_wakes_for_the_earliest_of_several_backoffs(autojump_clock):
+    calls: list[tuple[float, int]] = []
+    failures = {1: 3, 2: 1}  # run 1 fails 3 times, run 2 once
+
+    async def execute(job):
+        claim = job.claim
+        calls.append((trio.current_time(), claim.run_id))
+        if claim.kind == "metadata" and failures.get(claim.run_id, 0) > 0:
+            failures[claim.run_id] -= 1
+            raise ReplyTimeout("slow")
+        return b"ok"
+
+    config = SchedulerConfig(workers=2)
+    async with running(execute, runs=runs(2), config=config) as (_a, _r, rec):
+        await rec.until(settled(2))
+    t0 = calls[0][0]
+    meta = [(round(t - t0, 9), run) for t, run in calls if run in (1, 2)][:6]
+    assert meta[:2] == [(0.0, 1), (0.0, 2)]
+    # Both retried when their 25 ms backoffs end; then run 1 alone at 75 ms and 175 ms.
+    assert (0.025, 1) in meta
+    assert (0.025, 2) in meta
+    retries = [round(e.not_before - t0, 9) for e in rec.of(Retrying)]
+    assert retries == [0.025, 0.025, 0.075, 0.175]
+
+
+async def test_deadline_is_a_transient_failure(autojump_clock):
+    calls: list[float] = []
+
+    async def execute(job):
+        calls.append(trio.current_time())
+        if len(calls) == 1:
+            await trio.sleep_forever()
+        return b"m"
+
+    config = SchedulerConfig(job_deadline=2.0)
+    async with running(execute, runs=runs(1), config=config) as (_a, _r, rec):
+        await rec.until(settled(1))
+    (retry,) = rec.of(Retrying)
+    assert retry.error.code == "deadline_exceeded"
+    assert retry.error.category == "transient"
+    assert calls[1] - calls[0] == pytest.approx(2.025, abs=1e-9)
+    assert retry.not_before == calls[1]
+
+
+async def test_errors_are_classified_and_bounded(autojump_clock):
+    async def execute(job):
+        if job.claim.run_id == 1:
+            raise RenderError("bad data")
+        raise ZeroDivisionError("x" * 5000)
+
+    async with running(execute, runs=runs(2)) as (_a, _r, rec):
+        await rec.until(settled(2))
+    failed = {(e.run_id, e.kind): e for e in rec.of(Failed)}
+    assert failed[1, "metadata"].error.code == "render_failed"
+    assert failed[1, "thumbnail"].cause_kind == "metadata"
+    unexpected = failed[2, "metadata"].error
+    assert (unexpected.category, unexpected.code) == ("permanent", "unexpected_error")
+    assert unexpected.message.startswith("ZeroDivisionError: xxx")
+    assert len(unexpected.message.encode()) <= 1024
+    assert not rec.of(Published)
+
+
+# --- the happy path, priorities and caches ------------------------------------------------------
+
+
+async def test_publishes_each_kind_once_in_priority_order(autojump_clock):
+    order: list[tuple[int, str]] = []
+    observations: dict[tuple[int, str], object] = {}
+
+    async def execute(job, tag):
+        claim = job.claim
+        order.append((claim.run_id, claim.kind))
+        observations[claim.run_id, claim.kind] = job.observation
+        await trio.sleep(0.1)
+        if claim.kind == "metadata":
+            return {"run": claim.run_id, "tag": tag}
+        return f"{claim.kind}-{claim.run_id}".encode()
+
+    async with running(execute, "T", runs=runs(3)) as (_actor, ref, rec):
+        await ref.send(SetPriority(selected=3, visible=(2,)))
+        await rec.until(settled(3))
+        stats = await ref.ask(GetSchedulerStatistics(), timeout=1.0)
+    # Run 1's metadata was claimed before the priority arrived; then 3, 2, 1.
+    assert order == [
+        (1, "metadata"),
+        (3, "metadata"),
+        (3, "thumbnail"),
+        (3, "preview"),
+        (2, "metadata"),
+        (2, "thumbnail"),
+        (2, "preview"),
+        (1, "thumbnail"),
+        (1, "preview"),
+    ]
+    published = rec.of(Published)
+    assert len(published) == len({(p.run_id, p.kind, p.revision) for p in published}) == 9
+    assert observations[3, "thumbnail"] == {"run": 3, "tag": "T"}  # from the observation LRU
+    assert observations[3, "metadata"] is None
+    started = rec.of(RunStarted)
+    assert [s.run_id for s in started] == [1, 3, 2]
+    first = rec.events.index(started[0])
+    assert rec.events.index(published[0]) > first
+    assert isinstance(stats, SchedulerActorStatistics)
+    assert (stats.core.published, stats.core.done, stats.workers) == (9, 9, 1)
+    assert stats.observations.entries == 3
+
+
+async def test_rejected_messages_fail_the_ask_and_change_nothing(autojump_clock):
+    gate = trio.Event()
+
+    async def execute(job):
+        await gate.wait()
+        return b"x"
+
+    async with running(execute, runs=runs(3)) as (actor, ref, rec):
+        await ref.ask(SetPriority(selected=2, visible=(3,)), timeout=1.0)
+        with pytest.raises(ScheduleRejected):
+            await ref.ask(SetPriority(selected=99), timeout=1.0)
+        with pytest.raises(ScheduleRejected):
+            await ref.ask(Reconcile(runs=runs(2)), timeout=1.0)
+        with pytest.raises(InvalidCommand):
+            await ref.ask("hello", timeout=1.0)
+        with pytest.raises(InvalidCommand):
+            await ref.ask(FormatChanged(renderer_version="2", options="", kinds={"x"}), timeout=1)
+        assert actor.scheduler.statistics().priority_pending
+        gate.set()
+        await rec.until(settled(3))
+    assert [s.run_id for s in rec.of(RunStarted)] == [1, 2, 3]
+
+
+async def test_source_changed_is_deferred_while_the_job_runs(autojump_clock):
+    gate = trio.Event()
+    calls: list[tuple[str, str]] = []
+
+    async def execute(job):
+        calls.append((job.claim.kind, job.claim.revision))
+        if len(calls) == 1:
+            await gate.wait()
+        return b"x"
+
+    async with running(execute, runs=runs(1)) as (_a, ref, rec):
+        await trio.testing.wait_all_tasks_blocked()
+        await ref.ask(SourceChanged(run_id=1, revision="r2"), timeout=1.0)
+        gate.set()
+        await rec.until(lambda evs: any(isinstance(e, Settled) and e.revision == "r2" for e in evs))
+    meta = [e for e in rec.events if isinstance(e, Published | Invalidated)][:2]
+    assert isinstance(meta[0], Published)
+    assert (meta[0].kind, meta[0].revision) == ("metadata", "r1")
+    assert isinstance(meta[1], Invalidated)
+    assert meta[1].revision == "r2"
+    assert calls == [
+        ("metadata", "r1"),
+        ("metadata", "r2"),
+        ("thumbnail", "r2"),
+        ("preview", "r2"),
+    ]
+
+
+async def test_switch_source_cancels_stale_jobs_and_publishes_nothing_old(autojump_clock):
+    calls: list[str] = []
+
+    async def execute(job):
+        calls.append(job.claim.guid)
+        if job.claim.guid == "old1":
+            await trio.sleep_forever()
+        return b"x"
+
+    async with running(execute, runs=runs(1, prefix="old")) as (_a, ref, rec):
+        await trio.testing.wait_all_tasks_blocked()
+        await ref.ask(SwitchSource(source="new.db", runs=runs(1, prefix="new")), timeout=1.0)
+        await rec.until(settled(1))
+        stats = await ref.ask(GetSchedulerStatistics(), timeout=1.0)
+    assert calls == ["old1", "new1", "new1", "new1"]
+    assert all(p.guid == "new1" for p in rec.of(Published))
+    assert stats.cancelled_stale == 1
+    assert stats.core.generation == 1
+    assert stats.core.dropped == 1
+
+
+async def test_helper_restarted_reruns_metadata_of_the_old_incarnation(autojump_clock):
+    calls: list[tuple[float, int]] = []
+
+    async def execute(job):
+        calls.append((trio.current_time(), job.claim.incarnation))
+        if len(calls) == 1:
+            await trio.sleep_forever()
+        return b"x"
+
+    async with running(execute, runs=runs(1)) as (_a, ref, rec):
+        await trio.testing.wait_all_tasks_blocked()
+        await ref.send(HelperRestarted())
+        await rec.until(settled(1))
+    # The stale job was cancelled, its result fenced, and its work queued again at once.
+    assert [inc for _t, inc in calls] == [0, 1, 1, 1]
+    assert calls[1][0] == calls[0][0]
+    assert len(rec.of(Published)) == 3
+
+
+async def test_progressive_run_is_parked_and_paged_10_ms_apart(autojump_clock):
+    pages: list[float] = []
+
+    async def execute(job):
+        if job.claim.kind == "metadata":
+            pages.append(trio.current_time())
+            if len(pages) <= 3:
+                return Progressive({"rows": len(pages)})
+            return {"rows": 99}
+        return b"img"
+
+    async with running(execute, runs=runs(1)) as (_a, _ref, rec):
+        await rec.until(settled(1))
+    assert [p.result for p in rec.of(Parked)] == [{"rows": 1}, {"rows": 2}, {"rows": 3}]
+    gaps = [round(b - a, 9) for a, b in itertools.pairwise(pages)]
+    assert gaps == [0.0, 0.01, 0.01]  # the first page may follow the first read at once
+    (meta,) = [p for p in rec.of(Published) if p.kind == "metadata"]
+    assert meta.result == {"rows": 99}
+
+
+async def test_stop_is_prompt_and_closes_the_events_channel(autojump_clock):
+    async def execute(job):
+        return b"x"
+
+    async with trio.open_nursery() as nursery:
+        actor = SchedulerActor(execute, runs=runs(2))
+        ref = await nursery.start(actor.run)
+        recorder = Recorder()
+        nursery.start_soon(recorder.collect, actor.events)
+        await recorder.until(settled(2))
+        start = trio.current_time()
+        await ref.stop(grace=5.0)
+        assert trio.current_time() == start  # idle workers exit at once: no grace wait
+    assert len(recorder.of(Published)) == 6  # and the collector saw EndOfChannel
+
+
+async def test_a_slow_reader_holds_back_workers_not_the_mailbox(autojump_clock):
+    async def execute(job):
+        return b"x"
+
+    async with trio.open_nursery() as nursery:
+        actor = SchedulerActor(execute, runs=runs(20), events_capacity=2)
+        ref = await nursery.start(actor.run)
+        await trio.testing.wait_all_tasks_blocked()
+        stats = await ref.ask(GetSchedulerStatistics(), timeout=1.0)  # the mailbox still answers
+        assert stats.core.claims <= 4
+        assert stats.events_queued <= 6
+        recorder = Recorder()
+        nursery.start_soon(recorder.collect, actor.events)
+        await recorder.until(settled(20))
+        await ref.stop(grace=1.0)
+
+
+# --- caches (real clock: worker threads do file I/O) ----------------------------------------
+
+
+async def test_payloads_come_from_the_disk_cache_after_a_restart(tmp_path):
+    executed: list[str] = []
+
+    async def execute(job):
+        executed.append(job.claim.kind)
+        return {"m": 1} if job.claim.kind == "metadata" else f"png-{job.claim.kind}".encode()
+
+    for _attempt in range(2):
+        cache = PayloadCache(directory=tmp_path, disk_max_bytes=100_000)
+        kwargs = {"runs": runs(1), "source": "db", "payload_cache": cache, "renderer_version": "1"}
+        async with running(execute, **kwargs) as (_a, ref, rec):
+            await rec.until(settled(1), seconds=10)
+            stats = await ref.ask(GetSchedulerStatistics(), timeout=5.0)
+        assert {p.kind: p.result for p in rec.of(Published) if p.kind != "metadata"} == {
+            "thumbnail": b"png-thumbnail",
+            "preview": b"png-preview",
+        }
+    assert executed == ["metadata", "thumbnail", "preview", "metadata"]
+    assert stats.payload_disk.hits == 2
+
+
+async def test_format_change_gives_new_cache_keys(tmp_path):
+    executed: list[str] = []
+    fail_thumbnail = [True]
+
+    async def execute(job):
+        executed.append(job.claim.kind)
+        if job.claim.kind == "thumbnail" and fail_thumbnail[0]:
+            raise RenderError("bad options")
+        return {"m": 1} if job.claim.kind == "metadata" else b"png"
+
+    cache = PayloadCache()
+    async with running(execute, runs=runs(1), payload_cache=cache) as (_a, ref, rec):
+        await rec.until(settled(1), seconds=10)
+        fail_thumbnail[0] = False
+        await ref.ask(FormatChanged(renderer_version="2", options="{}"), timeout=5)
+        await rec.until(
+            lambda evs: any(isinstance(e, Published) and e.kind == "thumbnail" for e in evs),
+            seconds=10,
+        )
+    assert executed == ["metadata", "thumbnail", "preview", "thumbnail"]
