@@ -369,17 +369,15 @@ class SchedulerActor(Actor):
 
     # --- internals: the end of the message loop -------------------------------------------------
 
-    async def _serve(self, cell: Any) -> None:
-        # The base class offers no hook between "mailbox drained" and "nursery joined",
-        # so wrap its loop: once it ends (stop() closed the mailbox, or a crash), workers
-        # finish their current job and exit, and the publisher flushes and closes the
-        # events channel. stop()'s grace period still bounds all of it.
-        try:
-            await super()._serve(cell)  # type: ignore[misc]
-        finally:
-            self._closing = True
-            self._ring()
-            self._outbox_changed.set()
+    async def on_drained(self) -> None:
+        """Let the workers finish their current job and exit, and the publisher flush.
+
+        The mailbox is closed and handled (``stop()``); the grace period still bounds
+        all of it. After a crash the nursery is cancelled instead.
+        """
+        self._closing = True
+        self._ring()
+        self._outbox_changed.set()
 
     # --- internals: workers ---------------------------------------------------------------------
 
