@@ -1,0 +1,596 @@
+"""One helper process incarnation, seen from the parent (SPEC §3.2-3.8).
+
+A :class:`HelperProcess` spawns one child in its own session (so its process group can
+be signalled as a whole), performs the startup handshake, runs jobs one at a time, and
+stops the child through the escalation ladder of SPEC §3.5:
+
+1. a cancel frame for the job's exact generation; a terminal reply within
+   ``cancel_grace`` ends the job cooperatively and the helper stays usable;
+2. otherwise SIGTERM to the process group, and up to ``terminate`` seconds to be reaped;
+3. otherwise SIGKILL to the process group, and up to ``kill`` seconds to be reaped;
+4. otherwise the incarnation is *quarantined*: no replacement may be spawned until a
+   watcher task finally reaps it.
+
+Every step is a ``move_on_after`` deadline; the steps that run while the caller is being
+cancelled are shielded, so the ladder always completes, and it is bounded by
+``cancel_grace + terminate + kill`` seconds. A watcher task (in the pool's nursery) waits
+for the process to exit, reaps it, and sweeps its process group with SIGKILL so no
+grandchild survives the helper.
+
+How the child starts without trio, attrs or cattrs: see ``actors._helper_spec.BOOTSTRAP``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections import deque
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+from protocol.envelope import (
+    MAX_GENERATION,
+    PROTOCOL_VERSION,
+    Envelope,
+    check_reply,
+    decode_envelope,
+    encode_envelope,
+    new_session,
+)
+from protocol.framing import DEFAULT_MAX_REQUEST, FrameDecoder
+
+from ._helper_spec import MIN_FRAME_LIMIT, HelperSnapshot
+from ._lifecycle import HelperEvent, HelperState, new_helper_lifecycle
+from .errors import (
+    ErrorRecord,
+    ForcedTermination,
+    HelperExitedError,
+    HelperJobFailed,
+    HelperStartupError,
+    JobCancelled,
+    ProtocolError,
+    ProtocolViolation,
+    ReplyTimeout,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ._helper_spec import HelperSpec, HelperTimeouts
+
+__all__ = ["HelperProcess"]
+
+_READ_SIZE: Final = 65536
+
+
+class _Gone(Exception):
+    """End of file or a broken pipe: the helper is exiting or has exited."""
+
+
+def _exit_details(returncode: int | None) -> dict[str, Any]:
+    name = None
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+    return {"exit_code": returncode, "signal": name}
+
+
+class HelperProcess:
+    """One helper incarnation: a child process in its own session (SPEC §3.3-3.8).
+
+    Create it, then ``await start(nursery)``; run jobs with :meth:`run_job` (one at a
+    time); end it with :meth:`shutdown`; call :meth:`discard` to release its pipes once
+    it is of no further use. The pool (:mod:`actors._pool`) does all of this.
+
+    Args:
+        spec: What to run.
+        timeouts: Deadlines, seconds on trio's clock.
+        incarnation: This process's number within its pool slot (1, 2, ...).
+        label: Name used in errors and snapshots.
+        on_exit: Called (synchronously, from the watcher task) once the process is reaped.
+    """
+
+    def __init__(
+        self,
+        spec: HelperSpec,
+        timeouts: HelperTimeouts,
+        *,
+        incarnation: int = 1,
+        label: str | None = None,
+        on_exit: Callable[[HelperProcess], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.timeouts = timeouts
+        self.incarnation = incarnation
+        self.label = label or f"{spec.name}.{incarnation}"
+        self.session = new_session()
+        #: The *ready* frame's payload (pid, handlers, heavy_modules, info), once ready.
+        self.ready: Any = None
+        self.jobs_run = 0
+        #: The last ladder step a stopped job needed: ``cooperative``, ``exited``,
+        #: ``sigterm``, ``sigkill`` or ``quarantined`` (None if no job was stopped).
+        self.last_escalation: str | None = None
+        self._on_exit = on_exit
+        self._machine = new_helper_lifecycle(self.label)
+        self._process: trio.Process | None = None
+        self._decoder = FrameDecoder(max_size=spec.max_reply)
+        self._frames: deque[bytes] = deque()
+        self._generation = 0
+        self._active: tuple[int, str] | None = None
+        self._send_broken = False
+        self._exited = trio.Event()
+        self._returncode: int | None = None
+        # Shielded so that outside cancellation cannot stop the reaping; only
+        # :meth:`abandon` cancels it (a quarantined process we finally give up on).
+        self._watch_scope = trio.CancelScope(shield=True)
+
+    # --- properties -----------------------------------------------------------------
+
+    @property
+    def state(self) -> HelperState:
+        """Where this incarnation is (SPEC §3)."""
+        return self._machine.state
+
+    @property
+    def pid(self) -> int | None:
+        """The child's pid (also its process group id), or None before the spawn."""
+        return None if self._process is None else self._process.pid
+
+    @property
+    def exited(self) -> bool:
+        """True once the process is reaped."""
+        return self._exited.is_set()
+
+    @property
+    def quarantined(self) -> bool:
+        """True if the kill timeout passed and the process is still not reaped."""
+        return self._machine.state is HelperState.QUARANTINED
+
+    @property
+    def busy(self) -> bool:
+        """True while a job is in progress (including its escalation ladder)."""
+        return self._active is not None
+
+    @property
+    def usable(self) -> bool:
+        """True if the helper is ready for a job."""
+        return self._machine.state is HelperState.IDLE and not self._send_broken
+
+    def snapshot(self) -> HelperSnapshot:
+        """Return this incarnation's liveness without waiting (SPEC §3.8)."""
+        state = self._machine.state
+        return HelperSnapshot(
+            name=self.label,
+            incarnation=self.incarnation,
+            pid=self.pid,
+            state=state.value,
+            alive=self._process is not None and not self.exited,
+            active_generation=None if self._active is None else self._active[0],
+            active_operation=None if self._active is None else self._active[1],
+            unreaped=state
+            in (HelperState.TERMINATING, HelperState.KILLING, HelperState.QUARANTINED),
+            quarantined=state is HelperState.QUARANTINED,
+            exit_code=self._returncode,
+            jobs_run=self.jobs_run,
+            ready=self.ready,
+        )
+
+    # --- start ----------------------------------------------------------------------
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Spawn the child and wait for *ready* (SPEC §3.3).
+
+        The child starts in a new session; a watcher task that reaps it is started in
+        ``nursery``. Cancellation kills the child (shielded, bounded by ``kill``).
+
+        Args:
+            nursery: Where the watcher task runs; it must outlive this helper.
+
+        Raises:
+            HelperStartupError: (code ``helper_startup_failed``) the program could not
+                be executed, no *ready* came within ``timeouts.startup`` seconds, the
+                *ready* frame was wrong, or the entry's ``on_startup`` failed (then
+                ``details["record"]`` has its error record). The child was killed.
+            HelperExitedError: (code ``helper_exited``) the child exited during
+                startup; ``details`` has ``exit_code`` and ``signal``.
+        """
+        startup = self._envelope(
+            "startup",
+            0,
+            "startup",
+            payload={
+                "options": self.spec.options,
+                "fault": self.spec.fault,
+                "max_request": self.spec.max_request,
+                "max_reply": self.spec.max_reply,
+            },
+        )
+        try:
+            # The child reads its startup frame under the default request limit.
+            frame = encode_envelope(startup, max_size=DEFAULT_MAX_REQUEST)
+        except ProtocolError as exc:
+            self._machine.process_event(HelperEvent.REAPED)
+            self._exited.set()
+            raise HelperStartupError(
+                f"{self.label}: startup options do not fit a frame: {exc.message}",
+                reason=exc.code,
+            ) from None
+        env = None if self.spec.env is None else {**os.environ, **self.spec.env}
+        try:
+            self._process = await trio.lowlevel.open_process(
+                self.spec.command(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+                cwd=self.spec.cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._machine.process_event(HelperEvent.REAPED)
+            self._exited.set()
+            raise HelperStartupError(f"{self.label}: could not start: {exc}") from None
+        nursery.start_soon(self._watch)
+        done = False
+        try:
+            await self._handshake(frame)
+            done = True
+        finally:
+            if not done and not self.exited:
+                with trio.CancelScope(shield=True):
+                    await self._escalate(sigterm_first=False)
+
+    async def _handshake(self, frame: bytes) -> None:
+        try:
+            with trio.move_on_after(self.timeouts.startup) as deadline:
+                await self._send(frame)
+                ready = await self._receive()
+        except _Gone:
+            await self._wait_exit_after_eof()
+            raise HelperExitedError(
+                f"{self.label}: exited during startup ({self._describe_exit()})",
+                **_exit_details(self._returncode),
+            ) from None
+        except ProtocolError as exc:
+            raise HelperStartupError(
+                f"{self.label}: bad ready frame: {exc.message}", reason=exc.code
+            ) from None
+        if deadline.cancelled_caught:
+            raise HelperStartupError(
+                f"{self.label}: no ready frame within {self.timeouts.startup:g} s",
+                reason="startup_timeout",
+            )
+        try:
+            check_reply(
+                ready, session=self.session, generation=0, operation="startup", kind="ready"
+            )
+        except ProtocolViolation as exc:
+            raise HelperStartupError(
+                f"{self.label}: bad ready frame: {exc.message}", reason=exc.code
+            ) from None
+        payload = ready.payload if isinstance(ready.payload, dict) else {}
+        if ready.status != "ok":
+            assert ready.error is not None
+            raise HelperStartupError(
+                f"{self.label}: on_startup failed: {ready.error['message']}",
+                reason="on_startup_failed",
+                record=ready.error,
+            )
+        self.ready = payload
+        self._machine.process_event(HelperEvent.READY)
+
+    # --- jobs -----------------------------------------------------------------------
+
+    async def run_job(self, operation: str, payload: Any = None) -> Any:
+        """Run one job on this helper and return its result (SPEC §3.4-3.6).
+
+        Args:
+            operation: The handler's name, 1..128 characters.
+            payload: JSON-compatible arguments.
+
+        Returns:
+            The handler's JSON result.
+
+        Cancellation:
+            If the caller is cancelled while the job runs, the escalation ladder of
+            SPEC §3.5 runs shielded (at most ``cancel_grace + terminate + kill``
+            seconds) before ``trio.Cancelled`` propagates; :attr:`last_escalation` says
+            which step ended it. After a cooperative end the helper is usable again.
+
+        Raises:
+            HelperJobFailed: (the remote record's code) the handler failed; the helper
+                is still usable.
+            JobCancelled: (code ``cancelled``) the helper answered ``cancelled``
+                without being asked.
+            ReplyTimeout: (code ``reply_timeout``) no reply within ``timeouts.reply``
+                seconds; the helper was stopped (cooperatively or by SIGTERM) and
+                retired. A later reply is never accepted.
+            ForcedTermination: (code ``forced_termination``) as ``ReplyTimeout``, but
+                SIGKILL was needed (``details["escalation"]`` is ``sigkill`` or
+                ``quarantined``).
+            ProtocolViolation: (code ``protocol_violation``) the reply was malformed or
+                failed the envelope checks (SPEC §2.3); the helper was killed.
+            FrameTooLarge: (code ``frame_too_large``) the reply declared more than
+                ``spec.max_reply`` bytes, or the job frame is over ``spec.max_request``
+                bytes (then nothing was sent and the helper is still usable).
+            ProtocolError: (code ``protocol_error``) ``payload`` is not
+                JSON-compatible; nothing was sent.
+            HelperExitedError: (code ``helper_exited``) the helper exited or closed its
+                pipe; ``details`` has ``exit_code`` and ``signal``.
+        """
+        if not self.usable:
+            raise RuntimeError(f"{self.label} is {self.state.value}, not ready for a job")
+        await trio.lowlevel.checkpoint()  # cancelled here: the job was never sent
+        generation = self._generation + 1
+        if generation > MAX_GENERATION:  # pragma: no cover (2**53 jobs)
+            raise RuntimeError(f"{self.label}: generations exhausted")
+        frame = encode_envelope(
+            self._envelope("job", generation, operation, payload=payload),
+            max_size=self.spec.max_request,
+        )
+        self._generation = generation
+        self._active = (generation, operation)
+        self._machine.process_event(HelperEvent.JOB_SENT)
+        self.jobs_run += 1
+        self.last_escalation = None
+        try:
+            with trio.move_on_after(self.timeouts.reply) as deadline:
+                # No checkpoint before the write: once JOB_SENT, the frame is out.
+                await self._send(frame, checkpoint=False)
+                reply = await self._receive_reply()
+            if deadline.cancelled_caught:
+                with trio.CancelScope(shield=True):
+                    escalation = await self._stop_job(parent_timeout=True)
+                killed = escalation in ("sigkill", "quarantined")
+                raise (ForcedTermination if killed else ReplyTimeout)(
+                    f"{self.label}: no reply to job {generation} ({operation}) within "
+                    f"{self.timeouts.reply:g} s; stopped by {escalation}",
+                    escalation=escalation,
+                    parent_timeout=True,
+                )
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                await self._stop_job(parent_timeout=False)
+            raise
+        except _Gone:
+            with trio.CancelScope(shield=True):
+                await self._wait_exit_after_eof()
+            raise HelperExitedError(
+                f"{self.label}: exited during job {generation} ({operation}): "
+                f"{self._describe_exit()}",
+                **_exit_details(self._returncode),
+            ) from None
+        except ProtocolError as exc:
+            with trio.CancelScope(shield=True):
+                await self._escalate(sigterm_first=False)
+            if isinstance(exc, ProtocolViolation) or exc.code == "frame_too_large":
+                raise
+            raise ProtocolViolation(
+                f"{self.label}: malformed reply to job {generation}: {exc.message}",
+                **exc.details,
+            ) from None
+        finally:
+            self._active = None
+        self._machine.process_event(HelperEvent.REPLIED)
+        return self._result(reply)
+
+    def _result(self, reply: Envelope) -> Any:
+        if reply.status == "ok":
+            return reply.payload
+        where = {"operation": reply.operation, "generation": reply.generation}
+        if reply.status == "cancelled":
+            raise JobCancelled(f"{self.label}: job {reply.generation} was cancelled", **where)
+        assert reply.error is not None
+        raise HelperJobFailed(ErrorRecord(**reply.error), **where)
+
+    async def _receive_reply(self) -> Envelope:
+        assert self._active is not None
+        generation, operation = self._active
+        reply = await self._receive()
+        check_reply(reply, session=self.session, generation=generation, operation=operation)
+        return reply
+
+    async def _stop_job(self, *, parent_timeout: bool) -> str:
+        """Run the ladder of SPEC §3.5 for the active job; return the last step used.
+
+        Never raises (but ``InvalidTransition`` on a bug); must run shielded.
+        """
+        assert self._active is not None
+        generation, operation = self._active
+        escalation = "cooperative"
+        if self._send_broken:
+            escalation = await self._escalate(sigterm_first=True)
+        else:
+            self._machine.process_event(HelperEvent.CANCEL_SENT)
+            cancel = encode_envelope(
+                self._envelope("cancel", generation, operation), max_size=MIN_FRAME_LIMIT
+            )
+            try:
+                with trio.move_on_after(self.timeouts.cancel_grace) as grace:
+                    await self._send(cancel)
+                    await self._receive_reply()
+                    self._machine.process_event(HelperEvent.REPLIED)
+                if grace.cancelled_caught:
+                    escalation = await self._escalate(sigterm_first=True)
+            except _Gone:
+                await self._wait_exit_after_eof()
+                escalation = "exited"
+            except ProtocolError:
+                escalation = await self._escalate(sigterm_first=False)
+        if escalation == "cooperative" and parent_timeout:
+            # SPEC §3.6: a helper that missed the reply deadline is retired.
+            await self.shutdown()
+        self.last_escalation = escalation
+        return escalation
+
+    # --- stopping -------------------------------------------------------------------
+
+    async def shutdown(self) -> str:
+        """Stop the helper politely, escalating if needed (SPEC §3.8); never raises.
+
+        Sends a shutdown frame and waits up to ``timeouts.shutdown`` seconds for the
+        exit, then SIGTERM / SIGKILL as in SPEC §3.5. Bounded by
+        ``shutdown + terminate + kill`` seconds; shield it if it runs during
+        cancellation.
+
+        Returns:
+            ``"exited"`` (already gone), ``"shutdown"``, ``"sigterm"``, ``"sigkill"`` or
+            ``"quarantined"``.
+        """
+        if self._process is None or self.exited:
+            return "exited"
+        if self.usable:
+            self._machine.process_event(HelperEvent.SHUTDOWN_SENT)
+            with trio.move_on_after(self.timeouts.shutdown):
+                with contextlib.suppress(_Gone):
+                    await self._send(
+                        encode_envelope(
+                            self._envelope("shutdown", self._generation, "shutdown"),
+                            max_size=MIN_FRAME_LIMIT,
+                        )
+                    )
+                await self._exited.wait()
+            if self.exited:
+                return "shutdown"
+        return await self._escalate(sigterm_first=self.state is not HelperState.QUARANTINED)
+
+    async def _wait_exit_after_eof(self) -> None:
+        """The pipe ended: give the process ``terminate`` seconds to exit, then escalate."""
+        with trio.move_on_after(self.timeouts.terminate):
+            await self._exited.wait()
+        if not self.exited:
+            await self._escalate(sigterm_first=True)
+
+    async def _escalate(self, *, sigterm_first: bool) -> str:
+        """SIGTERM → terminate timeout → SIGKILL → kill timeout → quarantine (§3.5)."""
+        if self.exited:
+            return "exited"
+        if sigterm_first:
+            self._signal_group(signal.SIGTERM)
+            self._machine.process_event(HelperEvent.SIGTERM_SENT)
+            with trio.move_on_after(self.timeouts.terminate):
+                await self._exited.wait()
+            if self.exited:
+                return "sigterm"
+        self._signal_group(signal.SIGKILL)
+        self._machine.process_event(HelperEvent.SIGKILL_SENT)
+        with trio.move_on_after(self.timeouts.kill):
+            await self._exited.wait()
+        if self.exited:
+            return "sigkill"
+        self._machine.process_event(HelperEvent.KILL_TIMED_OUT)
+        return "quarantined"
+
+    def abandon(self) -> None:
+        """Stop waiting to reap a quarantined process (the pool's close gives up)."""
+        self._watch_scope.cancel()
+
+    def discard(self) -> None:
+        """Close the parent's ends of the pipes; call once the helper is of no use."""
+        if self._process is not None:
+            for stream in (self._process.stdin, self._process.stdout):
+                if stream is not None:
+                    stream.close()  # type: ignore[attr-defined]
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        if self._process is None or self.exited:
+            return
+        _killpg(self._process.pid, sig)
+
+    async def _watch(self) -> None:
+        """Wait for the process to exit, reap it, sweep its group (runs in the nursery)."""
+        assert self._process is not None
+        with self._watch_scope:
+            await self._process.wait()
+        if self._watch_scope.cancelled_caught:
+            return
+        self._returncode = self._process.returncode
+        # The leader is reaped; anything left in its group (a grandchild that ignored
+        # SIGTERM, or that the helper never stopped) goes now. The group id cannot have
+        # been reused while members remain.
+        _killpg(self._process.pid, signal.SIGKILL)
+        self._machine.process_event(HelperEvent.REAPED)
+        self._exited.set()
+        if self._on_exit is not None:
+            self._on_exit(self)
+
+    # --- I/O ------------------------------------------------------------------------
+
+    def _envelope(self, kind: str, generation: int, operation: str, **fields: Any) -> Envelope:
+        return Envelope(
+            version=PROTOCOL_VERSION,
+            kind=kind,
+            session=self.session,
+            generation=generation,
+            operation=operation,
+            **fields,
+        )
+
+    async def _send(self, frame: bytes, *, checkpoint: bool = True) -> None:
+        """Write one whole frame; a cancellation never leaves part of it written.
+
+        The frame is written with one non-blocking ``os.write`` (after a checkpoint,
+        unless ``checkpoint`` is False); frames are small next to a pipe's buffer. Only
+        if the pipe is full does the rest go through ``send_all``, and only then could
+        a cancellation cut the frame: :attr:`_send_broken` says so, and the ladder then
+        skips the cancel frame.
+        """
+        assert self._process is not None
+        stdin = self._process.stdin
+        assert isinstance(stdin, trio.lowlevel.FdStream)
+        if checkpoint:
+            await trio.lowlevel.checkpoint()  # cancelled here: nothing was written
+        try:
+            written = os.write(stdin.fileno(), frame)
+        except BlockingIOError:
+            written = 0
+        except OSError:  # EPIPE: the child is gone; EBADF: we closed the pipe
+            raise _Gone from None
+        if written == len(frame):
+            return
+        self._send_broken = True
+        try:
+            await stdin.send_all(memoryview(frame)[written:])
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise _Gone from None
+        self._send_broken = False
+
+    async def _receive(self) -> Envelope:
+        """Return the next envelope from the child.
+
+        Raises:
+            _Gone: end of file (a partial frame at EOF counts as the exit it is).
+            FrameTooLarge, ProtocolError: a bad frame (the helper must be killed).
+        """
+        assert self._process is not None
+        assert self._process.stdout is not None
+        while not self._frames:
+            try:
+                data = await self._process.stdout.receive_some(_READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                raise _Gone from None
+            if not data:
+                raise _Gone
+            self._frames.extend(self._decoder.feed(data))
+        return decode_envelope(self._frames.popleft())
+
+    def _describe_exit(self) -> str:
+        details = _exit_details(self._returncode)
+        if details["signal"]:
+            return f"killed by {details['signal']}"
+        if self._returncode is None:
+            return f"not reaped ({self.state.value})"
+        return f"exit code {self._returncode}"
+
+    def __repr__(self) -> str:
+        return f"<HelperProcess {self.label} pid={self.pid} {self.state.value}>"
+
+
+def _killpg(pgid: int, sig: signal.Signals) -> None:
+    """Signal a process group; a group that no longer exists is not an error."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -1,0 +1,107 @@
+"""Shared pieces of the helper-process tests: specs, timeouts and leak checks.
+
+Helper tests use real subprocesses, so they run on the real clock with short timeouts
+(STYLE rule 21), and every test checks afterwards that no child and no zombie is left.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import trio
+
+from actors import HelperSpec, HelperTimeouts
+
+HERE = Path(__file__).resolve().parent
+#: The test entry point; the child runs with ``tests/actors`` as its working directory.
+ENTRY = "helper_entry:main"
+
+#: Short deadlines for tests. Startup and reply are generous, and grace/terminate leave
+#: room for a loaded machine (two cores, several test runs at once) to schedule the
+#: child: tests that need tighter steps set their own timeouts.
+FAST = HelperTimeouts(
+    startup=10.0, reply=10.0, cancel_grace=0.5, shutdown=1.0, terminate=0.5, kill=0.5
+)
+
+#: A tiny raw-argv helper: answers *ready*, then exits with status 3 at its first job.
+#: Stdlib only (not even json: the startup frame is turned into a ready frame by byte
+#: substitution) and started with ``-I -S``, so one crash/restart cycle is cheap.
+TINY_CRASHER = r"""
+import os, sys
+buffer = b""
+def next_frame():
+    global buffer
+    while True:
+        if len(buffer) >= 4:
+            size = int.from_bytes(buffer[:4], "big")
+            if len(buffer) >= 4 + size:
+                body, buffer = buffer[4 : 4 + size], buffer[4 + size :]
+                return body
+        chunk = os.read(0, 65536)
+        if not chunk:
+            sys.exit(0)
+        buffer += chunk
+ready = next_frame().replace(b'"kind":"startup"', b'"kind":"ready"', 1)
+ready = ready.replace(b'"status":null', b'"status":"ok"', 1)
+os.write(1, len(ready).to_bytes(4, "big") + ready)
+next_frame()
+os._exit(3)
+"""
+
+
+def spec(**fields: object) -> HelperSpec:
+    """The test entry's spec, with ``fields`` overriding the defaults."""
+    fields.setdefault("entry", ENTRY)
+    fields.setdefault("cwd", str(HERE))
+    return HelperSpec(**fields)  # type: ignore[arg-type]
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return fields[0], int(fields[1])  # state, ppid
+
+
+def children() -> list[int]:
+    """Pids (zombies included) whose parent is this process."""
+    me = os.getpid()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _stat(int(entry))
+            if stat is not None and stat[1] == me:
+                found.append(int(entry))
+    return found
+
+
+def pid_gone(pid: int) -> bool:
+    """True if ``pid`` no longer runs: absent, or a zombie someone else must reap."""
+    stat = _stat(pid)
+    return stat is None or (stat[0] == "Z" and stat[1] != os.getpid())
+
+
+def assert_no_children() -> None:
+    """No child process and no zombie of this process remains."""
+    assert children() == []
+    try:
+        reaped = os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return
+    raise AssertionError(f"an unreaped child remained: {reaped}")
+
+
+async def wait_gone(pid: int, within: float = 2.0) -> None:
+    """Wait (bounded, real clock) until ``pid`` is gone; fail after ``within`` s."""
+    with trio.fail_after(within):
+        # A foreign process's exit has no event to wait on: poll /proc, bounded.
+        while not pid_gone(pid):  # noqa: ASYNC110
+            await trio.sleep(0.01)
+
+
+def open_fds() -> int:
+    """Number of this process's open file descriptors."""
+    return len(os.listdir("/proc/self/fd"))

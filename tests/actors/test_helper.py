@@ -1,0 +1,144 @@
+"""The helper-side library ``actors.helper`` and the child bootstrap (SPEC §3.9).
+
+Real subprocesses, real clock (STYLE rule 21); every test checks that no child remains.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from helper_support import FAST, assert_no_children, spec
+
+import actors._helper_errors as light_errors
+import protocol.errors as real_errors
+from actors import HelperExitedError, HelperJobFailed, HelperStartupError, open_helper_pool
+
+HEAVY = ("trio", "attr", "attrs", "cattrs")
+
+
+@pytest.fixture(autouse=True)
+def _no_child_left():
+    yield
+    assert_no_children()
+
+
+async def test_child_never_imports_trio_attrs_or_cattrs():
+    async with open_helper_pool(spec(), timeouts=FAST) as pool:
+        helper = pool.snapshot().helpers[0]
+        assert helper is not None
+        modules = await pool.run_job("modules")
+    assert not [name for name in modules if name.split(".")[0] in HEAVY]
+    assert {"actors.helper", "protocol.envelope", "protocol.framing"} <= set(modules)
+    # The package __init__s never ran: "actors" is the bootstrap's bare stub.
+    assert "actors._config" not in modules
+    assert "protocol.codec" not in modules
+
+
+async def test_ready_reports_pid_handlers_and_what_on_startup_opened():
+    async with open_helper_pool(spec(options={"db": "runs.db"}), timeouts=FAST) as pool:
+        helper = pool.snapshot().helpers[0]
+        assert helper is not None
+        assert helper.ready["info"] == {"opened": "runs.db", "pid": helper.pid}
+        assert helper.ready["pid"] == helper.pid
+        assert helper.ready["heavy_modules"] == []
+        assert "echo" in helper.ready["handlers"]
+        assert helper.alive
+        assert helper.state == "idle"
+        assert helper.incarnation == 1
+
+
+async def test_on_startup_failure_fails_the_spawn_with_its_record():
+    with pytest.raises(HelperStartupError) as caught:
+        async with open_helper_pool(spec(options={"fail_startup": True}), timeouts=FAST):
+            pytest.fail("the pool must not open")  # pragma: no cover
+    assert caught.value.code == "helper_startup_failed"
+    assert caught.value.details["record"]["code"] == "source_unreadable"
+
+
+async def test_prints_in_handlers_do_not_corrupt_the_frame_stream():
+    async with open_helper_pool(spec(), timeouts=FAST) as pool:
+        assert await pool.run_job("noisy", {"x": [1, 2]}) == {"x": [1, 2]}
+        assert await pool.run_job("echo", "after") == "after"
+
+
+async def test_classified_handler_error_keeps_code_and_category():
+    async with open_helper_pool(spec(), timeouts=FAST) as pool:
+        with pytest.raises(HelperJobFailed) as caught:
+            await pool.run_job(
+                "fail",
+                {"message": "db locked", "code": "source_not_ready", "category": "transient"},
+            )
+        assert (caught.value.code, caught.value.category) == ("source_not_ready", "transient")
+        assert caught.value.record.message == "db locked"
+        assert caught.value.retryable
+        # A handler error does not retire the helper.
+        assert await pool.run_job("echo", 1) == 1
+        assert pool.snapshot().helpers[0].incarnation == 1  # type: ignore[union-attr]
+
+
+async def test_other_handler_error_is_handler_failed_with_a_bounded_message():
+    async with open_helper_pool(spec(), timeouts=FAST) as pool:
+        with pytest.raises(HelperJobFailed) as caught:
+            await pool.run_job("boom", 5000)
+    error = caught.value
+    assert (error.code, error.category) == ("handler_failed", "permanent")
+    assert error.record.message.startswith("ValueError: boom xxx")
+    assert len(error.record.message.encode()) <= 1024
+    assert error.__traceback__ is not None  # ours; the child's traceback never crossed
+    assert error.__cause__ is None
+
+
+async def test_unknown_operation_and_unencodable_result_are_errors_not_crashes():
+    async with open_helper_pool(spec(), timeouts=FAST) as pool:
+        with pytest.raises(HelperJobFailed) as unknown:
+            await pool.run_job("no_such_thing")
+        with pytest.raises(HelperJobFailed) as unencodable:
+            await pool.run_job("unencodable")
+        assert await pool.run_job("echo", 2) == 2
+    assert unknown.value.code == "unknown_operation"
+    assert unencodable.value.code == "reply_unencodable"
+
+
+async def test_a_result_over_the_reply_limit_is_refused_by_the_child():
+    async with open_helper_pool(spec(max_reply=4096), timeouts=FAST) as pool:
+        with pytest.raises(HelperJobFailed) as caught:
+            await pool.run_job("big", 5000)
+        assert await pool.run_job("big", 10) == "x" * 10
+    assert caught.value.code == "reply_unencodable"
+
+
+async def test_unknown_fault_mode_from_the_environment_exits_with_status_2():
+    bad = spec(env={"ACTORS_HELPER_FAULT": "no_such_fault"})
+    with pytest.raises(HelperExitedError) as caught:
+        async with open_helper_pool(bad, timeouts=FAST):
+            pytest.fail("the pool must not open")  # pragma: no cover
+    assert caught.value.details == {"exit_code": 2, "signal": None}
+
+
+def test_light_error_stand_in_matches_protocol_errors():
+    # The child loads actors/_helper_errors.py as protocol.errors; keep it in step.
+    light = {
+        name: cls
+        for name, cls in vars(light_errors).items()
+        if inspect.isclass(cls) and issubclass(cls, Exception)
+    }
+    assert set(light) == {
+        "ActorError",
+        "ProtocolError",
+        "FrameTooLarge",
+        "TruncatedFrame",
+        "InvalidMessage",
+        "MessageTooLarge",
+        "ProtocolViolation",
+    }
+    for name, cls in light.items():
+        real = getattr(real_errors, name)
+        assert (cls.code, cls.category) == (real.code, real.category), name
+        assert [c.__name__ for c in cls.__mro__] == [c.__name__ for c in real.__mro__], name
+    assert light_errors.CATEGORIES == real_errors.CATEGORIES
+    assert light_errors.MAX_ERROR_MESSAGE_BYTES == real_errors.MAX_ERROR_MESSAGE_BYTES
+    long = "é" * 2000
+    assert light_errors.bound_message(long) == real_errors.bound_message(long)
+    with pytest.raises(AttributeError, match="JobError"):
+        _ = light_errors.ErrorRecord

@@ -1,0 +1,225 @@
+"""The helper pool: parallelism, waiting, restarts, crash loops, close (SPEC §3.1-3.8).
+
+Real subprocesses on the real clock with short configured timeouts (STYLE rule 21).
+Every test checks afterwards that no child process and no zombie is left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import pytest
+import trio
+import trio.testing
+from helper_support import FAST, TINY_CRASHER, assert_no_children, open_fds, pid_gone, spec
+
+from actors import (
+    ForcedTermination,
+    HelperExitedError,
+    HelperSpec,
+    HelperStartupError,
+    HelperTimeouts,
+    PoolBusy,
+    PoolClosed,
+    PoolFailed,
+    open_helper_pool,
+)
+from actors import _helper_process as helper_process_module
+
+
+@pytest.fixture(autouse=True)
+def _no_child_left():
+    yield
+    assert_no_children()
+
+
+async def test_jobs_run_in_parallel_one_per_helper():
+    async with open_helper_pool(spec(), size=2, timeouts=FAST) as pool:
+        pids = {h.pid for h in pool.snapshot().helpers if h is not None}
+        results: list[object] = []
+
+        async def job(value: float) -> None:
+            results.append(await pool.run_job("sleep", value))
+
+        start = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(job, 0.4)
+            nursery.start_soon(job, 0.4)
+        elapsed = trio.current_time() - start
+        stats = pool.statistics()
+    assert len(pids) == 2
+    assert results == [0.4, 0.4]
+    assert elapsed < 0.4 + 0.3  # not 0.8: two helpers, one job each
+    assert (stats.jobs_started, stats.jobs_succeeded, stats.spawns) == (2, 2, 2)
+
+
+async def test_a_job_waits_for_a_free_helper_then_gives_up():
+    async with (
+        open_helper_pool(spec(), size=1, timeouts=FAST, acquire_timeout=0.3) as pool,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(pool.run_job, "sleep", 1.0)
+        await trio.testing.wait_all_tasks_blocked()
+        start = trio.current_time()
+        with pytest.raises(PoolBusy) as caught:
+            await pool.run_job("echo", 1)
+        assert 0.3 <= trio.current_time() - start < 0.3 + 0.5
+        assert pool.statistics().waiting == 0
+    assert (caught.value.code, caught.value.category) == ("pool_busy", "transient")
+
+
+async def test_a_job_waits_while_every_helper_is_busy():
+    async with open_helper_pool(spec(), size=1, timeouts=FAST) as pool:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(pool.run_job, "sleep", 0.3)
+            await trio.testing.wait_all_tasks_blocked()
+            assert pool.statistics().busy == 1
+            nursery.start_soon(pool.run_job, "echo", 2)
+            await trio.testing.wait_all_tasks_blocked()
+            assert pool.statistics().waiting == 1
+        stats = pool.statistics()
+    assert (stats.jobs_succeeded, stats.spawns, stats.waiting) == (2, 1, 0)
+
+
+async def test_cancelling_one_job_runs_the_ladder_for_that_job_only():
+    async with open_helper_pool(spec(), size=2, timeouts=FAST) as pool:
+        before = {h.pid for h in pool.snapshot().helpers if h is not None}
+        results: list[object] = []
+
+        async def other() -> None:
+            results.append(await pool.run_job("sleep", 0.4))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(other)
+            with trio.move_on_after(0.1):
+                await pool.run_job("cooperative", 30)
+        after = {h.pid for h in pool.snapshot().helpers if h is not None}
+        stats = pool.statistics()
+    assert results == [0.4]
+    assert after == before  # the cancelled helper stopped cooperatively and stays
+    assert (stats.jobs_cancelled, stats.jobs_succeeded, stats.restarts) == (1, 1, 0)
+
+
+async def test_restart_intensity_fails_the_pool_until_restart():
+    config = {"size": 1, "timeouts": FAST, "max_restarts": 2, "restart_period": 30.0}
+    async with open_helper_pool(spec(), **config) as pool:
+        for _ in range(3):  # incarnations 1, 2, 3 crash: two restarts so far
+            with pytest.raises(HelperExitedError):
+                await pool.run_job("crash", 5)
+        with pytest.raises(PoolFailed) as caught:  # a third restart is one too many
+            await pool.run_job("echo", 1)
+        with pytest.raises(PoolFailed):
+            await pool.run_job("echo", 1)
+        assert pool.snapshot().failed
+        await pool.restart()
+        assert not pool.snapshot().failed
+        assert await pool.run_job("echo", 3) == 3
+        helper = pool.snapshot().helpers[0]
+        stats = pool.statistics()
+    assert (caught.value.code, caught.value.category) == ("pool_failed", "permanent")
+    assert helper is not None
+    assert helper.incarnation == 4
+    assert stats.restarts == 3  # the respawn after restart() is not counted
+
+
+async def test_two_hundred_crash_restart_cycles_leave_no_zombie_and_no_fd():
+    crasher = HelperSpec(argv=[sys.executable, "-I", "-S", "-c", TINY_CRASHER], name="tiny")
+    fds_before = open_fds()
+    async with open_helper_pool(
+        crasher, size=2, timeouts=FAST, max_restarts=1000, restart_period=300.0
+    ) as pool:
+
+        async def crash_loop(cycles: int) -> None:
+            for _ in range(cycles):
+                with pytest.raises(HelperExitedError) as caught:
+                    await pool.run_job("anything")
+                assert caught.value.details == {"exit_code": 3, "signal": None}
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(crash_loop, 100)
+            nursery.start_soon(crash_loop, 100)
+        stats = pool.statistics()
+        incarnations = sorted(h.incarnation for h in pool.snapshot().helpers if h is not None)
+    assert stats.jobs_failed == 200
+    # Two eager spawns, then a replacement before each job but the first of each slot.
+    assert (stats.spawns, stats.restarts) == (200, 198)
+    assert sum(incarnations) == 200  # each job met a fresh incarnation
+    assert open_fds() == fds_before
+    assert_no_children()
+
+
+async def test_close_cancels_running_jobs_and_reaps_every_helper():
+    outcome: list[BaseException] = []
+
+    async def job(pool) -> None:
+        try:
+            await pool.run_job("sleep", 30)
+        except PoolClosed as exc:
+            outcome.append(exc)
+
+    async with trio.open_nursery() as outer:
+        async with open_helper_pool(spec(), size=2, timeouts=FAST) as pool:
+            outer.start_soon(job, pool)
+            await trio.testing.wait_all_tasks_blocked()
+            pids = [h.pid for h in pool.snapshot().helpers if h is not None]
+            assert pool.statistics().busy == 1
+            start = trio.current_time()
+        elapsed = trio.current_time() - start
+    snapshot = pool.snapshot()
+    assert (snapshot.closing, snapshot.closed) == (True, True)
+    assert [h.alive for h in snapshot.helpers if h is not None] == [False, False]
+    assert sorted(h.exit_code for h in snapshot.helpers if h is not None) == [-15, 0]
+    assert [exc.code for exc in outcome] == ["pool_closed"]
+    assert elapsed < FAST.cancel_grace + FAST.terminate + 0.5
+    assert all(pid_gone(pid) for pid in pids)
+    with pytest.raises(PoolClosed):
+        await pool.run_job("echo", 1)
+
+
+async def test_lazy_pool_spawns_at_the_first_job():
+    async with open_helper_pool(spec(), size=2, timeouts=FAST, eager=False) as pool:
+        assert pool.snapshot().helpers == (None, None)
+        assert await pool.run_job("echo", 1) == 1
+        helpers = pool.snapshot().helpers
+        assert sum(h is not None for h in helpers) == 1
+    lazy_fail = spec(fault="hang_startup")
+    timeouts = HelperTimeouts(startup=0.3, kill=0.5)
+    async with open_helper_pool(lazy_fail, timeouts=timeouts, eager=False) as pool:
+        with pytest.raises(HelperStartupError):
+            await pool.run_job("echo", 1)
+
+
+async def test_quarantined_helper_blocks_its_slot_until_reaped(monkeypatch):
+    # Make SIGKILL "not work" once, so the ladder quarantines the helper.
+    blocked: list[int] = []
+    real_killpg = helper_process_module._killpg
+
+    def killpg(pgid: int, sig: int) -> None:
+        if sig == signal.SIGKILL and not blocked:
+            blocked.append(pgid)
+            return
+        real_killpg(pgid, sig)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(helper_process_module, "_killpg", killpg)
+    timeouts = HelperTimeouts(reply=0.2, cancel_grace=0.1, terminate=0.1, kill=0.2)
+    async with open_helper_pool(
+        spec(fault="ignore_sigterm"), timeouts=timeouts, acquire_timeout=0.2
+    ) as pool:
+        with pytest.raises(ForcedTermination) as caught:
+            await pool.run_job("sleep", 30)
+        quarantined = pool.snapshot().helpers[0]
+        assert quarantined is not None
+        assert quarantined.quarantined
+        with pytest.raises(PoolBusy):  # no replacement while it is unreaped
+            await pool.run_job("echo", 1)
+        os.kill(blocked[0], signal.SIGKILL)
+        with trio.fail_after(2):
+            while pool.statistics().idle == 0:  # noqa: ASYNC110 (the watcher frees it)
+                await trio.sleep(0.01)
+        assert await pool.run_job("echo", 2) == 2
+        fresh = pool.snapshot().helpers[0]
+    assert caught.value.details["escalation"] == "quarantined"
+    assert fresh is not None
+    assert fresh.incarnation == 2
