@@ -1,0 +1,343 @@
+"""The renderer actor (SPEC §5.1): worker threads, deadlines, cancellation, validation.
+
+Render functions here run in real worker threads. Tests that assert deadlines use a
+mock clock that jumps to the next deadline once trio has been idle for
+``IDLE_BEFORE_JUMP`` real seconds (not 0: a worker thread needs a moment of real time
+to notice its abort flag, and with threshold 0 the clock would already have jumped to
+the ask's timeout). So the assertions can name exact virtual times. Tests where a render
+must *succeed* use the real clock with generous deadlines.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+from PIL import Image
+
+from actors import (
+    CancelRender,
+    GetRendererStatistics,
+    Render,
+    Rendered,
+    Renderer,
+    RendererConfig,
+)
+from actors._renderer import PNG_SIGNATURE, validate_payload
+from actors.errors import (
+    ActorStopped,
+    DeadlineExceeded,
+    JobCancelled,
+    PayloadInvalid,
+    RenderError,
+    SourceNotReady,
+)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "qcodes_sample.db"
+WAIT = 10.0  # real seconds for things that happen at once unless the code is broken
+IDLE_BEFORE_JUMP = 0.3  # real seconds
+
+
+@pytest.fixture
+def jump_clock():
+    return trio.testing.MockClock(autojump_threshold=IDLE_BEFORE_JUMP)
+
+
+def tiny_png(width=3, height=2) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), (255, 0, 0)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def png_fn(observation, kind, options, check_cancel):
+    check_cancel()
+    return tiny_png(*observation)
+
+
+class Blocker:
+    """A render function that blocks until released or cancelled (polling check)."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.entered = threading.Semaphore(0)  # released once per call that started
+        self.release = threading.Event()
+        self.exited = threading.Event()
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most = 0
+        self.calls = 0
+
+    def __call__(self, observation, kind, options, check_cancel):
+        with self.lock:
+            self.calls += 1
+            self.running += 1
+            self.most = max(self.most, self.running)
+        self.started.set()
+        self.entered.release()
+        try:
+            while not self.release.wait(0.001):
+                check_cancel()
+            return tiny_png()
+        finally:
+            with self.lock:
+                self.running -= 1
+            self.exited.set()
+
+
+async def wait_for(event: threading.Event) -> None:
+    assert await trio.to_thread.run_sync(event.wait, WAIT)
+
+
+def request(deadline: float, **fields) -> Render:
+    return Render(observation=(4, 3), kind="thumbnail", deadline=deadline, **fields)
+
+
+async def test_renders_a_real_preview_off_the_event_loop(nursery, tmp_path):
+    from examples.qcodes_source import open_source
+    from examples.render import render
+
+    db = tmp_path / "sample.db"
+    shutil.copyfile(DATA, db)
+    with open_source(db) as src:
+        observation = src.read_run(4)
+    ref = await nursery.start(Renderer(render, RendererConfig(threads=2)).run)
+    done = await ref.ask(
+        Render(observation=observation, kind="preview", deadline=trio.current_time() + WAIT),
+        timeout=WAIT,
+    )
+    assert isinstance(done, Rendered)
+    assert (done.width, done.height, done.mime) == (640, 480, "image/png")
+    assert done.size_bytes == len(done.data) > 10_000
+    assert Image.open(io.BytesIO(done.data)).size == (640, 480)
+    assert done.elapsed >= 0
+    stats = await ref.ask(GetRendererStatistics(), timeout=WAIT)
+    assert (stats.completed, stats.active, stats.failed) == (1, 0, 0)
+    await ref.stop()
+
+
+async def test_deadline_is_enforced_and_the_thread_stops(nursery, jump_clock):
+    blocker = Blocker()
+    ref = await nursery.start(Renderer(blocker).run)
+    start = trio.current_time()
+    with pytest.raises(DeadlineExceeded) as info:
+        await ref.ask(request(start + 2.0), timeout=5.0)
+    assert trio.current_time() == start + 2.0
+    assert info.value.category == "transient"
+    assert blocker.exited.is_set()  # the worker thread saw the flag and returned
+    stats = await ref.ask(GetRendererStatistics(), timeout=1.0)
+    assert stats.deadline_exceeded == 1
+    assert stats.active == 0
+    await ref.stop()
+
+
+async def test_job_timeout_caps_a_far_deadline(nursery, jump_clock):
+    ref = await nursery.start(Renderer(Blocker(), RendererConfig(job_timeout=1.5)).run)
+    start = trio.current_time()
+    with pytest.raises(DeadlineExceeded):
+        await ref.ask(request(start + 100.0), timeout=200.0)
+    assert trio.current_time() == start + 1.5
+    await ref.stop()
+
+
+async def test_past_deadline_is_refused_without_drawing(nursery, jump_clock):
+    blocker = Blocker()
+    ref = await nursery.start(Renderer(blocker).run)
+    with pytest.raises(DeadlineExceeded):
+        await ref.ask(request(trio.current_time() - 1.0), timeout=1.0)
+    assert blocker.calls == 0
+    await ref.stop()
+
+
+async def test_cancel_render_stops_the_job(nursery):
+    blocker = Blocker()
+    ref = await nursery.start(Renderer(blocker).run)
+    outcome = {}
+
+    async def asker():
+        try:
+            await ref.ask(request(trio.current_time() + WAIT, job_id="j1"), timeout=WAIT)
+        except JobCancelled as exc:
+            outcome["error"] = exc
+
+    async with trio.open_nursery() as inner:
+        inner.start_soon(asker)
+        await wait_for(blocker.started)
+        assert await ref.ask(CancelRender(job_id="j1"), timeout=WAIT) is True
+    assert outcome["error"].category == "stale"
+    assert outcome["error"].code == "cancelled"
+    assert blocker.exited.is_set()
+    assert await ref.ask(CancelRender(job_id="j1"), timeout=WAIT) is False  # gone now
+    stats = await ref.ask(GetRendererStatistics(), timeout=WAIT)
+    assert stats.cancelled == 1
+    await ref.stop()
+
+
+async def test_threads_are_bounded_and_waiting_jobs_queue(nursery):
+    blocker = Blocker()
+    ref = await nursery.start(Renderer(blocker, RendererConfig(threads=2)).run)
+    results = []
+
+    async def asker():
+        results.append(await ref.ask(request(trio.current_time() + WAIT), timeout=WAIT))
+
+    async with trio.open_nursery() as inner:
+        for _ in range(4):
+            inner.start_soon(asker)
+        await trio.testing.wait_all_tasks_blocked()
+        stats = await ref.ask(GetRendererStatistics(), timeout=WAIT)
+        assert (stats.drawing, stats.waiting_for_thread) == (2, 2)
+        for _ in range(2):  # both threads are inside render_fn at once
+            assert await trio.to_thread.run_sync(blocker.entered.acquire, True, WAIT)
+        blocker.release.set()
+    assert len(results) == 4
+    assert blocker.most == 2
+    await ref.stop()
+
+
+async def test_waiting_for_a_thread_counts_against_the_deadline(nursery, jump_clock):
+    blocker = Blocker()
+    ref = await nursery.start(Renderer(blocker, RendererConfig(threads=1)).run)
+    start = trio.current_time()
+    async with trio.open_nursery() as inner:
+
+        async def first():
+            with pytest.raises(JobCancelled):
+                await ref.ask(request(start + 50.0, job_id="long"), timeout=60.0)
+
+        inner.start_soon(first)
+        await wait_for(blocker.started)
+        with pytest.raises(DeadlineExceeded):
+            await ref.ask(request(start + 3.0), timeout=10.0)
+        assert trio.current_time() == start + 3.0
+        assert blocker.calls == 1  # the second job never reached render_fn
+        await ref.ask(CancelRender(job_id="long"), timeout=1.0)
+    await ref.stop()
+
+
+async def test_errors_from_render_fn_are_classified(nursery):
+    def broken(observation, kind, options, check_cancel):
+        if observation == "not ready":
+            raise SourceNotReady("still being written")
+        return 1 / 0
+
+    ref = await nursery.start(Renderer(broken).run)
+    deadline = trio.current_time() + WAIT
+    with pytest.raises(RenderError) as info:
+        await ref.ask(Render(observation=None, kind="preview", deadline=deadline), timeout=WAIT)
+    assert info.value.code == "render_failed"
+    assert info.value.category == "permanent"
+    assert "ZeroDivisionError" in str(info.value)
+    with pytest.raises(SourceNotReady):
+        await ref.ask(Render(observation="not ready", kind="x", deadline=deadline), timeout=WAIT)
+    stats = await ref.ask(GetRendererStatistics(), timeout=WAIT)
+    assert stats.failed == 2  # and the actor is still running
+    await ref.stop()
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        ("a string", "type"),
+        (bytearray(tiny_png()), "type"),
+        (b"\x89PNG", "too_small"),
+        (PNG_SIGNATURE + b"\0" * 200_000, "too_large"),
+        (b"GIF89a" + b"\0" * 100, "not_png"),
+        (PNG_SIGNATURE + b"\0" * 100, "not_png"),
+    ],
+)
+async def test_invalid_payloads_are_refused(nursery, payload, reason):
+    config = RendererConfig(max_bytes=100_000)
+    ref = await nursery.start(Renderer(lambda *args: payload, config).run)
+    with pytest.raises(PayloadInvalid) as info:
+        await ref.ask(request(trio.current_time() + WAIT), timeout=WAIT)
+    assert info.value.details["reason"] == reason
+    assert info.value.code == "payload_invalid"
+    await ref.stop()
+
+
+def test_validate_payload():
+    assert validate_payload(tiny_png(7, 5), mime="image/png", min_bytes=1, max_bytes=10**6) == (
+        7,
+        5,
+    )
+    blob = b"\0" * 100
+    assert validate_payload(blob, mime="application/octet-stream", min_bytes=1, max_bytes=200) == (
+        None,
+        None,
+    )
+
+
+async def test_stopping_the_actor_aborts_running_jobs(nursery):
+    blocker = Blocker()
+    ref = await nursery.start(Renderer(blocker).run)
+    outcome = {}
+
+    async def asker():
+        try:
+            await ref.ask(request(trio.current_time() + WAIT), timeout=WAIT)
+        except ActorStopped as exc:
+            outcome["error"] = exc
+
+    async with trio.open_nursery() as inner:
+        inner.start_soon(asker)
+        await wait_for(blocker.started)
+        with trio.fail_after(WAIT):
+            await ref.stop(grace=0.05)
+    assert "error" in outcome
+    assert blocker.exited.is_set()
+
+
+async def test_unknown_message_and_duplicate_job_id(nursery):
+    blocker = Blocker()
+    ref = await nursery.start(Renderer(blocker).run)
+    with pytest.raises(RenderError, match="cannot handle"):
+        await ref.ask("draw something", timeout=WAIT)
+    async with trio.open_nursery() as inner:
+        inner.start_soon(
+            lambda: ref.ask(request(trio.current_time() + WAIT, job_id=7), timeout=WAIT)
+        )
+        await wait_for(blocker.started)
+        with pytest.raises(RenderError, match="already running"):
+            await ref.ask(request(trio.current_time() + WAIT, job_id=7), timeout=WAIT)
+        blocker.release.set()
+    await ref.stop()
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"threads": 0},
+        {"threads": True},
+        {"max_jobs": 0},
+        {"job_timeout": 0},
+        {"job_timeout": float("nan")},
+        {"job_timeout": 301},
+        {"min_bytes": 10, "max_bytes": 5},
+    ],
+)
+def test_config_is_validated(fields):
+    with pytest.raises(ValueError, match=next(iter(fields)).split("_")[0]):
+        RendererConfig(**fields)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"kind": "", "deadline": 1.0},
+        {"kind": "preview", "deadline": float("nan")},
+        {"kind": "preview", "deadline": True},
+    ],
+)
+def test_render_message_is_validated(fields):
+    with pytest.raises(ValueError, match=r"kind|deadline"):
+        Render(observation=None, **fields)
+
+
+def test_renderer_needs_a_callable():
+    with pytest.raises(TypeError):
+        Renderer("render")

@@ -1,0 +1,30 @@
+"""Fixtures for the example tests: private copies of the real QCoDeS sample database.
+
+Tests never open ``tests/data/qcodes_sample.db`` in place: even a read-only SQLite
+connection leaves ``-wal``/``-shm`` files beside a WAL database.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "qcodes_sample.db"
+
+
+@pytest.fixture(scope="session")
+def real_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A session-wide copy of the real file; tests must not change it."""
+    target = tmp_path_factory.mktemp("real") / "qcodes_sample.db"
+    shutil.copyfile(DATA, target)
+    return target
+
+
+@pytest.fixture
+def writable_db(tmp_path: Path) -> Path:
+    """A copy of the real file that this test may change."""
+    target = tmp_path / "qcodes_sample.db"
+    shutil.copyfile(DATA, target)
+    return target
