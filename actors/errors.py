@@ -11,7 +11,7 @@ Errors that cross an actor or process boundary travel as
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.errors import (
     ActorError,
@@ -23,7 +23,9 @@ from protocol.errors import (
     TruncatedFrame,
     UnknownMessageType,
 )
-from protocol.records import ErrorRecord
+
+if TYPE_CHECKING:
+    from protocol.records import ErrorRecord
 
 __all__ = [
     "ActorError",
@@ -70,6 +72,7 @@ __all__ = [
     "LedgerError",
     "LedgerCorrupt",
     "LedgerVersionError",
+    "ServerShuttingDown",
     "error_from_record",
 ]
 
@@ -403,6 +406,29 @@ class LedgerVersionError(LedgerError):
     """The ledger's schema version is newer than this code knows; the file is untouched."""
 
     code = "ledger_version_unsupported"
+
+
+class ServerShuttingDown(ActorError):
+    """A server's front door refuses new work: it is shutting down (SPEC §7.1).
+
+    Raised by the example servers' websocket front door for ``submit``/``resume`` once
+    SIGINT/SIGTERM started the graceful shutdown. Unlike :class:`ActorStopped` (the actor
+    is already gone), the server still answers ``status``/``watch`` until it closes; a
+    retry against the restarted server may succeed.
+    """
+
+    code = "server_shutting_down"
+    category = "transient"
+
+
+def __getattr__(name: str) -> Any:
+    # ErrorRecord (attrs) is loaded on first use, so this module stays stdlib-only and
+    # a helper child can raise these errors without paying for attrs at start-up.
+    if name == "ErrorRecord":
+        from protocol.records import ErrorRecord
+
+        return ErrorRecord
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _all_error_classes() -> dict[str, type[ActorError]]:

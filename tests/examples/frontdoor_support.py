@@ -1,0 +1,166 @@
+"""Shared pieces of the websocket front-door tests: a JSON client and process checks.
+
+Front-door tests talk to a real server over a real websocket (trio-websocket), on the
+real clock with short timeouts (STYLE rule 21): every wait is under ``fail_after``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+from trio_websocket import wrap_client_stream
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from trio_websocket import WebSocketConnection
+
+#: Seconds any single expected message may take to arrive (generous: shared machine).
+TIMEOUT = 10.0
+
+
+class Client:
+    """A test client: sends requests, matches answers by ``request_id``, keeps pushes.
+
+    Pushed messages (``event``, ``resync_required``, extension pushes) that arrive while
+    waiting for an answer are kept, in order, in :attr:`pushed`.
+    """
+
+    def __init__(self, ws: WebSocketConnection, prefix: str = "r") -> None:
+        self.ws = ws
+        self.pushed: list[dict[str, Any]] = []
+        self._ids = (f"{prefix}{n}" for n in itertools.count(1))
+
+    async def send(self, message: dict[str, Any] | str) -> None:
+        await self.ws.send_message(message if isinstance(message, str) else json.dumps(message))
+
+    async def receive(self) -> dict[str, Any]:
+        with trio.fail_after(TIMEOUT):
+            return json.loads(await self.ws.get_message())
+
+    async def request(self, type: str, **fields: Any) -> dict[str, Any]:
+        """Send a request with a fresh ``request_id`` and return its answer."""
+        request_id = fields.pop("request_id", None) or next(self._ids)
+        await self.send({"type": type, "request_id": request_id, **fields})
+        return await self.answer(request_id)
+
+    async def answer(self, request_id: str | None) -> dict[str, Any]:
+        """The next message answering ``request_id``; pushes meanwhile go to ``pushed``."""
+        while True:
+            message = await self.receive()
+            if "request_id" in message and message["request_id"] == request_id:
+                return message
+            self.pushed.append(message)
+
+    async def wait_state(self, run_id: int, *states: str) -> dict[str, Any]:
+        """Poll ``status`` until the run is in one of ``states``; return that answer."""
+        with trio.fail_after(TIMEOUT):
+            # The run's state lives in the server: polling it over the wire is the test.
+            while (status := await self.request("status", run_id=run_id))["state"] not in states:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        return status
+
+    async def read_until_closed(self) -> None:
+        """Read (keeping pushes) until the server closes; ConnectionClosed propagates."""
+        while True:
+            self.pushed.append(await self.receive())
+
+    async def next_push(self) -> dict[str, Any]:
+        """The oldest kept push, or the next message (which must be a push)."""
+        if self.pushed:
+            return self.pushed.pop(0)
+        message = await self.receive()
+        assert "request_id" not in message or message["type"] in ("run_list",), message
+        return message
+
+    async def events_until(self, run_id: int, kinds: set[str]) -> list[dict[str, Any]]:
+        """Pushed events up to the first of ``run_id`` whose kind is in ``kinds``."""
+        seen = []
+        while True:
+            message = await self.next_push()
+            assert message["type"] == "event", message
+            seen.append(message)
+            if message["run_id"] == run_id and message["kind"] in kinds:
+                return seen
+
+
+@asynccontextmanager
+async def open_client(
+    port: int,
+    resource: str = "/",
+    *,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    receive_buffer: int | None = None,
+    message_queue_size: int = 4,
+    prefix: str = "r",
+) -> AsyncIterator[Client]:
+    """Connect a :class:`Client` to ``ws://127.0.0.1:port`` + ``resource``.
+
+    The test owns the TCP stream and closes it on exit: trio-websocket's client leaves
+    its socket open when the *server* closed the connection (a ResourceWarning, an error
+    under ``filterwarnings = error``). ``receive_buffer`` sets ``SO_RCVBUF`` in bytes.
+    """
+    sock = trio.socket.socket()
+    stream = None
+    try:
+        if receive_buffer is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        with trio.fail_after(TIMEOUT):
+            await sock.connect(("127.0.0.1", port))
+        stream = trio.SocketStream(sock)
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(TIMEOUT):
+                ws = await wrap_client_stream(
+                    nursery, stream, "127.0.0.1", resource, extra_headers=headers,
+                    message_queue_size=message_queue_size,
+                )  # fmt: skip
+            try:
+                yield Client(ws, prefix)
+            finally:
+                with trio.move_on_after(TIMEOUT, shield=True):
+                    await ws.aclose()
+                nursery.cancel_scope.cancel()
+    finally:
+        if stream is not None:
+            await stream.aclose()
+        else:
+            sock.close()
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return fields[0], int(fields[1])  # state, ppid
+
+
+def children(parent: int | None = None) -> list[int]:
+    """Pids (zombies included) whose parent is ``parent`` (default: this process)."""
+    parent = os.getpid() if parent is None else parent
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _stat(int(entry))
+            if stat is not None and stat[1] == parent:
+                found.append(int(entry))
+    return found
+
+
+def pid_gone(pid: int) -> bool:
+    """True if ``pid`` no longer runs: absent, or a zombie someone else must reap."""
+    stat = _stat(pid)
+    return stat is None or (stat[0] == "Z" and stat[1] != os.getpid())
+
+
+def assert_no_children() -> None:
+    """No child process and no zombie of this process remains."""
+    assert children() == []

@@ -1,0 +1,442 @@
+"""The websocket front door over a real event-log actor and real websockets (SPEC §7.1).
+
+In-process runners only (no helper process), on the real clock with short timeouts:
+each test starts an :class:`~actors.EventLogActor` and a front door on port 0 in its own
+nursery and talks to it with trio-websocket clients.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+from frontdoor_support import Client, assert_no_children, open_client
+from trio_websocket import (
+    ConnectionClosed,
+    ConnectionRejected,
+    HandshakeError,
+    wrap_client_stream,
+)
+
+from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
+from examples._frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
+from protocol import messages
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+
+async def _echo(run, report):
+    return run.arguments.get("value")
+
+
+async def _slow(run, report):
+    report(0.5, "half way")
+    await trio.sleep(run.arguments["seconds"])
+    return "slept"
+
+
+async def _burst(run, report):
+    n = run.arguments["n"]
+    for i in range(n):
+        report((i + 1) / n)
+        if i % 4 == 3:
+            await trio.sleep(0.001)  # paced: a fast client keeps up, a stalled one cannot
+    return n
+
+
+OPERATIONS = [
+    OperationSpec(name="echo", fields={"value"}),
+    OperationSpec(name="slow", fields={"seconds"}, required={"seconds"}),
+    OperationSpec(name="burst", fields={"n"}, required={"n"}),
+    OperationSpec(name="manual", fields={"tag"}),  # no runner: stays queued
+]
+RUNNERS = {"echo": _echo, "slow": _slow, "burst": _burst}
+
+
+@pytest.fixture(autouse=True)
+def _no_child_left():
+    yield
+    assert_no_children()
+
+
+@asynccontextmanager
+async def serving(
+    config: FrontDoorConfig | None = None, *, ledger: str | None = None, **kwargs: Any
+) -> AsyncIterator[FrontDoor]:
+    actor = EventLogActor(
+        EventLogConfig(ledger_path=ledger), operations=OPERATIONS, runners=RUNNERS
+    )
+    async with trio.open_nursery() as nursery:
+        ref = await nursery.start(actor.run)
+        log = EventLogClient(ref, timeout=5.0)
+        async with open_front_door(log, config or FrontDoorConfig(), **kwargs) as front:
+            yield front
+        await ref.stop(1.0)
+
+
+@asynccontextmanager
+async def client(front: FrontDoor, query: str = "", **kwargs: Any) -> AsyncIterator[Client]:
+    async with open_client(front.port, f"/{query}", **kwargs) as c:
+        yield c
+
+
+async def test_submit_answers_a_receipt_and_subscribe_pushes_the_lifecycle():
+    async with serving() as front, client(front) as c:
+        backlog = await c.request("subscribe", cursor=0)
+        assert backlog == {"type": "events", "request_id": "r1", "events": [], "cursor": 0}
+        receipt = await c.request("submit", operation="echo", arguments={"value": [1, "a"]})
+        assert receipt["type"] == "receipt"
+        assert receipt["admitted"] is True
+        assert receipt["run_id"] == 1
+        assert receipt["event_cursor"] == 0
+        assert receipt["coalesced"] is False
+        events = await c.events_until(1, {"job_finished"})
+        assert [e["kind"] for e in events] == [
+            "job_queued",
+            "job_started",
+            "job_progress",
+            "job_finished",
+        ]
+        assert [e["seq"] for e in events] == [1, 2, 3, 4]
+        assert events[-1]["data"] == {"verdict": "ok", "result": [1, "a"]}
+        # The same request id with the same content: the stored receipt (SPEC §6.3).
+        again = await c.request(
+            "submit", request_id="r2", operation="echo", arguments={"value": [1, "a"]}
+        )
+        assert again == receipt
+        conflict = await c.request(
+            "submit", request_id="r2", operation="echo", arguments={"value": 2}
+        )
+        assert (conflict["type"], conflict["code"]) == ("error", "request_conflict")
+
+
+async def test_watch_returns_events_after_a_cursor_and_cursor_expired_says_where():
+    async with serving() as front, client(front) as c:
+        receipt = await c.request("submit", operation="echo", arguments={})
+        await c.wait_state(receipt["run_id"], "finished")
+        page = await c.request("watch", cursor=1)
+        assert page["type"] == "events"
+        kinds = [e["kind"] for e in page["events"]]
+        assert kinds == ["job_started", "job_progress", "job_finished"]
+        assert page["cursor"] == 4
+        assert (await c.request("watch", cursor=4))["events"] == []
+        expired = await c.request("watch", cursor=99)
+        assert expired["code"] == "cursor_expired"
+        assert expired["retryable"] is False
+        assert expired["details"]["resume_from"] == 4
+        expired = await c.request("subscribe", cursor=99)
+        assert expired["code"] == "cursor_expired"
+
+
+async def test_cancel_returns_the_true_state_with_the_actor():
+    async with serving() as front, client(front) as c:
+        slow = await c.request("submit", operation="slow", arguments={"seconds": 30})
+        await c.wait_state(slow["run_id"], "running")
+        status = await c.request("status", run_id=slow["run_id"])
+        assert status["progress"] == 0.5
+        assert status["detail"]["operation"] == "slow"
+        cancelled = await c.request("cancel", run_id=slow["run_id"])
+        assert cancelled["type"] == "status_reply"
+        assert cancelled["state"] == "cancelled"
+        assert cancelled["detail"]["cancelled_by"].startswith("ws-1@127.0.0.1:")
+        # Cancelling again, or cancelling a finished run: the true terminal state.
+        assert (await c.request("cancel", run_id=slow["run_id"]))["state"] == "cancelled"
+        echo = await c.request("submit", operation="echo", arguments={"value": 3})
+        await c.wait_state(echo["run_id"], "finished")
+        finished = await c.request("cancel", run_id=echo["run_id"])
+        assert (finished["state"], finished["verdict"]) == ("finished", "ok")
+        assert finished["detail"]["result"] == 3
+        unknown = await c.request("status", run_id=77, request_id="u1")
+        assert (unknown["code"], unknown["request_id"]) == ("unknown_run", "u1")
+
+
+async def test_ack_and_unsubscribe_answer_ok_and_stop_the_pushes():
+    async with serving() as front, client(front) as c:
+        await c.request("subscribe")
+        first = await c.request("submit", operation="echo", arguments={"value": 1})
+        events = await c.events_until(first["run_id"], {"job_finished"})
+        assert await c.request("ack", seq=events[-1]["seq"]) == {"type": "ok", "request_id": "r3"}
+        assert (await c.request("unsubscribe"))["type"] == "ok"
+        second = await c.request("submit", operation="echo", arguments={"value": 2})
+        await c.wait_state(second["run_id"], "finished")
+        assert c.pushed == []  # nothing pushed after unsubscribe
+        assert front.connections[0].statistics().subscribed is False
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "fields"),
+    [
+        ("{not json", "invalid_message", ["$"]),
+        ("[1, 2]", "invalid_message", ["$"]),
+        ('{"request_id": "x"}', "invalid_message", ["$.type"]),
+        ('{"type": "launch", "request_id": "x"}', "unknown_type", ["$.type"]),
+        ('{"type": "receipt", "request_id": "x"}', "unknown_type", ["$.type"]),
+        ('{"type": "select", "request_id": "x", "run_id": 1}', "unknown_type", ["$.type"]),
+        ('{"type": "status", "request_id": "x"}', "invalid_message", ["$.run_id"]),
+        ('{"type": "status", "request_id": "x", "run_id": 1, "extra": 1}', "invalid_message",
+         ["$.extra"]),
+        ('{"type": "status", "request_id": "x", "run_id": "1"}', "invalid_message",
+         ["$.run_id"]),
+        ('{"type": "watch", "request_id": "x", "cursor": true}', "invalid_message",
+         ["$.cursor"]),
+        ('{"type": "submit", "request_id": "x", "operation": "nope", "arguments": {}}',
+         "unsupported_operation", None),
+        ('{"type": "submit", "request_id": "x", "operation": "echo", "arguments": {"v": 1}}',
+         "invalid_command", ["v"]),
+    ],
+)  # fmt: skip
+async def test_every_bad_message_gets_an_error_and_the_connection_stays_up(text, code, fields):
+    async with serving() as front, client(front) as c:
+        await c.send(text)
+        error = await c.receive()
+        assert error["type"] == "error"
+        assert error["code"] == code
+        assert isinstance(error["message"], str)
+        assert error["message"]
+        assert error["retryable"] is False
+        if fields is not None:
+            assert error["details"]["fields"] == fields
+        # The id is echoed when the message had a readable one.
+        assert error["request_id"] == ("x" if '"request_id"' in text else None)
+        assert (await c.request("boot_report"))["type"] == "boot_report_reply"
+
+
+async def test_an_oversized_message_is_refused_and_a_huge_frame_closes_only_that_client():
+    config = FrontDoorConfig(max_message=2048, max_frame=8192)
+    async with serving(config) as front:
+        async with client(front) as c:
+            await c.send({"type": "status", "request_id": "big", "run_id": 1, "x": "y" * 4096})
+            error = await c.receive()
+            assert (error["code"], error["request_id"]) == ("message_too_large", None)
+            assert error["details"] == {"limit": 2048}
+            assert (await c.request("status", run_id=1))["code"] == "unknown_run"
+            await c.send("z" * 10_000)
+            with pytest.raises(ConnectionClosed) as closed:
+                await c.receive()
+            assert closed.value.reason.code == 1009
+        async with client(front) as again:
+            assert (await again.request("boot_report"))["type"] == "boot_report_reply"
+
+
+def test_a_non_loopback_bind_needs_a_token():
+    with pytest.raises(ValueError, match="requires a token"):
+        FrontDoorConfig(host="0.0.0.0")
+    with pytest.raises(ValueError, match="token must be"):
+        FrontDoorConfig(host="0.0.0.0", token="short")
+    assert FrontDoorConfig(host="0.0.0.0", token="a-long-secret").token == "a-long-secret"
+    assert FrontDoorConfig(host="::1").token is None
+
+
+async def rejected_handshake(
+    front: FrontDoor, resource: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> ConnectionRejected:
+    """Attempt a handshake that must be refused; return the refusal.
+
+    (trio-websocket's ``open_websocket_url`` leaks its socket when refused, which
+    ``filterwarnings = error`` turns into a failure: here the test owns the stream.)
+    """
+    stream = await trio.open_tcp_stream("127.0.0.1", front.port)
+    try:
+        with pytest.RaisesGroup(ConnectionRejected, flatten_subgroups=True) as group:
+            async with trio.open_nursery() as nursery:
+                await wrap_client_stream(
+                    nursery, stream, "127.0.0.1", resource, extra_headers=headers
+                )
+    finally:
+        await stream.aclose()
+    return group.value.exceptions[0]
+
+
+async def test_a_token_is_checked_on_every_handshake():
+    token = "s3cret-token"
+    async with serving(FrontDoorConfig(token=token)) as front:
+        for resource, headers in [
+            ("/", None),
+            ("/?token=wrong-token", None),
+            ("/", [(b"Authorization", b"Bearer nope")]),
+        ]:
+            rejected = await rejected_handshake(front, resource, headers)
+            assert rejected.status_code == 403
+            assert b"missing or wrong token" in rejected.body
+        async with client(front, f"?token={token}") as c:
+            assert (await c.request("boot_report"))["type"] == "boot_report_reply"
+        bearer = [(b"Authorization", f"Bearer {token}".encode())]
+        async with client(front, headers=bearer) as c:
+            assert (await c.request("boot_report"))["type"] == "boot_report_reply"
+        assert front.statistics().rejected == 3
+        assert front.statistics().accepted == 2
+
+
+async def test_a_stalled_client_is_told_to_resync_while_a_fast_one_gets_every_event():
+    config = FrontDoorConfig(send_queue=8, subscriber_bound=64, socket_send_buffer=4096)
+    n = 600
+    # The stalled client: a tiny receive buffer, and it stops reading after subscribing.
+    stalled = {"receive_buffer": 4096, "message_queue_size": 1, "prefix": "s"}
+    async with (
+        serving(config) as front,
+        client(front) as fast,
+        open_client(front.port, **stalled) as slow,
+    ):
+        await slow.request("subscribe")
+        await fast.request("subscribe")
+        receipt = await fast.request("submit", operation="burst", arguments={"n": n})
+        events = await fast.events_until(receipt["run_id"], {"job_finished"})
+        # queued, started, a synthetic 0.0, n progress reports, finished: no gap.
+        assert [e["seq"] for e in events] == list(range(1, n + 5))
+        assert fast.pushed == []
+        # Now read the stalled client: contiguous events, then one resync notice.
+        received = []
+        while (message := await slow.next_push())["type"] == "event":
+            received.append(message["seq"])
+        assert message["type"] == "resync_required"
+        assert received == list(range(1, len(received) + 1))
+        assert len(received) < n
+        assert message["head"] > received[-1]
+        stats = {conn.name[:4]: conn.statistics() for conn in front.connections}
+        assert (stats["ws-1"].resyncs, stats["ws-1"].subscribed) == (0, True)
+        assert (stats["ws-2"].resyncs, stats["ws-2"].subscribed) == (1, False)
+        # It reloads with watch and can subscribe again from where it is.
+        page = await slow.request("watch", cursor=received[-1])
+        assert page["events"][0]["seq"] == received[-1] + 1
+        assert (await slow.request("subscribe", cursor=page["cursor"]))["type"] == "events"
+
+
+async def test_extension_handlers_answer_push_and_see_disconnects():
+    gone: list[str] = []
+
+    async def select(conn, request: messages.Select) -> None:
+        conn.data["selected"] = request.run_id
+
+    async def list_runs(conn, request: messages.ListRuns) -> messages.Message:
+        payload = messages.Payload(
+            run_id=conn.data["selected"], kind="thumbnail", revision=0, mime="image/png",
+            data_b64="iVBORw==", width=1, height=1,
+        )  # fmt: skip
+        conn.after_reply(lambda: conn.push_nowait(payload))
+        summary = messages.RunSummary(run_id=7, name="m", experiment="e", completed=True, rows=3)
+        return messages.RunList(request_id=request.request_id, runs=(summary,))
+
+    async def broken(conn, request: messages.Visible) -> None:
+        raise RuntimeError("bug")
+
+    handlers = {"select": select, "list_runs": list_runs, "visible": broken}
+    async with serving(handlers=handlers) as front:
+        front.on_disconnect(lambda conn: gone.append(conn.name))
+        async with client(front) as c:
+            assert await c.request("select", run_id=7) == {"type": "ok", "request_id": "r1"}
+            run_list = await c.request("list_runs")
+            assert run_list["runs"][0]["run_id"] == 7
+            pushed = await c.next_push()
+            assert (pushed["type"], pushed["run_id"], pushed["kind"]) == ("payload", 7, "thumbnail")
+            error = await c.request("visible", run_ids=[1, 2])
+            assert (error["code"], error["retryable"]) == ("internal_error", False)
+            assert front.broadcast_nowait(messages.ResyncRequired(head=0)) == 1
+            assert (await c.next_push())["type"] == "resync_required"
+        with trio.fail_after(5):
+            while not gone:  # noqa: ASYNC110 - the hook runs after the server's close handshake
+                await trio.sleep(0.01)
+        assert gone[0].startswith("ws-1@")
+    with pytest.raises(ValueError, match="not a client request type"):
+        FrontDoor(None, handlers={"payload": select})  # type: ignore[arg-type]
+
+
+async def test_shutdown_refuses_new_work_waits_for_runs_then_closes_with_1001():
+    async with serving() as front, client(front) as c:
+        await c.request("subscribe")
+        run = await c.request("submit", operation="slow", arguments={"seconds": 0.3})
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(functools.partial(front.shutdown, grace=5.0))
+            await trio.sleep(0.05)
+            refused = await c.request("submit", operation="echo", arguments={})
+            assert (refused["code"], refused["retryable"]) == ("server_shutting_down", True)
+            assert (await c.request("status", run_id=run["run_id"]))["state"] == "running"
+            with pytest.raises(ConnectionClosed) as closed:
+                await c.read_until_closed()
+            assert closed.value.reason.code == 1001
+            assert closed.value.reason.reason == "server shutting down"
+        # It waited for the run to finish before closing.
+        kinds = [m["kind"] for m in c.pushed if m["type"] == "event"]
+        assert kinds[-1] == "job_finished"
+        with pytest.raises((OSError, HandshakeError)):
+            async with client(front):
+                pass
+
+
+async def test_boot_report_resume_and_discard_after_a_restart(tmp_path):
+    ledger = str(tmp_path / "ledger.db")
+    async with serving(ledger=ledger) as front, client(front) as c:
+        for tag in ("a", "b", "c"):
+            assert (await c.request("submit", operation="manual", arguments={"tag": tag}))[
+                "admitted"
+            ]
+        assert (await c.request("boot_report"))["survivors"] == []
+    async with serving(ledger=ledger) as front, client(front) as c:
+        report = await c.request("boot_report")
+        assert report == {
+            "type": "boot_report_reply",
+            "request_id": "r1",
+            "survivors": [1, 2, 3],
+            "interrupted": [],
+            "quarantined": [],
+        }
+        assert (await c.request("status", run_id=1))["state"] == "held"
+        resumed = await c.request("resume", run_id=1)
+        assert (resumed["type"], resumed["admitted"], resumed["run_id"]) == ("receipt", True, 1)
+        page = await c.request("watch", cursor=resumed["event_cursor"])
+        assert page["events"][0]["kind"] == "job_queued"
+        assert page["events"][0]["data"]["resumed"] is True
+        discarded = await c.request("discard", run_id=2)
+        assert (discarded["type"], discarded["state"]) == ("status_reply", "cancelled")
+        assert discarded["detail"]["cancelled_by"].startswith("ws-1@")
+        assert (await c.request("resume", run_id=2))["code"] == "already_decided"
+        assert (await c.request("discard", run_id=1))["code"] == "invalid_command"
+        assert (await c.request("boot_report"))["survivors"] == [3]
+
+
+async def test_binary_messages_are_decoded_as_utf8_json():
+    async with serving() as front, client(front) as c:
+        await c.ws.send_message(json.dumps({"type": "boot_report", "request_id": "b"}).encode())
+        assert (await c.receive())["type"] == "boot_report_reply"
+        await c.ws.send_message(b"\xff\xfe")
+        assert (await c.receive())["code"] == "invalid_message"
+
+
+async def test_a_silent_or_surplus_client_is_dropped():
+    config = FrontDoorConfig(handshake_timeout=0.2, max_connections=1)
+    async with serving(config) as front:
+        stream = await trio.open_tcp_stream("127.0.0.1", front.port)
+        async with stream:
+            start = trio.current_time()
+            with trio.fail_after(5):
+                assert await stream.receive_some() == b""  # dropped without a handshake
+            assert trio.current_time() - start >= 0.2
+        async with client(front) as c:
+            rejected = await rejected_handshake(front, "/")
+            assert rejected.status_code == 503
+            assert b"too many connections" in rejected.body
+            assert (await c.request("boot_report"))["type"] == "boot_report_reply"
+
+
+async def test_a_second_signal_cuts_the_grace_short():
+    with trio.open_signal_receiver(signal.SIGUSR1) as signals:
+        async with serving() as front, client(front) as c:
+            await c.request("submit", operation="slow", arguments={"seconds": 30})
+            start = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(functools.partial(shutdown_on_signal, front, signals, grace=20))
+                os.kill(os.getpid(), signal.SIGUSR1)
+                await trio.sleep(0.2)
+                assert not front.admitting
+                assert front.statistics().connections == 1  # still inside the grace
+                os.kill(os.getpid(), signal.SIGUSR1)
+            assert trio.current_time() - start < 5
+            with pytest.raises(ConnectionClosed) as closed:
+                await c.read_until_closed()
+            assert closed.value.reason.code == 1001

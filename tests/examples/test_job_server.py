@@ -1,0 +1,212 @@
+"""The job server: helper-process jobs over a real websocket (SPEC §7, §3, §6).
+
+Real helper processes on the real clock with short timeouts (STYLE rule 21); every test
+checks afterwards that no child process is left. The last test runs the server as a
+real subprocess and stops it with SIGTERM.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+from frontdoor_support import TIMEOUT, Client, assert_no_children, children, open_client, pid_gone
+from trio_websocket import ConnectionClosed
+
+from examples._frontdoor import FrontDoorConfig
+from examples.job_server import JobServerConfig, open_job_server
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from examples.job_server import JobServer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _no_child_left():
+    yield
+    assert_no_children()
+
+
+@asynccontextmanager
+async def job_server(**fields: Any) -> AsyncIterator[tuple[JobServer, Client]]:
+    fields.setdefault("helpers", 1)
+    config = JobServerConfig(front_door=FrontDoorConfig(port=0), grace=1.0, **fields)
+    async with open_job_server(config) as server, open_client(server.front.port) as client:
+        await client.request("subscribe", cursor=0)
+        yield server, client
+
+
+async def run_to_end(client: Client, operation: str, **arguments: Any) -> list[dict[str, Any]]:
+    """Submit a job and return its pushed events up to its final one."""
+    receipt = await client.request("submit", operation=operation, arguments=arguments)
+    assert receipt["admitted"] is True, receipt
+    events = await client.events_until(receipt["run_id"], {"job_finished", "job_cancelled"})
+    return [e for e in events if e["run_id"] == receipt["run_id"]]
+
+
+async def test_hash_file_returns_the_sha256_after_progress(tmp_path):
+    data = os.urandom(3 << 20)
+    path = tmp_path / "blob.bin"
+    path.write_bytes(data)
+    async with job_server() as (_, client):
+        events = await run_to_end(client, "hash_file", path=str(path))
+        kinds = [e["kind"] for e in events]
+        assert kinds[:3] == ["job_queued", "job_started", "job_progress"]
+        assert kinds[-1] == "job_finished"
+        fractions = [e["data"]["fraction"] for e in events if e["kind"] == "job_progress"]
+        assert fractions == sorted(fractions)
+        assert fractions[-1] == 1.0
+        result = events[-1]["data"]["result"]
+        assert result["sha256"] == hashlib.sha256(data).hexdigest()
+        assert result["size"] == len(data)
+        # An unreadable file: a failed completion carrying the helper's error code.
+        events = await run_to_end(client, "hash_file", path=str(tmp_path / "missing"))
+        assert events[-1]["data"]["verdict"] == "NOT_RUN"
+        assert events[-1]["data"]["error"]["code"] == "source_unreadable"
+
+
+async def test_bad_arguments_are_refused_before_admission():
+    async with job_server() as (_, client):
+        for operation, arguments, code, fields in [
+            ("count_primes", {"limit": "many"}, "invalid_command", ["limit"]),
+            ("count_primes", {"limit": -1}, "invalid_command", ["limit"]),
+            ("sleep", {"seconds": True}, "invalid_command", ["seconds"]),
+            ("hash_file", {}, "invalid_command", ["path"]),
+            ("count_primes", {"limit": 5, "fast": True}, "invalid_command", ["fast"]),
+            ("format_disk", {}, "unsupported_operation", None),
+        ]:
+            error = await client.request("submit", operation=operation, arguments=arguments)
+            assert (error["type"], error["code"]) == ("error", code), error
+            if fields is not None:
+                assert error["details"]["fields"] == fields
+        events = await run_to_end(client, "count_primes", limit=1000)
+        assert events[-1]["data"]["result"]["count"] == 168
+
+
+async def test_cancel_stops_a_running_computation_and_the_helper_survives():
+    async with job_server() as (server, client):
+        first = await run_to_end(client, "count_primes", limit=10)
+        pid = first[-1]["data"]["result"]["pid"]
+        receipt = await client.request(
+            "submit", operation="count_primes", arguments={"limit": 10**9}
+        )
+        run_id = receipt["run_id"]
+        while True:  # wait for real progress from inside the helper job
+            event = await client.next_push()
+            if event["kind"] == "job_progress" and event["data"]["fraction"] > 0:
+                break
+        cancelled = await client.request("cancel", run_id=run_id)
+        assert cancelled["state"] == "cancelled"
+        assert cancelled["detail"]["cancelled_by"].startswith("ws-1@127.0.0.1:")
+        events = await client.events_until(run_id, {"job_cancelled"})
+        assert events[-1]["data"]["by"] == cancelled["detail"]["cancelled_by"]
+        assert events[-1]["data"]["was"] == "running"
+        status = await client.request("status", run_id=run_id)
+        assert (status["state"], status["verdict"]) == ("cancelled", None)
+        # The helper acknowledged the cancel frame (ladder step 1): same process, still
+        # serving, and the pool counted a cancelled job.
+        after = await run_to_end(client, "count_primes", limit=1000)
+        assert after[-1]["data"]["result"] == {"limit": 1000, "count": 168, "pid": pid}
+        stats = await server.runtime.supervisor.statistics()
+        assert (stats.jobs_cancelled, stats.spawns) == (1, 1)
+
+
+async def test_a_crash_fails_the_run_and_the_next_job_gets_a_fresh_helper():
+    async with job_server() as (server, client):
+        before = await run_to_end(client, "count_primes", limit=10)
+        old_pid = before[-1]["data"]["result"]["pid"]
+        crashed = await run_to_end(client, "crash")
+        finished = crashed[-1]
+        assert finished["kind"] == "job_finished"
+        assert finished["data"]["verdict"] == "NOT_RUN"
+        assert finished["data"]["error"]["code"] == "helper_exited"
+        assert "exit code 3" in finished["data"]["error"]["message"]
+        assert pid_gone(old_pid)
+        after = await run_to_end(client, "count_primes", limit=10)
+        new_pid = after[-1]["data"]["result"]["pid"]
+        assert new_pid != old_pid
+        snapshot = await server.runtime.supervisor.snapshot()
+        assert [(h.incarnation, h.pid) for h in snapshot.helpers] == [(2, new_pid)]
+        # The helper child imports neither trio nor attrs/cattrs (SPEC §3.9).
+        assert snapshot.helpers[0].ready["heavy_modules"] == []
+
+
+async def _start_server(ledger: Path, grace: float) -> tuple[trio.Process, int]:
+    """Start ``python -m examples.job_server`` on a free port; return it and the port."""
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "examples.job_server", "--port", "0", "--helpers", "1",
+         "--ledger", str(ledger), "--grace", str(grace)],
+        cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert process.stdout is not None
+    line = b""
+    with trio.fail_after(TIMEOUT):
+        while not line.endswith(b"\n"):
+            chunk = await process.stdout.receive_some(1)
+            assert chunk, "the server exited before listening"
+            line += chunk
+    assert line.startswith(b"listening on ws://127.0.0.1:"), line
+    return process, int(line.rsplit(b":", 1)[1])
+
+
+async def _stop(process: trio.Process, grace: float) -> float:
+    """SIGTERM the server; return how long it took to exit (seconds, trio clock)."""
+    start = trio.current_time()
+    process.send_signal(signal.SIGTERM)
+    with trio.fail_after(grace + 5.0):
+        await process.wait()
+    if process.stdout is not None:
+        await process.stdout.aclose()
+    return trio.current_time() - start
+
+
+async def test_sigterm_stops_within_grace_reaps_helpers_and_leaves_survivors(tmp_path):
+    ledger = tmp_path / "ledger.db"
+    grace = 1.0
+    process, port = await _start_server(ledger, grace)
+    try:
+        async with open_client(port) as client:
+            await client.request("subscribe", cursor=0)
+            receipt = await client.request("submit", operation="sleep", arguments={"seconds": 60})
+            await client.events_until(receipt["run_id"], {"job_started"})
+            helpers = children(process.pid)
+            assert len(helpers) == 1
+            elapsed = await _stop(process, grace)
+            with pytest.raises(ConnectionClosed) as closed:
+                await client.read_until_closed()
+            assert closed.value.reason.code == 1001
+        assert process.returncode == 0
+        assert elapsed < grace + 1.0
+        assert all(pid_gone(pid) for pid in helpers)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    # The restarted server lists the unfinished run; nothing runs by itself (§6.10).
+    process, port = await _start_server(ledger, grace)
+    try:
+        async with open_client(port) as client:
+            report = await client.request("boot_report")
+            assert report["survivors"] == [receipt["run_id"]]
+            assert report["interrupted"] == [receipt["run_id"]]
+            status = await client.request("status", run_id=receipt["run_id"])
+            assert (status["state"], status["detail"]["interruptions"]) == ("held", 1)
+            discarded = await client.request("discard", run_id=receipt["run_id"])
+            assert discarded["state"] == "cancelled"
+        await _stop(process, grace)
+        assert process.returncode == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
