@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from protocol.errors import bound_message
+from protocol.errors import bound_message, describe_exception
 
 from ._config import validate_duration
 from ._lifecycle import ActorEvent, ActorState, new_actor_lifecycle
 from ._mailbox import Mailbox
-from ._ref import ActorRef, Reply, _ActorCell, _Letter
+from ._ref import ActorRef, Reply, _ActorCell, _Letter, enter_owner, leave_owner
 from .errors import ActorCrashed, ActorError, ActorStopped
 
 if TYPE_CHECKING:
@@ -184,6 +184,9 @@ class Actor:
         Raises:
             RuntimeError: this instance already ran.
             ValueError: ``mailbox_capacity`` or ``on_stop_timeout`` is invalid (§1.6).
+            ActorStopped: (code ``actor_stopped``) ``stop()`` was called (through
+                :attr:`ref`) while ``on_start`` still ran, so ``nursery.start`` fails
+                with it; the state ends ``stopped``, not ``failed``.
             Exception: whatever crashed the actor (from ``handle``, ``on_start``,
                 ``on_stop`` or a nursery task). A single error is raised bare; several
                 at once (e.g. two nursery tasks) come as an ``ExceptionGroup``.
@@ -198,6 +201,9 @@ class Actor:
         self._ref = ActorRef(cell)
         started = False
         error: BaseException | None = None
+        # Code running in this actor (and tasks it spawns) is marked, so that its own
+        # ``stop()`` does not wait for itself.
+        owner_token = enter_owner(cell)
         try:
             with cell.scope:
                 async with trio.open_nursery() as nursery:
@@ -209,6 +215,10 @@ class Actor:
                     task_status.started(self._ref)
                     await self._serve(cell)
                     await self.on_drained()
+            if not started:
+                # stop() cut on_start short. Say so to ``nursery.start`` instead of
+                # trio's "child exited without calling task_status.started()".
+                raise ActorStopped(f"actor {name!r} was stopped while starting", actor=name)
         except BaseException as exc:
             error = exc
             leaf = _single_exception(exc)
@@ -229,10 +239,15 @@ class Actor:
                 error = exc
                 raise
             finally:
-                crashed = error is not None and not _only_cancelled(error)
+                crashed = (
+                    error is not None
+                    and not _only_cancelled(error)
+                    and not (not started and isinstance(error, ActorStopped))
+                )
                 cell.lifecycle.process_event(ActorEvent.CRASHED if crashed else ActorEvent.FINISHED)
                 self._nursery = None
                 cell.stopped.set()
+                leave_owner(owner_token)
 
     # --- internals -----------------------------------------------------------------------
 
@@ -275,7 +290,7 @@ class Actor:
                     return
 
     def _crashed(self, exc: BaseException) -> ActorCrashed:
-        text = bound_message(f"actor {self.name!r} crashed: {type(exc).__name__}: {exc}")
+        text = bound_message(f"actor {self.name!r} crashed: {describe_exception(exc)}")
         return ActorCrashed(text, actor=self.name, error_type=type(exc).__name__)
 
     def _fail_pending(self, cell: _ActorCell) -> None:

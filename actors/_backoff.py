@@ -16,16 +16,15 @@ import random
 
 import attrs
 
-from ._config import duration_field, validate_count
+from ._config import duration_field, show_value, validate_count
 
 __all__ = ["Backoff", "BackoffTracker"]
 
 
 def _check_jitter(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"jitter must be a fraction between 0 and 1, got {value!r}")
-    if not 0.0 <= value <= 1.0:  # also rejects NaN
-        raise ValueError(f"jitter must be a fraction between 0 and 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        # (the range test also rejects NaN)
+        raise ValueError(f"jitter must be a fraction between 0 and 1, got {show_value(value)}")
 
 
 def _check_max_attempt(instance: object, attribute: attrs.Attribute[int], value: object) -> None:

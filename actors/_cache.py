@@ -289,12 +289,14 @@ class DiskCache:
         self._corrupt = 0
         self._evictions = 0
         found: list[tuple[int, str, int]] = []
-        for entry in os.scandir(self._dir):
-            if entry.name.startswith(_TEMP_PREFIX):
-                _unlink(entry.path)
-            elif entry.name.endswith(_SUFFIX) and entry.is_file():
-                stat = entry.stat()
-                found.append((stat.st_mtime_ns, entry.name, stat.st_size))
+        with os.scandir(self._dir) as entries:
+            for entry in entries:
+                if entry.name.startswith(_TEMP_PREFIX):
+                    if not entry.is_dir(follow_symlinks=False):
+                        _unlink(entry.path)  # a crashed writer's leftover
+                elif entry.name.endswith(_SUFFIX) and entry.is_file():
+                    stat = entry.stat()
+                    found.append((stat.st_mtime_ns, entry.name, stat.st_size))
         for _mtime, name, size in sorted(found):
             self._index[name] = size
             self._bytes += size
@@ -309,24 +311,33 @@ class DiskCache:
     def get(self, key: PayloadKey) -> bytes | None:
         """Return the payload stored for ``key``, or None.
 
-        A corrupt or truncated entry (bad magic, length or checksum) is a miss and is
-        removed. A hit makes the entry most recent.
+        A corrupt or truncated entry (bad magic, length or checksum; larger than
+        ``max_bytes``, which no entry can be; or a directory in its place) is a miss and
+        is removed (a directory only if empty). A hit makes the entry most recent.
+
+        Raises:
+            OSError: the entry exists but cannot be read (e.g. no permission).
         """
         name = key.digest() + _SUFFIX
         path = self._dir / name
         with self._lock:
             try:
-                raw = path.read_bytes()
+                raw = _read_entry(path, self._max_bytes)
             except FileNotFoundError:
                 self._forget_locked(name)
                 self._misses += 1
                 return None
-            body = _decode(raw)
-            if body is None:
+            except IsADirectoryError:
+                raw = None
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)  # only if empty: its content is not ours to delete
+            body = None if raw is None else _decode(raw)
+            if raw is None or body is None:
                 self._corrupt += 1
                 self._misses += 1
                 self._forget_locked(name)
-                _unlink(path)
+                if raw is not None or path.is_file():
+                    _unlink(path)
                 return None
             self._hits += 1
             if name not in self._index:
@@ -447,6 +458,15 @@ def _decode(raw: bytes) -> bytes | None:
     if len(body) != length or hashlib.sha256(body).digest() != raw[13:_HEADER_SIZE]:
         return None
     return body
+
+
+def _read_entry(path: Path, limit: int) -> bytes | None:
+    # The entry's bytes, or None when the file is larger than any entry can be (a
+    # damaged or foreign file must not be read into memory whole).
+    with path.open("rb") as handle:
+        if os.fstat(handle.fileno()).st_size > limit:
+            return None
+        return handle.read(limit + 1)
 
 
 def _unlink(path: str | os.PathLike[str]) -> None:

@@ -8,6 +8,7 @@ meets a NaN deadline or an unbounded wait.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import attrs
@@ -36,16 +37,37 @@ def validate_duration(
             ``name``.
     """
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name} must be a number of seconds, got {value!r}")
-    seconds = float(value)
+        raise ValueError(f"{name} must be a number of seconds, got {show_value(value)}")
+    if isinstance(value, int) and abs(value) > _FLOAT_INT_LIMIT:
+        # float() would raise OverflowError; such an int is far outside any bound.
+        seconds = sys.float_info.max if value > 0 else -sys.float_info.max
+    else:
+        seconds = float(value) + 0.0  # + 0.0 turns -0.0 into 0.0
     if not math.isfinite(seconds):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise ValueError(f"{name} must be finite, got {show_value(value)}")
     if seconds < 0 or (seconds == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be {bound} seconds, got {value!r}")
+        raise ValueError(f"{name} must be {bound} seconds, got {show_value(value)}")
     if seconds > maximum:
-        raise ValueError(f"{name} must be <= {maximum:g} seconds, got {value!r}")
+        raise ValueError(f"{name} must be <= {maximum:g} seconds, got {show_value(value)}")
     return seconds
+
+
+#: Ints beyond this magnitude do not convert to float (they overflow).
+_FLOAT_INT_LIMIT = int(sys.float_info.max)
+
+
+def show_value(value: object, limit: int = 40) -> str:
+    """Return ``repr(value)`` cut to ``limit`` characters, for validation messages.
+
+    Never raises: a huge int's ``repr()`` itself raises ``ValueError`` (Python's
+    int-to-str digit limit), and a huge string must not flood an error message.
+    """
+    try:
+        text = repr(value)
+    except ValueError:
+        text = f"<{type(value).__name__} too large to print>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def validate_count(
@@ -58,10 +80,10 @@ def validate_count(
             ``[minimum, maximum]``; the message names ``name``.
     """
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise ValueError(f"{name} must be an integer, got {show_value(value)}")
     if value < minimum or (maximum is not None and value > maximum):
         upper = "" if maximum is None else f" and <= {maximum}"
-        raise ValueError(f"{name} must be >= {minimum}{upper}, got {value!r}")
+        raise ValueError(f"{name} must be >= {minimum}{upper}, got {show_value(value)}")
     return value
 
 
@@ -92,6 +114,6 @@ def count_field(default: int, *, minimum: int = 0, maximum: int | None = None) -
 def _to_float_unless_bool(value: object) -> object:
     # Converters run before validators; keep bools and junk as they are so the
     # validator can name the field instead of float() raising a bare TypeError.
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= _FLOAT_INT_LIMIT:
         return float(value)
     return value

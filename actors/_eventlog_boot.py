@@ -161,7 +161,8 @@ class DurabilityMixin:
 
         Raises:
             UnknownRun: (``unknown_run``) no such run.
-            InvalidCommand: (``invalid_command``) ``current`` has other keys.
+            InvalidCommand: (``invalid_command``) ``current`` has other keys, or values
+                that are not JSON.
         """
         if current is not None and not isinstance(current, Mapping):
             raise InvalidCommand("current must be a mapping", fields=["current"])
@@ -175,9 +176,14 @@ class DurabilityMixin:
         other = sorted(set(current) - set(pinned))
         if other:
             raise InvalidCommand(f"unknown ingredients: {', '.join(other)}", fields=other)
-        changed = tuple(
-            name
-            for name in sorted(current)
-            if canonical_json(current[name]) != canonical_json(pinned[name])
-        )
+        try:
+            changed = tuple(
+                name
+                for name in sorted(current)
+                if canonical_json(current[name]) != canonical_json(pinned[name])
+            )
+        except (TypeError, ValueError) as exc:
+            raise InvalidCommand(
+                f"current must hold JSON values: {exc}"[:300], fields=["current"]
+            ) from None
         return Drift(run_id=run_id, changed=changed, pinned=pinned, current=current)

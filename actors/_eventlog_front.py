@@ -228,14 +228,18 @@ class FrontDoorMixin:
             args_json = canonical_json(dict(arguments))
         except (TypeError, ValueError) as exc:
             raise InvalidCommand(
-                f"arguments must be JSON-compatible: {exc}", fields=["arguments"]
+                f"arguments must be JSON-compatible: {exc}"[:300], fields=["arguments"]
             ) from None
         if len(args_json.encode()) > self.config.max_arguments_bytes:
             raise InvalidCommand(
                 f"arguments exceed {self.config.max_arguments_bytes} bytes",
                 fields=["arguments"],
             )
-        return spec, json.loads(args_json), args_json
+        try:
+            args = json.loads(args_json)
+        except RecursionError:  # encodable here, yet too deep to decode again
+            raise InvalidCommand("arguments are nested too deeply", fields=["arguments"]) from None
+        return spec, args, args_json
 
     def _admit(
         self,

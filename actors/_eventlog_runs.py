@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from protocol.errors import describe_exception
+
 from ._eventlog_types import (
     TERMINAL_STATES,
     VERDICT_NOT_RUN,
@@ -439,7 +441,7 @@ class RunLifecycleMixin:
             try:
                 on_cancel()
             except Exception as exc:  # contained: the decision stands
-                data["on_cancel_error"] = f"{type(exc).__name__}: {exc}"[:1000]
+                data["on_cancel_error"] = describe_exception(exc, 1000)
         self._emit("job_cancelled", run.run_id, data)
         return self._settle(run)
 
@@ -514,8 +516,6 @@ class RunLifecycleMixin:
             record = exc.to_record()
         else:
             record = ErrorRecord(
-                category="permanent",
-                code="runner_failed",
-                message=f"{type(exc).__name__}: {exc}",
+                category="permanent", code="runner_failed", message=describe_exception(exc)
             )
         self.finish(run.run_id, VERDICT_NOT_RUN, error=record)

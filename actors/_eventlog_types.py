@@ -52,11 +52,15 @@ def canonical_json(value: Any) -> str:
 
     Raises:
         TypeError: ``value`` holds something JSON cannot represent.
-        ValueError: ``value`` holds NaN or an infinity, or a circular reference.
+        ValueError: ``value`` holds NaN or an infinity, a circular reference, or is
+            nested too deeply to encode (instead of a bare ``RecursionError``).
     """
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except RecursionError:
+        raise ValueError("value is nested too deeply") from None
 
 
 def _name(instance: object, attribute: attrs.Attribute[str], value: object) -> None:

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from protocol.errors import describe_exception
+
 from .errors import InvalidCommand, RemoteToggleDenied
 
 if TYPE_CHECKING:
@@ -124,7 +126,7 @@ class Port:
                 self._error = {
                     "category": "permanent",
                     "code": "listener_failed",
-                    "message": f"{type(exc).__name__}: {exc}"[:1000],
+                    "message": describe_exception(exc, 1000),
                 }
                 return
             self._delivered += 1
@@ -285,6 +287,8 @@ class PortHub:
         self._closed = False
         self._counter = 0
         self.head = 0
+        # Events being fanned out; more than one only while a listener publishes.
+        self._pending: deque[Event] = deque()
 
     def open_port(
         self,
@@ -333,14 +337,29 @@ class PortHub:
         self._active = [p for p in self._ports.values() if p._enabled and not p._closed]
 
     def publish(self, event: Event) -> None:
-        """Offer ``event`` to every enabled port; never waits, never raises for a port."""
+        """Offer ``event`` to every enabled port; never waits, never raises for a port.
+
+        Re-entrant: a listener that makes the log emit more events (e.g. it starts a
+        run it sees queued) gets them queued behind the one being fanned out, so every
+        port still receives every event in ``seq`` order.
+        """
         self.head = event.seq
-        failed = False
-        for port in self._active:
-            port._offer(event)
-            failed = failed or not port._enabled
-        if failed:
-            self._refresh()
+        pending = self._pending
+        pending.append(event)
+        if len(pending) > 1:
+            return  # a listener published from inside the loop below: it goes next
+        try:
+            while pending:
+                current = pending[0]
+                failed = False
+                for port in self._active:
+                    port._offer(current)
+                    failed = failed or not port._enabled
+                if failed:
+                    self._refresh()
+                pending.popleft()
+        finally:
+            pending.clear()
 
     def set_enabled(self, name: str, enabled: bool, *, local: bool) -> PortStatistics:
         """Enable or disable a port; only local callers may (SPEC §6.9).

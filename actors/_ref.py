@@ -8,6 +8,7 @@ and can never be delivered to a later ask ("ask fencing").
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import itertools
 from typing import TYPE_CHECKING, Any, Final
@@ -125,6 +126,50 @@ class Reply:
 
 #: The shared reply of every plain ``send``: expects nothing.
 NO_REPLY: Final = Reply(0, None)
+
+
+#: What the current task runs inside of: ``(owner, task)`` for each actor cell (or
+#: supervisor) whose code, directly or through tasks it spawned, is running, with the
+#: task that runs it (innermost last). Trio copies the context when a task is spawned,
+#: so a task started by an actor's handler inherits the mark. ``stop()`` uses it:
+#: waiting for your own stop would be a deadlock that only the grace deadline breaks.
+_Owners = tuple[tuple[object, trio.lowlevel.Task], ...]
+_enclosing: contextvars.ContextVar[_Owners] = contextvars.ContextVar(
+    "trio_actors_enclosing", default=()
+)
+
+
+def enter_owner(owner: object) -> contextvars.Token[_Owners]:
+    """Mark the current task (and tasks it spawns from now on) as running in ``owner``.
+
+    Returns the token to pass to :func:`leave_owner` when ``owner`` stops running.
+    """
+    return _enclosing.set((*_enclosing.get(), (owner, trio.lowlevel.current_task())))
+
+
+def leave_owner(token: contextvars.Token[_Owners]) -> None:
+    """Undo the matching :func:`enter_owner` (in the same task)."""
+    _enclosing.reset(token)
+
+
+def inside(owner: object) -> bool:
+    """Return True if the current task runs ``owner``'s code (see :func:`enter_owner`).
+
+    Both must hold: the task carries the mark (it is, or was spawned by, the owner's
+    code) and it runs under the owner's task (the owner waits for it). A task the
+    owner's code spawned into some outer nursery is not inside: the owner can finish
+    without it, so its ``stop()`` may wait.
+    """
+    for item, root in _enclosing.get():
+        if item is owner:
+            task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+            while task is not None:
+                if task is root:
+                    return True
+                parent = task.parent_nursery
+                task = None if parent is None else parent.parent_task
+            return False
+    return False
 
 
 class _ActorCell:
@@ -254,6 +299,11 @@ class ActorRef:
         Idempotent: concurrent or repeated calls are fine (the earliest deadline wins).
         Always a checkpoint.
 
+        Called from inside the actor itself (its handler, ``on_start`` or a task in its
+        nursery), it requests the stop and returns after one checkpoint without waiting:
+        the actor cannot finish while its own code waits for it to finish. With
+        ``grace=0`` that checkpoint is already cancelled.
+
         Args:
             grace: Seconds, ``0 <= grace <= 300``; 0 cancels at once.
 
@@ -261,8 +311,12 @@ class ActorRef:
             ValueError: ``grace`` is invalid (SPEC §1.6; names ``grace``).
         """
         seconds = validate_duration("grace", grace)
-        self._cell.request_stop(seconds)
-        await self._cell.stopped.wait()
+        cell = self._cell
+        cell.request_stop(seconds)
+        if inside(cell) and not cell.stopped.is_set():
+            await trio.lowlevel.checkpoint()
+            return
+        await cell.stopped.wait()
 
     def stop_nowait(self, grace: float = 1.0) -> None:
         """Request a stop like :meth:`stop`, without waiting for it (SPEC §1.3).

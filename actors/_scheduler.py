@@ -86,7 +86,7 @@ class Scheduler:
         config: Settings; defaults to :class:`SchedulerConfig()`.
 
     Raises:
-        ScheduleRejected: (code ``schedule_rejected``, a ValueError) two runs share an id.
+        ScheduleRejected: (code ``schedule_rejected``, a ValueError) runs share an id/GUID.
     """
 
     def __init__(
@@ -212,9 +212,12 @@ class Scheduler:
 
         Raises:
             ScheduleRejected: (code ``schedule_rejected``, a ValueError) an id is not a
-                run of the current source; nothing changed.
+                run of the current source (bools are not ids), or ``visible`` is not an
+                iterable of ids (a str is refused); nothing changed.
         """
         sel = None if selected is None else self._t.lookup(selected, "selected").order
+        if isinstance(visible, str | bytes) or not hasattr(visible, "__iter__"):
+            raise ScheduleRejected(f"visible must be an iterable of run ids, got {visible!r:.80}")
         vis = frozenset(self._t.lookup(run_id, "visible").order for run_id in visible)
         self._pending_priority = (sel, vis)
 
@@ -263,8 +266,8 @@ class Scheduler:
 
         Raises:
             ScheduleRejected: (code ``schedule_rejected``, a ValueError) a known run is
-                missing, reordered or has another GUID, or a new id repeats one;
-                nothing changed.
+                missing, reordered or has another GUID, or a new id or GUID repeats
+                one; nothing changed.
         """
         infos = list(runs)
         table = self._t.runs
@@ -284,7 +287,8 @@ class Scheduler:
                     "the run table is append-only",
                     run_id=run.run_id,
                 )
-        added = RunTable.checked(infos[len(table) :], existing=self._t.by_id)
+        new = infos[len(table) :]  # known GUIDs: only a new run can repeat one
+        added = RunTable.checked(new, existing=self._t.by_id, guids={r.guid for r in table})
         events: list[SchedulerEvent] = []
         for run, info in zip(table, infos, strict=False):
             if info.revision != (run.deferred or run.revision):
@@ -307,8 +311,7 @@ class Scheduler:
             Ids of the active claims that became stale (the actor cancels them).
 
         Raises:
-            ScheduleRejected: (code ``schedule_rejected``) two runs share an id; nothing
-                changed.
+            ScheduleRejected: (code ``schedule_rejected``) runs share an id or GUID.
         """
         infos = RunTable.checked(runs)
         stale = list(self._active)
@@ -562,7 +565,7 @@ class Scheduler:
     # --- internals: outcomes ---------------------------------------------------------------
 
     def _release(self, claim_id: int) -> tuple[Claim, _Run]:
-        entry = self._active.pop(claim_id, None)
+        entry = self._active.pop(claim_id, None) if type(claim_id) is int else None  # not True
         if entry is None:
             raise ScheduleRejected(f"claim {claim_id!r} is not active", claim_id=claim_id)
         entry[1].active -= 1

@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from protocol.errors import bound_message
+from protocol.errors import describe_exception
 
 from ._actor import Actor
 from ._cache import ObservationCache, PayloadCache, PayloadKey, approximate_size
@@ -444,7 +444,7 @@ class SchedulerActor(Actor):
                 category="transient", code=DeadlineExceeded.code, message=str(exc) or "timeout"
             )
         except Exception as exc:
-            text = bound_message(f"{type(exc).__name__}: {exc}")
+            text = describe_exception(exc)  # never raises, even for a broken __str__
             error = ErrorRecord(category="permanent", code=UNEXPECTED_ERROR, message=text)
         finally:
             del self._scopes[claim.claim_id]

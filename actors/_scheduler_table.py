@@ -64,21 +64,30 @@ class RunTable:
         """(order, kind) of failed slots, so a format change costs O(failures)."""
 
     @staticmethod
-    def checked(runs: Any, *, existing: Any = ()) -> list[RunInfo]:
-        """Return ``runs`` as a list after checking types and id uniqueness.
+    def checked(runs: Any, *, existing: Any = (), guids: Any = ()) -> list[RunInfo]:
+        """Return ``runs`` as a list after checking types, id and GUID uniqueness.
+
+        A GUID identifies a run's results: payloads are cached and completions fenced
+        by it (SPEC §4.8, §4.10), so two runs sharing one would share cached images.
 
         Raises:
-            ScheduleRejected: (code ``schedule_rejected``) not a RunInfo, or an id
-                repeats (within ``runs`` or with ``existing``).
+            ScheduleRejected: (code ``schedule_rejected``) not a RunInfo, or an id or a
+                GUID repeats (within ``runs``, or with ``existing`` ids / ``guids``).
         """
         infos = list(runs)
         seen: set[int] = set()
+        seen_guids: set[str] = set()
         for info in infos:
             if not isinstance(info, RunInfo):
-                raise ScheduleRejected(f"expected RunInfo, got {info!r}")
+                raise ScheduleRejected(f"expected RunInfo, got {info!r:.200}")
             if info.run_id in seen or info.run_id in existing:
                 raise ScheduleRejected(f"run id {info.run_id} repeats", run_id=info.run_id)
+            if info.guid in seen_guids or info.guid in guids:
+                raise ScheduleRejected(
+                    f"run {info.run_id}: guid {info.guid!r:.80} repeats", run_id=info.run_id
+                )
             seen.add(info.run_id)
+            seen_guids.add(info.guid)
         return infos
 
     def append(self, info: RunInfo) -> None:

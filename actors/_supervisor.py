@@ -43,6 +43,7 @@ from ._actor import _only_cancelled
 from ._backoff import Backoff, BackoffTracker
 from ._config import validate_count, validate_duration
 from ._lifecycle import ActorEvent, ActorState, new_actor_lifecycle
+from ._ref import enter_owner, inside, leave_owner
 from .errors import RestartIntensityExceeded
 
 if TYPE_CHECKING:
@@ -78,9 +79,9 @@ def _check_id(instance: object, attribute: attrs.Attribute[str], value: object) 
 
 
 def _shutdown_converter(value: object) -> object:
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= 10**300:
         return float(value)
-    return value
+    return value  # the validator names junk (and an int too large for a float)
 
 
 def _check_shutdown(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -262,6 +263,8 @@ class Supervisor:
             raise RuntimeError(f"supervisor {self._name!r} already ran; make a new one")
         self._ran = True
         failure: BaseException | None = None
+        # Children inherit the mark, so a child's ``stop()`` of us does not wait for itself.
+        owner_token = enter_owner(self)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -300,6 +303,7 @@ class Supervisor:
             self._lifecycle.process_event(ActorEvent.CRASHED if crashed else ActorEvent.FINISHED)
             self._nursery = None
             self._stopped.set()
+            leave_owner(owner_token)
         if failure is not None:
             raise failure
 
@@ -517,12 +521,20 @@ class SupervisorRef:
         children are cancelled. Idempotent; concurrent calls share the earliest
         deadline. Always a checkpoint.
 
+        Called from inside the supervisor (a child's handler or one of its tasks), it
+        requests the stop and returns after one checkpoint without waiting: the
+        supervisor cannot finish while one of its children waits for it.
+
         Raises:
             ValueError: ``grace`` is invalid (SPEC §1.6; names ``grace``).
         """
         seconds = validate_duration("grace", grace)
-        self._sup._request_stop(seconds)
-        await self._sup._stopped.wait()
+        sup = self._sup
+        sup._request_stop(seconds)
+        if inside(sup) and not sup._stopped.is_set():
+            await trio.lowlevel.checkpoint()
+            return
+        await sup._stopped.wait()
 
     async def wait_stopped(self) -> None:
         """Wait until the supervisor's ``run`` has ended (stopped or failed)."""

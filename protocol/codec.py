@@ -21,6 +21,8 @@ Every offending field is named by its path (``$.run_ids[2]``) through
 from __future__ import annotations
 
 import json
+import math
+import re
 import typing
 from typing import Any, Final
 
@@ -198,8 +200,10 @@ def decode_client_message(
             is bytes. Nothing was parsed.
         UnknownMessageType: (code ``unknown_type``) ``type`` is not a request's tag
             (server messages included); ``details`` has ``type`` and ``fields``.
-        InvalidMessage: (code ``invalid_message``) not UTF-8, malformed JSON (the
-            message gives line and column), not a JSON object, a missing or non-string
+        InvalidMessage: (code ``invalid_message``) not UTF-8 (or a lone surrogate,
+            raw or escaped), malformed JSON (the message gives line and column; a
+            duplicate key or a number overflowing a double included), not a JSON
+            object, a missing or non-string
             ``type``, or unknown / missing / mistyped / invalid fields. The message names
             every offending field path and ``details["fields"]`` lists them (at most 32).
     """
@@ -291,15 +295,47 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+#: A JSON escape of a UTF-16 surrogate (``\\ud800``..``\\udfff``): the only way JSON text
+#: that is valid UTF-8 can hold a string that is not (a lone surrogate).
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _encodes_as_utf8(value: object) -> bool:
+    # True if no string in the JSON value holds a lone surrogate.
+    try:
+        _encoder.encode(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _finite_float(text: str) -> float:
+    # 1e400 is valid JSON syntax but overflows to inf, which JSON cannot carry back out.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
 def _parse(data: str | bytes, max_size: int) -> Any:
     if isinstance(data, str):
-        # Each character is 1..4 bytes of UTF-8: encode only when the count is unclear.
-        too_large = len(data) > max_size or (
-            len(data) * 4 > max_size and len(data.encode("utf-8", "surrogatepass")) > max_size
-        )
-        if too_large:
+        # Each character is 1..4 bytes of UTF-8: count characters first, so a huge
+        # string is refused without encoding it.
+        if len(data) > max_size:
             raise MessageTooLarge(
                 f"message is larger than the limit of {max_size} bytes", limit=max_size
+            )
+        try:
+            size = len(data.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise InvalidMessage(
+                "message is not valid Unicode: it holds a lone surrogate", fields=["$"]
+            ) from None
+        if size > max_size:
+            raise MessageTooLarge(
+                f"message is {size} bytes, over the limit of {max_size} bytes",
+                limit=max_size,
+                size=size,
             )
         text = data
     elif isinstance(data, bytes | bytearray | memoryview):
@@ -317,8 +353,11 @@ def _parse(data: str | bytes, max_size: int) -> Any:
     else:
         raise TypeError(f"data must be str or bytes, got {type(data).__name__}")
     try:
-        return json.loads(
-            text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicates
+        obj = json.loads(
+            text,
+            parse_constant=_refuse_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_refuse_duplicates,
         )
     except json.JSONDecodeError as exc:
         raise InvalidMessage(
@@ -326,6 +365,13 @@ def _parse(data: str | bytes, max_size: int) -> Any:
         ) from None
     except (ValueError, RecursionError) as exc:
         raise InvalidMessage(f"malformed JSON: {exc}"[:200], fields=["$"]) from None
+    if _SURROGATE_ESCAPE.search(text) and not _encodes_as_utf8(obj):
+        # Valid JSON text, but a string in it is not Unicode: it could never be
+        # written back out as UTF-8 (an echoed request_id would break the connection).
+        raise InvalidMessage(
+            "message is not valid Unicode: it holds a lone surrogate escape", fields=["$"]
+        )
+    return obj
 
 
 # --- error paths ----------------------------------------------------------------------

@@ -37,5 +37,3 @@ class ErrorRecord:
     def to_dict(self) -> dict[str, str]:
         """Return the JSON-compatible form ``{"category", "code", "message"}``."""
         return {"category": self.category, "code": self.code, "message": self.message}
-
-

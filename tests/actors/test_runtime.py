@@ -96,7 +96,9 @@ async def test_four_actors_run_every_kind_and_leave_nothing() -> None:
             pids = [h.pid for h in (await runtime.supervisor.snapshot()).helpers]
             assert len(pids) == 2
         assert [ref.state for ref in runtime.refs()] == [ActorState.STOPPED] * 4
-    assert set(published) == {(r, k) for r in (1, 2, 3) for k in ("metadata", "thumbnail", "preview")}
+    assert set(published) == {
+        (r, k) for r in (1, 2, 3) for k in ("metadata", "thumbnail", "preview")
+    }
     assert published[2, "metadata"] == {"run": 2}
     assert published[3, "thumbnail"][:8] == b"\x89PNG\r\n\x1a\n"
     assert_no_children()
