@@ -1,0 +1,231 @@
+"""A command-line client of the preview server: save the PNGs of every run (SPEC §7.2).
+
+Usage::
+
+    python -m examples.preview_client ws://127.0.0.1:8765 [--select RUN] [--out DIR]
+                                      [--token T] [--timeout S]
+
+It connects, subscribes to the event log (from the start, so it sees every run's
+``job_queued`` ... ``job_finished``), asks ``list_runs``, selects ``RUN`` (so the
+server draws it first), and saves every ``payload`` it receives as
+``DIR/run<id>-<kind>.png`` (a newer revision overwrites an older one). It stops when
+every run with rows has its thumbnail and preview, or when ``--timeout`` seconds have
+passed, and prints one line per image: run, kind, revision, width x height, bytes and
+the run's status (from its ``job_finished`` event, if it came). Exit status 0 when
+every image came, 1 on timeout, 2 for a bad argument or a refused connection.
+
+Every message is read with the project's strict codec
+(:func:`protocol.codec.decode_server_message`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+from trio_websocket import ConnectionRejected, HandshakeError, open_websocket_url
+
+from protocol import messages
+from protocol.codec import decode_server_message
+
+__all__ = ["Collection", "SavedImage", "collect", "main"]
+
+#: Largest server message read, in bytes (a 640 x 480 preview is well under it).
+MAX_MESSAGE = 4 * 1024 * 1024
+
+
+@attrs.frozen(kw_only=True)
+class SavedImage:
+    """One PNG written by the client."""
+
+    run_id: int
+    kind: str
+    revision: int
+    width: int
+    height: int
+    size: int
+    """Bytes of PNG."""
+    path: Path
+
+
+@attrs.define(kw_only=True)
+class Collection:
+    """What a session saw."""
+
+    runs: dict[int, messages.RunSummary] = attrs.field(factory=dict)
+    """The run list, by database run id."""
+    images: dict[tuple[int, str], SavedImage] = attrs.field(factory=dict)
+    """The newest image per (run, kind)."""
+    events: list[messages.Event] = attrs.field(factory=list)
+    """Every event-log event, in ``seq`` order."""
+    jobs: dict[int, int] = attrs.field(factory=dict)
+    """Event-log run id → database run id (from ``job_queued``)."""
+    finished: dict[int, dict[str, Any]] = attrs.field(factory=dict)
+    """Database run id → the ``data`` of its newest ``job_finished`` event."""
+    errors: list[messages.ErrorReply] = attrs.field(factory=list)
+    """Error answers received."""
+    complete: bool = False
+    """True when every run with rows had its thumbnail and preview."""
+
+    def missing(self) -> list[tuple[int, str]]:
+        """(run, kind) images still expected: runs with rows, both kinds."""
+        return [
+            (run_id, kind)
+            for run_id, run in sorted(self.runs.items())
+            if run.rows > 0
+            for kind in ("thumbnail", "preview")
+            if (run_id, kind) not in self.images
+        ]
+
+    def status(self, run_id: int) -> str:
+        """The run's status from its ``job_finished`` event, or ``-``."""
+        data = self.finished.get(run_id)
+        if data is None:
+            return "-"
+        result = data.get("result") or {}
+        return str(result.get("status") or data.get("verdict"))
+
+    def _note_event(self, event: messages.Event) -> None:
+        self.events.append(event)
+        if event.run_id is None:
+            return
+        if event.kind == "job_queued":
+            run = event.data.get("arguments", {}).get("run_id")
+            if isinstance(run, int):
+                self.jobs[event.run_id] = run
+        elif event.kind in ("job_finished", "job_cancelled") and event.run_id in self.jobs:
+            self.finished[self.jobs[event.run_id]] = {"kind": event.kind, **event.data}
+
+
+async def collect(
+    url: str,
+    out: Path,
+    *,
+    select: int | None = None,
+    token: str | None = None,
+    timeout: float = 30.0,  # noqa: ASYNC109 - the whole session's bound, as documented
+) -> Collection:
+    """Connect to ``url``, save the images into ``out``; see the module docstring.
+
+    Returns:
+        What was seen; ``complete`` tells whether every expected image came within
+        ``timeout`` seconds (trio clock).
+
+    Raises:
+        HandshakeError: the server refused the connection (e.g. a wrong token).
+        ConnectionClosed: the server closed the connection.
+    """
+    await trio.Path(out).mkdir(parents=True, exist_ok=True)
+    seen = Collection()
+    headers = [(b"authorization", f"Bearer {token}".encode())] if token else None
+    ids = (f"c{n}" for n in itertools.count(1))
+    with trio.move_on_after(timeout):
+        async with open_websocket_url(
+            url, extra_headers=headers, max_message_size=MAX_MESSAGE, connect_timeout=timeout
+        ) as ws:
+
+            async def send(kind: str, **fields: Any) -> None:
+                request = {"type": kind, "request_id": next(ids), **fields}
+                await ws.send_message(json.dumps(request, separators=(",", ":")))
+
+            await send("subscribe", cursor=0)
+            await send("list_runs")
+            if select is not None:
+                await send("select", run_id=select)
+            listed = False
+            while not (listed and not seen.missing()):
+                message = decode_server_message(await ws.get_message(), max_size=MAX_MESSAGE)
+                if isinstance(message, messages.RunList):
+                    seen.runs = {run.run_id: run for run in message.runs}
+                    listed = True
+                elif isinstance(message, messages.Events):
+                    for event in message.events:
+                        seen._note_event(event)
+                elif isinstance(message, messages.Event):
+                    seen._note_event(message)
+                elif isinstance(message, messages.Payload):
+                    seen.images[message.run_id, message.kind] = await _save(out, message)
+                elif isinstance(message, messages.ErrorReply):
+                    seen.errors.append(message)
+                    print(f"error {message.code}: {message.message}", file=sys.stderr)
+            seen.complete = True
+    return seen
+
+
+async def _save(out: Path, payload: messages.Payload) -> SavedImage:
+    data = base64.b64decode(payload.data_b64)
+    path = out / f"run{payload.run_id}-{payload.kind}.png"
+    await trio.Path(path).write_bytes(data)
+    return SavedImage(
+        run_id=payload.run_id,
+        kind=payload.kind,
+        revision=payload.revision,
+        width=payload.width,
+        height=payload.height,
+        size=len(data),
+        path=path,
+    )
+
+
+def listing(seen: Collection) -> list[str]:
+    """The printed table: one line per saved image, in run order."""
+    lines = [f"{'run':>4}  {'kind':<9}  {'rev':>3}  {'size':>7}  {'bytes':>6}  status"]
+    for (run_id, kind), image in sorted(seen.images.items()):
+        size = f"{image.width}x{image.height}"
+        lines.append(
+            f"{run_id:>4}  {kind:<9}  {image.revision:>3}  {size:>7}  {image.size:>6}  "
+            f"{seen.status(run_id)}"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line; see the module docstring. Returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m examples.preview_client",
+        description="Save the PNG previews a preview server pushes.",
+    )
+    parser.add_argument("url", help="the server, e.g. ws://127.0.0.1:8765")
+    parser.add_argument("--select", type=int, default=None, help="run to select first")
+    parser.add_argument("--out", default="previews", help="folder for the PNGs (previews)")
+    parser.add_argument("--token", default=None, help="the server's token, if it has one")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait (30)")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    try:
+        seen = trio.run(
+            lambda: collect(
+                args.url, out, select=args.select, token=args.token, timeout=args.timeout
+            )
+        )
+    except BaseException as exc:  # one line for a refused connection; others re-raised
+        leaf = exc
+        while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+            leaf = leaf.exceptions[0]
+        if not isinstance(leaf, OSError | HandshakeError | ConnectionRejected):
+            raise
+        reason = str(leaf)
+        if isinstance(leaf, ConnectionRejected):
+            body = (leaf.body or b"").decode("utf-8", "replace").strip()
+            reason = f"refused with HTTP {leaf.status_code}: {body}"
+        print(f"preview_client: cannot connect to {args.url}: {reason}", file=sys.stderr)
+        return 2
+    for line in listing(seen):
+        print(line)
+    if not seen.complete:
+        missing = ", ".join(f"run{r}-{k}" for r, k in seen.missing()[:10])
+        print(f"timeout after {args.timeout:g} s; missing: {missing or 'the run list'}")
+        return 1
+    print(f"saved {len(seen.images)} images of {len(seen.runs)} runs into {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

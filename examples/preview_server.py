@@ -1,0 +1,279 @@
+"""The live measurement-preview server: the flagship example (SPEC §7.2).
+
+Serve the runs of a QCoDeS measurement database to browsers and scripts over a
+websocket: helper processes read the database read-only, the scheduler orders the
+metadata / thumbnail / preview work of every run by selected / visible / remaining,
+the renderer draws PNGs and the event log pushes each run's progress. Run it::
+
+    python -m examples.preview_server [DB] [--host 127.0.0.1] [--port 8765] [--token T]
+        [--helpers 2] [--cache-dir DIR] [--ledger PATH] [--grace S]
+        [--poll S] [--stall-after S] [--no-live-demo] [-v]
+
+With no ``DB`` it writes a sample database in the QCoDeS schema into the cache folder
+(``--cache-dir``, default ``~/.cache/trio-actors``) and serves that, growing its
+unfinished run by a few rows every half second so the live refresh can be watched
+(``--no-live-demo`` turns that off). A ``DB`` that does not exist, is not SQLite or has
+no QCoDeS ``runs`` table is refused with one line on stderr and exit status 2.
+
+Once ready it prints ``listening on ws://HOST:PORT`` and the dashboard's address
+(``examples/dashboard.html?ws=ws://HOST:PORT``, opened as a file). The websocket API is
+the front door's (:mod:`examples._frontdoor`: ``subscribe``, ``status``, ...) plus
+``list_runs``, ``select`` and ``visible`` (:mod:`examples._preview_clients`); images
+arrive as ``payload`` pushes after ``list_runs``. ``python -m examples.preview_client``
+is a command-line client.
+
+SIGINT/SIGTERM shut it down: runs waiting on a writer are cancelled at once, the others
+get up to ``--grace`` seconds to finish (the rest are cancelled), the websockets are
+closed with code 1001 and every helper process is reaped. Exit status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import urllib.parse
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from actors import open_runtime
+from actors.errors import ActorError, SourceError
+
+from ._frontdoor import FrontDoor, FrontDoorConfig, open_front_door
+from .preview_app import PreviewApp, PreviewConfig, open_database
+from .sample_db import (
+    LIVE_RUN_ID,
+    append_live_rows,
+    create_sample_database,
+    default_sample_path,
+    ensure_sample_database,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+__all__ = [
+    "DASHBOARD",
+    "dashboard_url",
+    "live_demo",
+    "main",
+    "open_preview_server",
+    "serve_preview",
+]
+
+LOGGER = logging.getLogger("examples.preview")
+#: The dashboard page (plain HTML + JavaScript), opened as a file with ``?ws=URL``.
+DASHBOARD = Path(__file__).resolve().parent / "dashboard.html"
+#: Rows the live demo appends to the sample's unfinished run, and how often (seconds).
+DEMO_ROWS = 3
+DEMO_INTERVAL = 0.5
+
+
+def dashboard_url(ws_url: str, token: str | None = None) -> str:
+    """The dashboard's ``file://`` address for a server at ``ws_url``."""
+    query = {"ws": ws_url} if token is None else {"ws": ws_url, "token": token}
+    return DASHBOARD.as_uri() + "?" + urllib.parse.urlencode(query, safe=":/")
+
+
+async def live_demo(path: Path, *, rows: int = DEMO_ROWS, interval: float = DEMO_INTERVAL) -> None:
+    """Grow the sample database's unfinished run until it is complete (a demo writer).
+
+    A plain ``sqlite3`` writer in a worker thread, like a measurement in another
+    process: the server sees the rows only through its change probe (issue 6).
+    """
+    while True:
+        await trio.sleep(interval)
+        state = await trio.to_thread.run_sync(append_live_rows, path, rows)
+        if state["is_completed"]:
+            LOGGER.info("live demo: run %d completed with %d rows", LIVE_RUN_ID, state["rows"])
+            return
+
+
+async def _shutdown(
+    front: FrontDoor, app: PreviewApp, signals: AsyncIterator[int], grace: float
+) -> int:
+    signum = await anext(signals)
+    print(f"signal {signum}: shutting down (grace {grace:g} s)", file=sys.stderr, flush=True)
+    async with trio.open_nursery() as nursery:
+        hurry = trio.CancelScope()
+
+        async def second_signal() -> None:
+            await anext(signals)
+            hurry.cancel()
+
+        nursery.start_soon(second_signal)
+        with hurry:
+            # Runs waiting on a writer cannot finish within any grace: cancel them now.
+            await app.cancel_open(actor="server_shutdown", parked_only=True)
+            await front.shutdown(grace=grace)
+        front.close()
+        with trio.move_on_after(grace + 1.0) as cleanup:
+            cleanup.shield = True  # record the rest as cancelled, not as survivors
+            await app.cancel_open(actor="server_shutdown")
+        nursery.cancel_scope.cancel()
+    return signum
+
+
+@asynccontextmanager
+async def open_preview_server(
+    config: PreviewConfig, front_config: FrontDoorConfig, identity: dict[str, Any]
+) -> AsyncIterator[tuple[FrontDoor, PreviewApp]]:
+    """Run the preview server for the duration of the block (SPEC §7.2).
+
+    Entering (a checkpoint) returns once the helpers are ready, every run is submitted
+    and the port is bound. Leaving closes every client (code 1001), cancels the app's
+    tasks, stops the four actors and reaps every helper process (SPEC §3.8).
+
+    Args:
+        config: The app's settings.
+        front_config: Where the websocket listens.
+        identity: :func:`~examples.preview_app.open_database` of ``config.db``.
+
+    Raises:
+        OSError: the address cannot be bound.
+        HelperStartupError: (``helper_startup_failed``) a helper could not start.
+    """
+    app = PreviewApp(config, identity)
+    runtime_config = await trio.to_thread.run_sync(app.runtime_config)  # makes cache dirs
+    async with (
+        open_runtime(runtime_config) as runtime,
+        app.running(runtime),
+        open_front_door(runtime.eventlog, front_config, handlers=app.handlers) as front,
+    ):
+        front.on_disconnect(app.on_disconnect)
+        yield front, app
+
+
+async def serve_preview(
+    config: PreviewConfig,
+    front_config: FrontDoorConfig,
+    identity: dict[str, Any],
+    *,
+    grace: float = 5.0,
+    demo: Path | None = None,
+    task_status: trio.TaskStatus[FrontDoor] = trio.TASK_STATUS_IGNORED,
+) -> int:
+    """Run the preview server until SIGINT/SIGTERM, then shut down (SPEC §7.1, §7.2).
+
+    ``task_status.started(front)`` once the port is bound and every run is submitted.
+
+    Args:
+        config: The app's settings.
+        front_config: Where the websocket listens.
+        identity: :func:`~examples.preview_app.open_database` of ``config.db``.
+        grace: Seconds (trio clock) running work gets after the first signal.
+        demo: A sample database whose unfinished run to grow (see :func:`live_demo`).
+
+    Returns:
+        The signal's number, once every client is closed and every helper reaped.
+
+    Raises:
+        OSError: the address cannot be bound.
+        HelperStartupError: (``helper_startup_failed``) a helper could not start.
+    """
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with (
+            open_preview_server(config, front_config, identity) as (front, app),
+            trio.open_nursery() as nursery,
+        ):
+            if demo is not None:
+                nursery.start_soon(live_demo, demo)
+            task_status.started(front)
+            signum = await _shutdown(front, app, signals, grace)
+            nursery.cancel_scope.cancel()
+        return signum
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m examples.preview_server",
+        description="Serve live previews of a QCoDeS measurement database over a websocket.",
+    )
+    add = parser.add_argument
+    add("db", nargs="?", help="QCoDeS .db file (default: write and serve a sample database)")
+    add("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    add("--port", type=int, default=8765, help="TCP port (default 8765; 0: any free port)")
+    add("--token", default=None, help="shared secret clients must send (required off loopback)")
+    add("--helpers", type=int, default=2, help="helper processes reading the database (2)")
+    add("--cache-dir", default=None, help="payload cache and sample folder (~/.cache/trio-actors)")
+    add("--ledger", default=None, help="SQLite file of the event log (default: in memory)")
+    add("--grace", type=float, default=5.0, help="seconds to finish work after SIGTERM (5)")
+    add("--poll", type=float, default=0.5, help="seconds between change probes (0.5)")
+    add("--stall-after", type=float, default=30.0, help="seconds before an unchanged "
+        "unfinished run is reported incomplete (30)")  # fmt: skip
+    add("--no-live-demo", action="store_true", help="do not grow the sample's unfinished run")
+    add("-v", "--verbose", action="store_true", help="log what each run does")
+    return parser
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line; see the module docstring. Returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    cache_dir = Path(args.cache_dir) if args.cache_dir else default_sample_path().parent
+    demo = None
+    if args.db is None:
+        db = cache_dir / "qcodes-sample.db"
+        if args.no_live_demo:
+            ensure_sample_database(db)
+        else:
+            create_sample_database(db)  # afresh: the live demo completes its unfinished run
+            demo = db
+        print(f"sample database: {db}", flush=True)
+    else:
+        db = Path(args.db)
+    try:
+        identity = open_database(db)
+    except SourceError as exc:
+        print(f"preview_server: {exc.message}", file=sys.stderr)
+        return 2
+    try:
+        config = PreviewConfig(
+            db=db,
+            helpers=args.helpers,
+            cache_dir=cache_dir,
+            ledger=args.ledger,
+            poll_interval=args.poll,
+            stall_after=args.stall_after,
+            max_inflight=max(4096, 2 * int(identity["run_count"]) + 64),
+        )
+        front_config = FrontDoorConfig(host=args.host, port=args.port, token=args.token)
+    except ValueError as exc:
+        parser.error(str(exc))
+    level = logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(name)s: %(message)s")
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            front = await nursery.start(
+                lambda task_status: serve_preview(
+                    config, front_config, identity, grace=args.grace, demo=demo,
+                    task_status=task_status,
+                )
+            )  # fmt: skip
+            print(f"listening on {front.url}", flush=True)
+            print(f"dashboard: {dashboard_url(front.url, args.token)}", flush=True)
+
+    try:
+        trio.run(run)
+    except BaseException as exc:  # report one line; anything else is re-raised
+        leaf = _leaf(exc)
+        if isinstance(leaf, OSError | ActorError):
+            print(f"preview_server: {leaf}", file=sys.stderr)
+            return 1
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

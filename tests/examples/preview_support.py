@@ -1,0 +1,148 @@
+"""Shared pieces of the preview-server tests: an in-process server and a message sink.
+
+The server runs real helper processes, so these tests use the real clock with short
+configured intervals and generous deadlines (STYLE rule 21); every test checks that no
+child process is left.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import sqlite3
+from collections import defaultdict
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+from frontdoor_support import TIMEOUT, Client
+from PIL import Image
+from trio_websocket import open_websocket_url
+
+from examples._frontdoor import FrontDoorConfig
+from examples.preview_app import PreviewConfig, open_database
+from examples.preview_server import open_preview_server
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+
+    from examples._frontdoor import FrontDoor
+    from examples.preview_app import PreviewApp
+
+REPO = Path(__file__).resolve().parents[2]
+#: Images of the preview server, by kind: (width, height) in pixels.
+SIZES = {"thumbnail": (160, 120), "preview": (640, 480)}
+#: Run 12 of the real sample: ``is_completed = 0``, 120 of 200 planned points.
+LIVE_RUN = 12
+LIVE_TABLE = "results-1-7"
+
+
+def server_config(db: Path, tmp_path: Path, **overrides: Any) -> PreviewConfig:
+    """A :class:`PreviewConfig` for tests: short polls, a private cache folder."""
+    fields: dict[str, Any] = {
+        "db": db,
+        "helpers": 2,
+        "cache_dir": tmp_path / "cache",
+        "poll_interval": 0.1,
+        "stall_after": 60.0,
+        "stop_grace": 1.0,
+    }
+    fields.update(overrides)
+    return PreviewConfig(**fields)
+
+
+@attrs.define
+class Seen:
+    """Every message a test client received, sorted for assertions."""
+
+    events: list[dict[str, Any]] = attrs.field(factory=list)
+    jobs: dict[int, int] = attrs.field(factory=dict)
+    """Event-log run → database run (from ``job_queued``)."""
+    by_run: dict[int, list[dict[str, Any]]] = attrs.field(factory=lambda: defaultdict(list))
+    """Database run → its events, in arrival order."""
+    payloads: dict[tuple[int, str], list[dict[str, Any]]] = attrs.field(
+        factory=lambda: defaultdict(list)
+    )
+    other: list[dict[str, Any]] = attrs.field(factory=list)
+
+    def add(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        if kind == "events":
+            for event in message["events"]:
+                self.add({"type": "event", **event})
+        elif kind == "event":
+            self.events.append(message)
+            if message["kind"] == "job_queued":
+                self.jobs[message["run_id"]] = message["data"]["arguments"]["run_id"]
+            run = self.jobs.get(message["run_id"])
+            if run is not None:
+                self.by_run[run].append(message)
+        elif kind == "payload":
+            self.payloads[message["run_id"], message["kind"]].append(message)
+        else:
+            self.other.append(message)
+
+    def finished(self, run: int) -> dict[str, Any] | None:
+        """The data of the run's newest ``job_finished`` event, or None."""
+        for event in reversed(self.by_run.get(run, [])):
+            if event["kind"] == "job_finished":
+                return event["data"]  # type: ignore[no-any-return]
+        return None
+
+    def jobs_of(self, run: int) -> list[int]:
+        """The event-log runs of a database run, oldest first."""
+        return [job for job, of in self.jobs.items() if of == run]
+
+    def newest(self, run: int, kind: str) -> dict[str, Any] | None:
+        found = self.payloads.get((run, kind))
+        return found[-1] if found else None
+
+
+async def pump(client: Client, seen: Seen, done: Callable[[], bool]) -> None:
+    """Feed pushes into ``seen`` until ``done()``; run it under ``trio.fail_after``."""
+    while not done():
+        seen.add(await client.next_push())
+
+
+def decode_png(payload: dict[str, Any]) -> Image.Image:
+    """The payload's image, fully decoded (Pillow raises if it is broken)."""
+    image = Image.open(io.BytesIO(base64.b64decode(payload["data_b64"])))
+    image.load()
+    return image
+
+
+@asynccontextmanager
+async def preview_server(config: PreviewConfig) -> AsyncIterator[tuple[FrontDoor, PreviewApp]]:
+    """The preview server in this process, on an ephemeral loopback port."""
+    identity = await trio.to_thread.run_sync(open_database, config.db)
+    async with open_preview_server(config, FrontDoorConfig(port=0), identity) as server:
+        yield server
+
+
+@asynccontextmanager
+async def connect(front: FrontDoor, prefix: str = "t") -> AsyncIterator[Client]:
+    """A test client connected to ``front``."""
+    async with open_websocket_url(front.url, max_message_size=4 * 1024 * 1024) as ws:
+        yield Client(ws, prefix)
+
+
+def append_rows(db: Path, start: int, stop: int, *, complete: bool = False) -> None:
+    """Be the measurement: add points ``start..stop-1`` of 200 to the live run (sqlite3)."""
+    conn = sqlite3.connect(db, isolation_level=None, timeout=TIMEOUT)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            f'INSERT INTO "{LIVE_TABLE}" ("dac_gate1", "dmm_v1") VALUES (?, ?)',
+            [(-1.0 + 2.0 * i / 199, 0.001 * i) for i in range(start, stop)],
+        )
+        if complete:
+            conn.execute(
+                "UPDATE runs SET is_completed = 1, completed_timestamp = 1796019999.0 "
+                "WHERE run_id = ?",
+                (LIVE_RUN,),
+            )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()

@@ -1,0 +1,207 @@
+"""The dashboard page in a real headless Chromium, driven over the DevTools protocol (issue 5).
+
+The preview server runs in this process on a copy of the real sample; Debian's
+``chromium`` opens ``examples/dashboard.html?ws=...&select=4`` as a file. The test talks
+to the browser with trio-websocket (Chrome DevTools Protocol, ``--remote-debugging-port=0``):
+it waits until the page has loaded every thumbnail and run 4's preview, takes a
+screenshot into the test's tmp dir and checks the pictures are really there (image
+sizes in the DOM, pixel spread in the screenshot); then it scrolls the run list and
+clicks a run, and checks that the server got ``visible`` and ``select``. Skipped
+when no chromium is installed. Real clock, generous deadlines (STYLE rule 21).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import itertools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+from contextlib import asynccontextmanager, suppress
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+from frontdoor_support import assert_no_children
+from PIL import Image, ImageStat
+from preview_support import preview_server, server_config
+from trio_websocket import open_websocket_url
+
+from examples.preview_server import dashboard_url
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+    from pathlib import Path
+
+    from trio_websocket import WebSocketConnection
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(CHROMIUM is None, reason="needs a headless Chromium (apt install chromium)"),
+]
+#: Seconds allowed for the browser to start and for the page to fill in.
+BROWSER_TIMEOUT = 30.0
+
+
+class DevTools:
+    """A minimal Chrome DevTools Protocol client: one call at a time, events ignored."""
+
+    def __init__(self, ws: WebSocketConnection) -> None:
+        self.ws = ws
+        self._ids = itertools.count(1)
+
+    async def call(self, method: str, session: str | None = None, **params: Any) -> Any:
+        call_id = next(self._ids)
+        message: dict[str, Any] = {"id": call_id, "method": method, "params": params}
+        if session is not None:
+            message["sessionId"] = session
+        await self.ws.send_message(json.dumps(message))
+        while True:
+            reply = json.loads(await self.ws.get_message())
+            if reply.get("id") == call_id:
+                assert "error" not in reply, reply
+                return reply.get("result", {})
+
+    async def evaluate(self, session: str, expression: str) -> Any:
+        result = await self.call(
+            "Runtime.evaluate", session, expression=expression, returnByValue=True
+        )
+        return result["result"].get("value")
+
+
+@asynccontextmanager
+async def chromium(profile: Path) -> AsyncIterator[DevTools]:
+    """A headless Chromium in its own session; closed (or killed) on exit."""
+    assert CHROMIUM is not None
+    argv = [
+        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+        "--no-first-run", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
+        "--window-size=1200,900", "--hide-scrollbars", "--remote-debugging-port=0",
+        "about:blank",
+    ]  # fmt: skip
+    process = await trio.lowlevel.open_process(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    assert process.stderr is not None
+    try:
+        text = b""
+        with trio.fail_after(BROWSER_TIMEOUT):
+            while (match := re.search(rb"DevTools listening on (ws://\S+)\s", text)) is None:
+                chunk = await process.stderr.receive_some(65536)
+                assert chunk, text.decode(errors="replace")
+                text += chunk
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_drain, process.stderr)  # the pipe must never fill up
+            url = match.group(1).decode()
+            async with open_websocket_url(url, max_message_size=64 * 1024 * 1024) as ws:
+                devtools = DevTools(ws)
+                yield devtools
+                with suppress(Exception), trio.move_on_after(5):
+                    await devtools.call("Browser.close")
+            nursery.cancel_scope.cancel()
+        with trio.move_on_after(10):
+            await process.wait()
+    finally:
+        if process.returncode is None:
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                await process.wait()
+
+
+async def _drain(stream: trio.abc.ReceiveStream) -> None:
+    while await stream.receive_some(65536):
+        pass
+
+
+async def wait_for(devtools: DevTools, session: str, expression: str) -> Any:
+    """Poll ``expression`` in the page until it is truthy; return its value."""
+    with trio.fail_after(BROWSER_TIMEOUT):
+        while not (value := await devtools.evaluate(session, expression)):  # noqa: ASYNC110
+            await trio.sleep(0.1)  # the page is in another process: polling is the way
+    return value
+
+
+async def wait_until(predicate: Callable[[], bool]) -> None:
+    """Poll the server's state until ``predicate()``: the browser changes it remotely."""
+    with trio.fail_after(BROWSER_TIMEOUT):
+        while not predicate():  # noqa: ASYNC110 - set by requests from another process
+            await trio.sleep(0.05)
+
+
+async def test_dashboard_shows_thumbnails_and_the_selected_preview(
+    real_db: Path, tmp_path: Path
+) -> None:
+    config = server_config(real_db, tmp_path, stall_after=1.0)
+    async with preview_server(config) as (front, app), chromium(tmp_path / "profile") as devtools:
+        page = dashboard_url(front.url) + "&select=4"
+        target = await devtools.call("Target.createTarget", url=page)
+        session = (
+            await devtools.call("Target.attachToTarget", targetId=target["targetId"], flatten=True)
+        )["sessionId"]
+        await devtools.call(
+            "Emulation.setDeviceMetricsOverride",
+            session,
+            width=1200,
+            height=900,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        body = "document.body.dataset"
+        await wait_for(
+            devtools,
+            session,
+            f"{body}.thumbnails === '12' && {body}.preview === '4' && {body}.finished === '12'",
+        )
+        await wait_until(lambda: app.selected == 4)
+        sizes = await devtools.evaluate(
+            session,
+            "JSON.stringify([...document.querySelectorAll('img.thumb')]"
+            ".map(i => [i.naturalWidth, i.naturalHeight]))",
+        )
+        assert json.loads(sizes) == [[160, 120]] * 12
+        preview = await devtools.evaluate(
+            session, "document.getElementById('preview').naturalWidth"
+        )
+        assert preview == 640
+        badges = await devtools.evaluate(
+            session,
+            "JSON.stringify([...document.querySelectorAll('.badge')].map(b => b.textContent))",
+        )
+        assert json.loads(badges) == [*["ok"] * 9, "empty", "interrupted", "incomplete"]
+
+        shot = await devtools.call("Page.captureScreenshot", session, format="png")
+        data = base64.b64decode(shot["data"])
+        (tmp_path / "shot.png").write_bytes(data)
+        image = Image.open(io.BytesIO(data)).convert("RGB")
+        assert image.size == (1200, 900)
+        rects = json.loads(
+            await devtools.evaluate(
+                session,
+                "JSON.stringify([...document.querySelectorAll('img.thumb, #preview')]"
+                ".map(i => i.getBoundingClientRect()).filter(r => r.bottom <= innerHeight)"
+                ".map(r => [r.left, r.top, r.right, r.bottom]))",
+            )
+        )
+        assert len(rects) >= 5  # the preview and the thumbnails on screen
+        for left, top, right, bottom in rects:
+            crop = image.crop((int(left), int(top), int(right), int(bottom)))
+            spread = ImageStat.Stat(crop).stddev
+            assert max(spread) > 20, (left, top, spread)  # drawn, not a blank box
+
+        # Scrolling reports the rows on screen; a click selects another run.
+        await devtools.evaluate(session, "document.getElementById('runs').scrollTop = 1e6")
+        await wait_until(lambda: 12 in app.visible and 1 not in app.visible)
+        await devtools.evaluate(session, "document.querySelector('[data-run=\"9\"]').click()")
+        await wait_for(devtools, session, f"{body}.preview === '9'")
+        await wait_until(lambda: app.selected == 9)  # the select may still be on its way
+        assert await devtools.evaluate(session, f"{body}.errors || '0'") == "0"
+        shot = await devtools.call("Page.captureScreenshot", session, format="png")
+        (tmp_path / "shot-scrolled.png").write_bytes(base64.b64decode(shot["data"]))
+    assert_no_children()

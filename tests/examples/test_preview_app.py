@@ -1,0 +1,424 @@
+"""The preview app's logic without a websocket or processes: fakes and the virtual clock.
+
+The app's scheduler ``execute``, its bridge from scheduler notices to the event log, the
+run bookkeeping and the image pushes are driven with fake actors (plain objects that
+record calls) on ``MockClock(autojump_threshold=0)`` with exact virtual times
+(STYLE rule 20). The real wiring is covered by ``test_preview_server.py`` and
+``test_progressive.py``.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+from PIL import Image
+
+from actors import (
+    Claim,
+    Failed,
+    Invalidated,
+    Parked,
+    Progressive,
+    Published,
+    Receipt,
+    RunStarted,
+    SchedulerJob,
+    Settled,
+)
+from actors.errors import ErrorRecord, UnknownRun
+from examples._preview_push import ClientPusher, ImageStore, StoredImage, png_size
+from examples._preview_runs import RunRecord, finish_result, summary_message, verdict_of
+from examples.preview_app import PreviewApp, PreviewConfig
+
+GUID = "d61e7d4e-0000-0000-0000-01a22b205d20"
+TOKEN = "rows=120;completed=0;exc=0"
+
+
+def png(width: int, height: int, shade: int = 128) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (shade, shade, shade)).save(out, format="PNG")
+    return out.getvalue()
+
+
+def observation(status: str = "ok", rows: int = 200, token: str = TOKEN) -> dict[str, Any]:
+    return {
+        "run_id": 12,
+        "status": status,
+        "status_reason": "" if status == "ok" else f"{status}: reason",
+        "row_count": rows,
+        "is_completed": status != "incomplete",
+        "revision": token,
+        "dependents": [
+            {"name": "dmm_v1", "label": "Gate v1", "unit": "V", "source_shape": [rows],
+             "points": rows, "planned_points": 200},
+        ],
+    }  # fmt: skip
+
+
+class FakeLog:
+    """Records the event-log calls; ``submit`` admits with run ids 1, 2, ..."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.next_run = 1
+
+    async def submit(
+        self, operation: str, arguments: dict[str, Any], request_id: Any = None
+    ) -> Receipt:
+        run_id, self.next_run = self.next_run, self.next_run + 1
+        self.calls.append(("submit", arguments["run_id"], run_id))
+        return Receipt(
+            admitted=True, run_id=run_id, request_id=f"r{run_id}", snapshot_id="s",
+            revision=0, event_cursor=0,
+        )  # fmt: skip
+
+    async def start(self, run_id: int, *, on_cancel: Any = None) -> None:
+        self.calls.append(("start", run_id))
+
+    async def progress(self, run_id: int, fraction: float, note: str | None = None) -> None:
+        self.calls.append(("progress", run_id, round(fraction, 3), note))
+
+    async def finish(
+        self, run_id: int, verdict: str, result: Any = None, *, error: Any = None
+    ) -> None:
+        self.calls.append(("finish", run_id, verdict, result, error))
+
+    async def cancel(self, run_id: int, actor: str = "local") -> None:
+        self.calls.append(("cancel", run_id, actor))
+
+
+class FakeSupervisor:
+    def __init__(self) -> None:
+        self.reads: list[int] = []
+        self.answer: dict[str, Any] = observation("incomplete")
+
+    async def run_job(self, operation: str, payload: Any, *, timeout: float) -> Any:  # noqa: ASYNC109
+        assert operation == "read_run"
+        self.reads.append(payload["run_id"])
+        await trio.sleep(0.25)  # a read takes a while (virtual time)
+        return self.answer
+
+
+@attrs.define
+class FakeRendered:
+    data: bytes
+
+
+class FakeRenderer:
+    async def ask(self, message: Any, *, timeout: float) -> FakeRendered:  # noqa: ASYNC109
+        size = (160, 120) if message.kind == "thumbnail" else (640, 480)
+        return FakeRendered(png(*size))
+
+
+class FakeScheduler:
+    def __init__(self) -> None:
+        self.asked: list[Any] = []
+
+    async def ask(self, message: Any, *, timeout: float) -> None:  # noqa: ASYNC109
+        self.asked.append(message)
+
+
+@attrs.define
+class FakeRuntime:
+    eventlog: FakeLog = attrs.field(factory=FakeLog)
+    supervisor: FakeSupervisor = attrs.field(factory=FakeSupervisor)
+    renderer: FakeRenderer = attrs.field(factory=FakeRenderer)
+    scheduler: FakeScheduler = attrs.field(factory=FakeScheduler)
+
+
+def make_app(**config: Any) -> tuple[PreviewApp, FakeRuntime, RunRecord]:
+    app = PreviewApp(PreviewConfig(db="unused.db", **config), {"source_id": "src"})
+    runtime = FakeRuntime()
+    app._runtime = runtime  # type: ignore[assignment]
+    summary = {
+        "run_id": 12, "guid": GUID, "name": "crashed_incomplete", "revision": TOKEN,
+        "is_completed": False, "row_count": 120, "status": "incomplete",
+        "exp_name": "transport", "sample_name": "S1", "shapes": {"dmm_v1": [200]},
+    }  # fmt: skip
+    record = app._register(summary, trio.current_time())
+    return app, runtime, record
+
+
+def claim(kind: str = "metadata", *, page: bool = False, revision: str = TOKEN) -> Claim:
+    return Claim(
+        claim_id=1, run_id=12, guid=GUID, kind=kind, revision=revision, source="src",
+        generation=0, incarnation=0, attempt=1, deadline=trio.current_time() + 15, tier="selected",
+        page=page, first=not page,
+    )  # fmt: skip
+
+
+# --- execute: progressive runs (SPEC §4.5) ---------------------------------------------
+
+
+async def test_execute_parks_a_run_being_written_until_it_stalls(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    app, runtime, record = make_app(stall_after=5.0)
+    supervisor = runtime.supervisor
+    first = await app.execute(SchedulerJob(claim=claim()), runtime)  # type: ignore[arg-type]
+    assert isinstance(first, Progressive)
+    assert first.value == supervisor.answer
+    assert trio.current_time() == 0.25
+    assert supervisor.reads == [12]
+
+    await trio.sleep(1.0)  # a page with nothing new: no I/O, no time
+    page = await app.execute(SchedulerJob(claim=claim(page=True)), runtime)  # type: ignore[arg-type]
+    assert page == Progressive(None)
+    assert trio.current_time() == 1.25
+    assert supervisor.reads == [12]
+
+    await trio.sleep(3.75)  # 5 s after the last change: the writer is gone
+    final = await app.execute(SchedulerJob(claim=claim(page=True)), runtime)  # type: ignore[arg-type]
+    assert final == supervisor.answer  # conclusive: published with status incomplete
+    assert trio.current_time() == 5.25
+    assert supervisor.reads == [12, 12]
+
+    record.note_token("rows=150;completed=0;exc=0", trio.current_time())  # the probe saw rows
+    again = await app.execute(SchedulerJob(claim=claim()), runtime)  # type: ignore[arg-type]
+    assert isinstance(again, Progressive)
+
+    supervisor.answer = observation("ok")
+    done = await app.execute(SchedulerJob(claim=claim()), runtime)  # type: ignore[arg-type]
+    assert done == observation("ok")
+
+
+async def test_execute_draws_from_the_cached_observation(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    app, runtime, _ = make_app()
+    data = await app.execute(
+        SchedulerJob(claim=claim("preview"), observation=observation()),
+        runtime,  # type: ignore[arg-type]
+    )
+    assert png_size(data) == (640, 480)
+    assert runtime.supervisor.reads == []
+    await app.execute(SchedulerJob(claim=claim("thumbnail")), runtime)  # type: ignore[arg-type]
+    assert runtime.supervisor.reads == [12]  # evicted observation: read again
+
+
+# --- the bridge: scheduler notices → event log (SPEC §6.6) --------------------------------
+
+
+async def test_a_run_reports_its_lifecycle_and_images(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    app, runtime, record = make_app()
+    await app._submit(record)
+    await app._on_notice(RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata"))
+    await app._on_notice(
+        Published(run_id=12, guid=GUID, kind="metadata", revision=TOKEN,
+                  result=observation("interrupted", 73), generation=0)
+    )  # fmt: skip
+    for kind, size in (("thumbnail", (160, 120)), ("preview", (640, 480))):
+        await app._on_notice(
+            Published(run_id=12, guid=GUID, kind=kind, revision=TOKEN, result=png(*size),
+                      generation=0)
+        )  # fmt: skip
+    await app._on_notice(
+        Settled(run_id=12, guid=GUID, revision=TOKEN,
+                published=("metadata", "thumbnail", "preview"), failed=())
+    )  # fmt: skip
+    calls = runtime.eventlog.calls
+    assert calls[:5] == [
+        ("submit", 12, 1),
+        ("start", 1),
+        ("progress", 1, 0.333, "metadata"),
+        ("progress", 1, 0.667, "thumbnail"),
+        ("progress", 1, 1.0, "preview"),
+    ]
+    _, job, verdict, result, error = calls[5]
+    assert (job, verdict, error) == (1, "interrupted", None)
+    assert result["status"] == "interrupted"
+    assert result["rows"] == 73
+    assert result["revision"] == 1
+    assert result["dependents"][0]["unit"] == "V"
+    assert record.job_open is False
+    image = app.images.get((12, "preview"))
+    assert image is not None
+    assert image.revision == 1
+    assert png_size(image.data) == (640, 480)
+
+    # The run changes after it finished: a new event-log run reports the new revision.
+    await app._on_notice(
+        Invalidated(run_id=12, guid=GUID, old_revision=TOKEN, revision="rows=130;completed=0;exc=0")
+    )
+    assert calls[-1] == ("submit", 12, 2)
+    assert record.job == 2
+    assert record.published == set()
+
+
+async def test_a_failed_metadata_finishes_failed_with_its_record(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    app, runtime, record = make_app()
+    await app._submit(record)
+    error = ErrorRecord(category="permanent", code="source_unreadable", message="bad table")
+    await app._on_notice(Failed(run_id=12, guid=GUID, kind="metadata", revision=TOKEN, error=error))
+    await app._on_notice(
+        Settled(run_id=12, guid=GUID, revision=TOKEN, published=(),
+                failed=("metadata", "thumbnail", "preview"))
+    )  # fmt: skip
+    _, job, verdict, result, error_dict = runtime.eventlog.calls[-1]
+    assert (job, verdict) == (1, "failed")
+    assert error_dict == {
+        "category": "permanent",
+        "code": "source_unreadable",
+        "message": "bad table",
+    }
+    assert result["status"] == "unreadable"
+
+
+async def test_settled_at_an_older_revision_does_not_finish(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    app, runtime, record = make_app()
+    await app._submit(record)
+    record.requested = "rows=150;completed=1;exc=0"  # the probe already asked for more
+    await app._on_notice(
+        Settled(run_id=12, guid=GUID, revision=TOKEN, published=("metadata",), failed=())
+    )
+    assert [c[0] for c in runtime.eventlog.calls] == ["submit"]
+    assert record.job_open
+
+
+async def test_parked_reads_are_drawn_live_once_per_change(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    app, runtime, record = make_app()
+    await app._submit(record)
+    for _ in range(2):
+        await app._on_notice(
+            Parked(run_id=12, guid=GUID, revision=TOKEN, result=observation("incomplete", 120))
+        )
+    await app._on_notice(Parked(run_id=12, guid=GUID, revision=TOKEN, result=None))
+    progress = [c for c in runtime.eventlog.calls if c[0] == "progress"]
+    assert progress == [("progress", 1, 0.2, "being written: 120 of 200 points")]
+    assert list(app._live) == [12]
+    assert record.parked
+
+    async with trio.open_nursery() as nursery:
+        app._nursery = nursery
+        nursery.start_soon(app._live_renderer)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    assert app.images.get((12, "thumbnail")).live  # type: ignore[union-attr]
+    assert app.images.get((12, "preview")).revision == 1  # type: ignore[union-attr]
+
+
+async def test_cancel_open_cancels_each_open_run_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    app, runtime, record = make_app()
+    await app._submit(record)
+    record.parked = True
+    assert await app.cancel_open(actor="server_shutdown", parked_only=True) == 1
+    assert await app.cancel_open(actor="server_shutdown") == 0
+    assert runtime.eventlog.calls[-1] == ("cancel", 1, "server_shutdown")
+    await app._submit(record)  # closing: nothing new is opened
+    assert len([c for c in runtime.eventlog.calls if c[0] == "submit"]) == 1
+
+
+async def test_unknown_runs_are_refused_and_change_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    app, runtime, _ = make_app()
+    with pytest.raises(UnknownRun, match="no run 99"):
+        app._check_runs([12, 99])
+    assert runtime.scheduler.asked == []
+
+
+# --- bookkeeping -----------------------------------------------------------------------
+
+
+def test_revision_numbers_and_summaries() -> None:
+    summary = {"name": "x", "shapes": {"y": [40, 60]}, "row_count": 7, "is_completed": True}
+    record = RunRecord(run_id=3, guid="g", summary=summary, token="a", changed_at=0.0)
+    assert [record.number(t) for t in ("a", "b", "a", "c")] == [1, 2, 1, 3]
+    row = summary_message(record)
+    assert (row.run_id, row.shape, row.rows, row.completed, row.experiment) == (
+        3, (40, 60), 7, True, "",
+    )  # fmt: skip
+    record.observation_status = "empty"
+    assert verdict_of(record, ()) == ("empty", None)
+    assert verdict_of(record, ("preview",)) == ("failed", None)
+    assert finish_result(record, ())["status"] == "empty"
+
+
+# --- images and pushes -------------------------------------------------------------------
+
+
+def image(run: int, kind: str, revision: int, shade: int = 0) -> StoredImage:
+    size = (160, 120) if kind == "thumbnail" else (640, 480)
+    return StoredImage(run_id=run, kind=kind, revision=revision, data=png(*size, shade))
+
+
+def test_store_keeps_the_newest_and_bounds_previews() -> None:
+    one = image(1, "preview", 1)
+    store = ImageStore(preview_bytes=2 * len(one.data) + 10)
+    assert store.put(one)
+    assert not store.put(image(1, "preview", 1))  # the same bytes
+    assert not store.put(image(1, "preview", 0, shade=9))  # older
+    assert store.put(image(2, "preview", 1))
+    assert store.put(image(3, "preview", 1))  # over the bound: run 1's preview goes
+    assert store.get((1, "preview")) is None
+    assert store.keys() == [(2, "preview"), (3, "preview")]
+    message = store.get((3, "preview")).message()  # type: ignore[union-attr]
+    assert (message.width, message.height, message.mime) == (640, 480, "image/png")
+
+
+class FakeTarget:
+    def __init__(self, room: int = 100) -> None:
+        self.sent: list[tuple[int, str, int]] = []
+        self.room = room
+
+    async def push(self, message: Any, *, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        await trio.lowlevel.checkpoint()
+        if len(self.sent) >= self.room:
+            return False
+        self.sent.append((message.run_id, message.kind, message.revision))
+        return True
+
+
+async def test_pusher_sends_the_selected_run_first_and_only_newest_revisions(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = ImageStore()
+    for run in (1, 2, 3):
+        for kind in ("preview", "thumbnail"):
+            store.put(image(run, kind, 1))
+    target = FakeTarget()
+    pusher = ClientPusher(store, target, lambda: (3, frozenset({2})), push_timeout=1.0)
+    pusher.mark_all()
+    store.put(image(1, "thumbnail", 2, shade=50))  # replaces revision 1 before it is sent
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pusher.run)
+        await trio.testing.wait_all_tasks_blocked()
+        assert target.sent == [
+            (3, "thumbnail", 1), (3, "preview", 1), (2, "thumbnail", 1), (2, "preview", 1),
+            (1, "thumbnail", 2), (1, "preview", 1),
+        ]  # fmt: skip
+        store.put(image(2, "preview", 2, shade=70))
+        await trio.testing.wait_all_tasks_blocked()
+        assert target.sent[-1] == (2, "preview", 2)
+        assert len(store.pushers) == 1
+        nursery.cancel_scope.cancel()
+    assert store.pushers == set()
+
+
+async def test_pusher_ends_when_the_client_stops_taking_messages(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = ImageStore()
+    store.put(image(1, "thumbnail", 1))
+    store.put(image(2, "thumbnail", 1))
+    target = FakeTarget(room=1)
+    pusher = ClientPusher(store, target, lambda: (None, frozenset()), push_timeout=1.0)
+    pusher.mark_all()
+    await pusher.run()  # returns: the client is closed or marked for resync
+    assert target.sent == [(1, "thumbnail", 1)]
+    assert store.pushers == set()

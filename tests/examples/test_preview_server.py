@@ -1,0 +1,287 @@
+"""The preview server end to end: a real process, real helpers, a real websocket (issue 2).
+
+The end-to-end test runs ``python -m examples.preview_server`` as a subprocess on a copy
+of the real QCoDeS sample (so it also proves the exit status and the signal handling),
+on the real clock with short intervals and generous deadlines (STYLE rule 21).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+from frontdoor_support import Client, assert_no_children, children, pid_gone
+from preview_support import (
+    REPO,
+    SIZES,
+    Seen,
+    connect,
+    decode_png,
+    preview_server,
+    pump,
+    server_config,
+)
+from trio_websocket import open_websocket_url
+
+from examples.preview_client import collect, listing
+from examples.preview_client import main as client_main
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+#: Runs of the real sample with a clear non-ok status (shared/data/README.md).
+EMPTY_RUN, INTERRUPTED_RUN, INCOMPLETE_RUN = 10, 11, 12
+ALL_RUNS = set(range(1, 13))
+LIFECYCLE = ["job_queued", "job_started"]
+
+
+async def _start_server(db: Path, tmp_path: Path, *extra: str) -> tuple[trio.Process, str, Path]:
+    stderr = tmp_path / "server.err"
+    with stderr.open("wb") as sink:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "examples.preview_server", str(db), "--port", "0",
+             "--cache-dir", str(tmp_path / "cache"), "--poll", "0.2", "--grace", "2", *extra],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=sink,
+        )  # fmt: skip
+    assert process.stdout is not None
+    text = b""
+    with trio.fail_after(30):
+        while b"\ndashboard: " not in text:
+            chunk = await process.stdout.receive_some(4096)
+            assert chunk, f"server exited early: {stderr.read_text()}"
+            text += chunk
+    match = re.search(rb"listening on (ws://\S+)", text)
+    assert match, text
+    return process, match.group(1).decode(), stderr
+
+
+async def test_end_to_end_on_the_real_database(writable_db: Path, tmp_path: Path) -> None:
+    process, url, stderr = await _start_server(writable_db, tmp_path, "--stall-after", "1.5")
+    seen = Seen()
+    try:
+        async with open_websocket_url(url, max_message_size=4 * 1024 * 1024) as ws:
+            client = Client(ws)
+            seen.add(await client.request("subscribe", cursor=0))
+            run_list = await client.request("list_runs")
+            assert run_list["type"] == "run_list"
+            assert [r["run_id"] for r in run_list["runs"]] == sorted(ALL_RUNS)
+            live = {r["run_id"]: r for r in run_list["runs"]}[INCOMPLETE_RUN]
+            assert live["completed"] is False
+            assert live["rows"] == 120
+            assert (await client.request("select", run_id=4))["type"] == "ok"
+
+            # A malformed message is answered with an error; the connection stays up.
+            await client.send("{not json")
+            error = await client.answer(None)
+            assert error["code"] == "invalid_message"
+            unknown = await client.request("select", run_id=999)
+            assert unknown["code"] == "unknown_run"
+            assert unknown["retryable"] is False
+
+            def done() -> bool:
+                return all(seen.finished(r) for r in ALL_RUNS) and all(
+                    seen.newest(r, k) for r in ALL_RUNS for k in SIZES
+                )
+
+            for message in client.pushed:
+                seen.add(message)
+            client.pushed.clear()
+            with trio.fail_after(40):
+                await pump(client, seen, done)
+            helpers = children(process.pid)
+            assert len(helpers) == 2, helpers
+    finally:
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(15):
+            status = await process.wait()
+    assert status == 0, stderr.read_text()
+    assert "Traceback" not in stderr.read_text()
+    assert all(pid_gone(pid) for pid in helpers)
+    assert_no_children()
+
+    for run in ALL_RUNS:  # lifecycle order: queued < started < progress* < finished
+        kinds = [e["kind"] for e in seen.by_run[run]]
+        assert kinds[:2] == LIFECYCLE, (run, kinds)
+        assert kinds[-1] == "job_finished", (run, kinds)
+        assert set(kinds[2:-1]) == {"job_progress"}, (run, kinds)
+        seqs = [e["seq"] for e in seen.by_run[run]]
+        assert seqs == sorted(set(seqs))
+        notes = {e["data"].get("note") for e in seen.by_run[run]}
+        assert {"metadata", "thumbnail", "preview"} <= notes, (run, notes)
+        for kind, size in SIZES.items():
+            payload = seen.newest(run, kind)
+            assert payload is not None
+            assert payload["mime"] == "image/png"
+            assert (payload["width"], payload["height"]) == size
+            assert decode_png(payload).size == size
+    verdicts = {r: seen.finished(r)["verdict"] for r in ALL_RUNS}  # type: ignore[index]
+    assert verdicts == {
+        **{r: "ok" for r in ALL_RUNS},
+        EMPTY_RUN: "empty",
+        INTERRUPTED_RUN: "interrupted",
+        INCOMPLETE_RUN: "incomplete",
+    }
+    for run in (EMPTY_RUN, INTERRUPTED_RUN, INCOMPLETE_RUN):
+        result: dict[str, Any] = seen.finished(run)["result"]  # type: ignore[index]
+        assert result["status"] == verdicts[run], result
+        assert result["reason"], result
+    metadata = seen.finished(4)["result"]  # type: ignore[index]
+    assert metadata["dependents"][0]["shape"] == [40, 60]
+    assert metadata["dependents"][0]["unit"] == "V"
+
+
+@pytest.mark.parametrize("problem", ["missing", "not_sqlite", "no_runs_table"])
+def test_bad_database_is_one_line_and_exit_status_2(tmp_path: Path, problem: str) -> None:
+    path = tmp_path / "bad.db"
+    if problem == "not_sqlite":
+        path.write_text("these are not the droids\n" * 100)
+    elif problem == "no_runs_table":
+        conn = sqlite3.connect(path)
+        conn.execute("CREATE TABLE experiments (exp_id INTEGER PRIMARY KEY)")
+        conn.commit()
+        conn.close()
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.preview_server", str(path), "--port", "0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("preview_server: "), done.stderr
+    assert "Traceback" not in done.stderr
+    assert str(path) in lines[0] or path.name in lines[0]
+    assert_no_children()
+
+
+async def test_malformed_and_rejected_requests_keep_the_connection(
+    real_db: Path, tmp_path: Path
+) -> None:
+    config = server_config(real_db, tmp_path, helpers=1)
+    async with preview_server(config) as (front, app), connect(front) as client:
+        replies = []
+        for text in (
+            '{"type": "select", "request_id": "a"}',  # run_id is required (may be null)
+            '{"type": "visible", "request_id": "b", "run_ids": [1, "2"]}',
+            '{"type": "launch", "request_id": "c"}',
+            "[1, 2, 3]",
+            "x" * (70 * 1024),
+        ):
+            await client.send(text)
+            replies.append(await client.receive())  # nothing else is pushed yet
+        assert [r["code"] for r in replies] == [
+            "invalid_message",
+            "invalid_message",
+            "unknown_type",
+            "invalid_message",
+            "message_too_large",
+        ]
+        assert "$.run_ids[1]" in replies[1]["message"]
+        assert (await client.request("visible", run_ids=[1, 2]))["type"] == "ok"
+        refused = await client.request("visible", run_ids=[3, 77])
+        assert refused["code"] == "unknown_run"
+        assert app.visible == {1, 2}  # nothing changed
+        assert (await client.request("select", run_id=None))["type"] == "ok"
+        assert app.selected is None
+        bad = await client.request("submit", operation="preview", arguments={"run_id": "4"})
+        assert bad["code"] == "invalid_command"
+        assert (await client.request("list_runs"))["type"] == "run_list"
+    assert_no_children()
+
+
+def _finished_job(seen: Seen, job: int) -> dict[str, Any] | None:
+    for event in seen.events:
+        if event["run_id"] == job and event["kind"] == "job_finished":
+            return event["data"]  # type: ignore[no-any-return]
+    return None
+
+
+async def test_submit_of_preview_draws_a_run_again(real_db: Path, tmp_path: Path) -> None:
+    config = server_config(real_db, tmp_path, helpers=1)
+    seen = Seen()
+    async with preview_server(config) as (front, app), connect(front) as client:
+        seen.add(await client.request("subscribe", cursor=0))
+        await client.request("list_runs")
+        with trio.fail_after(30):
+            await pump(client, seen, lambda: seen.finished(2) is not None)
+        first_job = app.runs[2].job
+        receipt = await client.request("submit", operation="preview", arguments={"run_id": 2})
+        assert receipt["admitted"] is True
+        assert receipt["run_id"] != first_job
+        with trio.fail_after(30):
+            await pump(client, seen, lambda: _finished_job(seen, receipt["run_id"]) is not None)
+        assert seen.jobs_of(2) == [first_job, receipt["run_id"]]
+        assert _finished_job(seen, receipt["run_id"])["result"]["revision"] == 2  # type: ignore[index]
+        assert seen.newest(2, "preview")["revision"] == 2  # type: ignore[index]
+        unknown = await client.request("submit", operation="preview", arguments={"run_id": 42})
+        assert unknown["code"] == "unknown_run"
+    assert_no_children()
+
+
+async def test_command_line_client_saves_every_image(real_db: Path, tmp_path: Path) -> None:
+    config = server_config(real_db, tmp_path, stall_after=0.5)
+    async with preview_server(config) as (front, _):
+        seen = await collect(front.url, tmp_path / "out", select=4, timeout=30)
+    assert seen.complete
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        f"run{r}-{k}.png" for r in ALL_RUNS for k in SIZES
+    )
+    lines = listing(seen)
+    assert lines[0].split() == ["run", "kind", "rev", "size", "bytes", "status"]
+    assert len(lines) == 1 + 2 * len(ALL_RUNS)
+    assert lines[7].split()[:4] == ["4", "preview", "1", "640x480"]
+    assert_no_children()
+
+
+def test_command_line_client_reports_a_refused_connection(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    status = client_main([f"ws://127.0.0.1:{port}", "--out", str(tmp_path), "--timeout", "5"])
+    assert status == 2
+
+
+async def test_without_a_database_it_serves_a_growing_sample(tmp_path: Path) -> None:
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "examples.preview_server", "--port", "0",
+         "--cache-dir", str(tmp_path), "--poll", "0.2"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert process.stdout is not None
+    text = b""
+    try:
+        with trio.fail_after(30):
+            while b"\ndashboard: " not in text:
+                chunk = await process.stdout.receive_some(4096)
+                assert chunk, text
+                text += chunk
+        assert f"sample database: {tmp_path / 'qcodes-sample.db'}".encode() in text
+        url = re.search(rb"listening on (ws://\S+)", text).group(1).decode()  # type: ignore[union-attr]
+        seen = Seen()
+        async with open_websocket_url(url, max_message_size=4 * 1024 * 1024) as ws:
+            client = Client(ws)
+            runs = (await client.request("list_runs"))["runs"]
+            assert len(runs) == 11
+            assert [r["run_id"] for r in runs if not r["completed"]] == [11]
+            await client.request("select", run_id=11)
+            with trio.fail_after(30):  # the demo writer grows run 11: it is drawn again
+                await pump(client, seen, lambda: len(seen.payloads[11, "thumbnail"]) >= 2)
+        revisions = [p["revision"] for p in seen.payloads[11, "thumbnail"]]
+        assert revisions == sorted(set(revisions))
+    finally:
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(15):
+            status = await process.wait()
+    assert status == 0
+    assert_no_children()
