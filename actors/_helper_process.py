@@ -17,67 +17,53 @@ cancelled are shielded, so the ladder always completes, and it is bounded by
 for the process to exit, reaps it, and sweeps its process group with SIGKILL so no
 grandchild survives the helper.
 
+While a job runs the helper may send ``progress`` frames before its reply; each is
+fenced like the reply (SPEC §2.3: a progress frame of another session, generation or
+operation is a protocol violation and retires the helper by force) and handed to the
+job's ``on_progress`` callback, on the event loop, in the job's task.
+
 How the child starts without trio, attrs or cattrs: see ``actors._helper_spec.BOOTSTRAP``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
-from collections import deque
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import trio
 
-from protocol.envelope import (
-    MAX_GENERATION,
-    PROTOCOL_VERSION,
-    Envelope,
-    check_reply,
-    decode_envelope,
-    encode_envelope,
-    new_session,
-)
-from protocol.framing import DEFAULT_MAX_REQUEST, FrameDecoder
+from protocol.envelope import MAX_GENERATION, decode_fenced, encode_fields, new_session
+from protocol.framing import DEFAULT_MAX_REQUEST
 
+from ._helper_outcomes import answer_error, exited_error, stopped_error
+from ._helper_pipe import HelperPipe, PipeGone
 from ._helper_spec import MIN_FRAME_LIMIT, HelperSnapshot
 from ._lifecycle import HelperEvent, HelperState, new_helper_lifecycle
 from .errors import (
-    ErrorRecord,
-    ForcedTermination,
     HelperExitedError,
-    HelperJobFailed,
     HelperStartupError,
-    JobCancelled,
     ProtocolError,
     ProtocolViolation,
-    ReplyTimeout,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from protocol.envelope import Envelope
+
     from ._helper_spec import HelperSpec, HelperTimeouts
+
+    #: ``on_progress(fraction, note)``: a sync callable run on the event loop.
+    ProgressCallback = Callable[[float, str | None], object]
 
 __all__ = ["HelperProcess"]
 
-_READ_SIZE: Final = 65536
-
-
-class _Gone(Exception):
-    """End of file or a broken pipe: the helper is exiting or has exited."""
-
-
-def _exit_details(returncode: int | None) -> dict[str, Any]:
-    name = None
-    if returncode is not None and returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-    return {"exit_code": returncode, "signal": name}
+_JOB_KINDS: Final = ("reply", "progress")
+_log = logging.getLogger(__name__)
 
 
 class HelperProcess:
@@ -118,11 +104,13 @@ class HelperProcess:
         self._on_exit = on_exit
         self._machine = new_helper_lifecycle(self.label)
         self._process: trio.Process | None = None
-        self._decoder = FrameDecoder(max_size=spec.max_reply)
-        self._frames: deque[bytes] = deque()
+        self._pipe: HelperPipe | None = None
         self._generation = 0
         self._active: tuple[int, str] | None = None
-        self._send_broken = False
+        # The active job's scope (its deadline is the reply timeout) and whether
+        # :meth:`cancel` (rather than the deadline) cancelled it.
+        self._job_scope: trio.CancelScope | None = None
+        self._cancel_requested = False
         self._exited = trio.Event()
         self._returncode: int | None = None
         # Shielded so that outside cancellation cannot stop the reaping; only
@@ -159,7 +147,9 @@ class HelperProcess:
     @property
     def usable(self) -> bool:
         """True if the helper is ready for a job."""
-        return self._machine.state is HelperState.IDLE and not self._send_broken
+        return self._machine.state is HelperState.IDLE and not (
+            self._pipe is not None and self._pipe.send_broken
+        )
 
     def snapshot(self) -> HelperSnapshot:
         """Return this incarnation's liveness without waiting (SPEC §3.8)."""
@@ -199,20 +189,20 @@ class HelperProcess:
             HelperExitedError: (code ``helper_exited``) the child exited during
                 startup; ``details`` has ``exit_code`` and ``signal``.
         """
-        startup = self._envelope(
-            "startup",
-            0,
-            "startup",
-            payload={
-                "options": self.spec.options,
-                "fault": self.spec.fault,
-                "max_request": self.spec.max_request,
-                "max_reply": self.spec.max_reply,
-            },
-        )
         try:
             # The child reads its startup frame under the default request limit.
-            frame = encode_envelope(startup, max_size=DEFAULT_MAX_REQUEST)
+            frame = self._encode(
+                "startup",
+                0,
+                "startup",
+                DEFAULT_MAX_REQUEST,
+                payload={
+                    "options": self.spec.options,
+                    "fault": self.spec.fault,
+                    "max_request": self.spec.max_request,
+                    "max_reply": self.spec.max_reply,
+                },
+            )
         except ProtocolError as exc:
             self._machine.process_event(HelperEvent.REAPED)
             self._exited.set()
@@ -234,6 +224,10 @@ class HelperProcess:
             self._machine.process_event(HelperEvent.REAPED)
             self._exited.set()
             raise HelperStartupError(f"{self.label}: could not start: {exc}") from None
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert isinstance(stdin, trio.lowlevel.FdStream)
+        assert isinstance(stdout, trio.lowlevel.FdStream)
+        self._pipe = HelperPipe(stdin, stdout, max_reply=self.spec.max_reply)
         nursery.start_soon(self._watch)
         done = False
         try:
@@ -248,14 +242,17 @@ class HelperProcess:
         try:
             with trio.move_on_after(self.timeouts.startup) as deadline:
                 await self._send(frame)
-                ready = await self._receive()
-        except _Gone:
+                ready = decode_fenced(
+                    await self._receive(),
+                    session=self.session,
+                    kinds=("ready",),
+                    generation=0,
+                    operation="startup",
+                )
+        except PipeGone:
             await self._wait_exit_after_eof()
-            raise HelperExitedError(
-                f"{self.label}: exited during startup ({self._describe_exit()})",
-                **_exit_details(self._returncode),
-            ) from None
-        except ProtocolError as exc:
+            raise self._exited_error("exited during startup") from None
+        except ProtocolError as exc:  # malformed, or a ProtocolViolation of the fence
             raise HelperStartupError(
                 f"{self.label}: bad ready frame: {exc.message}", reason=exc.code
             ) from None
@@ -264,14 +261,6 @@ class HelperProcess:
                 f"{self.label}: no ready frame within {self.timeouts.startup:g} s",
                 reason="startup_timeout",
             )
-        try:
-            check_reply(
-                ready, session=self.session, generation=0, operation="startup", kind="ready"
-            )
-        except ProtocolViolation as exc:
-            raise HelperStartupError(
-                f"{self.label}: bad ready frame: {exc.message}", reason=exc.code
-            ) from None
         payload = ready.payload if isinstance(ready.payload, dict) else {}
         if ready.status != "ok":
             assert ready.error is not None
@@ -285,12 +274,18 @@ class HelperProcess:
 
     # --- jobs -----------------------------------------------------------------------
 
-    async def run_job(self, operation: str, payload: Any = None) -> Any:
+    async def run_job(
+        self, operation: str, payload: Any = None, *, on_progress: ProgressCallback | None = None
+    ) -> Any:
         """Run one job on this helper and return its result (SPEC §3.4-3.6).
 
         Args:
             operation: The handler's name, 1..128 characters.
             payload: JSON-compatible arguments.
+            on_progress: Called as ``on_progress(fraction, note)`` for each progress
+                frame of this job (``fraction`` in ``[0, 1]``, ``note`` a str or None),
+                synchronously on the event loop while the job runs; it must not block.
+                An exception from it is logged and ignored (the job goes on).
 
         Returns:
             The handler's JSON result.
@@ -300,20 +295,23 @@ class HelperProcess:
             SPEC §3.5 runs shielded (at most ``cancel_grace + terminate + kill``
             seconds) before ``trio.Cancelled`` propagates; :attr:`last_escalation` says
             which step ended it. After a cooperative end the helper is usable again.
+            :meth:`cancel` runs the same ladder but ends the job with ``JobCancelled``.
 
         Raises:
             HelperJobFailed: (the remote record's code) the handler failed; the helper
                 is still usable.
-            JobCancelled: (code ``cancelled``) the helper answered ``cancelled``
-                without being asked.
+            JobCancelled: (code ``cancelled``) :meth:`cancel` cancelled the job and the
+                helper stopped without SIGKILL (``details["escalation"]``), or the
+                helper answered ``cancelled`` without being asked.
             ReplyTimeout: (code ``reply_timeout``) no reply within ``timeouts.reply``
                 seconds; the helper was stopped (cooperatively or by SIGTERM) and
                 retired. A later reply is never accepted.
-            ForcedTermination: (code ``forced_termination``) as ``ReplyTimeout``, but
-                SIGKILL was needed (``details["escalation"]`` is ``sigkill`` or
-                ``quarantined``).
-            ProtocolViolation: (code ``protocol_violation``) the reply was malformed or
-                failed the envelope checks (SPEC §2.3); the helper was killed.
+            ForcedTermination: (code ``forced_termination``) as ``ReplyTimeout`` or
+                ``JobCancelled``, but SIGKILL was needed (``details["escalation"]`` is
+                ``sigkill`` or ``quarantined``).
+            ProtocolViolation: (code ``protocol_violation``) the reply or a progress
+                frame was malformed or failed the envelope checks (SPEC §2.3); the
+                helper was killed.
             FrameTooLarge: (code ``frame_too_large``) the reply declared more than
                 ``spec.max_reply`` bytes, or the job frame is over ``spec.max_request``
                 bytes (then nothing was sent and the helper is still usable).
@@ -321,78 +319,112 @@ class HelperProcess:
                 JSON-compatible; nothing was sent.
             HelperExitedError: (code ``helper_exited``) the helper exited or closed its
                 pipe; ``details`` has ``exit_code`` and ``signal``.
+            ValueError: ``operation`` is not a str of 1..128 characters; nothing was sent.
         """
         if not self.usable:
             raise RuntimeError(f"{self.label} is {self.state.value}, not ready for a job")
-        await trio.lowlevel.checkpoint()  # cancelled here: the job was never sent
+        # A cancel point (cancelled here: the job was never sent). The schedule point
+        # comes when we wait for the reply, which always blocks: no extra pass of the
+        # run loop per job.
+        await trio.lowlevel.checkpoint_if_cancelled()
         generation = self._generation + 1
         if generation > MAX_GENERATION:  # pragma: no cover (2**53 jobs)
             raise RuntimeError(f"{self.label}: generations exhausted")
-        frame = encode_envelope(
-            self._envelope("job", generation, operation, payload=payload),
-            max_size=self.spec.max_request,
-        )
+        frame = self._encode("job", generation, operation, self.spec.max_request, payload=payload)
         self._generation = generation
         self._active = (generation, operation)
         self._machine.process_event(HelperEvent.JOB_SENT)
         self.jobs_run += 1
         self.last_escalation = None
+        self._cancel_requested = False
+        scope = self._job_scope = trio.CancelScope(
+            deadline=trio.current_time() + self.timeouts.reply
+        )
         try:
-            with trio.move_on_after(self.timeouts.reply) as deadline:
+            with scope:
                 # No checkpoint before the write: once JOB_SENT, the frame is out.
                 await self._send(frame, checkpoint=False)
-                reply = await self._receive_reply()
-            if deadline.cancelled_caught:
-                with trio.CancelScope(shield=True):
-                    escalation = await self._stop_job(parent_timeout=True)
-                killed = escalation in ("sigkill", "quarantined")
-                raise (ForcedTermination if killed else ReplyTimeout)(
-                    f"{self.label}: no reply to job {generation} ({operation}) within "
-                    f"{self.timeouts.reply:g} s; stopped by {escalation}",
-                    escalation=escalation,
-                    parent_timeout=True,
-                )
+                reply = await self._receive_reply(generation, operation, on_progress)
+            if scope.cancelled_caught:
+                await self._job_stopped(generation, operation)
         except trio.Cancelled:
             with trio.CancelScope(shield=True):
                 await self._stop_job(parent_timeout=False)
             raise
-        except _Gone:
+        except PipeGone:
             with trio.CancelScope(shield=True):
                 await self._wait_exit_after_eof()
-            raise HelperExitedError(
-                f"{self.label}: exited during job {generation} ({operation}): "
-                f"{self._describe_exit()}",
-                **_exit_details(self._returncode),
-            ) from None
+            raise self._exited_error(f"exited during job {generation} ({operation})") from None
         except ProtocolError as exc:
             with trio.CancelScope(shield=True):
                 await self._escalate(sigterm_first=False)
             if isinstance(exc, ProtocolViolation) or exc.code == "frame_too_large":
                 raise
             raise ProtocolViolation(
-                f"{self.label}: malformed reply to job {generation}: {exc.message}",
+                f"{self.label}: malformed frame for job {generation}: {exc.message}",
                 **exc.details,
             ) from None
         finally:
             self._active = None
+            self._job_scope = None
         self._machine.process_event(HelperEvent.REPLIED)
-        return self._result(reply)
-
-    def _result(self, reply: Envelope) -> Any:
         if reply.status == "ok":
             return reply.payload
-        where = {"operation": reply.operation, "generation": reply.generation}
-        if reply.status == "cancelled":
-            raise JobCancelled(f"{self.label}: job {reply.generation} was cancelled", **where)
-        assert reply.error is not None
-        raise HelperJobFailed(ErrorRecord(**reply.error), **where)
+        raise answer_error(self.label, reply)
 
-    async def _receive_reply(self) -> Envelope:
-        assert self._active is not None
-        generation, operation = self._active
-        reply = await self._receive()
-        check_reply(reply, session=self.session, generation=generation, operation=operation)
-        return reply
+    def cancel(self) -> bool:
+        """Cancel the running job; never waits (SPEC §3.5).
+
+        The job's own task runs the escalation ladder, then :meth:`run_job` raises
+        :class:`~actors.errors.JobCancelled` (or ``ForcedTermination``).
+
+        Returns:
+            True if a job was running (and not already being stopped).
+        """
+        scope = self._job_scope
+        if scope is None or scope.cancel_called:
+            return False
+        self._cancel_requested = True
+        scope.cancel()
+        return True
+
+    async def _job_stopped(self, generation: int, operation: str) -> NoReturn:
+        """The job's scope was cancelled: run the ladder, raise what ended the job."""
+        cancelled = self._cancel_requested
+        with trio.CancelScope(shield=True):
+            escalation = await self._stop_job(parent_timeout=not cancelled)
+        raise stopped_error(
+            self.label,
+            generation,
+            operation,
+            escalation=escalation,
+            cancelled=cancelled,
+            reply_timeout=self.timeouts.reply,
+        )
+
+    async def _receive_reply(
+        self, generation: int, operation: str, on_progress: ProgressCallback | None
+    ) -> Envelope:
+        """Return the job's reply; hand its progress frames to ``on_progress`` meanwhile.
+
+        Every frame is fenced (SPEC §2.3): a reply or progress frame of another
+        session, generation or operation raises ``ProtocolViolation``.
+        """
+        while True:
+            env = decode_fenced(
+                await self._receive(),
+                session=self.session,
+                kinds=_JOB_KINDS,
+                generation=generation,
+                operation=operation,
+            )
+            if env.kind == "reply":
+                return env
+            if on_progress is not None:
+                try:
+                    on_progress(env.payload["fraction"], env.payload.get("note"))
+                except Exception:
+                    _log.exception("%s: on_progress raised; ignored", self.label)
 
     async def _stop_job(self, *, parent_timeout: bool) -> str:
         """Run the ladder of SPEC §3.5 for the active job; return the last step used.
@@ -402,21 +434,19 @@ class HelperProcess:
         assert self._active is not None
         generation, operation = self._active
         escalation = "cooperative"
-        if self._send_broken:
+        if self._pipe is not None and self._pipe.send_broken:
             escalation = await self._escalate(sigterm_first=True)
         else:
             self._machine.process_event(HelperEvent.CANCEL_SENT)
-            cancel = encode_envelope(
-                self._envelope("cancel", generation, operation), max_size=MIN_FRAME_LIMIT
-            )
+            cancel = self._encode("cancel", generation, operation, MIN_FRAME_LIMIT)
             try:
                 with trio.move_on_after(self.timeouts.cancel_grace) as grace:
                     await self._send(cancel)
-                    await self._receive_reply()
+                    await self._receive_reply(generation, operation, None)
                     self._machine.process_event(HelperEvent.REPLIED)
                 if grace.cancelled_caught:
                     escalation = await self._escalate(sigterm_first=True)
-            except _Gone:
+            except PipeGone:
                 await self._wait_exit_after_eof()
                 escalation = "exited"
             except ProtocolError:
@@ -446,12 +476,9 @@ class HelperProcess:
         if self.usable:
             self._machine.process_event(HelperEvent.SHUTDOWN_SENT)
             with trio.move_on_after(self.timeouts.shutdown):
-                with contextlib.suppress(_Gone):
+                with contextlib.suppress(PipeGone):
                     await self._send(
-                        encode_envelope(
-                            self._envelope("shutdown", self._generation, "shutdown"),
-                            max_size=MIN_FRAME_LIMIT,
-                        )
+                        self._encode("shutdown", self._generation, "shutdown", MIN_FRAME_LIMIT)
                     )
                 await self._exited.wait()
             if self.exited:
@@ -520,71 +547,28 @@ class HelperProcess:
 
     # --- I/O ------------------------------------------------------------------------
 
-    def _envelope(self, kind: str, generation: int, operation: str, **fields: Any) -> Envelope:
-        return Envelope(
-            version=PROTOCOL_VERSION,
+    def _encode(
+        self, kind: str, generation: int, operation: str, max_size: int, **fields: Any
+    ) -> bytes:
+        return encode_fields(
             kind=kind,
             session=self.session,
             generation=generation,
             operation=operation,
+            max_size=max_size,
             **fields,
         )
 
     async def _send(self, frame: bytes, *, checkpoint: bool = True) -> None:
-        """Write one whole frame; a cancellation never leaves part of it written.
+        assert self._pipe is not None
+        await self._pipe.send(frame, checkpoint=checkpoint)
 
-        The frame is written with one non-blocking ``os.write`` (after a checkpoint,
-        unless ``checkpoint`` is False); frames are small next to a pipe's buffer. Only
-        if the pipe is full does the rest go through ``send_all``, and only then could
-        a cancellation cut the frame: :attr:`_send_broken` says so, and the ladder then
-        skips the cancel frame.
-        """
-        assert self._process is not None
-        stdin = self._process.stdin
-        assert isinstance(stdin, trio.lowlevel.FdStream)
-        if checkpoint:
-            await trio.lowlevel.checkpoint()  # cancelled here: nothing was written
-        try:
-            written = os.write(stdin.fileno(), frame)
-        except BlockingIOError:
-            written = 0
-        except OSError:  # EPIPE: the child is gone; EBADF: we closed the pipe
-            raise _Gone from None
-        if written == len(frame):
-            return
-        self._send_broken = True
-        try:
-            await stdin.send_all(memoryview(frame)[written:])
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            raise _Gone from None
-        self._send_broken = False
+    async def _receive(self) -> bytes:
+        assert self._pipe is not None
+        return await self._pipe.receive()
 
-    async def _receive(self) -> Envelope:
-        """Return the next envelope from the child.
-
-        Raises:
-            _Gone: end of file (a partial frame at EOF counts as the exit it is).
-            FrameTooLarge, ProtocolError: a bad frame (the helper must be killed).
-        """
-        assert self._process is not None
-        assert self._process.stdout is not None
-        while not self._frames:
-            try:
-                data = await self._process.stdout.receive_some(_READ_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                raise _Gone from None
-            if not data:
-                raise _Gone
-            self._frames.extend(self._decoder.feed(data))
-        return decode_envelope(self._frames.popleft())
-
-    def _describe_exit(self) -> str:
-        details = _exit_details(self._returncode)
-        if details["signal"]:
-            return f"killed by {details['signal']}"
-        if self._returncode is None:
-            return f"not reaped ({self.state.value})"
-        return f"exit code {self._returncode}"
+    def _exited_error(self, what: str) -> HelperExitedError:
+        return exited_error(f"{self.label}: {what}", self._returncode, self.state.value)
 
     def __repr__(self) -> str:
         return f"<HelperProcess {self.label} pid={self.pid} {self.state.value}>"

@@ -31,31 +31,32 @@ _PROTOCOL_DIR: Final = str(Path(protocol.framing.__file__).resolve().parent)
 #: The program a Python-entry helper runs: ``python -c BOOTSTRAP entry actors protocol``.
 #:
 #: Why a bootstrap: ``import actors.helper`` would first run ``actors/__init__.py``, which
-#: imports trio (about 100 ms), and ``protocol/__init__.py`` imports cattrs; the helper
-#: child needs neither. So the bootstrap puts bare package objects for ``actors`` and
-#: ``protocol`` into ``sys.modules`` (``types.ModuleType`` with ``__path__`` set to the
-#: real package directories): submodules such as ``actors.helper`` and
-#: ``protocol.envelope`` then load from their files without the packages' ``__init__``.
-#: ``protocol.framing``/``protocol.envelope`` import their exceptions from
-#: ``protocol.errors``, which needs attrs for ``ErrorRecord``; the bootstrap loads the
-#: stdlib-only stand-in ``actors/_helper_errors.py`` under that name first. Finally it
-#: imports the entry's module and calls its function. The child's ``sys.path`` starts
-#: with its working directory (``-c`` semantics), then ``PYTHONPATH`` and site-packages.
+#: imports trio (about 100 ms), and ``protocol/__init__.py`` imports attrs and cattrs; the
+#: helper child needs none of them. So the bootstrap puts bare package objects for
+#: ``actors`` and ``protocol`` into ``sys.modules`` (plain module objects with
+#: ``__path__`` set to the real package directories): submodules such as
+#: ``actors.helper``, ``protocol.envelope``, ``protocol.framing`` and ``protocol.errors``
+#: (all stdlib-only) then load from their files without the packages' ``__init__``.
+#: The ``actors`` stub carries ``HELPER_CHILD = True``, which
+#: :func:`actors.helper.in_helper_child` reads (code shared by parent and child, such as
+#: an entry's error classes, can choose what to import with it). Finally it imports the
+#: entry's module and calls its function. It imports nothing
+#: itself (``type(sys)`` is the module type, ``__import__`` needs no ``importlib``), so the
+#: child pays only for what the helper library and the entry import. The child's
+#: ``sys.path`` starts with its working directory (``-c`` semantics), then
+#: ``PYTHONPATH`` and site-packages.
 BOOTSTRAP: Final = """\
-import importlib, importlib.util, sys, types
+import sys
 entry, actors_dir, protocol_dir = sys.argv[1:4]
 del sys.argv[1:4]
 for name, path in (("actors", actors_dir), ("protocol", protocol_dir)):
-    package = types.ModuleType(name)
+    package = type(sys)(name)
     package.__path__ = [path]
     sys.modules[name] = package
-spec = importlib.util.spec_from_file_location(
-    "protocol.errors", actors_dir + "/_helper_errors.py")
-errors = importlib.util.module_from_spec(spec)
-sys.modules["protocol.errors"] = sys.modules["protocol"].errors = errors
-spec.loader.exec_module(errors)
+sys.modules["actors"].HELPER_CHILD = True
 module_name, _, function_name = entry.partition(":")
-getattr(importlib.import_module(module_name), function_name)()
+__import__(module_name)
+getattr(sys.modules[module_name], function_name)()
 """
 
 

@@ -5,6 +5,8 @@ Use :func:`open_helper_pool`::
     spec = HelperSpec(entry="my_pkg.helper:main")
     async with open_helper_pool(spec, size=2, timeouts=HelperTimeouts(reply=5)) as pool:
         result = await pool.run_job("metadata", {"run_id": 3})
+        # progress reports (ctx.progress in the helper) go to a sync callback:
+        result = await pool.run_job("scan", {"run_id": 3}, on_progress=print)
 
 Each pool slot holds one helper incarnation at a time. A job takes a free slot (waiting
 at most ``acquire_timeout`` seconds), spawns a fresh incarnation there if the slot has
@@ -14,6 +16,11 @@ no replacement is spawned before that. Replacements count against the restart in
 (SPEC §1.4): more than ``max_restarts`` within ``restart_period`` seconds and the pool
 fails every job with :class:`~actors.errors.PoolFailed` until :meth:`HelperPool.restart`.
 A failed job is never replayed (SPEC §3.4).
+
+The job path is lean on purpose (it is most of a short job's cost): with a free slot and
+a ready helper a job takes no lock, opens one cancel scope (the reply deadline), spawns
+no task, and yields only while it waits for the reply; waiting for a slot, spawning and
+restarting are the slow path.
 """
 
 from __future__ import annotations
@@ -27,9 +34,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ._config import count_field, duration_field
 from ._helper_process import HelperProcess
-from ._helper_spec import HelperSnapshot, HelperSpec, HelperTimeouts
+from ._pool_config import PoolConfig, PoolSnapshot, PoolStatistics
 from .errors import (
     ActorError,
     ForcedTermination,
@@ -43,76 +49,10 @@ from .errors import (
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Hashable
 
+    from ._helper_process import ProgressCallback
+    from ._helper_spec import HelperSpec
+
 __all__ = ["HelperPool", "PoolConfig", "PoolSnapshot", "PoolStatistics", "open_helper_pool"]
-
-
-@attrs.frozen(kw_only=True)
-class PoolConfig:
-    """How many helpers, their deadlines, and the restart intensity (SPEC §3.1, §1.4).
-
-    Durations are seconds on trio's clock, validated at construction (SPEC §1.6).
-
-    Raises:
-        ValueError: a field is out of range; the message names it.
-    """
-
-    size: int = count_field(1, minimum=1, maximum=256)
-    """Number of helpers (N), each running at most one job at a time."""
-    timeouts: HelperTimeouts = attrs.field(
-        factory=HelperTimeouts, validator=attrs.validators.instance_of(HelperTimeouts)
-    )
-    """Every helper deadline (SPEC §3.2)."""
-    max_restarts: int = count_field(5, minimum=0)
-    """Replacements allowed within ``restart_period`` before the pool fails."""
-    restart_period: float = duration_field(10.0, allow_zero=False)
-    """Sliding window of the restart intensity, in seconds."""
-    acquire_timeout: float = duration_field(10.0)
-    """Longest a job waits for a free helper, in seconds."""
-    eager: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
-    """Spawn every helper when the pool opens (startup errors surface at once); if
-    False, a slot spawns its helper at its first job."""
-
-
-@attrs.frozen(kw_only=True)
-class PoolSnapshot:
-    """The pool's liveness, taken without waiting (SPEC §3.8)."""
-
-    size: int
-    """Number of slots."""
-    closing: bool
-    """Close has begun: no new job is accepted."""
-    closed: bool
-    """Close has finished: every helper is reaped (or was given up on)."""
-    failed: bool
-    """Restart intensity was exceeded; jobs fail with ``PoolFailed`` until restarted."""
-    helpers: tuple[HelperSnapshot | None, ...]
-    """Per slot: its current (or last) incarnation, None if it never had one."""
-
-
-@attrs.frozen(kw_only=True)
-class PoolStatistics:
-    """Counters of a :class:`HelperPool` (STYLE rule 16)."""
-
-    size: int
-    """Number of slots."""
-    idle: int
-    """Slots free for a job."""
-    busy: int
-    """Jobs holding a slot."""
-    waiting: int
-    """Jobs waiting for a free slot."""
-    jobs_started: int
-    """Jobs sent to a helper."""
-    jobs_succeeded: int
-    """Jobs that returned a result."""
-    jobs_failed: int
-    """Jobs that raised an error other than cancellation."""
-    jobs_cancelled: int
-    """Jobs cancelled by their caller, by ``cancel_job`` or by close."""
-    spawns: int
-    """Helper processes started."""
-    restarts: int
-    """Spawns that replaced an earlier incarnation (counted for restart intensity)."""
 
 
 @attrs.define(eq=False)
@@ -125,6 +65,29 @@ class _Slot:
     held: bool = False  # kept out of the free channel until its helper is reaped
 
 
+class _Job:
+    """A running job's registration: what :meth:`HelperPool.cancel_job` must reach."""
+
+    __slots__ = ("cancelled", "helper", "scope")
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        #: The helper running it, once the job frame may be out.
+        self.helper: HelperProcess | None = None
+        #: The scope of the slow path (waiting for a slot, spawning), while it runs.
+        self.scope: trio.CancelScope | None = None
+
+
+class _Waiter:
+    """A job waiting for a free slot; :meth:`HelperPool._release` hands one over."""
+
+    __slots__ = ("event", "slot")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.slot: _Slot | None = None
+
+
 class HelperPool:
     """N supervised helper processes (SPEC §3). Create with :func:`open_helper_pool`."""
 
@@ -133,10 +96,11 @@ class HelperPool:
         self.config = config
         self._nursery = nursery
         self._slots = [_Slot(index) for index in range(config.size)]
-        self._free_send, self._free_receive = trio.open_memory_channel[_Slot](config.size)
-        for slot in self._slots:
-            self._free_send.send_nowait(slot)
-        self._jobs: dict[Hashable, trio.CancelScope] = {}
+        # Free slots and the jobs waiting for one (FIFO; a released slot goes to the
+        # first waiter directly). Bounded by construction: at most ``size`` slots.
+        self._free: deque[_Slot] = deque(self._slots)
+        self._waiters: deque[_Waiter] = deque()
+        self._jobs: dict[Hashable, _Job] = {}
         self._no_jobs: trio.Event | None = None
         self._restart_times: deque[float] = deque()
         self._epoch = 0
@@ -144,14 +108,18 @@ class HelperPool:
         self._closing = False
         self._closed = False
         self._closed_event = trio.Event()
-        self._counts = dict.fromkeys(
-            ("started", "succeeded", "failed", "cancelled", "spawns", "restarts"), 0
-        )
+        self._started = self._succeeded = self._failures = self._cancelled = 0
+        self._spawns = self._restarts = 0
 
     # --- jobs -----------------------------------------------------------------------
 
     async def run_job(
-        self, operation: str, payload: Any = None, *, job_id: Hashable | None = None
+        self,
+        operation: str,
+        payload: Any = None,
+        *,
+        job_id: Hashable | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> Any:
         """Run one job on a free helper and return its result (SPEC §3.4-3.7).
 
@@ -160,6 +128,11 @@ class HelperPool:
             payload: JSON-compatible arguments (at most ``spec.max_request`` bytes of
                 JSON).
             job_id: Optional key for :meth:`cancel_job`; unique among running jobs.
+            on_progress: Optional ``on_progress(fraction, note)``, called for each
+                progress report of the job (``ctx.progress`` in the helper; ``fraction``
+                a float in ``[0, 1]``, ``note`` a str or None). It is called
+                synchronously on the event loop, in this task, and must not block; an
+                exception from it is logged and ignored, never fails the job.
 
         Returns:
             The handler's JSON result.
@@ -185,52 +158,87 @@ class HelperPool:
                 become ready.
             HelperExitedError: (code ``helper_exited``) the helper exited during the job
                 (or its startup); ``details`` has ``exit_code`` and ``signal``.
-            ProtocolViolation: (code ``protocol_violation``) the reply broke the
-                envelope rules; the helper was killed.
+            ProtocolViolation: (code ``protocol_violation``) the reply or a progress
+                frame broke the envelope rules; the helper was killed.
             FrameTooLarge: (code ``frame_too_large``) the job or its reply is over the
                 size limit.
             HelperJobFailed: (the handler's code) the handler reported an error.
-            ValueError: ``job_id`` is already running.
+            ValueError: ``job_id`` is already running, or ``operation`` is not a str of
+                1..128 characters.
         """
-        self._check_accepting()
-        key: Hashable = object() if job_id is None else job_id
-        if key in self._jobs:
+        if self._closing or self._failed:
+            self._check_accepting()
+        job = _Job()
+        key: Hashable = job if job_id is None else job_id
+        jobs = self._jobs
+        if key in jobs:
             raise ValueError(f"job id {job_id!r} is already running")
-        scope = trio.CancelScope()
-        self._jobs[key] = scope
-        helper: HelperProcess | None = None
+        jobs[key] = job
         try:
-            with scope:
-                slot = await self._acquire()
-                try:
-                    helper = await self._ready_helper(slot)
-                    self._counts["started"] += 1
-                    result = await helper.run_job(operation, payload)
-                except ActorError:
-                    self._counts["failed"] += 1
+            # Fast path: a free slot with a ready helper; no scope, no extra checkpoint
+            # (the helper's run_job is the checkpoint).
+            slot = helper = None
+            if self._free and not self._waiters:
+                slot = self._free.popleft()
+                helper = slot.helper
+                if helper is None or not helper.usable or slot.epoch != self._epoch:
+                    helper = None
+            if helper is None:
+                slot, helper = await self._prepare(job, slot, operation)
+            assert slot is not None
+            job.helper = helper
+            self._started += 1
+            try:
+                result = await helper.run_job(operation, payload, on_progress=on_progress)
+            except trio.Cancelled:
+                self._cancelled += 1
+                raise
+            except (JobCancelled, ForcedTermination):
+                if not job.cancelled:
+                    self._failures += 1
                     raise
-                except trio.Cancelled:
-                    self._counts["cancelled"] += 1
-                    raise
-                finally:
-                    self._release(slot)
-                self._counts["succeeded"] += 1
-                return result
-            # Only reached when ``scope`` itself was cancelled: cancel_job() or close.
-            if self._closing:
-                raise PoolClosed(f"the pool closed while job {operation!r} ran")
-            escalation = None if helper is None else helper.last_escalation
-            if escalation in ("sigkill", "quarantined"):
-                raise ForcedTermination(
-                    f"job {operation!r} was cancelled; its helper was stopped by {escalation}",
-                    escalation=escalation,
-                    parent_timeout=False,
-                )
-            raise JobCancelled(f"job {operation!r} was cancelled", escalation=escalation)
+                self._cancelled += 1  # cancel_job() or close
+                if self._closing:
+                    raise PoolClosed(f"the pool closed while job {operation!r} ran") from None
+                raise
+            except ActorError:
+                self._failures += 1
+                raise
+            finally:
+                self._release(slot)
+            self._succeeded += 1
+            return result
         finally:
-            del self._jobs[key]
-            if not self._jobs and self._no_jobs is not None:
+            del jobs[key]
+            if not jobs and self._no_jobs is not None:
                 self._no_jobs.set()
+
+    async def _prepare(
+        self, job: _Job, slot: _Slot | None, operation: str
+    ) -> tuple[_Slot, HelperProcess]:
+        """The slow path: wait for a slot and (re)spawn its helper, cancellable by
+        :meth:`cancel_job` and close."""
+        scope = job.scope = trio.CancelScope()
+        with scope:
+            if slot is None:
+                slot = await self._acquire()
+            try:
+                helper = await self._ready_helper(slot)
+            except ActorError:
+                self._failures += 1
+                self._release(slot)
+                raise
+            except BaseException:
+                self._release(slot)
+                raise
+            job.scope = None
+            return slot, helper
+        job.scope = None
+        # Only reached when ``scope`` itself was cancelled: cancel_job() or close.
+        self._cancelled += 1
+        if self._closing:
+            raise PoolClosed(f"the pool closed while job {operation!r} waited")
+        raise JobCancelled(f"job {operation!r} was cancelled", escalation=None)
 
     def cancel_job(self, job_id: Hashable) -> bool:
         """Cancel the running job ``job_id``; never waits (SPEC §3.5).
@@ -241,11 +249,19 @@ class HelperPool:
         Returns:
             True if such a job was running.
         """
-        scope = self._jobs.get(job_id)
-        if scope is None:
+        job = self._jobs.get(job_id)
+        if job is None:
             return False
-        scope.cancel()
+        self._cancel(job)
         return True
+
+    @staticmethod
+    def _cancel(job: _Job) -> None:
+        job.cancelled = True
+        if job.scope is not None:
+            job.scope.cancel()
+        if job.helper is not None:
+            job.helper.cancel()
 
     def _check_accepting(self) -> None:
         if self._closing:
@@ -259,12 +275,9 @@ class HelperPool:
     async def _acquire(self) -> _Slot:
         # Not a checkpoint when a slot is free (run_job checkpoints when it writes the
         # job frame); this saves a scheduler pass per job.
-        try:
-            slot = self._free_receive.receive_nowait()
-        except trio.WouldBlock:
+        slot = self._free.popleft() if self._free and not self._waiters else None
+        if slot is None:
             slot = await self._wait_for_slot()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            raise PoolClosed("the helper pool is closed") from None
         try:
             self._check_accepting()
         except ActorError:
@@ -273,23 +286,47 @@ class HelperPool:
         return slot
 
     async def _wait_for_slot(self) -> _Slot:
-        with trio.move_on_after(self.config.acquire_timeout):
-            try:
-                return await self._free_receive.receive()
-            except (trio.EndOfChannel, trio.ClosedResourceError):
-                raise PoolClosed("the helper pool is closed") from None
+        if self._closing:
+            raise PoolClosed("the helper pool is closed")
+        waiter = _Waiter()
+        self._waiters.append(waiter)
+        try:
+            with trio.move_on_after(self.config.acquire_timeout):
+                await waiter.event.wait()
+        except BaseException:  # cancelled: hand on a slot given to us meanwhile
+            self._forget(waiter)
+            raise
+        slot = waiter.slot
+        if slot is not None:
+            return slot
+        self._forget(waiter)
+        if self._closing:
+            raise PoolClosed("the helper pool closed while the job waited")
         raise PoolBusy(
             f"no helper became free within {self.config.acquire_timeout:g} s",
             size=self.config.size,
         )
+
+    def _forget(self, waiter: _Waiter) -> None:
+        with contextlib.suppress(ValueError):
+            self._waiters.remove(waiter)
+        slot, waiter.slot = waiter.slot, None
+        if slot is not None:
+            self._release(slot)
 
     def _release(self, slot: _Slot) -> None:
         helper = slot.helper
         if helper is not None and helper.quarantined:
             slot.held = True  # SPEC §3.5 step 4: back in the pool only once reaped
             return
-        with contextlib.suppress(trio.ClosedResourceError):  # a reap after close
-            self._free_send.send_nowait(slot)
+        if self._closed:
+            return
+        if self._waiters:
+            waiter = self._waiters.popleft()
+            waiter.slot = slot
+            waiter.event.set()
+        else:
+            self._free.append(slot)
 
     def _on_exit(self, slot: _Slot, helper: HelperProcess) -> None:
         if slot.held and slot.helper is helper:
@@ -326,7 +363,7 @@ class HelperPool:
             on_exit=functools.partial(self._on_exit, slot),
         )
         slot.helper = helper
-        self._counts["spawns"] += 1
+        self._spawns += 1
         await helper.start(self._nursery)
         return helper
 
@@ -337,7 +374,7 @@ class HelperPool:
         while window and window[0] <= now - self.config.restart_period:
             window.popleft()
         window.append(now)
-        self._counts["restarts"] += 1
+        self._restarts += 1
         if len(window) > self.config.max_restarts:
             self._failed = True
             raise PoolFailed(
@@ -363,18 +400,17 @@ class HelperPool:
 
     def statistics(self) -> PoolStatistics:
         """Return the pool's counters (never waits)."""
-        channel = self._free_receive.statistics()
         return PoolStatistics(
             size=self.config.size,
-            idle=channel.current_buffer_used,
+            idle=len(self._free),
             busy=sum(1 for slot in self._slots if slot.helper is not None and slot.helper.busy),
-            waiting=channel.tasks_waiting_receive,
-            jobs_started=self._counts["started"],
-            jobs_succeeded=self._counts["succeeded"],
-            jobs_failed=self._counts["failed"],
-            jobs_cancelled=self._counts["cancelled"],
-            spawns=self._counts["spawns"],
-            restarts=self._counts["restarts"],
+            waiting=len(self._waiters),
+            jobs_started=self._started,
+            jobs_succeeded=self._succeeded,
+            jobs_failed=self._failures,
+            jobs_cancelled=self._cancelled,
+            spawns=self._spawns,
+            restarts=self._restarts,
         )
 
     # --- open, restart, close -------------------------------------------------------
@@ -414,12 +450,8 @@ class HelperPool:
         self._epoch += 1
         for slot in self._slots:
             slot.spawned = False  # the next spawn of each slot is not a restart
-        idle: list[_Slot] = []
-        while True:
-            try:
-                idle.append(self._free_receive.receive_nowait())
-            except trio.WouldBlock:
-                break
+        idle = list(self._free)
+        self._free.clear()
         try:
             if self.config.eager:
                 await self._spawn_all(idle)
@@ -451,11 +483,13 @@ class HelperPool:
 
     async def _close(self) -> None:
         self._closing = True
+        for waiter in self._waiters:
+            waiter.event.set()  # each finds no slot and raises PoolClosed
         timeouts = self.config.timeouts
         if self._jobs:
             self._no_jobs = trio.Event()
-            for scope in self._jobs.values():
-                scope.cancel()
+            for job in self._jobs.values():
+                self._cancel(job)
             with trio.move_on_after(timeouts.ladder + timeouts.shutdown + 1.0):
                 await self._no_jobs.wait()
         async with trio.open_nursery() as nursery:
@@ -468,8 +502,7 @@ class HelperPool:
                     slot.helper.abandon()
                 slot.helper.discard()
         self._closed = True
-        self._free_send.close()
-        self._free_receive.close()
+        self._free.clear()
 
 
 @asynccontextmanager

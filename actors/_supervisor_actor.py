@@ -12,6 +12,12 @@ Callers normally use :class:`SupervisorHandle`::
     ref = await nursery.start(SupervisorActor(spec, PoolConfig(size=2)).run)
     supervisor = SupervisorHandle(ref)
     result = await supervisor.run_job("metadata", {"run_id": 3}, timeout=15)
+
+Progress (``ctx.progress(fraction, note)`` in the helper) reaches the caller through a
+callback carried by the :class:`RunJob` message: the job's task in the supervisor's
+nursery calls it for each progress frame, so progress never passes through (or blocks)
+the mailbox. The callback is sync, runs on the event loop, and must not block; an
+exception from it is logged and ignored.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from .errors import ActorError, ActorStopped, AskTimeout, InvalidCommand, Mailbo
 if TYPE_CHECKING:
     from collections.abc import Hashable
 
+    from ._helper_process import ProgressCallback
     from ._helper_spec import HelperSpec
     from ._ref import ActorRef, Reply
 
@@ -57,6 +64,12 @@ class RunJob:
     """The handler's name."""
     payload: Any = None
     """JSON-compatible arguments."""
+    on_progress: ProgressCallback | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.is_callable())
+    )
+    """``on_progress(fraction, note)`` for the job's progress reports, or None. Called
+    in the job's task in the supervisor's nursery (never in ``handle``): sync, must not
+    block; an exception from it is logged and ignored (SPEC §3.9)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -174,7 +187,10 @@ class SupervisorActor(Actor):
     async def _run_job(self, message: RunJob, reply: Reply) -> None:
         try:
             result = await self.pool.run_job(
-                message.operation, message.payload, job_id=message.job_id
+                message.operation,
+                message.payload,
+                job_id=message.job_id,
+                on_progress=message.on_progress,
             )
         except ActorError as exc:
             reply.fail(exc)
@@ -192,6 +208,20 @@ class SupervisorActor(Actor):
             reply.send(None)
 
 
+class _ProgressRelay:
+    """Forwards progress to the caller's callback while the caller still waits."""
+
+    __slots__ = ("callback", "live")
+
+    def __init__(self, callback: ProgressCallback) -> None:
+        self.callback = callback
+        self.live = True
+
+    def __call__(self, fraction: float, note: str | None) -> None:
+        if self.live:
+            self.callback(fraction, note)
+
+
 class SupervisorHandle:
     """A thin facade over the supervisor's :class:`~actors.ActorRef` (SPEC §3).
 
@@ -202,7 +232,14 @@ class SupervisorHandle:
     def __init__(self, ref: ActorRef) -> None:
         self.ref = ref
 
-    async def run_job(self, operation: str, payload: Any = None, *, timeout: float) -> Any:  # noqa: ASYNC109
+    async def run_job(
+        self,
+        operation: str,
+        payload: Any = None,
+        *,
+        timeout: float,  # noqa: ASYNC109
+        on_progress: ProgressCallback | None = None,
+    ) -> Any:
         """Run one job and return its result, within ``timeout`` seconds (trio clock).
 
         If the caller is cancelled or the timeout passes, a :class:`CancelJob` is
@@ -211,6 +248,16 @@ class SupervisorHandle:
         and the job ends at its own reply deadline (SPEC §3.6). To see the pool's own
         ``ReplyTimeout`` rather than ``AskTimeout``, give a ``timeout`` above
         ``timeouts.reply + timeouts.ladder``.
+
+        Args:
+            operation: The handler's name.
+            payload: JSON-compatible arguments.
+            timeout: Longest wait for the result, in seconds (trio clock).
+            on_progress: Optional ``on_progress(fraction, note)``: called for each
+                progress report of the job (``fraction`` a float in ``[0, 1]``, ``note``
+                a str or None), from the job's task in the supervisor's nursery. It is
+                sync and must not block; an exception from it is logged and ignored.
+                It is never called after this method has returned or raised.
 
         Raises:
             AskTimeout: (code ``ask_timeout``) no result within ``timeout``.
@@ -222,12 +269,16 @@ class SupervisorHandle:
                 ``ProtocolViolation``, ``PoolFailed``, ``PoolBusy``, ...).
         """
         job_id = ("job", next(_job_ids))
-        request = RunJob(job_id=job_id, operation=operation, payload=payload)
+        relay = None if on_progress is None else _ProgressRelay(on_progress)
+        request = RunJob(job_id=job_id, operation=operation, payload=payload, on_progress=relay)
         try:
             return await self.ref.ask(request, timeout=timeout)
         except (AskTimeout, trio.Cancelled):
             self._cancel_nowait(job_id)
             raise
+        finally:
+            if relay is not None:
+                relay.live = False
 
     def _cancel_nowait(self, job_id: Hashable) -> None:
         with contextlib.suppress(MailboxFull, ActorStopped):

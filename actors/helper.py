@@ -1,8 +1,9 @@
 """The helper side of helper processes: a serve loop for the child (SPEC §3.9).
 
-This module runs **inside the helper child process**. It imports only the standard
-library and :mod:`protocol.framing` / :mod:`protocol.envelope` (never trio, attrs or
-cattrs), so a helper is ready in about the time a bare interpreter takes to start.
+This module runs **inside the helper child process**. It imports only a few C-level
+standard modules and :mod:`protocol.framing` / :mod:`protocol.envelope` /
+:mod:`protocol.errors` (never trio, attrs, cattrs, nor even ``typing``), so a helper is
+ready in little more than the time a bare interpreter takes to start.
 
 A helper entry point registers handlers and calls :func:`serve`::
 
@@ -15,6 +16,7 @@ A helper entry point registers handlers and calls :func:`serve`::
         total = 0
         for i in range(payload["n"]):
             ctx.check_cancel()          # raises CancelRequested once the parent cancels
+            ctx.progress(i / payload["n"], note="counting")   # rate-limited
             total += i
         return total
 
@@ -27,9 +29,10 @@ The wire protocol (frames of :mod:`protocol.framing`, envelopes of
 :mod:`protocol.envelope`): the parent sends ``startup`` (payload ``options``, ``fault``,
 ``max_request``, ``max_reply``), the helper answers ``ready`` with its pid, its handler
 names, what ``on_startup`` returned, and which heavy modules it has loaded. Then, one at a
-time, ``job`` frames, each answered by one ``reply`` with status ``ok``, ``error`` or
-``cancelled``. A ``cancel`` frame for the running job's generation makes
-:meth:`JobContext.cancelled` true. ``shutdown`` or end of input ends the loop (exit 0).
+time, ``job`` frames, each answered by zero or more ``progress`` frames and then one
+``reply`` with status ``ok``, ``error`` or ``cancelled``. A ``cancel`` frame for the
+running job's generation makes :meth:`JobContext.cancelled` true. ``shutdown`` or end of
+input ends the loop (exit 0).
 
 Handlers are plain functions ``fn(payload, ctx)``; they run in the main thread. There is
 no reader thread: :meth:`JobContext.cancelled` polls the input pipe without blocking, so a
@@ -48,25 +51,27 @@ Fault modes (SPEC §3.9) for tests are chosen by the startup frame's ``fault`` (
 
 from __future__ import annotations
 
-import collections
 import os
 import select
-import signal
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Final
+from collections import deque
 
 from protocol.envelope import (
+    MAX_PROGRESS_NOTE_BYTES,
     PROTOCOL_VERSION,
     Envelope,
     decode_envelope,
-    encode_envelope,
-    new_session,
+    decode_fenced,
+    encode_fields,
 )
+from protocol.errors import ProtocolError
 from protocol.framing import DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST, FrameDecoder
 
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the child ~3 ms
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from typing import Any, Final
 
     Handler = Callable[[Any, "JobContext"], Any]
 
@@ -75,9 +80,11 @@ __all__ = [
     "FAULT_EXIT_CODE",
     "FAULT_MODES",
     "HEAVY_MODULES",
+    "PROGRESS_INTERVAL",
     "CancelRequested",
     "JobContext",
     "JobError",
+    "in_helper_child",
     "serve",
 ]
 
@@ -89,6 +96,9 @@ FAULT_EXIT_CODE: Final = 17
 PROTOCOL_EXIT_CODE: Final = 2
 #: Modules a helper child should not load; the ready frame reports those it has.
 HEAVY_MODULES: Final = ("trio", "attr", "attrs", "cattrs")
+#: Least time between two progress frames of one job, in seconds (monotonic clock);
+#: :meth:`JobContext.progress` drops a report that comes sooner, unless it is 1.0.
+PROGRESS_INTERVAL: Final = 0.05
 #: Fault modes of SPEC §3.9, for tests:
 #:
 #: * ``hang_startup``: never answer the startup frame;
@@ -97,6 +107,7 @@ HEAVY_MODULES: Final = ("trio", "attr", "attrs", "cattrs")
 #: * ``oversized_reply``: declare a reply one byte over the limit, then hang;
 #: * ``stale_generation`` / ``stale_session`` / ``wrong_version``: a reply whose
 #:   generation is the previous one / whose session is another / whose version is wrong;
+#: * ``stale_progress``: before the reply, a progress frame for the previous generation;
 #: * ``partial_frame``: send half a reply frame, then hang;
 #: * ``ignore_sigterm``: ignore SIGTERM (jobs run normally);
 #: * ``grandchild_ignores_sigterm``: at startup, start a grandchild (in the helper's
@@ -110,14 +121,31 @@ FAULT_MODES: Final = frozenset(
         "stale_generation",
         "stale_session",
         "wrong_version",
+        "stale_progress",
         "partial_frame",
         "ignore_sigterm",
         "grandchild_ignores_sigterm",
     }
 )
+_REQUEST_KINDS: Final = ("job", "cancel", "shutdown")
 _CATEGORIES: Final = ("transient", "permanent", "stale")
+_CODE_CHARS: Final = "abcdefghijklmnopqrstuvwxyz0123456789_"
 _MAX_MESSAGE_BYTES: Final = 1024
-_HANG_STEP: Final = 3600.0
+_READ_SIZE: Final = 65536  # a whole pipe buffer; more costs an mmap per read
+_monotonic = time.monotonic
+
+
+def in_helper_child() -> bool:
+    """Return True inside a helper child started from a ``HelperSpec(entry=...)``.
+
+    The child bootstrap (``actors._helper_spec.BOOTSTRAP``) loads ``actors`` as a bare
+    package stub, without its ``__init__``: there ``actors.errors`` and the rest of the
+    runtime cannot be imported without pulling in attrs and trio. Code imported by both
+    sides (e.g. an entry's error classes) can ask this to choose what to import; inside
+    the child, raise :class:`JobError` (or an exception with ``code``/``category``), or
+    subclass :class:`protocol.errors.ActorError`, which is stdlib-only.
+    """
+    return getattr(sys.modules.get("actors"), "HELPER_CHILD", False) is True
 
 
 class CancelRequested(Exception):
@@ -154,6 +182,8 @@ class JobError(Exception):
 class _Stdio:
     """The frame stream: private duplicates of fds 0/1, a decoder, and decoded frames."""
 
+    __slots__ = ("broken", "decoder", "eof", "max_reply", "pending", "rfd", "session", "wfd")
+
     def __init__(self) -> None:
         # os.dup gives non-inheritable descriptors (PEP 446): grandchildren never get them.
         self.rfd = os.dup(0)
@@ -165,8 +195,12 @@ class _Stdio:
         sys.stdout = sys.stderr
         self.decoder = FrameDecoder(max_size=DEFAULT_MAX_REQUEST)
         self.max_reply = DEFAULT_MAX_REPLY
-        self.pending: collections.deque[Envelope] = collections.deque()
+        self.pending: deque[Envelope] = deque()
         self.eof = False
+        #: The session once the startup frame is in; frames are then fenced against it.
+        self.session: str | None = None
+        #: A protocol error met while polling during a job (reported after the job).
+        self.broken: ProtocolError | None = None
 
     def set_limits(self, max_request: int, max_reply: int) -> None:
         """Adopt the limits of the startup frame, in bytes (nothing else is buffered)."""
@@ -179,42 +213,64 @@ class _Stdio:
             self.eof = True
             self.decoder.close()
             return
-        for payload in self.decoder.feed(data):
-            self.pending.append(decode_envelope(payload))
+        session = self.session
+        for body in self.decoder.feed(data):
+            if session is None:
+                self.pending.append(decode_envelope(body))
+            else:
+                self.pending.append(decode_fenced(body, session=session, kinds=_REQUEST_KINDS))
 
     def receive(self) -> Envelope | None:
-        """Block until the next envelope; None at end of input."""
+        """Block until the next envelope; None at end of input.
+
+        Raises:
+            ProtocolError: a malformed frame, or (code ``protocol_violation``) one of
+                another session or version, or of a kind the parent must not send.
+        """
         while not self.pending and not self.eof:
-            self._feed(os.read(self.rfd, 65536))
+            self._feed(os.read(self.rfd, _READ_SIZE))
         return self.pending.popleft() if self.pending else None
 
     def poll(self) -> None:
-        """Read whatever input is ready, without blocking."""
-        while not self.eof and select.select([self.rfd], [], [], 0)[0]:
-            self._feed(os.read(self.rfd, 65536))
-
-    def send(self, env: Envelope) -> None:
-        self.write(encode_envelope(env, max_size=self.max_reply))
+        """Read whatever input is ready, without blocking; remember a protocol error."""
+        try:
+            while not self.eof and select.select([self.rfd], [], [], 0)[0]:
+                self._feed(os.read(self.rfd, _READ_SIZE))
+        except ProtocolError as exc:
+            self.broken = exc
+            self.eof = True
 
     def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.wfd, view) :]
+        written = os.write(self.wfd, data)
+        if written < len(data):
+            view = memoryview(data)[written:]
+            while view:
+                view = view[os.write(self.wfd, view) :]
 
 
 class JobContext:
-    """What a handler gets besides its payload: the job's identity and cancellation.
+    """What a handler gets besides its payload: the job's identity, cancellation, progress.
 
     Attributes:
         operation: The job's operation name.
         generation: The job's generation within this helper's session (SPEC §2.3).
     """
 
+    __slots__ = (
+        "_cancelled",
+        "_last_progress",
+        "_stdio",
+        "generation",
+        "operation",
+        "shutdown_requested",
+    )
+
     def __init__(self, stdio: _Stdio, job: Envelope) -> None:
         self._stdio = stdio
         self.operation = job.operation
         self.generation = job.generation
         self._cancelled = False
+        self._last_progress = -PROGRESS_INTERVAL
         self.shutdown_requested = False
 
     def cancelled(self) -> bool:
@@ -224,17 +280,19 @@ class JobContext:
         ready). End of input or a shutdown frame also counts as a cancel.
         """
         if not self._cancelled:
-            self._stdio.poll()
-            keep: collections.deque[Envelope] = collections.deque()
-            for env in self._stdio.pending:
-                if env.kind == "cancel" and env.generation == self.generation:
-                    self._cancelled = True
-                elif env.kind == "shutdown":
-                    self._cancelled = self.shutdown_requested = True
-                elif env.kind != "cancel":  # a stale cancel is dropped
-                    keep.append(env)
-            self._stdio.pending = keep
-            if self._stdio.eof:
+            stdio = self._stdio
+            stdio.poll()
+            if stdio.pending:
+                keep: deque[Envelope] = deque()
+                for env in stdio.pending:
+                    if env.kind == "cancel" and env.generation == self.generation:
+                        self._cancelled = True
+                    elif env.kind == "shutdown":
+                        self._cancelled = self.shutdown_requested = True
+                    elif env.kind != "cancel":  # a stale cancel is dropped
+                        keep.append(env)
+                stdio.pending = keep
+            if stdio.eof:
                 self._cancelled = self.shutdown_requested = True
         return self._cancelled
 
@@ -248,12 +306,64 @@ class JobContext:
         if self.cancelled():
             raise CancelRequested(f"job {self.generation} ({self.operation}) cancelled")
 
+    def progress(self, fraction: float, note: str | None = None) -> bool:
+        """Report how far the job is, as a ``progress`` frame to the parent (SPEC §3.9).
 
-def _bound(message: str) -> str:
-    raw = message.encode("utf-8", errors="replace")
-    if len(raw) <= _MAX_MESSAGE_BYTES:
+        Cheap to call often: a report that comes less than :data:`PROGRESS_INTERVAL`
+        (50 ms, monotonic clock) after the last one sent is dropped, unless ``fraction``
+        is 1.0. The parent hands each report to the job's ``on_progress`` callback.
+
+        Args:
+            fraction: How much of the job is done, a number in ``[0, 1]``.
+            note: Optional text for a human (e.g. ``"page 3 of 7"``); cut to 1 KiB of
+                UTF-8.
+
+        Returns:
+            True if a frame was sent, False if the report was dropped by the rate limit.
+
+        Raises:
+            ValueError: ``fraction`` is not a number in ``[0, 1]``, or ``note`` is not
+                a str or None.
+        """
+        if (
+            not isinstance(fraction, int | float)
+            or isinstance(fraction, bool)
+            or not 0.0 <= fraction <= 1.0
+        ):
+            raise ValueError(f"fraction must be a number in [0, 1], got {fraction!r}")
+        if note is not None and not isinstance(note, str):
+            raise ValueError(f"note must be a str or None, got {type(note).__name__}")
+        now = _monotonic()
+        if fraction != 1 and now - self._last_progress < PROGRESS_INTERVAL:
+            return False
+        self._last_progress = now
+        stdio = self._stdio
+        assert stdio.session is not None
+        if note is not None:
+            note = _bound(note, MAX_PROGRESS_NOTE_BYTES)
+        stdio.write(
+            encode_fields(
+                kind="progress",
+                session=stdio.session,
+                generation=self.generation,
+                operation=self.operation,
+                payload={"fraction": float(fraction), "note": note},
+                max_size=stdio.max_reply,
+            )
+        )
+        return True
+
+
+def _bound(message: str, limit: int = _MAX_MESSAGE_BYTES) -> str:
+    """Cut to ``limit`` bytes of UTF-8; a lone surrogate is written as its escape."""
+    try:
+        raw = message.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = message.encode("utf-8", errors="backslashreplace")
+        message = raw.decode("utf-8")
+    if len(raw) <= limit:
         return message
-    return raw[: _MAX_MESSAGE_BYTES - 3].decode("utf-8", errors="ignore") + "…"
+    return raw[: limit - 3].decode("utf-8", errors="ignore") + "…"
 
 
 def _error_record(exc: BaseException) -> dict[str, str]:
@@ -264,8 +374,10 @@ def _error_record(exc: BaseException) -> dict[str, str]:
     valid = (
         isinstance(code, str)
         and 0 < len(code) <= 64
-        and code.replace("_", "a").isalnum()
-        and code.islower()
+        and not code.strip(_CODE_CHARS)
+        and code[0] != "_"
+        and code[-1] != "_"
+        and "__" not in code
         and category in _CATEGORIES
     )
     if not valid:
@@ -274,9 +386,12 @@ def _error_record(exc: BaseException) -> dict[str, str]:
     return {"category": str(category), "code": str(code), "message": _bound(text)}
 
 
-def _hang() -> None:
-    while True:
-        time.sleep(_HANG_STEP)
+def _unencodable(exc: BaseException) -> dict[str, str]:
+    return {
+        "category": "permanent",
+        "code": "reply_unencodable",
+        "message": _bound(f"the result could not be sent: {exc}"),
+    }
 
 
 def _print_traceback() -> None:
@@ -285,54 +400,12 @@ def _print_traceback() -> None:
     traceback.print_exc()  # to stderr, for the operator; never over the wire
 
 
-def _start_sigterm_ignoring_grandchild() -> int:
-    import shutil  # fault mode only: keep the start fast
-    import subprocess
-
-    # SIG_IGN survives exec, so set it around the spawn and restore ours afterwards.
-    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        sleep = shutil.which("sleep")
-        argv = [sleep, "300"] if sleep else [sys.executable, "-c", "import time; time.sleep(300)"]
-        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    return child.pid
-
-
-def _faulty_reply(stdio: _Stdio, fault: str, reply: Envelope) -> bool:
-    """Send the broken reply of ``fault`` instead of ``reply``; False if not a reply fault."""
-    if fault == "crash_before_reply":
-        os._exit(FAULT_EXIT_CODE)
-    if fault == "malformed_reply":
-        stdio.write(len(b"not json").to_bytes(4, "big") + b"not json")
-    elif fault == "oversized_reply":
-        stdio.write((stdio.max_reply + 1).to_bytes(4, "big") + b"{")
-        _hang()
-    elif fault == "partial_frame":
-        frame = encode_envelope(reply, max_size=stdio.max_reply)
-        stdio.write(frame[: len(frame) // 2])
-        _hang()
-    elif fault in ("stale_generation", "stale_session", "wrong_version"):
-        fields = reply.to_json()
-        if fault == "stale_generation":
-            fields["generation"] = reply.generation - 1
-        elif fault == "stale_session":
-            fields["session"] = new_session()
-        else:
-            fields["version"] = PROTOCOL_VERSION + 1
-        stdio.send(Envelope(**fields))
-    else:
-        return False
-    return True
-
-
 def _run_job(
     stdio: _Stdio, handlers: Mapping[str, Handler], job: Envelope, fault: str | None
 ) -> bool:
     """Run one job and reply; return True if the parent asked to shut down meanwhile."""
     ctx = JobContext(stdio, job)
-    answer: dict[str, Any] = {"status": "ok"}
+    answer: dict[str, Any]
     handler = handlers.get(job.operation)
     if handler is None:
         answer = {
@@ -345,42 +418,39 @@ def _run_job(
         }
     else:
         try:
-            answer["payload"] = handler(job.payload, ctx)
+            answer = {"status": "ok", "payload": handler(job.payload, ctx)}
         except CancelRequested:
             answer = {"status": "cancelled"}
         except Exception as exc:
             answer = {"status": "error", "error": _error_record(exc)}
             if answer["error"]["code"] == "handler_failed":
                 _print_traceback()
-    reply = Envelope(
-        version=PROTOCOL_VERSION,
-        kind="reply",
-        session=job.session,
-        generation=job.generation,
-        operation=job.operation,
-        **answer,
-    )
-    if fault is not None and _faulty_reply(stdio, fault, reply):
-        return ctx.shutdown_requested
+    if fault is not None:
+        from ._helper_faults import faulty_reply  # fault modes only: keep the start fast
+
+        if faulty_reply(stdio, fault, job, answer):
+            return ctx.shutdown_requested
+    session, generation, operation = job.session, job.generation, job.operation
     try:
-        stdio.send(reply)
-    except Exception as exc:  # not JSON, or over the reply limit: report it as an error
-        record = {
-            "category": "permanent",
-            "code": "reply_unencodable",
-            "message": _bound(f"the result could not be sent: {exc}"),
-        }
-        stdio.send(
-            Envelope(
-                version=PROTOCOL_VERSION,
-                kind="reply",
-                session=job.session,
-                generation=job.generation,
-                operation=job.operation,
-                status="error",
-                error=record,
-            )
+        frame = encode_fields(
+            kind="reply",
+            session=session,
+            generation=generation,
+            operation=operation,
+            max_size=stdio.max_reply,
+            **answer,
         )
+    except Exception as exc:  # not JSON, or over the reply limit: report it as an error
+        frame = encode_fields(
+            kind="reply",
+            session=session,
+            generation=generation,
+            operation=operation,
+            status="error",
+            error=_unencodable(exc),
+            max_size=stdio.max_reply,
+        )
+    stdio.write(frame)
     return ctx.shutdown_requested
 
 
@@ -398,7 +468,8 @@ def serve(
 
     Args:
         handlers: Operation name → ``fn(payload, ctx)``. ``payload`` is the job's JSON
-            value; the return value (JSON-compatible) is the reply's payload.
+            value; the return value (JSON-compatible) is the reply's payload. ``ctx`` is
+            the :class:`JobContext` (cancellation checks, progress reports).
         on_startup: Called once with the spec's ``options`` (a dict) before the helper
             replies *ready*; what it returns (JSON-compatible, e.g. which database it
             opened) is sent as the ready frame's ``info``. If it raises, the ready frame
@@ -417,11 +488,15 @@ def serve(
         return
     if startup is None:
         return
-    if startup.kind != "startup" or not isinstance(startup.payload, dict):
-        _protocol_exit(f"expected a startup frame, got {startup.kind!r}")
+    if (
+        startup.kind != "startup"
+        or startup.version != PROTOCOL_VERSION
+        or not isinstance(startup.payload, dict)
+    ):
+        _protocol_exit(f"expected a version {PROTOCOL_VERSION} startup frame, got {startup!r:.200}")
         return
     settings: dict[str, Any] = startup.payload
-    session = startup.session
+    session = stdio.session = startup.session
     stdio.set_limits(
         int(settings.get("max_request", DEFAULT_MAX_REQUEST)),
         int(settings.get("max_reply", DEFAULT_MAX_REPLY)),
@@ -432,12 +507,10 @@ def serve(
         return
     ready: dict[str, Any] = {"status": "ok"}
     info: dict[str, Any] = {}
-    if fault == "hang_startup":
-        _hang()
-    if fault == "ignore_sigterm":
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if fault == "grandchild_ignores_sigterm":
-        info["grandchild_pid"] = _start_sigterm_ignoring_grandchild()
+    if fault is not None:
+        from ._helper_faults import at_startup
+
+        info.update(at_startup(fault))
     try:
         if on_startup is not None:
             info["info"] = on_startup(dict(settings.get("options") or {}))
@@ -449,34 +522,39 @@ def serve(
         handlers=sorted(handlers),
         heavy_modules=[name for name in HEAVY_MODULES if name in sys.modules],
     )
-    stdio.send(
-        Envelope(
-            version=PROTOCOL_VERSION,
+    try:
+        frame = encode_fields(
             kind="ready",
             session=session,
             generation=0,
             operation="startup",
             payload=info,
+            max_size=stdio.max_reply,
             **ready,
         )
-    )
+    except Exception as exc:  # on_startup returned something that cannot be sent
+        ready = {"status": "error", "error": _unencodable(exc)}
+        frame = encode_fields(
+            kind="ready",
+            session=session,
+            generation=0,
+            operation="startup",
+            max_size=stdio.max_reply,
+            **ready,
+        )
+    stdio.write(frame)
     if ready["status"] != "ok":
         return
     while True:
         try:
             env = stdio.receive()
-        except Exception as exc:
+        except ProtocolError as exc:
             _protocol_exit(f"bad frame from the parent: {exc}")
             return
         if env is None or env.kind == "shutdown":
-            return
-        if env.session != session:
-            _protocol_exit(f"frame for another session {env.session!r}")
-            return
-        if env.kind == "cancel":
-            continue  # the job it names has already been answered
-        if env.kind != "job":
-            _protocol_exit(f"unexpected {env.kind!r} frame")
-            return
-        if _run_job(stdio, handlers, env, fault):
-            return
+            break
+        # A cancel here is for a job that has already been answered: nothing to do.
+        if env.kind == "job" and _run_job(stdio, handlers, env, fault):
+            break
+    if stdio.broken is not None:
+        _protocol_exit(f"bad frame from the parent: {stdio.broken}")

@@ -1,11 +1,17 @@
-"""The helper entry point used by ``benchmarks/supervisor.py`` (runs in the child)."""
+"""The helper entry point used by ``benchmarks/supervisor.py`` (runs in the child).
+
+Like any helper entry it should import little: no ``typing`` at run time.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from actors.helper import JobContext, serve
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def echo(payload: Any, ctx: JobContext) -> Any:

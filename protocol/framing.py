@@ -4,8 +4,8 @@ A frame is a 4-byte big-endian unsigned length followed by that many payload byt
 :func:`encode_frame` builds one; :class:`FrameDecoder` turns a byte stream, fed in
 chunks split or joined at any byte boundary, back into payloads.
 
-This module imports only the standard library and :mod:`protocol.errors`: the helper
-child process imports it and must start fast (no trio, no cattrs).
+This module imports nothing but :mod:`protocol.errors` (not even ``struct``): the helper
+child process imports it and must start fast (no trio, no attrs, no cattrs).
 
 Example::
 
@@ -16,8 +16,6 @@ Example::
 """
 
 from __future__ import annotations
-
-import struct
 
 from .errors import FrameTooLarge, ProtocolError, TruncatedFrame
 
@@ -38,8 +36,6 @@ DEFAULT_MAX_REPLY = 1024 * 1024
 HEADER_SIZE = 4
 #: The largest length a 4-byte prefix can declare, in bytes; no limit may exceed it.
 MAX_FRAME_LIMIT = 2**32 - 1
-
-_HEADER = struct.Struct(">I")
 
 
 def _check_limit(max_size: object) -> int:
@@ -67,17 +63,20 @@ def encode_frame(payload: bytes, *, max_size: int = DEFAULT_MAX_REPLY) -> bytes:
         TypeError: ``payload`` is not bytes-like, or ``max_size`` is not an int.
         ValueError: ``max_size`` is outside ``[0, 2**32 - 1]``.
     """
-    limit = _check_limit(max_size)
-    if not isinstance(payload, bytes | bytearray | memoryview):
-        raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
-    size = len(payload) if not isinstance(payload, memoryview) else payload.nbytes
-    if size > limit:
+    if type(max_size) is not int or not 0 <= max_size <= MAX_FRAME_LIMIT:
+        _check_limit(max_size)  # raises the TypeError/ValueError that names it
+    if type(payload) is not bytes:
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
+        payload = bytes(payload)
+    size = len(payload)
+    if size > max_size:
         raise FrameTooLarge(
-            f"frame payload is {size} bytes, over the limit of {limit} bytes",
+            f"frame payload is {size} bytes, over the limit of {max_size} bytes",
             size=size,
-            limit=limit,
+            limit=max_size,
         )
-    return _HEADER.pack(size) + bytes(payload)
+    return size.to_bytes(HEADER_SIZE, "big") + payload
 
 
 class FrameDecoder:
@@ -137,14 +136,21 @@ class FrameDecoder:
             ProtocolError: (code of the first error) the decoder already failed.
             RuntimeError: the decoder was closed.
         """
-        self._check_usable()
+        if self._need is None and not self._head and self._error is None and not self._closed:
+            # Fast path: the chunk is exactly one whole frame (one reply per read).
+            if type(data) is bytes and len(data) >= HEADER_SIZE:
+                need = int.from_bytes(data[:HEADER_SIZE], "big")
+                if len(data) == HEADER_SIZE + need and need <= self._max_size:
+                    return [data[HEADER_SIZE:]]
+        else:
+            self._check_usable()
         view = memoryview(data).cast("B")
         frames: list[bytes] = []
         while view:
             need = self._need
             if need is None:
                 if not self._head and len(view) >= HEADER_SIZE:
-                    (need,) = _HEADER.unpack_from(view)
+                    need = int.from_bytes(view[:HEADER_SIZE], "big")
                     view = view[HEADER_SIZE:]
                 else:
                     take = HEADER_SIZE - len(self._head)
@@ -152,7 +158,7 @@ class FrameDecoder:
                     view = view[take:]
                     if len(self._head) < HEADER_SIZE:
                         break
-                    (need,) = _HEADER.unpack(self._head)
+                    need = int.from_bytes(self._head, "big")
                     self._head.clear()
                 if need > self._max_size:
                     self._error = FrameTooLarge(

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from actors.helper import JobContext, JobError, serve
+from actors.helper import JobContext, JobError, in_helper_child, serve
 
 
 def echo(payload: Any, ctx: JobContext) -> Any:
@@ -53,6 +53,19 @@ def modules(payload: Any, ctx: JobContext) -> Any:
     return sorted(sys.modules)
 
 
+def in_child(payload: Any, ctx: JobContext) -> Any:
+    return in_helper_child()
+
+
+def module_files(payload: Any, ctx: JobContext) -> Any:
+    """Where each loaded module of ours came from."""
+    return {
+        name: getattr(module, "__file__", None)
+        for name, module in sys.modules.items()
+        if name.split(".")[0] in ("actors", "protocol")
+    }
+
+
 def noisy(payload: Any, ctx: JobContext) -> Any:
     print("this goes to stderr, not into the frame stream")
     os.write(1, b"raw bytes on fd 1 go to stderr too\n")
@@ -65,6 +78,40 @@ def big(payload: Any, ctx: JobContext) -> Any:
 
 def unencodable(payload: Any, ctx: JobContext) -> Any:
     return {1, 2, 3}
+
+
+def progress(payload: Any, ctx: JobContext) -> Any:
+    """Report ``steps`` evenly spaced fractions, ``pause`` seconds apart (cancellable)."""
+    steps, pause = int(payload["steps"]), float(payload["pause"])
+    for i in range(1, steps + 1):
+        deadline = time.monotonic() + pause
+        while time.monotonic() < deadline:
+            ctx.check_cancel()
+            time.sleep(0.002)
+        ctx.progress(i / steps, note=f"step {i}")
+    return "done"
+
+
+def progress_stubborn(payload: Any, ctx: JobContext) -> Any:
+    """Report progress every 60 ms for ``payload`` seconds, never checking for cancel."""
+    deadline = time.monotonic() + float(payload)
+    while time.monotonic() < deadline:
+        time.sleep(0.06)
+        ctx.progress(0.5, note="still going")
+    return "done"
+
+
+def progress_burst(payload: Any, ctx: JobContext) -> Any:
+    """Report ``n`` fractions as fast as possible, then 1.0; return which were sent."""
+    n = int(payload)
+    sent = [(i / n, ctx.progress(i / n)) for i in range(n)]
+    sent.append((1.0, ctx.progress(1, note="all done")))
+    return [fraction for fraction, was_sent in sent if was_sent]
+
+
+def progress_bad(payload: Any, ctx: JobContext) -> Any:
+    ctx.progress(payload)
+    return "unreachable"
 
 
 def on_startup(options: dict[str, Any]) -> Any:
@@ -82,9 +129,15 @@ HANDLERS = {
     "crash": crash,
     "kill_self": kill_self,
     "modules": modules,
+    "module_files": module_files,
+    "in_child": in_child,
     "noisy": noisy,
     "big": big,
     "unencodable": unencodable,
+    "progress": progress,
+    "progress_burst": progress_burst,
+    "progress_stubborn": progress_stubborn,
+    "progress_bad": progress_bad,
 }
 
 

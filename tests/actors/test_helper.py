@@ -5,16 +5,17 @@ Real subprocesses, real clock (STYLE rule 21); every test checks that no child r
 
 from __future__ import annotations
 
-import inspect
+from pathlib import Path
 
 import pytest
 from helper_support import FAST, assert_no_children, spec
 
-import actors._helper_errors as light_errors
-import protocol.errors as real_errors
+import protocol
 from actors import HelperExitedError, HelperJobFailed, HelperStartupError, open_helper_pool
+from actors.helper import in_helper_child
 
 HEAVY = ("trio", "attr", "attrs", "cattrs")
+PROTOCOL_DIR = Path(protocol.__file__).resolve().parent
 
 
 @pytest.fixture(autouse=True)
@@ -33,6 +34,30 @@ async def test_child_never_imports_trio_attrs_or_cattrs():
     # The package __init__s never ran: "actors" is the bootstrap's bare stub.
     assert "actors._config" not in modules
     assert "protocol.codec" not in modules
+
+
+async def test_child_loads_the_real_protocol_errors_and_no_fault_code():
+    async with open_helper_pool(spec(), timeouts=FAST) as pool:
+        files = await pool.run_job("module_files")
+    assert files["protocol.errors"] == str(PROTOCOL_DIR / "errors.py")
+    assert files["protocol.envelope"] == str(PROTOCOL_DIR / "envelope.py")
+    assert files["actors"] is None  # the bootstrap's bare package stub
+    assert "actors._helper_faults" not in files  # imported only when a fault is set
+    assert set(files) == {
+        "actors",
+        "actors.helper",
+        "protocol",
+        "protocol._envelope_json",
+        "protocol.envelope",
+        "protocol.errors",
+        "protocol.framing",
+    }
+
+
+async def test_in_helper_child_tells_the_child_from_the_parent():
+    async with open_helper_pool(spec(), timeouts=FAST) as pool:
+        assert await pool.run_job("in_child") is True
+    assert in_helper_child() is False
 
 
 async def test_ready_reports_pid_handlers_and_what_on_startup_opened():
@@ -114,31 +139,3 @@ async def test_unknown_fault_mode_from_the_environment_exits_with_status_2():
         async with open_helper_pool(bad, timeouts=FAST):
             pytest.fail("the pool must not open")  # pragma: no cover
     assert caught.value.details == {"exit_code": 2, "signal": None}
-
-
-def test_light_error_stand_in_matches_protocol_errors():
-    # The child loads actors/_helper_errors.py as protocol.errors; keep it in step.
-    light = {
-        name: cls
-        for name, cls in vars(light_errors).items()
-        if inspect.isclass(cls) and issubclass(cls, Exception)
-    }
-    assert set(light) == {
-        "ActorError",
-        "ProtocolError",
-        "FrameTooLarge",
-        "TruncatedFrame",
-        "InvalidMessage",
-        "MessageTooLarge",
-        "ProtocolViolation",
-    }
-    for name, cls in light.items():
-        real = getattr(real_errors, name)
-        assert (cls.code, cls.category) == (real.code, real.category), name
-        assert [c.__name__ for c in cls.__mro__] == [c.__name__ for c in real.__mro__], name
-    assert light_errors.CATEGORIES == real_errors.CATEGORIES
-    assert light_errors.MAX_ERROR_MESSAGE_BYTES == real_errors.MAX_ERROR_MESSAGE_BYTES
-    long = "é" * 2000
-    assert light_errors.bound_message(long) == real_errors.bound_message(long)
-    with pytest.raises(AttributeError, match="JobError"):
-        _ = light_errors.ErrorRecord

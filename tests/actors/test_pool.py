@@ -21,6 +21,7 @@ from actors import (
     HelperSpec,
     HelperStartupError,
     HelperTimeouts,
+    JobCancelled,
     PoolBusy,
     PoolClosed,
     PoolFailed,
@@ -223,3 +224,54 @@ async def test_quarantined_helper_blocks_its_slot_until_reaped(monkeypatch):
     assert caught.value.details["escalation"] == "quarantined"
     assert fresh is not None
     assert fresh.incarnation == 2
+
+
+async def test_waiting_jobs_get_a_slot_in_arrival_order_and_can_be_cancelled():
+    order: list[str] = []
+    outcome: list[BaseException] = []
+
+    async def job(name: str) -> None:
+        try:
+            order.append(await pool.run_job("echo", name, job_id=name))
+        except JobCancelled as exc:
+            outcome.append(exc)
+
+    async with open_helper_pool(spec(), size=1, timeouts=FAST) as pool:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(pool.run_job, "sleep", 0.8)
+            await trio.testing.wait_all_tasks_blocked()
+            for name in ("first", "cancelled", "second"):
+                nursery.start_soon(job, name)
+                await trio.testing.wait_all_tasks_blocked()
+            assert pool.statistics().waiting == 3
+            assert pool.cancel_job("cancelled")  # while it waits for a slot
+            await trio.testing.wait_all_tasks_blocked()
+            assert pool.statistics().waiting == 2
+        stats = pool.statistics()
+    assert order == ["first", "second"]
+    [error] = outcome
+    assert error.code == "cancelled"
+    assert error.details == {"escalation": None}
+    assert (stats.jobs_succeeded, stats.jobs_cancelled, stats.waiting) == (3, 1, 0)
+
+
+async def test_close_fails_a_job_that_waits_for_a_slot_with_pool_closed():
+    outcome: list[BaseException] = []
+
+    async def job(pool, operation: str) -> None:
+        try:
+            await pool.run_job(operation, 30)
+        except PoolClosed as exc:
+            outcome.append(exc)
+
+    async with (
+        trio.open_nursery() as outer,
+        open_helper_pool(spec(), size=1, timeouts=FAST) as pool,
+    ):
+        outer.start_soon(job, pool, "cooperative")
+        await trio.testing.wait_all_tasks_blocked()
+        outer.start_soon(job, pool, "echo")
+        await trio.testing.wait_all_tasks_blocked()
+        assert pool.statistics().waiting == 1
+    assert [exc.code for exc in outcome] == ["pool_closed", "pool_closed"]
+    assert pool.statistics().waiting == 0

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+import pickle
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from protocol import (
     encode_envelope,
     new_session,
 )
+from protocol.envelope import SURROGATE_ESCAPE, decode_fenced, encode_fields, encodes_as_utf8
 
 SESSION = "0123456789abcdef0123456789abcdef"
 OTHER_SESSION = "fedcba9876543210fedcba9876543210"
@@ -273,3 +276,205 @@ def test_check_reply_expects_an_answer_kind() -> None:
         check_reply(
             Envelope(**base()), session=SESSION, generation=7, operation="metadata", kind="job"
         )
+
+
+# --- progress frames (SPEC §3.9) ----------------------------------------------------
+
+PROGRESS = {"fraction": 0.25, "note": "page 1 of 4"}
+
+
+def progress(**changes: Any) -> dict[str, Any]:
+    return base(**{"kind": "progress", "status": None, "payload": PROGRESS, **changes})
+
+
+def test_progress_roundtrip() -> None:
+    env = Envelope(**progress())
+    assert roundtrip(env) == env
+    assert roundtrip(Envelope(**progress(payload={"fraction": 1}))).payload == {"fraction": 1}
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"fraction": 1.5}, "payload"),
+        ({"fraction": -0.1}, "payload"),
+        ({"fraction": "half"}, "payload"),
+        ({"fraction": True}, "payload"),
+        ({"note": "no fraction"}, "payload"),
+        ({"fraction": 0.5, "eta": 3}, "payload"),
+        ({"fraction": 0.5, "note": 7}, "payload"),
+        ({"fraction": 0.5, "note": "é" * 600}, "payload"),
+        ([0.5], "payload"),
+        (None, "payload"),
+    ],
+)
+def test_decode_refuses_a_bad_progress_payload(payload: object, field: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        decode_envelope(raw(kind="progress", status=None, payload=payload))
+    assert info.value.details["field"] == field
+
+
+def test_progress_has_no_status() -> None:
+    with pytest.raises(ProtocolError) as info:
+        decode_envelope(raw(kind="progress", status="ok", payload=PROGRESS))
+    assert info.value.details["field"] == "status"
+
+
+def test_check_reply_fences_progress_like_a_reply() -> None:
+    env = Envelope(**progress())
+    check_reply(env, session=SESSION, generation=7, operation="metadata", kind="progress")
+    with pytest.raises(ProtocolViolation) as info:
+        check_reply(env, session=SESSION, generation=8, operation="metadata", kind="progress")
+    assert info.value.details == {"field": "generation", "expected": 8, "got": 7}
+
+
+# --- the one-step paths: encode_fields and decode_fenced ----------------------------
+
+ENVELOPES = [
+    base(),
+    base(status="cancelled", payload=None),
+    base(status="error", payload=None, error=ERROR),
+    base(kind="job", status=None, payload={"run_id": 3, "name": 'quote " and \\ é'}),
+    base(kind="cancel", status=None, payload=None),
+    base(kind="shutdown", status=None, payload=None),
+    progress(),
+    base(kind="ready", generation=0, operation="startup", payload={"pid": 1}),
+]
+
+
+@pytest.mark.parametrize("fields", ENVELOPES)
+def test_encode_fields_gives_the_bytes_of_encode_envelope(fields: dict[str, Any]) -> None:
+    frame = encode_fields(**fields, max_size=DEFAULT_MAX_REQUEST)
+    assert frame == encode_envelope(Envelope(**fields), max_size=DEFAULT_MAX_REQUEST)
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"generation": -1}, "generation"),
+        ({"operation": ""}, "operation"),
+        ({"status": None}, "status"),
+        ({"session": "nothex"}, "session"),
+        ({"kind": "result"}, "kind"),
+    ],
+)
+def test_encode_fields_validates_like_the_constructor(changes: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        encode_fields(**base(**changes))
+
+
+def test_encode_fields_refuses_oversize_and_non_json() -> None:
+    with pytest.raises(FrameTooLarge):
+        encode_fields(**base(payload="x" * 5000), max_size=4096)
+    with pytest.raises(ProtocolError) as info:
+        encode_fields(**base(payload={1, 2}))
+    assert info.value.details == {"field": "payload"}
+
+
+REQUESTS = ("job", "cancel", "shutdown")
+
+
+@pytest.mark.parametrize("fields", ENVELOPES)
+def test_decode_fenced_accepts_what_it_expects(fields: dict[str, Any]) -> None:
+    body = encode_fields(**fields)[4:]
+    env = decode_fenced(
+        body,
+        session=SESSION,
+        kinds=(fields["kind"],),
+        generation=fields["generation"],
+        operation=fields["operation"],
+    )
+    assert env == decode_envelope(body) == Envelope(**fields)
+    # Any generation and operation, when they are not given.
+    assert decode_fenced(body, session=SESSION, kinds=(fields["kind"],)) == env
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"version": 2}, "version"),
+        ({"session": OTHER_SESSION}, "session"),
+        ({"generation": 6}, "generation"),
+        ({"operation": "preview"}, "operation"),
+        ({"kind": "ready"}, "kind"),
+    ],
+)
+def test_decode_fenced_refuses_like_check_reply(changes: dict[str, Any], field: str) -> None:
+    body = raw(**changes)
+    with pytest.raises(ProtocolViolation) as fenced:
+        decode_fenced(body, session=SESSION, kinds=("reply",), generation=7, operation="metadata")
+    with pytest.raises(ProtocolViolation) as checked:
+        check_reply(decode_envelope(body), session=SESSION, generation=7, operation="metadata")
+    assert fenced.value.details == checked.value.details
+    assert fenced.value.details["field"] == field
+    assert str(fenced.value) == str(checked.value)
+
+
+def test_decode_fenced_names_all_accepted_kinds() -> None:
+    with pytest.raises(ProtocolViolation) as info:
+        decode_fenced(raw(kind="job", status=None), session=SESSION, kinds=("reply", "progress"))
+    assert info.value.details == {
+        "field": "kind",
+        "expected": ["progress", "reply"],
+        "got": "job",
+    }
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json",
+        b"[1]",
+        raw(generation=True),
+        raw(generation=7.0),
+        raw(version=True),
+        raw(extra=1),
+        raw(status="error"),
+        raw(kind="progress", status=None, payload={"fraction": 2}),
+    ],
+)
+def test_decode_fenced_refuses_malformed_frames_like_decode_envelope(body: bytes) -> None:
+    with pytest.raises(ProtocolError) as fenced:
+        decode_fenced(
+            body, session=SESSION, kinds=("reply", "progress"), generation=7, operation="metadata"
+        )
+    with pytest.raises(ProtocolError) as decoded:
+        decode_envelope(body)
+    assert type(fenced.value) is type(decoded.value) is ProtocolError
+    assert fenced.value.details == decoded.value.details
+
+
+def test_decode_fenced_refuses_a_cancelled_ready() -> None:
+    body = raw(kind="ready", generation=0, operation="startup", status="cancelled")
+    with pytest.raises(ProtocolViolation) as info:
+        decode_fenced(body, session=SESSION, kinds=("ready",), generation=0, operation="startup")
+    assert info.value.details["field"] == "status"
+
+
+def test_lone_surrogates_are_refused_both_ways() -> None:
+    lone = raw(payload="\udcff")  # json.dumps writes it as the escape \udcff
+    with pytest.raises(ProtocolError, match="surrogate") as info:
+        decode_envelope(lone)
+    assert info.value.details == {"field": "<frame>"}
+    assert decode_envelope(raw(payload="😀")).payload == "😀"  # a pair is fine
+    with pytest.raises(ProtocolError) as sent:
+        encode_fields(**base(payload="\udcff"))
+    assert sent.value.details == {"field": "payload"}
+    assert encodes_as_utf8(["a", {"b": "😀"}])
+    assert not encodes_as_utf8({"\ud800": 1})
+    assert SURROGATE_ESCAPE.search('"\\ud83d\\ude00"')
+
+
+def test_envelope_behaves_like_a_frozen_value() -> None:
+    env = Envelope(**base())
+    same = Envelope(**base())
+    assert env == same
+    assert env != Envelope(**base(generation=8))
+    assert env != base()  # not equal to its dict
+    assert hash(Envelope(**base(payload=[1]) | {"payload": 5})) == hash(Envelope(**base(payload=5)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del env.payload
+    assert pickle.loads(pickle.dumps(env)) == env
+    assert copy.copy(env) == env
+    assert repr(env).startswith("Envelope(version=1, kind='reply', session=")
+    assert env.to_json() == base()

@@ -210,3 +210,15 @@ def test_random_splits_decode_identically(payloads: list[bytes], data: st.DataOb
         start = cut
     decoder.close()
     assert got == payloads
+
+
+def test_one_whole_frame_per_chunk_is_checked_like_any_other() -> None:
+    # A chunk that is exactly one frame takes a shortcut; the limit still holds.
+    decoder = FrameDecoder(max_size=10)
+    assert decoder.feed(encode_frame(b"x" * 10)) == [b"x" * 10]
+    with pytest.raises(FrameTooLarge):
+        decoder.feed(header(11) + b"x" * 11)
+    closed = FrameDecoder(max_size=10)
+    closed.close()
+    with pytest.raises(RuntimeError, match="after close"):
+        closed.feed(encode_frame(b"x"))

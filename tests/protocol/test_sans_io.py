@@ -78,16 +78,17 @@ def test_framing_and_envelope_work_with_stdlib_only() -> None:
     assert result.stdout == "ok\n"
 
 
-@pytest.mark.parametrize("module", ["framing", "envelope"])
+@pytest.mark.parametrize("module", ["framing", "envelope", "_envelope_json"])
 def test_stdlib_only_sources(module: str) -> None:
-    # framing.py and envelope.py import nothing but the standard library and .errors.
+    # framing.py and envelope.py (with its strict JSON, _envelope_json.py) import nothing
+    # but the standard library and each other.
     source = (REPO / "protocol" / f"{module}.py").read_text()
     imports = [
         line.split()[1]
         for line in source.splitlines()
         if line.startswith(("import ", "from ")) and not line.startswith("from __future__")
     ]
-    allowed = set(sys.stdlib_module_names) | {".errors", ".framing"}
+    allowed = set(sys.stdlib_module_names) | {".errors", ".framing", "._envelope_json"}
     assert set(imports) <= allowed, imports
 
 

@@ -1,0 +1,149 @@
+"""Strict JSON for helper frames: one parser, one encoder (SPEC §2.3).
+
+Used by :mod:`protocol.envelope` only. Stdlib-only, like it (the helper child imports
+both). Strict means: no NaN or infinity either way, no number that overflows a double,
+no duplicate key (parsers disagree on which one wins), no lone surrogate (it is not
+Unicode and cannot be written out as UTF-8 again). Both directions are tuned for many
+small frames: the parser runs the C scanner directly, the encoder reuses one C encoder.
+"""
+
+from __future__ import annotations
+
+import json
+import re  # free: json.decoder imports it anyway
+
+from .errors import ProtocolError
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the child ~3 ms
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, Final
+
+__all__ = ["SURROGATE_ESCAPE", "dumps_str", "dumps_value", "encodes_as_utf8", "parse"]
+
+#: Matches a JSON ``\\uXXXX`` escape of a UTF-16 surrogate (U+D800..U+DFFF): JSON text
+#: that may decode to a lone surrogate, which is not Unicode and cannot be encoded as
+#: UTF-8 again. A match is only a hint (a valid pair matches too): confirm with
+#: :func:`encodes_as_utf8` on the decoded value.
+SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+_encoder = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False
+)
+_dumps = _encoder.encode
+#: JSON text of a str (the C function behind ``_dumps`` for strings).
+dumps_str = json.encoder.encode_basestring
+
+
+def _c_dumps() -> Callable[[object], str] | None:
+    """``_dumps`` without its per-call set-up, if this Python's C encoder allows it.
+
+    ``JSONEncoder.encode`` builds a C encoder object on every call (about 1 us, as much
+    as encoding a small payload). Build it once instead, through the same private
+    constructor ``JSONEncoder.iterencode`` uses, and keep it only if it gives exactly
+    the public encoder's output and refusals; otherwise (another Python) use ``_dumps``.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    try:
+        encode = make(None, _encoder.default, dumps_str, None, ":", ",", False, False, False)
+        sample = {"a": [1, 2.5, "é\n", None, True], "2": {}}
+        if "".join(encode(sample, 0)) != _dumps(sample):
+            return None
+        for bad in (float("nan"), {1, 2}):
+            try:
+                encode(bad, 0)
+            except (TypeError, ValueError):
+                continue
+            return None
+    except Exception:
+        return None
+
+    def dumps(value: object) -> str:
+        return "".join(encode(value, 0))
+
+    return dumps
+
+
+dumps_value = _c_dumps() or _dumps
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    # 1e400 is valid JSON syntax but overflows to inf, which JSON cannot carry back out
+    # (every encoder here refuses it): refuse it on the way in. Called per float only.
+    value = float(text)
+    if value - value != 0.0:  # inf (NaN cannot come from the JSON number syntax)
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # Parsers disagree on which of two equal keys wins ("generation" twice could fence
+    # one way and be read another): an ambiguous frame is refused (< 1 us a frame).
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key[:64]!r}")
+            seen.add(key)
+    return result
+
+
+_decoder = json.JSONDecoder(
+    parse_constant=_refuse_constant,
+    parse_float=_finite_float,
+    object_pairs_hook=_refuse_duplicates,
+)
+_loads = _decoder.decode
+# The C scanner behind ``decode``: parsing with it directly skips two regex matches
+# per frame (leading and trailing whitespace, which our encoder never writes).
+_scan = _decoder.scan_once
+
+
+def encodes_as_utf8(value: object) -> bool:
+    """Return True if ``value`` (a decoded JSON value) can be written out as UTF-8 JSON.
+
+    False when a string (or key) in it holds a lone surrogate, e.g. decoded from a
+    ``"\\udcff"`` escape; also False for a value that is not JSON-serialisable at all.
+    """
+    try:
+        _dumps(value).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return False
+    return True
+
+
+def parse(payload: bytes) -> dict[str, Any]:
+    """Parse one frame body as a JSON object, strictly (SPEC §2.3).
+
+    Raises:
+        ProtocolError: (code ``protocol_error``, ``details["field"] == "<frame>"``) not
+            UTF-8, not JSON (NaN, an overflowing number or a duplicate key included),
+            not an object, or a string holding a lone surrogate.
+    """
+    try:
+        text = str(payload, "utf-8")
+        try:
+            data, end = _scan(text, 0)
+            if end != len(text):  # whitespace around the value, or extra data
+                raise StopIteration
+        except StopIteration:  # let decode() parse it, or say what is wrong
+            data = _loads(text)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise ProtocolError(f"envelope is not UTF-8 JSON: {exc}", field="<frame>") from None
+    if type(data) is not dict:
+        raise ProtocolError(
+            f"envelope must be a JSON object, got {type(data).__name__}", field="<frame>"
+        )
+    if "\\u" in text and SURROGATE_ESCAPE.search(text) and not encodes_as_utf8(data):
+        raise ProtocolError(
+            "envelope is not valid Unicode: it holds a lone surrogate escape", field="<frame>"
+        )
+    return data
