@@ -291,13 +291,18 @@ async def _expect_closed(pool) -> None:
     raise AssertionError("the job was not stopped by close")
 
 
+def verdict(value: float, target: float) -> str:
+    """``OK`` or ``MISS``: every target line says plainly whether it was met."""
+    return "OK" if value <= target else "MISS"
+
+
 async def main() -> None:
     print(f"helper supervisor benchmarks ({'quick' if QUICK else 'full'}; medians)")
     trips = await bench_round_trip()
     raw = trips["raw"]
     print(
         f"round trip: raw echo {raw * 1e6:.1f} us | pool {trips['pool'] * 1e6:.1f} us"
-        f" = {trips['pool'] / raw:.2f}x (target <= 1.5x)"
+        f" = {trips['pool'] / raw:.2f}x (target <= 1.5x: {verdict(trips['pool'] / raw, 1.5)})"
         f" | supervisor actor {trips['actor'] * 1e6:.1f} us = {trips['actor'] / raw:.2f}x"
     )
     print(
@@ -310,7 +315,8 @@ async def main() -> None:
     bare = spawn["bare"]
     print(
         f"spawn: bare run_process(python -c pass) {bare * 1e3:.1f} ms | spawn-to-ready "
-        f"{spawn['ready'] * 1e3:.1f} ms = {spawn['ready'] / bare:.2f}x (target <= 1.2x)"
+        f"{spawn['ready'] * 1e3:.1f} ms = {spawn['ready'] / bare:.2f}x "
+        f"(target <= 1.2x: {verdict(spawn['ready'] / bare, 1.2)})"
     )
     print(
         f"  stricter baseline, spawn-to-first-byte of a bare interpreter (no exit, no reap) "
@@ -324,7 +330,8 @@ async def main() -> None:
     print(
         f"cancel (grace {GRACE * 1e3:.0f} ms): cancel-to-acknowledged "
         f"{cancel['acknowledged'] * 1e3:.1f} ms | cancel-to-reaped "
-        f"{cancel['reaped'] * 1e3:.1f} ms (target <= {(GRACE + 0.05) * 1e3:.0f} ms)"
+        f"{cancel['reaped'] * 1e3:.1f} ms (target <= {(GRACE + 0.05) * 1e3:.0f} ms: "
+        f"{verdict(cancel['reaped'], GRACE + 0.05)})"
     )
 
 
