@@ -63,6 +63,7 @@ from ._eventlog_types import (
     OperationSpec,
     RunStatus,
     WatchResult,
+    encode_json,
 )
 from ._ledger import Ledger, LedgerStatistics
 from ._ports import Port, PortHub, PortStatistics
@@ -79,6 +80,8 @@ if TYPE_CHECKING:
     from ._eventlog_runs import Runner
 
 __all__ = ["Admission", "EventLog", "EventLogStatistics", "open_event_log"]
+
+_make_event = Event._make
 
 
 @attrs.frozen(kw_only=True)
@@ -146,7 +149,11 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
             if config.ledger_path
             else None
         )
-        self._window: deque[Event] = deque(maxlen=config.window)
+        # The window holds ``(seq, kind, run_id, data)`` entries; an Event object is made
+        # from one only when someone reads it (watch, a port's replay) or a port listens.
+        self._window: deque[tuple[int, str, int | None, dict[str, Any]]] = deque(
+            maxlen=config.window
+        )
         self._head = 0
         self._revision = 0
         self._requests: dict[str, _Request] = {}
@@ -154,7 +161,9 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
         self._next_position = 1
         self._inflight: dict[tuple[str, str, int], int] = {}
         self._paused = False
-        self._hub = PortHub(self._replay, default_bound=config.subscriber_bound)
+        self._hub = PortHub(
+            self._replay, default_bound=config.subscriber_bound, head=lambda: self._head
+        )
         self._init_runs()
         self._open = False
         self._started = False
@@ -255,19 +264,33 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
 
     # -- the log (SPEC §6.8, §6.9) ------------------------------------------------------
 
-    def _emit(self, kind: str, run_id: int | None, data: dict[str, Any]) -> Event:
+    def _emit(
+        self, kind: str, run_id: int | None, data: dict[str, Any], text: str | None = None
+    ) -> int:
+        """Append one event to the log; return its seq (SPEC §6.8).
+
+        O(1) and never waits: the window gets a plain tuple, the ledger's batch the row
+        with ``data``'s JSON text (encoded here exactly once, unless the caller built it
+        alongside ``data``), and the ports an :class:`Event` only while one listens.
+        :meth:`progress` inlines this body on its fast path; keep the two in step.
+        """
+        ledger = self._ledger
+        if ledger is not None and text is None:
+            # Before any change, so that a failure (not expected: the log checked or
+            # built this data) leaves the log as it was.
+            text = encode_json(data)
         self._head = seq = self._head + 1
-        event = Event._make(seq, kind, run_id, data)
-        self._window.append(event)
-        if self._ledger is not None:
-            self._ledger.stage_event(event)
-        self._hub.publish(event)
-        return event
+        self._window.append((seq, kind, run_id, data))
+        if ledger is not None and text is not None:
+            ledger.stage_event(seq, kind, run_id, text)
+        if self._hub._active:  # hub.listening, inlined
+            self._hub.publish(_make_event(seq, kind, run_id, data))
+        return seq
 
     def _floor(self) -> int:
-        return self._window[0].seq if self._window else self._head + 1
+        return self._window[0][0] if self._window else self._head + 1
 
-    def _replay(self, cursor: int) -> list[Event]:
+    def _replay(self, cursor: int, limit: int | None = None) -> list[Event]:
         if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
             raise InvalidCommand(f"cursor must be an int >= 0, got {cursor!r}", fields=["cursor"])
         if cursor > self._head:
@@ -279,7 +302,10 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
             raise CursorExpired(
                 f"cursor {cursor} is below the retained floor {floor}", resume_from=floor - 1
             )
-        return list(itertools.islice(self._window, cursor - floor + 1, None))
+        start = cursor - floor + 1
+        stop = None if limit is None else start + limit
+        make = _make_event
+        return [make(*entry) for entry in itertools.islice(self._window, start, stop)]
 
     async def watch(self, cursor: int, *, limit: int | None = None) -> WatchResult:
         """Return the events after ``cursor`` (at most ``limit``) and the new cursor (§6.8).
@@ -298,7 +324,7 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
             raise InvalidCommand(f"limit must be an int >= 1, got {limit!r}", fields=["limit"])
         head = self._head
         try:
-            events = self._replay(cursor)[:limit]
+            events = self._replay(cursor, limit)
         except CursorExpired:
             if self._ledger is None or cursor > head:
                 raise

@@ -29,9 +29,8 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from ._eventlog_types import Event, EventLogConfig, OperationSpec
+    from ._eventlog_types import EventLogConfig, OperationSpec
     from ._ledger import LedgerSnapshot, Ticket
-    from ._ports import PortHub
 
 __all__ = ["DurabilityMixin"]
 
@@ -46,7 +45,6 @@ class DurabilityMixin:
         _held_runs: dict[int, Run]
         _revision: int
         _head: int
-        _hub: PortHub
         _next_run_no: int
 
         def _check_open(self) -> None: ...
@@ -57,13 +55,14 @@ class DurabilityMixin:
         def _requeue(self, run: Run) -> Ticket | None: ...
         def _cancel_run(self, run: Run, actor: str, reason: str | None = None) -> Ticket | None: ...
         def _boot_requests(self, snapshot: LedgerSnapshot) -> None: ...
-        def _emit(self, kind: str, run_id: int | None, data: dict[str, Any]) -> Event: ...
+        def _emit(
+            self, kind: str, run_id: int | None, data: dict[str, Any], text: str | None = None
+        ) -> int: ...
         async def status(self, run_id: int) -> RunStatus: ...
 
     def _boot(self, snapshot: LedgerSnapshot) -> None:
         self._revision = snapshot.revision
         self._head = snapshot.head
-        self._hub.head = snapshot.head  # type: ignore[attr-defined]
         self._next_run_no = snapshot.next_run_no
         self._boot_requests(snapshot)
         threshold = self.config.quarantine_after

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ._eventlog_types import OperationSpec, Receipt, canonical_json
+from ._eventlog_types import OperationSpec, Receipt, canonical_json, encode_json
 from .errors import (
     InvalidCommand,
     PoolFull,
@@ -37,10 +37,13 @@ from .errors import (
 if TYPE_CHECKING:
     from ._eventlog import EventLog
     from ._eventlog_runs import Run
-    from ._eventlog_types import Event, EventLogConfig
+    from ._eventlog_types import EventLogConfig
     from ._ledger import Ledger, LedgerSnapshot, Ticket
 
 __all__ = ["Admission", "FrontDoorMixin"]
+
+#: The receipt's fields, stored as JSON with its request (read back by ``Receipt(**)``).
+_RECEIPT_FIELDS = tuple(field.name for field in attrs.fields(Receipt))
 
 
 class Admission:
@@ -98,9 +101,20 @@ def _is_run_id(value: object) -> bool:
 
 
 def _text(name: str, value: object, limit: int = 128) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= limit:
+    """Check a str of 1..``limit`` chars that UTF-8 can encode (the ledger stores it)."""
+    if not isinstance(value, str) or not 1 <= len(value) <= limit or not _encodable(value):
         raise InvalidCommand(f"{name} must be a str of 1..{limit} chars", fields=[name])
     return value
+
+
+def _encodable(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: SQLite could not store it
+        return False
+    return True
 
 
 class FrontDoorMixin:
@@ -122,7 +136,9 @@ class FrontDoorMixin:
         _running: int
 
         def _check_open(self) -> None: ...
-        def _emit(self, kind: str, run_id: int | None, data: dict[str, Any]) -> Event: ...
+        def _emit(
+            self, kind: str, run_id: int | None, data: dict[str, Any], text: str | None = None
+        ) -> int: ...
         def _new_run(
             self,
             operation: str,
@@ -226,11 +242,12 @@ class FrontDoorMixin:
             raise InvalidCommand(f"missing required fields: {', '.join(missing)}", fields=missing)
         try:
             args_json = canonical_json(dict(arguments))
+            size = len(args_json.encode())  # UnicodeEncodeError (a ValueError): surrogates
         except (TypeError, ValueError) as exc:
             raise InvalidCommand(
                 f"arguments must be JSON-compatible: {exc}"[:300], fields=["arguments"]
             ) from None
-        if len(args_json.encode()) > self.config.max_arguments_bytes:
+        if size > self.config.max_arguments_bytes:
             raise InvalidCommand(
                 f"arguments exceed {self.config.max_arguments_bytes} bytes",
                 fields=["arguments"],
@@ -310,7 +327,7 @@ class FrontDoorMixin:
                 request_id,
                 content,
                 receipt.run_id or 0,
-                canonical_json(attrs.asdict(receipt)),
+                encode_json({name: getattr(receipt, name) for name in _RECEIPT_FIELDS}),
                 self._next_position,
             )
             self._next_position += 1

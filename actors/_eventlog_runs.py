@@ -26,20 +26,25 @@ import trio
 
 from protocol.errors import describe_exception
 
+from ._eventlog_front import _text
 from ._eventlog_types import (
     TERMINAL_STATES,
     VERDICT_NOT_RUN,
     VERDICT_OK,
+    Event,
     RunStatus,
     canonical_json,
+    encode_json,
+    json_string,
 )
 from .errors import ActorError, AlreadyDecided, ErrorRecord, InvalidCommand, UnknownRun
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
-    from ._eventlog_types import Event, EventLogConfig, OperationSpec
+    from ._eventlog_types import EventLogConfig, OperationSpec
     from ._ledger import Ledger, LedgerSnapshot, Ticket
+    from ._ports import PortHub
 
     #: ``report_progress(fraction, note=None)``: sync; fraction in [0, 1].
     ProgressReporter = Callable[..., None]
@@ -49,6 +54,25 @@ if TYPE_CHECKING:
 __all__ = ["Run", "RunLifecycleMixin"]
 
 _NOTE_LIMIT = 256
+_make_event = Event._make
+
+
+def _progress_event(
+    fraction: float, note: str | None, synthetic: bool = False
+) -> tuple[dict[str, Any], str]:
+    """Return the ``job_progress`` data and its JSON text, built together once.
+
+    The JSON of a finite float is its ``repr`` (what ``json.dumps`` writes).
+    """
+    data: dict[str, Any] = {"fraction": fraction}
+    text = f'{{"fraction":{fraction!r}'
+    if note is not None:
+        data["note"] = note
+        text += ',"note":' + json_string(note)
+    if synthetic:
+        data["synthetic"] = True
+        text += ',"synthetic":true'
+    return data, text + "}"
 
 
 class Run:
@@ -60,6 +84,7 @@ class Run:
         "buffered",
         "cancelled_by",
         "error",
+        "error_json",
         "interruptions",
         "key",
         "on_cancel",
@@ -68,6 +93,7 @@ class Run:
         "queued_seq",
         "request_id",
         "result",
+        "result_json",
         "revision",
         "run_id",
         "scope",
@@ -80,7 +106,9 @@ class Run:
         self.state = "queued"
         self.verdict: str | None = None
         self.result: Any = None
+        self.result_json: str | None = None
         self.error: dict[str, str] | None = None
+        self.error_json: str | None = None
         self.cancelled_by: str | None = None
         self.progress: float | None = None
         self.interruptions = 0
@@ -114,22 +142,23 @@ class Run:
             quarantined=self.interruptions >= quarantine_after,
         )
 
-    def row(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "request_id": self.request_id,
-            "operation": self.operation,
-            "arguments": self.arguments_json,
-            "revision": self.revision,
-            "snapshot_id": self.snapshot_id,
-            "state": self.state,
-            "verdict": self.verdict,
-            "result": None if self.result is None else canonical_json(self.result),
-            "error": None if self.error is None else canonical_json(self.error),
-            "cancelled_by": self.cancelled_by,
-            "progress": self.progress,
-            "interruptions": self.interruptions,
-        }
+    def row(self) -> tuple[Any, ...]:
+        """The ``runs`` row, in ``RUN_COLUMNS`` order; JSON columns use the cached text."""
+        return (
+            self.run_id,
+            self.request_id,
+            self.operation,
+            self.arguments_json,
+            self.revision,
+            self.snapshot_id,
+            self.state,
+            self.verdict,
+            self.result_json,
+            self.error_json,
+            self.cancelled_by,
+            self.progress,
+            self.interruptions,
+        )
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Run:
@@ -137,8 +166,9 @@ class Run:
         fields["arguments_json"] = fields["arguments"]
         fields["arguments"] = json.loads(fields["arguments"])
         for name in ("result", "error"):
-            if fields[name] is not None:
-                fields[name] = json.loads(fields[name])
+            fields[f"{name}_json"] = text = fields[name]
+            if text is not None:
+                fields[name] = json.loads(text)
         return cls(**fields)
 
 
@@ -176,8 +206,12 @@ class RunLifecycleMixin:
         _revision: int
         _head: int
         _nursery: trio.Nursery
+        _window: deque[tuple[int, str, int | None, dict[str, Any]]]
+        _hub: PortHub
 
-        def _emit(self, kind: str, run_id: int | None, data: dict[str, Any]) -> Event: ...
+        def _emit(
+            self, kind: str, run_id: int | None, data: dict[str, Any], text: str | None = None
+        ) -> int: ...
         def _coalesce_key(self, run: Run) -> tuple[str, str, int] | None: ...
         def _capacity_freed(self) -> None: ...
         def _boot_requests(self, snapshot: LedgerSnapshot) -> None: ...
@@ -233,10 +267,17 @@ class RunLifecycleMixin:
             "snapshot_id": run.snapshot_id,
             "request_id": run.request_id,
         }
+        # The text reuses the arguments' JSON made at submit: each encoded once.
+        text = (
+            f'{{"operation":{json_string(run.operation)},"arguments":{run.arguments_json},'
+            f'"revision":{run.revision},"snapshot_id":{json_string(run.snapshot_id)},'
+            f'"request_id":{json_string(run.request_id)}'
+        )
         if resumed:
             data["resumed"] = True
             data["interruptions"] = run.interruptions
-        run.queued_seq = self._emit("job_queued", run.run_id, data).seq
+            text += f',"resumed":true,"interruptions":{run.interruptions}'
+        run.queued_seq = self._emit("job_queued", run.run_id, data, text + "}")
         ticket = self._stage(run)
         if run.operation in self._runners:
             ready = self._ready
@@ -308,12 +349,7 @@ class RunLifecycleMixin:
         self, run: Run, fraction: float, note: str | None, *, synthetic: bool = False
     ) -> None:
         run.progress = fraction
-        data: dict[str, Any] = {"fraction": fraction}
-        if note is not None:
-            data["note"] = note
-        if synthetic:
-            data["synthetic"] = True
-        self._emit("job_progress", run.run_id, data)
+        self._emit("job_progress", run.run_id, *_progress_event(fraction, note, synthetic))
 
     def progress(self, run_id: int, fraction: float, note: str | None = None) -> None:
         """Report progress of a run; buffered while it is queued (SPEC §6.6).
@@ -328,17 +364,37 @@ class RunLifecycleMixin:
             InvalidCommand: (``invalid_command``) bad fraction, or the run is held.
             UnknownRun: (``unknown_run``) no such run in memory.
         """
-        if type(fraction) is not float or not 0.0 <= fraction <= 1.0:  # fast path
+        # The hot path of a busy log (one call per event): checks are cheap type tests.
+        if type(fraction) is not float or not 0.0 <= fraction <= 1.0:
             fraction = _check_fraction(fraction)
         if note is not None:
             note = str(note)[:_NOTE_LIMIT]
-        run = self._find(run_id)
+        run = self._runs.get(run_id) if type(run_id) is int else None
         if run is None or run.state != "running":
-            run = self._live(run_id)
-        if run.buffered is not None:
-            run.buffered.append((fraction, note))
-        else:
-            self._emit_progress(run, fraction, note)
+            run = self._live(run_id)  # raises unless queued or running
+            if run.buffered is not None:
+                run.buffered.append((fraction, note))
+                return
+        run.progress = fraction
+        if note is not None:
+            self._emit("job_progress", run_id, *_progress_event(fraction, note))
+            return
+        # EventLog._emit's body, inlined for the commonest event (keep the two in step),
+        # and so is Ledger.stage_progress's hot path (one owner for the pair): a float
+        # appended to the batch; the writer thread makes the row's JSON text, once.
+        data = {"fraction": fraction}
+        self._head = seq = self._head + 1
+        self._window.append((seq, "job_progress", run_id, data))
+        ledger = self._ledger
+        if ledger is not None:
+            batch = ledger._batch
+            if run_id == batch.progress_run and seq == batch.last_seq + 1:
+                batch.last_seq = seq
+                batch.progress_values.append(fraction)
+            else:
+                ledger.stage_progress(seq, run_id, fraction)
+        if self._hub._active:  # hub.listening, inlined
+            self._hub.publish(_make_event(seq, "job_progress", run_id, data))
 
     def finish(
         self,
@@ -361,14 +417,15 @@ class RunLifecycleMixin:
             InvalidCommand: (``invalid_command``) bad verdict, result or error; run held.
             UnknownRun: (``unknown_run``) no such run in memory.
         """
-        if not isinstance(verdict, str) or not 1 <= len(verdict) <= 64:
-            raise InvalidCommand("verdict must be a str of 1..64 chars", fields=["verdict"])
+        _text("verdict", verdict, 64)
+        result_json = None
         if result is not None:
             try:
-                size = len(canonical_json(result).encode())
+                result_json = canonical_json(result)
+                size = len(result_json.encode())  # UnicodeEncodeError is a ValueError
             except (TypeError, ValueError) as exc:
                 raise InvalidCommand(
-                    f"result must be JSON-compatible: {exc}", fields=["result"]
+                    f"result must be JSON-compatible: {exc}"[:300], fields=["result"]
                 ) from None
             if size > self.config.max_result_bytes:
                 raise InvalidCommand(
@@ -382,14 +439,20 @@ class RunLifecycleMixin:
         run.state = "finished"
         run.verdict = verdict
         run.result = result
+        run.result_json = result_json
         run.error = error_dict
         run.scope = run.on_cancel = None
+        # Each JSON text is encoded once: for the run row and inside the event's text.
         data: dict[str, Any] = {"verdict": verdict}
-        if result is not None:
+        text = '{"verdict":' + json_string(verdict)
+        if result_json is not None:
             data["result"] = result
+            text += ',"result":' + result_json
         if error_dict is not None:
+            run.error_json = encode_json(error_dict)  # a checked record: not canonical
             data["error"] = error_dict
-        self._emit("job_finished", run_id, data)
+            text += ',"error":' + run.error_json
+        self._emit("job_finished", run_id, data, text + "}")
         self._settle(run)
         return run.status(self.config.quarantine_after)
 
@@ -409,8 +472,7 @@ class RunLifecycleMixin:
             UnknownRun: (``unknown_run``) no such run.
             InvalidCommand: (``invalid_command``) bad actor name.
         """
-        if not isinstance(actor, str) or not 1 <= len(actor) <= 128:
-            raise InvalidCommand("actor must be a str of 1..128 chars", fields=["actor"])
+        _text("actor", actor)
         run = self._find(run_id)
         if run is None or run.terminal:
             return await self.status(run_id)  # type: ignore[attr-defined,no-any-return]

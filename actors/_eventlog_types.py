@@ -8,13 +8,17 @@ subscribers in :mod:`actors._ports`.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from ._config import count_field, duration_field
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "RUN_STATES",
@@ -30,6 +34,8 @@ __all__ = [
     "RunStatus",
     "WatchResult",
     "canonical_json",
+    "encode_json",
+    "json_string",
 ]
 
 RunState = Literal["queued", "running", "finished", "cancelled", "held"]
@@ -61,6 +67,31 @@ def canonical_json(value: Any) -> str:
         )
     except RecursionError:
         raise ValueError("value is nested too deeply") from None
+
+
+def _make_json_encoder() -> Callable[[Any], str]:
+    # The C encoder called directly skips json.dumps' per-call set-up (about 2x faster
+    # for small dicts). No circular check: the log encodes only data it built itself.
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - pure-Python json
+        return functools.partial(
+            json.dumps, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+        )
+    ascii_string = json.encoder.encode_basestring_ascii
+    chunks = make(None, None, ascii_string, None, ":", ",", False, False, False)
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode
+
+
+#: ``encode_json(value)``: compact JSON text of data the log built or already checked
+#: (key order kept, non-ASCII escaped so the text always encodes to UTF-8). Each event's
+#: ``data`` is encoded exactly once, by the log, for its ledger row; not canonical.
+encode_json = _make_json_encoder()
+#: ``json_string(text)``: the JSON string literal of ``text`` (quoted, ASCII-escaped).
+json_string: Callable[[str], str] = json.encoder.encode_basestring_ascii
 
 
 def _name(instance: object, attribute: attrs.Attribute[str], value: object) -> None:

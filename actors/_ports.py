@@ -277,18 +277,37 @@ class PortHub:
         replay: ``replay(cursor)`` returns the retained events after ``cursor`` or raises
             :class:`~actors.errors.CursorExpired`; used by :meth:`Port.resync` and by ``open_port``.
         default_bound: Queue bound of a port opened without one, in events.
+        head: Returns the newest seq (the event log's head, which then need not publish
+            while no port listens); default: the seq of the last published event.
     """
 
-    def __init__(self, replay: Callable[[int], Iterable[Event]], *, default_bound: int) -> None:
+    def __init__(
+        self,
+        replay: Callable[[int], Iterable[Event]],
+        *,
+        default_bound: int,
+        head: Callable[[], int] | None = None,
+    ) -> None:
         self._replay = replay
         self._default_bound = default_bound
+        self._head_of = head
+        self._published = 0
         self._ports: dict[str, Port] = {}
         self._active: list[Port] = []
         self._closed = False
         self._counter = 0
-        self.head = 0
         # Events being fanned out; more than one only while a listener publishes.
         self._pending: deque[Event] = deque()
+
+    @property
+    def head(self) -> int:
+        """The newest seq: the log's head, or the seq of the last published event."""
+        return self._published if self._head_of is None else self._head_of()
+
+    @property
+    def listening(self) -> bool:
+        """True while some port is enabled: :meth:`publish` has someone to offer to."""
+        return bool(self._active)
 
     def open_port(
         self,
@@ -334,6 +353,9 @@ class PortHub:
         return port
 
     def _refresh(self) -> None:
+        # ``_active`` is also read by the event log (as ``listening``, inlined) to skip
+        # the call to publish while no port listens: an O(1) test per event. (A listener
+        # that closes every port and then emits loses nothing: nobody could receive it.)
         self._active = [p for p in self._ports.values() if p._enabled and not p._closed]
 
     def publish(self, event: Event) -> None:
@@ -343,7 +365,7 @@ class PortHub:
         run it sees queued) gets them queued behind the one being fanned out, so every
         port still receives every event in ``seq`` order.
         """
-        self.head = event.seq
+        self._published = event.seq
         pending = self._pending
         pending.append(event)
         if len(pending) > 1:
