@@ -1,0 +1,117 @@
+"""Actor core cost, as ratios against bare trio measured in the same run (SPEC §1).
+
+* **ask round trip** vs. a bare two-channel ping-pong: one task sends a request on a
+  memory channel, another answers on a second channel (the least a request/reply over
+  trio channels can cost);
+* **send throughput** vs. ``MemorySendChannel.send`` to a task that only receives.
+
+Run: ``python benchmarks/actor.py [N]`` (N messages per measurement, default 20 000).
+Each figure is the median of 5 interleaved rounds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from typing import Any
+
+import trio
+
+from actors import Actor, Reply
+
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
+ROUNDS = 5
+
+
+class Echo(Actor):
+    mailbox_capacity = 16
+
+    async def handle(self, message: Any, reply: Reply) -> None:
+        reply.send(message)
+
+
+class Sink(Actor):
+    mailbox_capacity = 16
+
+    async def handle(self, message: Any, reply: Reply) -> None:
+        pass
+
+
+async def bare_ping_pong() -> float:
+    requests_send, requests_receive = trio.open_memory_channel[int](0)
+    replies_send, replies_receive = trio.open_memory_channel[int](0)
+
+    async def server() -> None:
+        async for value in requests_receive:
+            await replies_send.send(value)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(server)
+        start = time.perf_counter()
+        for i in range(N):
+            await requests_send.send(i)
+            await replies_receive.receive()
+        elapsed = time.perf_counter() - start
+        await requests_send.aclose()
+    return elapsed / N
+
+
+async def actor_ask() -> float:
+    async with trio.open_nursery() as nursery:
+        ref = await nursery.start(Echo().run)
+        start = time.perf_counter()
+        for i in range(N):
+            await ref.ask(i, timeout=10)
+        elapsed = time.perf_counter() - start
+        await ref.stop(1)
+    return elapsed / N
+
+
+async def bare_send() -> float:
+    send, receive = trio.open_memory_channel[int](16)
+
+    async def drain() -> None:
+        async for _ in receive:
+            pass
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(drain)
+        start = time.perf_counter()
+        for i in range(N):
+            await send.send(i)
+        await send.aclose()
+    return (time.perf_counter() - start) / N
+
+
+async def actor_send() -> float:
+    async with trio.open_nursery() as nursery:
+        ref = await nursery.start(Sink().run)
+        start = time.perf_counter()
+        for i in range(N):
+            await ref.send(i)
+        await ref.stop(10)  # includes draining what is still queued
+    return (time.perf_counter() - start) / N
+
+
+async def main() -> None:
+    samples: dict[str, list[float]] = {"pingpong": [], "ask": [], "bare_send": [], "send": []}
+    for _ in range(ROUNDS):
+        samples["pingpong"].append(await bare_ping_pong())
+        samples["ask"].append(await actor_ask())
+        samples["bare_send"].append(await bare_send())
+        samples["send"].append(await actor_send())
+    median = {name: statistics.median(values) * 1e6 for name, values in samples.items()}
+    print(f"actor core ({N} messages x {ROUNDS} rounds, medians)")
+    print(
+        f"ask round trip: bare two-channel ping-pong {median['pingpong']:.1f} us | "
+        f"ActorRef.ask {median['ask']:.1f} us = {median['ask'] / median['pingpong']:.2f}x"
+    )
+    print(
+        f"send: bare channel send {median['bare_send']:.1f} us | "
+        f"ActorRef.send {median['send']:.1f} us = {median['send'] / median['bare_send']:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    trio.run(main)
