@@ -59,6 +59,7 @@ __all__ = [
     "PayloadInvalid",
     "SourceError",
     "SourceNotReady",
+    "WorkCancelled",
     "ScheduleRejected",
     "UnsupportedOperation",
     "InvalidCommand",
@@ -295,6 +296,18 @@ class SourceNotReady(ActorError):
 
     code = "source_not_ready"
     category = "transient"
+
+
+class WorkCancelled(ActorError):
+    """A client cancelled the run this work was for (SPEC §6.7); raised by an executor.
+
+    Permanent: the scheduler marks the work failed and does not retry it until the
+    source changes. Unlike :class:`JobCancelled` (``stale``: the work is still wanted
+    and queued again), nobody wants this result any more.
+    """
+
+    code = "work_cancelled"
+    category = "permanent"
 
 
 class ScheduleRejected(ActorError, ValueError):

@@ -19,6 +19,9 @@ trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
   event pushes come from an event-log port of ``subscriber_bound`` events; a client that
   does not keep up is told ``resync_required`` and never slows the event log or other
   clients (see :mod:`examples._ws_connection`).
+* **Plain HTTP** on the same port (:mod:`examples._ws_http`): ``pages`` maps paths
+  (``/``) to pages served to a browser's ``GET``; other paths get 404. The websocket
+  upgrade of any path works as before.
 * **Extensions**: ``handlers`` maps more request types (the preview server's
   ``select``, ``visible``, ``list_runs``) to ``async fn(conn, request) -> reply | None``
   (None answers ``ok``); a handler may push with ``conn.push(message)``.
@@ -48,26 +51,26 @@ or, with the signal handling of the example servers::
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import itertools
 import json
 import logging
 import socket
 import urllib.parse
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import attrs
 import trio
 from trio_websocket import wrap_server_stream
 
-from actors._config import count_field, duration_field, validate_duration
+from actors._config import validate_duration
 from actors.errors import ActorError, ActorStopped, AskTimeout, UnknownMessageType
 from protocol import messages
-from protocol.codec import DEFAULT_MAX_MESSAGE, decode_client_message
+from protocol.codec import decode_client_message
 
 from ._ws_api import BUILTIN_HANDLERS
+from ._ws_config import FrontDoorConfig, FrontDoorStatistics
 from ._ws_connection import Connection
+from ._ws_http import Page, ReplayStream, answer, linger, read_head
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping
@@ -82,6 +85,7 @@ __all__ = [
     "FrontDoor",
     "FrontDoorConfig",
     "FrontDoorStatistics",
+    "Page",
     "open_front_door",
     "shutdown_on_signal",
 ]
@@ -90,105 +94,6 @@ LOGGER = logging.getLogger("examples.frontdoor")
 #: Close code sent to every client when the server shuts down (RFC 6455 "going away").
 GOING_AWAY = 1001
 _REQUEST_TAGS = frozenset(messages.TAGS[cls] for cls in messages.ClientRequest.__args__)
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP literals (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name other than localhost: assume it is reachable from outside
-
-
-def _check_token(instance: FrontDoorConfig, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is None:
-        if not is_loopback(instance.host):
-            raise ValueError(
-                f"binding {instance.host!r} (not loopback) requires a token (SPEC §7.1)"
-            )
-        return
-    if not isinstance(value, str) or not 8 <= len(value) <= 256 or not value.isprintable():
-        raise ValueError("token must be a printable str of 8..256 characters")
-
-
-def _check_host(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"host must be a non-empty str, got {value!r}")
-
-
-@attrs.frozen(kw_only=True)
-class FrontDoorConfig:
-    """Where and how the front door listens; validated at construction (SPEC §1.6, §7.1).
-
-    Raises:
-        ValueError: a field is out of range (the message names it), or ``host`` is not
-            loopback and no ``token`` is given.
-    """
-
-    host: str = attrs.field(default="127.0.0.1", validator=_check_host)
-    """Interface to bind; anything but loopback requires ``token``."""
-    port: int = count_field(0, maximum=65535)
-    """TCP port; 0 picks a free one (see :attr:`FrontDoor.port`)."""
-    token: str | None = attrs.field(default=None, validator=_check_token)
-    """Shared secret every handshake must carry (``?token=`` or ``Authorization: Bearer``);
-    None (loopback only): no token needed."""
-    allowed_origins: frozenset[str] | None = attrs.field(
-        default=None, converter=attrs.converters.optional(frozenset)
-    )
-    """If set, a handshake with an ``Origin`` header outside it is refused (HTTP 403)."""
-    max_connections: int = count_field(64, minimum=1, maximum=10_000)
-    """Clients at once; more are refused with HTTP 503."""
-    max_message: int = count_field(DEFAULT_MAX_MESSAGE, minimum=1024, maximum=1 << 20)
-    """Largest client message answered normally, in bytes (SPEC §2.4): larger ones get
-    ``message_too_large``."""
-    max_frame: int = count_field(1 << 20, minimum=1024, maximum=16 << 20)
-    """Largest websocket message read at all, in bytes: above it the connection is
-    closed (code 1009) by trio-websocket."""
-    receive_queue: int = count_field(1, minimum=1, maximum=1024)
-    """Client messages trio-websocket buffers per connection before it stops reading (so
-    at most about ``(receive_queue + 1) * max_frame`` bytes per client)."""
-    send_queue: int = count_field(32, minimum=1, maximum=4096)
-    """Bound of each client's send queue, in messages (SPEC §6.9)."""
-    subscriber_bound: int = count_field(256, minimum=1, maximum=65_536)
-    """Bound of each client's event-log port, in events; past it: ``resync_required``."""
-    watch_limit: int = count_field(256, minimum=1, maximum=4096)
-    """Most events in one ``events`` answer (``watch``, ``subscribe`` backlog)."""
-    socket_send_buffer: int | None = attrs.field(default=None)
-    """``SO_SNDBUF`` of accepted sockets in bytes (the kernel may double it), or None for
-    the system's default: a small one detects a stalled client sooner."""
-    push_timeout: float = duration_field(1.0)
-    """Seconds (trio clock) :meth:`Connection.push` waits for room before dropping."""
-    handshake_timeout: float = duration_field(5.0, allow_zero=False)
-    """Seconds (trio clock) a client has to complete the opening handshake."""
-    close_timeout: float = duration_field(0.5, allow_zero=False)
-    """Seconds (trio clock) the closing handshake of one client may take."""
-    idle_poll: float = duration_field(0.05, allow_zero=False, maximum=5.0)
-    """Seconds (trio clock) between checks that the event log is idle, during shutdown."""
-
-    @socket_send_buffer.validator
-    def _check_sndbuf(self, attribute: attrs.Attribute[int | None], value: object) -> None:
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or not 1024 <= value <= 1 << 26
-        ):
-            raise ValueError("socket_send_buffer must be None or an int in [1024, 2**26] bytes")
-
-
-@attrs.frozen(kw_only=True)
-class FrontDoorStatistics:
-    """Counters of a front door (STYLE 16)."""
-
-    port: int | None
-    """The bound port, or None before :meth:`FrontDoor.serve` started."""
-    admitting: bool
-    """False once shutdown started."""
-    connections: int
-    """Clients connected now."""
-    accepted: int
-    """Handshakes accepted so far."""
-    rejected: int
-    """Handshakes refused (bad token or origin: 403; full or shutting down: 503)."""
 
 
 class FrontDoor:
@@ -201,6 +106,8 @@ class FrontDoor:
             ``await handler(conn, request)`` returns a server message to answer with, or
             None to answer ``ok``; an :class:`~actors.errors.ActorError` it raises becomes
             an ``error`` answer with its code.
+        pages: Pages served over plain HTTP by path, e.g. ``{"/": Page(body=html)}``
+            (:mod:`examples._ws_http`).
 
     Attributes:
         eventlog: The event-log client every built-in request goes through.
@@ -221,8 +128,10 @@ class FrontDoor:
         config: FrontDoorConfig | None = None,
         *,
         handlers: Mapping[str, Handler] | None = None,
+        pages: Mapping[str, Page] | None = None,
     ) -> None:
         self.eventlog = eventlog
+        self.pages: dict[str, Page] = dict(pages or {})
         self.config = config or FrontDoorConfig()
         self._handlers: dict[str, Handler] = dict(BUILTIN_HANDLERS)
         for tag, handler in (handlers or {}).items():
@@ -237,7 +146,7 @@ class FrontDoor:
         self._done = trio.Event()
         self.port: int | None = None
         self.head_hint = 0
-        self._accepted = self._rejected = 0
+        self._accepted = self._rejected = self._http = 0
 
     # -- extension API ------------------------------------------------------------------
 
@@ -349,16 +258,22 @@ class FrontDoor:
                     self._pending.add(pending)
                     try:
                         with trio.move_on_after(self.config.handshake_timeout):
-                            request = await wrap_server_stream(
-                                nursery,
-                                stream,
-                                message_queue_size=self.config.receive_queue,
-                                max_message_size=self.config.max_frame,
-                            )
+                            head = await read_head(stream, max_head=self.config.max_request_head)
+                            if not head.websocket:  # plain HTTP (a page, 404, ...), or gone
+                                if await answer(stream, head, self.pages):
+                                    self._http += 1
+                                    await linger(stream)
+                            else:
+                                request = await wrap_server_stream(
+                                    nursery,
+                                    ReplayStream(stream, head.raw),
+                                    message_queue_size=self.config.receive_queue,
+                                    max_message_size=self.config.max_frame,
+                                )
                     finally:
                         self._pending.discard(pending)
                 if request is not None:  # else: no complete handshake in time, or closing
-                    await self._handle(request)
+                    await self._handle(request, _peer(stream))
                 nursery.cancel_scope.cancel()
         except Exception as exc:  # contained: e.g. the client vanished mid-handshake
             LOGGER.info("client stream ended: %r", exc)
@@ -411,7 +326,7 @@ class FrontDoor:
 
     # -- one client ---------------------------------------------------------------------
 
-    async def _handle(self, request: WebSocketRequest) -> None:
+    async def _handle(self, request: WebSocketRequest, peer: str) -> None:
         refusal = self._refusal(request)
         if refusal is not None:
             self._rejected += 1
@@ -424,7 +339,7 @@ class FrontDoor:
             return
         ws = await request.accept()
         self._accepted += 1
-        conn = Connection(self, ws, next(self._ids))
+        conn = Connection(self, ws, next(self._ids), peer=peer)
         self._connections[conn.id] = conn
         try:
             await conn.run()
@@ -494,7 +409,16 @@ class FrontDoor:
             connections=len(self._connections),
             accepted=self._accepted,
             rejected=self._rejected,
+            http_requests=self._http,
         )
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        address = stream.socket.getpeername()
+    except OSError:
+        return "gone"
+    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "local"
 
 
 def _offered_token(path: str, headers: Mapping[bytes, bytes]) -> str | None:
@@ -530,6 +454,7 @@ async def open_front_door(
     config: FrontDoorConfig | None = None,
     *,
     handlers: Mapping[str, Handler] | None = None,
+    pages: Mapping[str, Page] | None = None,
 ) -> AsyncIterator[FrontDoor]:
     """Serve a :class:`FrontDoor` for the duration of the block (SPEC §7.1).
 
@@ -541,7 +466,7 @@ async def open_front_door(
     Raises:
         OSError: the address cannot be bound.
     """
-    front = FrontDoor(eventlog, config, handlers=handlers)
+    front = FrontDoor(eventlog, config, handlers=handlers, pages=pages)
     async with trio.open_nursery() as nursery:
         await nursery.start(front.serve)
         try:

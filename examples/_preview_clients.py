@@ -14,6 +14,13 @@ Handlers for :class:`examples._frontdoor.FrontDoor` (SPEC §7.1, §7.2), each
   an ``unknown_run`` error and changes nothing.
 * ``submit`` of ``preview`` {run_id} draws that run again at a new revision (a new
   event-log run reports it); other operations go to the built-in ``submit``.
+* ``cancel`` {run_id} (an event-log run id) is the built-in ``cancel`` (SPEC §6.7: the
+  true state is answered); when it cancelled a measurement run's current event-log run,
+  queued or running, that run's work stops too (:meth:`WorkMixin.halt
+  <examples._preview_work.WorkMixin.halt>`).
+
+Each ``run_list`` row carries the run's ``status`` and its current event-log run
+(``job_run_id``), so a client that connects late needs no replay of old events.
 """
 
 from __future__ import annotations
@@ -55,14 +62,21 @@ class ClientsMixin:
     async def _ask(self, message: object) -> Any:  # provided by PreviewApp
         raise NotImplementedError
 
+    def track_job(self, record: RunRecord, job: int) -> None:  # provided by WorkMixin
+        raise NotImplementedError
+
+    def halt_job(self, job: int) -> bool:  # provided by WorkMixin
+        raise NotImplementedError
+
     @property
     def handlers(self) -> dict[str, Handler]:
-        """Front-door handlers: ``list_runs``, ``select``, ``visible`` and ``submit``."""
+        """Front-door handlers: ``list_runs``, ``select``, ``visible``, ``submit``, ``cancel``."""
         return {
             "list_runs": self.on_list_runs,
             "select": self.on_select,
             "visible": self.on_visible,
             "submit": self.on_submit,
+            "cancel": self.on_cancel,
         }
 
     def _summaries(self) -> tuple[messages.RunSummary, ...]:
@@ -162,8 +176,19 @@ class ClientsMixin:
             and reply.admitted
             and reply.run_id != record.job
         ):
-            record.job, record.job_open = reply.run_id, True
+            self.track_job(record, reply.run_id)
             self._refreshes += 1
             record.requested = f"{record.token}~r{self._refreshes}"
             await self._ask(SourceChanged(run_id=record.run_id, revision=record.requested))
+        return reply
+
+    async def on_cancel(self, conn: Connection, request: messages.Cancel) -> messages.Message:
+        """``cancel`` → ``status_reply`` with the true state; stops the run's work (§6.7).
+
+        Raises:
+            UnknownRun: (``unknown_run``) no such event-log run.
+        """
+        reply = await BUILTIN_HANDLERS["cancel"](conn, request)
+        if isinstance(reply, messages.StatusReply) and reply.state == "cancelled":
+            self.halt_job(request.run_id)
         return reply

@@ -6,7 +6,7 @@ run's lifecycle on its event-log run:
 =================  ==============================================================
 notice             what the app does
 =================  ==============================================================
-``RunStarted``     ``start(job)`` (``job_started``)
+``RunStarted``     ``start(job, on_cancel=halt)`` (``job_started``)
 ``Published``      metadata: note the run's status; thumbnail/preview: keep the PNG
                    and push it to clients; then ``progress(job, kinds/3, kind)``
 ``Parked``         the run is being written: draw the partial read as live images,
@@ -24,6 +24,7 @@ run) is logged and skipped: a bad run never stops the bridge.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,9 @@ class EventsMixin:
     def queue_live(self, record: RunRecord, observation: dict[str, Any]) -> None:
         raise NotImplementedError  # provided by PreviewApp
 
+    def halt(self, run_id: int, job: int) -> bool:
+        raise NotImplementedError  # provided by WorkMixin
+
     async def _pump_events(self, events: trio.MemoryReceiveChannel[Any]) -> None:
         """Read every notice until the scheduler stops (closing the channel after)."""
         with events:
@@ -81,11 +85,21 @@ class EventsMixin:
         record = self.runs.get(getattr(notice, "run_id", -1))
         if record is None:
             return
+        try:
+            await self._apply(record, notice)
+        finally:
+            if record.relisted():  # its run_list row changed: push the list (≤ a poll)
+                self._list_dirty = True
+
+    async def _apply(self, record: RunRecord, notice: Any) -> None:
         if isinstance(notice, RunStarted):
+            if notice.revision in record.halted:
+                return  # cancelled while queued: no new event-log run for it
             if record.job is None or not record.job_open:
                 await self._submit(record)
             if record.job is not None and record.job_open:
-                await self.runtime.eventlog.start(record.job)
+                on_cancel = functools.partial(self.halt, record.run_id, record.job)
+                await self.runtime.eventlog.start(record.job, on_cancel=on_cancel)
         elif isinstance(notice, Published):
             await self._on_published(record, notice)
         elif isinstance(notice, Parked):
@@ -132,8 +146,8 @@ class EventsMixin:
     async def _on_parked(self, record: RunRecord, notice: Parked) -> None:
         record.parked = True
         observation = notice.result
-        if not isinstance(observation, dict):
-            return  # a page that found nothing new
+        if not isinstance(observation, dict) or notice.revision in record.halted:
+            return  # a page that found nothing new, or a cancelled run: nothing to draw
         if record.note_observation(observation):
             self._list_dirty = True
         token = str(observation.get("revision"))

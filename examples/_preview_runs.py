@@ -37,6 +37,7 @@ __all__ = [
     "KIND_COUNT",
     "RunRecord",
     "finish_result",
+    "run_status",
     "summary_message",
     "verdict_of",
 ]
@@ -86,6 +87,10 @@ class RunRecord:
     """Token of the newest partial (progressive) images drawn, or None."""
     dependents: list[dict[str, Any]] = attrs.field(factory=list)
     """Short descriptions of the dependents of the newest metadata read."""
+    halted: frozenset[str] = frozenset()
+    """Scheduler revisions whose work a client cancelled (SPEC §6.7): their claims end
+    at once, without I/O. A new revision (new data, or a ``submit``) is not halted."""
+    _listed: tuple[Any, ...] | None = attrs.field(default=None, init=False)
     _numbers: dict[str, int] = attrs.field(factory=dict, init=False)
     _next_number: int = attrs.field(default=1, init=False)
 
@@ -106,6 +111,15 @@ class RunRecord:
     def completed(self) -> bool:
         """False while ``is_completed`` is 0 (a progressive source, SPEC §4.5)."""
         return bool(self.summary.get("is_completed", False))
+
+    def relisted(self) -> bool:
+        """True if the run's ``run_list`` row (status, event-log run, completion) changed
+        since the last call: the list is pushed again then (rows alone do not count)."""
+        row = (run_status(self), self.job, self.completed)
+        if row == self._listed:
+            return False
+        self._listed = row
+        return True
 
     def reset_revision(self, revision: str) -> None:
         """The scheduler moved the run to ``revision``: forget published kinds and errors."""
@@ -162,6 +176,23 @@ class RunRecord:
         return before != completed
 
 
+def run_status(record: RunRecord) -> str | None:
+    """The ``status`` of the run's ``run_list`` row (SPEC §7.2).
+
+    ``unreadable`` if its metadata failed (not by a cancel), the read's status (``ok``, ``empty``,
+    ``interrupted``, ``incomplete``) once its metadata is published at the scheduler's
+    revision, ``progressive`` while it is being written, else None (not read yet).
+    """
+    error = record.errors.get("metadata")
+    if error is not None and error.code != "work_cancelled":
+        return "unreadable"
+    if "metadata" in record.published and record.observation_status in _STATUS_VERDICTS:
+        return record.observation_status
+    if record.parked or not record.completed:
+        return "progressive"
+    return None
+
+
 def summary_message(record: RunRecord) -> messages.RunSummary:
     """Return the ``run_list`` row of ``record`` (SPEC §7.2)."""
     summary = record.summary
@@ -180,6 +211,8 @@ def summary_message(record: RunRecord) -> messages.RunSummary:
         shape=shape,
         completed=record.completed,
         rows=max(0, int(summary.get("row_count") or 0)),
+        status=run_status(record),
+        job_run_id=record.job,
     )
 
 

@@ -92,12 +92,15 @@ class Connection:
         data: Free per-connection state for extension handlers (e.g. the selection).
     """
 
-    def __init__(self, front: FrontDoor, ws: WebSocketConnection, conn_id: int) -> None:
+    def __init__(
+        self, front: FrontDoor, ws: WebSocketConnection, conn_id: int, *, peer: str | None = None
+    ) -> None:
         self.front = front
         self.ws = ws
         self.id = conn_id
-        remote = ws.remote
-        peer = f"{remote.address}:{remote.port}" if hasattr(remote, "port") else "local"
+        if peer is None:
+            remote = ws.remote
+            peer = f"{remote.address}:{remote.port}" if hasattr(remote, "port") else "local"
         self.name = f"ws-{conn_id}@{peer}"[:128]
         self.data: dict[str, Any] = {}
         bound = front.config.send_queue

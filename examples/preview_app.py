@@ -37,6 +37,12 @@ exception flags: no result data is read). A run whose change token moved gets
 submitted and appended with ``Reconcile``; a run that became complete is read again
 and finishes.
 
+**Cancel and helper crashes** (SPEC §6.7, §4.8; :mod:`examples._preview_work`). A
+cancelled event-log run stops its measurement run's work in flight (helper read,
+drawing) and the kinds still to do at that revision. A helper incarnation that ends
+(crash, kill) is told to the scheduler (``HelperRestarted``), which fences the results
+claimed under it.
+
 **Clients** (with :class:`examples._frontdoor.FrontDoor`): see :attr:`PreviewApp.handlers`.
 ``list_runs`` answers ``run_list`` and then pushes a ``payload`` for every image
 already drawn, then each new one (:mod:`examples._preview_push`); ``select`` and
@@ -62,7 +68,6 @@ from actors import (
     OperationSpec,
     PayloadCache,
     PoolConfig,
-    Progressive,
     Reconcile,
     Render,
     RendererConfig,
@@ -72,11 +77,12 @@ from actors import (
     SourceChanged,
 )
 from actors._config import count_field, duration_field
-from actors.errors import ActorError, SourceError
+from actors.errors import ActorError
 from examples._preview_clients import OPERATION, ClientsMixin
 from examples._preview_events import EventsMixin
 from examples._preview_push import ImageStore, StoredImage
 from examples._preview_runs import IMAGE_KINDS, RunRecord
+from examples._preview_work import HelperWatch, WorkMixin
 from examples.qcodes_source import open_source, revision
 from examples.render import RENDERER_VERSION, render
 from protocol import messages
@@ -84,7 +90,7 @@ from protocol import messages
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
 
-    from actors import Runtime, SchedulerJob
+    from actors import Runtime
 
 
 __all__ = ["OPERATION", "OPERATIONS", "PreviewApp", "PreviewConfig", "open_database"]
@@ -148,6 +154,9 @@ class PreviewConfig:
         )
     )
     """Helper deadlines (SPEC §3.2); the startup imports numpy, so it is generous."""
+    helper_faults: dict[str, Any] | None = None
+    """For tests only: the helpers' ``faults`` startup option (see
+    :mod:`examples.preview_helper`), e.g. a read that crashes its helper once."""
 
 
 def open_database(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -167,7 +176,7 @@ def open_database(path: str | os.PathLike[str]) -> dict[str, Any]:
         return source.identity()
 
 
-class PreviewApp(EventsMixin, ClientsMixin):
+class PreviewApp(WorkMixin, EventsMixin, ClientsMixin):
     """The preview server's logic (see the module docstring).
 
     Args:
@@ -192,6 +201,11 @@ class PreviewApp(EventsMixin, ClientsMixin):
         self._closing = False
         self._priority_lock = trio.Lock()
         self.probes = 0
+        self._jobs: dict[int, int] = {}
+        self._inflight: dict[int, set[trio.CancelScope]] = {}
+        self._helper_watch = HelperWatch()
+        self._helper_wake = trio.Event()
+        self.helper_restarts = 0
 
     # -- wiring -----------------------------------------------------------------------
 
@@ -201,10 +215,13 @@ class PreviewApp(EventsMixin, ClientsMixin):
         cache = None
         if config.cache_dir is not None:
             cache = PayloadCache(directory=Path(config.cache_dir) / "payloads")
+        options: dict[str, Any] = {"db": str(Path(config.db).resolve())}
+        if config.helper_faults:
+            options["faults"] = config.helper_faults
         return RuntimeConfig(
             helper=HelperSpec(
                 entry="examples.preview_helper:main",
-                options={"db": str(Path(config.db).resolve())},
+                options=options,
                 cwd=str(ROOT),
                 name="preview-helper",
             ),
@@ -252,6 +269,8 @@ class PreviewApp(EventsMixin, ClientsMixin):
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._pump_events, runtime.scheduler_events)
+            self._helper_watch.update(await runtime.supervisor.snapshot())  # the baseline
+            nursery.start_soon(self._watch_helpers)
             await self._discard_held()
             now = trio.current_time()
             for summary in await self._list_runs(after=0):
@@ -266,49 +285,6 @@ class PreviewApp(EventsMixin, ClientsMixin):
             finally:
                 nursery.cancel_scope.cancel()
 
-    # -- the scheduler's work (SPEC §4) -------------------------------------------------
-
-    async def execute(self, job: SchedulerJob, runtime: Runtime) -> Any:
-        """Do one claim: read the run (metadata) or draw it (thumbnail, preview).
-
-        Returns:
-            The observation (metadata), :class:`~actors.Progressive` for a run still
-            being written, or PNG bytes.
-
-        Raises:
-            ActorError: the helper job or the drawing failed (classified, SPEC §1.5).
-        """
-        claim = job.claim
-        record = self.runs.get(claim.run_id)
-        if claim.kind == "metadata":
-            if claim.page and record is not None and not self._stalled(record):
-                return Progressive(None)  # a page with no new rows: no I/O at all
-            observation = await self._read(runtime, claim.run_id)
-            if observation.get("status") == "incomplete" and (
-                record is None or not self._stalled(record)
-            ):
-                return Progressive(observation)
-            return observation
-        observation = job.observation
-        if observation is None:  # evicted from the observation cache: read again
-            observation = await self._read(runtime, claim.run_id)
-        rendered = await runtime.renderer.ask(
-            Render(observation=observation, kind=claim.kind, deadline=claim.deadline),
-            timeout=self.config.job_timeout + 1.0,
-        )
-        return rendered.data
-
-    async def _read(self, runtime: Runtime, run_id: int) -> dict[str, Any]:
-        observation = await runtime.supervisor.run_job(
-            "read_run", {"run_id": run_id}, timeout=self.config.job_timeout
-        )
-        if not isinstance(observation, dict):
-            raise SourceError(f"run {run_id}: the helper returned no observation")
-        return observation
-
-    def _stalled(self, record: RunRecord) -> bool:
-        return trio.current_time() - record.changed_at >= self.config.stall_after
-
     async def _ask(self, message: object) -> Any:
         return await self.runtime.scheduler.ask(message, timeout=self.config.ask_timeout)
 
@@ -318,9 +294,7 @@ class PreviewApp(EventsMixin, ClientsMixin):
         runs: list[dict[str, Any]] = []
         cursor: int | None = after
         while cursor is not None:
-            page = await self.runtime.supervisor.run_job(
-                "list_runs", {"after": cursor, "limit": _PAGE}, timeout=self.config.job_timeout
-            )
+            page = await self.helper_job("list_runs", {"after": cursor, "limit": _PAGE})
             runs.extend(page["runs"])
             cursor = page["next_after"]
         return runs
@@ -361,7 +335,7 @@ class PreviewApp(EventsMixin, ClientsMixin):
             LOGGER.warning("run %d: submit failed: %s", record.run_id, exc)
             return
         if receipt.admitted:
-            record.job, record.job_open = receipt.run_id, True
+            self.track_job(record, receipt.run_id)
         else:
             LOGGER.warning("run %d: not admitted (%s); retrying later", record.run_id, receipt.code)
 
@@ -380,9 +354,7 @@ class PreviewApp(EventsMixin, ClientsMixin):
         while True:
             await trio.sleep(self.config.poll_interval)
             try:
-                probe = await self.runtime.supervisor.run_job(
-                    "probe", None, timeout=self.config.job_timeout
-                )
+                probe = await self.helper_job("probe", None)
                 self.probes += 1
                 await self.apply_probe(probe)
                 for record in self.runs.values():
@@ -486,8 +458,10 @@ class PreviewApp(EventsMixin, ClientsMixin):
         for record in self.runs.values():
             if record.job is None or not record.job_open or (parked_only and not record.parked):
                 continue
-            record.job_open = False
+            job, record.job_open = record.job, False
             with suppress(ActorError):
-                await self.runtime.eventlog.cancel(record.job, actor)
+                status = await self.runtime.eventlog.cancel(job, actor)
                 count += 1
+                if status.state == "cancelled":
+                    self.halt(record.run_id, job)  # a queued run has no on_cancel yet
         return count

@@ -10,8 +10,9 @@ It connects, subscribes to the event log (from the start, so it sees every run's
 server draws it first), and saves every ``payload`` it receives as
 ``DIR/run<id>-<kind>.png`` (a newer revision overwrites an older one). It stops when
 every run with rows has its thumbnail and preview, or when ``--timeout`` seconds have
-passed, and prints one line per image: run, kind, revision, width x height, bytes and
-the run's status (from its ``job_finished`` event, if it came). Exit status 0 when
+passed, and prints one line per image: run, kind, revision, width x height, bytes, the
+run's event-log run (``job``) and its status (from the newest ``run_list``, or from
+the ``job_finished`` event of that event-log run if it came later). Exit status 0 when
 every image came, 1 on timeout, 2 for a bad argument or a refused connection.
 
 Every message is read with the project's strict codec
@@ -84,13 +85,30 @@ class Collection:
             if (run_id, kind) not in self.images
         ]
 
+    def job(self, run_id: int) -> int | None:
+        """The run's newest event-log run (from ``run_list`` or the events), or None."""
+        run = self.runs.get(run_id)
+        listed = None if run is None else run.job_run_id
+        jobs = [job for job, of in self.jobs.items() if of == run_id]
+        return max([*jobs, *([] if listed is None else [listed])], default=None)
+
     def status(self, run_id: int) -> str:
-        """The run's status from its ``job_finished`` event, or ``-``."""
+        """The run's status, or ``-`` if unknown.
+
+        The ``job_finished`` (or ``job_cancelled``) event of the run's newest event-log
+        run when it came, else the newest ``run_list``'s ``status`` (so a client that
+        connects late needs no old events).
+        """
         data = self.finished.get(run_id)
-        if data is None:
-            return "-"
-        result = data.get("result") or {}
-        return str(result.get("status") or data.get("verdict"))
+        if data is not None and data.get("job") == self.job(run_id):
+            if data["kind"] == "job_cancelled":
+                return "cancelled"
+            result = data.get("result") or {}
+            return str(result.get("status") or data.get("verdict"))
+        run = self.runs.get(run_id)
+        if run is not None and run.status is not None:
+            return run.status
+        return "-"
 
     def _note_event(self, event: messages.Event) -> None:
         self.events.append(event)
@@ -101,7 +119,9 @@ class Collection:
             if isinstance(run, int):
                 self.jobs[event.run_id] = run
         elif event.kind in ("job_finished", "job_cancelled") and event.run_id in self.jobs:
-            self.finished[self.jobs[event.run_id]] = {"kind": event.kind, **event.data}
+            self.finished[self.jobs[event.run_id]] = {
+                **event.data, "kind": event.kind, "job": event.run_id,
+            }  # fmt: skip
 
 
 async def collect(
@@ -176,12 +196,13 @@ async def _save(out: Path, payload: messages.Payload) -> SavedImage:
 
 def listing(seen: Collection) -> list[str]:
     """The printed table: one line per saved image, in run order."""
-    lines = [f"{'run':>4}  {'kind':<9}  {'rev':>3}  {'size':>7}  {'bytes':>6}  status"]
+    lines = [f"{'run':>4}  {'kind':<9}  {'rev':>3}  {'size':>7}  {'bytes':>6}  {'job':>4}  status"]
     for (run_id, kind), image in sorted(seen.images.items()):
         size = f"{image.width}x{image.height}"
+        job = seen.job(run_id)
         lines.append(
             f"{run_id:>4}  {kind:<9}  {image.revision:>3}  {size:>7}  {image.size:>6}  "
-            f"{seen.status(run_id)}"
+            f"{'-' if job is None else job:>4}  {seen.status(run_id)}"
         )
     return lines
 

@@ -26,10 +26,20 @@ Operations (payload → result, all JSON):
 
 A malformed payload fails the job with code ``invalid_command``; an unknown run id
 with ``unknown_run``; an unreadable run with ``source_unreadable``.
+
+For tests only (SPEC §3.9), the startup option ``faults`` makes ``read_run`` of one
+run misbehave: ``{"crash_once": {"run_id": 4, "marker": "/tmp/x"}}`` kills the helper
+(exit status :data:`CRASH_EXIT_CODE`) the first time the run is read, by any
+incarnation (the marker file, created just before, remembers it);
+``{"stall": {"run_id": 5, "seconds": 30, "marker": "/tmp/y"}}`` makes each read of
+the run wait that long, checking for a cancel frame every 10 ms (a slow read, to
+cancel); it creates the (optional) marker file as it starts waiting.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from actors.helper import JobError, serve
@@ -40,11 +50,13 @@ if TYPE_CHECKING:
 
     from actors.helper import JobContext
 
-__all__ = ["DEFAULT_PAGE", "MAX_PAGE", "PreviewHandlers", "main"]
+__all__ = ["CRASH_EXIT_CODE", "DEFAULT_PAGE", "MAX_PAGE", "PreviewHandlers", "main"]
 
 #: Run summaries per ``list_runs`` page by default, and at most.
 DEFAULT_PAGE = 100
 MAX_PAGE = 500
+#: Exit status of a helper killed by the ``crash_once`` test fault.
+CRASH_EXIT_CODE = 70
 
 
 def _invalid(message: str) -> JobError:
@@ -77,6 +89,7 @@ class PreviewHandlers:
 
     def __init__(self) -> None:
         self.source: QcodesSource | None = None
+        self.faults: dict[str, Any] = {}
 
     def startup(self, options: dict[str, Any]) -> dict[str, Any]:
         """Open ``options["db"]`` read-only; return its identity for the *ready* frame.
@@ -88,6 +101,10 @@ class PreviewHandlers:
         path = options.get("db")
         if not isinstance(path, str) or not path:
             raise _invalid("startup option 'db' (the database path) is required")
+        faults = options.get("faults") or {}
+        if not isinstance(faults, dict) or set(faults) - {"crash_once", "stall"}:
+            raise _invalid("startup option 'faults' may hold only 'crash_once' and 'stall'")
+        self.faults = faults
         self.source = open_source(path)
         return self.source.identity()
 
@@ -112,7 +129,28 @@ class PreviewHandlers:
             raise _invalid("run_id is required")
         run_id = _int_field(fields, "run_id", None, 0, 2**53 - 1)
         max_values = _int_field(fields, "max_values", MAX_OBSERVATION_VALUES, 256, 65_536)
+        if self.faults:
+            self._fault(run_id, ctx)
         return self._open().read_run(run_id, check_cancel=ctx.check_cancel, max_values=max_values)
+
+    def _fault(self, run_id: int, ctx: JobContext) -> None:
+        crash = self.faults.get("crash_once")
+        if crash and crash.get("run_id") == run_id:
+            try:
+                with open(crash["marker"], "x"):
+                    pass
+            except FileExistsError:
+                pass  # crashed once already
+            else:
+                os._exit(CRASH_EXIT_CODE)
+        stall = self.faults.get("stall")
+        if stall and stall.get("run_id") == run_id:
+            if stall.get("marker"):
+                open(stall["marker"], "w").close()
+            end = time.monotonic() + float(stall.get("seconds", 30.0))
+            while time.monotonic() < end:
+                ctx.check_cancel()
+                time.sleep(0.01)
 
     def probe(self, payload: Any, ctx: JobContext) -> dict[str, Any]:
         """The cheap change probe, for all runs or for ``run_ids``."""

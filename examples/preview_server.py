@@ -15,8 +15,10 @@ unfinished run by a few rows every half second so the live refresh can be watche
 (``--no-live-demo`` turns that off). A ``DB`` that does not exist, is not SQLite or has
 no QCoDeS ``runs`` table is refused with one line on stderr and exit status 2.
 
-Once ready it prints ``listening on ws://HOST:PORT`` and the dashboard's address
-(``examples/dashboard.html?ws=ws://HOST:PORT``, opened as a file). The websocket API is
+It prints ``starting: ...`` at once, and once ready ``listening on ws://HOST:PORT``,
+``dashboard: http://HOST:PORT/`` (the dashboard page, served on the same port; with
+``?token=T`` when there is a token) and the same page as a file
+(``examples/dashboard.html?ws=ws://HOST:PORT``). The websocket API is
 the front door's (:mod:`examples._frontdoor`: ``subscribe``, ``status``, ...) plus
 ``list_runs``, ``select`` and ``visible`` (:mod:`examples._preview_clients`); images
 arrive as ``payload`` pushes after ``list_runs``. ``python -m examples.preview_client``
@@ -24,28 +26,41 @@ is a command-line client.
 
 SIGINT/SIGTERM shut it down: runs waiting on a writer are cancelled at once, the others
 get up to ``--grace`` seconds to finish (the rest are cancelled), the websockets are
-closed with code 1001 and every helper process is reaped. Exit status 0.
+closed with code 1001 and every helper process is reaped. Exit status 0. A signal (or
+Ctrl-C) before the server is ready stops the start quietly, reaping any helper already
+started: exit status 128 + the signal's number (130 for Ctrl-C).
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
 import signal
 import sys
-import urllib.parse
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-import trio
 
-from actors import open_runtime
-from actors.errors import ActorError, SourceError
+def _exit_quietly(signum: int, frame: object) -> None:
+    """Ctrl-C while the modules below load (numpy takes a while): no traceback."""
+    raise SystemExit(128 + signum)
 
-from ._frontdoor import FrontDoor, FrontDoorConfig, open_front_door
-from .preview_app import PreviewApp, PreviewConfig, open_database
-from .sample_db import (
+
+if __name__ == "__main__":  # main() gives Ctrl-C back to Python's default, then trio's
+    signal.signal(signal.SIGINT, _exit_quietly)
+
+# The imports after the handler above: ruff's E402 is expected here.
+import argparse  # noqa: E402
+import logging  # noqa: E402
+import urllib.parse  # noqa: E402
+from contextlib import asynccontextmanager, suppress  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
+import trio  # noqa: E402
+
+from actors import open_runtime  # noqa: E402
+from actors.errors import ActorError, SourceError  # noqa: E402
+
+from ._frontdoor import FrontDoor, FrontDoorConfig, Page, open_front_door  # noqa: E402
+from .preview_app import PreviewApp, PreviewConfig, open_database  # noqa: E402
+from .sample_db import (  # noqa: E402
     LIVE_RUN_ID,
     append_live_rows,
     create_sample_database,
@@ -54,10 +69,12 @@ from .sample_db import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
 
 __all__ = [
     "DASHBOARD",
+    "DASHBOARD_PATHS",
+    "dashboard_page_url",
     "dashboard_url",
     "live_demo",
     "main",
@@ -66,8 +83,11 @@ __all__ = [
 ]
 
 LOGGER = logging.getLogger("examples.preview")
-#: The dashboard page (plain HTML + JavaScript), opened as a file with ``?ws=URL``.
+#: The dashboard page (plain HTML + JavaScript), served by the server itself at
+#: :data:`DASHBOARD_PATHS`, or opened as a file with ``?ws=URL``.
 DASHBOARD = Path(__file__).resolve().parent / "dashboard.html"
+#: Paths of the dashboard on the server's port (plain HTTP ``GET``).
+DASHBOARD_PATHS = ("/", "/dashboard.html")
 #: Rows the live demo appends to the sample's unfinished run, and how often (seconds).
 DEMO_ROWS = 3
 DEMO_INTERVAL = 0.5
@@ -77,6 +97,12 @@ def dashboard_url(ws_url: str, token: str | None = None) -> str:
     """The dashboard's ``file://`` address for a server at ``ws_url``."""
     query = {"ws": ws_url} if token is None else {"ws": ws_url, "token": token}
     return DASHBOARD.as_uri() + "?" + urllib.parse.urlencode(query, safe=":/")
+
+
+def dashboard_page_url(ws_url: str, token: str | None = None) -> str:
+    """The dashboard's ``http://`` address on the server at ``ws_url`` (same port)."""
+    url = "http" + ws_url.removeprefix("ws") + "/"
+    return url if token is None else url + "?" + urllib.parse.urlencode({"token": token})
 
 
 async def live_demo(path: Path, *, rows: int = DEMO_ROWS, interval: float = DEMO_INTERVAL) -> None:
@@ -139,10 +165,14 @@ async def open_preview_server(
     """
     app = PreviewApp(config, identity)
     runtime_config = await trio.to_thread.run_sync(app.runtime_config)  # makes cache dirs
+    page = Page(body=await trio.Path(DASHBOARD).read_bytes())
+    pages = dict.fromkeys(DASHBOARD_PATHS, page)
     async with (
         open_runtime(runtime_config) as runtime,
         app.running(runtime),
-        open_front_door(runtime.eventlog, front_config, handlers=app.handlers) as front,
+        open_front_door(
+            runtime.eventlog, front_config, handlers=app.handlers, pages=pages
+        ) as front,
     ):
         front.on_disconnect(app.on_disconnect)
         yield front, app
@@ -155,11 +185,15 @@ async def serve_preview(
     *,
     grace: float = 5.0,
     demo: Path | None = None,
+    on_ready: Callable[[FrontDoor], object] | None = None,
     task_status: trio.TaskStatus[FrontDoor] = trio.TASK_STATUS_IGNORED,
-) -> int:
+) -> tuple[int, bool]:
     """Run the preview server until SIGINT/SIGTERM, then shut down (SPEC §7.1, §7.2).
 
-    ``task_status.started(front)`` once the port is bound and every run is submitted.
+    ``task_status.started(front)`` and ``on_ready(front)`` once the port is bound and
+    every run is submitted. A signal before that stops the start at once (what was
+    started is stopped, every helper reaped); :meth:`trio.Nursery.start` then raises
+    ``RuntimeError``, so use ``on_ready`` to run it as a whole.
 
     Args:
         config: The app's settings.
@@ -167,25 +201,52 @@ async def serve_preview(
         identity: :func:`~examples.preview_app.open_database` of ``config.db``.
         grace: Seconds (trio clock) running work gets after the first signal.
         demo: A sample database whose unfinished run to grow (see :func:`live_demo`).
+        on_ready: Called (sync) once the server is ready.
 
     Returns:
-        The signal's number, once every client is closed and every helper reaped.
+        The signal's number and whether the server was ready, once every client is
+        closed and every helper reaped.
 
     Raises:
         OSError: the address cannot be bound.
         HelperStartupError: (``helper_startup_failed``) a helper could not start.
     """
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with (
-            open_preview_server(config, front_config, identity) as (front, app),
-            trio.open_nursery() as nursery,
-        ):
-            if demo is not None:
-                nursery.start_soon(live_demo, demo)
-            task_status.started(front)
-            signum = await _shutdown(front, app, signals, grace)
-            nursery.cancel_scope.cancel()
-        return signum
+    send, receive = trio.open_memory_channel[int](8)
+    starting = trio.CancelScope()  # the start, cancelled by a signal before it is done
+    early: list[int] = []
+
+    async def route(signals: AsyncIterator[int]) -> None:
+        # The only reader of the signals: before the server is ready a signal stops the
+        # start; afterwards they go to _shutdown (a flood beyond 8 is dropped).
+        async for signum in signals:
+            if ready:
+                with suppress(trio.WouldBlock):
+                    send.send_nowait(signum)
+            else:
+                early.append(signum)
+                starting.cancel()
+
+    ready = False
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, send, receive:
+        async with trio.open_nursery() as guard:
+            guard.start_soon(route, signals)
+            with starting:
+                async with (
+                    open_preview_server(config, front_config, identity) as (front, app),
+                    trio.open_nursery() as nursery,
+                ):
+                    ready = True
+                    if demo is not None:
+                        nursery.start_soon(live_demo, demo)
+                    task_status.started(front)
+                    if on_ready is not None:
+                        on_ready(front)
+                    signum = await _shutdown(front, app, receive, grace)
+                    nursery.cancel_scope.cancel()
+            guard.cancel_scope.cancel()
+    if early:
+        return early[0], False
+    return signum, True
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -218,6 +279,20 @@ def _leaf(exc: BaseException) -> BaseException:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line; see the module docstring. Returns the exit status."""
+    if signal.getsignal(signal.SIGINT) is _exit_quietly:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # trio takes it from here
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while preparing (e.g. writing the sample)
+        return _stopped_early(signal.SIGINT)
+
+
+def _stopped_early(signum: int) -> int:
+    print(f"signal {signum} before the server was ready: stopped", file=sys.stderr)
+    return 128 + signum
+
+
+def _main(argv: list[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_sample_path().parent
@@ -253,26 +328,28 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.INFO if args.verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(name)s: %(message)s")
 
-    async def run() -> None:
-        async with trio.open_nursery() as nursery:
-            front = await nursery.start(
-                lambda task_status: serve_preview(
-                    config, front_config, identity, grace=args.grace, demo=demo,
-                    task_status=task_status,
-                )
-            )  # fmt: skip
-            print(f"listening on {front.url}", flush=True)
-            print(f"dashboard: {dashboard_url(front.url, args.token)}", flush=True)
+    def announce(front: FrontDoor) -> None:
+        print(f"listening on {front.url}", flush=True)
+        print(f"dashboard: {dashboard_page_url(front.url, args.token)}", flush=True)
+        print(f"dashboard as a file: {dashboard_url(front.url, args.token)}", flush=True)
 
+    async def run() -> tuple[int, bool]:
+        return await serve_preview(
+            config, front_config, identity, grace=args.grace, demo=demo, on_ready=announce
+        )
+
+    print(f"starting: {db} ({identity['run_count']} runs, {args.helpers} helpers)", flush=True)
     try:
-        trio.run(run)
+        signum, ready = trio.run(run)
     except BaseException as exc:  # report one line; anything else is re-raised
         leaf = _leaf(exc)
+        if isinstance(leaf, KeyboardInterrupt):  # Ctrl-C before the signals were caught
+            return _stopped_early(signal.SIGINT)
         if isinstance(leaf, OSError | ActorError):
             print(f"preview_server: {leaf}", file=sys.stderr)
             return 1
         raise
-    return 0
+    return 0 if ready else _stopped_early(signum)
 
 
 if __name__ == "__main__":

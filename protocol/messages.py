@@ -489,6 +489,16 @@ class RunSummary:
     """False while the run is still being written (a progressive source, SPEC §4.5)."""
     rows: int = attrs.field(validator=_count)
     """Number of result rows so far."""
+    status: str | None = attrs.field(default=None, validator=_optional(_code))
+    """What the newest read of the run found, so a late client needs no event replay:
+    ``ok``, ``empty``, ``interrupted``, ``incomplete`` (not completed, and nothing was
+    written for a while: the writer is gone), ``progressive`` (still being written,
+    SPEC §4.5) or ``unreadable`` (its metadata failed); ``None`` while unknown (not read
+    yet at its newest revision). Added after the first release: optional."""
+    job_run_id: int | None = attrs.field(default=None, validator=_optional(_count))
+    """The event-log run reporting this run's work now, or the last one that did (its
+    events carry it as ``run_id``; ask ``status``/``cancel`` with it); ``None`` before
+    one was admitted. Optional, like ``status``."""
 
 
 @attrs.frozen(kw_only=True)

@@ -114,10 +114,13 @@ def decode_png(payload: dict[str, Any]) -> Image.Image:
 
 
 @asynccontextmanager
-async def preview_server(config: PreviewConfig) -> AsyncIterator[tuple[FrontDoor, PreviewApp]]:
+async def preview_server(
+    config: PreviewConfig, *, token: str | None = None
+) -> AsyncIterator[tuple[FrontDoor, PreviewApp]]:
     """The preview server in this process, on an ephemeral loopback port."""
     identity = await trio.to_thread.run_sync(open_database, config.db)
-    async with open_preview_server(config, FrontDoorConfig(port=0), identity) as server:
+    front_config = FrontDoorConfig(port=0, token=token)
+    async with open_preview_server(config, front_config, identity) as server:
         yield server
 
 

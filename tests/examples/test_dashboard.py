@@ -1,7 +1,9 @@
 """The dashboard page in a real headless Chromium, driven over the DevTools protocol (issue 5).
 
 The preview server runs in this process on a copy of the real sample; Debian's
-``chromium`` opens ``examples/dashboard.html?ws=...&select=4`` as a file. The test talks
+``chromium`` loads the page from the server itself (``http://127.0.0.1:PORT/?select=4``,
+the page connects back to the same port with the server's token from its own address),
+and once more as a file (``examples/dashboard.html?ws=...``), as a late client. The test talks
 to the browser with trio-websocket (Chrome DevTools Protocol, ``--remote-debugging-port=0``):
 it waits until the page has loaded every thumbnail and run 4's preview, takes a
 screenshot into the test's tmp dir and checks the pictures are really there (image
@@ -31,7 +33,7 @@ from PIL import Image, ImageStat
 from preview_support import preview_server, server_config
 from trio_websocket import open_websocket_url
 
-from examples.preview_server import dashboard_url
+from examples.preview_server import dashboard_page_url, dashboard_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -46,6 +48,8 @@ pytestmark = [
 ]
 #: Seconds allowed for the browser to start and for the page to fill in.
 BROWSER_TIMEOUT = 30.0
+#: The server's token (the websocket refuses a handshake without it).
+TOKEN = "dashboard-token"
 
 
 class DevTools:
@@ -139,12 +143,11 @@ async def test_dashboard_shows_thumbnails_and_the_selected_preview(
     real_db: Path, tmp_path: Path
 ) -> None:
     config = server_config(real_db, tmp_path, stall_after=1.0)
-    async with preview_server(config) as (front, app), chromium(tmp_path / "profile") as devtools:
-        page = dashboard_url(front.url) + "&select=4"
-        target = await devtools.call("Target.createTarget", url=page)
-        session = (
-            await devtools.call("Target.attachToTarget", targetId=target["targetId"], flatten=True)
-        )["sessionId"]
+    server = preview_server(config, token=TOKEN)  # the page passes it on to the websocket
+    async with server as (front, app), chromium(tmp_path / "profile") as devtools:
+        page = dashboard_page_url(front.url, TOKEN) + "&select=4"
+        assert page == f"http://127.0.0.1:{front.port}/?token={TOKEN}&select=4"
+        session = await open_page(devtools, page)
         await devtools.call(
             "Emulation.setDeviceMetricsOverride",
             session,
@@ -204,4 +207,29 @@ async def test_dashboard_shows_thumbnails_and_the_selected_preview(
         assert await devtools.evaluate(session, f"{body}.errors || '0'") == "0"
         shot = await devtools.call("Page.captureScreenshot", session, format="png")
         (tmp_path / "shot-scrolled.png").write_bytes(base64.b64decode(shot["data"]))
+        assert front.statistics().http_requests >= 1
+        assert front.statistics().rejected == 0  # the page passed the token on
+
+        # A late client: a second page, opened as a file, sees every status at once.
+        late = await open_page(devtools, dashboard_url(front.url, TOKEN))
+        await wait_for(devtools, late, f"{body}.thumbnails === '12' && {body}.finished === '12'")
+        late_badges = await devtools.evaluate(
+            late,
+            "JSON.stringify([...document.querySelectorAll('.badge')].map(b => b.textContent))",
+        )
+        assert json.loads(late_badges) == json.loads(badges)
+        # Selecting a run finished before the page came asks its event-log run's result.
+        await devtools.evaluate(late, "document.querySelector('[data-run=\"4\"]').click()")
+        await wait_for(
+            devtools, late, "document.getElementById('facts').textContent.includes('Gate v1 (V)')"
+        )
+        assert await devtools.evaluate(late, f"{body}.errors || '0'") == "0"
     assert_no_children()
+
+
+async def open_page(devtools: DevTools, url: str) -> str:
+    """Open ``url`` in a new tab; return its DevTools session."""
+    target = await devtools.call("Target.createTarget", url=url)
+    return (  # type: ignore[no-any-return]
+        await devtools.call("Target.attachToTarget", targetId=target["targetId"], flatten=True)
+    )["sessionId"]

@@ -416,7 +416,8 @@ async def test_a_silent_or_surplus_client_is_dropped():
             start = trio.current_time()
             with trio.fail_after(5):
                 assert await stream.receive_some() == b""  # dropped without a handshake
-            assert trio.current_time() - start >= 0.2
+            # The server's clock starts at accept, which may come before ``start``.
+            assert trio.current_time() - start >= 0.15
         async with client(front) as c:
             rejected = await rejected_handshake(front, "/")
             assert rejected.status_code == 503

@@ -21,6 +21,7 @@ from PIL import Image
 from actors import (
     Claim,
     Failed,
+    HelperRestarted,
     Invalidated,
     Parked,
     Progressive,
@@ -30,9 +31,16 @@ from actors import (
     SchedulerJob,
     Settled,
 )
-from actors.errors import ErrorRecord, UnknownRun
+from actors.errors import ErrorRecord, HelperExitedError, UnknownRun, WorkCancelled
 from examples._preview_push import ClientPusher, ImageStore, StoredImage, png_size
-from examples._preview_runs import RunRecord, finish_result, summary_message, verdict_of
+from examples._preview_runs import (
+    RunRecord,
+    finish_result,
+    run_status,
+    summary_message,
+    verdict_of,
+)
+from examples._preview_work import HelperWatch
 from examples.preview_app import PreviewApp, PreviewConfig
 
 GUID = "d61e7d4e-0000-0000-0000-01a22b205d20"
@@ -79,6 +87,7 @@ class FakeLog:
 
     async def start(self, run_id: int, *, on_cancel: Any = None) -> None:
         self.calls.append(("start", run_id))
+        self.on_cancel = on_cancel
 
     async def progress(self, run_id: int, fraction: float, note: str | None = None) -> None:
         self.calls.append(("progress", run_id, round(fraction, 3), note))
@@ -88,20 +97,47 @@ class FakeLog:
     ) -> None:
         self.calls.append(("finish", run_id, verdict, result, error))
 
-    async def cancel(self, run_id: int, actor: str = "local") -> None:
+    async def cancel(self, run_id: int, actor: str = "local") -> FakeStatus:
         self.calls.append(("cancel", run_id, actor))
+        return FakeStatus(state="cancelled")
+
+
+@attrs.frozen
+class FakeStatus:
+    state: str
+
+
+@attrs.frozen
+class FakeHelper:
+    incarnation: int
+    alive: bool = True
+
+
+@attrs.frozen
+class FakeSnapshot:
+    helpers: tuple[FakeHelper | None, ...]
 
 
 class FakeSupervisor:
     def __init__(self) -> None:
         self.reads: list[int] = []
         self.answer: dict[str, Any] = observation("incomplete")
+        self.error: Exception | None = None
+        self.pool = FakeSnapshot(helpers=(FakeHelper(1), FakeHelper(1)))
+        self.snapshots = 0
 
     async def run_job(self, operation: str, payload: Any, *, timeout: float) -> Any:  # noqa: ASYNC109
         assert operation == "read_run"
         self.reads.append(payload["run_id"])
         await trio.sleep(0.25)  # a read takes a while (virtual time)
+        if self.error is not None:
+            raise self.error
         return self.answer
+
+    async def snapshot(self, *, timeout: float = 5.0) -> FakeSnapshot:  # noqa: ASYNC109
+        await trio.lowlevel.checkpoint()
+        self.snapshots += 1
+        return self.pool
 
 
 @attrs.define
@@ -422,3 +458,137 @@ async def test_pusher_ends_when_the_client_stops_taking_messages(
     await pusher.run()  # returns: the client is closed or marked for resync
     assert target.sent == [(1, "thumbnail", 1)]
     assert store.pushers == set()
+
+
+# --- cancellation (SPEC §6.7) ----------------------------------------------------------------
+
+
+async def test_a_cancel_stops_the_claim_in_flight_and_every_later_one(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    app, runtime, record = make_app()
+    await app._submit(record)
+    await app._on_notice(RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata"))
+    on_cancel = runtime.eventlog.on_cancel
+    assert on_cancel is not None  # the event log calls it when a client cancels (§6.7)
+    failures: list[tuple[str, float]] = []
+
+    async def claim_it(kind: str) -> None:
+        with pytest.raises(WorkCancelled) as info:
+            await app.execute(SchedulerJob(claim=claim(kind)), runtime)  # type: ignore[arg-type]
+        failures.append((info.value.code, trio.current_time()))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(claim_it, "metadata")  # a read of 0.25 s
+        await trio.sleep(0.1)
+        assert len(app._inflight[12]) == 1  # its cancel scope
+        on_cancel()
+    assert failures == [("work_cancelled", 0.1)]  # at once, not after the read
+    assert app._inflight == {}
+    assert record.job_open is False
+    assert record.halted == {TOKEN}
+    await claim_it("preview")  # the rest of the revision: no work at all
+    assert failures[-1] == ("work_cancelled", 0.1)
+    assert runtime.supervisor.reads == [12]
+
+    # Nothing more is reported on the cancelled event-log run.
+    calls = len(runtime.eventlog.calls)
+    await app._on_notice(
+        Settled(run_id=12, guid=GUID, revision=TOKEN, published=(),
+                failed=("metadata", "thumbnail", "preview"))
+    )  # fmt: skip
+    assert len(runtime.eventlog.calls) == calls
+    # A new revision (new rows, or a submit) is not halted: a new event-log run.
+    await app._on_notice(Invalidated(run_id=12, guid=GUID, old_revision=TOKEN, revision="r2"))
+    assert record.job == 2
+    assert app.halt_job(1) is False  # the old event-log run: nothing to stop any more
+    page = await app.execute(SchedulerJob(claim=claim(revision="r2")), runtime)  # type: ignore[arg-type]
+    assert isinstance(page, Progressive)
+
+
+async def test_a_run_cancelled_while_queued_is_not_started_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    app, runtime, record = make_app()
+    await app._submit(record)
+    assert app.halt_job(1)  # the front door's cancel answered "cancelled" for job 1
+    assert app.halt_job(99) is False  # not an event-log run of this app
+    await app._on_notice(RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata"))
+    await app._on_notice(
+        Settled(run_id=12, guid=GUID, revision=TOKEN, published=(),
+                failed=("metadata", "thumbnail", "preview"))
+    )  # fmt: skip
+    assert runtime.eventlog.calls == [("submit", 12, 1)]  # no start, no new run, no finish
+
+
+# --- helper restarts (SPEC §4.8) ---------------------------------------------------------------
+
+
+def test_helper_watch_counts_each_ended_incarnation_once() -> None:
+    watch = HelperWatch()
+    snap = FakeSnapshot
+    assert watch.update(snap(helpers=(FakeHelper(1), None))) == 0  # the baseline
+    assert watch.update(snap(helpers=(FakeHelper(1), FakeHelper(1)))) == 0
+    assert watch.update(snap(helpers=(FakeHelper(1, alive=False), FakeHelper(1)))) == 1
+    assert watch.update(snap(helpers=(FakeHelper(1, alive=False), FakeHelper(1)))) == 0
+    assert watch.update(snap(helpers=(FakeHelper(2), FakeHelper(1)))) == 0  # its replacement
+    assert watch.update(snap(helpers=(FakeHelper(4), FakeHelper(2)))) == 2  # unseen ends
+    assert watch.update(snap(helpers=(FakeHelper(5, alive=False), FakeHelper(2)))) == 2  # 4, 5
+
+
+async def test_a_helper_crash_tells_the_scheduler_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    app, runtime, _ = make_app()
+    supervisor = runtime.supervisor
+    app._helper_watch.update(supervisor.pool)  # type: ignore[arg-type]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(app._watch_helpers)
+        assert await app.helper_job("read_run", {"run_id": 12}) == supervisor.answer
+        await trio.testing.wait_all_tasks_blocked()
+        assert supervisor.snapshots == 0  # nothing failed: nothing to look at
+
+        supervisor.error = HelperExitedError("helper#0.1 exited during job 3", exit_code=70)
+        supervisor.pool = FakeSnapshot(helpers=(FakeHelper(1, alive=False), FakeHelper(1)))
+        with pytest.raises(HelperExitedError):
+            await app.helper_job("read_run", {"run_id": 12})
+        await trio.testing.wait_all_tasks_blocked()
+        assert runtime.scheduler.asked == [HelperRestarted()]
+        assert app.helper_restarts == 1
+
+        supervisor.pool = FakeSnapshot(helpers=(FakeHelper(2), FakeHelper(1)))  # respawned
+        with pytest.raises(HelperExitedError):  # a failure that did not end a helper
+            await app.helper_job("read_run", {"run_id": 12})
+        await trio.testing.wait_all_tasks_blocked()
+        assert runtime.scheduler.asked == [HelperRestarted()]
+        assert supervisor.snapshots == 2
+        nursery.cancel_scope.cancel()
+
+
+# --- the run list ---------------------------------------------------------------------------
+
+
+def test_run_list_rows_carry_status_and_event_log_run() -> None:
+    summary = {"name": "x", "row_count": 7, "is_completed": True}
+    record = RunRecord(run_id=3, guid="g", summary=summary, token="a", changed_at=0.0)
+    assert (run_status(record), summary_message(record).job_run_id) == (None, None)
+    assert record.relisted()  # the row changed since it was last pushed (never)
+    assert not record.relisted()
+    record.summary["row_count"] = 8
+    assert not record.relisted()  # rows alone do not push the list again
+    record.job = 9
+    assert record.relisted()
+    record.observation_status = "interrupted"
+    assert summary_message(record).status is None  # not published at this revision yet
+    record.published.add("metadata")
+    assert (summary_message(record).status, summary_message(record).job_run_id) == (
+        "interrupted", 9,
+    )  # fmt: skip
+    record.reset_revision("b")
+    record.summary["is_completed"] = False
+    assert run_status(record) == "progressive"
+    record.errors["metadata"] = ErrorRecord(category="permanent", code="source_unreadable",
+                                            message="bad")  # fmt: skip
+    assert run_status(record) == "unreadable"
+    record.errors["metadata"] = WorkCancelled("cancelled").to_record()
+    assert run_status(record) == "progressive"

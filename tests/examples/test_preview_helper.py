@@ -79,6 +79,38 @@ def test_malformed_payloads(handlers, operation, payload, words):
     assert info.value.code == "invalid_command"
 
 
+def test_test_faults_crash_once_and_stall(real_db, tmp_path, monkeypatch):
+    import examples.preview_helper as module
+
+    marker = tmp_path / "crashed"
+    h = PreviewHandlers()
+    h.startup({"db": str(real_db), "faults": {
+        "crash_once": {"run_id": 4, "marker": str(marker)},
+        "stall": {"run_id": 5, "seconds": 30, "marker": str(tmp_path / "stalled")},
+    }})  # fmt: skip
+    exits: list[int] = []
+
+    def fake_exit(code: int) -> None:
+        exits.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(module.os, "_exit", fake_exit)
+    try:
+        with pytest.raises(SystemExit):
+            h.read_run({"run_id": 4}, FakeContext())
+        assert exits == [module.CRASH_EXIT_CODE]
+        assert marker.exists()
+        assert h.read_run({"run_id": 4}, FakeContext())["run_id"] == 4  # once only
+        with pytest.raises(CancelRequested):  # the stall checks for a cancel as it waits
+            h.read_run({"run_id": 5}, FakeContext(cancel_after=3))
+        assert (tmp_path / "stalled").exists()
+        assert h.read_run({"run_id": 6}, FakeContext())["run_id"] == 6
+    finally:
+        h.source.close()
+    with pytest.raises(JobError, match="faults"):
+        PreviewHandlers().startup({"db": str(real_db), "faults": {"explode": {}}})
+
+
 def test_startup_needs_a_readable_database(tmp_path):
     with pytest.raises(JobError):
         PreviewHandlers().startup({})

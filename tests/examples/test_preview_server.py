@@ -52,14 +52,35 @@ async def _start_server(db: Path, tmp_path: Path, *extra: str) -> tuple[trio.Pro
         )  # fmt: skip
     assert process.stdout is not None
     text = b""
-    with trio.fail_after(30):
-        while b"\ndashboard: " not in text:
-            chunk = await process.stdout.receive_some(4096)
-            assert chunk, f"server exited early: {stderr.read_text()}"
-            text += chunk
-    match = re.search(rb"listening on (ws://\S+)", text)
-    assert match, text
-    return process, match.group(1).decode(), stderr
+    try:
+        with trio.fail_after(30):
+            while b"\ndashboard as a file: " not in text or not text.endswith(b"\n"):
+                chunk = await process.stdout.receive_some(4096)
+                assert chunk, f"server exited early: {stderr.read_text()}"
+                text += chunk
+        match = re.search(rb"listening on ws://127.0.0.1:(\d+)\n", text)
+        assert match, text
+        port = match.group(1).decode()
+        assert f"\ndashboard: http://127.0.0.1:{port}/\n".encode() in text
+    except BaseException:
+        process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
+        raise
+    return process, f"ws://127.0.0.1:{port}", stderr
+
+
+async def _http_get(url: str, path: str) -> bytes:
+    """The whole answer to ``GET path`` on the server at ``url`` (a ws:// address)."""
+    host, port = url.removeprefix("ws://").split(":")
+    with trio.fail_after(10):
+        stream = await trio.open_tcp_stream(host, int(port))
+        async with stream:
+            await stream.send_all(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            answer = b""
+            while chunk := await stream.receive_some(65536):
+                answer += chunk
+    return answer
 
 
 async def test_end_to_end_on_the_real_database(writable_db: Path, tmp_path: Path) -> None:
@@ -97,6 +118,10 @@ async def test_end_to_end_on_the_real_database(writable_db: Path, tmp_path: Path
                 await pump(client, seen, done)
             helpers = children(process.pid)
             assert len(helpers) == 2, helpers
+        page = await _http_get(url, "/?select=4")  # the dashboard, on the same port
+        assert page.startswith(b"HTTP/1.1 200 OK\r\n")
+        assert b"\r\nContent-Type: text/html; charset=utf-8\r\n" in page
+        assert page.split(b"\r\n\r\n", 1)[1] == (REPO / "examples" / "dashboard.html").read_bytes()
     finally:
         process.send_signal(signal.SIGTERM)
         with trio.fail_after(15):
@@ -238,9 +263,14 @@ async def test_command_line_client_saves_every_image(real_db: Path, tmp_path: Pa
         f"run{r}-{k}.png" for r in ALL_RUNS for k in SIZES
     )
     lines = listing(seen)
-    assert lines[0].split() == ["run", "kind", "rev", "size", "bytes", "status"]
+    assert lines[0].split() == ["run", "kind", "rev", "size", "bytes", "job", "status"]
     assert len(lines) == 1 + 2 * len(ALL_RUNS)
     assert lines[7].split()[:4] == ["4", "preview", "1", "640x480"]
+    assert seen.runs[4].job_run_id == seen.job(4) is not None
+    statuses = {int(line.split()[0]): line.split()[-1] for line in lines[1:]}
+    assert statuses[EMPTY_RUN] == "empty"
+    assert statuses[INTERRUPTED_RUN] == "interrupted"
+    assert statuses[4] == "ok"
     assert_no_children()
 
 
@@ -284,4 +314,45 @@ async def test_without_a_database_it_serves_a_growing_sample(tmp_path: Path) -> 
         with trio.fail_after(15):
             status = await process.wait()
     assert status == 0
+    assert_no_children()
+
+
+@pytest.mark.parametrize("when", ["at_once", "while_starting"])
+async def test_ctrl_c_before_the_server_is_ready_exits_quietly(
+    real_db: Path, tmp_path: Path, when: str
+) -> None:
+    stderr = tmp_path / "server.err"
+    with stderr.open("wb") as sink:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "examples.preview_server", str(real_db), "--port", "0",
+             "--cache-dir", str(tmp_path / "cache")],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=sink,
+        )  # fmt: skip
+    assert process.stdout is not None
+    text = b""
+    helpers: list[int] = []
+    try:
+        if when == "while_starting":  # the helpers are being started (or about to be)
+            with trio.fail_after(30):
+                while b"starting: " not in text:
+                    chunk = await process.stdout.receive_some(4096)
+                    assert chunk, stderr.read_text()
+                    text += chunk
+            helpers = children(process.pid)
+        else:  # most likely still importing its modules
+            await trio.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(15):
+            status = await process.wait()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    errors = stderr.read_text()
+    assert "Traceback" not in errors
+    assert "KeyboardInterrupt" not in errors
+    assert status in (0, 130), errors  # 0 only if it became ready before the signal
+    if when == "while_starting" and status == 130:
+        assert "before the server was ready" in errors
+    assert all(pid_gone(pid) for pid in helpers)
     assert_no_children()

@@ -106,6 +106,15 @@ EXAMPLES: list[typing.Any] = [
                 rows=101,
             ),
             RunSummary(run_id=2, name="", experiment="e", completed=False, rows=0),
+            RunSummary(
+                run_id=3,
+                name="live",
+                experiment="e",
+                completed=False,
+                rows=7,
+                status="progressive",
+                job_run_id=12,
+            ),
         ),
     ),
     Payload(

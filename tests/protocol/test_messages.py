@@ -23,6 +23,7 @@ from protocol import (
     OkReply,
     Resume,
     ResyncRequired,
+    RunList,
     RunSummary,
     ServerMessage,
     StatusReply,
@@ -98,6 +99,18 @@ def test_requests_carry_a_request_id() -> None:
             "progress",
         ),
         (lambda: RunSummary(run_id=1, name="n", experiment="e", completed=1, rows=0), "completed"),
+        (
+            lambda: RunSummary(
+                run_id=1, name="n", experiment="e", completed=True, rows=0, status="Being Written"
+            ),
+            "status",
+        ),
+        (
+            lambda: RunSummary(
+                run_id=1, name="n", experiment="e", completed=True, rows=0, job_run_id=-1
+            ),
+            "job_run_id",
+        ),
     ],
 )
 def test_validators_name_the_field(make: typing.Callable[[], object], field: str) -> None:
@@ -133,3 +146,19 @@ def test_error_reply_from_error() -> None:
         False,
         None,
     )
+
+
+def test_run_summary_status_and_job_are_optional_additions() -> None:
+    from protocol.codec import decode_server_message, unstructure_message
+
+    # A run list written before ``status`` and ``job_run_id`` existed still decodes.
+    old = '{"type":"run_list","request_id":null,"runs":[{"run_id":1,"name":"n",'
+    old += '"experiment":"e","sample":null,"guid":null,"shape":[],"completed":true,"rows":3}]}'
+    (summary,) = decode_server_message(old, max_size=4096).runs  # type: ignore[union-attr]
+    assert (summary.status, summary.job_run_id) == (None, None)
+    new = RunSummary(
+        run_id=1, name="n", experiment="e", completed=False, rows=3, status="progressive",
+        job_run_id=7,
+    )  # fmt: skip
+    (wire,) = unstructure_message(RunList(request_id=None, runs=(new,)))["runs"]
+    assert (wire["status"], wire["job_run_id"]) == ("progressive", 7)
