@@ -31,16 +31,21 @@ from protocol.errors import bound_message, describe_exception
 from ._config import validate_duration
 from ._lifecycle import ActorEvent, ActorState, new_actor_lifecycle
 from ._mailbox import Mailbox
-from ._ref import ActorRef, Reply, _ActorCell, _Letter, enter_owner, leave_owner
+from ._ref import (
+    _PENDING,
+    ActorRef,
+    Reply,
+    _ActorCell,
+    _Letter,
+    enter_owner,
+    leave_owner,
+)
 from .errors import ActorCrashed, ActorError, ActorStopped
 
 if TYPE_CHECKING:
     from ._mailbox import MailboxStatistics
 
 __all__ = ["Actor"]
-
-# Parked (unanswered) asks are pruned of abandoned ones when the set grows past this.
-_PARKED_PRUNE_MIN = 64
 
 
 def _only_cancelled(error: BaseException) -> bool:
@@ -258,7 +263,6 @@ class Actor:
         receive = cell.mailbox.receive_channel
         handle = self.handle
         parked = cell.parked
-        prune_at = _PARKED_PRUNE_MIN
         while True:
             try:
                 message, reply = await receive.receive()
@@ -275,13 +279,10 @@ class Actor:
                     cell.mailbox.close()
                     raise
                 finally:
-                    if not reply.answered:
+                    if reply._state == _PENDING:
                         # Handed to a task, or cancelled mid-handle: fail it on stop.
+                        # It leaves the set when answered or when its asker gives up.
                         reply._park(parked)
-                        if len(parked) >= prune_at:
-                            for stale in [r for r in parked if not r.wanted]:
-                                parked.discard(stale)
-                            prune_at = max(_PARKED_PRUNE_MIN, 2 * len(parked))
                 try:
                     message, reply = receive.receive_nowait()
                 except trio.WouldBlock:
@@ -296,7 +297,7 @@ class Actor:
     def _fail_pending(self, cell: _ActorCell) -> None:
         # Every ask still queued or unanswered gets ActorStopped: nobody hangs.
         for _message, reply in cell.mailbox.close_all():
-            if not reply.answered:
+            if reply._state == _PENDING:
                 reply.fail(ActorStopped(f"actor {self.name!r} stopped", actor=self.name))
         for reply in list(cell.parked):
             reply.fail(ActorStopped(f"actor {self.name!r} stopped", actor=self.name))

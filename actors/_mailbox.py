@@ -100,6 +100,25 @@ class Mailbox(Generic[T]):
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             raise self._stopped() from None
 
+    def offer(self, item: T) -> bool:
+        """Put ``item`` in the mailbox if that can happen now; never waits, never raises.
+
+        The hot path of ``ActorRef.ask``: no exception object when it works, and the
+        caller falls back to :meth:`send` (which waits for space, or raises
+        ``ActorStopped``) when it does not. Not a checkpoint.
+
+        Returns:
+            True if ``item`` was queued (or handed to the waiting actor); False if the
+            mailbox is full or closed.
+        """
+        if self._closed:
+            return False
+        try:
+            self._send.send_nowait(item)
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            return False
+        return True
+
     def try_send(self, item: T) -> None:
         """Put ``item`` in the mailbox if there is space; never waits (SPEC §1.2).
 

@@ -1,9 +1,14 @@
 """Handles to actors: :class:`ActorRef` for callers, :class:`Reply` for handlers (SPEC §1.2).
 
 An :class:`ActorRef` is the only handle others hold on an actor. Each ``ask`` gets a
-fresh id and a fresh one-slot reply channel; the asker closes its receive side when it
-stops waiting (timeout or cancellation), so a late reply is dropped by the channel itself
-and can never be delivered to a later ask ("ask fencing").
+fresh id and a fresh one-shot reply cell (its :class:`Reply`): a value slot plus the
+parked asker task. When the asker stops waiting (timeout or cancellation) it marks its
+cell *abandoned*, so a late answer is dropped by the cell itself and can never be
+delivered to a later ask, which has a cell of its own ("ask fencing").
+
+The cell replaces a one-slot memory channel per ask: same semantics, a fraction of the
+cost (no channel pair, no receive-side bookkeeping; the asker parks with
+``trio.lowlevel.wait_task_rescheduled`` and the answer reschedules it).
 """
 
 from __future__ import annotations
@@ -14,22 +19,37 @@ import itertools
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
+from trio.lowlevel import (
+    Abort,
+    cancel_shielded_checkpoint,
+    checkpoint_if_cancelled,
+    current_task,
+    reschedule,
+    wait_task_rescheduled,
+)
 
-from ._config import validate_duration
+from ._config import MAX_DURATION, validate_duration
 from ._lifecycle import ActorEvent, ActorState, StateMachine
-from .errors import ActorError, ActorStopped, AskTimeout
+from .errors import ActorError, AskTimeout
 
 if TYPE_CHECKING:
     from ._mailbox import Mailbox, MailboxStatistics
 
 __all__ = ["ActorRef", "Reply"]
 
-#: One answer on a reply channel: (ask id, ok, value or ActorError).
-_Answer = tuple[int, bool, Any]
 #: One mailbox item: (message, reply).
 _Letter = tuple[Any, "Reply"]
 
 _ask_ids = itertools.count(1)
+
+# States of a reply cell. Plain ints: the actor loop reads them once per message.
+#: An ask whose asker still waits (parked, or about to park) for the answer.
+_PENDING: Final = 0
+#: Answered (the value waits in the cell until the asker collects it), or a plain send.
+_ANSWERED: Final = 1
+#: The asker left (timeout, cancellation, ActorStopped) before any answer: answers
+#: are dropped. Answering it anyway moves it to ``_ANSWERED`` (with nothing stored).
+_ABANDONED: Final = 2
 
 
 def _detached(error: ActorError) -> ActorError:
@@ -53,18 +73,26 @@ class Reply:
     ``ask``, the first answer wins and later ones are dropped; answering never blocks.
     A handler may hand its ``Reply`` to a task in ``Actor.nursery`` and answer later;
     if the actor stops first, the asker gets ``ActorStopped``.
+
+    Internally it is the ask's one-shot reply cell: the answer is stored in it and the
+    parked asker is rescheduled; once the asker has left, the cell is abandoned and
+    drops whatever arrives (per-ask fencing).
     """
 
-    __slots__ = ("_ask_id", "_channel", "_parked")
+    __slots__ = ("_ask_id", "_ok", "_parked", "_state", "_task", "_value")
 
-    def __init__(self, ask_id: int, channel: trio.MemorySendChannel[_Answer] | None) -> None:
+    def __init__(self, ask_id: int, *, state: int = _PENDING) -> None:
         self._ask_id = ask_id
-        self._channel = channel
+        self._state = state
+        # The asker's task while it is parked waiting for the answer, else None.
+        self._task: trio.lowlevel.Task | None = None
         self._parked: set[Reply] | None = None
+        self._ok = False
+        self._value: Any = None
 
     @property
     def ask_id(self) -> int:
-        """The per-ask fence id (0 for a plain send)."""
+        """The per-ask id (0 for a plain send); for diagnostics, the cell is the fence."""
         return self._ask_id
 
     @property
@@ -74,13 +102,12 @@ class Reply:
         False for a plain send, once answered, and once the asker gave up (timeout or
         cancellation). A handler may skip expensive work when it is False.
         """
-        channel = self._channel
-        return channel is not None and channel.statistics().open_receive_channels > 0
+        return self._state == _PENDING
 
     @property
     def answered(self) -> bool:
         """True once answered (always True for a plain send, which expects nothing)."""
-        return self._channel is None
+        return self._state == _ANSWERED
 
     def send(self, value: Any) -> None:
         """Answer the ask with ``value``; never blocks. Dropped if the asker left."""
@@ -96,22 +123,42 @@ class Reply:
         """
         if not isinstance(error, ActorError):
             raise TypeError(f"Reply.fail needs an ActorError, got {type(error).__name__}")
-        if self._channel is not None:
+        if self._state == _PENDING:
             self._answer(False, _detached(error))
+        else:
+            self._answer(False, None)  # dropped; only marks it answered
 
+    @trio.lowlevel.enable_ki_protection
     def _answer(self, ok: bool, value: Any) -> None:
-        channel = self._channel
-        if channel is None:
-            return
-        self._channel = None
+        state = self._state
+        if state == _ANSWERED:
+            return  # a plain send, or answered before: the first answer won
+        self._state = _ANSWERED
         if self._parked is not None:
             self._parked.discard(self)
             self._parked = None
-        try:  # noqa: SIM105  (hot path: cheaper than contextlib.suppress)
-            channel.send_nowait((self._ask_id, ok, value))
-        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock):
-            pass  # the asker left: the late reply is dropped (SPEC §1.2)
-        channel.close()
+        if state == _ABANDONED:
+            return  # the asker left: the late reply is dropped (SPEC §1.2)
+        self._ok = ok
+        self._value = value
+        task = self._task
+        if task is not None:
+            self._task = None
+            reschedule(task)  # the asker collects the value from the cell
+
+    def _abandon(self) -> None:
+        # The asker left before any answer: from now on the cell drops answers, so
+        # none can reach anyone else, and the actor need not fail it when it stops.
+        self._task = None
+        self._state = _ABANDONED
+        if self._parked is not None:
+            self._parked.discard(self)
+            self._parked = None
+
+    def _abort(self, _raise_cancel: object) -> Abort:
+        # trio calls this when the parked asker is cancelled (deadline or outer scope).
+        self._abandon()
+        return Abort.SUCCEEDED
 
     def _park(self, parked: set[Reply]) -> None:
         # Remember an unanswered ask so the actor can fail it when it stops.
@@ -125,7 +172,7 @@ class Reply:
 
 
 #: The shared reply of every plain ``send``: expects nothing.
-NO_REPLY: Final = Reply(0, None)
+NO_REPLY: Final = Reply(0, state=_ANSWERED)
 
 
 #: What the current task runs inside of: ``(owner, task)`` for each actor cell (or
@@ -232,7 +279,14 @@ class ActorRef:
             ActorStopped: (code ``actor_stopped``) the actor is stopping or stopped, or
                 stopped while this call waited. Raised at once, never after a hang.
         """
-        await self._cell.mailbox.send((message, NO_REPLY))
+        # Fast path: what ``MemorySendChannel.send`` does, minus two coroutine layers.
+        mailbox = self._cell.mailbox
+        letter = (message, NO_REPLY)
+        await checkpoint_if_cancelled()
+        if mailbox.offer(letter):
+            await cancel_shielded_checkpoint()
+        else:
+            await mailbox.send(letter)  # full (backpressure) or closed (ActorStopped)
 
     def try_send(self, message: Any) -> None:
         """Deliver ``message`` if the mailbox has space; never waits (SPEC §1.2).
@@ -247,8 +301,8 @@ class ActorRef:
         """Send ``message`` and wait for the handler's answer (SPEC §1.2).
 
         The whole exchange (waiting for mailbox space, then for the answer) is bounded
-        by ``timeout`` with a cancel scope. On timeout or cancellation the reply channel
-        is closed, so a late answer is dropped and never reaches a later ask.
+        by ``timeout`` with a cancel scope. On timeout or cancellation the ask's reply
+        cell is abandoned, so a late answer is dropped and never reaches a later ask.
         Always a checkpoint.
 
         Args:
@@ -268,25 +322,38 @@ class ActorRef:
             ActorError: whatever the handler passed to ``reply.fail`` (or raised), with
                 its own code.
         """
-        seconds = validate_duration("timeout", timeout, allow_zero=False)
-        ask_id = next(_ask_ids)
-        answer_send, answer_receive = trio.open_memory_channel[_Answer](1)
-        reply = Reply(ask_id, answer_send)
-        with answer_receive:  # closed on every exit: a late answer is dropped
-            try:
-                with trio.fail_after(seconds):
-                    await self._cell.mailbox.send((message, reply))
-                    got_id, ok, value = await answer_receive.receive()
-            except trio.TooSlowError:
-                raise AskTimeout(
-                    f"actor {self.name!r} did not answer within {seconds:g} s",
-                    actor=self.name,
-                    timeout=seconds,
-                ) from None
-            except trio.EndOfChannel:  # pragma: no cover - every path answers first
-                raise ActorStopped(f"actor {self.name!r} is stopped", actor=self.name) from None
-        assert got_id == ask_id, "reply channels are per ask"
-        if ok:
+        # Fast path for the usual in-range number; anything else gets the full check.
+        kind = type(timeout)
+        if (kind is float or kind is int) and 0 < timeout <= MAX_DURATION:
+            seconds = float(timeout)
+        else:
+            seconds = validate_duration("timeout", timeout, allow_zero=False)
+        reply = Reply(next(_ask_ids))
+        letter = (message, reply)
+        mailbox = self._cell.mailbox
+        try:
+            with trio.CancelScope(deadline=trio.current_time() + seconds) as scope:
+                # Checkpoint, fast path: a cancel point here (nothing is queued if we
+                # are already cancelled), the schedule point when we park below.
+                await checkpoint_if_cancelled()
+                if not mailbox.offer(letter):
+                    # Full (backpressure) or closed (ActorStopped): a full checkpoint.
+                    await mailbox.send(letter)
+                if reply._state == _PENDING:
+                    reply._task = current_task()
+                    await wait_task_rescheduled(reply._abort)
+        finally:
+            if reply._state == _PENDING:  # left before any answer: drop late ones
+                reply._abandon()
+        if scope.cancelled_caught:
+            raise AskTimeout(
+                f"actor {self.name!r} did not answer within {seconds:g} s",
+                actor=self.name,
+                timeout=seconds,
+            )
+        value = reply._value
+        reply._value = None
+        if reply._ok:
             return value
         raise value
 

@@ -336,7 +336,7 @@ async def test_fencing_does_not_depend_on_ask_ids(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Even if every ask got the same id (as if the counter wrapped), a late reply goes
-    # to the closed channel of its own ask, never to a later one.
+    # to the abandoned reply cell of its own ask, never to a later one.
     monkeypatch.setattr(ref_module, "_ask_ids", itertools.repeat(7))
     actor = Gatekeeper()
     ref: ActorRef = await nursery.start(actor.run)
@@ -358,6 +358,39 @@ async def test_fencing_does_not_depend_on_ask_ids(
     assert got == ["late"]  # only the live ask saw an answer, once
     first.send("again")  # answering twice is a no-op, never an error
     assert first.answered
+
+
+async def test_abandoned_asks_leave_nothing_behind(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    # Internals: the actor keeps only live unanswered asks (to fail them when it
+    # stops). An asker that gives up takes its cell out at once, so the held replies of
+    # timed-out asks never pile up, and a live one is still failed on stop.
+    actor = Gatekeeper()
+    ref: ActorRef = await nursery.start(actor.run)
+    cell = actor._cell
+    assert cell is not None
+    for _ in range(100):
+        with pytest.raises(AskTimeout):
+            await ref.ask("hold", timeout=1)
+    assert cell.parked == set()
+    assert not any(r.wanted or r.answered for r in actor.held)
+    outcome: list[str] = []
+
+    async def live() -> None:
+        try:
+            await ref.ask("hold", timeout=10)
+        except ActorStopped as exc:
+            outcome.append(exc.code)
+
+    nursery.start_soon(live)
+    await trio.testing.wait_all_tasks_blocked()
+    assert cell.parked == {actor.held[-1]}
+    await ref.stop(grace=1)
+    await trio.testing.wait_all_tasks_blocked()
+    assert outcome == ["actor_stopped"]
+    assert cell.parked == set()
+    assert trio.current_time() == 100
 
 
 async def test_ask_timeout_and_cancel_race_with_the_answer(

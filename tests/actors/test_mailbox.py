@@ -120,3 +120,29 @@ async def test_receiver_waiting_flag() -> None:
         await trio.testing.wait_all_tasks_blocked()
         assert box.statistics().receiver_waiting
         box.try_send(1)
+
+
+def test_offer_never_raises() -> None:
+    box: Mailbox[int] = Mailbox(1, owner="x")
+    assert box.offer(1)
+    assert not box.offer(2)  # full: no MailboxFull, just False
+    assert box.statistics().queued == 1
+    box.close()
+    assert not box.offer(3)  # closed: no ActorStopped, just False
+    assert box.close_all() == [1]
+    assert not box.offer(4)
+
+
+async def test_offer_hands_over_to_a_waiting_receiver_even_at_capacity_zero() -> None:
+    box: Mailbox[str] = Mailbox(0, owner="x")
+    assert not box.offer("nobody waits")
+    got: list[str] = []
+
+    async def receiver() -> None:
+        got.append(await box.receive_channel.receive())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(receiver)
+        await trio.testing.wait_all_tasks_blocked()
+        assert box.offer("handed over")
+    assert got == ["handed over"]

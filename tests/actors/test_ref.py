@@ -65,6 +65,86 @@ async def test_send_and_ask_are_checkpoints(nursery: trio.Nursery) -> None:
         await ref.stop()  # already stopped: still a checkpoint
 
 
+class Rendezvous(Keeper):
+    """Keeper with a zero-capacity mailbox: every send meets the actor in person."""
+
+    mailbox_capacity = 0
+
+
+@pytest.mark.parametrize("actor_cls", [Keeper, Rendezvous])
+async def test_ask_is_a_checkpoint_on_every_path(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock, actor_cls: type[Keeper]
+) -> None:
+    actor = actor_cls()
+    ref: ActorRef = await nursery.start(actor.run)
+    # Fast path: the mailbox takes the message at once, the asker parks on its cell.
+    with trio.testing.assert_checkpoints():
+        assert await ref.ask("fast", timeout=1) == "fast"
+    # An error answer.
+    with trio.testing.assert_checkpoints(), pytest.raises(UnknownRun):
+        await ref.ask("unknown", timeout=1)
+    # Slow path: the actor is busy, so the ask waits for mailbox space (capacity 2:
+    # filled; capacity 0: nobody receiving). The answer may then be in the cell before
+    # the asker runs again, so it never parks on the cell; still a checkpoint.
+    await ref.send("gate")
+    await trio.testing.wait_all_tasks_blocked()
+    for i in range(actor.mailbox_capacity):
+        ref.try_send(f"fill-{i}")
+    results: list[Any] = []
+
+    async def slow_ask() -> None:
+        with trio.testing.assert_checkpoints():
+            results.append(await ref.ask("slow", timeout=5))
+
+    nursery.start_soon(slow_ask)
+    await trio.testing.wait_all_tasks_blocked()
+    assert ref.statistics().senders_waiting == 1
+    actor.gate.set()
+    await trio.testing.wait_all_tasks_blocked()
+    assert results == ["slow"]
+    # Timeout path.
+    with trio.testing.assert_checkpoints(), pytest.raises(AskTimeout):
+        await ref.ask("hold", timeout=1)
+    assert trio.current_time() == 1
+
+
+async def test_already_cancelled_send_and_ask_queue_nothing(nursery: trio.Nursery) -> None:
+    actor = Keeper()
+    ref: ActorRef = await nursery.start(actor.run)
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await ref.ask("never asked", timeout=1)
+    assert scope.cancelled_caught
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await ref.send("never sent")
+    assert scope.cancelled_caught
+    assert await ref.ask("after", timeout=1) == "after"
+    assert actor.seen == ["after"]  # the cancelled calls delivered nothing
+
+
+async def test_answer_before_the_cancel_wins(nursery: trio.Nursery) -> None:
+    # The handler answers, then cancels the asker's scope before the asker runs again:
+    # the answer was already delivered to the cell, so ask returns it (the cancel hits
+    # the asker's next checkpoint instead).
+    scopes: list[trio.CancelScope] = []
+
+    class AnswerThenCancel(Actor):
+        async def handle(self, message: Any, reply: Reply) -> None:
+            reply.send(message)
+            scopes[0].cancel()
+
+    ref: ActorRef = await nursery.start(AnswerThenCancel().run)
+    got: list[Any] = []
+    with trio.CancelScope() as scope:
+        scopes.append(scope)
+        got.append(await ref.ask("first", timeout=1))
+        await trio.lowlevel.checkpoint()
+        got.append("not reached")
+    assert scope.cancelled_caught
+    assert got == ["first"]
+
+
 async def test_send_backpressure_waits_for_space(
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
