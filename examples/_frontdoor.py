@@ -73,7 +73,7 @@ from ._ws_connection import Connection
 from ._ws_http import Page, ReplayStream, answer, linger, read_head
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
     from trio_websocket import WebSocketRequest
 
@@ -108,6 +108,9 @@ class FrontDoor:
             an ``error`` answer with its code.
         pages: Pages served over plain HTTP by path, e.g. ``{"/": Page(body=html)}``
             (:mod:`examples._ws_http`).
+        sockets: Listening sockets bound beforehand (:func:`examples._cli.bind_sockets`),
+            served instead of binding ``config.host``/``config.port`` in :meth:`serve`;
+            the front door closes them when it stops.
 
     Attributes:
         eventlog: The event-log client every built-in request goes through.
@@ -129,8 +132,10 @@ class FrontDoor:
         *,
         handlers: Mapping[str, Handler] | None = None,
         pages: Mapping[str, Page] | None = None,
+        sockets: Sequence[socket.socket] | None = None,
     ) -> None:
         self.eventlog = eventlog
+        self._sockets = list(sockets or ())
         self.pages: dict[str, Page] = dict(pages or {})
         self.config = config or FrontDoorConfig()
         self._handlers: dict[str, Handler] = dict(BUILTIN_HANDLERS)
@@ -219,7 +224,13 @@ class FrontDoor:
             raise RuntimeError("FrontDoor.serve() may be called once")
         self._serving = True
         try:
-            listeners = await trio.open_tcp_listeners(self.config.port, host=self.config.host)
+            if self._sockets:
+                listeners = [
+                    trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+                    for sock in self._sockets
+                ]
+            else:
+                listeners = await trio.open_tcp_listeners(self.config.port, host=self.config.host)
             for listener in listeners:
                 if self.config.socket_send_buffer is not None:
                     # Accepted sockets inherit the listener's buffer sizes.
@@ -455,10 +466,12 @@ async def open_front_door(
     *,
     handlers: Mapping[str, Handler] | None = None,
     pages: Mapping[str, Page] | None = None,
+    sockets: Sequence[socket.socket] | None = None,
 ) -> AsyncIterator[FrontDoor]:
     """Serve a :class:`FrontDoor` for the duration of the block (SPEC §7.1).
 
-    Entering is a checkpoint and returns once the port is bound (``front.port``,
+    Entering is a checkpoint and returns once the port is bound (or ``sockets``, bound
+    beforehand, are served; see :class:`FrontDoor`) (``front.port``,
     ``front.url``). Leaving closes the listener and every client (code 1001) at once,
     unless :meth:`FrontDoor.shutdown` already did so gracefully; the exit waits for the
     closing handshakes (each bounded by ``close_timeout`` seconds).
@@ -466,7 +479,7 @@ async def open_front_door(
     Raises:
         OSError: the address cannot be bound.
     """
-    front = FrontDoor(eventlog, config, handlers=handlers, pages=pages)
+    front = FrontDoor(eventlog, config, handlers=handlers, pages=pages, sockets=sockets)
     async with trio.open_nursery() as nursery:
         await nursery.start(front.serve)
         try:
@@ -475,8 +488,17 @@ async def open_front_door(
             front.close()
 
 
-async def shutdown_on_signal(front: FrontDoor, signals: AsyncIterator[int], *, grace: float) -> int:
+async def shutdown_on_signal(
+    front: FrontDoor,
+    signals: AsyncIterator[int],
+    *,
+    grace: float,
+    prepare: Callable[[], Awaitable[object]] | None = None,
+) -> int:
     """Wait for a signal, then shut ``front`` down gracefully (SPEC §7.1).
+
+    Logs ``signal N: shutting down (grace G s)`` (a warning of ``examples.frontdoor``),
+    the same line for every example server.
 
     Args:
         front: A serving front door.
@@ -484,12 +506,14 @@ async def shutdown_on_signal(front: FrontDoor, signals: AsyncIterator[int], *, g
             by the caller *before* starting anything, so an early signal is not lost.
         grace: Seconds (trio clock) :meth:`FrontDoor.shutdown` waits for runs to end;
             a second signal cuts the wait short.
+        prepare: Awaited first (e.g. to cancel work that cannot finish within
+            ``grace``); a second signal cuts it short too.
 
     Returns:
         The first signal's number.
     """
     signum = await anext(signals)
-    LOGGER.warning("signal %d: shutting down (grace %.1f s)", signum, grace)
+    LOGGER.warning("signal %d: shutting down (grace %g s)", signum, grace)
     async with trio.open_nursery() as nursery:
         hurry = trio.CancelScope()
 
@@ -500,6 +524,8 @@ async def shutdown_on_signal(front: FrontDoor, signals: AsyncIterator[int], *, g
 
         nursery.start_soon(second_signal)
         with hurry:
+            if prepare is not None:
+                await prepare()
             await front.shutdown(grace=grace)
         front.close()
         nursery.cancel_scope.cancel()

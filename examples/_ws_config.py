@@ -30,9 +30,7 @@ def is_loopback(host: str) -> bool:
 def _check_token(instance: FrontDoorConfig, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None:
         if not is_loopback(instance.host):
-            raise ValueError(
-                f"binding {instance.host!r} (not loopback) requires a token (SPEC §7.1)"
-            )
+            raise ValueError(f"binding {instance.host!r} (not loopback) requires a token")
         return
     if not isinstance(value, str) or not 8 <= len(value) <= 256 or not value.isprintable():
         raise ValueError("token must be a printable str of 8..256 characters")

@@ -21,12 +21,14 @@ operation           arguments            what it shows
 Every result has the ``pid`` of the helper that ran it. Run it::
 
     python -m examples.job_server [--host 127.0.0.1] [--port 8766] [--ledger PATH]
-                                  [--token T] [--helpers N] [--grace S]
+                                  [--token T] [--helpers N] [--grace S] [-v]
 
-It prints ``listening on ws://HOST:PORT`` once ready. SIGINT/SIGTERM shut it down
-gracefully: no new work, up to ``--grace`` seconds for running jobs, websockets closed
-with code 1001, every helper reaped. With ``--ledger``, runs survive a restart:
-unfinished ones are listed by ``boot_report`` and wait for ``resume``/``discard``.
+It binds its port first of all, and prints ``listening on ws://HOST:PORT`` once ready.
+SIGINT/SIGTERM shut it down gracefully: no new work, up to ``--grace`` seconds for
+running jobs, websockets closed with code 1001, every helper reaped. With ``--ledger``,
+runs survive a restart: unfinished ones are listed by ``boot_report`` and wait for
+``resume``/``discard``. A bad option or a port in use: one line on stderr and exit
+status 2; a helper or ledger failure (e.g. ``ledger_corrupt``): one line and status 1.
 
 Progress: each helper handler reports ``ctx.progress(fraction)``; the supervisor hands
 the progress frames to the runner's callback (SPEC §3.9), which reports them to the
@@ -35,8 +37,8 @@ event log (``job_progress`` events pushed to subscribed clients).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
+import functools
 import logging
 import signal
 import sys
@@ -61,12 +63,23 @@ from actors import (
 from actors._config import count_field, duration_field
 from actors.errors import ActorError, InvalidCommand
 
+from ._cli import (
+    OneLineParser,
+    bind_sockets,
+    cannot_listen,
+    count,
+    describe,
+    leaf,
+    seconds,
+    setup_logging,
+)
 from ._frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
 from ._ws_api import BUILTIN_HANDLERS
 from .job_helper import MAX_LIMIT, MAX_SLEEP
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    import socket
+    from collections.abc import AsyncIterator, Callable, Sequence
 
     from actors import ActorRef, RunStatus
     from protocol import messages
@@ -270,10 +283,13 @@ class JobServer:
 
 
 @asynccontextmanager
-async def open_job_server(config: JobServerConfig) -> AsyncIterator[JobServer]:
+async def open_job_server(
+    config: JobServerConfig, *, sockets: Sequence[socket.socket] | None = None
+) -> AsyncIterator[JobServer]:
     """Run the job server for the duration of the block (SPEC §7).
 
-    Entering returns once the helpers are ready and the port is bound. Leaving closes
+    Entering returns once the helpers are ready and the port is bound (or ``sockets``,
+    bound beforehand by :func:`examples._cli.bind_sockets`, are served). Leaving closes
     every client (1001), stops the actors and reaps every helper.
 
     Raises:
@@ -284,14 +300,17 @@ async def open_job_server(config: JobServerConfig) -> AsyncIterator[JobServer]:
     async with (
         open_job_runtime(config) as runtime,
         open_front_door(
-            runtime.eventlog, config.front_door, handlers={"submit": submit_job}
+            runtime.eventlog, config.front_door, handlers={"submit": submit_job}, sockets=sockets
         ) as front,
     ):
         yield JobServer(front=front, runtime=runtime)
 
 
 async def serve_jobs(
-    config: JobServerConfig, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+    config: JobServerConfig,
+    *,
+    sockets: Sequence[socket.socket] | None = None,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> int:
     """Run the job server until SIGINT/SIGTERM, then shut down gracefully (SPEC §7.1).
 
@@ -299,22 +318,25 @@ async def serve_jobs(
     client is closed and every helper reaped.
     """
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_job_server(config) as server:
+        async with open_job_server(config, sockets=sockets) as server:
             task_status.started(server.front.url)
             return await shutdown_on_signal(server.front, signals, grace=config.grace)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser() -> OneLineParser:
+    parser = OneLineParser(
         prog="python -m examples.job_server",
+        label="job_server",
         description="Run jobs in supervised helper processes, over a websocket API.",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8766, help="TCP port; 0: any free one")
-    parser.add_argument("--ledger", default=None, help="SQLite ledger: runs survive restarts")
-    parser.add_argument("--token", default=None, help="required for a non-loopback --host")
-    parser.add_argument("--helpers", type=int, default=2, help="helper processes (default 2)")
-    parser.add_argument("--grace", type=float, default=5.0, help="shutdown grace in seconds")
+    add = parser.add_argument
+    add("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    add("--port", type=count(maximum=65535), default=8766, help="TCP port; 0: any free one")
+    add("--ledger", default=None, help="SQLite ledger: runs survive restarts")
+    add("--token", default=None, help="required for a non-loopback --host")
+    add("--helpers", type=count(minimum=1, maximum=64), default=2, help="helper processes (2)")
+    add("--grace", type=seconds(), default=5.0, help="shutdown grace in seconds (5)")
+    add("-v", "--verbose", action="store_true", help="log what the server does")
     return parser
 
 
@@ -333,25 +355,28 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ValueError as exc:
         parser.error(str(exc))
-    logging.basicConfig(
-        level=logging.INFO, format="%(relativeCreated)7.0f ms %(name)s: %(message)s"
-    )
+    setup_logging(verbose=args.verbose)
+    try:  # first of all: a busy port is reported before any helper is started
+        sockets = bind_sockets(args.host, args.port)
+    except OSError as exc:
+        print(f"job_server: {cannot_listen(args.host, args.port, exc)}", file=sys.stderr)
+        return 2
 
     async def serve() -> None:
         async with trio.open_nursery() as nursery:
-            url = await nursery.start(serve_jobs, config)
+            url = await nursery.start(functools.partial(serve_jobs, config, sockets=sockets))
             print(f"listening on {url}", flush=True)
 
     failure: BaseExceptionGroup[OSError | ActorError] | None = None
     try:
         trio.run(serve)
-    except* (OSError, ActorError) as group:  # a busy port, a helper or ledger failure
+    except* (OSError, ActorError) as group:  # a helper or ledger failure
         failure = group
+    finally:
+        for sock in sockets:
+            sock.close()
     if failure is not None:
-        leaf: BaseException = failure
-        while isinstance(leaf, BaseExceptionGroup):
-            leaf = leaf.exceptions[0]
-        print(f"job_server: cannot serve: {leaf!r}", file=sys.stderr)
+        print(f"job_server: {describe(leaf(failure))}", file=sys.stderr)
         return 1
     return 0
 

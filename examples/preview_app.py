@@ -447,18 +447,29 @@ class PreviewApp(WorkMixin, EventsMixin, ClientsMixin):
                     )
                 )
 
-    async def cancel_open(self, *, actor: str, parked_only: bool = False) -> int:
-        """Cancel the open event-log runs (all, or those waiting on a writer); a count.
+    async def cancel_open(self, *, actor: str, waiting_only: bool = False) -> int:
+        """Cancel the open event-log runs (all, or those that would hold up a shutdown).
 
         Used at shutdown, so every run ends with ``job_finished`` or ``job_cancelled``;
-        from then on no new event-log run is opened.
+        from then on no new event-log run is opened. With ``waiting_only``, only the runs
+        that cannot finish promptly are cancelled: those waiting on a writer (parked, or
+        not completed: they end only when the writer does, SPEC §4.5) and those still
+        queued (no work of theirs started, so nothing is lost); the running rest may
+        finish. Returns how many were cancelled.
         """
         self._closing = True
         count = 0
         for record in self.runs.values():
-            if record.job is None or not record.job_open or (parked_only and not record.parked):
+            if record.job is None or not record.job_open:
                 continue
-            job, record.job_open = record.job, False
+            job = record.job
+            if waiting_only and record.completed and not record.parked:
+                with suppress(ActorError):
+                    if (await self.runtime.eventlog.status(job)).state != "queued":
+                        continue
+                if not record.job_open or record.job != job:  # decided meanwhile
+                    continue
+            record.job_open = False
             with suppress(ActorError):
                 status = await self.runtime.eventlog.cancel(job, actor)
                 count += 1

@@ -13,7 +13,9 @@ every run with rows has its thumbnail and preview, or when ``--timeout`` seconds
 passed, and prints one line per image: run, kind, revision, width x height, bytes, the
 run's event-log run (``job``) and its status (from the newest ``run_list``, or from
 the ``job_finished`` event of that event-log run if it came later). Exit status 0 when
-every image came, 1 on timeout, 2 for a bad argument or a refused connection.
+every image came, 1 on timeout or when the server went away meanwhile, 2 for a bad
+argument or a refused connection (nothing listening, a wrong token); each failure is one
+line on stderr. An ``http://`` address (the dashboard's) is taken as ``ws://``.
 
 Every message is read with the project's strict codec
 (:func:`protocol.codec.decode_server_message`).
@@ -21,7 +23,6 @@ Every message is read with the project's strict codec
 
 from __future__ import annotations
 
-import argparse
 import base64
 import itertools
 import json
@@ -31,10 +32,12 @@ from typing import Any
 
 import attrs
 import trio
-from trio_websocket import ConnectionRejected, HandshakeError, open_websocket_url
+from trio_websocket import ConnectionClosed, open_websocket_url
 
 from protocol import messages
 from protocol.codec import decode_server_message
+
+from ._cli import OneLineParser, connection_problem, count, leaf, seconds, websocket_url
 
 __all__ = ["Collection", "SavedImage", "collect", "main"]
 
@@ -209,34 +212,38 @@ def listing(seen: Collection) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line; see the module docstring. Returns the exit status."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m examples.preview_client",
+        label="preview_client",
         description="Save the PNG previews a preview server pushes.",
     )
     parser.add_argument("url", help="the server, e.g. ws://127.0.0.1:8765")
-    parser.add_argument("--select", type=int, default=None, help="run to select first")
+    parser.add_argument("--select", type=count(), default=None, help="run to select first")
     parser.add_argument("--out", default="previews", help="folder for the PNGs (previews)")
     parser.add_argument("--token", default=None, help="the server's token, if it has one")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait (30)")
+    parser.add_argument(
+        "--timeout", type=seconds(allow_zero=False, maximum=3600), default=30.0,
+        help="seconds to wait (30)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    try:
+        url = websocket_url(args.url)
+    except ValueError as exc:
+        parser.error(str(exc))
     out = Path(args.out)
     try:
         seen = trio.run(
-            lambda: collect(
-                args.url, out, select=args.select, token=args.token, timeout=args.timeout
-            )
+            lambda: collect(url, out, select=args.select, token=args.token, timeout=args.timeout)
         )
-    except BaseException as exc:  # one line for a refused connection; others re-raised
-        leaf = exc
-        while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
-            leaf = leaf.exceptions[0]
-        if not isinstance(leaf, OSError | HandshakeError | ConnectionRejected):
+    except BaseException as exc:  # one line for a failed connection; others re-raised
+        error = leaf(exc)
+        problem = connection_problem(error)
+        if problem is None:
             raise
-        reason = str(leaf)
-        if isinstance(leaf, ConnectionRejected):
-            body = (leaf.body or b"").decode("utf-8", "replace").strip()
-            reason = f"refused with HTTP {leaf.status_code}: {body}"
-        print(f"preview_client: cannot connect to {args.url}: {reason}", file=sys.stderr)
+        if isinstance(error, ConnectionClosed):  # connected, then the server went away
+            print(f"preview_client: {url}: {problem}", file=sys.stderr)
+            return 1
+        print(f"preview_client: cannot connect to {url}: {problem}", file=sys.stderr)
         return 2
     for line in listing(seen):
         print(line)

@@ -19,6 +19,7 @@ run is plotted with a coloured status band, so the partial data stays visible.
 from __future__ import annotations
 
 import io
+import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -223,6 +224,27 @@ def _title(
     return 14 + title_height
 
 
+def band_text(observation: Mapping[str, Any], *, small: bool) -> str:
+    """The words of a run's status band: ``INTERRUPTED 73/200`` on a thumbnail.
+
+    The status and the points come first, so fitting the line to the image never cuts
+    them; a preview adds the reason without its own "N of M planned points" part.
+    """
+    words = str(observation["status"]).upper()
+    points = [(d.get("points"), d.get("planned_points")) for d in observation["dependents"]]
+    if points and points[0][1]:
+        words = f"{words} {points[0][0]}/{points[0][1]}"
+    if small:
+        return words
+    reason = _POINTS_NOTE.sub("", str(observation.get("status_reason") or ""))
+    return f"{words}: {reason}" if reason else words
+
+
+#: "(73 of 200 planned points of dmm_v1)" or "; 120 of 200 planned points of ..." at the
+#: end of a status reason: the band shows "73/200" instead.
+_POINTS_NOTE = re.compile(r"\s*[;(,]?\s*\d+ of \d+ planned points[^)]*\)?\s*$")
+
+
 def _status_band(
     draw: ImageDraw.ImageDraw,
     observation: Mapping[str, Any],
@@ -234,16 +256,8 @@ def _status_band(
     colour = _STATUS_COLOURS.get(status, plot.FRAME)
     face = style.subtitle
     height = plot.text_size(draw, "Ag", face)[1] + 6
-    if style.small:
-        y0 = size[1] - height
-        words = status
-        points = [(d.get("points"), d.get("planned_points")) for d in observation["dependents"]]
-        if points and points[0][1]:
-            words = f"{status} {points[0][0]}/{points[0][1]}"
-    else:
-        y0 = top - 2
-        reason = str(observation.get("status_reason") or "")
-        words = f"{status.upper()}: {reason}" if reason else status.upper()
+    y0 = size[1] - height if style.small else top - 2
+    words = band_text(observation, small=style.small)
     draw.rectangle((0, y0, size[0], y0 + height), fill=colour)
     plot.put_text(draw, (6, y0 + height / 2), plot.fit(draw, words, face, size[0] - 12), face,
                   fill=(255, 255, 255), anchor="lm")  # fmt: skip

@@ -224,6 +224,19 @@ async def test_dashboard_shows_thumbnails_and_the_selected_preview(
             devtools, late, "document.getElementById('facts').textContent.includes('Gate v1 (V)')"
         )
         assert await devtools.evaluate(late, f"{body}.errors || '0'") == "0"
+
+        # A run being written: the bar shows the points of the note, not the fraction
+        # (which also counts the kinds drawn: 249/300/3 would be 28%).
+        job = await devtools.evaluate(late, "[...jobs].find(([, run]) => run === 12)[0]")
+        await devtools.evaluate(
+            late,
+            f"onEvent({{seq: 1e9, kind: 'job_progress', run_id: {job}, data: "
+            "{fraction: 0.277, note: 'being written: 249 of 300 points'}})",
+        )
+        width = await devtools.evaluate(
+            late, "document.querySelector('[data-run=\"12\"] .bar > div').style.width"
+        )
+        assert width == "83%"
     assert_no_children()
 
 

@@ -101,6 +101,10 @@ class FakeLog:
         self.calls.append(("cancel", run_id, actor))
         return FakeStatus(state="cancelled")
 
+    async def status(self, run_id: int) -> FakeStatus:
+        """``running`` once ``start`` was called for the run, else ``queued``."""
+        return FakeStatus(state="running" if ("start", run_id) in self.calls else "queued")
+
 
 @attrs.frozen
 class FakeStatus:
@@ -352,11 +356,31 @@ async def test_cancel_open_cancels_each_open_run_once(
     app, runtime, record = make_app()
     await app._submit(record)
     record.parked = True
-    assert await app.cancel_open(actor="server_shutdown", parked_only=True) == 1
+    await runtime.eventlog.start(1)
+    assert await app.cancel_open(actor="server_shutdown", waiting_only=True) == 1
     assert await app.cancel_open(actor="server_shutdown") == 0
     assert runtime.eventlog.calls[-1] == ("cancel", 1, "server_shutdown")
     await app._submit(record)  # closing: nothing new is opened
     assert len([c for c in runtime.eventlog.calls if c[0] == "submit"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("completed", "started", "cancelled"),
+    [(True, True, False), (True, False, True), (False, True, True)],
+    ids=["running_may_finish", "queued_is_cancelled", "being_written_is_cancelled"],
+)
+async def test_shutdown_cancels_at_once_what_cannot_finish_promptly(
+    autojump_clock: trio.testing.MockClock, completed: bool, started: bool, cancelled: bool
+) -> None:
+    app, runtime, record = make_app()
+    record.summary["is_completed"] = completed
+    await app._submit(record)
+    if started:
+        await runtime.eventlog.start(1)
+    assert await app.cancel_open(actor="server_shutdown", waiting_only=True) == int(cancelled)
+    assert (("cancel", 1, "server_shutdown") in runtime.eventlog.calls) is cancelled
+    assert record.job_open is not cancelled
+    assert await app.cancel_open(actor="server_shutdown") == int(not cancelled)
 
 
 async def test_unknown_runs_are_refused_and_change_nothing(

@@ -7,13 +7,15 @@ on the real clock with short intervals and generous deadlines (STYLE rule 21).
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -32,9 +34,6 @@ from trio_websocket import open_websocket_url
 
 from examples.preview_client import collect, listing
 from examples.preview_client import main as client_main
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 #: Runs of the real sample with a clear non-ok status (shared/data/README.md).
 EMPTY_RUN, INTERRUPTED_RUN, INCOMPLETE_RUN = 10, 11, 12
@@ -282,10 +281,11 @@ def test_command_line_client_reports_a_refused_connection(tmp_path: Path) -> Non
     assert status == 2
 
 
-async def test_without_a_database_it_serves_a_growing_sample(tmp_path: Path) -> None:
+async def _start_sampler(cache: Path) -> tuple[trio.Process, bytes]:
+    """``preview_server`` with no database; return it and its output up to the dashboard."""
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "examples.preview_server", "--port", "0",
-         "--cache-dir", str(tmp_path), "--poll", "0.2"],
+         "--cache-dir", str(cache), "--poll", "0.2"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     assert process.stdout is not None
@@ -296,7 +296,29 @@ async def test_without_a_database_it_serves_a_growing_sample(tmp_path: Path) -> 
                 chunk = await process.stdout.receive_some(4096)
                 assert chunk, text
                 text += chunk
-        assert f"sample database: {tmp_path / 'qcodes-sample.db'}".encode() in text
+    except BaseException:
+        process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
+        raise
+    return process, text
+
+
+async def test_without_a_database_each_server_grows_a_private_sample(tmp_path: Path) -> None:
+    first, text = await _start_sampler(tmp_path)
+    processes = [first]
+    try:
+        second, other = await _start_sampler(tmp_path)  # a second one, on another port
+        processes.append(second)
+        samples = [
+            re.search(rb"sample database: (\S+)", t).group(1).decode()  # type: ignore[union-attr]
+            for t in (text, other)
+        ]
+        assert samples[0] != samples[1]
+        for sample, process in zip(samples, processes, strict=True):
+            folder = Path(sample).parent
+            assert folder.parent == tmp_path
+            assert folder.name.startswith(f"preview-{process.pid}-")
         url = re.search(rb"listening on (ws://\S+)", text).group(1).decode()  # type: ignore[union-attr]
         seen = Seen()
         async with open_websocket_url(url, max_message_size=4 * 1024 * 1024) as ws:
@@ -310,10 +332,35 @@ async def test_without_a_database_it_serves_a_growing_sample(tmp_path: Path) -> 
         revisions = [p["revision"] for p in seen.payloads[11, "thumbnail"]]
         assert revisions == sorted(set(revisions))
     finally:
-        process.send_signal(signal.SIGINT)
-        with trio.fail_after(15):
+        statuses = []
+        for process in processes:
+            process.send_signal(signal.SIGINT)
+        for process in processes:
+            with trio.fail_after(15):
+                statuses.append(await process.wait())
+    assert statuses == [0] * len(processes)
+    assert await trio.to_thread.run_sync(os.listdir, tmp_path) == []  # each removed its own
+    assert_no_children()
+
+
+async def test_a_signal_right_after_listening_stops_promptly(real_db: Path, tmp_path: Path) -> None:
+    """Queued runs and the run being written are cancelled at once, not given the grace."""
+    process, _, stderr = await _start_server(real_db, tmp_path, "--grace", "30")
+    try:
+        start = trio.current_time()
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(20):
             status = await process.wait()
-    assert status == 0
+        elapsed = trio.current_time() - start
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    errors = stderr.read_text()
+    assert status == 0, errors
+    assert elapsed < 10.0  # not the 30 s grace (the run being written never finishes)
+    assert "examples.frontdoor: signal 15: shutting down (grace 30 s)" in errors
+    assert "Traceback" not in errors
     assert_no_children()
 
 

@@ -11,7 +11,7 @@ from PIL import Image, ImageDraw
 
 from examples import _plotting as plot
 from examples.qcodes_source import open_source
-from examples.render import KINDS, render
+from examples.render import KINDS, _Style, band_text, render
 
 RUN_IDS = list(range(1, 13))
 
@@ -163,6 +163,26 @@ def test_interrupted_and_incomplete_runs_carry_a_status_band(observations, run_i
     assert band.sum(axis=1).max() > 400  # most of the width
     thumb = decode(render(observations[run_id], "thumbnail"))
     assert np.all(thumb[-14:] == colour, axis=2).sum() > 600  # band at the bottom
+
+
+@pytest.mark.parametrize(
+    ("run_id", "thumbnail", "preview_starts"),
+    [
+        (11, "INTERRUPTED 73/200", "INTERRUPTED 73/200: measurement raised RuntimeError"),
+        (12, "INCOMPLETE 120/200", "INCOMPLETE 120/200: not completed"),
+    ],
+)
+def test_status_band_text_fits_and_leads_with_the_points(
+    observations, run_id, thumbnail, preview_starts
+):
+    observation = observations[run_id]
+    assert band_text(observation, small=True) == thumbnail
+    preview = band_text(observation, small=False)
+    assert preview.startswith(preview_starts)
+    assert "planned points" not in preview  # said once, as N/M
+    draw = ImageDraw.Draw(Image.new("RGB", (160, 120)))
+    face = _Style("thumbnail", (160, 120), 1).subtitle
+    assert plot.fit(draw, thumbnail, face, 160 - 12) == thumbnail  # not cut off
 
 
 def test_check_cancel_runs_between_stages_and_aborts(observations):

@@ -1,0 +1,253 @@
+"""The example servers' and clients' command lines: one clear line per failure (SPEC §7).
+
+Options are validated when the command line is read; a busy port is reported before
+anything is written; clients say why a connection failed (refused, wrong token, the
+server gone) and exit non-zero; user-facing messages never cite the SPEC. Servers run
+in this process or as real subprocesses, on the real clock with short deadlines
+(STYLE rule 21).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+from frontdoor_support import TIMEOUT, assert_no_children
+
+from examples._cli import websocket_url
+from examples._frontdoor import FrontDoorConfig
+from examples.job_server import JobServerConfig, open_job_server
+from examples.job_server import main as job_server_main
+from examples.preview_client import main as preview_client_main
+from examples.preview_server import main as preview_server_main
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture(autouse=True)
+def _no_child_left():
+    yield
+    assert_no_children()
+
+
+def _one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, text
+    assert "Traceback" not in text
+    assert "SPEC" not in text
+    return lines[0]
+
+
+def _run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+# -- options -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("main", "argv", "words"),
+    [
+        (preview_server_main, ["--grace", "-1"], "argument --grace: must be >= 0 seconds"),
+        (preview_server_main, ["--poll", "0"], "argument --poll: must be > 0 seconds"),
+        (preview_server_main, ["--stall-after", "nan"], "argument --stall-after: must be finite"),
+        (preview_server_main, ["--port", "70000"], "argument --port: must be >= 0 and <= 65535"),
+        (preview_server_main, ["--helpers", "0"], "argument --helpers: must be >= 1"),
+        (preview_server_main, ["--host", "0.0.0.0"], "(not loopback) requires a token"),
+        (job_server_main, ["--grace", "-1"], "argument --grace: must be >= 0 seconds"),
+        (job_server_main, ["--grace", "x"], "argument --grace: must be a number of seconds"),
+        (job_server_main, ["--port", "-5"], "argument --port: must be >= 0"),
+        (job_server_main, ["--helpers", "65"], "argument --helpers: must be >= 1 and <= 64"),
+        (job_server_main, ["--host", "0.0.0.0"], "(not loopback) requires a token"),
+    ],
+)
+def test_a_bad_option_is_one_line_and_exit_status_2(
+    capsys: pytest.CaptureFixture[str],
+    main: Callable[[list[str]], int],
+    argv: list[str],
+    words: str,
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    line = _one_line(captured.err)
+    assert words in line, line
+    assert line.startswith(("preview_server: ", "job_server: ")), line
+
+
+# -- a busy port -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def busy_port():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        yield taken.getsockname()[1]
+
+
+@pytest.mark.parametrize("module", ["examples.preview_server", "examples.job_server"])
+def test_a_port_in_use_is_one_line_and_nothing_is_written(
+    tmp_path: Path, busy_port: int, module: str
+) -> None:
+    cache = tmp_path / "cache"
+    extra = ["--cache-dir", str(cache)] if module.endswith("preview_server") else []
+    done = _run(module, "--port", str(busy_port), *extra)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    line = _one_line(done.stderr)
+    assert f"127.0.0.1:{busy_port}" in line
+    assert "already in use" in line
+    assert "--port 0" in line
+    assert not cache.exists()  # no sample database was written
+
+
+def test_a_corrupt_ledger_is_one_line_with_its_code(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.db"
+    ledger.write_bytes(b"not a database at all\n" * 64)
+    done = _run("examples.job_server", "--port", "0", "--helpers", "1", "--ledger", str(ledger))
+    assert done.returncode == 1
+    line = _one_line(done.stderr)
+    assert line.startswith("job_server: ledger "), line
+    assert line.endswith(" (ledger_corrupt)"), line
+    assert "LedgerCorrupt(" not in line
+
+
+# -- clients ---------------------------------------------------------------------------
+
+
+def test_websocket_url_takes_http_and_bare_addresses() -> None:
+    assert websocket_url("http://127.0.0.1:8765/") == "ws://127.0.0.1:8765/"
+    assert websocket_url("https://example.org") == "wss://example.org"
+    assert websocket_url("127.0.0.1:8766") == "ws://127.0.0.1:8766"
+    assert websocket_url("ws://[::1]:1") == "ws://[::1]:1"
+    with pytest.raises(ValueError, match="not a server address"):
+        websocket_url("ftp://127.0.0.1:1")
+
+
+def test_clients_report_nothing_listening(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    status = preview_client_main([f"http://127.0.0.1:{port}", "--out", str(tmp_path)])
+    assert status == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line == f"preview_client: cannot connect to ws://127.0.0.1:{port}: connection refused"
+    done = _run("examples.job_client", "--url", f"ws://127.0.0.1:{port}", "status", "1")
+    assert done.returncode == 2
+    assert _one_line(done.stderr).endswith(": connection refused")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [("{x", "arguments must be a JSON object: Expecting"), ("[1]", "got list")],
+)
+def test_job_client_refuses_bad_json_arguments(arguments: str, words: str) -> None:
+    done = _run("examples.job_client", "submit", "sleep", arguments)
+    assert done.returncode == 2
+    line = _one_line(done.stderr)
+    assert line.startswith("job_client: arguments must be a JSON object: "), line
+    assert words in line
+
+
+async def _client(module: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    with trio.fail_after(2 * TIMEOUT):
+        return await trio.run_process(
+            [sys.executable, "-m", module, *args], cwd=ROOT, capture_stdout=True,
+            capture_stderr=True, check=False,
+        )  # fmt: skip
+
+
+async def test_clients_against_a_job_server(tmp_path: Path) -> None:
+    config = JobServerConfig(front_door=FrontDoorConfig(port=0, token=TOKEN), helpers=1)
+    async with open_job_server(config) as server:
+        url = server.front.url.replace("ws://", "http://")  # taken as ws://
+        # A wrong or missing token: one line naming the refusal.
+        for argv in (["--token", "wrong-token!"], []):
+            done = await _client("examples.job_client", "--url", url, *argv, "boot_report")
+            assert done.returncode == 2
+            line = _one_line(done.stderr.decode())
+            assert line.endswith("refused: HTTP 403, check --token (403 Forbidden: missing "
+                                 "or wrong token; pass it as ?token=... or an 'Authorization: "
+                                 "Bearer ...' header)"), line  # fmt: skip
+        done = await _client(  # a subprocess: trio-websocket leaks the refused socket
+            "examples.preview_client", url, "--out", str(tmp_path), "--token", "nope-nope"
+        )
+        assert done.returncode == 2
+        assert "refused: HTTP 403, check --token" in _one_line(done.stderr.decode())
+        # A job that fails: the receipt first, then its events; exit status 1.
+        done = await _client("examples.job_client", "--url", url, "--token", TOKEN,
+                             "submit", "crash")  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        lines = [json.loads(line) for line in done.stdout.decode().splitlines()]
+        assert lines[0]["type"] == "receipt"
+        assert lines[-1]["kind"] == "job_finished"
+        assert lines[-1]["data"]["verdict"] != "ok"
+        done = await _client("examples.job_client", "--url", url, "--token", TOKEN,
+                             "submit", "sleep", '{"seconds": 0}')  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout.decode().splitlines()[0])["type"] == "receipt"
+
+        # The server goes away mid-stream: one line, exit status 1.
+        async with trio.open_nursery() as nursery:
+            results: list[subprocess.CompletedProcess[bytes]] = []
+
+            async def follow() -> None:
+                argv = ["--url", url, "--token", TOKEN, "submit", "sleep", '{"seconds": 60}']
+                results.append(await _client("examples.job_client", *argv))
+
+            nursery.start_soon(follow)
+            with trio.fail_after(TIMEOUT):
+                while not server.front.connections:  # noqa: ASYNC110 - another process
+                    await trio.sleep(0.05)
+            await trio.sleep(0.3)  # the submit is on its way or answered
+            server.front.close()
+    (done,) = results
+    assert done.returncode == 1, done.stderr
+    line = _one_line(done.stderr.decode())
+    assert "the server closed the connection (1001" in line, line
+
+
+# -- messages ----------------------------------------------------------------------------
+
+
+def test_no_user_facing_message_cites_the_spec() -> None:
+    """Only docstrings and comments may say "SPEC §"; strings shown to people may not."""
+    with pytest.raises(ValueError, match="requires a token") as refused:
+        FrontDoorConfig(host="0.0.0.0")
+    assert "SPEC" not in str(refused.value)
+    found = []
+    for path in sorted((ROOT / "examples").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        }
+        found += [
+            f"{path.name}:{node.lineno}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and "SPEC §" in node.value
+            and id(node) not in docstrings
+        ]
+    assert found == []
