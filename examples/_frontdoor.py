@@ -142,6 +142,7 @@ class FrontDoor:
         for tag, handler in (handlers or {}).items():
             self.register(tag, handler)
         self._connections: dict[int, Connection] = {}
+        self._accepting = 0  # handshakes past _refusal() but not yet in _connections
         self._ids = itertools.count(1)
         self._disconnect_hooks: list[Callable[[Connection], object]] = []
         self._admitting = True
@@ -348,7 +349,13 @@ class FrontDoor:
                 body=text.encode(),
             )
             return
-        ws = await request.accept()
+        # The slot is taken before accept() waits: concurrent handshakes each see the
+        # ones ahead of them, so at most max_connections are ever accepted.
+        self._accepting += 1
+        try:
+            ws = await request.accept()
+        finally:
+            self._accepting -= 1
         self._accepted += 1
         conn = Connection(self, ws, next(self._ids), peer=peer)
         self._connections[conn.id] = conn
@@ -380,7 +387,7 @@ class FrontDoor:
         origin = headers.get(b"origin")
         if origins is not None and origin is not None and origin.decode("latin-1") not in origins:
             return 403, "403 Forbidden: origin not allowed\n"
-        if len(self._connections) >= self.config.max_connections:
+        if len(self._connections) + self._accepting >= self.config.max_connections:
             return 503, "503 Service Unavailable: too many connections\n"
         return None
 

@@ -44,9 +44,28 @@ if TYPE_CHECKING:
 
     from ._frontdoor import FrontDoor
 
-__all__ = ["Connection", "ConnectionStatistics", "event_message"]
+__all__ = ["Connection", "ConnectionStatistics", "event_message", "wire_text"]
 
 LOGGER = logging.getLogger("examples.frontdoor")
+
+
+def wire_text(message: messages.Message) -> str:
+    """Return ``message`` as JSON text that a websocket text frame can carry.
+
+    JSON lets a client write a lone surrogate (``"\\ud800"``); Python decodes it to a
+    str that UTF-8 cannot encode, and a request id, argument or helper result holding one
+    would make ``send_message`` raise and drop the connection (or, for a pushed event,
+    every subscriber's). Such characters are written back as their ``\\uXXXX`` escapes,
+    which mean the same JSON string (a surrogate only occurs inside a JSON string, where
+    the encoder already escaped every literal backslash).
+    """
+    text = encode_message(message)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def event_message(event: Any) -> messages.Event:
@@ -174,7 +193,7 @@ class Connection:
             while True:
                 if self._resync_head is not None:
                     head, self._resync_head = self._resync_head, None
-                    text = encode_message(messages.ResyncRequired(head=head))
+                    text = wire_text(messages.ResyncRequired(head=head))
                 else:
                     text = await self._receive.receive()
                 await self.ws.send_message(text)
@@ -183,7 +202,7 @@ class Connection:
             self._scope.cancel()
 
     async def _queue(self, message: messages.Message) -> None:
-        await self._send.send(encode_message(message))
+        await self._send.send(wire_text(message))
 
     # -- replies and pushes (extension API) ----------------------------------------------
 
@@ -212,7 +231,7 @@ class Connection:
         Raises:
             TypeError: ``message`` is not a protocol message.
         """
-        text = encode_message(message)
+        text = wire_text(message)
         wait = self.front.config.push_timeout if timeout is None else timeout
         with trio.move_on_after(wait):
             try:
@@ -232,7 +251,7 @@ class Connection:
             TypeError: ``message`` is not a protocol message.
         """
         try:
-            self._send.send_nowait(encode_message(message))
+            self._send.send_nowait(wire_text(message))
         except trio.WouldBlock:
             self._dropped += 1
             self.mark_resync()
@@ -253,7 +272,7 @@ class Connection:
         self._resyncs += 1
         head = max(self._last_seq, self.front.head_hint) if head is None else head
         try:
-            self._send.send_nowait(encode_message(messages.ResyncRequired(head=head)))
+            self._send.send_nowait(wire_text(messages.ResyncRequired(head=head)))
         except trio.WouldBlock:
             self._resync_head = head  # the writer sends it before its next message
         except (trio.BrokenResourceError, trio.ClosedResourceError):

@@ -67,6 +67,8 @@ def hash_file(payload: object, ctx: JobContext) -> dict[str, Any]:
     path = fields.get("path")
     if not isinstance(path, str) or not path:
         raise _invalid("path must be a non-empty string")
+    if "\x00" in path:  # open() would raise ValueError: an unclassified handler_failed
+        raise _invalid("path must not contain a NUL character")
     digest = hashlib.sha256()
     done = 0
     try:

@@ -242,8 +242,8 @@ def _check_arguments(operation: str, arguments: dict[str, Any]) -> None:
     problem: tuple[str, str] | None = None
     if operation == "hash_file" and "path" in arguments:
         path = arguments["path"]
-        if not isinstance(path, str) or not 1 <= len(path) <= 4096:
-            problem = ("path", "must be a string of 1..4096 characters")
+        if not isinstance(path, str) or not 1 <= len(path) <= 4096 or "\x00" in path:
+            problem = ("path", "must be a string of 1..4096 characters, without NUL")
     elif operation == "count_primes" and "limit" in arguments:
         limit = arguments["limit"]
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:

@@ -150,10 +150,12 @@ class PreviewConfig:
     """Admission bound of the event log (SPEC §6.5): at least the run count."""
     helper_timeouts: HelperTimeouts = attrs.field(
         factory=lambda: HelperTimeouts(
-            startup=30.0, reply=15.0, cancel_grace=0.5, shutdown=1.0, terminate=0.5, kill=1.0
+            startup=30.0, reply=15.0, cancel_grace=0.5, shutdown=0.4, terminate=0.3, kill=0.5
         )
     )
-    """Helper deadlines (SPEC §3.2); the startup imports numpy, so it is generous."""
+    """Helper deadlines (SPEC §3.2); the startup imports numpy, so it is generous. The
+    shutdown steps are short: a hung (e.g. stopped) helper is killed within about
+    0.7 s, so the server still exits within its grace + 1 s."""
     helper_faults: dict[str, Any] | None = None
     """For tests only: the helpers' ``faults`` startup option (see
     :mod:`examples.preview_helper`), e.g. a read that crashes its helper once."""
@@ -201,6 +203,7 @@ class PreviewApp(WorkMixin, EventsMixin, ClientsMixin):
         self._closing = False
         self._priority_lock = trio.Lock()
         self.probes = 0
+        self._probe_error: str | None = None  # the last failure logged, until one succeeds
         self._jobs: dict[int, int] = {}
         self._inflight: dict[int, set[trio.CancelScope]] = {}
         self._helper_watch = HelperWatch()
@@ -356,12 +359,19 @@ class PreviewApp(WorkMixin, EventsMixin, ClientsMixin):
             try:
                 probe = await self.helper_job("probe", None)
                 self.probes += 1
+                if self._probe_error is not None:
+                    LOGGER.warning("change probe works again")
+                    self._probe_error = None
                 await self.apply_probe(probe)
                 for record in self.runs.values():
                     if record.job is None:
                         await self._submit(record)
             except ActorError as exc:
-                LOGGER.warning("change probe failed: %s", exc)
+                # Logged once per distinct failure: a database that stays broken must not
+                # print a line at every poll.
+                if str(exc) != self._probe_error:
+                    LOGGER.warning("change probe failed: %s", exc)
+                    self._probe_error = str(exc)
             if self._list_dirty:
                 self._list_dirty = False
                 self._broadcast(messages.RunList(request_id=None, runs=self._summaries()))

@@ -38,7 +38,9 @@ cancel); it creates the (optional) marker file as it starts waiting.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +48,7 @@ from actors.helper import JobError, serve
 from examples.qcodes_source import MAX_OBSERVATION_VALUES, QcodesSource, open_source
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from actors.helper import JobContext
 
@@ -81,6 +83,25 @@ def _fields(payload: Any, allowed: set[str]) -> dict[str, Any]:
     return payload
 
 
+@contextlib.contextmanager
+def _database_errors() -> Iterator[None]:
+    """Turn an SQLite error (the file was truncated, replaced, corrupted) into a job error.
+
+    Raises:
+        JobError: (code ``source_unreadable``, transient) instead of a raw
+            ``sqlite3.Error``, which the helper would report as ``handler_failed`` with a
+            traceback on stderr at every change probe.
+    """
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise JobError(
+            f"database unreadable: {type(exc).__name__}: {exc}",
+            code="source_unreadable",
+            category="transient",
+        ) from None
+
+
 class PreviewHandlers:
     """The helper's state (one open database) and its job handlers.
 
@@ -96,7 +117,8 @@ class PreviewHandlers:
 
         Raises:
             SourceError: (code ``source_unreadable``) see :func:`open_source`.
-            JobError: (code ``invalid_command``) ``db`` is missing or not a string.
+            JobError: (code ``invalid_command``) ``db`` is missing or not a string;
+                (code ``source_unreadable``) SQLite failed reading the file.
         """
         path = options.get("db")
         if not isinstance(path, str) or not path:
@@ -105,8 +127,9 @@ class PreviewHandlers:
         if not isinstance(faults, dict) or set(faults) - {"crash_once", "stall"}:
             raise _invalid("startup option 'faults' may hold only 'crash_once' and 'stall'")
         self.faults = faults
-        self.source = open_source(path)
-        return self.source.identity()
+        with _database_errors():  # e.g. a file corrupted while the server was running
+            self.source = open_source(path)
+            return self.source.identity()
 
     def _open(self) -> QcodesSource:
         if self.source is None:
@@ -119,7 +142,8 @@ class PreviewHandlers:
         after = _int_field(fields, "after", 0, 0, 2**53 - 1)
         limit = _int_field(fields, "limit", DEFAULT_PAGE, 1, MAX_PAGE)
         ctx.check_cancel()
-        runs = self._open().list_runs(after=after, limit=limit)
+        with _database_errors():
+            runs = self._open().list_runs(after=after, limit=limit)
         return {"runs": runs, "next_after": runs[-1]["run_id"] if len(runs) == limit else None}
 
     def read_run(self, payload: Any, ctx: JobContext) -> dict[str, Any]:
@@ -131,7 +155,10 @@ class PreviewHandlers:
         max_values = _int_field(fields, "max_values", MAX_OBSERVATION_VALUES, 256, 65_536)
         if self.faults:
             self._fault(run_id, ctx)
-        return self._open().read_run(run_id, check_cancel=ctx.check_cancel, max_values=max_values)
+        with _database_errors():
+            return self._open().read_run(
+                run_id, check_cancel=ctx.check_cancel, max_values=max_values
+            )
 
     def _fault(self, run_id: int, ctx: JobContext) -> None:
         crash = self.faults.get("crash_once")
@@ -161,7 +188,8 @@ class PreviewHandlers:
             or not all(isinstance(r, int) and not isinstance(r, bool) for r in run_ids)
         ):
             raise _invalid("run_ids must be a list of integers or null")
-        return self._open().probe(run_ids)
+        with _database_errors():
+            return self._open().probe(run_ids)
 
     def table(self) -> dict[str, Callable[[Any, JobContext], Any]]:
         """Operation name → handler, for :func:`actors.helper.serve`."""

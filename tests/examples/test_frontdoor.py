@@ -425,6 +425,49 @@ async def test_a_silent_or_surplus_client_is_dropped():
             assert (await c.request("boot_report"))["type"] == "boot_report_reply"
 
 
+async def test_a_lone_surrogate_request_id_is_echoed_not_fatal():
+    # JSON may carry "\\ud800"; Python decodes it to a str UTF-8 cannot encode. The
+    # decoder refuses the message, but the error answer echoes the request id, which
+    # used to crash the connection's writer (UnicodeEncodeError) and drop the client.
+    async with serving() as front, client(front) as c:
+        await c.send('{"type":"status","request_id":"a\\ud800","run_id":1}')
+        answer = await c.receive()
+        assert (answer["request_id"], answer["code"]) == ("a\ud800", "invalid_message")
+        assert (await c.request("boot_report"))["type"] == "boot_report_reply"
+
+
+async def test_concurrent_handshakes_never_exceed_max_connections():
+    # The slot must be taken before accept() waits: 12 handshakes sent at once used to
+    # all pass the check (none was counted yet) and be accepted.
+    config = FrontDoorConfig(max_connections=3)
+    outcomes: list[int | None] = []  # None: accepted; else the refusal's HTTP status
+    all_in = trio.Event()
+    release = trio.Event()
+
+    def settled(outcome: int | None) -> None:
+        outcomes.append(outcome)
+        if len(outcomes) == 12:
+            all_in.set()
+
+    async def one() -> None:
+        try:
+            async with client(front) as c:
+                settled(None)
+                await release.wait()
+                assert (await c.request("boot_report"))["type"] == "boot_report_reply"
+        except* ConnectionRejected as group:
+            settled(group.exceptions[0].status_code)  # type: ignore[attr-defined]
+
+    async with serving(config) as front, trio.open_nursery() as nursery:
+        for _ in range(12):
+            nursery.start_soon(one)
+        with trio.fail_after(5):
+            await all_in.wait()
+        assert sorted(outcomes, key=str) == [503] * 9 + [None] * 3
+        assert front.statistics().connections == 3
+        release.set()
+
+
 async def test_a_second_signal_cuts_the_grace_short():
     with trio.open_signal_receiver(signal.SIGUSR1) as signals:
         async with serving() as front, client(front) as c:

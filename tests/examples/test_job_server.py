@@ -83,6 +83,7 @@ async def test_bad_arguments_are_refused_before_admission():
             ("count_primes", {"limit": -1}, "invalid_command", ["limit"]),
             ("sleep", {"seconds": True}, "invalid_command", ["seconds"]),
             ("hash_file", {}, "invalid_command", ["path"]),
+            ("hash_file", {"path": "/tmp/a\x00b"}, "invalid_command", ["path"]),
             ("count_primes", {"limit": 5, "fast": True}, "invalid_command", ["fast"]),
             ("format_disk", {}, "unsupported_operation", None),
         ]:

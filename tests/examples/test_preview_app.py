@@ -31,7 +31,7 @@ from actors import (
     SchedulerJob,
     Settled,
 )
-from actors.errors import ErrorRecord, HelperExitedError, UnknownRun, WorkCancelled
+from actors.errors import ErrorRecord, HelperExitedError, PoolFailed, UnknownRun, WorkCancelled
 from examples._preview_push import ClientPusher, ImageStore, StoredImage, png_size
 from examples._preview_runs import (
     RunRecord,
@@ -616,3 +616,35 @@ def test_run_list_rows_carry_status_and_event_log_run() -> None:
     assert run_status(record) == "unreadable"
     record.errors["metadata"] = WorkCancelled("cancelled").to_record()
     assert run_status(record) == "progressive"
+
+
+async def test_a_change_probe_that_keeps_failing_is_logged_once(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A broken database (or a failed pool) fails every poll: one warning per distinct
+    # failure, and one when the probe works again; not a line (or a traceback) per poll.
+    app, _, _ = make_app(poll_interval=1.0)
+    outcomes: list[Exception | None] = [PoolFailed("pool failed")] * 5 + [None] * 2
+    outcomes += [UnknownRun("gone")] * 2
+
+    async def helper_job(operation: str, payload: Any) -> Any:
+        outcome = outcomes.pop(0) if outcomes else None
+        if outcome is not None:
+            raise outcome
+        return {"probe": True}
+
+    async def apply_probe(probe: dict[str, Any]) -> None:
+        await trio.lowlevel.checkpoint()
+
+    app.helper_job = helper_job  # type: ignore[method-assign]
+    app.apply_probe = apply_probe  # type: ignore[method-assign]
+    app.runs.clear()
+    with trio.move_on_after(10.5):
+        await app._probe_loop()
+    warnings = [r.getMessage() for r in caplog.records if r.name == "examples.preview"]
+    assert warnings == [
+        "change probe failed: pool failed",
+        "change probe works again",
+        "change probe failed: gone",
+        "change probe works again",
+    ]

@@ -157,3 +157,29 @@ async def test_a_bad_database_fails_the_helper_startup(tmp_path):
     record = info.value.details["record"]
     assert record["code"] == "source_unreadable"
     assert "not an SQLite database" in record["message"]
+
+
+def test_a_database_corrupted_while_open_is_a_source_error(real_db, tmp_path):
+    # Truncated or overwritten under a running helper: every handler answers the
+    # classified source_unreadable (transient), not a raw sqlite3 error (handler_failed,
+    # with a traceback on stderr at every change probe).
+    db = tmp_path / "doomed.db"
+    db.write_bytes(real_db.read_bytes())
+    h = PreviewHandlers()
+    h.startup({"db": str(db)})
+    try:
+        assert h.probe(None, FakeContext())["run_count"] == 12
+        with db.open("r+b") as handle:  # keeps page 1 (the header) intact
+            handle.seek(4096)
+            handle.write(b"\xa5" * 200_000)
+        # (A WAL reader keeps serving the pages it cached, so the probe may still see
+        # the old runs; these read pages it never cached.)
+        for operation, payload in (("list_runs", None), ("read_run", {"run_id": 6})):
+            with pytest.raises(JobError) as caught:
+                h.table()[operation](payload, FakeContext())
+            assert (caught.value.code, caught.value.category) == ("source_unreadable", "transient")
+    finally:
+        h.source.close()
+    with pytest.raises(JobError) as caught:  # a helper started now fails the same way
+        PreviewHandlers().startup({"db": str(db)})
+    assert caught.value.code == "source_unreadable"

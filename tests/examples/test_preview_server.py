@@ -364,6 +364,50 @@ async def test_a_signal_right_after_listening_stops_promptly(real_db: Path, tmp_
     assert_no_children()
 
 
+async def test_hung_helpers_are_killed_within_grace_plus_one_second(
+    real_db: Path, tmp_path: Path
+) -> None:
+    """SIGSTOPped helpers ignore the shutdown frame and SIGTERM: the ladder must be short.
+
+    A stopped helper spends each ladder step in full (SIGTERM stays pending), so the
+    shutdown + terminate steps bound the exit: they were 1.0 + 0.5 s (at least 1.5 s
+    once idle, and 2.6 s seen with runs in flight), over the 1 s budget beyond the
+    grace; now 0.4 + 0.3 s.
+    """
+    process, url, stderr = await _start_server(real_db, tmp_path, "--grace", "0.5")
+    try:
+        async with open_websocket_url(url) as ws:  # idle first: nothing waits for the grace
+            client = Client(ws, "h")
+            with trio.fail_after(30):
+                while True:
+                    runs = (await client.request("list_runs"))["runs"]
+                    jobs = [r["job_run_id"] for r in runs if r["run_id"] != INCOMPLETE_RUN]
+                    states = [
+                        (await client.request("status", run_id=job))["state"]
+                        for job in jobs
+                        if job is not None
+                    ]
+                    if len(states) == len(ALL_RUNS) - 1 and set(states) == {"finished"}:
+                        break
+                    await trio.sleep(0.1)
+        helpers = children(process.pid)
+        assert len(helpers) == 2
+        for pid in helpers:
+            os.kill(pid, signal.SIGSTOP)
+        start = trio.current_time()
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(20):
+            status = await process.wait()
+        elapsed = trio.current_time() - start
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert status == 0, stderr.read_text()
+    assert elapsed < 0.5 + 1.0, elapsed
+    assert_no_children()
+
+
 @pytest.mark.parametrize("when", ["at_once", "while_starting"])
 async def test_ctrl_c_before_the_server_is_ready_exits_quietly(
     real_db: Path, tmp_path: Path, when: str
