@@ -21,7 +21,7 @@ message, each an ``ask`` under the client's timeout::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import trio
@@ -69,10 +69,8 @@ __all__ = [
     "Watch",
 ]
 
-_frozen = attrs.frozen(kw_only=True)
 
-
-@_frozen
+@attrs.frozen(kw_only=True)
 class Submit:
     """Ask for a receipt (SPEC §6.1-6.5); answered with a :class:`Receipt`."""
 
@@ -81,7 +79,7 @@ class Submit:
     request_id: str | None = None
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class Start:
     """An executor claims a run (SPEC §6.6); answered with its :class:`RunStatus`."""
 
@@ -89,7 +87,7 @@ class Start:
     on_cancel: Callable[[], object] | None = None
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class Progress:
     """Progress of a run, fraction in [0, 1] (SPEC §6.6); answered with None."""
 
@@ -98,7 +96,7 @@ class Progress:
     note: str | None = None
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class Finish:
     """A verdict for a run (SPEC §6.6); answered with its :class:`RunStatus`."""
 
@@ -108,7 +106,7 @@ class Finish:
     error: Mapping[str, str] | None = None
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class Cancel:
     """Cancel a run, attributed to ``actor`` (SPEC §6.7); answered with its true status."""
 
@@ -116,14 +114,14 @@ class Cancel:
     actor: str = "local"
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class Status:
     """The state of a run; needs no capacity; answered with a :class:`RunStatus`."""
 
     run_id: int
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class Watch:
     """The events after ``cursor`` (SPEC §6.8); answered with a :class:`WatchResult`."""
 
@@ -131,7 +129,7 @@ class Watch:
     limit: int | None = None
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class Subscribe:
     """Open a bounded port (SPEC §6.9); answered with the :class:`Port` (in-process)."""
 
@@ -142,7 +140,7 @@ class Subscribe:
     listener: Callable[[Event], object] | None = None
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class SetPortEnabled:
     """Enable or disable a port; local callers only (SPEC §6.9)."""
 
@@ -151,17 +149,17 @@ class SetPortEnabled:
     local: bool
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class ApplyEdit:
     """Bump the revision (SPEC §6.4); answered with the new revision."""
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class GetBootReport:
     """Answered with the :class:`BootReport` (SPEC §6.10)."""
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class Resume:
     """Queue a held run again (SPEC §6.10); answered with its :class:`RunStatus`."""
 
@@ -169,7 +167,7 @@ class Resume:
     override: bool = False
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class Discard:
     """Decide a held run cancelled (SPEC §6.10); answered with its :class:`RunStatus`."""
 
@@ -177,7 +175,7 @@ class Discard:
     actor: str = "local"
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class CheckDrift:
     """Compare a run's pinned ingredients with ``current`` (SPEC §6.10)."""
 
@@ -185,7 +183,7 @@ class CheckDrift:
     current: Mapping[str, Any] | None = None
 
 
-@_frozen
+@attrs.frozen(kw_only=True)
 class GetStatistics:
     """Answered with the log's :class:`EventLogStatistics`."""
 
@@ -363,15 +361,18 @@ class EventLogClient:
         self, operation: str, arguments: Mapping[str, Any], request_id: str | None = None
     ) -> Receipt:
         """See :meth:`EventLog.submit` (SPEC §6.1)."""
-        return await self._ask(
-            Submit(operation=operation, arguments=arguments, request_id=request_id)
+        return cast(
+            "Receipt",
+            await self._ask(
+                Submit(operation=operation, arguments=arguments, request_id=request_id)
+            ),
         )
 
     async def start(
         self, run_id: int, *, on_cancel: Callable[[], object] | None = None
     ) -> RunStatus:
         """See :meth:`EventLog.start` (SPEC §6.6)."""
-        return await self._ask(Start(run_id=run_id, on_cancel=on_cancel))
+        return cast("RunStatus", await self._ask(Start(run_id=run_id, on_cancel=on_cancel)))
 
     async def progress(self, run_id: int, fraction: float, note: str | None = None) -> None:
         """See :meth:`EventLog.progress` (SPEC §6.6)."""
@@ -386,19 +387,22 @@ class EventLogClient:
         error: Mapping[str, str] | None = None,
     ) -> RunStatus:
         """See :meth:`EventLog.finish` (SPEC §6.6)."""
-        return await self._ask(Finish(run_id=run_id, verdict=verdict, result=result, error=error))
+        return cast(
+            "RunStatus",
+            await self._ask(Finish(run_id=run_id, verdict=verdict, result=result, error=error)),
+        )
 
     async def cancel(self, run_id: int, actor: str = "local") -> RunStatus:
         """See :meth:`EventLog.cancel` (SPEC §6.7)."""
-        return await self._ask(Cancel(run_id=run_id, actor=actor))
+        return cast("RunStatus", await self._ask(Cancel(run_id=run_id, actor=actor)))
 
     async def status(self, run_id: int) -> RunStatus:
         """See :meth:`EventLog.status`."""
-        return await self._ask(Status(run_id=run_id))
+        return cast("RunStatus", await self._ask(Status(run_id=run_id)))
 
     async def watch(self, cursor: int, *, limit: int | None = None) -> WatchResult:
         """See :meth:`EventLog.watch` (SPEC §6.8)."""
-        return await self._ask(Watch(cursor=cursor, limit=limit))
+        return cast("WatchResult", await self._ask(Watch(cursor=cursor, limit=limit)))
 
     async def subscribe(
         self,
@@ -410,34 +414,40 @@ class EventLogClient:
         listener: Callable[[Event], object] | None = None,
     ) -> Port:
         """See :meth:`EventLog.subscribe` (SPEC §6.9)."""
-        return await self._ask(
-            Subscribe(name=name, cursor=cursor, bound=bound, local=local, listener=listener)
+        return cast(
+            "Port",
+            await self._ask(
+                Subscribe(name=name, cursor=cursor, bound=bound, local=local, listener=listener)
+            ),
         )
 
     async def set_port_enabled(self, name: str, enabled: bool, *, local: bool) -> PortStatistics:
         """See :meth:`EventLog.set_port_enabled` (SPEC §6.9)."""
-        return await self._ask(SetPortEnabled(name=name, enabled=enabled, local=local))
+        return cast(
+            "PortStatistics",
+            await self._ask(SetPortEnabled(name=name, enabled=enabled, local=local)),
+        )
 
     async def apply_edit(self) -> int:
         """See :meth:`EventLog.apply_edit` (SPEC §6.4)."""
-        return await self._ask(ApplyEdit())
+        return cast("int", await self._ask(ApplyEdit()))
 
     async def boot_report(self) -> BootReport:
         """See :meth:`EventLog.boot_report` (SPEC §6.10)."""
-        return await self._ask(GetBootReport())
+        return cast("BootReport", await self._ask(GetBootReport()))
 
     async def resume(self, run_id: int, *, override: bool = False) -> RunStatus:
         """See :meth:`EventLog.resume` (SPEC §6.10)."""
-        return await self._ask(Resume(run_id=run_id, override=override))
+        return cast("RunStatus", await self._ask(Resume(run_id=run_id, override=override)))
 
     async def discard(self, run_id: int, *, actor: str = "local") -> RunStatus:
         """See :meth:`EventLog.discard` (SPEC §6.10)."""
-        return await self._ask(Discard(run_id=run_id, actor=actor))
+        return cast("RunStatus", await self._ask(Discard(run_id=run_id, actor=actor)))
 
     async def check_drift(self, run_id: int, current: Mapping[str, Any] | None = None) -> Drift:
         """See :meth:`EventLog.check_drift` (SPEC §6.10)."""
-        return await self._ask(CheckDrift(run_id=run_id, current=current))
+        return cast("Drift", await self._ask(CheckDrift(run_id=run_id, current=current)))
 
     async def statistics(self) -> EventLogStatistics:
         """See :meth:`EventLog.statistics`."""
-        return await self._ask(GetStatistics())
+        return cast("EventLogStatistics", await self._ask(GetStatistics()))

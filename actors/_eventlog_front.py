@@ -21,7 +21,7 @@ import hashlib
 import json
 import secrets
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import trio
@@ -190,6 +190,8 @@ class FrontDoorMixin:
                 :meth:`submit`.
         """
         self._check_open()
+        # This mixin only ever lives in ``EventLog``; ``Admission`` keeps the full log.
+        log = cast("EventLog", self)
         spec, args, args_json = self._validate(operation, arguments)
         content = f"{canonical_json(operation)}:{args_json}"
         if request_id is None:
@@ -197,8 +199,8 @@ class FrontDoorMixin:
         else:
             _text("request_id", request_id)
             if request_id not in self._requests and self._ledger_has_more_requests:
-                return Admission(self, None, None, (spec, args, args_json, content, request_id))
-        return Admission(self, *self._decide(spec, args, args_json, content, request_id))
+                return Admission(log, None, None, (spec, args, args_json, content, request_id))
+        return Admission(log, *self._decide(spec, args, args_json, content, request_id))
 
     def _decide(
         self,

@@ -42,7 +42,7 @@ from .errors import ActorError, AlreadyDecided, ErrorRecord, InvalidCommand, Unk
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
-    from ._eventlog_types import EventLogConfig, OperationSpec
+    from ._eventlog_types import EventLogConfig, OperationSpec, RunState
     from ._ledger import Ledger, LedgerSnapshot, Ticket
     from ._ports import PortHub
 
@@ -102,8 +102,17 @@ class Run:
         "verdict",
     )
 
+    # Set from ``**fields`` in ``__init__`` (a fresh run or a ``runs`` row).
+    run_id: int
+    request_id: str
+    operation: str
+    arguments: dict[str, Any]
+    arguments_json: str
+    revision: int
+    snapshot_id: str
+
     def __init__(self, **fields: Any) -> None:
-        self.state = "queued"
+        self.state: RunState = "queued"
         self.verdict: str | None = None
         self.result: Any = None
         self.result_json: str | None = None
@@ -189,7 +198,7 @@ def _error_dict(error: ErrorRecord | Mapping[str, str]) -> dict[str, str]:
     if isinstance(error, ErrorRecord):
         return error.to_dict()
     try:
-        return ErrorRecord(**error).to_dict()
+        return ErrorRecord(**error).to_dict()  # type: ignore[arg-type]  # validated by attrs
     except (TypeError, ValueError) as exc:
         raise InvalidCommand(f"error must be an error record: {exc}", fields=["error"]) from None
 

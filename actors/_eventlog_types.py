@@ -306,7 +306,7 @@ def _path_or_none(value: object) -> str | None:
     if value is None:
         return None
     if isinstance(value, str | os.PathLike):
-        return os.fspath(value)  # type: ignore[return-value]
+        return os.fspath(value)
     raise ValueError(f"ledger_path must be a path or None, got {value!r}")
 
 

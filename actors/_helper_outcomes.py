@@ -91,4 +91,4 @@ def answer_error(label: str, reply: Envelope) -> HelperError:
     if reply.status == "cancelled":
         return JobCancelled(f"{label}: job {reply.generation} was cancelled", **where)
     assert reply.error is not None
-    return HelperJobFailed(ErrorRecord(**reply.error), **where)
+    return HelperJobFailed(ErrorRecord(**reply.error), **where)  # type: ignore[arg-type]  # validated by attrs

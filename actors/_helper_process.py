@@ -521,7 +521,8 @@ class HelperProcess:
         if self._process is not None:
             for stream in (self._process.stdin, self._process.stdout):
                 if stream is not None:
-                    stream.close()  # type: ignore[attr-defined]
+                    # On POSIX these are trio FdStreams, whose close() is sync.
+                    stream.close()  # type: ignore[union-attr]
 
     def _signal_group(self, sig: signal.Signals) -> None:
         if self._process is None or self.exited:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import trio
@@ -37,7 +37,9 @@ from ._ledger_schema import _SCHEMA, APPLICATION_ID, RUN_COLUMNS, SCHEMA_VERSION
 from .errors import LedgerError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
+
+_T = TypeVar("_T")
 
 __all__ = [
     "APPLICATION_ID",
@@ -547,7 +549,7 @@ class Ledger:
             "SELECT content, run_id, receipt FROM requests WHERE request_id = ?",
             (request_id,),
         )
-        return tuple(rows[0]) if rows else None  # type: ignore[return-value]
+        return tuple(rows[0]) if rows else None
 
     async def fetch_events(self, after: int, limit: int) -> list[tuple[int, str, int | None, str]]:
         """Return up to ``limit`` committed ``(seq, kind, run_id, data_json)`` after ``after``."""
@@ -564,7 +566,7 @@ class Ledger:
 
         return await self._call(run)
 
-    async def _call(self, fn: Any, *args: Any) -> Any:
+    async def _call(self, fn: Callable[..., _T], *args: object) -> _T:
         try:
             return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
         except sqlite3.Error as exc:

@@ -116,6 +116,10 @@ class RendererConfig:
             )
 
 
+def _options(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    return dict(value or {})
+
+
 @attrs.frozen(kw_only=True)
 class Render:
     """Ask: draw one payload (SPEC §5.1). Answered with :class:`Rendered`."""
@@ -126,7 +130,7 @@ class Render:
     """Which picture, e.g. ``"thumbnail"`` or ``"preview"``."""
     deadline: float = attrs.field(validator=_check_deadline)
     """Absolute deadline, seconds on trio's clock (``trio.current_time()``)."""
-    options: Mapping[str, Any] = attrs.field(factory=dict, converter=lambda v: dict(v or {}))
+    options: Mapping[str, Any] = attrs.field(factory=dict, converter=_options)
     """Options passed to ``render_fn``."""
     job_id: Hashable | None = None
     """Name for :class:`CancelRender`; None if the job need not be cancellable."""

@@ -89,6 +89,14 @@ class Scheduler:
         ScheduleRejected: (code ``schedule_rejected``, a ValueError) runs share an id/GUID.
     """
 
+    # Set by ``_install`` (at construction and on every source switch).
+    _t: RunTable
+    _selected: int | None
+    _visible: frozenset[int]
+    _pending_priority: tuple[int | None, frozenset[int]] | None
+    _fg_streak: int
+    _since_page: list[int]
+
     def __init__(
         self,
         runs: Iterable[RunInfo] = (),
@@ -492,9 +500,9 @@ class Scheduler:
 
     def _install(self, source: str, infos: list[RunInfo]) -> None:
         self._t = RunTable(source, self._config.backoff)
-        self._selected: int | None = None
-        self._visible: frozenset[int] = frozenset()
-        self._pending_priority: tuple[int | None, frozenset[int]] | None = None
+        self._selected = None
+        self._visible = frozenset()
+        self._pending_priority = None
         self._fg_streak = 0
         """Consecutive claims of selected or visible work (SPEC §4.4)."""
         self._since_page = [0, 0, 0]

@@ -371,7 +371,7 @@ class Supervisor:
         if shutdown == BRUTAL_KILL or inc.ref is None:
             inc.scope.cancel()
         else:
-            await inc.ref.stop(cast("float", shutdown))
+            await inc.ref.stop(shutdown)
         await inc.done.wait()
 
     async def _kill_children(self, children: Sequence[_Child]) -> None:

@@ -11,7 +11,7 @@ Errors that cross an actor or process boundary travel as
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from protocol.errors import (
     ActorError,
@@ -25,6 +25,7 @@ from protocol.errors import (
 )
 
 if TYPE_CHECKING:
+    from protocol.errors import Category
     from protocol.records import ErrorRecord
 
 __all__ = [
@@ -153,7 +154,8 @@ class HelperError(ActorError):
     """Base for failures of a helper process or of a job it ran (SPEC §3)."""
 
     code = "helper_error"
-    category = "transient"
+    # Annotated so subclasses may pick another category (else mypy infers the literal).
+    category: ClassVar[Category] = "transient"
 
 
 class HelperStartupError(HelperError):

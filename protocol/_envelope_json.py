@@ -104,7 +104,8 @@ _decoder = json.JSONDecoder(
 _loads = _decoder.decode
 # The C scanner behind ``decode``: parsing with it directly skips two regex matches
 # per frame (leading and trailing whitespace, which our encoder never writes).
-_scan = _decoder.scan_once
+# ``scan_once`` is set in ``JSONDecoder.__init__`` but missing from typeshed.
+_scan: Callable[[str, int], tuple[Any, int]] = _decoder.scan_once  # type: ignore[attr-defined]
 
 
 def encodes_as_utf8(value: object) -> bool:

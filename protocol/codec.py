@@ -24,7 +24,7 @@ import json
 import math
 import re
 import typing
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import cattrs
 from cattrs.errors import ForbiddenExtraKeysError, IterableValidationError, IterableValidationNote
@@ -207,7 +207,8 @@ def decode_client_message(
             ``type``, or unknown / missing / mistyped / invalid fields. The message names
             every offending field path and ``details["fields"]`` lists them (at most 32).
     """
-    return structure_message(_parse(data, max_size), ClientRequest)  # type: ignore[no-any-return]
+    # ``union=ClientRequest`` admits only its tags, so the message is one of them.
+    return cast("ClientRequest", structure_message(_parse(data, max_size), ClientRequest))
 
 
 def decode_server_message(
@@ -227,7 +228,8 @@ def decode_server_message(
         UnknownMessageType: (code ``unknown_type``) ``type`` is not a server message's tag.
         InvalidMessage: (code ``invalid_message``) as for :func:`decode_client_message`.
     """
-    return structure_message(_parse(data, max_size), ServerMessage)  # type: ignore[no-any-return]
+    # ``union=ServerMessage`` admits only its tags, so the message is one of them.
+    return cast("ServerMessage", structure_message(_parse(data, max_size), ServerMessage))
 
 
 def structure_message(obj: object, union: Any = Message) -> Message:

@@ -282,7 +282,9 @@ class Envelope:
     def __delattr__(self, name: str) -> None:
         raise _frozen(name)
 
-    def _astuple(self) -> tuple[Any, ...]:
+    def _astuple(
+        self,
+    ) -> tuple[int, str, str, int, str, str | None, Any, dict[str, str] | None]:
         return (
             self.version,
             self.kind,
@@ -297,7 +299,7 @@ class Envelope:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not Envelope:
             return NotImplemented
-        return self._astuple() == other._astuple()  # type: ignore[attr-defined]
+        return self._astuple() == other._astuple()
 
     def __hash__(self) -> int:
         return hash(self._astuple())
@@ -514,7 +516,8 @@ def decode_fenced(
         if (status is None and kind in ("job", "cancel", "shutdown")) or (
             kind == "reply" and status in ("ok", "cancelled")
         ):
-            return _trusted(version, kind, session, g, op, status, data.get("payload"), None)
+            # ``op`` equals ``operation`` or passed the str check above (no cast: hot path).
+            return _trusted(version, kind, session, g, op, status, data.get("payload"), None)  # type: ignore[arg-type]
     env = decode_envelope(payload)
     _fence(env, session, kinds, generation, operation)
     return env

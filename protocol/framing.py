@@ -139,8 +139,8 @@ class FrameDecoder:
         if self._need is None and not self._head and self._error is None and not self._closed:
             # Fast path: the chunk is exactly one whole frame (one reply per read).
             if type(data) is bytes and len(data) >= HEADER_SIZE:
-                need = int.from_bytes(data[:HEADER_SIZE], "big")
-                if len(data) == HEADER_SIZE + need and need <= self._max_size:
+                size = int.from_bytes(data[:HEADER_SIZE], "big")
+                if len(data) == HEADER_SIZE + size and size <= self._max_size:
                     return [data[HEADER_SIZE:]]
         else:
             self._check_usable()

@@ -33,7 +33,7 @@ All integers are bounded by ``2**53 - 1`` so a JavaScript client reads them exac
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Final, Union
+from typing import TYPE_CHECKING, Any, Final, Union, get_args
 
 import attrs
 
@@ -581,7 +581,7 @@ def _snake(name: str) -> str:
 
 #: The ``"type"`` tag of each message class (stable: clients match on it).
 TAGS: Final[dict[type, str]] = {
-    cls: _snake(cls.__name__) for cls in (*ClientRequest.__args__, *ServerMessage.__args__)
+    cls: _snake(cls.__name__) for cls in (*get_args(ClientRequest), *get_args(ServerMessage))
 }
 TAGS[ErrorReply] = "error"
 TAGS[OkReply] = "ok"
