@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from scheduler_support import make, runs
 
 from actors._scheduler import Scheduler
 from actors._scheduler_state import (
@@ -21,14 +22,6 @@ from actors._scheduler_state import (
     SchedulerConfig,
 )
 from actors.errors import ErrorRecord, ScheduleRejected
-
-
-def runs(n: int, *, start: int = 1, revision: str = "r1") -> list[RunInfo]:
-    return [RunInfo(run_id=i, guid=f"g{i}", revision=revision) for i in range(start, start + n)]
-
-
-def make(n: int = 5, **config: Any) -> Scheduler:
-    return Scheduler(runs(n), source="db", config=SchedulerConfig(**config))
 
 
 def published(events: list[Any]) -> list[tuple[int, str, str]]:

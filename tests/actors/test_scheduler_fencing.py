@@ -6,6 +6,7 @@ No clock: ``now`` is passed in.
 from __future__ import annotations
 
 import pytest
+from scheduler_support import PERMANENT, claim_kind, drain, make, runs
 
 from actors._scheduler import Scheduler
 from actors._scheduler_state import (
@@ -13,46 +14,12 @@ from actors._scheduler_state import (
     Invalidated,
     Published,
     RunInfo,
-    SchedulerConfig,
     Settled,
 )
 from actors.errors import (
-    ErrorRecord,
     JobCancelled,
     ScheduleRejected,
-    SourceError,
 )
-
-TRANSIENT = ErrorRecord(category="transient", code="reply_timeout", message="slow")
-PERMANENT = SourceError("no such table").to_record()
-
-
-def runs(n: int, *, start: int = 1, revision: str = "r1") -> list[RunInfo]:
-    return [RunInfo(run_id=i, guid=f"g{i}", revision=revision) for i in range(start, start + n)]
-
-
-def make(n: int = 5, **config: object) -> Scheduler:
-    return Scheduler(runs(n), source="db", config=SchedulerConfig(**config))
-
-
-def drain(s: Scheduler, now: float = 0.0, limit: int = 1000) -> list[tuple[int, str]]:
-    """Claim and complete everything claimable at ``now``; return (run_id, kind) order."""
-    order = []
-    for _ in range(limit):
-        claim = s.claim(now)
-        if claim is None:
-            return order
-        order.append((claim.run_id, claim.kind))
-        s.complete(claim.claim_id, f"{claim.kind}:{claim.run_id}", now=now)
-    raise AssertionError("drain did not finish")
-
-
-def claim_kind(s: Scheduler, run_id: int, kind: str, now: float = 0.0):
-    claim = s.claim(now)
-    assert claim is not None
-    assert (claim.run_id, claim.kind) == (run_id, kind)
-    return claim
-
 
 # --- invalidation and fencing (SPEC §4.8, §4.9) ------------------------------------------------
 
