@@ -26,6 +26,15 @@ helper incarnation that exited, or was replaced by a newer one, is a restart, an
 scheduler is told :class:`~actors.HelperRestarted` so that results claimed under the old
 incarnation are fenced (dropped and claimed again, never published). Nothing polls: the
 watch sleeps until a helper job fails.
+
+**A failed pool** (SPEC §1.4, §3.7). A helper job failing with
+:class:`~actors.errors.PoolFailed` is noted by the app's
+:class:`~examples._pool_recovery.PoolRecovery`, which restarts the pool once per failure
+episode after a capped exponential backoff. After the restart the helper watch takes
+the pool's snapshot (the retired incarnations are counted, not told twice), the
+scheduler is told ``HelperRestarted`` once, and every run whose work failed with
+``pool_failed`` is asked again at a new revision (as a client's ``submit`` would), so
+its images are drawn once the database reads work again.
 """
 
 from __future__ import annotations
@@ -36,12 +45,13 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from actors import CancelRender, HelperRestarted, Progressive, Render
+from actors import CancelRender, HelperRestarted, Progressive, Render, SourceChanged
 from actors.errors import ActorError, SourceError, WorkCancelled
 
 if TYPE_CHECKING:
     from actors import PoolSnapshot, Runtime, SchedulerJob
 
+    from ._pool_recovery import PoolRecovery
     from ._preview_runs import RunRecord
     from .preview_app import PreviewConfig
 
@@ -98,6 +108,9 @@ class WorkMixin:
     _helper_wake: trio.Event
     helper_restarts: int
     """Helper incarnations seen ending (each one told to the scheduler)."""
+    pool_recovery: PoolRecovery
+    """Restarts the pool after it failed (see the module docstring)."""
+    _refreshes: int
 
     @property
     def runtime(self) -> Runtime:  # provided by PreviewApp
@@ -184,6 +197,9 @@ class WorkMixin:
             )
             done = True
             return result
+        except ActorError as exc:
+            self.pool_recovery.note(exc)  # a PoolFailed starts a recovery episode
+            raise
         finally:
             if not done:  # failed or cancelled: its helper may be gone
                 self._helper_wake.set()
@@ -236,3 +252,23 @@ class WorkMixin:
                     await self._ask(HelperRestarted())
             except ActorError as exc:
                 LOGGER.warning("helper watch: %s", exc)
+
+    async def _restart_pool(self, *, timeout: float) -> None:  # noqa: ASYNC109
+        await self.runtime.supervisor.restart(timeout=timeout)
+
+    async def _after_pool_restart(self) -> None:
+        """The pool was restarted: fence old results, draw ``pool_failed`` runs again.
+
+        Raises:
+            ActorError: the snapshot or an ask of the scheduler failed.
+        """
+        snapshot = await self.runtime.supervisor.snapshot(timeout=self.config.ask_timeout)
+        self.helper_restarts += self._helper_watch.update(snapshot)
+        await self._ask(HelperRestarted())
+        for record in list(self.runs.values()):
+            if not any(error.code == "pool_failed" for error in record.errors.values()):
+                continue
+            self._refreshes += 1
+            record.requested = f"{record.token}~r{self._refreshes}"
+            await self._ask(SourceChanged(run_id=record.run_id, revision=record.requested))
+        LOGGER.info("helper pool restarted: results fenced, failed runs asked again")

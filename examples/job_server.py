@@ -18,6 +18,10 @@ operation           arguments            what it shows
                                          helper incarnation (another ``pid``, §3.7)
 ==================  ===================  ==============================================
 
+More than ``max_restarts`` helper crashes within ``restart_period`` seconds fail the pool
+(jobs fail with ``pool_failed``, SPEC §1.4, §3.7); the server logs it once and restarts
+the pool after a capped exponential backoff (:mod:`examples._pool_recovery`).
+
 Every result has the ``pid`` of the helper that ran it. Run it::
 
     python -m examples.job_server [--host 127.0.0.1] [--port 8766] [--ledger PATH]
@@ -74,6 +78,7 @@ from ._cli import (
     setup_logging,
 )
 from ._frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
+from ._pool_recovery import PoolRecovery, RecoveryConfig
 from ._ws_api import BUILTIN_HANDLERS
 from .job_helper import MAX_LIMIT, MAX_SLEEP
 
@@ -140,6 +145,15 @@ class JobServerConfig:
         )
     )
     """Helper deadlines (SPEC §3.2); short ladder steps keep shutdown within grace + 1 s."""
+    max_restarts: int = count_field(5, minimum=0)
+    """Helper replacements allowed within ``restart_period`` before the pool fails
+    (restart intensity, SPEC §1.4)."""
+    restart_period: float = duration_field(10.0, allow_zero=False)
+    """Sliding window of the restart intensity, in seconds (trio clock)."""
+    pool_recovery: RecoveryConfig = attrs.field(
+        factory=RecoveryConfig, validator=attrs.validators.instance_of(RecoveryConfig)
+    )
+    """How a failed pool is restarted (backoff 1 s doubling to 30 s, SPEC §1.4, §3.7)."""
 
 
 class HelperRunner:
@@ -154,11 +168,19 @@ class HelperRunner:
     Args:
         supervisor: The supervisor actor's handle.
         job_timeout: Seconds (trio clock) a job may take, escalation included.
+        recovery: Told every job error: a ``PoolFailed`` starts its recovery episode.
     """
 
-    def __init__(self, supervisor: SupervisorHandle, *, job_timeout: float) -> None:
+    def __init__(
+        self,
+        supervisor: SupervisorHandle,
+        *,
+        job_timeout: float,
+        recovery: PoolRecovery | None = None,
+    ) -> None:
         self.supervisor = supervisor
         self.job_timeout = job_timeout
+        self.recovery = recovery
 
     async def __call__(self, run: RunStatus, report: Callable[..., None]) -> Any:
         """Run one job; see the class docstring.
@@ -173,9 +195,17 @@ class HelperRunner:
             with contextlib.suppress(ActorError):  # already_decided: cancelled meanwhile
                 report(fraction, note)
 
-        return await self.supervisor.run_job(
-            run.operation, dict(run.arguments), timeout=self.job_timeout, on_progress=on_progress
-        )
+        try:
+            return await self.supervisor.run_job(
+                run.operation,
+                dict(run.arguments),
+                timeout=self.job_timeout,
+                on_progress=on_progress,
+            )
+        except ActorError as exc:
+            if self.recovery is not None:
+                self.recovery.note(exc)
+            raise
 
 
 @attrs.define(eq=False)
@@ -188,6 +218,8 @@ class JobRuntime:
     supervisor: SupervisorHandle
     """The supervisor's handle (SPEC §3): ``snapshot()`` shows the helpers."""
     supervisor_ref: ActorRef
+    recovery: PoolRecovery
+    """Restarts the pool after it failed (:mod:`examples._pool_recovery`)."""
 
 
 def helper_spec() -> HelperSpec:
@@ -208,12 +240,21 @@ async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]
         LedgerCorrupt: (``ledger_corrupt``) the ledger file is damaged.
     """
     timeouts = attrs.evolve(config.helper_timeouts, reply=config.job_timeout)
+    pool = PoolConfig(
+        size=config.helpers,
+        timeouts=timeouts,
+        max_restarts=config.max_restarts,
+        restart_period=config.restart_period,
+    )
     async with trio.open_nursery() as nursery:
-        supervisor_ref = await nursery.start(
-            SupervisorActor(helper_spec(), PoolConfig(size=config.helpers, timeouts=timeouts)).run
-        )
+        supervisor_ref = await nursery.start(SupervisorActor(helper_spec(), pool).run)
         supervisor = SupervisorHandle(supervisor_ref)
-        runner = HelperRunner(supervisor, job_timeout=config.job_timeout + timeouts.ladder + 1.0)
+        recovery = PoolRecovery(supervisor.restart, config.pool_recovery)
+        recovery_scope = trio.CancelScope()
+        nursery.start_soon(_serve_recovery, recovery, recovery_scope)
+        runner = HelperRunner(
+            supervisor, job_timeout=config.job_timeout + timeouts.ladder + 1.0, recovery=recovery
+        )
         log_config = EventLogConfig(ledger_path=config.ledger, max_concurrency=config.helpers)
         actor = EventLogActor(
             log_config, operations=OPERATIONS, runners={op.name: runner for op in OPERATIONS}
@@ -224,10 +265,12 @@ async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]
             eventlog_ref=eventlog_ref,
             supervisor=supervisor,
             supervisor_ref=supervisor_ref,
+            recovery=recovery,
         )
         try:
             yield runtime
         finally:
+            recovery_scope.cancel()  # no pool restart while the server stops
             with trio.CancelScope(shield=True):  # each stop is bounded by its grace
                 LOGGER.info("stopping the event log")
                 await eventlog_ref.stop(config.stop_grace)
@@ -235,6 +278,11 @@ async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]
                 await supervisor_ref.stop(config.stop_grace)
                 LOGGER.info("stopped")
             nursery.cancel_scope.cancel()
+
+
+async def _serve_recovery(recovery: PoolRecovery, scope: trio.CancelScope) -> None:
+    with scope:
+        await recovery.run()
 
 
 def _check_arguments(operation: str, arguments: dict[str, Any]) -> None:

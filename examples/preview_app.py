@@ -41,7 +41,9 @@ and finishes.
 cancelled event-log run stops its measurement run's work in flight (helper read,
 drawing) and the kinds still to do at that revision. A helper incarnation that ends
 (crash, kill) is told to the scheduler (``HelperRestarted``), which fences the results
-claimed under it.
+claimed under it. A pool that failed (restart intensity exceeded, ``pool_failed``) is
+restarted after a backoff (:mod:`examples._pool_recovery`); the scheduler is then told
+``HelperRestarted`` and the runs that failed with ``pool_failed`` are drawn again.
 
 **Clients** (with :class:`examples._frontdoor.FrontDoor`): see :attr:`PreviewApp.handlers`.
 ``list_runs`` answers ``run_list`` and then pushes a ``payload`` for every image
@@ -78,6 +80,7 @@ from actors import (
 )
 from actors._config import count_field, duration_field
 from actors.errors import ActorError
+from examples._pool_recovery import PoolRecovery, RecoveryConfig
 from examples._preview_clients import OPERATION, ClientsMixin
 from examples._preview_events import EventsMixin
 from examples._preview_push import ImageStore, StoredImage
@@ -156,6 +159,11 @@ class PreviewConfig:
     """Helper deadlines (SPEC §3.2); the startup imports numpy, so it is generous. The
     shutdown steps are short: a hung (e.g. stopped) helper is killed within about
     0.7 s, so the server still exits within its grace + 1 s."""
+    pool_recovery: RecoveryConfig = attrs.field(
+        factory=RecoveryConfig, validator=attrs.validators.instance_of(RecoveryConfig)
+    )
+    """How a failed helper pool is restarted (backoff 1 s doubling to 30 s, SPEC §1.4,
+    §3.7; :mod:`examples._pool_recovery`)."""
     helper_faults: dict[str, Any] | None = None
     """For tests only: the helpers' ``faults`` startup option (see
     :mod:`examples.preview_helper`), e.g. a read that crashes its helper once."""
@@ -209,6 +217,9 @@ class PreviewApp(WorkMixin, EventsMixin, ClientsMixin):
         self._helper_watch = HelperWatch()
         self._helper_wake = trio.Event()
         self.helper_restarts = 0
+        self.pool_recovery = PoolRecovery(
+            self._restart_pool, config.pool_recovery, on_restarted=self._after_pool_restart
+        )
 
     # -- wiring -----------------------------------------------------------------------
 
@@ -274,6 +285,7 @@ class PreviewApp(WorkMixin, EventsMixin, ClientsMixin):
             nursery.start_soon(self._pump_events, runtime.scheduler_events)
             self._helper_watch.update(await runtime.supervisor.snapshot())  # the baseline
             nursery.start_soon(self._watch_helpers)
+            nursery.start_soon(self.pool_recovery.run)
             await self._discard_held()
             now = trio.current_time()
             for summary in await self._list_runs(after=0):

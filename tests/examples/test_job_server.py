@@ -21,7 +21,9 @@ import trio
 from frontdoor_support import TIMEOUT, Client, assert_no_children, children, open_client, pid_gone
 from trio_websocket import ConnectionClosed
 
+from actors._backoff import Backoff
 from examples._frontdoor import FrontDoorConfig
+from examples._pool_recovery import RecoveryConfig
 from examples.job_server import JobServerConfig, open_job_server
 
 if TYPE_CHECKING:
@@ -141,6 +143,39 @@ async def test_a_crash_fails_the_run_and_the_next_job_gets_a_fresh_helper():
         assert [(h.incarnation, h.pid) for h in snapshot.helpers] == [(2, new_pid)]
         # The helper child imports neither trio nor attrs/cattrs (SPEC §3.9).
         assert snapshot.helpers[0].ready["heavy_modules"] == []
+
+
+async def test_a_failed_pool_is_restarted_after_the_backoff(caplog):
+    # Restart intensity 1 within 30 s: the third crash job finds the pool failed. The
+    # server restarts it once, after the 1 s backoff; then a normal job succeeds.
+    recovery = RecoveryConfig(backoff=Backoff(base=1.0, cap=2.0, reset_after=30.0))
+    async with job_server(max_restarts=1, restart_period=30.0, pool_recovery=recovery) as (
+        server,
+        client,
+    ):
+        codes = []
+        for _ in range(5):
+            submitted_at = trio.current_time()  # the pool fails after this
+            events = await run_to_end(client, "crash")
+            codes.append(events[-1]["data"]["error"]["code"])
+            if codes[-1] == "pool_failed":
+                break
+        assert codes == ["helper_exited", "helper_exited", "pool_failed"]
+        pool = server.runtime.recovery
+        assert pool.recovering
+        with trio.fail_after(TIMEOUT):
+            await pool.wait_idle()
+        assert trio.current_time() - submitted_at >= 1.0  # the backoff's first step
+        after = await run_to_end(client, "count_primes", limit=10)
+        assert after[-1]["kind"] == "job_finished"
+        assert after[-1]["data"]["result"]["count"] == 4
+        assert (pool.episodes, pool.restarts) == (1, 1)
+        assert not (await server.runtime.supervisor.snapshot()).failed
+    warnings = [r.getMessage() for r in caplog.records if r.name == "examples.pool_recovery"]
+    assert [w for w in warnings if "pool failed" in w] == [
+        "helper pool failed (more than 1 helper restarts within 30 s; call restart());"
+        " restarting it after a backoff"
+    ]
 
 
 async def _start_server(ledger: Path, grace: float) -> tuple[trio.Process, int]:

@@ -30,8 +30,18 @@ from actors import (
     RunStarted,
     SchedulerJob,
     Settled,
+    SourceChanged,
 )
-from actors.errors import ErrorRecord, HelperExitedError, PoolFailed, UnknownRun, WorkCancelled
+from actors._backoff import Backoff
+from actors.errors import (
+    AskTimeout,
+    ErrorRecord,
+    HelperExitedError,
+    PoolFailed,
+    UnknownRun,
+    WorkCancelled,
+)
+from examples._pool_recovery import RecoveryConfig
 from examples._preview_push import ClientPusher, ImageStore, StoredImage, png_size
 from examples._preview_runs import (
     RunRecord,
@@ -129,6 +139,8 @@ class FakeSupervisor:
         self.error: Exception | None = None
         self.pool = FakeSnapshot(helpers=(FakeHelper(1), FakeHelper(1)))
         self.snapshots = 0
+        self.restarts: list[float] = []  # when each restart was asked (virtual time)
+        self.restart_errors: list[Exception] = []  # raised by the next restarts, in order
 
     async def run_job(self, operation: str, payload: Any, *, timeout: float) -> Any:  # noqa: ASYNC109
         assert operation == "read_run"
@@ -142,6 +154,16 @@ class FakeSupervisor:
         await trio.lowlevel.checkpoint()
         self.snapshots += 1
         return self.pool
+
+    async def restart(self, *, timeout: float = 30.0) -> None:  # noqa: ASYNC109
+        await trio.lowlevel.checkpoint()
+        self.restarts.append(trio.current_time())
+        if self.restart_errors:
+            raise self.restart_errors.pop(0)
+        self.error = None
+        self.pool = FakeSnapshot(
+            helpers=tuple(FakeHelper(h.incarnation + 1) for h in self.pool.helpers if h)
+        )
 
 
 @attrs.define
@@ -587,6 +609,82 @@ async def test_a_helper_crash_tells_the_scheduler_once(
         assert runtime.scheduler.asked == [HelperRestarted()]
         assert supervisor.snapshots == 2
         nursery.cancel_scope.cancel()
+
+
+async def test_a_failed_pool_is_restarted_once_per_episode_after_a_backoff(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    backoff = Backoff(base=1.0, cap=4.0, reset_after=20.0)
+    app, runtime, record = make_app(pool_recovery=RecoveryConfig(backoff=backoff))
+    supervisor, scheduler = runtime.supervisor, runtime.scheduler
+    app._helper_watch.update(supervisor.pool)  # type: ignore[arg-type]
+
+    async def fail_reads(count: int) -> None:
+        supervisor.error = PoolFailed("more than 5 helper restarts within 10 s")
+        async with trio.open_nursery() as jobs:  # concurrent jobs: one episode
+            for _ in range(count):
+                jobs.start_soon(read_expecting_failure)
+
+    async def read_expecting_failure() -> None:
+        with pytest.raises(PoolFailed):
+            await app.helper_job("read_run", {"run_id": 12})
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(app._watch_helpers)
+        nursery.start_soon(app.pool_recovery.run)
+        record.errors["metadata"] = PoolFailed("pool failed").to_record()
+        await fail_reads(3)  # fail at 0.25
+        assert app.pool_recovery.recovering
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.sleep(1.0)  # the backoff's first step: 1 s
+        await trio.testing.wait_all_tasks_blocked()
+        assert supervisor.restarts == [1.25]
+        assert not app.pool_recovery.recovering
+        # Fenced once (the retired incarnations are counted, not told again), and the
+        # run that failed with pool_failed is asked again at a new revision.
+        assert scheduler.asked == [
+            HelperRestarted(),
+            SourceChanged(run_id=12, revision=f"{TOKEN}~r1"),
+        ]
+        assert app.helper_restarts == 2
+        assert await app.helper_job("read_run", {"run_id": 12}) == supervisor.answer  # 1.5
+
+        await fail_reads(2)  # at 1.75, within the quiet period: 2 s
+        await trio.sleep(2.0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert supervisor.restarts == [1.25, 3.75]
+
+        supervisor.restart_errors = [AskTimeout("restart took too long")]
+        await fail_reads(1)  # at 4.0: 4 s (the cap); the restart fails, again after 4 s
+        await trio.sleep(8.0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert supervisor.restarts == [1.25, 3.75, 8.0, 12.0]
+
+        await trio.sleep(20.0)  # quiet: the backoff starts again at 1 s
+        await fail_reads(1)  # at 32.25
+        await trio.sleep(1.0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert supervisor.restarts == [1.25, 3.75, 8.0, 12.0, 33.25]
+        assert (app.pool_recovery.episodes, app.pool_recovery.restarts) == (4, 4)
+        nursery.cancel_scope.cancel()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        "helper pool failed (more than 5 helper restarts within 10 s); restarting it after"
+        " a backoff",
+    ] * 3 + [
+        "helper pool restart failed (restart took too long); trying again",
+        "helper pool failed (more than 5 helper restarts within 10 s); restarting it after"
+        " a backoff",
+    ]
+
+
+def test_recovery_durations_are_validated() -> None:
+    with pytest.raises(ValueError, match="restart_timeout"):
+        RecoveryConfig(restart_timeout=0.0)
+    with pytest.raises(ValueError, match="cap"):
+        RecoveryConfig(backoff=Backoff(base=2.0, cap=1.0))
+    with pytest.raises(TypeError):
+        PreviewConfig(db="x.db", pool_recovery=1.0)  # type: ignore[arg-type]
 
 
 # --- the run list ---------------------------------------------------------------------------
