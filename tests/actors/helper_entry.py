@@ -1,5 +1,9 @@
 """A helper entry point for the tests: runs in the helper child (no trio, no attrs).
 
+Its ``time.sleep`` calls are the *workload* of simulated blocking jobs inside the child
+process (which has no event loop), not test timing: the tests that drive these jobs wait
+on the parent's cancel scopes and events.
+
 Spec: ``HelperSpec(entry="tests.actors.helper_entry:main", cwd=<repo root>)``.
 """
 
