@@ -4,7 +4,7 @@ Its ``time.sleep`` calls are the *workload* of simulated blocking jobs inside th
 process (which has no event loop), not test timing: the tests that drive these jobs wait
 on the parent's cancel scopes and events.
 
-Spec: ``HelperSpec(entry="tests.actors.helper_entry:main", cwd=<repo root>)``.
+Spec: ``HelperSpec(entry="helper_entry:main", cwd="tests/actors")`` (see ``helper_support.spec``).
 """
 
 from __future__ import annotations
