@@ -10,6 +10,9 @@ import os
 from pathlib import Path
 
 import trio
+from process_support import assert_no_children as assert_no_children
+from process_support import children as children
+from process_support import pid_gone
 
 from actors import HelperSpec, HelperTimeouts
 
@@ -55,43 +58,6 @@ def spec(**fields: object) -> HelperSpec:
     fields.setdefault("entry", ENTRY)
     fields.setdefault("cwd", str(HERE))
     return HelperSpec(**fields)  # type: ignore[arg-type]
-
-
-def _stat(pid: int) -> tuple[str, int] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    return fields[0], int(fields[1])  # state, ppid
-
-
-def children() -> list[int]:
-    """Pids (zombies included) whose parent is this process."""
-    me = os.getpid()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = _stat(int(entry))
-            if stat is not None and stat[1] == me:
-                found.append(int(entry))
-    return found
-
-
-def pid_gone(pid: int) -> bool:
-    """True if ``pid`` no longer runs: absent, or a zombie someone else must reap."""
-    stat = _stat(pid)
-    return stat is None or (stat[0] == "Z" and stat[1] != os.getpid())
-
-
-def assert_no_children() -> None:
-    """No child process and no zombie of this process remains."""
-    assert children() == []
-    try:
-        reaped = os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return
-    raise AssertionError(f"an unreaped child remained: {reaped}")
 
 
 async def wait_gone(pid: int, within: float = 2.0) -> None:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import socket
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
+from process_support import assert_no_children as assert_no_children
+from process_support import children as children
+from process_support import pid_gone as pid_gone
 from trio_websocket import wrap_client_stream
 
 if TYPE_CHECKING:
@@ -132,35 +133,3 @@ async def open_client(
             await stream.aclose()
         else:
             sock.close()
-
-
-def _stat(pid: int) -> tuple[str, int] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    return fields[0], int(fields[1])  # state, ppid
-
-
-def children(parent: int | None = None) -> list[int]:
-    """Pids (zombies included) whose parent is ``parent`` (default: this process)."""
-    parent = os.getpid() if parent is None else parent
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = _stat(int(entry))
-            if stat is not None and stat[1] == parent:
-                found.append(int(entry))
-    return found
-
-
-def pid_gone(pid: int) -> bool:
-    """True if ``pid`` no longer runs: absent, or a zombie someone else must reap."""
-    stat = _stat(pid)
-    return stat is None or (stat[0] == "Z" and stat[1] != os.getpid())
-
-
-def assert_no_children() -> None:
-    """No child process and no zombie of this process remains."""
-    assert children() == []

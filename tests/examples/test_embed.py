@@ -6,24 +6,11 @@ import shutil
 from pathlib import Path
 
 from PIL import Image
+from process_support import assert_no_children
 
 from examples.embed import cli, list_runs, main
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "qcodes_sample.db"
-
-
-def children_of_this_process() -> list[int]:
-    me = str(__import__("os").getpid())
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if stat[stat.rindex(")") + 2 :].split()[1] == me:
-                found.append(int(entry.name))
-    return found
 
 
 async def test_embed_draws_every_run_selected_first(tmp_path: Path) -> None:
@@ -38,7 +25,7 @@ async def test_embed_draws_every_run_selected_first(tmp_path: Path) -> None:
         with Image.open(path) as image:
             expected = (160, 120) if "thumbnail" in path.name else (640, 480)
             assert image.size == expected
-    assert children_of_this_process() == []
+    assert_no_children()
 
 
 def test_embed_cli_refuses_a_non_database(tmp_path: Path, capsys) -> None:
