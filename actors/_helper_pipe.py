@@ -3,7 +3,8 @@
 :class:`HelperPipe` writes one whole frame at a time and reads frames back, with as
 little work per frame as trio allows: a write is one non-blocking ``os.write``; a read
 takes whatever the pipe holds in one ``os.read`` of a whole pipe buffer (a reply of
-several frames costs one read), waiting for readability only when it is empty, decoding it
+several frames costs one read), waiting for readability only when it is empty (and then
+the wait is the checkpoint: no extra pass of the run loop), decoding it
 with a :class:`~protocol.framing.FrameDecoder` that enforces the reply size limit before
 buffering a body.
 """
@@ -68,27 +69,46 @@ class HelperPipe:
         """
         if checkpoint:
             await trio.lowlevel.checkpoint()  # cancelled here: nothing was written
+        written = self.write_nowait(frame)
+        if written < len(frame):
+            await self.send_rest(frame, written)
+
+    def write_nowait(self, frame: bytes) -> int:
+        """Write as much of ``frame`` as the pipe takes now; return the bytes written.
+
+        If that is not all of it, :attr:`send_broken` is set: finish with
+        :meth:`send_rest` before anything else is written.
+
+        Raises:
+            PipeGone: the child closed its end (EPIPE) or we closed ours.
+        """
         try:
             written = os.write(self._wfd, frame)
         except BlockingIOError:
             written = 0
         except OSError:  # EPIPE: the child is gone; EBADF: we closed the pipe
             raise PipeGone from None
-        if written == len(frame):
-            return
-        self.send_broken = True
+        if written < len(frame):
+            self.send_broken = True
+        return written
+
+    async def send_rest(self, frame: bytes, written: int) -> None:
+        """Write ``frame`` from byte ``written`` on, waiting for pipe space as needed.
+
+        Raises:
+            PipeGone: the child closed its end (EPIPE) or we closed ours.
+        """
         try:
             await self._stdin.send_all(memoryview(frame)[written:])
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise PipeGone from None
         self.send_broken = False
 
-    async def receive(self) -> bytes:
-        """Return the body of the next frame from the child; always a checkpoint.
+    def receive_nowait(self) -> bytes | None:
+        """Return the body of the next frame if it is already here, else None.
 
-        Like ``FdStream.receive_some``: a checkpoint, then ``os.read`` of whatever the
-        pipe holds, and only if it is empty ``wait_readable``. A helper that answers
-        within the checkpoint (a short job) costs no registration with epoll at all.
+        Reads what the pipe holds (one ``os.read`` of a whole pipe buffer, repeated
+        only while a frame is incomplete and more bytes come); never waits.
 
         Raises:
             PipeGone: end of file (a partial frame at EOF counts as the exit it is), or
@@ -96,20 +116,52 @@ class HelperPipe:
             FrameTooLarge: (code ``frame_too_large``) a frame declares more than
                 ``max_reply`` bytes.
         """
-        await trio.lowlevel.checkpoint()
         frames = self._frames
         while not frames:
             try:
                 data = os.read(self._rfd, READ_SIZE)
             except BlockingIOError:
-                try:
-                    await trio.lowlevel.wait_readable(self._rfd)
-                except (trio.ClosedResourceError, trio.BusyResourceError):
-                    raise PipeGone from None
-                continue
+                return None
             except OSError:  # EBADF: we closed the pipe
                 raise PipeGone from None
             if not data:
                 raise PipeGone
             frames.extend(self._decoder.feed(data))
         return frames.popleft()
+
+    async def receive(self, *, known_empty: bool = False) -> bytes:
+        """Return the body of the next frame from the child; always a checkpoint.
+
+        Reads first (:meth:`receive_nowait`), and only if nothing is there waits for
+        readability, which is then the checkpoint (a schedule point and a cancel
+        point); when no wait was needed it checkpoints afterwards instead. Either way
+        one pass of the run loop per frame, where ``FdStream.receive_some`` takes two
+        when it must wait (a checkpoint, then the wait). A cancellation after the read
+        leaves the frame buffered here.
+
+        Args:
+            known_empty: The caller has just found the pipe empty: wait at once,
+                without reading first.
+
+        Raises:
+            PipeGone: end of file (a partial frame at EOF counts as the exit it is), or
+                the pipe was closed.
+            FrameTooLarge: (code ``frame_too_large``) a frame declares more than
+                ``max_reply`` bytes.
+        """
+        body = None if known_empty else self.receive_nowait()
+        if body is not None:
+            try:
+                await trio.lowlevel.checkpoint()
+            except BaseException:  # cancelled: the frame stays for the next receive
+                self._frames.appendleft(body)
+                raise
+            return body
+        while True:
+            try:
+                await trio.lowlevel.wait_readable(self._rfd)
+            except (trio.ClosedResourceError, trio.BusyResourceError):
+                raise PipeGone from None
+            body = self.receive_nowait()
+            if body is not None:
+                return body

@@ -36,7 +36,14 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import trio
 
-from protocol.envelope import MAX_GENERATION, decode_fenced, encode_fields, new_session
+from protocol.envelope import (
+    MAX_GENERATION,
+    decode_fenced,
+    decode_positional,
+    encode_fields,
+    encode_positional,
+    new_session,
+)
 from protocol.framing import DEFAULT_MAX_REQUEST
 
 from ._helper_outcomes import answer_error, exited_error, stopped_error
@@ -324,29 +331,46 @@ class HelperProcess:
         if not self.usable:
             raise RuntimeError(f"{self.label} is {self.state.value}, not ready for a job")
         # A cancel point (cancelled here: the job was never sent). The schedule point
-        # comes when we wait for the reply, which always blocks: no extra pass of the
-        # run loop per job.
+        # comes with the reply: the wait for it, or a shielded checkpoint when it is
+        # already there. No extra pass of the run loop per job.
         await trio.lowlevel.checkpoint_if_cancelled()
         generation = self._generation + 1
         if generation > MAX_GENERATION:  # pragma: no cover (2**53 jobs)
             raise RuntimeError(f"{self.label}: generations exhausted")
-        frame = self._encode("job", generation, operation, self.spec.max_request, payload=payload)
+        frame = encode_positional(
+            "job", self.session, generation, operation, None, payload, None, self.spec.max_request
+        )
+        deadline = trio.current_time() + self.timeouts.reply
         self._generation = generation
         self._active = (generation, operation)
         self._machine.process_event(HelperEvent.JOB_SENT)
         self.jobs_run += 1
         self.last_escalation = None
         self._cancel_requested = False
-        scope = self._job_scope = trio.CancelScope(
-            deadline=trio.current_time() + self.timeouts.reply
-        )
+        pipe = self._pipe
+        assert pipe is not None
         try:
-            with scope:
-                # No checkpoint before the write: once JOB_SENT, the frame is out.
-                await self._send(frame, checkpoint=False)
-                reply = await self._receive_reply(generation, operation, on_progress)
-            if scope.cancelled_caught:
-                await self._job_stopped(generation, operation)
+            # No checkpoint before the write: once JOB_SENT, the frame is out.
+            written = pipe.write_nowait(frame)
+            reply = None
+            if written == len(frame):
+                # A helper on this CPU may have answered already: then nothing waits,
+                # so no deadline applies (and no cancel scope is needed).
+                reply = self._reply_nowait(generation, operation, on_progress)
+            if reply is None:
+                # SPEC §3.6: every wait for the reply is inside the deadline's scope.
+                scope = self._job_scope = trio.CancelScope(deadline=deadline)
+                with scope:
+                    if written < len(frame):
+                        await pipe.send_rest(frame, written)
+                    reply = await self._receive_reply(
+                        generation, operation, on_progress, known_empty=written == len(frame)
+                    )
+                if scope.cancelled_caught:
+                    await self._job_stopped(generation, operation)
+            else:
+                # The schedule point; not a cancel point: the job is done.
+                await trio.lowlevel.cancel_shielded_checkpoint()
         except trio.Cancelled:
             with trio.CancelScope(shield=True):
                 await self._stop_job(parent_timeout=False)
@@ -367,6 +391,7 @@ class HelperProcess:
         finally:
             self._active = None
             self._job_scope = None
+        assert reply is not None  # else the scope caught a cancel and _job_stopped raised
         self._machine.process_event(HelperEvent.REPLIED)
         if reply.status == "ok":
             return reply.payload
@@ -403,28 +428,46 @@ class HelperProcess:
         )
 
     async def _receive_reply(
-        self, generation: int, operation: str, on_progress: ProgressCallback | None
+        self,
+        generation: int,
+        operation: str,
+        on_progress: ProgressCallback | None,
+        *,
+        known_empty: bool = False,
     ) -> Envelope:
         """Return the job's reply; hand its progress frames to ``on_progress`` meanwhile.
 
         Every frame is fenced (SPEC §2.3): a reply or progress frame of another
         session, generation or operation raises ``ProtocolViolation``.
+        ``known_empty``: the pipe was just found empty (wait without reading first).
         """
+        assert self._pipe is not None
         while True:
-            env = decode_fenced(
-                await self._receive(),
-                session=self.session,
-                kinds=_JOB_KINDS,
-                generation=generation,
-                operation=operation,
-            )
+            body = await self._pipe.receive(known_empty=known_empty)
+            env = decode_positional(body, self.session, _JOB_KINDS, generation, operation)
             if env.kind == "reply":
                 return env
-            if on_progress is not None:
-                try:
-                    on_progress(env.payload["fraction"], env.payload.get("note"))
-                except Exception:
-                    _log.exception("%s: on_progress raised; ignored", self.label)
+            self._progress(env, on_progress)
+            known_empty = False
+
+    def _reply_nowait(
+        self, generation: int, operation: str, on_progress: ProgressCallback | None
+    ) -> Envelope | None:
+        """The job's reply if it is already here (fenced; progress handed on), else None."""
+        assert self._pipe is not None
+        while (body := self._pipe.receive_nowait()) is not None:
+            env = decode_positional(body, self.session, _JOB_KINDS, generation, operation)
+            if env.kind == "reply":
+                return env
+            self._progress(env, on_progress)
+        return None
+
+    def _progress(self, env: Envelope, on_progress: ProgressCallback | None) -> None:
+        if on_progress is not None:
+            try:
+                on_progress(env.payload["fraction"], env.payload.get("note"))
+            except Exception:
+                _log.exception("%s: on_progress raised; ignored", self.label)
 
     async def _stop_job(self, *, parent_timeout: bool) -> str:
         """Run the ladder of SPEC §3.5 for the active job; return the last step used.

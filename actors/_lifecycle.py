@@ -133,10 +133,17 @@ class StateMachine(Generic[StateT, EventT]):
         return f"<StateMachine {self._name!r} state={_label(self._state)}>"
 
 
+class _Enum(enum.Enum):
+    """An enum hashed by identity, in C: its members key the transition tables, looked
+    up on every move (``Enum.__hash__`` is a Python function hashing the name)."""
+
+    __hash__ = object.__hash__
+
+
 # --- actor lifecycle (SPEC §1.3) ------------------------------------------------------
 
 
-class ActorState(enum.Enum):
+class ActorState(_Enum):
     """Where an actor is in its life (SPEC §1.3)."""
 
     STARTING = "starting"
@@ -161,7 +168,7 @@ class ActorState(enum.Enum):
         return self is ActorState.STOPPED or self is ActorState.FAILED
 
 
-class ActorEvent(enum.Enum):
+class ActorEvent(_Enum):
     """What can happen to an actor; the inputs of :data:`ACTOR_TRANSITIONS`."""
 
     STARTED = "started"
@@ -216,7 +223,7 @@ def new_actor_lifecycle(name: str) -> StateMachine[ActorState, ActorEvent]:
 # waited for) is legal from every state but EXITED: a helper can die at any moment.
 
 
-class HelperState(enum.Enum):
+class HelperState(_Enum):
     """Where a helper incarnation, and the job it runs, is (SPEC §3)."""
 
     STARTING = "starting"
@@ -244,7 +251,7 @@ class HelperState(enum.Enum):
         return self is not HelperState.EXITED
 
 
-class HelperEvent(enum.Enum):
+class HelperEvent(_Enum):
     """What can happen to a helper; the inputs of :data:`HELPER_TRANSITIONS`."""
 
     READY = "ready"

@@ -62,8 +62,9 @@ from protocol.envelope import (
     PROTOCOL_VERSION,
     Envelope,
     decode_envelope,
-    decode_fenced,
+    decode_positional,
     encode_fields,
+    encode_positional,
 )
 from protocol.errors import ProtocolError
 from protocol.framing import DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST, FrameDecoder
@@ -218,7 +219,7 @@ class _Stdio:
             if session is None:
                 self.pending.append(decode_envelope(body))
             else:
-                self.pending.append(decode_fenced(body, session=session, kinds=_REQUEST_KINDS))
+                self.pending.append(decode_positional(body, session, _REQUEST_KINDS))
 
     def receive(self) -> Envelope | None:
         """Block until the next envelope; None at end of input.
@@ -405,40 +406,41 @@ def _run_job(
 ) -> bool:
     """Run one job and reply; return True if the parent asked to shut down meanwhile."""
     ctx = JobContext(stdio, job)
-    answer: dict[str, Any]
+    status = "ok"
+    result: Any = None
+    error: dict[str, str] | None = None
     handler = handlers.get(job.operation)
     if handler is None:
-        answer = {
-            "status": "error",
-            "error": {
-                "category": "permanent",
-                "code": "unknown_operation",
-                "message": _bound(f"this helper has no handler for {job.operation!r}"),
-            },
+        status = "error"
+        error = {
+            "category": "permanent",
+            "code": "unknown_operation",
+            "message": _bound(f"this helper has no handler for {job.operation!r}"),
         }
     else:
         try:
-            answer = {"status": "ok", "payload": handler(job.payload, ctx)}
+            result = handler(job.payload, ctx)
         except CancelRequested:
-            answer = {"status": "cancelled"}
+            status = "cancelled"
         except Exception as exc:
-            answer = {"status": "error", "error": _error_record(exc)}
-            if answer["error"]["code"] == "handler_failed":
+            status = "error"
+            error = _error_record(exc)
+            if error["code"] == "handler_failed":
                 _print_traceback()
     if fault is not None:
         from ._helper_faults import faulty_reply  # fault modes only: keep the start fast
 
+        answer: dict[str, Any] = {"status": status}
+        if status == "ok":
+            answer["payload"] = result
+        elif status == "error":
+            answer["error"] = error
         if faulty_reply(stdio, fault, job, answer):
             return ctx.shutdown_requested
     session, generation, operation = job.session, job.generation, job.operation
     try:
-        frame = encode_fields(
-            kind="reply",
-            session=session,
-            generation=generation,
-            operation=operation,
-            max_size=stdio.max_reply,
-            **answer,
+        frame = encode_positional(
+            "reply", session, generation, operation, status, result, error, stdio.max_reply
         )
     except Exception as exc:  # not JSON, or over the reply limit: report it as an error
         frame = encode_fields(

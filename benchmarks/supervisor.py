@@ -13,6 +13,14 @@ What is measured, exactly (issue 3 targets in brackets):
    as a floor: an **envelope echo**, the raw echo plus the envelope codec on both sides
    (the child decodes and fences the job and encodes a reply; the parent encodes the
    job and decodes and fences the reply), with no supervision at all.
+
+   Measured twice. **Pinned** (the verdict): this process and every child on one CPU
+   (``os.sched_setaffinity``), so each round trip is the same sequence of work and
+   context switches and the ratio is the cost the supervisor adds per job; rounds agree
+   within a few per cent. **Unpinned** (printed with the spread of per-round ratios):
+   on this 2-vCPU VM a round's raw echo takes anywhere from 10 to 80 us depending on
+   whether the kernel happens to run both ends on one CPU or must wake the other, so
+   that ratio swings from run to run by more than the supervisor costs.
 2. **Spawn-to-ready** of a helper (``open_process`` in a new session, interpreter start,
    bootstrap, ``actors.helper`` and its imports, startup frame → ready frame) vs. a
    **bare** ``trio.run_process([python, "-c", "pass"])`` of the same interpreter, same
@@ -71,8 +79,8 @@ CHILD_ENV = {"PYTHONDONTWRITEBYTECODE": ""}
 HERE = str(Path(__file__).resolve().parent)
 SPEC = HelperSpec(entry="supervisor_helper:main", cwd=HERE, env=CHILD_ENV)
 QUICK = "--quick" in sys.argv
-ROUNDS = 5 if QUICK else 9
-ROUND_TRIPS = 500 if QUICK else 2000
+ROUNDS = 5 if QUICK else 11
+ROUND_TRIPS = 500 if QUICK else 1000
 SPAWNS = 7 if QUICK else 21
 GRACE = 0.75
 
@@ -164,7 +172,8 @@ async def actor_round_trip(handle: SupervisorHandle) -> float:
     return (time.perf_counter() - start) / ROUND_TRIPS
 
 
-async def bench_round_trip() -> dict[str, float]:
+async def bench_round_trip() -> dict[str, list[float]]:
+    """Interleaved rounds of each round trip; seconds per round trip, one per round."""
     # The raw echo carries as many bytes as a job frame, so only the machinery differs.
     frame = encode_fields(
         kind="job", session=new_session(), generation=1000, operation="echo", payload=1000
@@ -198,7 +207,27 @@ async def bench_round_trip() -> dict[str, float]:
         assert process.stdin is not None
         await process.stdin.aclose()
         await process.wait()
-    return {name: statistics.median(values) for name, values in figures.items()}
+    return figures
+
+
+def report_round_trip(label: str, figures: dict[str, list[float]], *, verdict_line: bool) -> None:
+    """Print one pass: medians, ratios to the raw echo, the spread of per-round ratios."""
+    median = {name: statistics.median(values) for name, values in figures.items()}
+    raw = median["raw"]
+    paired = sorted(p / r for p, r in zip(figures["pool"], figures["raw"], strict=True))
+    spread = f"per-round pool/raw {paired[0]:.2f}..{paired[-1]:.2f}"
+    pool = median["pool"] / raw
+    target = f" (target <= 1.5x: {verdict(pool, 1.5)})" if verdict_line else " (not the verdict)"
+    print(
+        f"round trip, {label}: raw echo {raw * 1e6:.1f} us | pool {median['pool'] * 1e6:.1f} us"
+        f" = {pool:.2f}x{target} | supervisor actor {median['actor'] * 1e6:.1f} us"
+        f" = {median['actor'] / raw:.2f}x | {spread}"
+    )
+    print(
+        f"  floor: envelope echo (raw echo + the envelope codec on both sides, no "
+        f"supervision) {median['codec'] * 1e6:.1f} us = {median['codec'] / raw:.2f}x raw; "
+        f"pool = {median['pool'] / median['codec']:.2f}x that floor"
+    )
 
 
 async def _spawn_to_ready(nursery: trio.Nursery, spec: HelperSpec) -> float:
@@ -298,18 +327,14 @@ def verdict(value: float, target: float) -> str:
 
 async def main() -> None:
     print(f"helper supervisor benchmarks ({'quick' if QUICK else 'full'}; medians)")
-    trips = await bench_round_trip()
-    raw = trips["raw"]
-    print(
-        f"round trip: raw echo {raw * 1e6:.1f} us | pool {trips['pool'] * 1e6:.1f} us"
-        f" = {trips['pool'] / raw:.2f}x (target <= 1.5x: {verdict(trips['pool'] / raw, 1.5)})"
-        f" | supervisor actor {trips['actor'] * 1e6:.1f} us = {trips['actor'] / raw:.2f}x"
-    )
-    print(
-        f"  floor: envelope echo (raw echo + the envelope codec on both sides, no "
-        f"supervision) {trips['codec'] * 1e6:.1f} us = {trips['codec'] / raw:.2f}x raw; "
-        f"pool = {trips['pool'] / trips['codec']:.2f}x that floor"
-    )
+    everywhere = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(everywhere)})  # children inherit it
+    try:
+        pinned = await bench_round_trip()
+    finally:
+        os.sched_setaffinity(0, everywhere)
+    report_round_trip(f"pinned to CPU {min(everywhere)}", pinned, verdict_line=True)
+    report_round_trip("unpinned", await bench_round_trip(), verdict_line=False)
     async with trio.open_nursery() as nursery:
         spawn = await bench_spawn(nursery)
     bare = spawn["bare"]

@@ -1,4 +1,4 @@
-"""Strict JSON for helper frames: one parser, one encoder (SPEC §2.3).
+"""Strict JSON for the payload and error record of helper frames (SPEC §2.3).
 
 Used by :mod:`protocol.envelope` only. Stdlib-only, like it (the helper child imports
 both). Strict means: no NaN or infinity either way, no number that overflows a double,
@@ -121,30 +121,33 @@ def encodes_as_utf8(value: object) -> bool:
     return True
 
 
-def parse(payload: bytes) -> dict[str, Any]:
-    """Parse one frame body as a JSON object, strictly (SPEC §2.3).
+def parse(data: bytes, field: str) -> Any:
+    """Parse one JSON value of an envelope (its payload or error record), strictly.
+
+    Args:
+        data: UTF-8 JSON text.
+        field: The envelope field it is, named by the error.
 
     Raises:
-        ProtocolError: (code ``protocol_error``, ``details["field"] == "<frame>"``) not
-            UTF-8, not JSON (NaN, an overflowing number or a duplicate key included),
-            not an object, or a string holding a lone surrogate.
+        ProtocolError: (code ``protocol_error``, ``details["field"] == field``) not
+            UTF-8, not JSON (NaN, an overflowing number, a duplicate key or nesting too
+            deep included), or a string holding a lone surrogate.
     """
     try:
-        text = str(payload, "utf-8")
+        text = str(data, "utf-8")
         try:
-            data, end = _scan(text, 0)
+            value, end = _scan(text, 0)
             if end != len(text):  # whitespace around the value, or extra data
                 raise StopIteration
         except StopIteration:  # let decode() parse it, or say what is wrong
-            data = _loads(text)
+            value = _loads(text)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise ProtocolError(f"envelope is not UTF-8 JSON: {exc}", field="<frame>") from None
-    if type(data) is not dict:
         raise ProtocolError(
-            f"envelope must be a JSON object, got {type(data).__name__}", field="<frame>"
-        )
-    if "\\u" in text and SURROGATE_ESCAPE.search(text) and not encodes_as_utf8(data):
+            f"envelope field {field!r} is not UTF-8 JSON: {exc}", field=field
+        ) from None
+    if "\\u" in text and SURROGATE_ESCAPE.search(text) and not encodes_as_utf8(value):
         raise ProtocolError(
-            "envelope is not valid Unicode: it holds a lone surrogate escape", field="<frame>"
+            f"envelope field {field!r} is not valid Unicode: it holds a lone surrogate escape",
+            field=field,
         )
-    return data
+    return value

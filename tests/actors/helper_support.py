@@ -28,8 +28,10 @@ FAST = HelperTimeouts(
 )
 
 #: A tiny raw-argv helper: answers *ready*, then exits with status 3 at its first job.
-#: Stdlib only (not even json: the startup frame is turned into a ready frame by byte
-#: substitution) and started with ``-I -S``, so one crash/restart cycle is cheap.
+#: Stdlib only (not even json: the startup frame is turned into a ready frame by setting
+#: two bytes of its envelope head, the kind and the status; see
+#: ``protocol._envelope_wire``) and started with ``-I -S``, so one crash/restart cycle
+#: is cheap.
 TINY_CRASHER = r"""
 import os, sys
 buffer = b""
@@ -45,8 +47,9 @@ def next_frame():
         if not chunk:
             sys.exit(0)
         buffer += chunk
-ready = next_frame().replace(b'"kind":"startup"', b'"kind":"ready"', 1)
-ready = ready.replace(b'"status":null', b'"status":"ok"', 1)
+ready = bytearray(next_frame())
+ready[2] = 2  # kind: ready
+ready[3] = 1  # status: ok
 os.write(1, len(ready).to_bytes(4, "big") + ready)
 next_frame()
 os._exit(3)

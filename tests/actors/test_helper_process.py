@@ -27,6 +27,7 @@ from actors import (
 )
 from actors import _helper_process as helper_process_module
 from actors._helper_process import HelperProcess
+from protocol import PROTOCOL_VERSION
 
 
 @pytest.fixture(autouse=True)
@@ -108,7 +109,11 @@ async def test_fault_stale_session():
 async def test_fault_wrong_version():
     error, _ = await _violation("wrong_version")
     assert type(error) is ProtocolViolation
-    assert (error.details["field"], error.details["got"]) == ("version", 2)
+    assert error.details == {
+        "field": "version",
+        "expected": PROTOCOL_VERSION,
+        "got": PROTOCOL_VERSION + 1,
+    }
 
 
 async def test_fault_partial_frame_then_hang():

@@ -41,8 +41,8 @@ def test_whole_package_works_without_trio() -> None:
             getattr(protocol, name)
         msg = protocol.Cancel(request_id="r", run_id=1)
         assert protocol.decode_client_message(protocol.encode_message(msg)) == msg
-        env = protocol.Envelope(version=1, kind="job", session=protocol.new_session(),
-                                generation=1, operation="x")
+        env = protocol.Envelope(version=protocol.PROTOCOL_VERSION, kind="job",
+                                session=protocol.new_session(), generation=1, operation="x")
         frame = protocol.encode_envelope(env)
         (payload,) = protocol.FrameDecoder(max_size=1024).feed(frame)
         assert protocol.decode_envelope(payload) == env
@@ -65,10 +65,12 @@ def test_framing_and_envelope_work_with_stdlib_only() -> None:
         package = types.ModuleType("protocol")
         package.__path__ = ["protocol"]
         sys.modules["protocol"] = package
-        from protocol.envelope import Envelope, decode_envelope, encode_envelope, new_session
+        from protocol.envelope import (
+            PROTOCOL_VERSION, Envelope, decode_envelope, encode_envelope, new_session
+        )
         from protocol.framing import FrameDecoder, encode_frame
-        env = Envelope(version=1, kind="reply", session=new_session(), generation=2,
-                       operation="x", status="ok", payload=[1])
+        env = Envelope(version=PROTOCOL_VERSION, kind="reply", session=new_session(),
+                       generation=2, operation="x", status="ok", payload=[1])
         (payload,) = FrameDecoder(max_size=1024).feed(encode_envelope(env))
         assert decode_envelope(payload) == env
         print("ok")
@@ -78,17 +80,35 @@ def test_framing_and_envelope_work_with_stdlib_only() -> None:
     assert result.stdout == "ok\n"
 
 
-@pytest.mark.parametrize("module", ["framing", "envelope", "_envelope_json"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "framing",
+        "envelope",
+        "_envelope_json",
+        "_envelope_wire",
+        "_envelope_checks",
+        "_envelope_value",
+    ],
+)
 def test_stdlib_only_sources(module: str) -> None:
-    # framing.py and envelope.py (with its strict JSON, _envelope_json.py) import nothing
-    # but the standard library and each other.
+    # framing.py and envelope.py (with its strict JSON, _envelope_json.py, its binary
+    # layout, _envelope_wire.py, its field checks, _envelope_checks.py, and its value
+    # class, _envelope_value.py) import nothing but the standard library and each other.
     source = (REPO / "protocol" / f"{module}.py").read_text()
     imports = [
         line.split()[1]
         for line in source.splitlines()
         if line.startswith(("import ", "from ")) and not line.startswith("from __future__")
     ]
-    allowed = set(sys.stdlib_module_names) | {".errors", ".framing", "._envelope_json"}
+    allowed = set(sys.stdlib_module_names) | {
+        ".errors",
+        ".framing",
+        "._envelope_json",
+        "._envelope_wire",
+        "._envelope_checks",
+        "._envelope_value",
+    }
     assert set(imports) <= allowed, imports
 
 
