@@ -360,6 +360,8 @@ class HelperProcess:
             if reply is None:
                 # SPEC §3.6: every wait for the reply is inside the deadline's scope.
                 scope = self._job_scope = trio.CancelScope(deadline=deadline)
+                if self._cancel_requested:  # cancel() came from an early progress report
+                    scope.cancel()
                 with scope:
                     if written < len(frame):
                         await pipe.send_rest(frame, written)
@@ -369,8 +371,21 @@ class HelperProcess:
                 if scope.cancelled_caught:
                     await self._job_stopped(generation, operation)
             else:
-                # The schedule point; not a cancel point: the job is done.
+                # The schedule point; not a cancel point: the reply is in.
                 await trio.lowlevel.cancel_shielded_checkpoint()
+                if self._cancel_requested:
+                    # cancel() said True (from a progress report, or another task at
+                    # the schedule point): keep its word, as the waiting path does.
+                    self._machine.process_event(HelperEvent.REPLIED)
+                    self.last_escalation = "cooperative"
+                    raise stopped_error(
+                        self.label,
+                        generation,
+                        operation,
+                        escalation="cooperative",
+                        cancelled=True,
+                        reply_timeout=self.timeouts.reply,
+                    )
         except trio.Cancelled:
             with trio.CancelScope(shield=True):
                 await self._stop_job(parent_timeout=False)
@@ -407,10 +422,15 @@ class HelperProcess:
             True if a job was running (and not already being stopped).
         """
         scope = self._job_scope
-        if scope is None or scope.cancel_called:
+        if self._active is None or self._cancel_requested:
+            return False
+        if scope is not None and scope.cancel_called:  # the reply deadline already fired
             return False
         self._cancel_requested = True
-        scope.cancel()
+        if scope is not None:
+            scope.cancel()
+        # Else the job is between its write and its wait (or at the schedule point
+        # after a reply already there): run_job sees the flag there.
         return True
 
     async def _job_stopped(self, generation: int, operation: str) -> NoReturn:

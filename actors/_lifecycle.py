@@ -285,7 +285,9 @@ def _build_helper_table() -> dict[HelperState, dict[HelperEvent, HelperState]]:
         h.TERMINATING: {},
         h.KILLING: {e.KILL_TIMED_OUT: h.QUARANTINED},
         h.QUARANTINED: {},
-        h.EXITED: {},
+        # A reply read before the watcher reaped the process still counts (the helper
+        # may exit right after answering); the helper stays exited.
+        h.EXITED: {e.REPLIED: h.EXITED},
     }
     for state, row in table.items():
         if state.live:

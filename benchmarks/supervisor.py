@@ -10,9 +10,11 @@ What is measured, exactly (issue 3 targets in brackets):
    ``receive_some`` over the same kind of pipes, with frames of the same size as a job
    frame. Measured: the pool (``HelperPool.run_job``) [<= 1.5x] and the supervisor
    actor (``SupervisorHandle.run_job``: ask → mailbox → job task → pool). Also printed,
-   as a floor: an **envelope echo**, the raw echo plus the envelope codec on both sides
-   (the child decodes and fences the job and encodes a reply; the parent encodes the
-   job and decodes and fences the reply), with no supervision at all.
+   for reference: an **envelope echo**, the raw echo (same trio streams) plus the
+   envelope codec on both sides (the child decodes and fences the job and encodes a
+   reply; the parent encodes the job and decodes and fences the reply), with no
+   supervision at all. The pool can beat it: its pipe I/O takes one pass of trio's run
+   loop per job where ``send_all`` + ``receive_some`` take two.
 
    Measured twice. **Pinned** (the verdict): this process and every child on one CPU
    (``os.sched_setaffinity``), so each round trip is the same sequence of work and
@@ -33,7 +35,7 @@ What is measured, exactly (issue 3 targets in brackets):
    would also compile the helper library from source (about 10 ms here), a cost of
    the environment rather than of the helper. Also printed, as a floor: the bare
    interpreter importing just the standard modules the helper library needs (``json``,
-   ``select``) and, as it stands, ``typing`` (imported by ``protocol.errors``).
+   ``select``, ``struct``) and, as it stands, ``typing`` (imported by ``protocol.errors``).
 3. **Cancel-to-reaped** for a cooperative helper: a running job is cancelled by closing
    the pool; time until the helper is reaped (cancel frame → ``cancelled`` reply →
    shutdown frame → exit → reaped) [<= grace + 50 ms]. Also: cancel-to-acknowledged
@@ -120,9 +122,10 @@ while True:
                                   operation=job.operation, status="ok", payload=job.payload))
 """
 
-#: The standard modules the helper library needs, plus ``typing`` (protocol.errors).
+#: The standard modules the helper library needs (``struct`` for the envelope head),
+#: plus ``typing`` (protocol.errors).
 #: (``signal`` is imported only for the fault modes.)
-HELPER_STDLIB = "import json, select, typing"
+HELPER_STDLIB = "import json, select, struct, typing"
 
 
 def child_env() -> dict[str, str]:
@@ -224,9 +227,9 @@ def report_round_trip(label: str, figures: dict[str, list[float]], *, verdict_li
         f" = {median['actor'] / raw:.2f}x | {spread}"
     )
     print(
-        f"  floor: envelope echo (raw echo + the envelope codec on both sides, no "
+        f"  reference: envelope echo (raw echo + the envelope codec on both sides, no "
         f"supervision) {median['codec'] * 1e6:.1f} us = {median['codec'] / raw:.2f}x raw; "
-        f"pool = {median['pool'] / median['codec']:.2f}x that floor"
+        f"pool = {median['pool'] / median['codec']:.2f}x that"
     )
 
 

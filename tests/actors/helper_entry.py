@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from actors.helper import JobContext, JobError, in_helper_child, serve
+from actors.helper import CancelRequested, JobContext, JobError, in_helper_child, serve
 
 
 def echo(payload: Any, ctx: JobContext) -> Any:
@@ -118,6 +118,27 @@ def progress_bad(payload: Any, ctx: JobContext) -> Any:
     return "unreachable"
 
 
+def progress_then(payload: Any, ctx: JobContext) -> Any:
+    """Report each ``[fraction, note]`` of ``reports`` at once, work (cancellable) for
+    ``work`` seconds, then fail with ``fail`` (a JobError's fields) or return ``result``.
+
+    Only the first report may be below 1.0: the rate limit never drops the first report
+    nor a 1.0, so every report is sent and the frames are known in advance.
+    """
+    for fraction, note in payload.get("reports", ()):
+        if not ctx.progress(fraction, note=note):
+            raise JobError(f"report {fraction} was dropped", code="report_dropped")
+    cooperative(payload.get("work", 0), ctx)
+    if "fail" in payload:
+        fail(payload["fail"], ctx)
+    return payload.get("result")
+
+
+def give_up(payload: Any, ctx: JobContext) -> Any:
+    """Answer ``cancelled`` though the parent never asked (the handler gave up)."""
+    raise CancelRequested("gave up on its own")
+
+
 def on_startup(options: dict[str, Any]) -> Any:
     if options.get("fail_startup"):
         raise JobError("cannot open the database", code="source_unreadable")
@@ -142,6 +163,8 @@ HANDLERS = {
     "progress_burst": progress_burst,
     "progress_stubborn": progress_stubborn,
     "progress_bad": progress_bad,
+    "progress_then": progress_then,
+    "give_up": give_up,
 }
 
 

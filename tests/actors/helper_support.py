@@ -27,13 +27,9 @@ FAST = HelperTimeouts(
     startup=10.0, reply=10.0, cancel_grace=0.5, shutdown=1.0, terminate=0.5, kill=0.5
 )
 
-#: A tiny raw-argv helper: answers *ready*, then exits with status 3 at its first job.
-#: Stdlib only (not even json: the startup frame is turned into a ready frame by setting
-#: two bytes of its envelope head, the kind and the status; see
-#: ``protocol._envelope_wire``) and started with ``-I -S``, so one crash/restart cycle
-#: is cheap.
-TINY_CRASHER = r"""
-import os, sys
+#: Child-script source of ``next_frame()``: the body of the next frame on stdin (exit 0
+#: at end of input). Needs ``os`` and ``sys`` imported.
+FRAME_READER = r"""
 buffer = b""
 def next_frame():
     global buffer
@@ -47,6 +43,18 @@ def next_frame():
         if not chunk:
             sys.exit(0)
         buffer += chunk
+"""
+
+#: A tiny raw-argv helper: answers *ready*, then exits with status 3 at its first job.
+#: Stdlib only (not even json: the startup frame is turned into a ready frame by setting
+#: two bytes of its envelope head, the kind and the status; see
+#: ``protocol._envelope_wire``) and started with ``-I -S``, so one crash/restart cycle
+#: is cheap.
+TINY_CRASHER = r"""
+import os, sys
+"""
+TINY_CRASHER += FRAME_READER
+TINY_CRASHER += r"""
 ready = bytearray(next_frame())
 ready[2] = 2  # kind: ready
 ready[3] = 1  # status: ok
