@@ -155,6 +155,8 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
             maxlen=config.window
         )
         self._head = 0
+        #: The lowest event seq the ledger holds (older ones were pruned at open).
+        self._ledger_floor = 1
         self._revision = 0
         self._requests: dict[str, _Request] = {}
         self._ledger_has_more_requests = False
@@ -209,7 +211,12 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
         ledger = self._ledger
         try:
             if ledger is not None:
-                self._boot(await ledger.open(keep_requests=self.config.retain_requests))
+                snapshot = await ledger.open(
+                    keep_requests=self.config.retain_requests,
+                    keep_events=self.config.ledger_retain_events,
+                )
+                self._ledger_floor = snapshot.event_floor
+                self._boot(snapshot)
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 if ledger is not None:
@@ -314,9 +321,10 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
         With a ledger, events older than the window are read from SQLite.
 
         Raises:
-            CursorExpired: (``cursor_expired``) ``cursor`` is beyond the head, or (without
-                a ledger) below the window's floor; ``details["resume_from"]`` is the
-                head, respectively the oldest cursor still served.
+            CursorExpired: (``cursor_expired``) ``cursor`` is beyond the head, or below
+                the window's floor (without a ledger) or the ledger's (events pruned at
+                open, ``ledger_retain_events``); ``details["resume_from"]`` is the head,
+                respectively the oldest cursor still served.
             InvalidCommand: (``invalid_command``) ``cursor`` or ``limit`` is not an int.
         """
         limit = self.config.window if limit is None else limit
@@ -328,6 +336,12 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
         except CursorExpired:
             if self._ledger is None or cursor > head:
                 raise
+            floor = self._ledger_floor
+            if cursor < floor - 1:  # pruned at open (ledger_retain_events)
+                raise CursorExpired(
+                    f"cursor {cursor} is below the ledger's retained floor {floor}",
+                    resume_from=floor - 1,
+                ) from None
             await self._ledger.flush()
             rows = await self._ledger.fetch_events(cursor, limit)
             events = [Event(seq=s, kind=k, run_id=r, data=json.loads(d)) for s, k, r, d in rows]

@@ -281,12 +281,9 @@ class FrontDoorMixin:
                 coalesced=True,
             )
             return receipt, self._store_request(request_id, content, receipt)
-        depth = self._queued + self._running
-        bound = self.config.max_inflight
-        if depth >= bound:
-            if not self._paused:
-                self._paused = True
-                self._emit("admission_paused", None, {"depth": depth, "bound": bound})
+        full = self._at_capacity()
+        if full is not None:
+            depth, bound = full
             refused = Receipt(
                 admitted=False,
                 run_id=None,
@@ -376,11 +373,23 @@ class FrontDoorMixin:
                 "admission_resumed", None, {"depth": depth, "bound": self.config.max_inflight}
             )
 
-    def _check_capacity(self) -> None:
+    def _at_capacity(self) -> tuple[int, int] | None:
+        """``(depth, bound)`` if no run can be admitted now, else None (SPEC §6.5).
+
+        The first refusal of a saturation episode emits ``admission_paused``, whatever
+        was refused (a submit, or a resume of a held run).
+        """
         depth = self._queued + self._running
-        if depth >= self.config.max_inflight:
-            raise PoolFull(
-                f"{depth} runs in flight (bound {self.config.max_inflight})",
-                depth=depth,
-                bound=self.config.max_inflight,
-            )
+        bound = self.config.max_inflight
+        if depth < bound:
+            return None
+        if not self._paused:
+            self._paused = True
+            self._emit("admission_paused", None, {"depth": depth, "bound": bound})
+        return depth, bound
+
+    def _check_capacity(self) -> None:
+        full = self._at_capacity()
+        if full is not None:
+            depth, bound = full
+            raise PoolFull(f"{depth} runs in flight (bound {bound})", depth=depth, bound=bound)

@@ -328,6 +328,9 @@ class EventLogConfig:
     """Progress reports kept per queued run until it starts (the newest are kept)."""
     retain_runs: int = count_field(10_000, minimum=0)
     """Finished/cancelled runs kept in memory; older ones are read from the ledger."""
+    ledger_retain_events: int = count_field(1_000_000, minimum=1)
+    """Events the ledger keeps: at each open the older ones are deleted, and a ``watch``
+    cursor below what is kept gets ``cursor_expired`` (SPEC §6.8, never a silent gap)."""
     retain_requests: int = count_field(100_000, minimum=0)
     """Request ids kept in memory for idempotency; older ones are read from the ledger."""
     max_arguments_bytes: int = count_field(16 * 1024, minimum=2)

@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 import trio
 
-from ._ledger_schema import _SCHEMA, APPLICATION_ID, RUN_COLUMNS, SCHEMA_VERSION, check_ledger_file
+from ._ledger_schema import (
+    _SCHEMA,
+    APPLICATION_ID,
+    RUN_COLUMNS,
+    SCHEMA_VERSION,
+    check_ledger_file,
+    prune_events,
+)
 from .errors import LedgerError
 
 if TYPE_CHECKING:
@@ -70,6 +77,9 @@ class LedgerSnapshot:
     """The most recent ``(request_id, content, run_id, receipt_json)`` rows, oldest first."""
     request_total: int
     """How many requests the ledger holds in all."""
+    event_floor: int = 1
+    """The lowest event seq the ledger still holds (``head + 1`` when it holds none):
+    older events were pruned at open (``keep_events``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -246,20 +256,22 @@ class Ledger:
 
     # -- opening and closing ----------------------------------------------------------
 
-    async def open(self, *, keep_requests: int) -> LedgerSnapshot:
+    async def open(self, *, keep_requests: int, keep_events: int | None = None) -> LedgerSnapshot:
         """Check the file, create or open the schema, and load what boot needs.
 
         Args:
             keep_requests: How many of the most recent requests to load.
+            keep_events: How many of the most recent events to keep; older ones are
+                deleted now, in one transaction (None keeps them all).
 
         Raises:
             LedgerCorrupt: (``ledger_corrupt``) the file is damaged; it is untouched.
             LedgerVersionError: (``ledger_version_unsupported``) newer schema.
             LedgerError: (``ledger_error``) not a ledger, or SQLite failed.
         """
-        return await self._call(self._open_sync, keep_requests)
+        return await self._call(self._open_sync, keep_requests, keep_events)
 
-    def _open_sync(self, keep_requests: int) -> LedgerSnapshot:
+    def _open_sync(self, keep_requests: int, keep_events: int | None) -> LedgerSnapshot:
         existing = check_ledger_file(self.path)
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -270,6 +282,8 @@ class Ledger:
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             if not existing:
                 conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+            elif keep_events is not None:
+                prune_events(conn, keep_events)
             snapshot = self._load(conn, keep_requests)
         except sqlite3.Error as exc:
             conn.close()
@@ -299,6 +313,7 @@ class Ledger:
             (keep_requests,),
         ).fetchall()
         requests.reverse()
+        floor = conn.execute("SELECT min(seq) FROM events").fetchone()[0]
         return LedgerSnapshot(
             revision=int(meta.get("revision", "0")),
             head=head,
@@ -307,6 +322,7 @@ class Ledger:
             open_runs=open_runs,
             requests=tuple(requests),
             request_total=total,
+            event_floor=head + 1 if floor is None else floor,
         )
 
     async def close(self) -> None:

@@ -14,7 +14,13 @@ import urllib.parse
 
 from .errors import LedgerCorrupt, LedgerError, LedgerVersionError
 
-__all__ = ["APPLICATION_ID", "RUN_COLUMNS", "SCHEMA_VERSION", "check_ledger_file"]
+__all__ = [
+    "APPLICATION_ID",
+    "RUN_COLUMNS",
+    "SCHEMA_VERSION",
+    "check_ledger_file",
+    "prune_events",
+]
 
 #: The schema version this code writes (``PRAGMA user_version``).
 SCHEMA_VERSION = 1
@@ -189,3 +195,22 @@ def check_ledger_file(path: str) -> bool:
             " the file was left untouched"
         )
     return True
+
+
+def prune_events(conn: sqlite3.Connection, keep: int) -> None:
+    """Delete all but the newest ``keep`` events, in one transaction (boot only).
+
+    The events table is the ledger's fast-growing one (every lifecycle and progress
+    event); without a bound it grows for as long as the server lives. The freed pages
+    are reused by later events (no VACUUM: that would rewrite the whole file).
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "DELETE FROM events WHERE seq <= (SELECT coalesce(max(seq), 0) FROM events) - ?",
+            (keep,),
+        )
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

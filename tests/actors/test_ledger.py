@@ -18,10 +18,12 @@ from actors._eventlog_types import EventLogConfig, OperationSpec
 from actors._ledger import SCHEMA_VERSION
 from actors.errors import (
     AlreadyDecided,
+    CursorExpired,
     InvalidCommand,
     LedgerCorrupt,
     LedgerError,
     LedgerVersionError,
+    PoolFull,
     RunQuarantined,
 )
 
@@ -39,6 +41,57 @@ def committed(path, sql):
         return conn.execute(sql).fetchall()
     finally:
         conn.close()
+
+
+async def test_events_beyond_the_retention_are_pruned_at_open_never_silently(tmp_path):
+    # SPEC §6.8: a watch cursor below what the ledger keeps is cursor_expired with the
+    # position to resume from; never a silent gap.
+    async with open_event_log(config(tmp_path), operations=OPS) as log:
+        for n in range(10):
+            await log.submit("job", {"n": n})  # one job_queued event each
+        head = (await log.watch(0, limit=1000)).head
+    assert head == 10
+    path = tmp_path / "ledger.db"
+    cfg = config(tmp_path, ledger_retain_events=4, window=2)
+    async with open_event_log(cfg, operations=OPS) as log:
+        assert committed(path, "SELECT min(seq), max(seq), count(*) FROM events") == [(7, 10, 4)]
+        for cursor in (0, 5):
+            with pytest.raises(CursorExpired) as info:
+                await log.watch(cursor)
+            assert info.value.details == {"resume_from": 6}
+        kept = await log.watch(6, limit=100)
+        assert [e.seq for e in kept.events] == [7, 8, 9, 10]
+        assert all(e.kind == "job_queued" for e in kept.events)
+        await log.submit("job", {"n": 99})  # new events continue the sequence
+        assert [e.seq for e in (await log.watch(10)).events] == [11]
+    # Keeping more than there is deletes nothing.
+    async with open_event_log(config(tmp_path), operations=OPS) as log:
+        assert [e.seq for e in (await log.watch(6, limit=100)).events] == [7, 8, 9, 10, 11]
+
+
+async def test_resume_at_capacity_pauses_admission_like_a_refused_submit(tmp_path):
+    # SPEC §6.5: a resume needs capacity like a submit; the first refusal of the episode
+    # emits admission_paused, and admission_resumed follows once a run leaves.
+    async with open_event_log(config(tmp_path), operations=OPS) as log:
+        for n in range(2):
+            await log.submit("job", {"n": n})
+    async with open_event_log(config(tmp_path, max_inflight=1), operations=OPS) as log:
+        assert [s.run_id for s in log.boot_report().survivors] == [1, 2]
+        assert (await log.resume(1)).state == "queued"
+        for _ in range(2):  # one episode: paused once
+            with pytest.raises(PoolFull) as info:
+                await log.resume(2)
+            assert info.value.details == {"depth": 1, "bound": 1}
+        assert log.statistics().paused
+        assert (await log.cancel(1, "ops")).state == "cancelled"
+        assert not log.statistics().paused
+        assert (await log.resume(2)).state == "queued"
+        events = (await log.watch(0, limit=1000)).events
+        admission = [(e.kind, e.data) for e in events if e.kind.startswith("admission")]
+        assert admission == [
+            ("admission_paused", {"depth": 1, "bound": 1}),
+            ("admission_resumed", {"depth": 0, "bound": 1}),
+        ]
 
 
 async def test_receipt_is_durable_when_returned_and_survives_restart(tmp_path):
