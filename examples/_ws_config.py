@@ -91,6 +91,11 @@ class FrontDoorConfig:
     client gets HTTP 431 and is closed."""
     close_timeout: float = duration_field(0.5, allow_zero=False)
     """Seconds (trio clock) the closing handshake of one client may take."""
+    ping_interval: float = duration_field(20.0, allow_zero=False)
+    """Seconds (trio clock) between keepalive pings to each client."""
+    ping_timeout: float = duration_field(20.0, allow_zero=False)
+    """Seconds (trio clock) a client has to answer a ping (its pong) before the server
+    closes the connection (code 1011): a vanished client frees its slot."""
     idle_poll: float = duration_field(0.05, allow_zero=False, maximum=5.0)
     """Seconds (trio clock) between checks that the event log is idle, during shutdown."""
 

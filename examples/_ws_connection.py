@@ -99,6 +99,8 @@ class ConnectionStatistics:
     """Extension pushes dropped because the queue stayed full."""
     subscribed: bool
     """True while events are pushed to this client."""
+    pongs: int = 0
+    """Keepalive pings the client answered (``ping_interval``, ``ping_timeout``)."""
 
 
 class Connection:
@@ -137,6 +139,7 @@ class Connection:
         self._after: list[Callable[[], object]] = []
         self._received = self._sent = self._errors = 0
         self._pushed = self._resyncs = self._dropped = 0
+        self._pongs = 0
 
     # -- life ---------------------------------------------------------------------------
 
@@ -151,6 +154,7 @@ class Connection:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
                     nursery.start_soon(self._writer)
+                    nursery.start_soon(self._keepalive)
                     await self._reader()
                     nursery.cancel_scope.cancel()
         finally:
@@ -200,6 +204,23 @@ class Connection:
                 self._sent += 1
         except ConnectionClosed:
             self._scope.cancel()
+
+    async def _keepalive(self) -> None:
+        # A client that vanished without closing (a dead peer, a suspended laptop) or
+        # that stopped reading altogether would hold its slot of max_connections until
+        # TCP gave up, hours later: a ping it must answer within the timeout bounds that.
+        config = self.front.config
+        while True:
+            await trio.sleep(config.ping_interval)
+            with trio.move_on_after(config.ping_timeout) as waited:
+                try:
+                    await self.ws.ping()
+                except ConnectionClosed:
+                    return
+                self._pongs += 1
+            if waited.cancelled_caught:
+                self.close(1011, "keepalive ping timeout")
+                return
 
     async def _queue(self, message: messages.Message) -> None:
         await self._send.send(wire_text(message))
@@ -347,4 +368,5 @@ class Connection:
             resyncs=self._resyncs,
             dropped=self._dropped,
             subscribed=self.subscribed,
+            pongs=self._pongs,
         )

@@ -484,3 +484,65 @@ async def test_a_second_signal_cuts_the_grace_short():
             with pytest.raises(ConnectionClosed) as closed:
                 await c.read_until_closed()
             assert closed.value.reason.code == 1001
+
+
+# -- keepalive ----------------------------------------------------------------------------
+
+#: An opening handshake written by hand: the test's "client" then goes silent.
+_HANDSHAKE = (
+    b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+)
+
+
+def _server_frames(data: bytes) -> list[tuple[int, bytes]]:
+    """``(opcode, payload)`` of unmasked server frames with short payloads (< 126)."""
+    frames = []
+    while data:
+        opcode, size = data[0] & 0x0F, data[1] & 0x7F
+        assert size < 126, data[:2]
+        assert not data[1] & 0x80, data[:2]  # unmasked
+        frames.append((opcode, data[2 : 2 + size]))
+        data = data[2 + size :]
+    return frames
+
+
+async def test_a_client_that_answers_pings_stays_and_a_silent_one_is_closed():
+    config = FrontDoorConfig(ping_interval=0.05, ping_timeout=0.2)
+    async with serving(config) as front, client(front) as live:
+        stream = await trio.open_tcp_stream("127.0.0.1", front.port)
+        try:
+            await stream.send_all(_HANDSHAKE)
+            received = b""
+            with trio.fail_after(5):
+                while b"\r\n\r\n" not in received:
+                    received += await stream.receive_some(4096)
+            assert received.startswith(b"HTTP/1.1 101")
+            with trio.fail_after(5):
+                while front.statistics().connections != 2:  # noqa: ASYNC110 (server state)
+                    await trio.sleep(0.01)
+            # Never read again nor answer a ping: the server closes with 1011 after
+            # ping_interval + ping_timeout (0.25 s), then drops the TCP connection.
+            with trio.fail_after(5):
+                while chunk := await stream.receive_some(4096):
+                    received += chunk
+        finally:
+            await stream.aclose()
+        frames = _server_frames(received.split(b"\r\n\r\n", 1)[1])
+        assert [opcode for opcode, _ in frames] == [0x9, 0x8]  # one ping, then close
+        close = frames[1][1]
+        assert int.from_bytes(close[:2], "big") == 1011
+        assert close[2:] == b"keepalive ping timeout"
+        with trio.fail_after(5):
+            while front.statistics().connections != 1:  # noqa: ASYNC110 (server state)
+                await trio.sleep(0.01)
+        # The live client kept answering the pings (trio-websocket pongs by itself).
+        assert (await live.request("boot_report"))["type"] == "boot_report_reply"
+        (conn,) = front.connections
+        assert conn.statistics().pongs >= 3
+
+
+def test_keepalive_settings_are_validated():
+    for name in ("ping_interval", "ping_timeout"):
+        with pytest.raises(ValueError, match=name):
+            FrontDoorConfig(**{name: 0})
