@@ -18,7 +18,7 @@ import attrs
 from ._config import count_field, duration_field
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
 __all__ = [
     "RUN_STATES",
@@ -99,6 +99,12 @@ def _name(instance: object, attribute: attrs.Attribute[str], value: object) -> N
         raise ValueError(f"{attribute.name} must be a non-empty str of <= 128 chars")
 
 
+def _names(value: Iterable[str]) -> frozenset[str]:
+    # A typed converter: mypy's attrs plugin types a bare ``converter=frozenset`` as
+    # taking ``Iterable[_T_co]``, which no argument matches (python/mypy#5313).
+    return frozenset(value)
+
+
 @attrs.frozen(kw_only=True)
 class OperationSpec:
     """One operation the front door accepts, and its argument schema (SPEC §6.2, §6.4).
@@ -108,9 +114,9 @@ class OperationSpec:
 
     name: str = attrs.field(validator=_name)
     """The operation's name as clients send it."""
-    fields: frozenset[str] = attrs.field(converter=frozenset, factory=frozenset)
+    fields: frozenset[str] = attrs.field(converter=_names, factory=frozenset)
     """Allowed argument names; any other name is ``invalid_command``."""
-    required: frozenset[str] = attrs.field(converter=frozenset, factory=frozenset)
+    required: frozenset[str] = attrs.field(converter=_names, factory=frozenset)
     """Argument names that must be present (a subset of ``fields``)."""
     mutating: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     """True for operations that change state: they never coalesce (SPEC §6.4)."""

@@ -119,6 +119,11 @@ def _runs(value: Iterable[RunInfo]) -> tuple[RunInfo, ...]:
     return tuple(value)
 
 
+def _ids(value: Iterable[int]) -> tuple[int, ...]:
+    # Typed, unlike ``converter=tuple`` (mypy's attrs plugin: python/mypy#5313).
+    return tuple(value)
+
+
 # --- messages ----------------------------------------------------------------------------
 
 
@@ -128,7 +133,7 @@ class SetPriority:
 
     selected: int | None = None
     """The selected run's id, or None."""
-    visible: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    visible: tuple[int, ...] = attrs.field(default=(), converter=_ids)
     """Ids of the runs in the viewport."""
 
 

@@ -57,7 +57,7 @@ import logging
 import socket
 import urllib.parse
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 import trio
 from trio_websocket import wrap_server_stream
@@ -93,7 +93,7 @@ __all__ = [
 LOGGER = logging.getLogger("examples.frontdoor")
 #: Close code sent to every client when the server shuts down (RFC 6455 "going away").
 GOING_AWAY = 1001
-_REQUEST_TAGS = frozenset(messages.TAGS[cls] for cls in messages.ClientRequest.__args__)
+_REQUEST_TAGS = frozenset(messages.TAGS[cls] for cls in get_args(messages.ClientRequest))
 
 
 class FrontDoor:
@@ -251,7 +251,7 @@ class FrontDoor:
         listeners: list[trio.SocketListener],
         handler_nursery: trio.Nursery,
         *,
-        task_status: trio.TaskStatus[None],
+        task_status: trio.TaskStatus[list[trio.SocketListener]],
     ) -> None:
         # Client tasks run in serve()'s nursery, so closing the listener spares them.
         with self._listen_scope:

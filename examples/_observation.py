@@ -280,7 +280,8 @@ def _block_mean(values: np.ndarray, factor: int) -> np.ndarray:
     padded = np.full(math.ceil(values.size / factor) * factor, math.nan)
     padded[: values.size] = values
     with np.errstate(invalid="ignore"):
-        return np.nanmean(padded.reshape(-1, factor), axis=1)
+        means: np.ndarray = np.nanmean(padded.reshape(-1, factor), axis=1)  # stubs say Any
+    return means
 
 
 def _block_mean_2d(grid: np.ndarray, f0: int, f1: int) -> np.ndarray:

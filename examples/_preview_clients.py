@@ -137,7 +137,8 @@ class ClientsMixin:
         self._check_runs([] if request.run_id is None else [request.run_id])
         async with self._priority_lock:  # one SetPriority at a time: state == scheduler's
             visible = tuple(sorted(self.visible))
-            await self._ask(SetPriority(selected=request.run_id, visible=visible))
+            priority = SetPriority(selected=request.run_id, visible=visible)
+            await self._ask(priority)
             self.selected = request.run_id
 
     async def on_visible(self, conn: Connection, request: messages.Visible) -> None:
@@ -148,7 +149,8 @@ class ClientsMixin:
         """
         self._check_runs(list(request.run_ids))
         async with self._priority_lock:
-            await self._ask(SetPriority(selected=self.selected, visible=request.run_ids))
+            priority = SetPriority(selected=self.selected, visible=request.run_ids)
+            await self._ask(priority)
             self.visible = frozenset(request.run_ids)
 
     async def on_submit(
@@ -173,7 +175,7 @@ class ClientsMixin:
         if (
             record is not None
             and isinstance(reply, messages.Receipt)
-            and reply.admitted
+            and reply.run_id is not None  # admitted (a refusal has no run)
             and reply.run_id != record.job
         ):
             self.track_job(record, reply.run_id)
@@ -182,7 +184,9 @@ class ClientsMixin:
             await self._ask(SourceChanged(run_id=record.run_id, revision=record.requested))
         return reply
 
-    async def on_cancel(self, conn: Connection, request: messages.Cancel) -> messages.Message:
+    async def on_cancel(
+        self, conn: Connection, request: messages.Cancel
+    ) -> messages.Message | None:
         """``cancel`` → ``status_reply`` with the true state; stops the run's work (§6.7).
 
         Raises:

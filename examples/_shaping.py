@@ -169,7 +169,8 @@ def _unwrap_degrees(phase: np.ndarray) -> np.ndarray:
     finite = np.isfinite(out)
     if finite.any():
         out[finite] = np.unwrap(out[finite])
-    return np.degrees(out)
+    degrees: np.ndarray = np.degrees(out)  # a ufunc: stubs say Any
+    return degrees
 
 
 def _grid_entry(
@@ -213,5 +214,6 @@ def _grid_entry(
 
 
 def _count_values(entry: dict[str, Any]) -> int:
-    count = math.prod(entry["shape"]) if entry["shape"] else 0
-    return count + sum(axis["size"] for axis in entry["axes"])
+    shape: list[int] = entry["shape"]
+    sizes: list[int] = [axis["size"] for axis in entry["axes"]]
+    return (math.prod(shape) if shape else 0) + sum(sizes)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
-from trio_websocket import ConnectionClosed
+from trio_websocket import ConnectionClosed, Endpoint
 
 from actors._ports import ResyncRequired as PortResync
 from protocol import messages
@@ -121,7 +121,7 @@ class Connection:
         self.id = conn_id
         if peer is None:
             remote = ws.remote
-            peer = f"{remote.address}:{remote.port}" if hasattr(remote, "port") else "local"
+            peer = f"{remote.address}:{remote.port}" if isinstance(remote, Endpoint) else "local"
         self.name = f"ws-{conn_id}@{peer}"[:128]
         self.data: dict[str, Any] = {}
         bound = front.config.send_queue

@@ -106,7 +106,7 @@ async def read_head(stream: trio.abc.ReceiveStream, *, max_head: int) -> Head:
             return Head(request=None, raw=bytes(raw))
         data = await stream.receive_some(_CHUNK)
         raw += data
-        conn.receive_data(data)  # b"" is the end of input
+        conn.receive_data(bytes(data))  # b"" is the end of input; h11 is typed for bytes
 
 
 class ReplayStream(trio.abc.Stream):
@@ -119,7 +119,7 @@ class ReplayStream(trio.abc.Stream):
         self.stream = stream
         self._prefix = prefix
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         """The replayed bytes first, then the stream's (a checkpoint)."""
         if not self._prefix:
             return await self.stream.receive_some(max_bytes)

@@ -64,7 +64,7 @@ async def _request(
     await ws.send_message(json.dumps({"type": type, "request_id": request_id, **fields}))
     with trio.fail_after(_TIMEOUT):
         while True:
-            message = json.loads(await ws.get_message())
+            message: dict[str, Any] = json.loads(await ws.get_message())  # always an object
             if message.get("request_id") == request_id:
                 return message
             if pushed is None:

@@ -349,7 +349,7 @@ class PreviewApp(WorkMixin, EventsMixin, ClientsMixin):
         except ActorError as exc:
             LOGGER.warning("run %d: submit failed: %s", record.run_id, exc)
             return
-        if receipt.admitted:
+        if receipt.run_id is not None:  # admitted (a refusal has no run)
             self.track_job(record, receipt.run_id)
         else:
             LOGGER.warning("run %d: not admitted (%s); retrying later", record.run_id, receipt.code)

@@ -498,7 +498,7 @@ def _run_readout(w: _Writer) -> None:
     params = [("drive_amp", "Drive amplitude", "V", "numeric"),
               ("state", "Assigned state", "", "text"),
               ("iq_signal", "Readout signal", "V", "numeric")]  # fmt: skip
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i, x in enumerate(amp):
         pair = [{"drive_amp": float(x), "state": str(states[i])},
                 {"drive_amp": float(x), "iq_signal": float(signal[i])}]  # fmt: skip
