@@ -25,13 +25,16 @@ and byte comparisons against the values it expects and falling back to the gener
 general way.
 
 This module imports only :mod:`protocol.errors` / :mod:`protocol.framing`, the layout of
-:mod:`protocol._envelope_wire` (stdlib ``struct``) and the strict JSON of
-:mod:`protocol._envelope_json` (stdlib ``json``): the helper child process imports it and
-must start fast. That is why :class:`Envelope` is a small hand-written frozen slotted
-class and not an attrs class like the client messages (STYLE rule 4 gives way here), nor
-a dataclass (``import dataclasses`` pulls in ``inspect`` and costs a helper ~9 ms of
-start-up), why ``secrets`` is imported only by :func:`new_session` (the parent's
-business), and why the error record travels as a plain dict.
+:mod:`protocol._envelope_wire` (stdlib ``struct``), the field checks of
+:mod:`protocol._envelope_checks`, the value class of :mod:`protocol._envelope_value` and
+the strict JSON of :mod:`protocol._envelope_json` (stdlib ``json``): the helper child
+process imports it and must start fast. That is why :class:`Envelope` is a small
+hand-written frozen class (a tuple underneath: a decoder builds one per frame) and not an
+attrs class like the client messages (STYLE rule 4 gives way here), nor a dataclass
+(``import dataclasses`` pulls in ``inspect`` and costs a helper ~9 ms of start-up), why
+``secrets`` is imported only by :func:`new_session` (the parent's business), and why the
+error record travels as a plain dict. :func:`encode_positional` and
+:func:`decode_positional` are the same calls without keywords, for the per-job hot path.
 """
 
 from __future__ import annotations
