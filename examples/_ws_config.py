@@ -90,7 +90,11 @@ class FrontDoorConfig:
     """Largest request head (request line and headers) read, in bytes: above it a
     client gets HTTP 431 and is closed."""
     close_timeout: float = duration_field(0.5, allow_zero=False)
-    """Seconds (trio clock) the closing handshake of one client may take."""
+    """Seconds (trio clock) the closing handshake of one client may take, and the message
+    being sent when a close comes may take to finish."""
+    send_timeout: float = duration_field(30.0, allow_zero=False)
+    """Seconds (trio clock) one message may take to send: a client that cannot take it
+    in that time is dropped (without a close frame: part of the message is out)."""
     ping_interval: float = duration_field(20.0, allow_zero=False)
     """Seconds (trio clock) between keepalive pings to each client."""
     ping_timeout: float = duration_field(20.0, allow_zero=False)

@@ -140,6 +140,10 @@ class Connection:
         self._received = self._sent = self._errors = 0
         self._pushed = self._resyncs = self._dropped = 0
         self._pongs = 0
+        #: The scope of the message being sent, while one is.
+        self._sending: trio.CancelScope | None = None
+        #: True once a message was cut off mid-send: no close frame may follow.
+        self._cut = False
 
     # -- life ---------------------------------------------------------------------------
 
@@ -156,20 +160,36 @@ class Connection:
                     nursery.start_soon(self._writer)
                     nursery.start_soon(self._keepalive)
                     await self._reader()
+                    self._finish_sending()
                     nursery.cancel_scope.cancel()
         finally:
             self.unsubscribe()
             self._send.close()
-            with trio.move_on_after(self.front.config.close_timeout, shield=True):
-                await self.ws.aclose(self._close_code, self._close_reason)
+            if self._cut:
+                # Part of a message is on the wire: a close frame after it would reach
+                # the client as garbage inside that message. The front door drops the
+                # TCP connection instead (the client sees an abnormal closure, 1006).
+                LOGGER.info("%s: a message was cut off; dropped without a close", self.name)
+            else:
+                with trio.move_on_after(self.front.config.close_timeout, shield=True):
+                    await self.ws.aclose(self._close_code, self._close_reason)
 
     def close(self, code: int = 1000, reason: str | None = None) -> None:
         """Stop serving this client and close its websocket with ``code`` and ``reason``.
 
-        Never waits; :meth:`run` performs the closing handshake.
+        Never waits; :meth:`run` performs the closing handshake. A message being sent
+        is finished first, for at most ``close_timeout`` seconds.
         """
         self._close_code, self._close_reason = code, reason
+        self._finish_sending()
         self._scope.cancel()
+
+    def _finish_sending(self) -> None:
+        # The message being sent may take close_timeout more seconds, no longer.
+        sending = self._sending
+        if sending is not None:
+            limit = trio.current_time() + self.front.config.close_timeout
+            sending.deadline = min(sending.deadline, limit)
 
     @property
     def closed(self) -> bool:
@@ -193,6 +213,7 @@ class Connection:
                 fn()
 
     async def _writer(self) -> None:
+        send_timeout = self.front.config.send_timeout
         try:
             while True:
                 if self._resync_head is not None:
@@ -200,7 +221,23 @@ class Connection:
                     text = wire_text(messages.ResyncRequired(head=head))
                 else:
                     text = await self._receive.receive()
-                await self.ws.send_message(text)
+                if self._scope.cancel_called:  # closing: start no new message
+                    return
+                # Shielded, so that a close never cuts a message in half (the close frame
+                # would land inside it); bounded by send_timeout, and by close_timeout
+                # once closing (_finish_sending). Cut anyway: no close frame follows.
+                sending = self._sending = trio.CancelScope(
+                    shield=True, deadline=trio.current_time() + send_timeout
+                )
+                try:
+                    with sending:
+                        await self.ws.send_message(text)
+                finally:
+                    self._sending = None
+                if sending.cancelled_caught:
+                    self._cut = True
+                    self._scope.cancel()
+                    return
                 self._sent += 1
         except ConnectionClosed:
             self._scope.cancel()

@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import signal
+import socket
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -543,6 +544,90 @@ async def test_a_client_that_answers_pings_stays_and_a_silent_one_is_closed():
 
 
 def test_keepalive_settings_are_validated():
-    for name in ("ping_interval", "ping_timeout"):
+    for name in ("ping_interval", "ping_timeout", "send_timeout"):
         with pytest.raises(ValueError, match=name):
             FrontDoorConfig(**{name: 0})
+
+
+# -- closing while a message is being sent -----------------------------------------------
+
+
+def _client_frame(text: str) -> bytes:
+    """One masked text frame, as a client must send it (RFC 6455 §5.3)."""
+    data = text.encode()
+    assert len(data) < 126
+    mask = b"\x01\x02\x03\x04"
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+    return bytes([0x81, 0x80 | len(data)]) + mask + masked
+
+
+def _parse_frames(data: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
+    """Whole server frames ``(opcode, payload)`` and the bytes of an incomplete last one."""
+    frames = []
+    while len(data) >= 2:
+        size, head = data[1] & 0x7F, 2
+        if size == 126:
+            size, head = int.from_bytes(data[2:4], "big"), 4
+        elif size == 127:
+            size, head = int.from_bytes(data[2:10], "big"), 10
+        if len(data) < head + size:
+            break
+        frames.append((data[0] & 0x0F, data[head : head + size]))
+        data = data[head + size :]
+    return frames, data
+
+
+async def _big_push_then_close(*, read_during_close: bool) -> bytes:
+    """A raw client with a small receive buffer asks for a ~2 MB push; the server closes
+    (1001) while that message is half sent; return every byte the client then gets."""
+    big = messages.Payload(
+        run_id=1, kind="preview", revision=1, mime="image/png",
+        data_b64="A" * 2_000_000, width=1, height=1,
+    )  # fmt: skip
+
+    async def visible(conn, request: messages.Visible) -> None:
+        await conn.push(big)
+
+    config = FrontDoorConfig(close_timeout=0.2)
+    async with serving(config, handlers={"visible": visible}) as front:
+        sock = trio.socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        await sock.connect(("127.0.0.1", front.port))
+        stream = trio.SocketStream(sock)
+        try:
+            await stream.send_all(_HANDSHAKE)
+            received = b""
+            with trio.fail_after(5):
+                while b"\r\n\r\n" not in received:
+                    received += await stream.receive_some(4096)
+            received = received.split(b"\r\n\r\n", 1)[1]
+            request = '{"type":"visible","request_id":"v","run_ids":[1]}'
+            await stream.send_all(_client_frame(request))
+            with trio.fail_after(5):  # the push has started: its first 64 KiB are here
+                while len(received) < 65536:
+                    received += await stream.receive_some(4096)
+            front.close()  # every client: 1001, with the big message half sent
+            if not read_during_close:
+                await trio.sleep(0.5)  # past close_timeout: the message is cut off
+            with trio.fail_after(10):
+                while chunk := await stream.receive_some(65536):
+                    received += chunk
+        finally:
+            await stream.aclose()
+    return received
+
+
+async def test_a_close_waits_for_the_message_being_sent_then_closes_cleanly():
+    frames, rest = _parse_frames(await _big_push_then_close(read_during_close=True))
+    assert rest == b""
+    assert [opcode for opcode, _ in frames] == [0x1, 0x8]  # the whole push, then the close
+    assert json.loads(frames[0][1])["data_b64"] == "A" * 2_000_000
+    assert int.from_bytes(frames[1][1][:2], "big") == 1001
+
+
+async def test_a_message_cut_off_at_close_is_never_followed_by_a_close_frame():
+    frames, rest = _parse_frames(await _big_push_then_close(read_during_close=False))
+    assert frames == []  # the push never completed ...
+    assert rest[0] == 0x81  # ... its frame is cut off, and nothing came after it:
+    assert len(rest) < 2_000_000
+    assert b"server shutting down" not in rest  # no close frame (its reason) inside it
