@@ -496,6 +496,17 @@ _HANDSHAKE = (
 )
 
 
+async def _raw_handshake(stream: trio.SocketStream) -> bytes:
+    """Send :data:`_HANDSHAKE`; return what came back up to the end of the 101 head."""
+    await stream.send_all(_HANDSHAKE)
+    received = b""
+    with trio.fail_after(5):
+        while b"\r\n\r\n" not in received:
+            received += await stream.receive_some(4096)
+    assert received.startswith(b"HTTP/1.1 101")
+    return received
+
+
 def _server_frames(data: bytes) -> list[tuple[int, bytes]]:
     """``(opcode, payload)`` of unmasked server frames with short payloads (< 126)."""
     frames = []
@@ -513,12 +524,7 @@ async def test_a_client_that_answers_pings_stays_and_a_silent_one_is_closed():
     async with serving(config) as front, client(front) as live:
         stream = await trio.open_tcp_stream("127.0.0.1", front.port)
         try:
-            await stream.send_all(_HANDSHAKE)
-            received = b""
-            with trio.fail_after(5):
-                while b"\r\n\r\n" not in received:
-                    received += await stream.receive_some(4096)
-            assert received.startswith(b"HTTP/1.1 101")
+            received = await _raw_handshake(stream)
             with trio.fail_after(5):
                 while front.statistics().connections != 2:  # noqa: ASYNC110 (server state)
                     await trio.sleep(0.01)
@@ -595,12 +601,7 @@ async def _big_push_then_close(*, read_during_close: bool) -> bytes:
         await sock.connect(("127.0.0.1", front.port))
         stream = trio.SocketStream(sock)
         try:
-            await stream.send_all(_HANDSHAKE)
-            received = b""
-            with trio.fail_after(5):
-                while b"\r\n\r\n" not in received:
-                    received += await stream.receive_some(4096)
-            received = received.split(b"\r\n\r\n", 1)[1]
+            received = (await _raw_handshake(stream)).split(b"\r\n\r\n", 1)[1]
             request = '{"type":"visible","request_id":"v","run_ids":[1]}'
             await stream.send_all(_client_frame(request))
             with trio.fail_after(5):  # the push has started: its first 64 KiB are here
