@@ -8,7 +8,7 @@ Examples::
     python -m examples.job_client status 3
     python -m examples.job_client cancel 3
     python -m examples.job_client boot_report
-    python -m examples.job_client resume 3      # or: discard 3
+    python -m examples.job_client resume 3      # or: discard 3; resume --override 3
     python -m examples.job_client watch 0
 
 ``submit`` subscribes first, prints the receipt, then every event of the run until it
@@ -141,7 +141,9 @@ async def _run(args: argparse.Namespace) -> int:
     async with open_websocket_url(url) as ws:
         if args.command == "submit":
             return await _follow(ws, args.operation, args.arguments)
-        if args.command in ("status", "cancel", "discard", "resume"):
+        if args.command == "resume":
+            answer = await _request(ws, "resume", run_id=args.run_id, override=args.override)
+        elif args.command in ("status", "cancel", "discard"):
             answer = await _request(ws, args.command, run_id=args.run_id)
         elif args.command == "watch":
             answer = await _request(ws, "watch", cursor=args.cursor)
@@ -162,8 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     submit.add_argument("operation")
     submit.add_argument("arguments", nargs="?", help="a JSON object")
-    for name in ("status", "cancel", "discard", "resume"):
+    for name in ("status", "cancel", "discard"):
         commands.add_parser(name, label="job_client").add_argument("run_id", type=count())
+    resume = commands.add_parser("resume", label="job_client")
+    resume.add_argument("run_id", type=count())
+    resume.add_argument(
+        "--override", action="store_true", help="resume a quarantined run (interrupted twice)"
+    )
     commands.add_parser("watch", label="job_client").add_argument(
         "cursor", type=count(), nargs="?", default=0
     )

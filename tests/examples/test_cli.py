@@ -204,7 +204,13 @@ async def test_clients_against_a_job_server(tmp_path: Path) -> None:
         done = await _client("examples.job_client", "--url", url, "--token", TOKEN,
                              "submit", "sleep", '{"seconds": 0}')  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout.decode().splitlines()[0])["type"] == "receipt"
+        receipt = json.loads(done.stdout.decode().splitlines()[0])
+        assert receipt["type"] == "receipt"
+        # resume --override reaches the server (a finished run is already decided).
+        done = await _client("examples.job_client", "--url", url, "--token", TOKEN,
+                             "resume", "--override", str(receipt["run_id"]))  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        assert json.loads(done.stdout.decode())["code"] == "already_decided"
 
         # The server goes away mid-stream: one line, exit status 1.
         async with trio.open_nursery() as nursery:
