@@ -480,9 +480,22 @@ def serve(
 
     Returns:
         None after a shutdown frame or end of input; the interpreter then exits 0.
-        A parent that breaks the protocol makes the process exit with status 2.
+        A parent that breaks the protocol makes the process exit with status 2. A
+        parent that is gone (its end of the reply pipe closed, e.g. it was killed) ends
+        the loop too, with one line on stderr instead of a traceback.
     """
     stdio = _Stdio()
+    try:
+        _serve(stdio, handlers, on_startup)
+    except BrokenPipeError:
+        print("actors.helper: the parent closed the reply pipe; exiting", file=sys.stderr)
+
+
+def _serve(
+    stdio: _Stdio,
+    handlers: Mapping[str, Handler],
+    on_startup: Callable[[dict[str, Any]], Any] | None,
+) -> None:
     try:
         startup = stdio.receive()
     except Exception as exc:

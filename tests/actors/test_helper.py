@@ -5,14 +5,17 @@ Real subprocesses, real clock (STYLE rule 21); every test checks that no child r
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
+import trio
 from helper_support import FAST, assert_no_children, spec
 
 import protocol
 from actors import HelperExitedError, HelperJobFailed, HelperStartupError, open_helper_pool
 from actors.helper import in_helper_child
+from protocol.envelope import encode_fields
 
 HEAVY = ("trio", "attr", "attrs", "cattrs")
 PROTOCOL_DIR = Path(protocol.__file__).resolve().parent
@@ -142,3 +145,39 @@ async def test_unknown_fault_mode_from_the_environment_exits_with_status_2():
         async with open_helper_pool(bad, timeouts=FAST):
             pytest.fail("the pool must not open")  # pragma: no cover
     assert caught.value.details == {"exit_code": 2, "signal": None}
+
+
+async def test_a_helper_whose_parent_is_gone_exits_with_one_line_not_a_traceback():
+    # The parent (killed, say) no longer reads: the reply meets a closed pipe (EPIPE).
+    helper_spec = spec()
+    process = await trio.lowlevel.open_process(
+        helper_spec.command(),
+        cwd=helper_spec.cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    session = protocol.new_session()
+    startup = encode_fields(
+        kind="startup", session=session, generation=0, operation="startup", payload={}
+    )
+    await process.stdin.send_all(startup)
+    with trio.fail_after(10):
+        ready = await process.stdout.receive_some(65536)
+    assert ready  # the ready frame
+    await process.stdin.send_all(
+        encode_fields(kind="job", session=session, generation=1, operation="sleep", payload=0.2)
+    )
+    await process.stdout.aclose()  # gone before the reply
+    with trio.fail_after(10):
+        await process.wait()
+        errors = b""
+        while chunk := await process.stderr.receive_some(65536):
+            errors += chunk
+    await process.stdin.aclose()
+    await process.stderr.aclose()
+    assert process.returncode == 0
+    assert errors.decode() == "actors.helper: the parent closed the reply pipe; exiting\n"
