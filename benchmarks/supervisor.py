@@ -1,6 +1,7 @@
 """Benchmarks of the helper supervisor (SPEC §3), as ratios against same-run baselines.
 
-Run from the repository root: ``python benchmarks/supervisor.py [--quick]``.
+Run from the repository root: ``python benchmarks/supervisor.py [--quick]`` (``--quick``:
+fewer rounds, a smoke run; the figures to quote come from a full run, about 10 s).
 
 What is measured, exactly (issue 3 targets in brackets):
 
@@ -329,7 +330,8 @@ def verdict(value: float, target: float) -> str:
 
 
 async def main() -> None:
-    print(f"helper supervisor benchmarks ({'quick' if QUICK else 'full'}; medians)")
+    mode = "quick: fewer rounds, noisier; quote a full run" if QUICK else "full"
+    print(f"helper supervisor benchmarks ({mode}; medians)")
     if hasattr(os, "sched_setaffinity"):
         everywhere = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {min(everywhere)})  # children inherit it
