@@ -413,10 +413,14 @@ async def test_ctrl_c_before_the_server_is_ready_exits_quietly(
     real_db: Path, tmp_path: Path, when: str
 ) -> None:
     stderr = tmp_path / "server.err"
+    # -X importtime: the import log on stderr tells how far the start has got. A SIGINT
+    # before the server module's first lines (which install its quiet handler) meets
+    # CPython's own start-up or runpy, not the server: the test waits for ``logging``,
+    # the first module imported after that handler (and not by the interpreter's start).
     with stderr.open("wb") as sink:
         process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "examples.preview_server", str(real_db), "--port", "0",
-             "--cache-dir", str(tmp_path / "cache")],
+            [sys.executable, "-X", "importtime", "-m", "examples.preview_server",
+             str(real_db), "--port", "0", "--cache-dir", str(tmp_path / "cache")],
             cwd=REPO, stdout=subprocess.PIPE, stderr=sink,
         )  # fmt: skip
     assert process.stdout is not None
@@ -430,8 +434,11 @@ async def test_ctrl_c_before_the_server_is_ready_exits_quietly(
                     assert chunk, stderr.read_text()
                     text += chunk
             helpers = children(process.pid)
-        else:  # most likely still importing its modules
-            await trio.sleep(0.05)
+        else:  # the server's module is importing its dependencies (trio, ...)
+            with trio.fail_after(30):
+                # A file another process writes: polling it is the test.
+                while b"| logging\n" not in stderr.read_bytes():  # noqa: ASYNC110
+                    await trio.sleep(0.001)
         process.send_signal(signal.SIGINT)
         with trio.fail_after(15):
             status = await process.wait()
