@@ -19,6 +19,7 @@ import fcntl
 import json
 import logging
 import os
+import select
 import struct
 import sys
 import termios
@@ -49,7 +50,7 @@ from protocol.envelope import encode_fields, new_session
 from protocol.framing import MAX_FRAME_LIMIT
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterator
     from pathlib import Path
 
 JOB_KIND = 3  # the kind byte of a job frame (protocol._envelope_wire.KIND_CODES)
@@ -110,13 +111,21 @@ def _wait_buffered(fd: int, size: int, within: float = 5.0) -> None:
     """Block (bounded, real clock) until the pipe ``fd`` holds ``size`` unread bytes.
 
     It blocks the event loop on purpose: this stands for the time ``os.write`` of the
-    job frame took while a helper on the same CPU ran and answered.
+    job frame took while a helper on the same CPU ran and answered. An edge-triggered
+    epoll of its own (trio's registration of ``fd`` is untouched) wakes it at each
+    write the helper makes: no polling.
     """
-    give_up = time.monotonic() + within
-    while _buffered(fd) < size:
-        if time.monotonic() > give_up:
-            raise AssertionError(f"the helper did not write {size} bytes within {within} s")
-        time.sleep(0.0005)
+    edges = select.epoll()
+    try:
+        edges.register(fd, select.EPOLLIN | select.EPOLLET)
+        give_up = time.monotonic() + within
+        while _buffered(fd) < size:
+            left = give_up - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"the helper did not write {size} bytes within {within} s")
+            edges.poll(left)
+    finally:
+        edges.close()
 
 
 class Race:
@@ -214,21 +223,22 @@ both_paths = pytest.mark.parametrize("race", ["fast", "slow"], indirect=True)
 
 #: A stdlib-only helper (``-I -S``) that answers each job as its plan says, building
 #: frames by hand from the job frame's head (see ``protocol._envelope_wire``). argv:
-#: a folder (for "go" files) and a JSON plan, one step per job (then ``echo``):
+#: the path of the test's :func:`go` FIFO and a JSON plan, one step per job (then
+#: ``echo``):
 #:
 #: * ``echo``: reply ``ok`` with the job's payload (the job frame, two head bytes set);
 #: * ``twice``: that reply twice, in one write;
-#: * ``exit``: that reply, then exit with status 5 once the file ``go<generation>``
-#:   exists (each wait for a file gives up after 5 s: exit status 9);
+#: * ``exit``: that reply, then exit with status 5 once the test releases it (one byte
+#:   on the FIFO; end of file, the test gone, releases it too);
 #: * ``exit_now``: that reply, then exit with status 5 at once;
 #: * ``split``: a progress frame (0.5, "half") and the first half of the reply in one
-#:   write; the second half once the file ``go<generation>`` exists.
+#:   write; the second half once the test releases it.
 #:
 #: A plan starting with ``deaf`` (or ``deaf_ignore_sigterm``) answers *ready*, then never
-#: reads its stdin again.
+#: reads its stdin again (it waits for signals only).
 SCRIPTED = r"""
-import json, os, signal, struct, sys, time
-folder, plan = sys.argv[1], json.loads(sys.argv[2])
+import json, os, signal, struct, sys
+go, plan = sys.argv[1], json.loads(sys.argv[2])
 HEAD = struct.Struct(">BBBBQ16sHI")
 """
 SCRIPTED += FRAME_READER
@@ -242,18 +252,18 @@ def answer(request, kind, status, payload=None):
     body = HEAD.pack(magic, version, kind, status, generation, session, op_size, len(data))
     body += operation + data
     return len(body).to_bytes(4, "big") + body
-def wait_for(path):
-    give_up = time.monotonic() + 5
-    while not os.path.exists(path):
-        if time.monotonic() > give_up:
-            os._exit(9)
-        time.sleep(0.001)
+def released():
+    # The test holds the FIFO open for writing, so this open never blocks; the read
+    # blocks until the test writes a byte (or closes: end of file).
+    fd = os.open(go, os.O_RDONLY)
+    os.read(fd, 1)
+    os.close(fd)
 os.write(1, answer(next_frame(), 2, 1, {"pid": os.getpid()}))
 if plan and plan[0].startswith("deaf"):
     if plan[0] == "deaf_ignore_sigterm":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     while True:
-        time.sleep(3600)
+        signal.pause()
 jobs = 0
 while True:
     request = next_frame()
@@ -264,14 +274,13 @@ while True:
     jobs += 1
     step = plan[jobs - 1] if jobs <= len(plan) else "echo"
     reply = answer(request, 6, 1)
-    go = os.path.join(folder, "go%d" % HEAD.unpack_from(request)[4])
     if step == "echo":
         os.write(1, reply)
     elif step == "twice":
         os.write(1, reply + reply)
     elif step == "exit":
         os.write(1, reply)
-        wait_for(go)
+        released()
         os._exit(5)
     elif step == "exit_now":
         os.write(1, reply)
@@ -279,14 +288,39 @@ while True:
     elif step == "split":
         cut = len(reply) // 2
         os.write(1, answer(request, 5, 0, {"fraction": 0.5, "note": "half"}) + reply[:cut])
-        wait_for(go)
+        released()
         os.write(1, reply[cut:])
 """
 
 
-def scripted(folder: Path, *plan: str, **fields: Any) -> HelperSpec:
-    argv = [sys.executable, "-I", "-S", "-c", SCRIPTED, str(folder), json.dumps(plan)]
+def scripted(go: Go, *plan: str, **fields: Any) -> HelperSpec:
+    argv = [sys.executable, "-I", "-S", "-c", SCRIPTED, str(go.path), json.dumps(plan)]
     return HelperSpec(argv=argv, name="scripted", **fields)
+
+
+class Go:
+    """A FIFO through which the test lets a :data:`SCRIPTED` helper go on, one step at a
+    time. The test holds it open for reading and writing (on Linux that never blocks),
+    so the helper's open never blocks and a release is never lost, even one made before
+    the helper waits."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        os.mkfifo(path)
+        self._fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+
+    def release(self) -> None:
+        os.write(self._fd, b"g")
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+@pytest.fixture
+def go(tmp_path: Path) -> Iterator[Go]:
+    fifo = Go(tmp_path / "go")
+    yield fifo
+    fifo.close()
 
 
 # --- HelperPipe alone, on plain pipes ---------------------------------------------------
@@ -559,10 +593,10 @@ async def test_caller_cancelled_by_early_progress_stops_the_job(race):
     assert (after.incarnation, after.jobs_run) == (1, 2)
 
 
-async def test_a_stale_reply_is_fenced_never_given_to_the_next_job(race, tmp_path):
+async def test_a_stale_reply_is_fenced_never_given_to_the_next_job(race, go):
     # A helper that answers job 1 twice: the second reply waits in the parent's buffer.
     # Job 2's look finds it at once and must refuse it (generation 1, not 2).
-    async with open_helper_pool(scripted(tmp_path, "twice"), timeouts=FAST) as pool:
+    async with open_helper_pool(scripted(go, "twice"), timeouts=FAST) as pool:
         race.arm(2 * reply_size("echo", "one"))
         assert await pool.run_job("echo", "one") == "one"
         with pytest.raises(ProtocolViolation) as caught:
@@ -692,14 +726,14 @@ async def test_a_job_frame_at_the_request_limit_goes_out_in_parts(race):
     ],
 )
 async def test_a_helper_that_never_reads_times_out_in_send_rest(
-    race, tmp_path, plan, error, escalation, exit_code
+    race, go, plan, error, escalation, exit_code
 ):
     # The frame cannot all fit: the rest waits in send_rest, inside the reply deadline.
     # Half a frame is out, so no cancel frame can follow: straight to SIGTERM.
     timeouts = HelperTimeouts(reply=0.3, cancel_grace=0.2, terminate=0.2, kill=0.5)
     capacity = pipe_capacity()
     async with open_helper_pool(
-        scripted(tmp_path, plan, max_request=4 * capacity), timeouts=timeouts
+        scripted(go, plan, max_request=4 * capacity), timeouts=timeouts
     ) as pool:
         start = trio.current_time()
         with pytest.raises(error) as caught:
@@ -716,12 +750,12 @@ async def test_a_helper_that_never_reads_times_out_in_send_rest(
     assert 0.3 <= elapsed < 0.3 + ladder + 0.3
 
 
-async def test_cancel_job_while_the_frame_is_half_written(race, tmp_path):
+async def test_cancel_job_while_the_frame_is_half_written(race, go):
     capacity = pipe_capacity()
     timeouts = HelperTimeouts(reply=10.0, cancel_grace=0.2, terminate=0.5, kill=0.5)
     outcome: list[BaseException] = []
     async with open_helper_pool(
-        scripted(tmp_path, "deaf", max_request=4 * capacity), timeouts=timeouts
+        scripted(go, "deaf", max_request=4 * capacity), timeouts=timeouts
     ) as pool:
 
         async def job() -> None:
@@ -814,14 +848,14 @@ async def test_half_a_reply_at_the_look_then_nothing_is_a_reply_timeout(race):
     assert 0.3 + 0.2 <= elapsed < 0.3 + 0.2 + 0.5 + 0.3
 
 
-async def test_a_reply_completed_after_the_look_is_received(race, tmp_path):
+async def test_a_reply_completed_after_the_look_is_received(race, go):
     # At the look: a whole progress frame and half the reply. The progress goes to the
     # callback, the half waits in the decoder; the rest comes only after the look (the
     # test releases it), in the slow path.
     events: list[object] = []
-    race.after_miss = lambda generation: (tmp_path / f"go{generation}").touch()
+    race.after_miss = lambda generation: go.release()
     payload = {"k": "v" * 100}
-    async with open_helper_pool(scripted(tmp_path, "split", "split"), timeouts=FAST) as pool:
+    async with open_helper_pool(scripted(go, "split", "split"), timeouts=FAST) as pool:
         for _ in range(2):
             race.arm(progress_size("echo", 0.5, "half") + reply_size("echo", payload) // 2)
             events.append(
@@ -835,23 +869,22 @@ async def test_a_reply_completed_after_the_look_is_received(race, tmp_path):
 
 
 @both_paths
-async def test_a_helper_that_exits_after_its_reply_is_replaced(race, tmp_path):
+async def test_a_helper_that_exits_after_its_reply_is_replaced(race, go):
     # It exits once the job is over (the test lets it go): the result stands, and the
     # next job gets a fresh incarnation, not an answer of the old one.
-    async with open_helper_pool(scripted(tmp_path, "exit"), timeouts=FAST) as pool:
+    async with open_helper_pool(scripted(go, "exit"), timeouts=FAST) as pool:
         race.arm(reply_size("echo", "last words"))
         assert await pool.run_job("echo", "last words") == "last words"
         first = pool.snapshot().helpers[0]
         assert first is not None
         assert first.pid is not None
-        (tmp_path / "go1").touch()
+        go.release()
         await wait_gone(first.pid)  # reaped by its watcher: the pool knows it is gone
         gone = pool.snapshot().helpers[0]
-        (tmp_path / "go1").unlink()  # the fresh incarnation's job 1 waits for it again
         race.arm(reply_size("echo", "fresh"))
         assert await pool.run_job("echo", "fresh") == "fresh"
         fresh = pool.snapshot().helpers[0]
-        (tmp_path / "go1").touch()
+        go.release()  # the fresh incarnation exits too
     assert race.looks == [race.found, race.found]
     assert gone is not None
     assert (gone.alive, gone.exit_code) == (False, 5)
@@ -859,7 +892,7 @@ async def test_a_helper_that_exits_after_its_reply_is_replaced(race, tmp_path):
     assert fresh.incarnation == 2
 
 
-async def test_a_helper_reaped_at_the_schedule_point_after_its_reply(race, tmp_path):
+async def test_a_helper_reaped_at_the_schedule_point_after_its_reply(race, go):
     # The helper exits right after its reply, and its watcher runs at the fast path's
     # schedule point (as it does whenever the exit is already visible to the loop and
     # the run queue's order puts it first). The reply came whole before the exit.
@@ -868,7 +901,7 @@ async def test_a_helper_reaped_at_the_schedule_point_after_its_reply(race, tmp_p
         await wait_gone(helper.pid)
 
     race.at_schedule_point = reaped
-    async with open_helper_pool(scripted(tmp_path, "exit_now"), timeouts=FAST) as pool:
+    async with open_helper_pool(scripted(go, "exit_now"), timeouts=FAST) as pool:
         race.arm(reply_size("echo", "last words"))
         try:
             outcome: object = await pool.run_job("echo", "last words")
