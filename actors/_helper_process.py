@@ -464,11 +464,10 @@ class HelperProcess:
         assert self._pipe is not None
         while True:
             body = await self._pipe.receive(known_empty=known_empty)
-            env = decode_positional(body, self.session, _JOB_KINDS, generation, operation)
-            if env.kind == "reply":
-                return env
-            self._progress(env, on_progress)
             known_empty = False
+            reply = self._take(body, generation, operation, on_progress)
+            if reply is not None:
+                return reply
 
     def _reply_nowait(
         self, generation: int, operation: str, on_progress: ProgressCallback | None
@@ -476,18 +475,25 @@ class HelperProcess:
         """The job's reply if it is already here (fenced; progress handed on), else None."""
         assert self._pipe is not None
         while (body := self._pipe.receive_nowait()) is not None:
-            env = decode_positional(body, self.session, _JOB_KINDS, generation, operation)
-            if env.kind == "reply":
-                return env
-            self._progress(env, on_progress)
+            reply = self._take(body, generation, operation, on_progress)
+            if reply is not None:
+                return reply
         return None
 
-    def _progress(self, env: Envelope, on_progress: ProgressCallback | None) -> None:
+    def _take(
+        self, body: bytes, generation: int, operation: str, on_progress: ProgressCallback | None
+    ) -> Envelope | None:
+        """Fence one frame of the job; return it if it is the reply, else hand its
+        progress to ``on_progress`` (an exception from which is logged and ignored)."""
+        env = decode_positional(body, self.session, _JOB_KINDS, generation, operation)
+        if env.kind == "reply":
+            return env
         if on_progress is not None:
             try:
                 on_progress(env.payload["fraction"], env.payload.get("note"))
             except Exception:
                 _log.exception("%s: on_progress raised; ignored", self.label)
+        return None
 
     async def _stop_job(self, *, parent_timeout: bool) -> str:
         """Run the ladder of SPEC §3.5 for the active job; return the last step used.

@@ -122,60 +122,6 @@ def new_session() -> str:
     return secrets.token_hex(16)
 
 
-def _frame(
-    version: int,
-    kind: str,
-    session: str,
-    generation: int,
-    operation: str,
-    status: str | None,
-    payload: Any,
-    error: dict[str, str] | None,
-    max_size: int,
-) -> bytes:
-    """Encode validated fields as one frame: length, binary head, operation, JSON."""
-    if type(max_size) is not int or not 0 <= max_size <= MAX_FRAME_LIMIT:
-        _check_limit(max_size)  # raises the TypeError/ValueError that names it
-    try:
-        op = operation.encode()
-    except UnicodeEncodeError:
-        raise ProtocolError(
-            "envelope field 'operation' is not valid Unicode (a lone surrogate)",
-            field="operation",
-        ) from None
-    try:
-        body = b"" if payload is None else dumps_value(payload).encode()
-    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError too
-        raise ProtocolError(
-            f"envelope field 'payload' is not JSON-serialisable: {exc}", field="payload"
-        ) from None
-    try:
-        record = b"" if error is None else dumps_value(error).encode()
-    except ValueError as exc:  # a lone surrogate in the message
-        raise ProtocolError(
-            f"envelope field 'error' is not valid Unicode: {exc}", field="error"
-        ) from None
-    size = _HEAD + len(op) + len(body) + len(record)
-    if size > max_size:
-        raise FrameTooLarge(
-            f"frame payload is {size} bytes, over the limit of {max_size} bytes",
-            size=size,
-            limit=max_size,
-        )
-    head = _pack_frame_head(
-        size,
-        MAGIC,
-        version,
-        KIND_CODES[kind],
-        STATUS_CODES[status],
-        generation,
-        _known_sessions.get(session) or _learn_session(session),
-        len(op),
-        len(body),
-    )
-    return head + op + body + record
-
-
 def encode_envelope(env: Envelope, *, max_size: int = DEFAULT_MAX_REPLY) -> bytes:
     """Serialise ``env`` as one frame (SPEC §2.2, §2.3; layout in ``_envelope_wire``).
 
@@ -200,8 +146,7 @@ def encode_envelope(env: Envelope, *, max_size: int = DEFAULT_MAX_REPLY) -> byte
     :mod:`json` does; two keys of one dict that become the same string (``1`` and
     ``"1"``) make a frame the receiver refuses as a duplicate key.
     """
-    return _frame(
-        env.version,
+    return encode_positional(
         env.kind,
         env.session,
         env.generation,
@@ -210,6 +155,7 @@ def encode_envelope(env: Envelope, *, max_size: int = DEFAULT_MAX_REPLY) -> byte
         env.payload,
         env.error,
         max_size,
+        env.version,
     )
 
 
@@ -261,8 +207,9 @@ def encode_positional(
     """
     # The hot path's shapes (a request; an ok or cancelled reply) with a known session
     # are checked inline; anything else gets every check.
+    raw_session = _known_sessions.get(session)
     if not (
-        session in _known_sessions
+        raw_session is not None
         and error is None
         and type(generation) is int
         and 0 <= generation <= MAX_GENERATION
@@ -276,7 +223,48 @@ def encode_positional(
         )
     ):
         validate(version, kind, session, generation, operation, status, payload, error)
-    return _frame(version, kind, session, generation, operation, status, payload, error, max_size)
+        if raw_session is None:
+            raw_session = _learn_session(session)
+    if type(max_size) is not int or not 0 <= max_size <= MAX_FRAME_LIMIT:
+        _check_limit(max_size)  # raises the TypeError/ValueError that names it
+    try:
+        op = operation.encode()
+    except UnicodeEncodeError:
+        raise ProtocolError(
+            "envelope field 'operation' is not valid Unicode (a lone surrogate)",
+            field="operation",
+        ) from None
+    try:
+        body = b"" if payload is None else dumps_value(payload).encode()
+    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError too
+        raise ProtocolError(
+            f"envelope field 'payload' is not JSON-serialisable: {exc}", field="payload"
+        ) from None
+    try:
+        record = b"" if error is None else dumps_value(error).encode()
+    except ValueError as exc:  # a lone surrogate in the message
+        raise ProtocolError(
+            f"envelope field 'error' is not valid Unicode: {exc}", field="error"
+        ) from None
+    size = _HEAD + len(op) + len(body) + len(record)
+    if size > max_size:
+        raise FrameTooLarge(
+            f"frame payload is {size} bytes, over the limit of {max_size} bytes",
+            size=size,
+            limit=max_size,
+        )
+    head = _pack_frame_head(
+        size,
+        MAGIC,
+        version,
+        KIND_CODES[kind],
+        STATUS_CODES[status],
+        generation,
+        raw_session,
+        len(op),
+        len(body),
+    )
+    return head + op + body + record
 
 
 def decode_envelope(payload: bytes) -> Envelope:

@@ -39,6 +39,22 @@ KIND_CODES = {
 STATUS_CODES: dict[str | None, int] = {None: 0, "ok": 1, "error": 2, "cancelled": 3}
 
 
+def base(**changes: Any) -> dict[str, Any]:
+    """The fields of a valid ok reply (generation 7 of :data:`SESSION`), changed."""
+    fields: dict[str, Any] = {
+        "version": PROTOCOL_VERSION,
+        "kind": "reply",
+        "session": SESSION,
+        "generation": 7,
+        "operation": "metadata",
+        "status": "ok",
+        "payload": {"rows": 3},
+        "error": None,
+    }
+    fields.update(changes)
+    return fields
+
+
 def js(value: Any) -> bytes:
     """Compact UTF-8 JSON, as the encoder writes it."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()

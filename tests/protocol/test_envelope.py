@@ -22,6 +22,7 @@ from envelope_support import (
     OTHER_SESSION,
     SESSION,
     STATUS_CODES,
+    base,
     js,
     raw,
 )
@@ -48,21 +49,6 @@ from protocol.envelope import (
     encodes_as_utf8,
 )
 from protocol.framing import MAX_FRAME_LIMIT
-
-
-def base(**changes: Any) -> dict[str, Any]:
-    fields: dict[str, Any] = {
-        "version": PROTOCOL_VERSION,
-        "kind": "reply",
-        "session": SESSION,
-        "generation": 7,
-        "operation": "metadata",
-        "status": "ok",
-        "payload": {"rows": 3},
-        "error": None,
-    }
-    fields.update(changes)
-    return fields
 
 
 def roundtrip(env: Envelope) -> Envelope:

@@ -21,6 +21,7 @@ from envelope_support import (
     KIND_CODES,
     SESSION,
     STATUS_CODES,
+    base,
     check_bounded,
     js,
     raw,
@@ -88,16 +89,7 @@ def test_a_wrong_magic_byte_is_not_an_envelope(magic: int) -> None:
 
 
 def test_an_old_all_json_frame_is_not_an_envelope() -> None:
-    fields = {
-        "version": 1,
-        "kind": "reply",
-        "session": SESSION,
-        "generation": 7,
-        "operation": "metadata",
-        "status": "ok",
-        "payload": {"rows": 3},
-        "error": None,
-    }
+    fields = base(version=1)  # as version 1 wrote it: one JSON object
     for v1 in (js(fields), js(fields)[:10], b" " + js(fields), js(fields) + bytes(64)):
         error = refusal(v1)
         assert error.details == {"field": "<frame>"}
@@ -467,18 +459,8 @@ def test_surrogates_on_the_way_out_are_a_protocol_error() -> None:
         ),
     ]
     for changes, field in cases:
-        fields: dict[str, Any] = {
-            "version": PROTOCOL_VERSION,
-            "kind": "reply",
-            "session": SESSION,
-            "generation": 7,
-            "operation": "metadata",
-            "status": "ok",
-            "payload": None,
-            **changes,
-        }
         with pytest.raises(ProtocolError) as info:
-            encode_envelope(Envelope(**fields))
+            encode_envelope(Envelope(**base(**{"payload": None, **changes})))
         assert type(info.value) is ProtocolError
         assert info.value.details == {"field": field}
 
