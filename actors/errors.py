@@ -128,7 +128,7 @@ class AskTimeout(ActorError):
 class InvalidTransition(ActorError):
     """A lifecycle or helper-job state machine was asked for a move its table forbids.
 
-    Raised by the ``process_event`` tables in ``actors._lifecycle``; it means a bug or
+    Raised by the ``process_event`` tables in ``actors._core._lifecycle``; it means a bug or
     a peer out of protocol, never a user error.
     """
 

@@ -139,7 +139,7 @@ _monotonic = time.monotonic
 def in_helper_child() -> bool:
     """Return True inside a helper child started from a ``HelperSpec(entry=...)``.
 
-    The child bootstrap (``actors._helper_spec.BOOTSTRAP``) loads ``actors`` as a bare
+    The child bootstrap (``actors._helpers._spec.BOOTSTRAP``) loads ``actors`` as a bare
     package stub, without its ``__init__``: there ``actors.errors`` and the rest of the
     runtime cannot be imported without pulling in attrs and trio. Code imported by both
     sides (e.g. an entry's error classes) can ask this to choose what to import; inside
@@ -428,7 +428,7 @@ def _run_job(
             if error["code"] == "handler_failed":
                 _print_traceback()
     if fault is not None:
-        from ._helper_faults import faulty_reply  # fault modes only: keep the start fast
+        from ._helpers._faults import faulty_reply  # fault modes only: keep the start fast
 
         answer: dict[str, Any] = {"status": status}
         if status == "ok":
@@ -523,7 +523,7 @@ def _serve(
     ready: dict[str, Any] = {"status": "ok"}
     info: dict[str, Any] = {}
     if fault is not None:
-        from ._helper_faults import at_startup
+        from ._helpers._faults import at_startup
 
         info.update(at_startup(fault))
     try:

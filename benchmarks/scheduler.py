@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors._scheduler import Scheduler
-from actors._scheduler_state import RunInfo, SchedulerConfig
+from actors._scheduler._scheduler import Scheduler
+from actors._scheduler._state import RunInfo, SchedulerConfig
 
 SIZES = (1_000, 10_000, 100_000)
 CONFIG = SchedulerConfig(workers=1)

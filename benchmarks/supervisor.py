@@ -10,7 +10,7 @@ What is measured, exactly (issue 3 targets in brackets):
    pipe and writes them back unchanged, driven from trio with ``send_all`` /
    ``receive_some`` over the same kind of pipes, with frames of the same size as a job
    frame. Measured: the pool (``HelperPool.run_job``) [<= 1.5x] and the supervisor
-   actor (``SupervisorHandle.run_job``: ask → mailbox → job task → pool). Also printed,
+   actor (``PoolHandle.run_job``: ask → mailbox → job task → pool). Also printed,
    for reference: an **envelope echo**, the raw echo (same trio streams) plus the
    envelope codec on both sides (the child decodes and fences the job and encodes a
    reply; the parent encodes the job and decodes and fences the reply), with no
@@ -69,11 +69,11 @@ from actors import (  # noqa: E402
     JobCancelled,
     PoolClosed,
     PoolConfig,
-    SupervisorActor,
-    SupervisorHandle,
+    PoolActor,
+    PoolHandle,
     open_helper_pool,
 )
-from actors._helper_process import HelperProcess  # noqa: E402
+from actors._helpers._process import HelperProcess  # noqa: E402
 from protocol.envelope import decode_fenced, encode_fields, new_session  # noqa: E402
 from protocol.framing import DEFAULT_MAX_REPLY, FrameDecoder  # noqa: E402
 
@@ -169,7 +169,7 @@ async def pool_round_trip(pool) -> float:
     return (time.perf_counter() - start) / ROUND_TRIPS
 
 
-async def actor_round_trip(handle: SupervisorHandle) -> float:
+async def actor_round_trip(handle: PoolHandle) -> float:
     start = time.perf_counter()
     for i in range(ROUND_TRIPS):
         await handle.run_job("echo", i, timeout=10)
@@ -199,8 +199,8 @@ async def bench_round_trip() -> dict[str, list[float]]:
     )
     figures: dict[str, list[float]] = {"raw": [], "codec": [], "pool": [], "actor": []}
     async with open_helper_pool(SPEC) as pool, trio.open_nursery() as nursery:
-        ref = await nursery.start(SupervisorActor(SPEC, PoolConfig()).run)
-        handle = SupervisorHandle(ref)
+        ref = await nursery.start(PoolActor(SPEC, PoolConfig()).run)
+        handle = PoolHandle(ref)
         for _ in range(ROUNDS):
             figures["raw"].append(await raw_round_trip(raw, frame))
             figures["codec"].append(await codec_round_trip(codec, session))
@@ -224,7 +224,7 @@ def report_round_trip(label: str, figures: dict[str, list[float]], *, verdict_li
     target = f" (target <= 1.5x: {verdict(pool, 1.5)})" if verdict_line else " (not the verdict)"
     print(
         f"round trip, {label}: raw echo {raw * 1e6:.1f} us | pool {median['pool'] * 1e6:.1f} us"
-        f" = {pool:.2f}x{target} | supervisor actor {median['actor'] * 1e6:.1f} us"
+        f" = {pool:.2f}x{target} | pool actor {median['actor'] * 1e6:.1f} us"
         f" = {median['actor'] / raw:.2f}x | {spread}"
     )
     print(

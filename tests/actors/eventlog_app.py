@@ -19,8 +19,8 @@ import sys
 
 import trio
 
-from actors._eventlog_actor import EventLogActor, EventLogClient
-from actors._eventlog_types import EventLogConfig, OperationSpec
+from actors._eventlog._actor import EventLogActor, EventLogClient
+from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import ActorError
 
 calls: list[int] = []

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors._scheduler import Scheduler
-from actors._scheduler_state import Claim, RunInfo, SchedulerConfig
+from actors._scheduler._scheduler import Scheduler
+from actors._scheduler._state import Claim, RunInfo, SchedulerConfig
 from actors.errors import ErrorRecord, SourceError
 
 TRANSIENT = ErrorRecord(category="transient", code="reply_timeout", message="slow")

@@ -7,7 +7,7 @@ import os
 import pytest
 import trio
 
-from actors._cache import (
+from actors._scheduler._cache import (
     OBSERVATION_MAX_BYTES,
     OBSERVATION_MAX_ENTRIES,
     DiskCache,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from actors._cache import DiskCache, LRUCache, PayloadKey
+from actors._scheduler._cache import DiskCache, LRUCache, PayloadKey
 
 if TYPE_CHECKING:
     from pathlib import Path

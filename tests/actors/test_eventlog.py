@@ -6,8 +6,8 @@ import pytest
 import trio
 import trio.testing
 
-from actors._eventlog import open_event_log
-from actors._eventlog_types import EventLogConfig, OperationSpec
+from actors._eventlog._eventlog import open_event_log
+from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import (
     AlreadyDecided,
     CursorExpired,

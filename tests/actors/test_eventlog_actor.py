@@ -6,9 +6,9 @@ import pytest
 import trio
 
 from actors import ActorState
-from actors._eventlog import open_event_log
-from actors._eventlog_actor import ApplyEdit, EventLogActor, EventLogClient, Submit
-from actors._eventlog_types import EventLogConfig, OperationSpec
+from actors._eventlog._eventlog import open_event_log
+from actors._eventlog._actor import ApplyEdit, EventLogActor, EventLogClient, Submit
+from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import (
     AlreadyDecided,
     InvalidCommand,

@@ -35,7 +35,7 @@ async def test_child_never_imports_trio_attrs_or_cattrs():
     assert not [name for name in modules if name.split(".")[0] in HEAVY]
     assert {"actors.helper", "protocol.envelope", "protocol.framing"} <= set(modules)
     # The package __init__s never ran: "actors" is the bootstrap's bare stub.
-    assert "actors._config" not in modules
+    assert "actors._core._config" not in modules
     assert "protocol.codec" not in modules
 
 
@@ -45,7 +45,7 @@ async def test_child_loads_the_real_protocol_errors_and_no_fault_code():
     assert files["protocol.errors"] == str(PROTOCOL_DIR / "errors.py")
     assert files["protocol.envelope"] == str(PROTOCOL_DIR / "envelope.py")
     assert files["actors"] is None  # the bootstrap's bare package stub
-    assert "actors._helper_faults" not in files  # imported only when a fault is set
+    assert "actors._helpers._faults" not in files  # imported only when a fault is set
     assert set(files) == {
         "actors",
         "actors.helper",

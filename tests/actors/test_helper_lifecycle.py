@@ -1,11 +1,11 @@
-"""The helper-job state table in ``actors._lifecycle`` (SPEC §3.3-3.8, STYLE rule 6)."""
+"""The helper-job state table in ``actors._core._lifecycle`` (SPEC §3.3-3.8, STYLE rule 6)."""
 
 from __future__ import annotations
 
 import pytest
 
 from actors import HelperEvent, HelperState, InvalidTransition
-from actors._lifecycle import HELPER_TRANSITIONS, new_helper_lifecycle
+from actors._core._lifecycle import HELPER_TRANSITIONS, new_helper_lifecycle
 
 E = HelperEvent
 S = HelperState

@@ -25,8 +25,8 @@ from actors import (
     ReplyTimeout,
     open_helper_pool,
 )
-from actors import _helper_process as helper_process_module
-from actors._helper_process import HelperProcess
+from actors._helpers import _process as helper_process_module
+from actors._helpers._process import HelperProcess
 from protocol import PROTOCOL_VERSION
 
 

@@ -17,8 +17,8 @@ from actors import (
     PoolConfig,
     ProtocolViolation,
     RunJob,
-    SupervisorActor,
-    SupervisorHandle,
+    PoolActor,
+    PoolHandle,
     open_helper_pool,
 )
 
@@ -81,14 +81,14 @@ async def test_a_failing_callback_is_logged_and_never_fails_the_job(caplog):
         calls.append(fraction)
         raise RuntimeError("the callback is broken")
 
-    caplog.set_level(logging.ERROR, logger="actors._helper_process")
+    caplog.set_level(logging.ERROR, logger="actors._helpers._process")
     async with open_helper_pool(spec(), timeouts=FAST) as pool:
         result = await pool.run_job(
             "progress", {"steps": 2, "pause": 0.06}, on_progress=on_progress
         )
     assert result == "done"
     assert calls == [0.5, 1.0]
-    messages = [r.getMessage() for r in caplog.records if r.name == "actors._helper_process"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "actors._helpers._process"]
     assert len(messages) == 2
     assert all("on_progress raised" in m for m in messages)
 
@@ -116,8 +116,8 @@ async def test_fault_stale_progress_is_a_protocol_violation_and_retires_the_help
 
 
 async def test_progress_through_the_supervisor_actor(nursery):
-    ref = await nursery.start(SupervisorActor(spec(), PoolConfig(size=1, timeouts=FAST)).run)
-    supervisor = SupervisorHandle(ref)
+    ref = await nursery.start(PoolActor(spec(), PoolConfig(size=1, timeouts=FAST)).run)
+    supervisor = PoolHandle(ref)
     reports, on_progress = recorder()
     result = await supervisor.run_job(
         "progress", {"steps": 2, "pause": 0.06}, timeout=10, on_progress=on_progress
@@ -158,7 +158,7 @@ class _FakeRef:
 async def test_the_handle_stops_relaying_progress_when_run_job_returns():
     ref = _FakeRef()
     reports, on_progress = recorder()
-    handle = SupervisorHandle(ref)  # type: ignore[arg-type]
+    handle = PoolHandle(ref)  # type: ignore[arg-type]
     assert await handle.run_job("x", timeout=1, on_progress=on_progress) == "result"
     [message] = ref.messages
     assert message.on_progress is not None
@@ -169,8 +169,8 @@ async def test_the_handle_stops_relaying_progress_when_run_job_returns():
 
 
 async def test_a_caller_that_gave_up_gets_no_progress_and_the_job_is_cancelled(nursery):
-    ref = await nursery.start(SupervisorActor(spec(), PoolConfig(size=1, timeouts=FAST)).run)
-    supervisor = SupervisorHandle(ref)
+    ref = await nursery.start(PoolActor(spec(), PoolConfig(size=1, timeouts=FAST)).run)
+    supervisor = PoolHandle(ref)
     reports, on_progress = recorder()
     with pytest.raises(AskTimeout):
         await supervisor.run_job(

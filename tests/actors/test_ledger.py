@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors._eventlog import open_event_log
-from actors._eventlog_types import EventLogConfig, OperationSpec
-from actors._ledger import SCHEMA_VERSION
+from actors._eventlog._eventlog import open_event_log
+from actors._eventlog._types import EventLogConfig, OperationSpec
+from actors._eventlog._ledger import SCHEMA_VERSION
 from actors.errors import (
     AlreadyDecided,
     CursorExpired,

@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from actors._eventlog import open_event_log
-from actors._eventlog_types import EventLogConfig, OperationSpec
-from actors._ledger import Ledger
-from actors._ports import ResyncRequired
+from actors._eventlog._eventlog import open_event_log
+from actors._eventlog._types import EventLogConfig, OperationSpec
+from actors._eventlog._ledger import Ledger
+from actors._eventlog._ports import ResyncRequired
 from actors.errors import InvalidCommand
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from actors._eventlog import EventLog
+    from actors._eventlog._eventlog import EventLog
 
 OPS = [OperationSpec(name="job", fields={"n", "text"})]
 

@@ -7,7 +7,7 @@ import enum
 import pytest
 
 from actors import ActorEvent, ActorState, InvalidTransition, StateMachine
-from actors._lifecycle import ACTOR_TRANSITIONS, new_actor_lifecycle
+from actors._core._lifecycle import ACTOR_TRANSITIONS, new_actor_lifecycle
 
 
 def test_happy_path_starting_running_stopping_stopped() -> None:

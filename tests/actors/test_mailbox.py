@@ -7,7 +7,7 @@ import trio
 import trio.testing
 
 from actors import ActorStopped, MailboxFull, MailboxStatistics
-from actors._mailbox import MAX_MAILBOX_CAPACITY, Mailbox
+from actors._core._mailbox import MAX_MAILBOX_CAPACITY, Mailbox
 
 
 @pytest.mark.parametrize("capacity", [-1, True, 1.5, "3", MAX_MAILBOX_CAPACITY + 1])

@@ -27,7 +27,7 @@ from actors import (
     PoolFailed,
     open_helper_pool,
 )
-from actors import _helper_process as helper_process_module
+from actors._helpers import _process as helper_process_module
 
 
 @pytest.fixture(autouse=True)

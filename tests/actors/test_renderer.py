@@ -28,7 +28,7 @@ from actors import (
     Renderer,
     RendererConfig,
 )
-from actors._renderer import PNG_SIGNATURE, validate_payload
+from actors._renderer._renderer import PNG_SIGNATURE, validate_payload
 from actors.errors import (
     ActorStopped,
     DeadlineExceeded,
@@ -98,8 +98,8 @@ def request(deadline: float, **fields) -> Render:
 
 
 async def test_renders_a_real_preview_off_the_event_loop(nursery, tmp_path):
-    from examples.qcodes_source import open_source
-    from examples.render import render
+    from examples.preview.qcodes.source import open_source
+    from examples.preview.drawing.render import render
 
     db = tmp_path / "sample.db"
     shutil.copyfile(DATA, db)

@@ -55,7 +55,7 @@ async def execute(job: SchedulerJob, runtime: Any) -> Any:
     claim = job.claim
     if claim.kind == "metadata":
         # A real helper-process job: the echo handler returns its payload.
-        return await runtime.supervisor.run_job("echo", {"run": claim.run_id}, timeout=5)
+        return await runtime.pool.run_job("echo", {"run": claim.run_id}, timeout=5)
     observation = job.observation
     assert observation is not None  # metadata is conclusive before images (SPEC §4.1)
     rendered = await runtime.renderer.ask(
@@ -93,7 +93,7 @@ async def test_four_actors_run_every_kind_and_leave_nothing() -> None:
                     settled.add(notice.run_id)
                 if settled == {1, 2, 3}:
                     break
-            pids = [h.pid for h in (await runtime.supervisor.snapshot()).helpers]
+            pids = [h.pid for h in (await runtime.pool.snapshot()).helpers]
             assert len(pids) == 2
         assert [ref.state for ref in runtime.refs()] == [ActorState.STOPPED] * 4
     assert set(published) == {

@@ -7,9 +7,9 @@ import itertools
 import pytest
 from scheduler_support import PERMANENT, TRANSIENT, claim_kind, drain, make, runs
 
-from actors._backoff import Backoff
-from actors._scheduler import Scheduler
-from actors._scheduler_state import (
+from actors._core._backoff import Backoff
+from actors._scheduler._scheduler import Scheduler
+from actors._scheduler._state import (
     ACTIVE,
     BLOCKED,
     SLOT_TRANSITIONS,
@@ -462,7 +462,7 @@ def test_the_core_is_sans_io():
 
     import actors
 
-    root = Path(actors.__file__).parent
+    root = Path(actors.__file__).parent / "_scheduler"
     seen: set[str] = set()
     pending = ["_scheduler"]
     while pending:
@@ -478,4 +478,4 @@ def test_the_core_is_sans_io():
                 assert (node.module or "").split(".")[0] != "trio", name
                 if node.level == 1 and node.module:
                     pending.append(node.module)
-    assert {"_scheduler", "_scheduler_state", "_scheduler_queue", "_scheduler_table"} <= seen
+    assert {"_scheduler", "_state", "_queue", "_table"} <= seen

@@ -9,8 +9,8 @@ import pytest
 import trio
 import trio.testing
 
-from actors._cache import PayloadCache
-from actors._scheduler_actor import (
+from actors._scheduler._cache import PayloadCache
+from actors._scheduler._actor import (
     FormatChanged,
     GetSchedulerStatistics,
     HelperRestarted,
@@ -22,7 +22,7 @@ from actors._scheduler_actor import (
     SourceChanged,
     SwitchSource,
 )
-from actors._scheduler_state import (
+from actors._scheduler._state import (
     Failed,
     Invalidated,
     Parked,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from scheduler_support import make, runs
 
-from actors._scheduler import Scheduler
-from actors._scheduler_state import (
+from actors._scheduler._scheduler import Scheduler
+from actors._scheduler._state import (
     Dropped,
     Invalidated,
     Published,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from scheduler_support import PERMANENT, claim_kind, drain, make, runs
 
-from actors._scheduler import Scheduler
-from actors._scheduler_state import (
+from actors._scheduler._scheduler import Scheduler
+from actors._scheduler._state import (
     Dropped,
     Invalidated,
     Published,

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from actors._scheduler import Scheduler
-from actors._scheduler_state import (
+from actors._scheduler._scheduler import Scheduler
+from actors._scheduler._state import (
     Dropped,
     Failed,
     Invalidated,

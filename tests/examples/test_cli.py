@@ -21,12 +21,12 @@ import pytest
 import trio
 from frontdoor_support import TIMEOUT, assert_no_children
 
-from examples._cli import websocket_url
-from examples._frontdoor import FrontDoorConfig
-from examples.job_server import JobServerConfig, open_job_server
-from examples.job_server import main as job_server_main
-from examples.preview_client import main as preview_client_main
-from examples.preview_server import main as preview_server_main
+from examples.web.cli import websocket_url
+from examples.web.frontdoor import FrontDoorConfig
+from examples.jobs.server import JobServerConfig, open_job_server
+from examples.jobs.server import main as job_server_main
+from examples.preview.client import main as preview_client_main
+from examples.preview.server import main as preview_server_main
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -102,7 +102,7 @@ def busy_port():
         yield taken.getsockname()[1]
 
 
-@pytest.mark.parametrize("module", ["examples.preview_server", "examples.job_server"])
+@pytest.mark.parametrize("module", ["examples.preview.server", "examples.jobs.server"])
 def test_a_port_in_use_is_one_line_and_nothing_is_written(
     tmp_path: Path, busy_port: int, module: str
 ) -> None:
@@ -121,7 +121,7 @@ def test_a_port_in_use_is_one_line_and_nothing_is_written(
 def test_a_corrupt_ledger_is_one_line_with_its_code(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.db"
     ledger.write_bytes(b"not a database at all\n" * 64)
-    done = _run("examples.job_server", "--port", "0", "--helpers", "1", "--ledger", str(ledger))
+    done = _run("examples.jobs.server", "--port", "0", "--helpers", "1", "--ledger", str(ledger))
     assert done.returncode == 1
     line = _one_line(done.stderr)
     assert line.startswith("job_server: ledger "), line
@@ -151,7 +151,7 @@ def test_clients_report_nothing_listening(
     assert status == 2
     line = _one_line(capsys.readouterr().err)
     assert line == f"preview_client: cannot connect to ws://127.0.0.1:{port}: connection refused"
-    done = _run("examples.job_client", "--url", f"ws://127.0.0.1:{port}", "status", "1")
+    done = _run("examples.jobs.client", "--url", f"ws://127.0.0.1:{port}", "status", "1")
     assert done.returncode == 2
     assert _one_line(done.stderr).endswith(": connection refused")
 
@@ -161,7 +161,7 @@ def test_clients_report_nothing_listening(
     [("{x", "arguments must be a JSON object: Expecting"), ("[1]", "got list")],
 )
 def test_job_client_refuses_bad_json_arguments(arguments: str, words: str) -> None:
-    done = _run("examples.job_client", "submit", "sleep", arguments)
+    done = _run("examples.jobs.client", "submit", "sleep", arguments)
     assert done.returncode == 2
     line = _one_line(done.stderr)
     assert line.startswith("job_client: arguments must be a JSON object: "), line
@@ -182,32 +182,32 @@ async def test_clients_against_a_job_server(tmp_path: Path) -> None:
         url = server.front.url.replace("ws://", "http://")  # taken as ws://
         # A wrong or missing token: one line naming the refusal.
         for argv in (["--token", "wrong-token!"], []):
-            done = await _client("examples.job_client", "--url", url, *argv, "boot_report")
+            done = await _client("examples.jobs.client", "--url", url, *argv, "boot_report")
             assert done.returncode == 2
             line = _one_line(done.stderr.decode())
             assert line.endswith("refused: HTTP 403, check --token (403 Forbidden: missing "
                                  "or wrong token; pass it as ?token=... or an 'Authorization: "
                                  "Bearer ...' header)"), line  # fmt: skip
         done = await _client(  # a subprocess: trio-websocket leaks the refused socket
-            "examples.preview_client", url, "--out", str(tmp_path), "--token", "nope-nope"
+            "examples.preview.client", url, "--out", str(tmp_path), "--token", "nope-nope"
         )
         assert done.returncode == 2
         assert "refused: HTTP 403, check --token" in _one_line(done.stderr.decode())
         # A job that fails: the receipt first, then its events; exit status 1.
-        done = await _client("examples.job_client", "--url", url, "--token", TOKEN,
+        done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN,
                              "submit", "crash")  # fmt: skip
         assert done.returncode == 1, done.stderr
         lines = [json.loads(line) for line in done.stdout.decode().splitlines()]
         assert lines[0]["type"] == "receipt"
         assert lines[-1]["kind"] == "job_finished"
         assert lines[-1]["data"]["verdict"] != "ok"
-        done = await _client("examples.job_client", "--url", url, "--token", TOKEN,
+        done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN,
                              "submit", "sleep", '{"seconds": 0}')  # fmt: skip
         assert done.returncode == 0, done.stderr
         receipt = json.loads(done.stdout.decode().splitlines()[0])
         assert receipt["type"] == "receipt"
         # resume --override reaches the server (a finished run is already decided).
-        done = await _client("examples.job_client", "--url", url, "--token", TOKEN,
+        done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN,
                              "resume", "--override", str(receipt["run_id"]))  # fmt: skip
         assert done.returncode == 1, done.stderr
         assert json.loads(done.stdout.decode())["code"] == "already_decided"
@@ -218,7 +218,7 @@ async def test_clients_against_a_job_server(tmp_path: Path) -> None:
 
             async def follow() -> None:
                 argv = ["--url", url, "--token", TOKEN, "submit", "sleep", '{"seconds": 60}']
-                results.append(await _client("examples.job_client", *argv))
+                results.append(await _client("examples.jobs.client", *argv))
 
             nursery.start_soon(follow)
             with trio.fail_after(TIMEOUT):
@@ -241,7 +241,7 @@ def test_no_user_facing_message_cites_the_spec() -> None:
         FrontDoorConfig(host="0.0.0.0")
     assert "SPEC" not in str(refused.value)
     found = []
-    for path in sorted((ROOT / "examples").glob("*.py")):
+    for path in sorted((ROOT / "examples").rglob("*.py")):
         tree = ast.parse(path.read_text())
         docstrings = {
             id(node.value)

@@ -3,7 +3,7 @@
 The preview server runs in this process on a copy of the real sample; Debian's
 ``chromium`` loads the page from the server itself (``http://127.0.0.1:PORT/?select=4``,
 the page connects back to the same port with the server's token from its own address),
-and once more as a file (``examples/dashboard.html?ws=...``), as a late client. The test talks
+and once more as a file (``examples/preview/dashboard.html?ws=...``), as a late client. The test talks
 to the browser with trio-websocket (Chrome DevTools Protocol, ``--remote-debugging-port=0``):
 it waits until the page has loaded every thumbnail and run 4's preview, takes a
 screenshot into the test's tmp dir and checks the pictures are really there (image
@@ -33,7 +33,7 @@ from PIL import Image, ImageStat
 from preview_support import preview_server, server_config
 from trio_websocket import open_websocket_url
 
-from examples.preview_server import dashboard_page_url, dashboard_url
+from examples.preview.server import dashboard_page_url, dashboard_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable

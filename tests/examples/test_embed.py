@@ -8,7 +8,7 @@ from pathlib import Path
 from PIL import Image
 from process_support import assert_no_children
 
-from examples.embed import cli, list_runs, main
+from examples.preview.embed import cli, list_runs, main
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "qcodes_sample.db"
 

@@ -26,7 +26,7 @@ from trio_websocket import (
 )
 
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
-from examples._frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
+from examples.web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
 from protocol import messages
 
 if TYPE_CHECKING:

@@ -21,15 +21,15 @@ import trio
 from frontdoor_support import TIMEOUT, Client, assert_no_children, children, open_client, pid_gone
 from trio_websocket import ConnectionClosed
 
-from actors._backoff import Backoff
-from examples._frontdoor import FrontDoorConfig
-from examples._pool_recovery import RecoveryConfig
-from examples.job_server import JobServerConfig, open_job_server
+from actors._core._backoff import Backoff
+from examples.web.frontdoor import FrontDoorConfig
+from examples.web.pool_recovery import RecoveryConfig
+from examples.jobs.server import JobServerConfig, open_job_server
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from examples.job_server import JobServer
+    from examples.jobs.server import JobServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,7 +121,7 @@ async def test_cancel_stops_a_running_computation_and_the_helper_survives():
         # serving, and the pool counted a cancelled job.
         after = await run_to_end(client, "count_primes", limit=1000)
         assert after[-1]["data"]["result"] == {"limit": 1000, "count": 168, "pid": pid}
-        stats = await server.runtime.supervisor.statistics()
+        stats = await server.runtime.pool.statistics()
         assert (stats.jobs_cancelled, stats.spawns) == (1, 1)
 
 
@@ -139,7 +139,7 @@ async def test_a_crash_fails_the_run_and_the_next_job_gets_a_fresh_helper():
         after = await run_to_end(client, "count_primes", limit=10)
         new_pid = after[-1]["data"]["result"]["pid"]
         assert new_pid != old_pid
-        snapshot = await server.runtime.supervisor.snapshot()
+        snapshot = await server.runtime.pool.snapshot()
         assert [(h.incarnation, h.pid) for h in snapshot.helpers] == [(2, new_pid)]
         # The helper child imports neither trio nor attrs/cattrs (SPEC §3.9).
         assert snapshot.helpers[0].ready["heavy_modules"] == []
@@ -170,7 +170,7 @@ async def test_a_failed_pool_is_restarted_after_the_backoff(caplog):
         assert after[-1]["kind"] == "job_finished"
         assert after[-1]["data"]["result"]["count"] == 4
         assert (pool.episodes, pool.restarts) == (1, 1)
-        assert not (await server.runtime.supervisor.snapshot()).failed
+        assert not (await server.runtime.pool.snapshot()).failed
     warnings = [r.getMessage() for r in caplog.records if r.name == "examples.pool_recovery"]
     assert [w for w in warnings if "pool failed" in w] == [
         "helper pool failed (more than 1 helper restarts within 30 s; call restart());"
@@ -179,9 +179,9 @@ async def test_a_failed_pool_is_restarted_after_the_backoff(caplog):
 
 
 async def _start_server(ledger: Path, grace: float) -> tuple[trio.Process, int]:
-    """Start ``python -m examples.job_server`` on a free port; return it and the port."""
+    """Start ``python -m examples.jobs.server`` on a free port; return it and the port."""
     process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "examples.job_server", "--port", "0", "--helpers", "1",
+        [sys.executable, "-m", "examples.jobs.server", "--port", "0", "--helpers", "1",
          "--ledger", str(ledger), "--grace", str(grace)],
         cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip

@@ -32,7 +32,7 @@ from actors import (
     Settled,
     SourceChanged,
 )
-from actors._backoff import Backoff
+from actors._core._backoff import Backoff
 from actors.errors import (
     AskTimeout,
     ErrorRecord,
@@ -41,17 +41,17 @@ from actors.errors import (
     UnknownRun,
     WorkCancelled,
 )
-from examples._pool_recovery import RecoveryConfig
-from examples._preview_push import ClientPusher, ImageStore, StoredImage, png_size
-from examples._preview_runs import (
+from examples.web.pool_recovery import RecoveryConfig
+from examples.preview.push import ClientPusher, ImageStore, StoredImage, png_size
+from examples.preview.runs import (
     RunRecord,
     finish_result,
     run_status,
     summary_message,
     verdict_of,
 )
-from examples._preview_work import HelperWatch
-from examples.preview_app import PreviewApp, PreviewConfig
+from examples.preview.work import HelperWatch
+from examples.preview.app import PreviewApp, PreviewConfig
 
 GUID = "d61e7d4e-0000-0000-0000-01a22b205d20"
 TOKEN = "rows=120;completed=0;exc=0"
@@ -132,7 +132,7 @@ class FakeSnapshot:
     helpers: tuple[FakeHelper | None, ...]
 
 
-class FakeSupervisor:
+class FakePool:
     def __init__(self) -> None:
         self.reads: list[int] = []
         self.answer: dict[str, Any] = observation("incomplete")
@@ -188,7 +188,7 @@ class FakeScheduler:
 @attrs.define
 class FakeRuntime:
     eventlog: FakeLog = attrs.field(factory=FakeLog)
-    supervisor: FakeSupervisor = attrs.field(factory=FakeSupervisor)
+    pool: FakePool = attrs.field(factory=FakePool)
     renderer: FakeRenderer = attrs.field(factory=FakeRenderer)
     scheduler: FakeScheduler = attrs.field(factory=FakeScheduler)
 
@@ -221,30 +221,30 @@ async def test_execute_parks_a_run_being_written_until_it_stalls(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app(stall_after=5.0)
-    supervisor = runtime.supervisor
+    pool_fake = runtime.pool
     first = await app.execute(SchedulerJob(claim=claim()), runtime)  # type: ignore[arg-type]
     assert isinstance(first, Progressive)
-    assert first.value == supervisor.answer
+    assert first.value == pool_fake.answer
     assert trio.current_time() == 0.25
-    assert supervisor.reads == [12]
+    assert pool_fake.reads == [12]
 
     await trio.sleep(1.0)  # a page with nothing new: no I/O, no time
     page = await app.execute(SchedulerJob(claim=claim(page=True)), runtime)  # type: ignore[arg-type]
     assert page == Progressive(None)
     assert trio.current_time() == 1.25
-    assert supervisor.reads == [12]
+    assert pool_fake.reads == [12]
 
     await trio.sleep(3.75)  # 5 s after the last change: the writer is gone
     final = await app.execute(SchedulerJob(claim=claim(page=True)), runtime)  # type: ignore[arg-type]
-    assert final == supervisor.answer  # conclusive: published with status incomplete
+    assert final == pool_fake.answer  # conclusive: published with status incomplete
     assert trio.current_time() == 5.25
-    assert supervisor.reads == [12, 12]
+    assert pool_fake.reads == [12, 12]
 
     record.note_token("rows=150;completed=0;exc=0", trio.current_time())  # the probe saw rows
     again = await app.execute(SchedulerJob(claim=claim()), runtime)  # type: ignore[arg-type]
     assert isinstance(again, Progressive)
 
-    supervisor.answer = observation("ok")
+    pool_fake.answer = observation("ok")
     done = await app.execute(SchedulerJob(claim=claim()), runtime)  # type: ignore[arg-type]
     assert done == observation("ok")
 
@@ -258,9 +258,9 @@ async def test_execute_draws_from_the_cached_observation(
         runtime,  # type: ignore[arg-type]
     )
     assert png_size(data) == (640, 480)
-    assert runtime.supervisor.reads == []
+    assert runtime.pool.reads == []
     await app.execute(SchedulerJob(claim=claim("thumbnail")), runtime)  # type: ignore[arg-type]
-    assert runtime.supervisor.reads == [12]  # evicted observation: read again
+    assert runtime.pool.reads == [12]  # evicted observation: read again
 
 
 # --- the bridge: scheduler notices → event log (SPEC §6.6) --------------------------------
@@ -535,7 +535,7 @@ async def test_a_cancel_stops_the_claim_in_flight_and_every_later_one(
     assert record.halted == {TOKEN}
     await claim_it("preview")  # the rest of the revision: no work at all
     assert failures[-1] == ("work_cancelled", 0.1)
-    assert runtime.supervisor.reads == [12]
+    assert runtime.pool.reads == [12]
 
     # Nothing more is reported on the cancelled event-log run.
     calls = len(runtime.eventlog.calls)
@@ -586,28 +586,28 @@ async def test_a_helper_crash_tells_the_scheduler_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, _ = make_app()
-    supervisor = runtime.supervisor
-    app._helper_watch.update(supervisor.pool)  # type: ignore[arg-type]
+    pool_fake = runtime.pool
+    app._helper_watch.update(pool_fake.pool)  # type: ignore[arg-type]
     async with trio.open_nursery() as nursery:
         nursery.start_soon(app._watch_helpers)
-        assert await app.helper_job("read_run", {"run_id": 12}) == supervisor.answer
+        assert await app.helper_job("read_run", {"run_id": 12}) == pool_fake.answer
         await trio.testing.wait_all_tasks_blocked()
-        assert supervisor.snapshots == 0  # nothing failed: nothing to look at
+        assert pool_fake.snapshots == 0  # nothing failed: nothing to look at
 
-        supervisor.error = HelperExitedError("helper#0.1 exited during job 3", exit_code=70)
-        supervisor.pool = FakeSnapshot(helpers=(FakeHelper(1, alive=False), FakeHelper(1)))
+        pool_fake.error = HelperExitedError("helper#0.1 exited during job 3", exit_code=70)
+        pool_fake.pool = FakeSnapshot(helpers=(FakeHelper(1, alive=False), FakeHelper(1)))
         with pytest.raises(HelperExitedError):
             await app.helper_job("read_run", {"run_id": 12})
         await trio.testing.wait_all_tasks_blocked()
         assert runtime.scheduler.asked == [HelperRestarted()]
         assert app.helper_restarts == 1
 
-        supervisor.pool = FakeSnapshot(helpers=(FakeHelper(2), FakeHelper(1)))  # respawned
+        pool_fake.pool = FakeSnapshot(helpers=(FakeHelper(2), FakeHelper(1)))  # respawned
         with pytest.raises(HelperExitedError):  # a failure that did not end a helper
             await app.helper_job("read_run", {"run_id": 12})
         await trio.testing.wait_all_tasks_blocked()
         assert runtime.scheduler.asked == [HelperRestarted()]
-        assert supervisor.snapshots == 2
+        assert pool_fake.snapshots == 2
         nursery.cancel_scope.cancel()
 
 
@@ -616,11 +616,11 @@ async def test_a_failed_pool_is_restarted_once_per_episode_after_a_backoff(
 ) -> None:
     backoff = Backoff(base=1.0, cap=4.0, reset_after=20.0)
     app, runtime, record = make_app(pool_recovery=RecoveryConfig(backoff=backoff))
-    supervisor, scheduler = runtime.supervisor, runtime.scheduler
-    app._helper_watch.update(supervisor.pool)  # type: ignore[arg-type]
+    pool_fake, scheduler = runtime.pool, runtime.scheduler
+    app._helper_watch.update(pool_fake.pool)  # type: ignore[arg-type]
 
     async def fail_reads(count: int) -> None:
-        supervisor.error = PoolFailed("more than 5 helper restarts within 10 s")
+        pool_fake.error = PoolFailed("more than 5 helper restarts within 10 s")
         async with trio.open_nursery() as jobs:  # concurrent jobs: one episode
             for _ in range(count):
                 jobs.start_soon(read_expecting_failure)
@@ -638,7 +638,7 @@ async def test_a_failed_pool_is_restarted_once_per_episode_after_a_backoff(
         await trio.testing.wait_all_tasks_blocked()
         await trio.sleep(1.0)  # the backoff's first step: 1 s
         await trio.testing.wait_all_tasks_blocked()
-        assert supervisor.restarts == [1.25]
+        assert pool_fake.restarts == [1.25]
         assert not app.pool_recovery.recovering
         # Fenced once (the retired incarnations are counted, not told again), and the
         # run that failed with pool_failed is asked again at a new revision.
@@ -647,24 +647,24 @@ async def test_a_failed_pool_is_restarted_once_per_episode_after_a_backoff(
             SourceChanged(run_id=12, revision=f"{TOKEN}~r1"),
         ]
         assert app.helper_restarts == 2
-        assert await app.helper_job("read_run", {"run_id": 12}) == supervisor.answer  # 1.5
+        assert await app.helper_job("read_run", {"run_id": 12}) == pool_fake.answer  # 1.5
 
         await fail_reads(2)  # at 1.75, within the quiet period: 2 s
         await trio.sleep(2.0)
         await trio.testing.wait_all_tasks_blocked()
-        assert supervisor.restarts == [1.25, 3.75]
+        assert pool_fake.restarts == [1.25, 3.75]
 
-        supervisor.restart_errors = [AskTimeout("restart took too long")]
+        pool_fake.restart_errors = [AskTimeout("restart took too long")]
         await fail_reads(1)  # at 4.0: 4 s (the cap); the restart fails, again after 4 s
         await trio.sleep(8.0)
         await trio.testing.wait_all_tasks_blocked()
-        assert supervisor.restarts == [1.25, 3.75, 8.0, 12.0]
+        assert pool_fake.restarts == [1.25, 3.75, 8.0, 12.0]
 
         await trio.sleep(20.0)  # quiet: the backoff starts again at 1 s
         await fail_reads(1)  # at 32.25
         await trio.sleep(1.0)
         await trio.testing.wait_all_tasks_blocked()
-        assert supervisor.restarts == [1.25, 3.75, 8.0, 12.0, 33.25]
+        assert pool_fake.restarts == [1.25, 3.75, 8.0, 12.0, 33.25]
         assert (app.pool_recovery.episodes, app.pool_recovery.restarts) == (4, 4)
         nursery.cancel_scope.cancel()
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]

@@ -1,7 +1,7 @@
 """The preview server under faults: a helper that crashes, a client that cancels (§4.8, §6.7).
 
 The server runs in this process with real helper processes on a copy of the real
-sample, with the helper's test faults (:mod:`examples.preview_helper`): ``crash_once``
+sample, with the helper's test faults (:mod:`examples.preview.helper`): ``crash_once``
 kills the helper the first time run 4 is read; ``stall`` makes every read of run 5
 wait, checking for a cancel. Real clock, short intervals, generous deadlines (STYLE
 rule 21).
@@ -54,7 +54,7 @@ async def test_a_helper_crash_is_fenced_and_every_kind_is_published_once(
         scheduler = app.runtime.scheduler_actor.scheduler
         assert app.helper_restarts >= 1  # one crash (and, rarely, a retired helper more)
         assert 1 <= scheduler.incarnation <= app.helper_restarts  # HelperRestarted told
-        statistics = await app.runtime.supervisor.statistics()
+        statistics = await app.runtime.pool.statistics()
         assert statistics.jobs_failed >= 1
     for run in ALL_RUNS:  # exactly once per kind, on one event-log run each (SPEC §4.9)
         notes = _notes(seen, run)
@@ -94,7 +94,7 @@ async def test_cancel_stops_a_runs_work_and_is_reported_truthfully(
         assert trio.current_time() - start < 10  # not the 60 s stall, nor the job timeout
         assert {e.code for e in record.errors.values()} == {"work_cancelled"}
         with trio.fail_after(10):  # the helper read itself was cancelled, not waited out
-            while (await app.runtime.supervisor.statistics()).jobs_cancelled < 1:  # noqa: ASYNC110
+            while (await app.runtime.pool.statistics()).jobs_cancelled < 1:  # noqa: ASYNC110
                 await trio.sleep(0.02)
         assert trio.current_time() - start < 10
         assert app.helper_restarts == 0  # a cooperative cancel: the helper lives on

@@ -1,6 +1,6 @@
 """The preview server end to end: a real process, real helpers, a real websocket (issue 2).
 
-The end-to-end test runs ``python -m examples.preview_server`` as a subprocess on a copy
+The end-to-end test runs ``python -m examples.preview.server`` as a subprocess on a copy
 of the real QCoDeS sample (so it also proves the exit status and the signal handling),
 on the real clock with short intervals and generous deadlines (STYLE rule 21).
 """
@@ -32,8 +32,8 @@ from preview_support import (
 )
 from trio_websocket import open_websocket_url
 
-from examples.preview_client import collect, listing
-from examples.preview_client import main as client_main
+from examples.preview.client import collect, listing
+from examples.preview.client import main as client_main
 
 #: Runs of the real sample with a clear non-ok status (shared/data/README.md).
 EMPTY_RUN, INTERRUPTED_RUN, INCOMPLETE_RUN = 10, 11, 12
@@ -45,7 +45,7 @@ async def _start_server(db: Path, tmp_path: Path, *extra: str) -> tuple[trio.Pro
     stderr = tmp_path / "server.err"
     with stderr.open("wb") as sink:
         process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "examples.preview_server", str(db), "--port", "0",
+            [sys.executable, "-m", "examples.preview.server", str(db), "--port", "0",
              "--cache-dir", str(tmp_path / "cache"), "--poll", "0.2", "--grace", "2", *extra],
             cwd=REPO, stdout=subprocess.PIPE, stderr=sink,
         )  # fmt: skip
@@ -120,7 +120,7 @@ async def test_end_to_end_on_the_real_database(writable_db: Path, tmp_path: Path
         page = await _http_get(url, "/?select=4")  # the dashboard, on the same port
         assert page.startswith(b"HTTP/1.1 200 OK\r\n")
         assert b"\r\nContent-Type: text/html; charset=utf-8\r\n" in page
-        assert page.split(b"\r\n\r\n", 1)[1] == (REPO / "examples" / "dashboard.html").read_bytes()
+        assert page.split(b"\r\n\r\n", 1)[1] == (REPO / "examples" / "preview" / "dashboard.html").read_bytes()
     finally:
         process.send_signal(signal.SIGTERM)
         with trio.fail_after(15):
@@ -172,7 +172,7 @@ def test_bad_database_is_one_line_and_exit_status_2(tmp_path: Path, problem: str
         conn.commit()
         conn.close()
     done = subprocess.run(
-        [sys.executable, "-m", "examples.preview_server", str(path), "--port", "0"],
+        [sys.executable, "-m", "examples.preview.server", str(path), "--port", "0"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -284,7 +284,7 @@ def test_command_line_client_reports_a_refused_connection(tmp_path: Path) -> Non
 async def _start_sampler(cache: Path) -> tuple[trio.Process, bytes]:
     """``preview_server`` with no database; return it and its output up to the dashboard."""
     process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "examples.preview_server", "--port", "0",
+        [sys.executable, "-m", "examples.preview.server", "--port", "0",
          "--cache-dir", str(cache), "--poll", "0.2"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -419,7 +419,7 @@ async def test_ctrl_c_before_the_server_is_ready_exits_quietly(
     # the first module imported after that handler (and not by the interpreter's start).
     with stderr.open("wb") as sink:
         process = await trio.lowlevel.open_process(
-            [sys.executable, "-X", "importtime", "-m", "examples.preview_server",
+            [sys.executable, "-X", "importtime", "-m", "examples.preview.server",
              str(real_db), "--port", "0", "--cache-dir", str(tmp_path / "cache")],
             cwd=REPO, stdout=subprocess.PIPE, stderr=sink,
         )  # fmt: skip

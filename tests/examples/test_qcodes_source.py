@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from actors.errors import SourceError, UnknownRun
-from examples import _observation as obs
-from examples.qcodes_source import MAX_OBSERVATION_VALUES, open_source, revision
+from examples.preview.qcodes import observation as obs
+from examples.preview.qcodes.source import MAX_OBSERVATION_VALUES, open_source, revision
 
 # run_id: (name, status, rows) from the README's table.
 README_RUNS = {
@@ -425,7 +425,7 @@ def test_broken_run_description_falls_back_to_layouts_then_fails_cleanly(writabl
 
 
 def test_observation_bounds_hold_for_large_runs(tmp_path):
-    from examples.sample_db import _SCHEMA, _Writer
+    from examples.preview.sample_db import _SCHEMA, _Writer
 
     conn = sqlite3.connect(tmp_path / "big.db", isolation_level=None)
     conn.executescript(_SCHEMA)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from examples import _plotting as plot
-from examples.qcodes_source import open_source
-from examples.render import KINDS, _Style, band_text, render
+from examples.preview.drawing import plotting as plot
+from examples.preview.qcodes.source import open_source
+from examples.preview.drawing.render import KINDS, _Style, band_text, render
 
 RUN_IDS = list(range(1, 13))
 

@@ -8,8 +8,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from examples.qcodes_source import open_source
-from examples.sample_db import (
+from examples.preview.qcodes.source import open_source
+from examples.preview.sample_db import (
     LIVE_RUN_ID,
     SAMPLE_RUNS,
     append_live_rows,

@@ -15,8 +15,8 @@ import trio.testing
 from frontdoor_support import TIMEOUT, assert_no_children, open_client
 
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
-from examples._frontdoor import FrontDoor, FrontDoorConfig, Page, open_front_door
-from examples._ws_http import ReplayStream
+from examples.web.frontdoor import FrontDoor, FrontDoorConfig, Page, open_front_door
+from examples.web.http import ReplayStream
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -1,0 +1,544 @@
+"""In-process supervision with Erlang/OTP semantics (SPEC §1.4).
+
+A :class:`Supervisor` starts its children (actors described by :class:`ChildSpec`) in
+order, in its own nursery, each in its own cancel scope, and restarts them when they
+exit, according to:
+
+* the **strategy**: ``one_for_one`` restarts only the child that exited;
+  ``one_for_all`` stops every other child (reverse start order) and restarts all;
+  ``rest_for_one`` stops the children started after it (reverse order) and restarts
+  it and them;
+* the child's **restart type**: ``permanent`` (always restarted), ``transient``
+  (restarted only after an abnormal exit, i.e. an exception; a normal return or an
+  outside stop is a normal exit) or ``temporary`` (never restarted, not even when a
+  sibling's restart stops it);
+* the **restart intensity**: more than ``max_restarts`` restarts within ``period``
+  seconds (inclusive) and the supervisor gives up: it stops all children in reverse
+  start order and raises :class:`~actors.errors.RestartIntensityExceeded` to its
+  parent;
+* a capped exponential **backoff** before each restart (per child, reset after a
+  quiet period, :mod:`actors._core._backoff`);
+* the child's **shutdown**: a grace period in seconds (``ActorRef.stop(grace)``) or
+  ``"brutal_kill"`` (its cancel scope is cancelled at once).
+
+Usage::
+
+    sup = Supervisor([ChildSpec("cache", Cache), ChildSpec("db", Db)],
+                     strategy="rest_for_one")
+    ref = await nursery.start(sup.run)
+    await ref.child("cache").ask("get", timeout=1.0)
+    await ref.stop()
+
+No task outlives the supervisor's nursery.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
+
+import attrs
+import trio
+
+from ._actor import _only_cancelled
+from ._backoff import Backoff, BackoffTracker
+from ._config import validate_count, validate_duration
+from ._lifecycle import ActorEvent, ActorState, new_actor_lifecycle
+from ._ref import enter_owner, inside, leave_owner
+from ..errors import RestartIntensityExceeded
+
+if TYPE_CHECKING:
+    import random
+    from collections.abc import Callable, Sequence
+
+    from ._actor import Actor
+    from ._ref import ActorRef
+
+__all__ = [
+    "BRUTAL_KILL",
+    "ChildInfo",
+    "ChildSpec",
+    "RestartType",
+    "Strategy",
+    "Supervisor",
+    "SupervisorRef",
+]
+
+Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
+RestartType = Literal["permanent", "transient", "temporary"]
+
+#: ``ChildSpec.shutdown`` value meaning "cancel the child at once".
+BRUTAL_KILL: Final = "brutal_kill"
+
+_STRATEGIES: Final = ("one_for_one", "one_for_all", "rest_for_one")
+_RESTART_TYPES: Final = ("permanent", "transient", "temporary")
+
+
+def _check_id(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"id must be a non-empty str, got {value!r}")
+
+
+def _shutdown_converter(value: object) -> object:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= 10**300:
+        return float(value)
+    return value  # the validator names junk (and an int too large for a float)
+
+
+def _check_shutdown(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value == BRUTAL_KILL and isinstance(value, str):
+        return
+    validate_duration("shutdown", value)
+
+
+@attrs.frozen
+class ChildSpec:
+    """How to start, restart and stop one child of a :class:`Supervisor` (SPEC §1.4).
+
+    Raises:
+        ValueError: ``id`` is empty, ``restart`` is unknown, or ``shutdown`` is neither
+            ``"brutal_kill"`` nor a valid duration (SPEC §1.6; names ``shutdown``).
+        TypeError: ``start`` is not callable.
+    """
+
+    id: str = attrs.field(validator=_check_id)
+    """Unique name of the child within its supervisor."""
+    start: Callable[[], Actor] = attrs.field(validator=attrs.validators.is_callable())
+    """Makes a fresh actor instance for each incarnation (e.g. the actor class)."""
+    restart: RestartType = attrs.field(
+        default="permanent", validator=attrs.validators.in_(_RESTART_TYPES)
+    )
+    """``permanent``, ``transient`` or ``temporary``."""
+    shutdown: float | Literal["brutal_kill"] = attrs.field(
+        default=5.0, converter=_shutdown_converter, validator=_check_shutdown
+    )
+    """Grace in seconds (trio clock) for ``ActorRef.stop``, or ``"brutal_kill"``."""
+
+
+@attrs.frozen(kw_only=True)
+class ChildInfo:
+    """One row of :meth:`SupervisorRef.which_children`."""
+
+    id: str
+    """The child's id."""
+    state: ActorState
+    """Lifecycle state of the current (or last) incarnation."""
+    restart: RestartType
+    """The child's restart type."""
+    restarts: int
+    """How many times this child was started again after its first start."""
+    incarnation: int
+    """1 for the first start, then +1 per restart."""
+    ref: ActorRef | None
+    """The current incarnation's ref; None if it failed before it could start."""
+
+
+class _Incarnation:
+    """One run of a child: one actor instance, in its own cancel scope."""
+
+    __slots__ = ("actor", "done", "error", "number", "ref", "scope", "started", "stopping")
+
+    def __init__(self, number: int, actor: Actor) -> None:
+        self.number = number
+        self.actor = actor
+        self.ref: ActorRef | None = None
+        self.scope = trio.CancelScope()
+        self.done = trio.Event()
+        self.error: BaseException | None = None
+        self.started = False
+        self.stopping = False  # the supervisor stopped it: its exit is not reported
+
+
+class _StartedRelay:
+    """A ``task_status`` that records the child's ref before passing it on."""
+
+    __slots__ = ("_inc", "_status")
+
+    def __init__(self, inc: _Incarnation, status: trio.TaskStatus[ActorRef]) -> None:
+        self._inc = inc
+        self._status = status
+
+    def started(self, value: ActorRef | None = None) -> None:
+        assert value is not None
+        self._inc.ref = value
+        self._inc.started = True
+        self._status.started(value)
+
+
+class _Child:
+    __slots__ = ("current", "index", "last_ref", "restarts", "spec", "tracker")
+
+    def __init__(self, index: int, spec: ChildSpec, tracker: BackoffTracker) -> None:
+        self.index = index
+        self.spec = spec
+        self.tracker = tracker
+        self.restarts = 0
+        self.current: _Incarnation | None = None
+        self.last_ref: ActorRef | None = None
+
+
+class Supervisor:
+    """Starts, watches and restarts in-process actors (SPEC §1.4).
+
+    Args:
+        children: The child specs, in start order; ids must be unique.
+        strategy: ``"one_for_one"``, ``"one_for_all"`` or ``"rest_for_one"``.
+        max_restarts: Restarts allowed within ``period`` (``>= 0``); one more and the
+            supervisor gives up.
+        period: The intensity window, seconds on the trio clock (``0 < period <= 300``).
+        backoff: Delay policy before each restart (default: base 25 ms, cap 1 s).
+        name: Used in errors and reprs.
+        rng: Random source for the backoff's jitter (seed it for deterministic tests).
+
+    Raises:
+        ValueError: a duplicate id, an unknown strategy, a bad ``max_restarts`` or an
+            invalid ``period`` (SPEC §1.6; the message names the parameter).
+    """
+
+    def __init__(
+        self,
+        children: Sequence[ChildSpec],
+        *,
+        strategy: Strategy = "one_for_one",
+        max_restarts: int = 3,
+        period: float = 5.0,
+        backoff: Backoff | None = None,
+        name: str = "supervisor",
+        rng: random.Random | None = None,
+    ) -> None:
+        if strategy not in _STRATEGIES:
+            raise ValueError(f"strategy must be one of {_STRATEGIES}, got {strategy!r}")
+        self._max_restarts = validate_count("max_restarts", max_restarts, minimum=0)
+        self._period = validate_duration("period", period, allow_zero=False)
+        policy = backoff if backoff is not None else Backoff()
+        ids: set[str] = set()
+        self._children: list[_Child] = []
+        for index, spec in enumerate(children):
+            if not isinstance(spec, ChildSpec):
+                raise TypeError(f"children[{index}] must be a ChildSpec, got {spec!r}")
+            if spec.id in ids:
+                raise ValueError(f"duplicate child id {spec.id!r}")
+            ids.add(spec.id)
+            self._children.append(_Child(index, spec, BackoffTracker(policy, rng=rng)))
+        self._by_id = {child.spec.id: child for child in self._children}
+        self._strategy = strategy
+        self._name = name
+        self._lifecycle = new_actor_lifecycle(name)
+        self._ran = False
+        self._nursery: trio.Nursery | None = None
+        self._restart_times: list[float] = []
+        self._restart_events = 0
+        # Children whose current incarnation exited and awaits a decision (insertion
+        # ordered; bounded by the number of children) and the loop's doorbell.
+        self._pending: dict[_Child, None] = {}
+        self._doorbell = trio.Event()
+        self._loop_scope = trio.CancelScope()
+        self._shutdown_scope: trio.CancelScope | None = None
+        self._stop_deadline = float("inf")
+        self._stopped = trio.Event()
+        self._ref = SupervisorRef(self)
+
+    @property
+    def ref(self) -> SupervisorRef:
+        """The handle returned by ``nursery.start(supervisor.run)``."""
+        return self._ref
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[SupervisorRef] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Start the children in order, supervise them until stopped (SPEC §1.4).
+
+        ``task_status.started(ref)`` is called once every child has started.
+        Returns after :meth:`SupervisorRef.stop`.
+
+        Raises:
+            RuntimeError: this supervisor already ran.
+            RestartIntensityExceeded: (code ``restart_intensity_exceeded``) more than
+                ``max_restarts`` restarts within ``period`` seconds; every child was
+                stopped in reverse start order first.
+            Exception: a child failed its first start (``ChildSpec.start`` or the
+                actor's ``on_start`` raised); the children already started were
+                stopped in reverse order first. Raised by ``nursery.start``.
+        """
+        if self._ran:
+            raise RuntimeError(f"supervisor {self._name!r} already ran; make a new one")
+        self._ran = True
+        failure: BaseException | None = None
+        # Children inherit the mark, so a child's ``stop()`` of us does not wait for itself.
+        owner_token = enter_owner(self)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                try:
+                    for child in self._children:
+                        await self._start(child)
+                        if child.current is not None and child.current.error is not None:
+                            raise child.current.error
+                except Exception as exc:
+                    failure = exc
+                    self._lifecycle.process_event(ActorEvent.STOP)
+                    await self._stop_children(self._children)
+                else:
+                    if self._lifecycle.state is ActorState.STARTING:
+                        self._lifecycle.process_event(ActorEvent.STARTED)
+                    task_status.started(self._ref)
+                    try:
+                        with self._loop_scope:
+                            await self._supervise()
+                    except RestartIntensityExceeded as exc:
+                        failure = exc  # children already stopped, in reverse order
+                    else:
+                        with trio.CancelScope(deadline=self._stop_deadline) as scope:
+                            self._shutdown_scope = scope
+                            await self._stop_children(self._children)
+                # Whatever is left (the stop grace ran out) is cancelled, still one
+                # child at a time in reverse start order; then nothing can remain.
+                await self._kill_children(self._children)
+                nursery.cancel_scope.cancel()
+        except BaseException as exc:
+            failure = failure or exc
+            raise
+        finally:
+            self._lifecycle.process_event(ActorEvent.STOP)
+            crashed = failure is not None and not _only_cancelled(failure)
+            self._lifecycle.process_event(ActorEvent.CRASHED if crashed else ActorEvent.FINISHED)
+            self._nursery = None
+            self._stopped.set()
+            leave_owner(owner_token)
+        if failure is not None:
+            raise failure
+
+    # --- starting and stopping children ----------------------------------------------
+
+    async def _start(self, child: _Child) -> None:
+        # Start one new incarnation; a failure becomes that incarnation's exit.
+        assert self._nursery is not None
+        self._pending.pop(child, None)
+        number = 1 if child.current is None else child.current.number + 1
+        if number > 1:
+            child.restarts += 1
+        try:
+            actor = child.spec.start()
+        except Exception as exc:
+            inc = _Incarnation(number, cast("Actor", None))
+            child.current = inc
+            inc.error = exc
+            inc.done.set()
+            self._report(child, inc)
+            return
+        inc = _Incarnation(number, actor)
+        child.current = inc
+        try:
+            ref = await self._nursery.start(self._run_child, child, inc)
+        except Exception as exc:
+            inc.error = exc
+            self._report(child, inc)
+            return
+        child.last_ref = ref
+
+    async def _run_child(
+        self,
+        child: _Child,
+        inc: _Incarnation,
+        *,
+        task_status: trio.TaskStatus[ActorRef] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        relay = cast("trio.TaskStatus[ActorRef]", _StartedRelay(inc, task_status))
+        try:
+            with inc.scope:
+                await inc.actor.run(task_status=relay)
+        except Exception as exc:
+            if not inc.started:
+                raise  # nursery.start() in _start raises it
+            inc.error = exc
+        finally:
+            inc.done.set()
+        if inc.started:
+            self._report(child, inc)
+
+    def _report(self, child: _Child, inc: _Incarnation) -> None:
+        if inc is child.current and not inc.stopping:
+            self._pending[child] = None
+            self._doorbell.set()
+
+    async def _stop_child(self, child: _Child) -> None:
+        inc = child.current
+        if inc is None:
+            return
+        inc.stopping = True
+        if inc.done.is_set():
+            return
+        shutdown = child.spec.shutdown
+        if shutdown == BRUTAL_KILL or inc.ref is None:
+            inc.scope.cancel()
+        else:
+            await inc.ref.stop(shutdown)
+        await inc.done.wait()
+
+    async def _kill_children(self, children: Sequence[_Child]) -> None:
+        for child in reversed(children):
+            inc = child.current
+            if inc is not None and not inc.done.is_set():
+                inc.stopping = True
+                inc.scope.cancel()
+                await inc.done.wait()
+
+    async def _stop_children(self, children: Sequence[_Child]) -> None:
+        for child in reversed(children):
+            await self._stop_child(child)
+
+    # --- the decision loop -------------------------------------------------------------
+
+    async def _supervise(self) -> None:
+        while True:
+            while not self._pending:
+                self._doorbell = trio.Event()
+                await self._doorbell.wait()
+            child = next(iter(self._pending))
+            del self._pending[child]
+            await self._on_exit(child)
+
+    async def _on_exit(self, child: _Child) -> None:
+        inc = child.current
+        if inc is None or inc.stopping or not inc.done.is_set():
+            return  # stale: already replaced or stopped on purpose
+        inc.stopping = True  # decided once
+        abnormal = inc.error is not None
+        restart = child.spec.restart
+        if restart == "temporary" or (restart == "transient" and not abnormal):
+            return
+        now = trio.current_time()
+        self._restart_times = [t for t in self._restart_times if t >= now - self._period]
+        self._restart_times.append(now)
+        if len(self._restart_times) > self._max_restarts:
+            self._lifecycle.process_event(ActorEvent.STOP)
+            await self._stop_children(self._children)
+            raise RestartIntensityExceeded(
+                f"supervisor {self._name!r}: more than {self._max_restarts} restarts "
+                f"within {self._period:g} s (last: child {child.spec.id!r})",
+                supervisor=self._name,
+                child=child.spec.id,
+                max_restarts=self._max_restarts,
+                period=self._period,
+            )
+        self._restart_events += 1
+        if self._strategy == "one_for_one":
+            group = [child]
+        elif self._strategy == "one_for_all":
+            group = list(self._children)
+        else:
+            group = self._children[child.index :]
+        await self._stop_children([c for c in group if c is not child])
+        await trio.sleep(child.tracker.next_delay(now))
+        for member in group:
+            if member is child or member.spec.restart != "temporary":
+                await self._start(member)
+
+    # --- used by SupervisorRef ---------------------------------------------------------
+
+    def _request_stop(self, grace: float) -> None:
+        self._lifecycle.process_event(ActorEvent.STOP)
+        deadline = trio.current_time() + grace
+        if deadline < self._stop_deadline:
+            self._stop_deadline = deadline
+            if self._shutdown_scope is not None:
+                self._shutdown_scope.deadline = deadline
+        self._loop_scope.cancel()
+
+    def __repr__(self) -> str:
+        return f"<Supervisor {self._name!r} {self._lifecycle.state.value}>"
+
+
+class SupervisorRef:
+    """The handle to a running :class:`Supervisor` (SPEC §1.4)."""
+
+    __slots__ = ("_sup",)
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self._sup = supervisor
+
+    @property
+    def name(self) -> str:
+        """The supervisor's name."""
+        return self._sup._name
+
+    @property
+    def state(self) -> ActorState:
+        """``running``, then ``stopping``, then ``stopped`` (or ``failed``)."""
+        return self._sup._lifecycle.state
+
+    @property
+    def restarts(self) -> int:
+        """Restart decisions taken so far (one per restart, whatever the strategy)."""
+        return self._sup._restart_events
+
+    def child(self, id: str) -> ActorRef:
+        """Return the ref of the child's current incarnation (or its last one).
+
+        Raises:
+            KeyError: no child has this id.
+        """
+        ref = self._sup._by_id[id].last_ref
+        if ref is None:  # pragma: no cover - every child started once before run's start
+            raise KeyError(id)
+        return ref
+
+    def restart_count(self, id: str) -> int:
+        """How many times child ``id`` was started again after its first start.
+
+        Raises:
+            KeyError: no child has this id.
+        """
+        return self._sup._by_id[id].restarts
+
+    def which_children(self) -> list[ChildInfo]:
+        """Describe every child, in start order; never waits."""
+        rows: list[ChildInfo] = []
+        for child in self._sup._children:
+            inc = child.current
+            if inc is None:
+                state = ActorState.STARTING
+            elif inc.ref is None:
+                state = ActorState.FAILED if inc.done.is_set() else ActorState.STARTING
+            else:
+                state = inc.ref.state
+            rows.append(
+                ChildInfo(
+                    id=child.spec.id,
+                    state=state,
+                    restart=child.spec.restart,
+                    restarts=child.restarts,
+                    incarnation=0 if inc is None else inc.number,
+                    ref=None if inc is None else inc.ref,
+                )
+            )
+        return rows
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop every child in reverse start order, then return once the supervisor ended.
+
+        Each child is stopped per its ``shutdown`` (grace or brutal kill); the whole
+        shutdown takes at most ``grace`` seconds (trio clock), after which remaining
+        children are cancelled. Idempotent; concurrent calls share the earliest
+        deadline. Always a checkpoint.
+
+        Called from inside the supervisor (a child's handler or one of its tasks), it
+        requests the stop and returns after one checkpoint without waiting: the
+        supervisor cannot finish while one of its children waits for it.
+
+        Raises:
+            ValueError: ``grace`` is invalid (SPEC §1.6; names ``grace``).
+        """
+        seconds = validate_duration("grace", grace)
+        sup = self._sup
+        sup._request_stop(seconds)
+        if inside(sup) and not sup._stopped.is_set():
+            await trio.lowlevel.checkpoint()
+            return
+        await sup._stopped.wait()
+
+    async def wait_stopped(self) -> None:
+        """Wait until the supervisor's ``run`` has ended (stopped or failed)."""
+        await self._sup._stopped.wait()
+
+    def __repr__(self) -> str:
+        return f"<SupervisorRef {self.name!r} {self.state.value}>"

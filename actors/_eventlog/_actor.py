@@ -1,0 +1,453 @@
+"""The event-log system actor and its client facade (SPEC §6, on the §1 actor core).
+
+:class:`EventLogActor` owns one :class:`~actors._eventlog._eventlog.EventLog` and serves it over its
+mailbox: every request is one of the message classes below, answered through ``ask``.
+Requests are decided in mailbox order; those that wait (for durability or a ledger read:
+``Submit``, ``Start``, ``Cancel``, ``Status``, ``Watch``, ``Resume``, ``Discard``,
+``CheckDrift``) are then awaited in a task of the actor's nursery, so one slow commit
+never stalls the mailbox. At most ``max_pending`` such tasks exist at once (more waits:
+back-pressure). ``Start`` is answered once the run's ``running`` state is durable, so a
+crash caused by the work it starts is always counted as an interruption (SPEC §6.10).
+``Progress`` and ``Finish`` are answered at once (their rows commit within one batch).
+
+:class:`EventLogClient` wraps an :class:`~actors.ActorRef` with one async method per
+message, each an ``ask`` under the client's timeout::
+
+    async with trio.open_nursery() as nursery:
+        ref = await nursery.start(EventLogActor(config, operations=ops).run)
+        log = EventLogClient(ref, timeout=5.0)
+        receipt = await log.submit("preview", {"run_id": 3}, request_id="r-1")
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+import attrs
+import trio
+
+from .._core._actor import Actor
+from .._core._config import validate_duration
+from ._eventlog import EventLog, single_leaf
+from ..errors import ActorError, InvalidCommand
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Iterable, Mapping
+
+    from ._eventlog import EventLogStatistics
+    from ._runs import Runner
+    from ._types import (
+        BootReport,
+        Drift,
+        Event,
+        EventLogConfig,
+        OperationSpec,
+        Receipt,
+        RunStatus,
+        WatchResult,
+    )
+    from ._ports import Port, PortStatistics
+    from .._core._ref import ActorRef, Reply
+
+__all__ = [
+    "ApplyEdit",
+    "Cancel",
+    "CheckDrift",
+    "Discard",
+    "EventLogActor",
+    "EventLogClient",
+    "Finish",
+    "GetBootReport",
+    "GetStatistics",
+    "Progress",
+    "Resume",
+    "SetPortEnabled",
+    "Start",
+    "Status",
+    "Submit",
+    "Subscribe",
+    "Watch",
+]
+
+
+@attrs.frozen(kw_only=True)
+class Submit:
+    """Ask for a receipt (SPEC §6.1-6.5); answered with a :class:`Receipt`."""
+
+    operation: str
+    arguments: Mapping[str, Any]
+    request_id: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Start:
+    """An executor claims a run (SPEC §6.6); answered with its :class:`RunStatus`."""
+
+    run_id: int
+    on_cancel: Callable[[], object] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Progress:
+    """Progress of a run, fraction in [0, 1] (SPEC §6.6); answered with None."""
+
+    run_id: int
+    fraction: float
+    note: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Finish:
+    """A verdict for a run (SPEC §6.6); answered with its :class:`RunStatus`."""
+
+    run_id: int
+    verdict: str
+    result: Any = None
+    error: Mapping[str, str] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Cancel:
+    """Cancel a run, attributed to ``actor`` (SPEC §6.7); answered with its true status."""
+
+    run_id: int
+    actor: str = "local"
+
+
+@attrs.frozen(kw_only=True)
+class Status:
+    """The state of a run; needs no capacity; answered with a :class:`RunStatus`."""
+
+    run_id: int
+
+
+@attrs.frozen(kw_only=True)
+class Watch:
+    """The events after ``cursor`` (SPEC §6.8); answered with a :class:`WatchResult`."""
+
+    cursor: int
+    limit: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Subscribe:
+    """Open a bounded port (SPEC §6.9); answered with the :class:`Port` (in-process)."""
+
+    name: str | None = None
+    cursor: int | None = None
+    bound: int | None = None
+    local: bool = True
+    listener: Callable[[Event], object] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SetPortEnabled:
+    """Enable or disable a port; local callers only (SPEC §6.9)."""
+
+    name: str
+    enabled: bool
+    local: bool
+
+
+@attrs.frozen(kw_only=True)
+class ApplyEdit:
+    """Bump the revision (SPEC §6.4); answered with the new revision."""
+
+
+@attrs.frozen(kw_only=True)
+class GetBootReport:
+    """Answered with the :class:`BootReport` (SPEC §6.10)."""
+
+
+@attrs.frozen(kw_only=True)
+class Resume:
+    """Queue a held run again (SPEC §6.10); answered with its :class:`RunStatus`."""
+
+    run_id: int
+    override: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class Discard:
+    """Decide a held run cancelled (SPEC §6.10); answered with its :class:`RunStatus`."""
+
+    run_id: int
+    actor: str = "local"
+
+
+@attrs.frozen(kw_only=True)
+class CheckDrift:
+    """Compare a run's pinned ingredients with ``current`` (SPEC §6.10)."""
+
+    run_id: int
+    current: Mapping[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class GetStatistics:
+    """Answered with the log's :class:`EventLogStatistics`."""
+
+
+class EventLogActor(Actor):
+    """The event-log system actor (SPEC §6); see the module docstring.
+
+    Starting it (``await nursery.start(actor.run)``) opens the ledger and boots before
+    the ref is handed out; a damaged ledger makes ``nursery.start`` raise
+    :class:`~actors.errors.LedgerCorrupt` (or ``LedgerVersionError``). Stopping it
+    (``ref.stop(grace)``) drains the mailbox, then flushes and closes the ledger; runners
+    still running are cancelled and will be *held* at the next boot.
+
+    Args:
+        config: The event log's settings.
+        operations: Accepted operations.
+        runners: Built-in runners by operation (see :class:`EventLog`).
+    """
+
+    name = "event_log"
+    mailbox_capacity = 64
+    #: Waiting requests (durability, ledger reads) in flight at once.
+    max_pending = 4096
+
+    def __init__(
+        self,
+        config: EventLogConfig | None = None,
+        *,
+        operations: Iterable[OperationSpec] = (),
+        runners: Mapping[str, Runner] | None = None,
+    ) -> None:
+        self.log = EventLog(config, operations=operations, runners=runners)
+        self._pending = trio.Semaphore(self.max_pending)
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[ActorRef] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run the event log, then the actor on top of it, until stopped (SPEC §1.3).
+
+        The log's writer and drain run beside the actor's loop, so they outlive it: once
+        the loop ended (drained or cancelled), the ledger is flushed and closed.
+
+        Raises:
+            LedgerCorrupt: (``ledger_corrupt``) the ledger file is damaged (untouched).
+            LedgerVersionError: (``ledger_version_unsupported``) newer ledger schema.
+            LedgerError: (``ledger_error``) SQLite failed.
+            Exception: whatever crashed the actor (see :meth:`Actor.run`).
+        """
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.log.run)
+                try:
+                    await super().run(task_status=task_status)
+                finally:
+                    self.log._closing.set()  # also when on_stop did not run (a crash)
+        except BaseExceptionGroup as group:
+            leaf = single_leaf(group)
+            if leaf is None:
+                raise
+            raise leaf from None
+
+    async def on_stop(self) -> None:
+        """Close the log (commit what is staged, close the ledger) before ``stop`` returns.
+
+        Runs after the mailbox drained and every waiting request was answered, so
+        ``await ref.stop()`` returning means the ledger file is complete and closed.
+        """
+        await self.log.aclose()
+
+    async def handle(self, message: Any, reply: Reply) -> None:
+        """Serve one request; see the message classes for what each answers."""
+        log = self.log
+        match message:
+            case Submit():
+                if not log.writable:
+                    await log.wait_writable()
+                admission = log.admit(message.operation, message.arguments, message.request_id)
+                await self._later(reply, admission.wait)
+            case Progress():
+                log.progress(message.run_id, message.fraction, message.note)
+                reply.send(None)
+            case Start():
+                status = log.start(message.run_id, on_cancel=message.on_cancel)
+                await self._later(reply, self._when_durable, status)
+            case Finish():
+                if not log.writable:
+                    await log.wait_writable()
+                reply.send(
+                    log.finish(message.run_id, message.verdict, message.result, error=message.error)
+                )
+            case Cancel():
+                await self._later(reply, log.cancel, message.run_id, message.actor)
+            case Status():
+                await self._later(reply, log.status, message.run_id)
+            case Watch():
+                await self._later(reply, log.watch, message.cursor, limit=message.limit)
+            case Subscribe():
+                reply.send(
+                    log.subscribe(
+                        message.name,
+                        cursor=message.cursor,
+                        bound=message.bound,
+                        local=message.local,
+                        listener=message.listener,
+                    )
+                )
+            case SetPortEnabled():
+                reply.send(log.set_port_enabled(message.name, message.enabled, local=message.local))
+            case ApplyEdit():
+                reply.send(log.apply_edit())
+            case GetBootReport():
+                reply.send(log.boot_report())
+            case Resume():
+                await self._later(reply, log.resume, message.run_id, override=message.override)
+            case Discard():
+                await self._later(reply, log.discard, message.run_id, actor=message.actor)
+            case CheckDrift():
+                await self._later(reply, log.check_drift, message.run_id, message.current)
+            case GetStatistics():
+                reply.send(log.statistics())
+            case _:
+                raise InvalidCommand(f"the event log does not understand {message!r}"[:500])
+
+    async def _when_durable(self, value: Any) -> Any:
+        await self.log.flush()
+        return value
+
+    async def _later(
+        self, reply: Reply, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any
+    ) -> None:
+        # No checkpoint on the fast path: the loop drains queued messages without one.
+        try:
+            self._pending.acquire_nowait()
+        except trio.WouldBlock:
+            await self._pending.acquire()
+        self.nursery.start_soon(self._answer, reply, fn, args, kwargs)
+
+    async def _answer(
+        self,
+        reply: Reply,
+        fn: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> None:
+        try:
+            value = await fn(*args, **kwargs)
+        except ActorError as exc:
+            reply.fail(exc)
+        else:
+            reply.send(value)
+        finally:
+            self._pending.release()
+
+
+class EventLogClient:
+    """Async methods over an event-log :class:`~actors.ActorRef` (each one ``ask``).
+
+    Args:
+        ref: The event-log actor's ref.
+        timeout: Seconds (trio clock) each ask may take (SPEC §1.6); an ask that takes
+            longer raises :class:`~actors.errors.AskTimeout`.
+
+    Every method raises what the matching :class:`EventLog` method raises, plus
+    ``AskTimeout`` (``ask_timeout``) and ``ActorStopped`` (``actor_stopped``).
+    """
+
+    def __init__(self, ref: ActorRef, *, timeout: float = 10.0) -> None:
+        self.ref = ref
+        self.timeout = validate_duration("timeout", timeout, allow_zero=False)
+
+    async def _ask(self, message: object) -> Any:
+        return await self.ref.ask(message, timeout=self.timeout)
+
+    async def submit(
+        self, operation: str, arguments: Mapping[str, Any], request_id: str | None = None
+    ) -> Receipt:
+        """See :meth:`EventLog.submit` (SPEC §6.1)."""
+        return cast(
+            "Receipt",
+            await self._ask(
+                Submit(operation=operation, arguments=arguments, request_id=request_id)
+            ),
+        )
+
+    async def start(
+        self, run_id: int, *, on_cancel: Callable[[], object] | None = None
+    ) -> RunStatus:
+        """See :meth:`EventLog.start` (SPEC §6.6)."""
+        return cast("RunStatus", await self._ask(Start(run_id=run_id, on_cancel=on_cancel)))
+
+    async def progress(self, run_id: int, fraction: float, note: str | None = None) -> None:
+        """See :meth:`EventLog.progress` (SPEC §6.6)."""
+        await self._ask(Progress(run_id=run_id, fraction=fraction, note=note))
+
+    async def finish(
+        self,
+        run_id: int,
+        verdict: str,
+        result: Any = None,
+        *,
+        error: Mapping[str, str] | None = None,
+    ) -> RunStatus:
+        """See :meth:`EventLog.finish` (SPEC §6.6)."""
+        return cast(
+            "RunStatus",
+            await self._ask(Finish(run_id=run_id, verdict=verdict, result=result, error=error)),
+        )
+
+    async def cancel(self, run_id: int, actor: str = "local") -> RunStatus:
+        """See :meth:`EventLog.cancel` (SPEC §6.7)."""
+        return cast("RunStatus", await self._ask(Cancel(run_id=run_id, actor=actor)))
+
+    async def status(self, run_id: int) -> RunStatus:
+        """See :meth:`EventLog.status`."""
+        return cast("RunStatus", await self._ask(Status(run_id=run_id)))
+
+    async def watch(self, cursor: int, *, limit: int | None = None) -> WatchResult:
+        """See :meth:`EventLog.watch` (SPEC §6.8)."""
+        return cast("WatchResult", await self._ask(Watch(cursor=cursor, limit=limit)))
+
+    async def subscribe(
+        self,
+        name: str | None = None,
+        *,
+        cursor: int | None = None,
+        bound: int | None = None,
+        local: bool = True,
+        listener: Callable[[Event], object] | None = None,
+    ) -> Port:
+        """See :meth:`EventLog.subscribe` (SPEC §6.9)."""
+        return cast(
+            "Port",
+            await self._ask(
+                Subscribe(name=name, cursor=cursor, bound=bound, local=local, listener=listener)
+            ),
+        )
+
+    async def set_port_enabled(self, name: str, enabled: bool, *, local: bool) -> PortStatistics:
+        """See :meth:`EventLog.set_port_enabled` (SPEC §6.9)."""
+        return cast(
+            "PortStatistics",
+            await self._ask(SetPortEnabled(name=name, enabled=enabled, local=local)),
+        )
+
+    async def apply_edit(self) -> int:
+        """See :meth:`EventLog.apply_edit` (SPEC §6.4)."""
+        return cast("int", await self._ask(ApplyEdit()))
+
+    async def boot_report(self) -> BootReport:
+        """See :meth:`EventLog.boot_report` (SPEC §6.10)."""
+        return cast("BootReport", await self._ask(GetBootReport()))
+
+    async def resume(self, run_id: int, *, override: bool = False) -> RunStatus:
+        """See :meth:`EventLog.resume` (SPEC §6.10)."""
+        return cast("RunStatus", await self._ask(Resume(run_id=run_id, override=override)))
+
+    async def discard(self, run_id: int, *, actor: str = "local") -> RunStatus:
+        """See :meth:`EventLog.discard` (SPEC §6.10)."""
+        return cast("RunStatus", await self._ask(Discard(run_id=run_id, actor=actor)))
+
+    async def check_drift(self, run_id: int, current: Mapping[str, Any] | None = None) -> Drift:
+        """See :meth:`EventLog.check_drift` (SPEC §6.10)."""
+        return cast("Drift", await self._ask(CheckDrift(run_id=run_id, current=current)))
+
+    async def statistics(self) -> EventLogStatistics:
+        """See :meth:`EventLog.statistics`."""
+        return cast("EventLogStatistics", await self._ask(GetStatistics()))

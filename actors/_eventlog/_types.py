@@ -1,0 +1,357 @@
+"""Records of the event log and front door: operations, receipts, events, runs (SPEC §6).
+
+Everything here is plain data (attrs frozen, keyword-only) so it can cross the event-log
+actor's mailbox and be turned into the client protocol's JSON with ``to_dict()``.
+The behaviour lives in :mod:`actors._eventlog._eventlog`; durability in :mod:`actors._eventlog._ledger`;
+subscribers in :mod:`actors._eventlog._ports`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from .._core._config import count_field, duration_field
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+__all__ = [
+    "RUN_STATES",
+    "TERMINAL_STATES",
+    "VERDICT_NOT_RUN",
+    "VERDICT_OK",
+    "BootReport",
+    "Drift",
+    "Event",
+    "EventLogConfig",
+    "OperationSpec",
+    "Receipt",
+    "RunStatus",
+    "WatchResult",
+    "canonical_json",
+    "encode_json",
+    "json_string",
+]
+
+RunState = Literal["queued", "running", "finished", "cancelled", "held"]
+#: Every state a run can be in. ``held``: found unfinished at boot, waiting for
+#: ``resume``/``discard`` (SPEC §6.10).
+RUN_STATES: tuple[RunState, ...] = ("queued", "running", "finished", "cancelled", "held")
+#: States that never change again (SPEC §6.6, §6.7).
+TERMINAL_STATES = frozenset({"finished", "cancelled"})
+#: The verdict of a run whose runner returned normally.
+VERDICT_OK = "ok"
+#: The verdict of a run whose runner raised: the reason is in the ``error`` record (§6.6).
+VERDICT_NOT_RUN = "NOT_RUN"
+
+
+def canonical_json(value: Any) -> str:
+    """Return the canonical JSON text of ``value``: sorted keys, no spaces, no NaN.
+
+    Two values that are equal as JSON give the same text, so it is used to compare
+    request content (SPEC §6.3) and to key coalescing (SPEC §6.4).
+
+    Raises:
+        TypeError: ``value`` holds something JSON cannot represent.
+        ValueError: ``value`` holds NaN or an infinity, a circular reference, or is
+            nested too deeply to encode (instead of a bare ``RecursionError``).
+    """
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except RecursionError:
+        raise ValueError("value is nested too deeply") from None
+
+
+def _make_json_encoder() -> Callable[[Any], str]:
+    # The C encoder called directly skips json.dumps' per-call set-up (about 2x faster
+    # for small dicts). No circular check: the log encodes only data it built itself.
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - pure-Python json
+        return functools.partial(
+            json.dumps, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+        )
+    ascii_string = json.encoder.encode_basestring_ascii
+    chunks = make(None, None, ascii_string, None, ":", ",", False, False, False)
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode
+
+
+#: ``encode_json(value)``: compact JSON text of data the log built or already checked
+#: (key order kept, non-ASCII escaped so the text always encodes to UTF-8). Each event's
+#: ``data`` is encoded exactly once, by the log, for its ledger row; not canonical.
+encode_json = _make_json_encoder()
+#: ``json_string(text)``: the JSON string literal of ``text`` (quoted, ASCII-escaped).
+json_string: Callable[[str], str] = json.encoder.encode_basestring_ascii
+
+
+def _name(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str) or not value or len(value) > 128:
+        raise ValueError(f"{attribute.name} must be a non-empty str of <= 128 chars")
+
+
+def _names(value: Iterable[str]) -> frozenset[str]:
+    # A typed converter: mypy's attrs plugin types a bare ``converter=frozenset`` as
+    # taking ``Iterable[_T_co]``, which no argument matches (python/mypy#5313).
+    return frozenset(value)
+
+
+@attrs.frozen(kw_only=True)
+class OperationSpec:
+    """One operation the front door accepts, and its argument schema (SPEC §6.2, §6.4).
+
+    Example: ``OperationSpec(name="preview", fields={"run_id"}, required={"run_id"})``.
+    """
+
+    name: str = attrs.field(validator=_name)
+    """The operation's name as clients send it."""
+    fields: frozenset[str] = attrs.field(converter=_names, factory=frozenset)
+    """Allowed argument names; any other name is ``invalid_command``."""
+    required: frozenset[str] = attrs.field(converter=_names, factory=frozenset)
+    """Argument names that must be present (a subset of ``fields``)."""
+    mutating: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    """True for operations that change state: they never coalesce (SPEC §6.4)."""
+
+    @required.validator
+    def _check_required(self, attribute: attrs.Attribute[frozenset[str]], value: Any) -> None:
+        extra = value - self.fields
+        if extra:
+            raise ValueError(f"required fields {sorted(extra)} are not in fields")
+
+
+@attrs.frozen(kw_only=True)
+class Event:
+    """One entry of the global event log (SPEC §6.8); ``data`` is JSON-compatible.
+
+    Kinds: ``job_queued``, ``job_started``, ``job_progress``, ``job_finished``,
+    ``job_cancelled``, ``job_interrupted``, ``admission_paused``, ``admission_resumed``,
+    ``revision_bumped``. ``data`` must not be mutated.
+    """
+
+    seq: int
+    """Global, strictly increasing position (the first event has seq 1)."""
+    kind: str
+    """What happened."""
+    run_id: int | None
+    """The run it concerns, or None for log-wide events (admission, revision)."""
+    data: dict[str, Any]
+    """Details, JSON-compatible."""
+
+    @classmethod
+    def _make(cls, seq: int, kind: str, run_id: int | None, data: dict[str, Any]) -> Event:
+        # The writer builds one event per call; attrs' frozen __init__ costs about 1 us
+        # more than filling the four slots directly, which is the same thing.
+        event = _new(cls)
+        _set_seq(event, seq)
+        _set_kind(event, kind)
+        _set_run_id(event, run_id)
+        _set_data(event, data)
+        return event
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return ``{"seq", "kind", "run_id", "data"}`` (the client ``event`` message)."""
+        return {"seq": self.seq, "kind": self.kind, "run_id": self.run_id, "data": self.data}
+
+
+_new = object.__new__
+_set_seq = Event.__dict__["seq"].__set__
+_set_kind = Event.__dict__["kind"].__set__
+_set_run_id = Event.__dict__["run_id"].__set__
+_set_data = Event.__dict__["data"].__set__
+
+
+@attrs.frozen(kw_only=True)
+class Receipt:
+    """What ``submit`` returns: admission facts, never a verdict (SPEC §6.1, §6.5).
+
+    A refused receipt has ``admitted=False``, ``run_id=None``, ``code="pool_full"``,
+    ``retryable=True`` and the ``depth``/``bound`` of the pool.
+    """
+
+    admitted: bool
+    """True when a run exists for this request (new or joined)."""
+    run_id: int | None
+    """The run that carries the request; None when refused."""
+    request_id: str
+    """The caller's id, or a generated one when the caller gave none."""
+    snapshot_id: str | None
+    """Digest of the pinned ingredients (revision, operation, arguments); None if refused."""
+    revision: int
+    """The revision the run is pinned to (the current one when refused)."""
+    event_cursor: int
+    """Watch from here to see the run's events from ``job_queued`` on (SPEC §6.8)."""
+    coalesced: bool = False
+    """True when the request joined an equal run already in flight (SPEC §6.4)."""
+    code: str | None = None
+    """``pool_full`` when refused (SPEC §6.5)."""
+    retryable: bool | None = None
+    """True when refused for lack of capacity."""
+    depth: int | None = None
+    """Queued plus running runs when refused."""
+    bound: int | None = None
+    """``max_inflight`` when refused."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the client ``receipt`` fields (refusal fields only when refused)."""
+        out = attrs.asdict(self)
+        if self.admitted:
+            for key in ("code", "retryable", "depth", "bound"):
+                del out[key]
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class RunStatus:
+    """The state of one run, as ``status``/``cancel``/``resume``/``discard`` return it."""
+
+    run_id: int
+    """The run's id (1, 2, ...; never reused, also across restarts)."""
+    state: RunState
+    """One of :data:`RUN_STATES`."""
+    operation: str
+    """The operation it runs."""
+    arguments: dict[str, Any]
+    """Its arguments (pinned at submit)."""
+    revision: int
+    """The revision it is pinned to."""
+    snapshot_id: str
+    """Digest of revision, operation and arguments."""
+    request_id: str
+    """The request that created it."""
+    verdict: str | None = None
+    """``ok``, ``NOT_RUN`` or the executor's verdict, once finished."""
+    result: Any = None
+    """The runner's JSON-compatible result, once finished."""
+    error: dict[str, str] | None = None
+    """``{"category", "code", "message"}`` when the runner failed (message <= 1 KiB)."""
+    cancelled_by: str | None = None
+    """Who cancelled or discarded it (actor attribution, SPEC §6.7)."""
+    progress: float | None = None
+    """The last progress fraction reported (0.0..1.0)."""
+    interruptions: int = 0
+    """How many times a process stopped while it was running (SPEC §6.10)."""
+    quarantined: bool = False
+    """True once ``interruptions`` reached the quarantine threshold (2)."""
+
+    @property
+    def terminal(self) -> bool:
+        """True for ``finished`` and ``cancelled``."""
+        return self.state in TERMINAL_STATES
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the fields as a JSON-compatible dict."""
+        return attrs.asdict(self)
+
+
+@attrs.frozen(kw_only=True)
+class WatchResult:
+    """What ``watch(cursor)`` returns (SPEC §6.8)."""
+
+    events: tuple[Event, ...]
+    """The events after the cursor, oldest first (at most the requested limit)."""
+    cursor: int
+    """The cursor to pass next time: the seq of the last event returned (or the input)."""
+    head: int
+    """The newest seq at the time of the call."""
+
+
+@attrs.frozen(kw_only=True)
+class BootReport:
+    """Unfinished runs found in the ledger at boot, still undecided (SPEC §6.10).
+
+    ``survivors`` ⊇ ``interrupted`` ⊇ ``quarantined``: every admitted, unfinished run;
+    those a process stop caught running; those caught running twice or more. None of them
+    runs until ``resume`` or ``discard`` decides.
+    """
+
+    survivors: tuple[RunStatus, ...]
+    """Every held run (admitted and unfinished when the previous process stopped)."""
+    interrupted: tuple[RunStatus, ...]
+    """Held runs with at least one interruption."""
+    quarantined: tuple[RunStatus, ...]
+    """Held runs at or past the quarantine threshold: ``resume`` needs ``override=True``."""
+    head: int
+    """The newest event seq."""
+    revision: int
+    """The current revision."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the report as a JSON-compatible dict."""
+        return attrs.asdict(self)
+
+
+@attrs.frozen(kw_only=True)
+class Drift:
+    """Which pinned ingredients of a run differ from the current ones (SPEC §6.10)."""
+
+    run_id: int
+    """The run checked."""
+    changed: tuple[str, ...]
+    """Names among ``revision``, ``operation``, ``arguments`` that changed (sorted)."""
+    pinned: dict[str, Any]
+    """The run's ingredients."""
+    current: dict[str, Any]
+    """The ingredients compared against."""
+
+    @property
+    def drifted(self) -> bool:
+        """True when any ingredient changed."""
+        return bool(self.changed)
+
+
+def _path_or_none(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str | os.PathLike):
+        return os.fspath(value)
+    raise ValueError(f"ledger_path must be a path or None, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class EventLogConfig:
+    """Settings of the event log; every count and duration is validated (SPEC §1.6)."""
+
+    ledger_path: str | None = attrs.field(default=None, converter=_path_or_none)
+    """SQLite file for durability (SPEC §6.10); None keeps everything in memory."""
+    max_inflight: int = count_field(256, minimum=1)
+    """Admission bound on queued plus running runs (SPEC §6.5)."""
+    window: int = count_field(4096, minimum=1)
+    """How many recent events stay in memory for ``watch`` (SPEC §6.8)."""
+    max_concurrency: int = count_field(4, minimum=1)
+    """How many built-in runners execute at once (the drain, SPEC §6.6)."""
+    subscriber_bound: int = count_field(1024, minimum=1)
+    """Default queue bound of a subscriber port, in events (SPEC §6.9)."""
+    progress_buffer: int = count_field(64, minimum=1)
+    """Progress reports kept per queued run until it starts (the newest are kept)."""
+    retain_runs: int = count_field(10_000, minimum=0)
+    """Finished/cancelled runs kept in memory; older ones are read from the ledger."""
+    ledger_retain_events: int = count_field(1_000_000, minimum=1)
+    """Events the ledger keeps: at each open the older ones are deleted, and a ``watch``
+    cursor below what is kept gets ``cursor_expired`` (SPEC §6.8, never a silent gap)."""
+    retain_requests: int = count_field(100_000, minimum=0)
+    """Request ids kept in memory for idempotency; older ones are read from the ledger."""
+    max_arguments_bytes: int = count_field(16 * 1024, minimum=2)
+    """Bound on the canonical JSON of a submit's arguments, in bytes of UTF-8."""
+    max_result_bytes: int = count_field(64 * 1024, minimum=4)
+    """Bound on the canonical JSON of a run's result, in bytes of UTF-8."""
+    quarantine_after: int = count_field(2, minimum=1)
+    """Interruptions after which ``resume`` needs ``override=True`` (SPEC §6.10)."""
+    commit_linger: float = duration_field(0.0, maximum=0.010)
+    """Seconds (trio clock) the ledger writer waits to grow a batch; <= 0.010 (§6.10)."""
+    max_pending_rows: int = count_field(50_000, minimum=1)
+    """Staged, uncommitted ledger rows above which ``wait_writable`` blocks."""
+    synchronous: str = attrs.field(
+        default="FULL", validator=attrs.validators.in_(("FULL", "NORMAL", "EXTRA"))
+    )
+    """SQLite ``PRAGMA synchronous``: FULL survives power loss, NORMAL a process crash."""
+    close_timeout: float = duration_field(5.0, allow_zero=False)
+    """Seconds (trio clock) allowed to flush and close the ledger when the log closes."""

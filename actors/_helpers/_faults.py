@@ -1,0 +1,101 @@
+"""The fault modes of the helper library, for tests (SPEC §3.9); runs in the child.
+
+:mod:`actors.helper` imports this module only when a fault mode is set, so a normal
+helper never pays for it. Stdlib only, like the helper library. The modes are listed
+in :data:`actors.helper.FAULT_MODES`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+from protocol.envelope import PROTOCOL_VERSION, encode_fields, new_session
+
+from ..helper import FAULT_EXIT_CODE
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from protocol.envelope import Envelope
+
+    from ..helper import _Stdio
+
+__all__ = ["at_startup", "faulty_reply", "hang"]
+
+_HANG_STEP = 3600.0
+
+
+def at_startup(fault: str) -> dict[str, Any]:
+    """Apply the startup part of ``fault``; return what to add to the ready info."""
+    if fault == "hang_startup":
+        hang()
+    if fault == "ignore_sigterm":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if fault == "grandchild_ignores_sigterm":
+        return {"grandchild_pid": _start_sigterm_ignoring_grandchild()}
+    return {}
+
+
+def hang() -> None:
+    while True:
+        time.sleep(_HANG_STEP)
+
+
+def _start_sigterm_ignoring_grandchild() -> int:
+    import shutil
+    import subprocess
+
+    # SIG_IGN survives exec, so set it around the spawn and restore ours afterwards.
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        sleep = shutil.which("sleep")
+        argv = [sleep, "300"] if sleep else [sys.executable, "-c", "import time; time.sleep(300)"]
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return child.pid
+
+
+def faulty_reply(stdio: _Stdio, fault: str, job: Envelope, answer: dict[str, Any]) -> bool:
+    """Send the broken reply of ``fault`` instead of ``answer``; False if not a reply fault."""
+    fields: dict[str, Any] = {
+        "kind": "reply",
+        "session": job.session,
+        "generation": job.generation,
+        "operation": job.operation,
+        **answer,
+    }
+    if fault == "crash_before_reply":
+        os._exit(FAULT_EXIT_CODE)
+    if fault == "malformed_reply":
+        stdio.write(len(b"not json").to_bytes(4, "big") + b"not json")
+    elif fault == "oversized_reply":
+        stdio.write((stdio.max_reply + 1).to_bytes(4, "big") + b"{")
+        hang()
+    elif fault == "partial_frame":
+        frame = encode_fields(**fields, max_size=stdio.max_reply)
+        stdio.write(frame[: len(frame) // 2])
+        hang()
+    elif fault in ("stale_generation", "stale_session", "wrong_version", "stale_progress"):
+        if fault == "stale_generation":
+            fields["generation"] = job.generation - 1
+        elif fault == "stale_session":
+            fields["session"] = new_session()
+        elif fault == "wrong_version":
+            fields["version"] = PROTOCOL_VERSION + 1
+        else:
+            fields.update(
+                kind="progress",
+                generation=job.generation - 1,
+                status=None,
+                payload={"fraction": 0.5, "note": "stale"},
+                error=None,
+            )
+        stdio.write(encode_fields(**fields, max_size=stdio.max_reply))
+    else:
+        return False
+    return True

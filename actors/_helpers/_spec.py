@@ -1,0 +1,211 @@
+"""What a helper runs and its deadlines: spec, timeouts, snapshot (SPEC §3.1-3.3, §3.8).
+
+Also the child bootstrap (:data:`BOOTSTRAP`), the argv that starts a Python-entry helper
+without importing trio, attrs or cattrs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+import protocol.framing
+from protocol.framing import DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST, MAX_FRAME_LIMIT
+
+from .._core._config import duration_field
+from ..helper import FAULT_MODES
+
+__all__ = ["BOOTSTRAP", "HelperSnapshot", "HelperSpec", "HelperTimeouts"]
+
+#: Smallest allowed frame limit, in bytes: control frames (cancel, shutdown, a ready
+#: or error answer) must always fit, whatever the job payloads' limit.
+MIN_FRAME_LIMIT: Final = 4096
+
+_ACTORS_DIR: Final = str(Path(__file__).resolve().parents[1])
+_PROTOCOL_DIR: Final = str(Path(protocol.framing.__file__).resolve().parent)
+
+#: The program a Python-entry helper runs: ``python -c BOOTSTRAP entry actors protocol``.
+#:
+#: Why a bootstrap: ``import actors.helper`` would first run ``actors/__init__.py``, which
+#: imports trio (about 100 ms), and ``protocol/__init__.py`` imports attrs and cattrs; the
+#: helper child needs none of them. So the bootstrap puts bare package objects for
+#: ``actors`` and ``protocol`` into ``sys.modules`` (plain module objects with
+#: ``__path__`` set to the real package directories): submodules such as
+#: ``actors.helper``, ``protocol.envelope``, ``protocol.framing`` and ``protocol.errors``
+#: (all stdlib-only) then load from their files without the packages' ``__init__``.
+#: The ``actors`` stub carries ``HELPER_CHILD = True``, which
+#: :func:`actors.helper.in_helper_child` reads (code shared by parent and child, such as
+#: an entry's error classes, can choose what to import with it). Finally it imports the
+#: entry's module and calls its function. It imports nothing
+#: itself (``type(sys)`` is the module type, ``__import__`` needs no ``importlib``), so the
+#: child pays only for what the helper library and the entry import. The child's
+#: ``sys.path`` starts with its working directory (``-c`` semantics), then
+#: ``PYTHONPATH`` and site-packages.
+BOOTSTRAP: Final = """\
+import sys
+entry, actors_dir, protocol_dir = sys.argv[1:4]
+del sys.argv[1:4]
+for name, path in (("actors", actors_dir), ("protocol", protocol_dir)):
+    package = type(sys)(name)
+    package.__path__ = [path]
+    sys.modules[name] = package
+sys.modules["actors"].HELPER_CHILD = True
+module_name, _, function_name = entry.partition(":")
+__import__(module_name)
+getattr(sys.modules[module_name], function_name)()
+"""
+
+
+def _check_entry(instance: object, attribute: attrs.Attribute[str | None], value: object) -> None:
+    if value is None:
+        return
+    module, sep, function = str(value).partition(":")
+    names = [*module.split("."), function]
+    if not isinstance(value, str) or not sep or not all(n.isidentifier() for n in names):
+        raise ValueError(f"entry must be 'package.module:function', got {value!r}")
+
+
+def _check_json(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{attribute.name} must be JSON-compatible: {exc}") from None
+
+
+def _check_fault(instance: object, attribute: attrs.Attribute[str | None], value: object) -> None:
+    if value is not None and value not in FAULT_MODES:
+        raise ValueError(f"fault must be one of {sorted(FAULT_MODES)} or None, got {value!r}")
+
+
+def _check_limit(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not MIN_FRAME_LIMIT <= value <= MAX_FRAME_LIMIT
+    ):
+        raise ValueError(
+            f"{attribute.name} must be an int in [{MIN_FRAME_LIMIT}, 2**32-1] bytes, got {value!r}"
+        )
+
+
+def _optional_tuple(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else tuple(value)
+
+
+def _optional_dict(value: Any) -> dict[str, str] | None:
+    return None if value is None else dict(value)
+
+
+@attrs.frozen(kw_only=True)
+class HelperTimeouts:
+    """Every deadline of a helper's life, in seconds on trio's clock (SPEC §3.2).
+
+    Each is validated at construction (SPEC §1.6): a number (not a bool), finite,
+    ``<= 300``; ``startup``, ``reply`` and ``kill`` must be ``> 0``, the others ``>= 0``.
+
+    Raises:
+        ValueError: a field is out of range; the message names the field.
+    """
+
+    startup: float = duration_field(10.0, allow_zero=False)
+    """Spawn → *ready* (SPEC §3.3)."""
+    reply: float = duration_field(10.0, allow_zero=False)
+    """Job frame sent → terminal reply (SPEC §3.6)."""
+    cancel_grace: float = duration_field(0.75)
+    """Cancel frame sent → terminal reply, before SIGTERM (SPEC §3.5 step 1)."""
+    shutdown: float = duration_field(2.0)
+    """Shutdown frame sent → exited, before SIGTERM (SPEC §3.8)."""
+    terminate: float = duration_field(1.0)
+    """SIGTERM → reaped, before SIGKILL (SPEC §3.5 step 2)."""
+    kill: float = duration_field(1.0, allow_zero=False)
+    """SIGKILL → reaped, before quarantine (SPEC §3.5 steps 3-4)."""
+
+    @property
+    def ladder(self) -> float:
+        """Longest a cancelled job's escalation can take: grace + terminate + kill."""
+        return self.cancel_grace + self.terminate + self.kill
+
+
+@attrs.frozen(kw_only=True)
+class HelperSpec:
+    """What to run as a helper and how (SPEC §3.1, §3.9).
+
+    Exactly one of ``entry`` and ``argv`` is given. ``entry`` runs a Python function in
+    a fresh interpreter (``python``) that imports only the standard library and
+    :mod:`actors.helper` (see :data:`BOOTSTRAP`); ``argv`` runs any program that speaks
+    the helper protocol on its stdin/stdout.
+
+    Raises:
+        ValueError: neither or both of ``entry``/``argv``; a malformed ``entry``;
+            ``options`` not JSON-compatible; an unknown ``fault``; a limit outside
+            ``[4096, 2**32-1]`` bytes.
+    """
+
+    entry: str | None = attrs.field(default=None, validator=_check_entry)
+    """``"package.module:function"``; the function calls :func:`actors.helper.serve`."""
+    argv: tuple[str, ...] | None = attrs.field(default=None, converter=_optional_tuple)
+    """A raw command line instead of ``entry``."""
+    options: Any = attrs.field(factory=dict, validator=_check_json)
+    """JSON-compatible settings given to the entry's ``on_startup`` hook."""
+    env: dict[str, str] | None = attrs.field(default=None, converter=_optional_dict)
+    """Variables added to (overriding) the parent's environment."""
+    cwd: str | None = None
+    """Working directory of the child (default: the parent's)."""
+    python: str = sys.executable
+    """Interpreter that runs ``entry``."""
+    name: str = "helper"
+    """Label used in errors and snapshots."""
+    fault: str | None = attrs.field(default=None, validator=_check_fault)
+    """A fault mode of :data:`actors.helper.FAULT_MODES`, for tests (SPEC §3.9)."""
+    max_request: int = attrs.field(default=DEFAULT_MAX_REQUEST, validator=_check_limit)
+    """Largest job frame payload, in bytes (SPEC §2.2)."""
+    max_reply: int = attrs.field(default=DEFAULT_MAX_REPLY, validator=_check_limit)
+    """Largest reply frame payload, in bytes (SPEC §2.2)."""
+
+    def __attrs_post_init__(self) -> None:
+        if (self.entry is None) == (self.argv is None):
+            raise ValueError("give exactly one of entry and argv")
+        if self.argv is not None and not self.argv:
+            raise ValueError("argv must not be empty")
+
+    def command(self) -> list[str]:
+        """The child's argv: ``argv`` as given, or the bootstrap for ``entry``."""
+        if self.argv is not None:
+            return list(self.argv)
+        assert self.entry is not None
+        return [self.python, "-c", BOOTSTRAP, self.entry, _ACTORS_DIR, _PROTOCOL_DIR]
+
+
+@attrs.frozen(kw_only=True)
+class HelperSnapshot:
+    """A helper incarnation's liveness, taken without waiting (SPEC §3.8)."""
+
+    name: str
+    """The spec's name and the incarnation, e.g. ``"helper#0.3"``."""
+    incarnation: int
+    """1 for the first process of its slot, +1 for each replacement (SPEC §3.7)."""
+    pid: int | None
+    """The process id, or None if no process was started."""
+    state: str
+    """A :class:`~actors._core._lifecycle.HelperState` value, e.g. ``"busy"``."""
+    alive: bool
+    """True until the process is reaped."""
+    active_generation: int | None
+    """Generation of the job in progress, or None."""
+    active_operation: str | None
+    """Operation of the job in progress, or None."""
+    unreaped: bool
+    """Signalled (SIGTERM/SIGKILL) or exiting but not reaped yet."""
+    quarantined: bool
+    """Not reaped within the kill timeout (SPEC §3.5 step 4)."""
+    exit_code: int | None
+    """``Popen.returncode`` once reaped (negative: killed by that signal)."""
+    jobs_run: int
+    """Jobs sent to this incarnation."""
+    ready: Any
+    """The *ready* frame's payload: ``pid``, ``handlers``, ``heavy_modules`` and
+    ``info`` (what the entry's ``on_startup`` returned, e.g. the database it opened)."""

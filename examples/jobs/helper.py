@@ -1,0 +1,159 @@
+"""Helper-process entry point of the job server (SPEC §3.9, §7).
+
+Runs inside a helper child: standard library and :mod:`actors.helper` only (never trio,
+attrs or cattrs). The parent names it ``HelperSpec(entry="examples.jobs.helper:main",
+cwd=<the repository root>)``.
+
+Operations (payload → result, all JSON); every result carries the helper's ``pid`` so a
+client can see which incarnation ran it (SPEC §3.7):
+
+* ``hash_file`` ``{"path": str}`` → ``{"sha256", "size", "pid"}``: reads the file in
+  1 MiB chunks, checks for a cancel between chunks;
+* ``count_primes`` ``{"limit": int}`` → ``{"limit", "count", "pid"}``: primes below
+  ``limit`` (at most 10**9) by trial division, a deliberately long computation that
+  checks for a cancel every 2048 numbers;
+* ``sleep`` ``{"seconds": float}`` → ``{"slept", "pid"}``: waits in 20 ms steps, checking
+  for a cancel (a long job that costs no CPU);
+* ``crash`` ``{}``: exits the process at once with status 3 (``os._exit``), so the job
+  fails with ``helper_exited`` and the next job gets a fresh incarnation.
+
+Each handler reports progress with ``ctx.progress(fraction)`` (progress frames, rate
+limited by :mod:`actors.helper`; the parent turns them into ``job_progress`` events)
+and ends with ``ctx.progress(1.0)``. A bad payload fails the job with code
+``invalid_command``; an unreadable file with ``source_unreadable``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from actors.helper import JobError, serve
+
+if TYPE_CHECKING:
+    from actors.helper import JobContext
+
+__all__ = ["MAX_LIMIT", "MAX_SLEEP", "main"]
+
+#: Largest ``count_primes`` limit.
+MAX_LIMIT = 10**9
+#: Longest ``sleep``, in seconds.
+MAX_SLEEP = 300.0
+#: Exit status of the ``crash`` operation.
+CRASH_EXIT_CODE = 3
+_CHUNK = 1 << 20
+
+
+def _invalid(message: str) -> JobError:
+    return JobError(message, code="invalid_command", category="permanent")
+
+
+def _payload(payload: object) -> dict[str, Any]:
+    if not isinstance(payload, dict):
+        raise _invalid("the payload must be a JSON object")
+    return payload
+
+
+def hash_file(payload: object, ctx: JobContext) -> dict[str, Any]:
+    """SHA-256 of a file, read in 1 MiB chunks; cancellable between chunks.
+
+    Raises:
+        JobError: ``invalid_command`` (no ``path``), ``source_unreadable`` (cannot read).
+        CancelRequested: the parent cancelled the job.
+    """
+    fields = _payload(payload)
+    path = fields.get("path")
+    if not isinstance(path, str) or not path:
+        raise _invalid("path must be a non-empty string")
+    if "\x00" in path:  # open() would raise ValueError: an unclassified handler_failed
+        raise _invalid("path must not contain a NUL character")
+    digest = hashlib.sha256()
+    done = 0
+    try:
+        with open(path, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            while chunk := file.read(_CHUNK):
+                ctx.check_cancel()
+                digest.update(chunk)
+                done += len(chunk)
+                ctx.progress(min(done / size, 1.0) if size else 1.0, f"{done} of {size} bytes")
+    except OSError as exc:
+        raise JobError(
+            f"cannot read {path!r}: {exc.strerror}", code="source_unreadable", category="permanent"
+        ) from None
+    ctx.progress(1.0, f"{done} bytes")
+    return {"sha256": digest.hexdigest(), "size": done, "pid": os.getpid()}
+
+
+def _is_prime(n: int) -> bool:
+    if n < 4:
+        return n >= 2
+    if n % 2 == 0:
+        return False
+    divisor = 3
+    while divisor * divisor <= n:
+        if n % divisor == 0:
+            return False
+        divisor += 2
+    return True
+
+
+def count_primes(payload: object, ctx: JobContext) -> dict[str, Any]:
+    """Count the primes below ``limit`` by trial division; cancellable, with progress.
+
+    Raises:
+        JobError: ``invalid_command`` (``limit`` not an int in [0, 10**9]).
+        CancelRequested: the parent cancelled the job.
+    """
+    fields = _payload(payload)
+    limit = fields.get("limit")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
+        raise _invalid(f"limit must be an integer from 0 to {MAX_LIMIT}")
+    count = 0
+    for n in range(limit):
+        if n % 2048 == 0:
+            ctx.check_cancel()
+            if n:  # the event log already emitted a synthetic 0.0 at the start
+                ctx.progress(n / limit)
+        if _is_prime(n):
+            count += 1
+    ctx.progress(1.0, f"{count} primes")
+    return {"limit": limit, "count": count, "pid": os.getpid()}
+
+
+def sleep(payload: object, ctx: JobContext) -> dict[str, Any]:
+    """Wait ``seconds`` in 20 ms steps; cancellable, with progress.
+
+    Raises:
+        JobError: ``invalid_command`` (``seconds`` not a number in [0, 300]).
+        CancelRequested: the parent cancelled the job.
+    """
+    fields = _payload(payload)
+    seconds = fields.get("seconds")
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise _invalid("seconds must be a number")
+    if not 0 <= seconds <= MAX_SLEEP:
+        raise _invalid(f"seconds must be from 0 to {MAX_SLEEP:g}")
+    start = time.monotonic()
+    while (elapsed := time.monotonic() - start) < seconds:
+        ctx.check_cancel()
+        if elapsed:
+            ctx.progress(elapsed / seconds)
+        time.sleep(min(0.02, seconds - elapsed))
+    ctx.progress(1.0)
+    return {"slept": seconds, "pid": os.getpid()}
+
+
+def crash(payload: object, ctx: JobContext) -> None:
+    """Exit the helper process at once with status 3 (no reply, no cleanup)."""
+    os._exit(CRASH_EXIT_CODE)
+
+
+def main() -> None:
+    """Serve the job server's operations until shutdown (the helper's entry point)."""
+    serve(
+        {"hash_file": hash_file, "count_primes": count_primes, "sleep": sleep, "crash": crash},
+        on_startup=lambda options: {"pid": os.getpid()},
+    )

@@ -1,0 +1,433 @@
+"""A generic job server: jobs run in supervised helper processes, over websocket (SPEC §7).
+
+The second example server. Its operations run in helper processes
+(:mod:`examples.jobs.helper`) supervised by the pool actor (SPEC §3); the
+event log (SPEC §6) admits them, runs them with its built-in drain (one runner per
+operation, at most ``helpers`` at once) and pushes their lifecycle to clients through
+the websocket front door (:mod:`examples.web.frontdoor`, SPEC §7.1):
+
+==================  ===================  ==============================================
+operation           arguments            what it shows
+==================  ===================  ==============================================
+``hash_file``       ``{"path": str}``    a result (``sha256``, ``size``) with progress
+``count_primes``    ``{"limit": int}``   a long computation: progress, then ``cancel``
+                                         stops it cooperatively (SPEC §3.5 step 1)
+``sleep``           ``{"seconds": n}``   a long job that costs no CPU
+``crash``           ``{}``               the helper exits: the run fails with
+                                         ``helper_exited``, the next job gets a fresh
+                                         helper incarnation (another ``pid``, §3.7)
+==================  ===================  ==============================================
+
+More than ``max_restarts`` helper crashes within ``restart_period`` seconds fail the pool
+(jobs fail with ``pool_failed``, SPEC §1.4, §3.7); the server logs it once and restarts
+the pool after a capped exponential backoff (:mod:`examples.web.pool_recovery`).
+
+Every result has the ``pid`` of the helper that ran it. Run it::
+
+    python -m examples.jobs.server [--host 127.0.0.1] [--port 8766] [--ledger PATH]
+                                  [--token T] [--helpers N] [--grace S] [-v]
+
+It binds its port first of all, and prints ``listening on ws://HOST:PORT`` once ready.
+SIGINT/SIGTERM shut it down gracefully: no new work, up to ``--grace`` seconds for
+running jobs, websockets closed with code 1001, every helper reaped. With ``--ledger``,
+runs survive a restart: unfinished ones are listed by ``boot_report`` and wait for
+``resume``/``discard``. A bad option or a port in use: one line on stderr and exit
+status 2; a helper or ledger failure (e.g. ``ledger_corrupt``): one line and status 1.
+
+Progress: each helper handler reports ``ctx.progress(fraction)``; the pool actor hands
+the progress frames to the runner's callback (SPEC §3.9), which reports them to the
+event log (``job_progress`` events pushed to subscribed clients).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import signal
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from actors import (
+    EventLogActor,
+    EventLogClient,
+    EventLogConfig,
+    HelperSpec,
+    HelperTimeouts,
+    OperationSpec,
+    PoolConfig,
+    PoolActor,
+    PoolHandle,
+)
+from actors._core._config import count_field, duration_field
+from actors.errors import ActorError, InvalidCommand
+
+from examples.web.cli import (
+    OneLineParser,
+    bind_sockets,
+    cannot_listen,
+    count,
+    describe,
+    leaf,
+    seconds,
+    setup_logging,
+)
+from examples.web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
+from examples.web.pool_recovery import PoolRecovery, RecoveryConfig
+from examples.web.api import BUILTIN_HANDLERS
+from examples.jobs.helper import MAX_LIMIT, MAX_SLEEP
+
+if TYPE_CHECKING:
+    import socket
+    from collections.abc import AsyncIterator, Callable, Sequence
+
+    from actors import ActorRef, RunStatus
+    from protocol import messages
+
+    from examples.web.connection import Connection
+
+__all__ = [
+    "OPERATIONS",
+    "JobRuntime",
+    "JobServer",
+    "JobServerConfig",
+    "HelperRunner",
+    "main",
+    "open_job_runtime",
+    "open_job_server",
+    "serve_jobs",
+]
+
+LOGGER = logging.getLogger("examples.jobs.server")
+ROOT = Path(__file__).resolve().parents[2]
+#: Seconds (trio clock) a client's closing handshake may take: short, so a client that
+#: does not read cannot push the exit past grace + 1 s.
+CLOSE_TIMEOUT = 0.25
+#: The job server's operations and their argument schemas (SPEC §6.2).
+OPERATIONS = (
+    OperationSpec(name="hash_file", fields={"path"}, required={"path"}),
+    OperationSpec(name="count_primes", fields={"limit"}, required={"limit"}),
+    OperationSpec(name="sleep", fields={"seconds"}, required={"seconds"}),
+    OperationSpec(name="crash"),
+)
+
+
+@attrs.frozen(kw_only=True)
+class JobServerConfig:
+    """Settings of the job server; validated at construction (SPEC §1.6).
+
+    Raises:
+        ValueError: a field is out of range; the message names it.
+    """
+
+    front_door: FrontDoorConfig = attrs.field(
+        factory=lambda: FrontDoorConfig(port=8766, close_timeout=CLOSE_TIMEOUT)
+    )
+    """Where and how the websocket front door listens."""
+    ledger: str | None = None
+    """SQLite ledger file (SPEC §6.10); None keeps runs in memory only."""
+    helpers: int = count_field(2, minimum=1, maximum=64)
+    """Helper processes, and jobs run at once."""
+    grace: float = duration_field(5.0)
+    """Seconds (trio clock) running jobs get to finish after SIGINT/SIGTERM."""
+    job_timeout: float = duration_field(120.0, allow_zero=False)
+    """Seconds (trio clock) one job may take before its helper is stopped (SPEC §3.6)."""
+    stop_grace: float = duration_field(0.5)
+    """Seconds (trio clock) each actor gets to drain when the server stops."""
+    helper_timeouts: HelperTimeouts = attrs.field(
+        factory=lambda: HelperTimeouts(
+            startup=10.0, reply=120.0, cancel_grace=0.3, shutdown=0.5, terminate=0.3, kill=0.5
+        )
+    )
+    """Helper deadlines (SPEC §3.2); short ladder steps keep shutdown within grace + 1 s."""
+    max_restarts: int = count_field(5, minimum=0)
+    """Helper replacements allowed within ``restart_period`` before the pool fails
+    (restart intensity, SPEC §1.4)."""
+    restart_period: float = duration_field(10.0, allow_zero=False)
+    """Sliding window of the restart intensity, in seconds (trio clock)."""
+    pool_recovery: RecoveryConfig = attrs.field(
+        factory=RecoveryConfig, validator=attrs.validators.instance_of(RecoveryConfig)
+    )
+    """How a failed pool is restarted (backoff 1 s doubling to 30 s, SPEC §1.4, §3.7)."""
+
+
+class HelperRunner:
+    """The event log's runner for every job operation: one helper job per run (SPEC §6.6).
+
+    ``await runner(run, report)`` runs ``run.operation`` on a helper with the run's
+    arguments, reports the helper's progress frames to the event log, and returns the
+    helper's result. A failed job raises its error (the event log records a failed
+    completion, verdict ``NOT_RUN``); a cancelled run cancels the helper job (the
+    pool's escalation ladder, SPEC §3.5).
+
+    Args:
+        pool: The pool actor's handle.
+        job_timeout: Seconds (trio clock) a job may take, escalation included.
+        recovery: Told every job error: a ``PoolFailed`` starts its recovery episode.
+    """
+
+    def __init__(
+        self,
+        pool: PoolHandle,
+        *,
+        job_timeout: float,
+        recovery: PoolRecovery | None = None,
+    ) -> None:
+        self.pool = pool
+        self.job_timeout = job_timeout
+        self.recovery = recovery
+
+    async def __call__(self, run: RunStatus, report: Callable[..., None]) -> Any:
+        """Run one job; see the class docstring.
+
+        Raises:
+            ActorError: what the job failed with, e.g. ``HelperExitedError``
+                (``helper_exited``), ``HelperJobFailed`` (the handler's code, e.g.
+                ``source_unreadable``), ``ReplyTimeout`` (``reply_timeout``).
+        """
+
+        def on_progress(fraction: float, note: str | None) -> None:
+            with contextlib.suppress(ActorError):  # already_decided: cancelled meanwhile
+                report(fraction, note)
+
+        try:
+            return await self.pool.run_job(
+                run.operation,
+                dict(run.arguments),
+                timeout=self.job_timeout,
+                on_progress=on_progress,
+            )
+        except ActorError as exc:
+            if self.recovery is not None:
+                self.recovery.note(exc)
+            raise
+
+
+@attrs.define(eq=False)
+class JobRuntime:
+    """The job server's two actors; made by :func:`open_job_runtime` only."""
+
+    eventlog: EventLogClient
+    """The event log's client (SPEC §6)."""
+    eventlog_ref: ActorRef
+    pool: PoolHandle
+    """The pool actor's handle (SPEC §3): ``snapshot()`` shows the helpers."""
+    pool_ref: ActorRef
+    recovery: PoolRecovery
+    """Restarts the pool after it failed (:mod:`examples.web.pool_recovery`)."""
+
+
+def helper_spec() -> HelperSpec:
+    """The spec of the job server's helpers (:mod:`examples.jobs.helper`)."""
+    return HelperSpec(entry="examples.jobs.helper:main", cwd=str(ROOT), name="job-helper")
+
+
+@asynccontextmanager
+async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]:
+    """Start the pool actor (helper pool) and the event log (with its runners).
+
+    Entering waits until every helper is ready and the ledger is open. Leaving stops the
+    event log (running jobs are cancelled; with a ledger they are survivors at the next
+    boot), then the pool actor: every helper is reaped before the block exits (§3.8).
+
+    Raises:
+        HelperStartupError: (``helper_startup_failed``) a helper did not start.
+        LedgerCorrupt: (``ledger_corrupt``) the ledger file is damaged.
+    """
+    timeouts = attrs.evolve(config.helper_timeouts, reply=config.job_timeout)
+    pool = PoolConfig(
+        size=config.helpers,
+        timeouts=timeouts,
+        max_restarts=config.max_restarts,
+        restart_period=config.restart_period,
+    )
+    async with trio.open_nursery() as nursery:
+        pool_ref = await nursery.start(PoolActor(helper_spec(), pool).run)
+        pool_handle = PoolHandle(pool_ref)
+        recovery = PoolRecovery(pool_handle.restart, config.pool_recovery)
+        recovery_scope = trio.CancelScope()
+        nursery.start_soon(_serve_recovery, recovery, recovery_scope)
+        runner = HelperRunner(
+            pool_handle, job_timeout=config.job_timeout + timeouts.ladder + 1.0, recovery=recovery
+        )
+        log_config = EventLogConfig(ledger_path=config.ledger, max_concurrency=config.helpers)
+        actor = EventLogActor(
+            log_config, operations=OPERATIONS, runners={op.name: runner for op in OPERATIONS}
+        )
+        eventlog_ref = await nursery.start(actor.run)
+        runtime = JobRuntime(
+            eventlog=EventLogClient(eventlog_ref),
+            eventlog_ref=eventlog_ref,
+            pool=pool_handle,
+            pool_ref=pool_ref,
+            recovery=recovery,
+        )
+        try:
+            yield runtime
+        finally:
+            recovery_scope.cancel()  # no pool restart while the server stops
+            with trio.CancelScope(shield=True):  # each stop is bounded by its grace
+                LOGGER.info("stopping the event log")
+                await eventlog_ref.stop(config.stop_grace)
+                LOGGER.info("stopping the pool actor")
+                await pool_ref.stop(config.stop_grace)
+                LOGGER.info("stopped")
+            nursery.cancel_scope.cancel()
+
+
+async def _serve_recovery(recovery: PoolRecovery, scope: trio.CancelScope) -> None:
+    with scope:
+        await recovery.run()
+
+
+def _check_arguments(operation: str, arguments: dict[str, Any]) -> None:
+    """Check the argument *types* of a job (the event log checks the names, §6.2)."""
+    problem: tuple[str, str] | None = None
+    if operation == "hash_file" and "path" in arguments:
+        path = arguments["path"]
+        if not isinstance(path, str) or not 1 <= len(path) <= 4096 or "\x00" in path:
+            problem = ("path", "must be a string of 1..4096 characters, without NUL")
+    elif operation == "count_primes" and "limit" in arguments:
+        limit = arguments["limit"]
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
+            problem = ("limit", f"must be an integer from 0 to {MAX_LIMIT}")
+    elif operation == "sleep" and "seconds" in arguments:
+        seconds = arguments["seconds"]
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not 0 <= seconds <= MAX_SLEEP
+        ):
+            problem = ("seconds", f"must be a number from 0 to {MAX_SLEEP:g}")
+    if problem is not None:
+        field, reason = problem
+        raise InvalidCommand(f"{operation}: arguments.{field} {reason}", fields=[field])
+
+
+async def submit_job(conn: Connection, request: messages.Submit) -> messages.Message | None:
+    """The job server's ``submit``: check argument types, then the built-in submit.
+
+    Raises:
+        InvalidCommand: (``invalid_command``) an argument has the wrong type or range;
+            ``details.fields`` names it.
+    """
+    _check_arguments(request.operation, request.arguments)
+    return await BUILTIN_HANDLERS["submit"](conn, request)
+
+
+@attrs.define(eq=False)
+class JobServer:
+    """A running job server: its front door and its actors."""
+
+    front: FrontDoor
+    """The websocket front door (``front.port``, ``front.url``)."""
+    runtime: JobRuntime
+    """The pool actor and event log."""
+
+
+@asynccontextmanager
+async def open_job_server(
+    config: JobServerConfig, *, sockets: Sequence[socket.socket] | None = None
+) -> AsyncIterator[JobServer]:
+    """Run the job server for the duration of the block (SPEC §7).
+
+    Entering returns once the helpers are ready and the port is bound (or ``sockets``,
+    bound beforehand by :func:`examples.web.cli.bind_sockets`, are served). Leaving closes
+    every client (1001), stops the actors and reaps every helper.
+
+    Raises:
+        OSError: the address cannot be bound.
+        HelperStartupError: (``helper_startup_failed``) a helper did not start.
+        LedgerCorrupt: (``ledger_corrupt``) the ledger file is damaged.
+    """
+    async with (
+        open_job_runtime(config) as runtime,
+        open_front_door(
+            runtime.eventlog, config.front_door, handlers={"submit": submit_job}, sockets=sockets
+        ) as front,
+    ):
+        yield JobServer(front=front, runtime=runtime)
+
+
+async def serve_jobs(
+    config: JobServerConfig,
+    *,
+    sockets: Sequence[socket.socket] | None = None,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> int:
+    """Run the job server until SIGINT/SIGTERM, then shut down gracefully (SPEC §7.1).
+
+    ``task_status.started(url)`` once ready. Returns the signal's number once every
+    client is closed and every helper reaped.
+    """
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_job_server(config, sockets=sockets) as server:
+            task_status.started(server.front.url)
+            return await shutdown_on_signal(server.front, signals, grace=config.grace)
+
+
+def _parser() -> OneLineParser:
+    parser = OneLineParser(
+        prog="python -m examples.jobs.server",
+        label="job_server",
+        description="Run jobs in supervised helper processes, over a websocket API.",
+    )
+    add = parser.add_argument
+    add("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    add("--port", type=count(maximum=65535), default=8766, help="TCP port; 0: any free one")
+    add("--ledger", default=None, help="SQLite ledger: runs survive restarts")
+    add("--token", default=None, help="required for a non-loopback --host")
+    add("--helpers", type=count(minimum=1, maximum=64), default=2, help="helper processes (2)")
+    add("--grace", type=seconds(), default=5.0, help="shutdown grace in seconds (5)")
+    add("-v", "--verbose", action="store_true", help="log what the server does")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line; see the module docstring. Returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        config = JobServerConfig(
+            front_door=FrontDoorConfig(
+                host=args.host, port=args.port, token=args.token, close_timeout=CLOSE_TIMEOUT
+            ),
+            ledger=args.ledger,
+            helpers=args.helpers,
+            grace=args.grace,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+    setup_logging(verbose=args.verbose)
+    try:  # first of all: a busy port is reported before any helper is started
+        sockets = bind_sockets(args.host, args.port)
+    except OSError as exc:
+        print(f"job_server: {cannot_listen(args.host, args.port, exc)}", file=sys.stderr)
+        return 2
+
+    async def serve() -> None:
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(functools.partial(serve_jobs, config, sockets=sockets))
+            print(f"listening on {url}", flush=True)
+
+    failure: BaseExceptionGroup[OSError | ActorError] | None = None
+    try:
+        trio.run(serve)
+    except* (OSError, ActorError) as group:  # a helper or ledger failure
+        failure = group
+    finally:
+        for sock in sockets:
+            sock.close()
+    if failure is not None:
+        print(f"job_server: {describe(leaf(failure))}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""A command-line client of the preview server: save the PNGs of every run (SPEC §7.2).
+
+Usage::
+
+    python -m examples.preview.client ws://127.0.0.1:8765 [--select RUN] [--out DIR]
+                                      [--token T] [--timeout S]
+
+It connects, subscribes to the event log (from the start, so it sees every run's
+``job_queued`` ... ``job_finished``), asks ``list_runs``, selects ``RUN`` (so the
+server draws it first), and saves every ``payload`` it receives as
+``DIR/run<id>-<kind>.png`` (a newer revision overwrites an older one). It stops when
+every run with rows has its thumbnail and preview, or when ``--timeout`` seconds have
+passed, and prints one line per image: run, kind, revision, width x height, bytes, the
+run's event-log run (``job``) and its status (from the newest ``run_list``, or from
+the ``job_finished`` event of that event-log run if it came later). Exit status 0 when
+every image came, 1 on timeout or when the server went away meanwhile, 2 for a bad
+argument or a refused connection (nothing listening, a wrong token); each failure is one
+line on stderr. An ``http://`` address (the dashboard's) is taken as ``ws://``.
+
+Every message is read with the project's strict codec
+(:func:`protocol.codec.decode_server_message`).
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+from trio_websocket import ConnectionClosed, open_websocket_url
+
+from protocol import messages
+from protocol.codec import decode_server_message
+
+from examples.web.cli import OneLineParser, connection_problem, count, leaf, seconds, websocket_url
+
+__all__ = ["Collection", "SavedImage", "collect", "main"]
+
+#: Largest server message read, in bytes (a 640 x 480 preview is well under it).
+MAX_MESSAGE = 4 * 1024 * 1024
+
+
+@attrs.frozen(kw_only=True)
+class SavedImage:
+    """One PNG written by the client."""
+
+    run_id: int
+    kind: str
+    revision: int
+    width: int
+    height: int
+    size: int
+    """Bytes of PNG."""
+    path: Path
+
+
+@attrs.define(kw_only=True)
+class Collection:
+    """What a session saw."""
+
+    runs: dict[int, messages.RunSummary] = attrs.field(factory=dict)
+    """The run list, by database run id."""
+    images: dict[tuple[int, str], SavedImage] = attrs.field(factory=dict)
+    """The newest image per (run, kind)."""
+    events: list[messages.Event] = attrs.field(factory=list)
+    """Every event-log event, in ``seq`` order."""
+    jobs: dict[int, int] = attrs.field(factory=dict)
+    """Event-log run id → database run id (from ``job_queued``)."""
+    finished: dict[int, dict[str, Any]] = attrs.field(factory=dict)
+    """Database run id → the ``data`` of its newest ``job_finished`` event."""
+    errors: list[messages.ErrorReply] = attrs.field(factory=list)
+    """Error answers received."""
+    complete: bool = False
+    """True when every run with rows had its thumbnail and preview."""
+
+    def missing(self) -> list[tuple[int, str]]:
+        """(run, kind) images still expected: runs with rows, both kinds."""
+        return [
+            (run_id, kind)
+            for run_id, run in sorted(self.runs.items())
+            if run.rows > 0
+            for kind in ("thumbnail", "preview")
+            if (run_id, kind) not in self.images
+        ]
+
+    def job(self, run_id: int) -> int | None:
+        """The run's newest event-log run (from ``run_list`` or the events), or None."""
+        run = self.runs.get(run_id)
+        listed = None if run is None else run.job_run_id
+        jobs = [job for job, of in self.jobs.items() if of == run_id]
+        return max([*jobs, *([] if listed is None else [listed])], default=None)
+
+    def status(self, run_id: int) -> str:
+        """The run's status, or ``-`` if unknown.
+
+        The ``job_finished`` (or ``job_cancelled``) event of the run's newest event-log
+        run when it came, else the newest ``run_list``'s ``status`` (so a client that
+        connects late needs no old events).
+        """
+        data = self.finished.get(run_id)
+        if data is not None and data.get("job") == self.job(run_id):
+            if data["kind"] == "job_cancelled":
+                return "cancelled"
+            result = data.get("result") or {}
+            return str(result.get("status") or data.get("verdict"))
+        run = self.runs.get(run_id)
+        if run is not None and run.status is not None:
+            return run.status
+        return "-"
+
+    def _note_event(self, event: messages.Event) -> None:
+        self.events.append(event)
+        if event.run_id is None:
+            return
+        if event.kind == "job_queued":
+            run = event.data.get("arguments", {}).get("run_id")
+            if isinstance(run, int):
+                self.jobs[event.run_id] = run
+        elif event.kind in ("job_finished", "job_cancelled") and event.run_id in self.jobs:
+            self.finished[self.jobs[event.run_id]] = {
+                **event.data, "kind": event.kind, "job": event.run_id,
+            }  # fmt: skip
+
+
+async def collect(
+    url: str,
+    out: Path,
+    *,
+    select: int | None = None,
+    token: str | None = None,
+    timeout: float = 30.0,  # noqa: ASYNC109 - the whole session's bound, as documented
+) -> Collection:
+    """Connect to ``url``, save the images into ``out``; see the module docstring.
+
+    Returns:
+        What was seen; ``complete`` tells whether every expected image came within
+        ``timeout`` seconds (trio clock).
+
+    Raises:
+        HandshakeError: the server refused the connection (e.g. a wrong token).
+        ConnectionClosed: the server closed the connection.
+    """
+    await trio.Path(out).mkdir(parents=True, exist_ok=True)
+    seen = Collection()
+    headers = [(b"authorization", f"Bearer {token}".encode())] if token else None
+    ids = (f"c{n}" for n in itertools.count(1))
+    with trio.move_on_after(timeout):
+        async with open_websocket_url(
+            url, extra_headers=headers, max_message_size=MAX_MESSAGE, connect_timeout=timeout
+        ) as ws:
+
+            async def send(kind: str, **fields: Any) -> None:
+                request = {"type": kind, "request_id": next(ids), **fields}
+                await ws.send_message(json.dumps(request, separators=(",", ":")))
+
+            await send("subscribe", cursor=0)
+            await send("list_runs")
+            if select is not None:
+                await send("select", run_id=select)
+            listed = False
+            while not (listed and not seen.missing()):
+                message = decode_server_message(await ws.get_message(), max_size=MAX_MESSAGE)
+                if isinstance(message, messages.RunList):
+                    seen.runs = {run.run_id: run for run in message.runs}
+                    listed = True
+                elif isinstance(message, messages.Events):
+                    for event in message.events:
+                        seen._note_event(event)
+                elif isinstance(message, messages.Event):
+                    seen._note_event(message)
+                elif isinstance(message, messages.Payload):
+                    seen.images[message.run_id, message.kind] = await _save(out, message)
+                elif isinstance(message, messages.ErrorReply):
+                    seen.errors.append(message)
+                    print(f"error {message.code}: {message.message}", file=sys.stderr)
+            seen.complete = True
+    return seen
+
+
+async def _save(out: Path, payload: messages.Payload) -> SavedImage:
+    data = base64.b64decode(payload.data_b64)
+    path = out / f"run{payload.run_id}-{payload.kind}.png"
+    await trio.Path(path).write_bytes(data)
+    return SavedImage(
+        run_id=payload.run_id,
+        kind=payload.kind,
+        revision=payload.revision,
+        width=payload.width,
+        height=payload.height,
+        size=len(data),
+        path=path,
+    )
+
+
+def listing(seen: Collection) -> list[str]:
+    """The printed table: one line per saved image, in run order."""
+    lines = [f"{'run':>4}  {'kind':<9}  {'rev':>3}  {'size':>7}  {'bytes':>6}  {'job':>4}  status"]
+    for (run_id, kind), image in sorted(seen.images.items()):
+        size = f"{image.width}x{image.height}"
+        job = seen.job(run_id)
+        lines.append(
+            f"{run_id:>4}  {kind:<9}  {image.revision:>3}  {size:>7}  {image.size:>6}  "
+            f"{'-' if job is None else job:>4}  {seen.status(run_id)}"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line; see the module docstring. Returns the exit status."""
+    parser = OneLineParser(
+        prog="python -m examples.preview.client",
+        label="preview_client",
+        description="Save the PNG previews a preview server pushes.",
+    )
+    parser.add_argument("url", help="the server, e.g. ws://127.0.0.1:8765")
+    parser.add_argument("--select", type=count(), default=None, help="run to select first")
+    parser.add_argument("--out", default="previews", help="folder for the PNGs (previews)")
+    parser.add_argument("--token", default=None, help="the server's token, if it has one")
+    parser.add_argument(
+        "--timeout", type=seconds(allow_zero=False, maximum=3600), default=30.0,
+        help="seconds to wait (30)",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    try:
+        url = websocket_url(args.url)
+    except ValueError as exc:
+        parser.error(str(exc))
+    out = Path(args.out)
+    try:
+        seen = trio.run(
+            lambda: collect(url, out, select=args.select, token=args.token, timeout=args.timeout)
+        )
+    except BaseException as exc:  # one line for a failed connection; others re-raised
+        error = leaf(exc)
+        problem = connection_problem(error)
+        if problem is None:
+            raise
+        if isinstance(error, ConnectionClosed):  # connected, then the server went away
+            print(f"preview_client: {url}: {problem}", file=sys.stderr)
+            return 1
+        print(f"preview_client: cannot connect to {url}: {problem}", file=sys.stderr)
+        return 2
+    for line in listing(seen):
+        print(line)
+    if not seen.complete:
+        missing = ", ".join(f"run{r}-{k}" for r, k in seen.missing()[:10])
+        print(f"timeout after {args.timeout:g} s; missing: {missing or 'the run list'}")
+        return 1
+    print(f"saved {len(seen.images)} images of {len(seen.runs)} runs into {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

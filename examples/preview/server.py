@@ -1,0 +1,459 @@
+"""The live measurement-preview server: the flagship example (SPEC §7.2).
+
+Serve the runs of a QCoDeS measurement database to browsers and scripts over a
+websocket: helper processes read the database read-only, the scheduler orders the
+metadata / thumbnail / preview work of every run by selected / visible / remaining,
+the renderer draws PNGs and the event log pushes each run's progress. Run it::
+
+    python -m examples.preview.server [DB] [--host 127.0.0.1] [--port 8765] [--token T]
+        [--helpers 2] [--cache-dir DIR] [--ledger PATH] [--grace S]
+        [--poll S] [--stall-after S] [--no-live-demo] [-v]
+
+It binds its port first of all: a port in use is refused with one line on stderr
+(suggesting ``--port 0``) and exit status 2 before anything is written. So is a bad
+option (e.g. a negative ``--grace``).
+
+With no ``DB`` it writes a sample database in the QCoDeS schema into a private folder
+of its own under the cache folder (``--cache-dir``, default ``~/.cache/trio-actors``:
+``preview-<pid>-XXXX/``, removed at exit; one left behind by a killed server is removed
+by the next one), and serves that, growing its unfinished run by a few rows every half
+second so the live refresh can be watched (``--no-live-demo`` turns that off). So two
+servers never touch each other's sample. A ``DB`` that does not exist, is not SQLite or
+has no QCoDeS ``runs`` table is refused with one line on stderr and exit status 2.
+
+It prints ``starting: ...`` at once, and once ready ``listening on ws://HOST:PORT``,
+``dashboard: http://HOST:PORT/`` (the dashboard page, served on the same port; with
+``?token=T`` when there is a token) and the same page as a file
+(``examples/preview/dashboard.html?ws=ws://HOST:PORT``). The websocket API is
+the front door's (:mod:`examples.web.frontdoor`: ``subscribe``, ``status``, ...) plus
+``list_runs``, ``select`` and ``visible`` (:mod:`examples.preview.clients`); images
+arrive as ``payload`` pushes after ``list_runs``. ``python -m examples.preview.client``
+is a command-line client.
+
+SIGINT/SIGTERM shut it down: no new work is admitted; runs waiting on a writer and runs
+still queued are cancelled at once, the running ones get up to ``--grace`` seconds to
+finish (the rest are cancelled), the websockets are closed with code 1001 and every
+helper process is reaped. Exit status 0. A signal (or Ctrl-C) before the server is ready
+(before ``listening on`` is printed) stops the start quietly, reaping any helper already
+started: exit status 128 + the signal's number (130 for Ctrl-C). Log lines (``-v``, and
+the shutdown's) have the job server's format (:func:`examples.web.cli.setup_logging`).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+
+def _exit_quietly(signum: int, frame: object) -> None:
+    """Ctrl-C while the modules below load (numpy takes a while): no traceback."""
+    raise SystemExit(128 + signum)
+
+
+if __name__ == "__main__":  # main() gives Ctrl-C back to Python's default, then trio's
+    signal.signal(signal.SIGINT, _exit_quietly)
+
+# The imports after the handler above: ruff's E402 is expected here.
+import functools  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import urllib.parse  # noqa: E402
+from contextlib import asynccontextmanager, suppress  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
+import trio  # noqa: E402
+
+from actors import open_runtime  # noqa: E402
+from actors.errors import ActorError, SourceError  # noqa: E402
+
+from examples.web.cli import (  # noqa: E402
+    OneLineParser,
+    bind_sockets,
+    cannot_listen,
+    count,
+    describe,
+    leaf,
+    seconds,
+    setup_logging,
+)
+from examples.web.frontdoor import (  # noqa: E402
+    FrontDoor,
+    FrontDoorConfig,
+    Page,
+    open_front_door,
+    shutdown_on_signal,
+)
+from examples.preview.app import PreviewApp, PreviewConfig, open_database  # noqa: E402
+from examples.preview.sample_db import (  # noqa: E402
+    LIVE_RUN_ID,
+    append_live_rows,
+    create_sample_database,
+    default_sample_path,
+)
+
+if TYPE_CHECKING:
+    import socket
+    from collections.abc import AsyncIterator, Callable, Sequence
+
+__all__ = [
+    "DASHBOARD",
+    "DASHBOARD_PATHS",
+    "dashboard_page_url",
+    "dashboard_url",
+    "live_demo",
+    "main",
+    "open_preview_server",
+    "private_workdir",
+    "serve_preview",
+]
+
+LOGGER = logging.getLogger("examples.preview")
+#: The dashboard page (plain HTML + JavaScript), served by the server itself at
+#: :data:`DASHBOARD_PATHS`, or opened as a file with ``?ws=URL``.
+DASHBOARD = Path(__file__).resolve().parent / "dashboard.html"
+#: Paths of the dashboard on the server's port (plain HTTP ``GET``).
+DASHBOARD_PATHS = ("/", "/dashboard.html")
+#: Rows the live demo appends to the sample's unfinished run, and how often (seconds).
+DEMO_ROWS = 3
+DEMO_INTERVAL = 0.5
+
+
+def dashboard_url(ws_url: str, token: str | None = None) -> str:
+    """The dashboard's ``file://`` address for a server at ``ws_url``."""
+    query = {"ws": ws_url} if token is None else {"ws": ws_url, "token": token}
+    return DASHBOARD.as_uri() + "?" + urllib.parse.urlencode(query, safe=":/")
+
+
+def dashboard_page_url(ws_url: str, token: str | None = None) -> str:
+    """The dashboard's ``http://`` address on the server at ``ws_url`` (same port)."""
+    url = "http" + ws_url.removeprefix("ws") + "/"
+    return url if token is None else url + "?" + urllib.parse.urlencode({"token": token})
+
+
+async def live_demo(path: Path, *, rows: int = DEMO_ROWS, interval: float = DEMO_INTERVAL) -> None:
+    """Grow the sample database's unfinished run until it is complete (a demo writer).
+
+    A plain ``sqlite3`` writer in a worker thread, like a measurement in another
+    process: the server sees the rows only through its change probe (issue 6).
+    """
+    while True:
+        await trio.sleep(interval)
+        state = await trio.to_thread.run_sync(append_live_rows, path, rows)
+        if state["is_completed"]:
+            LOGGER.info("live demo: run %d completed with %d rows", LIVE_RUN_ID, state["rows"])
+            return
+
+
+def private_workdir(cache_root: Path) -> Path:
+    """A fresh folder of this process under ``cache_root``: ``preview-<pid>-XXXX``.
+
+    Folders of the same pattern whose process is gone (a server that was killed) are
+    removed first. The caller removes the new one when it exits.
+    """
+    cache_root.mkdir(parents=True, exist_ok=True)
+    for stale in cache_root.glob("preview-*-*"):
+        pid = stale.name.split("-")[1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"preview-{os.getpid()}-", dir=cache_root))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process: alive
+        return True
+    return True
+
+
+async def _shutdown(
+    front: FrontDoor, app: PreviewApp, signals: AsyncIterator[int], grace: float
+) -> int:
+    # Runs waiting on a writer cannot finish within any grace, and queued ones have done
+    # nothing yet: cancel them at once; the running ones get the grace.
+    prepare = functools.partial(app.cancel_open, actor="server_shutdown", waiting_only=True)
+    signum = await shutdown_on_signal(front, signals, grace=grace, prepare=prepare)
+    with trio.move_on_after(grace + 1.0) as cleanup:
+        cleanup.shield = True  # record the rest as cancelled, not as survivors
+        await app.cancel_open(actor="server_shutdown")
+    return signum
+
+
+@asynccontextmanager
+async def open_preview_server(
+    config: PreviewConfig,
+    front_config: FrontDoorConfig,
+    identity: dict[str, Any],
+    *,
+    sockets: Sequence[socket.socket] | None = None,
+) -> AsyncIterator[tuple[FrontDoor, PreviewApp]]:
+    """Run the preview server for the duration of the block (SPEC §7.2).
+
+    Entering (a checkpoint) returns once the helpers are ready, every run is submitted
+    and the port is bound. Leaving closes every client (code 1001), cancels the app's
+    tasks, stops the four actors and reaps every helper process (SPEC §3.8).
+
+    Args:
+        config: The app's settings.
+        front_config: Where the websocket listens.
+        identity: :func:`~examples.preview.app.open_database` of ``config.db``.
+        sockets: Listening sockets bound beforehand (:func:`examples.web.cli.bind_sockets`),
+            served instead of binding ``front_config``'s address.
+
+    Raises:
+        OSError: the address cannot be bound.
+        HelperStartupError: (``helper_startup_failed``) a helper could not start.
+    """
+    app = PreviewApp(config, identity)
+    runtime_config = await trio.to_thread.run_sync(app.runtime_config)  # makes cache dirs
+    page = Page(body=await trio.Path(DASHBOARD).read_bytes())
+    pages = dict.fromkeys(DASHBOARD_PATHS, page)
+    async with (
+        open_runtime(runtime_config) as runtime,
+        app.running(runtime),
+        open_front_door(
+            runtime.eventlog, front_config, handlers=app.handlers, pages=pages, sockets=sockets
+        ) as front,
+    ):
+        front.on_disconnect(app.on_disconnect)
+        yield front, app
+
+
+async def serve_preview(
+    config: PreviewConfig,
+    front_config: FrontDoorConfig,
+    identity: dict[str, Any],
+    *,
+    grace: float = 5.0,
+    demo: Path | None = None,
+    on_ready: Callable[[FrontDoor], object] | None = None,
+    sockets: Sequence[socket.socket] | None = None,
+    task_status: trio.TaskStatus[FrontDoor] = trio.TASK_STATUS_IGNORED,
+) -> tuple[int, bool]:
+    """Run the preview server until SIGINT/SIGTERM, then shut down (SPEC §7.1, §7.2).
+
+    ``task_status.started(front)`` and ``on_ready(front)`` once the port is bound and
+    every run is submitted. A signal before that stops the start at once (what was
+    started is stopped, every helper reaped); :meth:`trio.Nursery.start` then raises
+    ``RuntimeError``, so use ``on_ready`` to run it as a whole.
+
+    Args:
+        config: The app's settings.
+        front_config: Where the websocket listens.
+        identity: :func:`~examples.preview.app.open_database` of ``config.db``.
+        grace: Seconds (trio clock) running work gets after the first signal.
+        demo: A sample database whose unfinished run to grow (see :func:`live_demo`).
+        on_ready: Called (sync) once the server is ready; a signal that came before is
+            never reported after it (the start is stopped instead).
+        sockets: Listening sockets bound beforehand (see :func:`open_preview_server`).
+
+    Returns:
+        The signal's number and whether the server was ready, once every client is
+        closed and every helper reaped.
+
+    Raises:
+        OSError: the address cannot be bound.
+        HelperStartupError: (``helper_startup_failed``) a helper could not start.
+    """
+    send, receive = trio.open_memory_channel[int](8)
+    starting = trio.CancelScope()  # the start, cancelled by a signal before it is done
+    early: list[int] = []
+
+    async def route(signals: AsyncIterator[int]) -> None:
+        # The only reader of the signals: before the server is ready a signal stops the
+        # start; afterwards they go to _shutdown (a flood beyond 8 is dropped).
+        async for signum in signals:
+            if ready:
+                with suppress(trio.WouldBlock):
+                    send.send_nowait(signum)
+            else:
+                early.append(signum)
+                starting.cancel()
+
+    ready = False
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, send, receive:
+        async with trio.open_nursery() as guard:
+            guard.start_soon(route, signals)
+            with starting:
+                async with (
+                    open_preview_server(config, front_config, identity, sockets=sockets) as (
+                        front,
+                        app,
+                    ),
+                    trio.open_nursery() as nursery,
+                ):
+                    # A signal routed meanwhile has cancelled ``starting``: this
+                    # checkpoint raises then, so "ready" is never announced after it.
+                    await trio.lowlevel.checkpoint()
+                    ready = True
+                    if demo is not None:
+                        nursery.start_soon(live_demo, demo)
+                    task_status.started(front)
+                    if on_ready is not None:
+                        on_ready(front)
+                    signum = await _shutdown(front, app, receive, grace)
+                    nursery.cancel_scope.cancel()
+            guard.cancel_scope.cancel()
+    if early:
+        return early[0], False
+    return signum, True
+
+
+def _parser() -> OneLineParser:
+    parser = OneLineParser(
+        prog="python -m examples.preview.server",
+        label="preview_server",
+        description="Serve live previews of a QCoDeS measurement database over a websocket.",
+    )
+    add = parser.add_argument
+    positive = seconds(allow_zero=False)
+    add("db", nargs="?", help="QCoDeS .db file (default: write and serve a sample database)")
+    add("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    add("--port", type=count(maximum=65535), default=8765,
+        help="TCP port (default 8765; 0: any free port)")  # fmt: skip
+    add("--token", default=None, help="shared secret clients must send (required off loopback)")
+    add("--helpers", type=count(minimum=1, maximum=32), default=2,
+        help="helper processes reading the database (2)")  # fmt: skip
+    add("--cache-dir", default=None, help="payload cache and sample folder (~/.cache/trio-actors)")
+    add("--ledger", default=None, help="SQLite file of the event log (default: in memory)")
+    add("--grace", type=seconds(), default=5.0, help="seconds to finish work after SIGTERM (5)")
+    add("--poll", type=positive, default=0.5, help="seconds between change probes (0.5)")
+    add("--stall-after", type=positive, default=30.0, help="seconds before an unchanged "
+        "unfinished run is reported incomplete (30)")  # fmt: skip
+    add("--no-live-demo", action="store_true", help="do not grow the sample's unfinished run")
+    add("-v", "--verbose", action="store_true", help="log what each run does")
+    return parser
+
+
+def _early_signal(signum: int, frame: object) -> None:
+    """SIGTERM while preparing (before trio runs): unwind, so the private folder goes."""
+    raise _StoppedEarly(signum)
+
+
+class _StoppedEarly(BaseException):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line; see the module docstring. Returns the exit status."""
+    if signal.getsignal(signal.SIGINT) is _exit_quietly:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # trio takes it from here
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while preparing (e.g. writing the sample)
+        return _stopped_early(signal.SIGINT)
+    except _StoppedEarly as stopped:
+        return _stopped_early(stopped.signum)
+
+
+def _stopped_early(signum: int) -> int:
+    print(f"signal {signum} before the server was ready: stopped", file=sys.stderr)
+    return 128 + signum
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        front_config = FrontDoorConfig(host=args.host, port=args.port, token=args.token)
+    except ValueError as exc:
+        parser.error(str(exc))
+    setup_logging(verbose=args.verbose)
+    try:  # first of all: a busy port is reported before anything is written
+        sockets = bind_sockets(args.host, args.port)
+    except OSError as exc:
+        print(f"preview_server: {cannot_listen(args.host, args.port, exc)}", file=sys.stderr)
+        return 2
+    workdir: Path | None = None
+    on_term = signal.getsignal(signal.SIGTERM)
+    try:
+        if on_term == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _early_signal)
+        cache_dir = Path(args.cache_dir) if args.cache_dir else default_sample_path().parent
+        demo = None
+        if args.db is None:  # a private copy: never shared with another server
+            workdir = private_workdir(cache_dir)
+            db = create_sample_database(workdir / "qcodes-sample.db")
+            demo = None if args.no_live_demo else db
+            cache_dir = workdir
+            print(f"sample database: {db} (private; removed at exit)", flush=True)
+        else:
+            db = Path(args.db)
+        return _serve(args, parser, db, cache_dir, demo, front_config, sockets, on_term)
+    finally:
+        for sock in sockets:
+            sock.close()
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _serve(
+    args: Any,
+    parser: OneLineParser,
+    db: Path,
+    cache_dir: Path,
+    demo: Path | None,
+    front_config: FrontDoorConfig,
+    sockets: Sequence[socket.socket],
+    on_term: Any,
+) -> int:
+    try:
+        identity = open_database(db)
+    except SourceError as exc:
+        print(f"preview_server: {exc.message}", file=sys.stderr)
+        return 2
+    try:
+        config = PreviewConfig(
+            db=db,
+            helpers=args.helpers,
+            cache_dir=cache_dir,
+            ledger=args.ledger,
+            poll_interval=args.poll,
+            stall_after=args.stall_after,
+            max_inflight=max(4096, 2 * int(identity["run_count"]) + 64),
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+
+    def announce(front: FrontDoor) -> None:
+        print(f"listening on {front.url}", flush=True)
+        print(f"dashboard: {dashboard_page_url(front.url, args.token)}", flush=True)
+        print(f"dashboard as a file: {dashboard_url(front.url, args.token)}", flush=True)
+
+    async def run() -> tuple[int, bool]:
+        return await serve_preview(
+            config,
+            front_config,
+            identity,
+            grace=args.grace,
+            demo=demo,
+            on_ready=announce,
+            sockets=sockets,
+        )
+
+    print(f"starting: {db} ({identity['run_count']} runs, {args.helpers} helpers)", flush=True)
+    if signal.getsignal(signal.SIGTERM) is _early_signal:
+        signal.signal(signal.SIGTERM, on_term)  # trio's signal receiver takes it from here
+    try:
+        signum, ready = trio.run(run)
+    except BaseException as exc:  # report one line; anything else is re-raised
+        error = leaf(exc)
+        if isinstance(error, KeyboardInterrupt):  # Ctrl-C before the signals were caught
+            return _stopped_early(signal.SIGINT)
+        if isinstance(error, OSError | ActorError):
+            print(f"preview_server: {describe(error)}", file=sys.stderr)
+            return 1
+        raise
+    return 0 if ready else _stopped_early(signum)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,263 @@
+"""The front door's built-in requests: the event log over websocket JSON (SPEC §6, §7.1).
+
+One async handler per request type, each ``handler(conn, request) -> reply``, answering
+through the event-log actor's client (:class:`actors.EventLogClient`):
+
+===============  =============================================  ===========================
+request          event-log call                                 answer
+===============  =============================================  ===========================
+``submit``       ``submit(operation, arguments, request_id)``   ``receipt`` (§6.1-6.5)
+``cancel``       ``cancel(run_id, actor=conn.name)``            ``status_reply``, true state
+``status``       ``status(run_id)``                             ``status_reply``
+``watch``        ``watch(cursor, limit=watch_limit)``           ``events``
+``subscribe``    ``watch``, then ``subscribe`` (a port)         ``events`` + ``event`` pushes
+``unsubscribe``  closes the port                                ``ok``
+``ack``          ``port.ack(seq)``                              ``ok``
+``boot_report``  ``boot_report()``                              ``boot_report_reply``
+``resume``       ``resume(run_id, override=...)``               ``receipt``
+``discard``      ``discard(run_id, actor=conn.name)``           ``status_reply``
+===============  =============================================  ===========================
+
+Failures are :class:`~actors.errors.ActorError` subclasses; the front door turns each
+into an ``error`` answer with its ``code`` (e.g. ``unknown_run``, ``cursor_expired`` with
+``details.resume_from``, ``unsupported_operation``, ``request_conflict``).
+
+The request ids of ``submit`` are the event log's idempotency keys (SPEC §6.3), shared
+by every client: a client should use unique ids (a UUID, say); retrying with the same id
+and content returns the stored receipt, also after a reconnect. A subscribed client may
+see a run's first events before its receipt (they are pushed as they happen, while the
+receipt waits until the request is durable).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from actors.errors import ServerShuttingDown
+from protocol import messages
+
+from examples.web.connection import event_message
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+
+    from actors import Receipt, RunStatus
+
+    from examples.web.connection import Connection
+
+    #: ``await handler(conn, request)`` returns the answer, or None for ``ok``.
+    Handler = Callable[[Connection, Any], Awaitable[messages.Message | None]]
+
+__all__ = ["BUILTIN_HANDLERS", "receipt_message", "status_message"]
+
+
+def receipt_message(receipt: Receipt, request_id: str | None) -> messages.Receipt:
+    """Return the client ``receipt`` of an event-log :class:`~actors.Receipt` (SPEC §6.1).
+
+    ``request_id`` is the client's (the log's own is the same unless it made one up).
+    """
+    return messages.Receipt(
+        request_id=request_id,
+        admitted=receipt.admitted,
+        run_id=receipt.run_id,
+        snapshot_id=receipt.snapshot_id,
+        revision=receipt.revision,
+        event_cursor=receipt.event_cursor,
+        coalesced=receipt.coalesced,
+        code=receipt.code,
+        retryable=receipt.retryable,
+        depth=receipt.depth,
+        bound=receipt.bound,
+    )
+
+
+def status_message(status: RunStatus, request_id: str | None) -> messages.StatusReply:
+    """Return the client ``status_reply`` of a :class:`~actors.RunStatus` (SPEC §6.7).
+
+    ``state`` is the event log's (``queued``, ``running``, ``finished``, ``cancelled``,
+    ``held``); ``detail`` carries ``operation``, ``arguments``, ``revision``,
+    ``snapshot_id``, ``request_id``, ``result``, ``error``, ``cancelled_by``,
+    ``interruptions`` and ``quarantined``.
+    """
+    detail: dict[str, Any] = {
+        "operation": status.operation,
+        "arguments": status.arguments,
+        "revision": status.revision,
+        "snapshot_id": status.snapshot_id,
+        "request_id": status.request_id,
+        "result": status.result,
+        "error": status.error,
+        "cancelled_by": status.cancelled_by,
+        "interruptions": status.interruptions,
+        "quarantined": status.quarantined,
+    }
+    return messages.StatusReply(
+        request_id=request_id,
+        run_id=status.run_id,
+        state=status.state,
+        verdict=status.verdict,
+        progress=status.progress,
+        detail=detail,
+    )
+
+
+def _check_admitting(conn: Connection) -> None:
+    if not conn.front.admitting:
+        raise ServerShuttingDown("the server is shutting down and admits no new work")
+
+
+async def submit(conn: Connection, request: messages.Submit) -> messages.Message:
+    """``submit`` → ``receipt`` (SPEC §6.1); refused with an error while shutting down.
+
+    Raises:
+        ServerShuttingDown: (``server_shutting_down``) SIGINT/SIGTERM started the shutdown.
+        UnsupportedOperation: (``unsupported_operation``) unknown operation (§6.2).
+        InvalidCommand: (``invalid_command``) fields outside the operation's schema.
+        RequestConflict: (``request_conflict``) the request id was used for other content.
+    """
+    _check_admitting(conn)
+    receipt = await conn.front.eventlog.submit(
+        request.operation, request.arguments, request_id=request.request_id
+    )
+    conn.front._saw(receipt.event_cursor)
+    return receipt_message(receipt, request.request_id)
+
+
+async def cancel(conn: Connection, request: messages.Cancel) -> messages.Message:
+    """``cancel`` → ``status_reply`` with the true state (SPEC §6.7), by ``conn.name``.
+
+    Raises:
+        UnknownRun: (``unknown_run``) no such run.
+    """
+    status = await conn.front.eventlog.cancel(request.run_id, conn.name)
+    return status_message(status, request.request_id)
+
+
+async def status(conn: Connection, request: messages.Status) -> messages.Message:
+    """``status`` → ``status_reply``; needs no capacity (SPEC §6.5).
+
+    Raises:
+        UnknownRun: (``unknown_run``) no such run.
+    """
+    run = await conn.front.eventlog.status(request.run_id)
+    return status_message(run, request.request_id)
+
+
+async def watch(conn: Connection, request: messages.Watch) -> messages.Message:
+    """``watch`` → ``events`` after ``cursor``, at most ``watch_limit`` (SPEC §6.8).
+
+    Page with the returned ``cursor`` until it stops moving.
+
+    Raises:
+        CursorExpired: (``cursor_expired``) outside the log; ``details.resume_from``.
+    """
+    result = await conn.front.eventlog.watch(request.cursor, limit=conn.front.config.watch_limit)
+    conn.front._saw(result.head)
+    return messages.Events(
+        request_id=request.request_id,
+        events=tuple(event_message(e) for e in result.events),
+        cursor=result.cursor,
+    )
+
+
+async def subscribe(conn: Connection, request: messages.Subscribe) -> messages.Message:
+    """``subscribe`` → ``events`` (the backlog), then one ``event`` per new event (§6.9).
+
+    With ``cursor``, the answer holds up to ``watch_limit`` events after it and the
+    rest are pushed; without, only new events are pushed. A second ``subscribe``
+    replaces the first. Pushes stop at ``unsubscribe`` or ``resync_required``.
+
+    Raises:
+        CursorExpired: (``cursor_expired``) ``cursor`` is outside the log;
+            ``details.resume_from`` is where to start from.
+    """
+    log = conn.front.eventlog
+    conn.unsubscribe()
+    if request.cursor is None:
+        backlog: tuple[messages.Event, ...] = ()
+        cursor = (await log.statistics()).head
+    else:
+        result = await log.watch(request.cursor, limit=conn.front.config.watch_limit)
+        backlog = tuple(event_message(e) for e in result.events)
+        cursor = result.cursor
+    conn.front._saw(cursor)
+    port = await log.subscribe(
+        conn.port_name(), cursor=cursor, bound=conn.front.config.subscriber_bound, local=False
+    )
+    conn.after_reply(lambda: conn.start_pump(port))
+    return messages.Events(request_id=request.request_id, events=backlog, cursor=cursor)
+
+
+async def unsubscribe(conn: Connection, request: messages.Unsubscribe) -> None:
+    """``unsubscribe`` → ``ok``; idempotent."""
+    conn.unsubscribe()
+
+
+async def ack(conn: Connection, request: messages.Ack) -> None:
+    """``ack`` → ``ok``: events up to ``seq`` are processed (SPEC §6.9)."""
+    conn.ack(request.seq)
+
+
+async def boot_report(conn: Connection, request: messages.BootReport) -> messages.Message:
+    """``boot_report`` → ``boot_report_reply``: held runs by id (SPEC §6.10)."""
+    report = await conn.front.eventlog.boot_report()
+    return messages.BootReportReply(
+        request_id=request.request_id,
+        survivors=tuple(r.run_id for r in report.survivors),
+        interrupted=tuple(r.run_id for r in report.interrupted),
+        quarantined=tuple(r.run_id for r in report.quarantined),
+    )
+
+
+async def resume(conn: Connection, request: messages.Resume) -> messages.Message:
+    """``resume`` → ``receipt`` of the requeued run (SPEC §6.10).
+
+    Its ``event_cursor`` is at or before the run's new ``job_queued`` event.
+
+    Raises:
+        ServerShuttingDown: (``server_shutting_down``) the server is shutting down.
+        RunQuarantined: (``run_quarantined``) interrupted twice and no ``override``.
+        InvalidCommand: (``invalid_command``) the run is not held.
+        AlreadyDecided: (``already_decided``) the run is finished or cancelled.
+        UnknownRun: (``unknown_run``) no such run.
+        PoolFull: (``pool_full``) no capacity now; retry later.
+    """
+    _check_admitting(conn)
+    log = conn.front.eventlog
+    head = (await log.statistics()).head
+    run = await log.resume(request.run_id, override=request.override)
+    return messages.Receipt(
+        request_id=request.request_id,
+        admitted=True,
+        run_id=run.run_id,
+        snapshot_id=run.snapshot_id,
+        revision=run.revision,
+        event_cursor=head,
+    )
+
+
+async def discard(conn: Connection, request: messages.Discard) -> messages.Message:
+    """``discard`` → ``status_reply`` (``cancelled`` by ``conn.name``) (SPEC §6.10).
+
+    Raises:
+        InvalidCommand: (``invalid_command``) the run is not held.
+        AlreadyDecided: (``already_decided``) the run is finished or cancelled.
+        UnknownRun: (``unknown_run``) no such run.
+    """
+    run = await conn.front.eventlog.discard(request.run_id, actor=conn.name)
+    return status_message(run, request.request_id)
+
+
+#: The front door's own handlers by request type; extensions add or replace entries.
+BUILTIN_HANDLERS: Mapping[str, Handler] = {
+    "submit": submit,
+    "cancel": cancel,
+    "status": status,
+    "watch": watch,
+    "subscribe": subscribe,
+    "unsubscribe": unsubscribe,
+    "ack": ack,
+    "boot_report": boot_report,
+    "resume": resume,
+    "discard": discard,
+}

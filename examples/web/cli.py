@@ -1,0 +1,251 @@
+"""Command-line plumbing shared by the example servers and clients (SPEC §1.6, §7.1).
+
+* :class:`OneLineParser`: an ``argparse`` parser whose errors are one line on stderr
+  (``preview_server: argument --grace: must be >= 0 seconds, got -1``) and exit status 2.
+* :func:`seconds`, :func:`count`: argparse ``type=`` functions that validate a duration
+  (:func:`actors.validate_duration`) or a whole number (:func:`actors.validate_count`)
+  when the command line is read, not when the value is first used.
+* :func:`bind_sockets`: bind and listen before anything else is created, so a busy port
+  is reported (:func:`cannot_listen`) before a sample database or a helper exists.
+* :func:`setup_logging`: the one log format of both servers.
+* :func:`leaf`, :func:`describe`: one line for an error, never a traceback or a repr.
+* :func:`websocket_url`, :func:`connection_problem`: the clients' address handling and
+  one line for a connection that failed (refused, wrong token, closed mid-stream).
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+import os
+import socket
+import urllib.parse
+from typing import TYPE_CHECKING, NoReturn
+
+import trio
+from trio_websocket import (
+    ConnectionClosed,
+    ConnectionRejected,
+    ConnectionTimeout,
+    HandshakeError,
+)
+
+from actors import validate_count, validate_duration
+from actors._core._config import MAX_DURATION
+from actors.errors import ActorError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = [
+    "OneLineParser",
+    "bind_sockets",
+    "cannot_listen",
+    "connection_problem",
+    "count",
+    "describe",
+    "leaf",
+    "seconds",
+    "setup_logging",
+    "websocket_url",
+]
+
+#: The log line format of both servers: milliseconds since start, logger, message.
+LOG_FORMAT = "%(relativeCreated)7.0f ms %(name)s: %(message)s"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line and exit status 2.
+
+    Args:
+        label: The program's short name that starts the error line (default: ``prog``).
+    """
+
+    def __init__(self, *args: object, label: str | None = None, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.label = label or self.prog
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``NAME: MESSAGE (see --help)`` on stderr and exit with status 2."""
+        self.exit(2, f"{self.label}: {message} (see --help)\n")
+
+
+def _strip(name: str, exc: ValueError) -> str:
+    text = str(exc)
+    return text.removeprefix(f"{name} ")
+
+
+def seconds(*, allow_zero: bool = True, maximum: float = MAX_DURATION) -> Callable[[str], float]:
+    """An argparse ``type``: a duration in seconds, validated like a config field (§1.6).
+
+    Raises (when the command line is read):
+        argparse.ArgumentTypeError: not a number, NaN, infinite, negative, zero when
+            ``allow_zero`` is False, or above ``maximum`` seconds.
+    """
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+        try:
+            return validate_duration("value", value, allow_zero=allow_zero, maximum=maximum)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(
+                _strip("value", exc).replace(repr(value), text)
+            ) from None
+
+    parse.__name__ = "seconds"  # argparse names the type in some messages
+    return parse
+
+
+def count(*, minimum: int = 0, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number in ``[minimum, maximum]``.
+
+    Raises (when the command line is read):
+        argparse.ArgumentTypeError: not an integer, or out of range.
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        try:
+            return validate_count("value", value, minimum=minimum, maximum=maximum)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(_strip("value", exc)) from None
+
+    parse.__name__ = "count"
+    return parse
+
+
+def bind_sockets(host: str, port: int, *, backlog: int = 128) -> list[socket.socket]:
+    """Bind and listen on every address of ``host`` at ``port``, like
+    :func:`trio.open_tcp_listeners` but synchronous, so it can run first of all.
+
+    The sockets are handed to :class:`~examples.web.frontdoor.FrontDoor` (``sockets=``),
+    which serves (and closes) them.
+
+    Raises:
+        OSError: the address cannot be bound (``errno.EADDRINUSE``: the port is in use),
+            or ``host`` does not resolve (:class:`socket.gaierror`).
+    """
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    seen: set[object] = set()
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in infos:
+            if address in seen:
+                continue
+            seen.add(address)
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(backlog)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def cannot_listen(host: str, port: int, exc: OSError) -> str:
+    """One line for a failed :func:`bind_sockets`: the address, the reason, a way out."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot listen on {where}: unknown host ({exc.strerror or exc})"
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"cannot listen on {where}: the address is already in use (another server?); "
+            "use --port 0 for any free port, or another --port"
+        )
+    return f"cannot listen on {where}: {(exc.strerror or str(exc)).lower()}"
+
+
+def setup_logging(*, verbose: bool) -> None:
+    """The servers' logging: ``LOG_FORMAT`` on stderr, INFO if ``verbose`` else WARNING."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format=LOG_FORMAT)
+
+
+def leaf(exc: BaseException) -> BaseException:
+    """The first innermost exception of (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an error: ``message (code)`` for an :class:`ActorError`, the OS
+    reason for an :class:`OSError`, else ``Type: message``."""
+    if isinstance(exc, ActorError):
+        return f"{exc.message or type(exc).__name__} ({exc.code})"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror[0].lower() + exc.strerror[1:]
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def websocket_url(url: str) -> str:
+    """The ``ws://``/``wss://`` form of a server address a person typed.
+
+    ``http://`` becomes ``ws://`` and ``https://`` becomes ``wss://`` (the servers answer
+    both on one port); ``host:port`` without a scheme gets ``ws://``.
+
+    Raises:
+        ValueError: another scheme, or no host; the message says what is expected.
+    """
+    text = url.strip()
+    if "://" not in text:
+        text = "ws://" + text
+    parts = urllib.parse.urlsplit(text)
+    scheme = {"ws": "ws", "wss": "wss", "http": "ws", "https": "wss"}.get(parts.scheme.lower())
+    if scheme is None or not parts.hostname:
+        raise ValueError(f"not a server address: {url!r} (expected ws://HOST:PORT)")
+    return urllib.parse.urlunsplit(parts._replace(scheme=scheme))
+
+
+def _os_reason(exc: BaseException) -> str | None:
+    """The OS reason (e.g. ``connection refused``) inside ``exc`` or what caused it."""
+    pending: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno:
+            return os.strerror(current.errno).lower()
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return None
+
+
+def connection_problem(exc: BaseException) -> str | None:
+    """One line for a failed websocket session, or None if ``exc`` is not one.
+
+    Covers nothing listening (the OS reason, e.g. ``connection refused``), a refused
+    handshake (``refused: HTTP 403, check --token``), a timeout, and the server going
+    away mid-stream (``the server closed the connection (1001 ...)``).
+    """
+    if isinstance(exc, ConnectionRejected):
+        hint = ", check --token" if exc.status_code in (401, 403) else ""
+        body = (exc.body or b"").decode("utf-8", "replace").strip().splitlines()
+        detail = f" ({body[0][:200]})" if body else ""
+        return f"refused: HTTP {exc.status_code}{hint}{detail}"
+    if isinstance(exc, ConnectionClosed):
+        reason = exc.reason
+        if reason is None:
+            return "the server closed the connection"
+        said = f": {reason.reason}" if reason.reason else ""
+        return f"the server closed the connection ({reason.code} {reason.name}{said})"
+    if isinstance(exc, ConnectionTimeout | trio.TooSlowError):
+        return "timed out"
+    if isinstance(exc, HandshakeError | OSError):  # a HandshakeError's cause: the OSError
+        return _os_reason(exc) or str(exc) or "the opening handshake failed"
+    return None

@@ -1,0 +1,129 @@
+"""The websocket front door's settings and counters (SPEC §1.6, §7.1); data only.
+
+:class:`FrontDoorConfig` is validated at construction; :mod:`examples.web.frontdoor`
+re-exports both classes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import attrs
+
+from actors._core._config import count_field, duration_field
+from protocol.codec import DEFAULT_MAX_MESSAGE
+
+__all__ = ["FrontDoorConfig", "FrontDoorStatistics", "is_loopback"]
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP literals (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost: assume it is reachable from outside
+
+
+def _check_token(instance: FrontDoorConfig, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        if not is_loopback(instance.host):
+            raise ValueError(f"binding {instance.host!r} (not loopback) requires a token")
+        return
+    if not isinstance(value, str) or not 8 <= len(value) <= 256 or not value.isprintable():
+        raise ValueError("token must be a printable str of 8..256 characters")
+
+
+def _check_host(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"host must be a non-empty str, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class FrontDoorConfig:
+    """Where and how the front door listens; validated at construction (SPEC §1.6, §7.1).
+
+    Raises:
+        ValueError: a field is out of range (the message names it), or ``host`` is not
+            loopback and no ``token`` is given.
+    """
+
+    host: str = attrs.field(default="127.0.0.1", validator=_check_host)
+    """Interface to bind; anything but loopback requires ``token``."""
+    port: int = count_field(0, maximum=65535)
+    """TCP port; 0 picks a free one (see :attr:`FrontDoor.port`)."""
+    token: str | None = attrs.field(default=None, validator=_check_token)
+    """Shared secret every handshake must carry (``?token=`` or ``Authorization: Bearer``);
+    None (loopback only): no token needed."""
+    allowed_origins: frozenset[str] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(frozenset)
+    )
+    """If set, a handshake with an ``Origin`` header outside it is refused (HTTP 403)."""
+    max_connections: int = count_field(64, minimum=1, maximum=10_000)
+    """Clients at once; more are refused with HTTP 503."""
+    max_message: int = count_field(DEFAULT_MAX_MESSAGE, minimum=1024, maximum=1 << 20)
+    """Largest client message answered normally, in bytes (SPEC §2.4): larger ones get
+    ``message_too_large``."""
+    max_frame: int = count_field(1 << 20, minimum=1024, maximum=16 << 20)
+    """Largest websocket message read at all, in bytes: above it the connection is
+    closed (code 1009) by trio-websocket."""
+    receive_queue: int = count_field(1, minimum=1, maximum=1024)
+    """Client messages trio-websocket buffers per connection before it stops reading (so
+    at most about ``(receive_queue + 1) * max_frame`` bytes per client)."""
+    send_queue: int = count_field(32, minimum=1, maximum=4096)
+    """Bound of each client's send queue, in messages (SPEC §6.9)."""
+    subscriber_bound: int = count_field(256, minimum=1, maximum=65_536)
+    """Bound of each client's event-log port, in events; past it: ``resync_required``."""
+    watch_limit: int = count_field(256, minimum=1, maximum=4096)
+    """Most events in one ``events`` answer (``watch``, ``subscribe`` backlog)."""
+    socket_send_buffer: int | None = attrs.field(default=None)
+    """``SO_SNDBUF`` of accepted sockets in bytes (the kernel may double it), or None for
+    the system's default: a small one detects a stalled client sooner."""
+    push_timeout: float = duration_field(1.0)
+    """Seconds (trio clock) :meth:`Connection.push` waits for room before dropping."""
+    handshake_timeout: float = duration_field(5.0, allow_zero=False)
+    """Seconds (trio clock) a client has to complete the opening handshake (or a plain
+    HTTP request and its answer, see :mod:`examples.web.http`)."""
+    max_request_head: int = count_field(16 * 1024, minimum=1024, maximum=1 << 20)
+    """Largest request head (request line and headers) read, in bytes: above it a
+    client gets HTTP 431 and is closed."""
+    close_timeout: float = duration_field(0.5, allow_zero=False)
+    """Seconds (trio clock) the closing handshake of one client may take, and the message
+    being sent when a close comes may take to finish."""
+    send_timeout: float = duration_field(30.0, allow_zero=False)
+    """Seconds (trio clock) one message may take to send: a client that cannot take it
+    in that time is dropped (without a close frame: part of the message is out)."""
+    ping_interval: float = duration_field(20.0, allow_zero=False)
+    """Seconds (trio clock) between keepalive pings to each client."""
+    ping_timeout: float = duration_field(20.0, allow_zero=False)
+    """Seconds (trio clock) a client has to answer a ping (its pong) before the server
+    closes the connection (code 1011): a vanished client frees its slot."""
+    idle_poll: float = duration_field(0.05, allow_zero=False, maximum=5.0)
+    """Seconds (trio clock) between checks that the event log is idle, during shutdown."""
+
+    @socket_send_buffer.validator
+    def _check_sndbuf(self, attribute: attrs.Attribute[int | None], value: object) -> None:
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not 1024 <= value <= 1 << 26
+        ):
+            raise ValueError("socket_send_buffer must be None or an int in [1024, 2**26] bytes")
+
+
+@attrs.frozen(kw_only=True)
+class FrontDoorStatistics:
+    """Counters of a front door (STYLE 16)."""
+
+    port: int | None
+    """The bound port, or None before :meth:`FrontDoor.serve` started."""
+    admitting: bool
+    """False once shutdown started."""
+    connections: int
+    """Clients connected now."""
+    accepted: int
+    """Handshakes accepted so far."""
+    rejected: int
+    """Handshakes refused (bad token or origin: 403; full or shutting down: 503)."""
+    http_requests: int = 0
+    """Plain HTTP requests answered (pages, 404, 405, 400, 431)."""

@@ -1,0 +1,409 @@
+"""One websocket client of the front door: its bounded send queue and its pushes (SPEC §7.1).
+
+A :class:`Connection` is made by :class:`examples.web.frontdoor.FrontDoor` for each accepted
+websocket and lives until either side closes it. It runs two tasks:
+
+* the **reader** takes one client message at a time, has the front door answer it, and
+  queues the answer (so answers leave in request order);
+* the **writer** sends what is queued, one message at a time.
+
+Everything the server sends goes through one bounded queue of ``send_queue`` encoded
+messages. Answers wait for room: a client that does not read only stops *its own*
+requests. Pushed events come from a bounded event-log port (SPEC §6.9) through a pump task
+that also waits for room, so a slow client's backlog piles up in its port, never in the
+event log: once the port passes its bound, the port drops the backlog and the pump
+queues one ``resync_required`` message (after the events already queued, so the client
+sees no silent gap) and ends the subscription. The client reloads with ``watch`` and
+subscribes again. The event log and every other client go on at full speed.
+
+Extension handlers (the preview server's ``select``/``visible``/``list_runs``) get the
+connection and may keep state in :attr:`Connection.data`, push their own messages with
+:meth:`Connection.push` / :meth:`Connection.push_nowait`, and run something right after
+their answer is queued with :meth:`Connection.after_reply`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+from trio_websocket import ConnectionClosed, Endpoint
+
+from actors._eventlog._ports import ResyncRequired as PortResync
+from protocol import messages
+from protocol.codec import encode_message
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from trio_websocket import WebSocketConnection
+
+    from actors._eventlog._ports import Port
+
+    from examples.web.frontdoor import FrontDoor
+
+__all__ = ["Connection", "ConnectionStatistics", "event_message", "wire_text"]
+
+LOGGER = logging.getLogger("examples.frontdoor")
+
+
+def wire_text(message: messages.Message) -> str:
+    """Return ``message`` as JSON text that a websocket text frame can carry.
+
+    JSON lets a client write a lone surrogate (``"\\ud800"``); Python decodes it to a
+    str that UTF-8 cannot encode, and a request id, argument or helper result holding one
+    would make ``send_message`` raise and drop the connection (or, for a pushed event,
+    every subscriber's). Such characters are written back as their ``\\uXXXX`` escapes,
+    which mean the same JSON string (a surrogate only occurs inside a JSON string, where
+    the encoder already escaped every literal backslash).
+    """
+    text = encode_message(message)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def event_message(event: Any) -> messages.Event:
+    """Return the client ``event`` message of an event-log :class:`~actors.Event`."""
+    return messages.Event(seq=event.seq, kind=event.kind, run_id=event.run_id, data=event.data)
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionStatistics:
+    """Counters of one client connection (STYLE 16)."""
+
+    id: int
+    """The connection's number (1, 2, ... per front door)."""
+    name: str
+    """``ws-<id>@<peer>``; also the actor name of its cancels (SPEC §6.7)."""
+    queued: int
+    """Encoded messages waiting to be sent."""
+    bound: int
+    """The send queue's bound, in messages."""
+    received: int
+    """Client messages read."""
+    sent: int
+    """Messages sent to the client."""
+    errors: int
+    """``error`` answers sent."""
+    pushed: int
+    """Events and extension messages queued as pushes."""
+    resyncs: int
+    """Times the client was told ``resync_required``."""
+    dropped: int
+    """Extension pushes dropped because the queue stayed full."""
+    subscribed: bool
+    """True while events are pushed to this client."""
+    pongs: int = 0
+    """Keepalive pings the client answered (``ping_interval``, ``ping_timeout``)."""
+
+
+class Connection:
+    """One accepted websocket client; made and run by the front door only.
+
+    Attributes:
+        front: The :class:`~examples.web.frontdoor.FrontDoor` that accepted it.
+        id: Its number (1, 2, ... per front door).
+        name: ``ws-<id>@<host>:<port>``: who cancels a run from here (SPEC §6.7).
+        data: Free per-connection state for extension handlers (e.g. the selection).
+    """
+
+    def __init__(
+        self, front: FrontDoor, ws: WebSocketConnection, conn_id: int, *, peer: str | None = None
+    ) -> None:
+        self.front = front
+        self.ws = ws
+        self.id = conn_id
+        if peer is None:
+            remote = ws.remote
+            peer = f"{remote.address}:{remote.port}" if isinstance(remote, Endpoint) else "local"
+        self.name = f"ws-{conn_id}@{peer}"[:128]
+        self.data: dict[str, Any] = {}
+        bound = front.config.send_queue
+        self._send, self._receive = trio.open_memory_channel[str](bound)
+        self._bound = bound
+        self._scope = trio.CancelScope()
+        self._nursery: trio.Nursery | None = None
+        self._close_code = 1000
+        self._close_reason: str | None = None
+        self._port: Port | None = None
+        self._pump_scope: trio.CancelScope | None = None
+        self._ports_opened = 0
+        self._resync_head: int | None = None
+        self._last_seq = 0
+        self._after: list[Callable[[], object]] = []
+        self._received = self._sent = self._errors = 0
+        self._pushed = self._resyncs = self._dropped = 0
+        self._pongs = 0
+        #: The scope of the message being sent, while one is.
+        self._sending: trio.CancelScope | None = None
+        #: True once a message was cut off mid-send: no close frame may follow.
+        self._cut = False
+
+    # -- life ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve the client until it leaves or :meth:`close` is called; then close.
+
+        The closing handshake (``close_code``, e.g. 1001 at shutdown) is shielded and
+        bounded by the front door's ``close_timeout`` seconds.
+        """
+        try:
+            with self._scope:
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    nursery.start_soon(self._writer)
+                    nursery.start_soon(self._keepalive)
+                    await self._reader()
+                    self._finish_sending()
+                    nursery.cancel_scope.cancel()
+        finally:
+            self.unsubscribe()
+            self._send.close()
+            if self._cut:
+                # Part of a message is on the wire: a close frame after it would reach
+                # the client as garbage inside that message. The front door drops the
+                # TCP connection instead (the client sees an abnormal closure, 1006).
+                LOGGER.info("%s: a message was cut off; dropped without a close", self.name)
+            else:
+                with trio.move_on_after(self.front.config.close_timeout, shield=True):
+                    await self.ws.aclose(self._close_code, self._close_reason)
+
+    def close(self, code: int = 1000, reason: str | None = None) -> None:
+        """Stop serving this client and close its websocket with ``code`` and ``reason``.
+
+        Never waits; :meth:`run` performs the closing handshake. A message being sent
+        is finished first, for at most ``close_timeout`` seconds.
+        """
+        self._close_code, self._close_reason = code, reason
+        self._finish_sending()
+        self._scope.cancel()
+
+    def _finish_sending(self) -> None:
+        # The message being sent may take close_timeout more seconds, no longer.
+        sending = self._sending
+        if sending is not None:
+            limit = trio.current_time() + self.front.config.close_timeout
+            sending.deadline = min(sending.deadline, limit)
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is closing or closed."""
+        return self._scope.cancel_called or self.ws.closed is not None
+
+    async def _reader(self) -> None:
+        while True:
+            try:
+                text = await self.ws.get_message()
+            except ConnectionClosed:
+                return
+            self._received += 1
+            reply = await self.front._dispatch(self, text)
+            after, self._after = self._after, []
+            if isinstance(reply, messages.ErrorReply):
+                self._errors += 1
+                after = []  # the request failed: nothing follows its answer
+            await self._queue(reply)
+            for fn in after:
+                fn()
+
+    async def _writer(self) -> None:
+        send_timeout = self.front.config.send_timeout
+        try:
+            while True:
+                if self._resync_head is not None:
+                    head, self._resync_head = self._resync_head, None
+                    text = wire_text(messages.ResyncRequired(head=head))
+                else:
+                    text = await self._receive.receive()
+                if self._scope.cancel_called:  # closing: start no new message
+                    return
+                # Shielded, so that a close never cuts a message in half (the close frame
+                # would land inside it); bounded by send_timeout, and by close_timeout
+                # once closing (_finish_sending). Cut anyway: no close frame follows.
+                sending = self._sending = trio.CancelScope(
+                    shield=True, deadline=trio.current_time() + send_timeout
+                )
+                try:
+                    with sending:
+                        await self.ws.send_message(text)
+                finally:
+                    self._sending = None
+                if sending.cancelled_caught:
+                    self._cut = True
+                    self._scope.cancel()
+                    return
+                self._sent += 1
+        except ConnectionClosed:
+            self._scope.cancel()
+
+    async def _keepalive(self) -> None:
+        # A client that vanished without closing (a dead peer, a suspended laptop) or
+        # that stopped reading altogether would hold its slot of max_connections until
+        # TCP gave up, hours later: a ping it must answer within the timeout bounds that.
+        config = self.front.config
+        while True:
+            await trio.sleep(config.ping_interval)
+            with trio.move_on_after(config.ping_timeout) as waited:
+                try:
+                    await self.ws.ping()
+                except ConnectionClosed:
+                    return
+                self._pongs += 1
+            if waited.cancelled_caught:
+                self.close(1011, "keepalive ping timeout")
+                return
+
+    async def _queue(self, message: messages.Message) -> None:
+        await self._send.send(wire_text(message))
+
+    # -- replies and pushes (extension API) ----------------------------------------------
+
+    def after_reply(self, fn: Callable[[], object]) -> None:
+        """Call ``fn()`` (sync) right after the answer to the current request is queued.
+
+        For a handler that must push something strictly *after* its answer, e.g. start
+        a pusher task: ``conn.after_reply(lambda: nursery.start_soon(...))``. Dropped if
+        the request is answered with an ``error`` (the handler raised).
+        """
+        self._after.append(fn)
+
+    async def push(self, message: messages.Message, *, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        """Queue a server message for this client, waiting for room in its bounded queue.
+
+        Args:
+            message: Any server message (e.g. :class:`protocol.messages.Payload`).
+            timeout: Seconds (trio clock) to wait for room; default the front door's
+                ``push_timeout``.
+
+        Returns:
+            True if queued. False if the connection is closed, or the queue stayed full:
+            then the message is dropped and the client is marked resync-required (it
+            gets one ``resync_required`` message and its event subscription ends).
+
+        Raises:
+            TypeError: ``message`` is not a protocol message.
+        """
+        text = wire_text(message)
+        wait = self.front.config.push_timeout if timeout is None else timeout
+        with trio.move_on_after(wait):
+            try:
+                await self._send.send(text)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return False
+            self._pushed += 1
+            return True
+        self._dropped += 1
+        self.mark_resync()
+        return False
+
+    def push_nowait(self, message: messages.Message) -> bool:
+        """Like :meth:`push` without waiting: False (and resync-required) if full.
+
+        Raises:
+            TypeError: ``message`` is not a protocol message.
+        """
+        try:
+            self._send.send_nowait(wire_text(message))
+        except trio.WouldBlock:
+            self._dropped += 1
+            self.mark_resync()
+            return False
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        self._pushed += 1
+        return True
+
+    def mark_resync(self, head: int | None = None) -> None:
+        """Tell the client it missed messages: end its subscription, queue a notice.
+
+        ``resync_required`` with ``head`` (default: the newest event seq this front door
+        has seen) is queued, or, if the queue is full, sent by the writer before its next
+        queued message (SPEC §6.9).
+        """
+        self.unsubscribe()
+        self._resyncs += 1
+        head = max(self._last_seq, self.front.head_hint) if head is None else head
+        try:
+            self._send.send_nowait(wire_text(messages.ResyncRequired(head=head)))
+        except trio.WouldBlock:
+            self._resync_head = head  # the writer sends it before its next message
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+    # -- event subscription (SPEC §6.9) ---------------------------------------------------
+
+    @property
+    def subscribed(self) -> bool:
+        """True while events are pushed to this client."""
+        return self._port is not None
+
+    def port_name(self) -> str:
+        """A fresh, unique name for this connection's next event-log port."""
+        self._ports_opened += 1
+        return f"{self.name}#{self._ports_opened}"[:128]
+
+    def start_pump(self, port: Port) -> None:
+        """Push ``port``'s events to this client (after the current answer is queued)."""
+        self.unsubscribe()
+        self._port = port
+        scope = self._pump_scope = trio.CancelScope()
+        if self._nursery is None:  # pragma: no cover - handlers run inside run()
+            port.close()
+            return
+        self._nursery.start_soon(self._pump, port, scope)
+
+    def unsubscribe(self) -> None:
+        """Stop pushing events; idempotent."""
+        port, self._port = self._port, None
+        scope, self._pump_scope = self._pump_scope, None
+        if scope is not None:
+            scope.cancel()
+        if port is not None:
+            port.close()
+
+    def ack(self, seq: int) -> None:
+        """The client processed every event up to ``seq`` (SPEC §6.9)."""
+        if self._port is not None:
+            self._port.ack(seq)
+
+    async def _pump(self, port: Port, scope: trio.CancelScope) -> None:
+        with scope:
+            try:
+                async for item in port:
+                    if isinstance(item, PortResync):
+                        self._resyncs += 1
+                        await self._queue(messages.ResyncRequired(head=item.head))
+                        break
+                    self._last_seq = item.seq
+                    self.front._saw(item.seq)
+                    await self._queue(event_message(item))
+                    self._pushed += 1
+            except trio.ClosedResourceError:
+                pass  # the port was closed by unsubscribe
+            finally:
+                port.close()
+                if self._port is port:
+                    self._port = self._pump_scope = None
+
+    def statistics(self) -> ConnectionStatistics:
+        """Return this connection's counters."""
+        return ConnectionStatistics(
+            id=self.id,
+            name=self.name,
+            queued=self._send.statistics().current_buffer_used,
+            bound=self._bound,
+            received=self._received,
+            sent=self._sent,
+            errors=self._errors,
+            pushed=self._pushed,
+            resyncs=self._resyncs,
+            dropped=self._dropped,
+            subscribed=self.subscribed,
+            pongs=self._pongs,
+        )

@@ -1,0 +1,539 @@
+"""The websocket front door of the example servers (SPEC §7.1, §6; issue 5 "Safety").
+
+:class:`FrontDoor` serves the event log's front door (submit, cancel, status,
+watch/subscribe, ack, boot report, resume, discard) as JSON text messages over
+trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
+
+* **Binding**: 127.0.0.1 by default; ``port=0`` picks a free port (``serve`` reports it
+  through ``task_status.started(port)``). A non-loopback ``host`` needs a ``token``:
+  the config refuses to be built without one. When a token is set, every handshake must
+  carry it, as ``?token=...`` in the URL or ``Authorization: Bearer ...``; otherwise the
+  handshake is refused with HTTP 403 and a plain-text reason (no websocket is opened).
+* **Bounded input**: a websocket message above ``max_frame`` bytes (1 MiB) makes
+  trio-websocket close the connection (code 1009); above ``max_message`` bytes (64 KiB,
+  the protocol limit of SPEC §2.4) it is answered by an ``error`` with code
+  ``message_too_large`` and the connection stays up. Malformed JSON, an unknown type,
+  a missing, extra or mistyped field: an ``error`` naming the problem (``code``,
+  ``message``, ``retryable``, ``details.fields``), and the connection stays up.
+* **Bounded output**: each client has a send queue of ``send_queue`` messages and its
+  event pushes come from an event-log port of ``subscriber_bound`` events; a client that
+  does not keep up is told ``resync_required`` and never slows the event log or other
+  clients (see :mod:`examples.web.connection`).
+* **Plain HTTP** on the same port (:mod:`examples.web.http`): ``pages`` maps paths
+  (``/``) to pages served to a browser's ``GET``; other paths get 404. The websocket
+  upgrade of any path works as before.
+* **Extensions**: ``handlers`` maps more request types (the preview server's
+  ``select``, ``visible``, ``list_runs``) to ``async fn(conn, request) -> reply | None``
+  (None answers ``ok``); a handler may push with ``conn.push(message)``.
+* **Graceful shutdown** (:meth:`FrontDoor.shutdown`, :func:`shutdown_on_signal`): stop
+  accepting, refuse new work (``server_shutting_down``), wait up to ``grace`` seconds for
+  the event log's queued and running runs, then close every websocket with code 1001
+  (going away). The caller then leaves its runtime, which stops the actors and reaps the
+  helper processes.
+
+Running one inside a nursery::
+
+    front = FrontDoor(runtime.eventlog, FrontDoorConfig(port=0), handlers={"select": on_select})
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(front.serve)
+        ...
+        await front.shutdown(grace=5.0)   # serve() returns once every client is closed
+
+or, with the signal handling of the example servers::
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_runtime(config) as runtime:
+            async with open_front_door(runtime.eventlog, FrontDoorConfig()) as front:
+                print(f"listening on {front.url}", flush=True)
+                await shutdown_on_signal(front, signals, grace=5.0)
+"""
+
+from __future__ import annotations
+
+import hmac
+import itertools
+import json
+import logging
+import socket
+import urllib.parse
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, get_args
+
+import trio
+from trio_websocket import wrap_server_stream
+
+from actors._core._config import validate_duration
+from actors.errors import ActorError, ActorStopped, AskTimeout, UnknownMessageType
+from protocol import messages
+from protocol.codec import decode_client_message
+
+from examples.web.api import BUILTIN_HANDLERS
+from examples.web.config import FrontDoorConfig, FrontDoorStatistics
+from examples.web.connection import Connection
+from examples.web.http import Page, ReplayStream, answer, linger, read_head
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+
+    from trio_websocket import WebSocketRequest
+
+    from actors import EventLogClient
+
+    from examples.web.api import Handler
+
+__all__ = [
+    "FrontDoor",
+    "FrontDoorConfig",
+    "FrontDoorStatistics",
+    "Page",
+    "open_front_door",
+    "shutdown_on_signal",
+]
+
+LOGGER = logging.getLogger("examples.frontdoor")
+#: Close code sent to every client when the server shuts down (RFC 6455 "going away").
+GOING_AWAY = 1001
+_REQUEST_TAGS = frozenset(messages.TAGS[cls] for cls in get_args(messages.ClientRequest))
+
+
+class FrontDoor:
+    """The websocket front door over an event-log client (SPEC §7.1); see the module doc.
+
+    Args:
+        eventlog: The event-log actor's client; its ``timeout`` bounds every request.
+        config: Where and how to listen (default :class:`FrontDoorConfig`).
+        handlers: Extra or replacing request handlers by type tag (e.g. ``"select"``):
+            ``await handler(conn, request)`` returns a server message to answer with, or
+            None to answer ``ok``; an :class:`~actors.errors.ActorError` it raises becomes
+            an ``error`` answer with its code.
+        pages: Pages served over plain HTTP by path, e.g. ``{"/": Page(body=html)}``
+            (:mod:`examples.web.http`).
+        sockets: Listening sockets bound beforehand (:func:`examples.web.cli.bind_sockets`),
+            served instead of binding ``config.host``/``config.port`` in :meth:`serve`;
+            the front door closes them when it stops.
+
+    Attributes:
+        eventlog: The event-log client every built-in request goes through.
+        config: The front door's settings.
+        port: The bound TCP port once :meth:`serve` started (the first listener's, if
+            ``host`` resolves to several addresses), else None.
+        head_hint: The newest event seq this front door has seen (in receipts, answers
+            and pushes); the ``head`` of a ``resync_required`` sent for a dropped push.
+
+    Raises:
+        ValueError: a handler's tag is not a client request type of
+            :mod:`protocol.messages`.
+    """
+
+    def __init__(
+        self,
+        eventlog: EventLogClient,
+        config: FrontDoorConfig | None = None,
+        *,
+        handlers: Mapping[str, Handler] | None = None,
+        pages: Mapping[str, Page] | None = None,
+        sockets: Sequence[socket.socket] | None = None,
+    ) -> None:
+        self.eventlog = eventlog
+        self._sockets = list(sockets or ())
+        self.pages: dict[str, Page] = dict(pages or {})
+        self.config = config or FrontDoorConfig()
+        self._handlers: dict[str, Handler] = dict(BUILTIN_HANDLERS)
+        for tag, handler in (handlers or {}).items():
+            self.register(tag, handler)
+        self._connections: dict[int, Connection] = {}
+        self._accepting = 0  # handshakes past _refusal() but not yet in _connections
+        self._ids = itertools.count(1)
+        self._disconnect_hooks: list[Callable[[Connection], object]] = []
+        self._admitting = True
+        self._listen_scope = trio.CancelScope()
+        self._pending: set[trio.CancelScope] = set()
+        self._serving = False
+        self._done = trio.Event()
+        self.port: int | None = None
+        self.head_hint = 0
+        self._accepted = self._rejected = self._http = 0
+
+    # -- extension API ------------------------------------------------------------------
+
+    def register(self, tag: str, handler: Handler) -> None:
+        """Serve request type ``tag`` with ``handler`` (replacing a built-in one).
+
+        Raises:
+            ValueError: ``tag`` is not a client request type (see
+                :data:`protocol.messages.ClientRequest`).
+        """
+        if tag not in _REQUEST_TAGS:
+            raise ValueError(f"{tag!r} is not a client request type: {sorted(_REQUEST_TAGS)}")
+        self._handlers[tag] = handler
+
+    def handler(self, tag: str) -> Handler | None:
+        """The handler serving ``tag`` now (a built-in one, to wrap it), or None."""
+        return self._handlers.get(tag)
+
+    def on_disconnect(self, fn: Callable[[Connection], object]) -> None:
+        """Call ``fn(conn)`` (sync) whenever a client connection ends; errors are logged."""
+        self._disconnect_hooks.append(fn)
+
+    @property
+    def connections(self) -> tuple[Connection, ...]:
+        """The clients connected now."""
+        return tuple(self._connections.values())
+
+    def broadcast_nowait(self, message: messages.Message) -> int:
+        """Push ``message`` to every client without waiting; return how many took it.
+
+        A client whose queue is full is marked resync-required instead.
+        """
+        return sum(conn.push_nowait(message) for conn in self.connections)
+
+    @property
+    def admitting(self) -> bool:
+        """False once shutdown started: ``submit``/``resume`` answer ``server_shutting_down``."""
+        return self._admitting
+
+    @property
+    def url(self) -> str:
+        """``ws://host:port`` of the running server (the token is not included).
+
+        Raises:
+            RuntimeError: :meth:`serve` has not bound its port yet.
+        """
+        if self.port is None:
+            raise RuntimeError("the front door is not serving yet")
+        host = self.config.host
+        return f"ws://[{host}]:{self.port}" if ":" in host else f"ws://{host}:{self.port}"
+
+    def _saw(self, seq: int) -> None:
+        if seq > self.head_hint:
+            self.head_hint = seq
+
+    # -- serving ------------------------------------------------------------------------
+
+    async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen and serve clients until :meth:`shutdown`/:meth:`close` (SPEC §7.1).
+
+        ``task_status.started(port)`` once the listener is bound. Returns once the
+        listener is closed and every client connection has ended (each closing
+        handshake is bounded by ``close_timeout`` seconds).
+
+        Raises:
+            OSError: the address cannot be bound (e.g. the port is in use).
+            RuntimeError: this front door already served.
+        """
+        if self._serving:
+            raise RuntimeError("FrontDoor.serve() may be called once")
+        self._serving = True
+        try:
+            if self._sockets:
+                listeners = [
+                    trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+                    for sock in self._sockets
+                ]
+            else:
+                listeners = await trio.open_tcp_listeners(self.config.port, host=self.config.host)
+            for listener in listeners:
+                if self.config.socket_send_buffer is not None:
+                    # Accepted sockets inherit the listener's buffer sizes.
+                    listener.socket.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.socket_send_buffer
+                    )
+            self.port = listeners[0].socket.getsockname()[1]
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self._listen, listeners, nursery)
+                task_status.started(self.port)
+        finally:
+            self._admitting = False
+            self._done.set()
+
+    async def _listen(
+        self,
+        listeners: list[trio.SocketListener],
+        handler_nursery: trio.Nursery,
+        *,
+        task_status: trio.TaskStatus[list[trio.SocketListener]],
+    ) -> None:
+        # Client tasks run in serve()'s nursery, so closing the listener spares them.
+        with self._listen_scope:
+            await trio.serve_listeners(
+                self._serve_stream, listeners, handler_nursery=handler_nursery,
+                task_status=task_status,
+            )  # fmt: skip
+
+    async def _serve_stream(self, stream: trio.SocketStream) -> None:
+        # trio-websocket's own server would wait forever for a rejected client that keeps
+        # its TCP connection open; here the stream is ours to close.
+        request: WebSocketRequest | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                with trio.CancelScope() as pending:
+                    self._pending.add(pending)
+                    try:
+                        with trio.move_on_after(self.config.handshake_timeout):
+                            head = await read_head(stream, max_head=self.config.max_request_head)
+                            if not head.websocket:  # plain HTTP (a page, 404, ...), or gone
+                                if await answer(stream, head, self.pages):
+                                    self._http += 1
+                                    await linger(stream)
+                            else:
+                                request = await wrap_server_stream(
+                                    nursery,
+                                    ReplayStream(stream, head.raw),
+                                    message_queue_size=self.config.receive_queue,
+                                    max_message_size=self.config.max_frame,
+                                )
+                    finally:
+                        self._pending.discard(pending)
+                if request is not None:  # else: no complete handshake in time, or closing
+                    await self._handle(request, _peer(stream))
+                nursery.cancel_scope.cancel()
+        except Exception as exc:  # contained: e.g. the client vanished mid-handshake
+            LOGGER.info("client stream ended: %r", exc)
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    def close(self) -> None:
+        """Stop at once: close the listener and every client (code 1001); never waits."""
+        self._admitting = False
+        self._listen_scope.cancel()
+        for pending in self._pending:
+            pending.cancel()
+        for conn in self.connections:
+            conn.close(GOING_AWAY, "server shutting down")
+
+    async def shutdown(self, *, grace: float) -> None:
+        """Shut down gracefully within about ``grace`` seconds (SPEC §7.1); a checkpoint.
+
+        Stops accepting clients and admitting work at once; waits until the event log
+        has no queued or running run, at most ``grace`` seconds (trio clock), while
+        connected clients can still watch their runs; then closes every client with code
+        1001 and waits (bounded by ``close_timeout``) until :meth:`serve` returned. Runs
+        still running afterwards are the caller's to stop: leaving the runtime cancels
+        them, and with a ledger they are survivors at the next boot (SPEC §6.10).
+
+        Raises:
+            ValueError: ``grace`` is not a valid duration (SPEC §1.6).
+        """
+        grace = validate_duration("grace", grace)
+        self._admitting = False
+        self._listen_scope.cancel()
+        with trio.move_on_after(grace):
+            await self._wait_idle()
+        self.close()
+        if self._serving:
+            with trio.move_on_after(self.config.close_timeout + 1.0):
+                await self._done.wait()
+        else:
+            await trio.lowlevel.checkpoint()
+
+    async def _wait_idle(self) -> None:
+        while True:
+            try:
+                stats = await self.eventlog.statistics()
+            except (AskTimeout, ActorStopped):
+                return  # the event log is gone or stuck: nothing left to wait for
+            if stats.queued + stats.running == 0:
+                return
+            await trio.sleep(self.config.idle_poll)
+
+    # -- one client ---------------------------------------------------------------------
+
+    async def _handle(self, request: WebSocketRequest, peer: str) -> None:
+        refusal = self._refusal(request)
+        if refusal is not None:
+            self._rejected += 1
+            status, text = refusal
+            await request.reject(
+                status,
+                extra_headers=[(b"content-type", b"text/plain; charset=utf-8")],
+                body=text.encode(),
+            )
+            return
+        # The slot is taken before accept() waits: concurrent handshakes each see the
+        # ones ahead of them, so at most max_connections are ever accepted.
+        self._accepting += 1
+        try:
+            ws = await request.accept()
+        finally:
+            self._accepting -= 1
+        self._accepted += 1
+        conn = Connection(self, ws, next(self._ids), peer=peer)
+        self._connections[conn.id] = conn
+        try:
+            await conn.run()
+        except Exception:  # contained: one client's failure never stops the server
+            LOGGER.exception("connection %s failed", conn.name)
+        finally:
+            del self._connections[conn.id]
+            for hook in self._disconnect_hooks:
+                try:
+                    hook(conn)
+                except Exception:  # contained like a failing event-log listener
+                    LOGGER.exception("on_disconnect hook failed for %s", conn.name)
+
+    def _refusal(self, request: WebSocketRequest) -> tuple[int, str] | None:
+        if not self._admitting:
+            return 503, "503 Service Unavailable: the server is shutting down\n"
+        headers = {name.lower(): value for name, value in request.headers}
+        token = self.config.token
+        if token is not None:
+            offered = _offered_token(request.path, headers)
+            if offered is None or not hmac.compare_digest(offered.encode(), token.encode()):
+                return 403, (
+                    "403 Forbidden: missing or wrong token; pass it as ?token=... "
+                    "or an 'Authorization: Bearer ...' header\n"
+                )
+        origins = self.config.allowed_origins
+        origin = headers.get(b"origin")
+        if origins is not None and origin is not None and origin.decode("latin-1") not in origins:
+            return 403, "403 Forbidden: origin not allowed\n"
+        if len(self._connections) + self._accepting >= self.config.max_connections:
+            return 503, "503 Service Unavailable: too many connections\n"
+        return None
+
+    async def _dispatch(self, conn: Connection, text: str | bytes) -> messages.Message:
+        """Answer one client message; every failure becomes an ``error`` answer."""
+        try:
+            request = decode_client_message(text, max_size=self.config.max_message)
+        except ActorError as exc:  # InvalidMessage, UnknownMessageType, MessageTooLarge
+            request_id = _peek_request_id(text, self.config.max_message)
+            return messages.ErrorReply.from_error(exc, request_id=request_id)
+        tag = messages.TAGS[type(request)]
+        handler = self._handlers.get(tag)
+        if handler is None:
+            error = UnknownMessageType(
+                f"this server does not serve {tag!r} requests", fields=["$.type"], type=tag
+            )
+            return messages.ErrorReply.from_error(error, request_id=request.request_id)
+        try:
+            reply = await handler(conn, request)
+        except ActorError as exc:
+            return messages.ErrorReply.from_error(exc, request_id=request.request_id)
+        except Exception as exc:  # a handler bug: answer it, log it, keep serving
+            LOGGER.exception("handler for %r failed", tag)
+            return messages.ErrorReply(
+                request_id=request.request_id,
+                code="internal_error",
+                message=f"{type(exc).__name__} while serving {tag!r}"[:200],
+                retryable=False,
+            )
+        return messages.OkReply(request_id=request.request_id) if reply is None else reply
+
+    def statistics(self) -> FrontDoorStatistics:
+        """Return the front door's counters."""
+        return FrontDoorStatistics(
+            port=self.port,
+            admitting=self._admitting,
+            connections=len(self._connections),
+            accepted=self._accepted,
+            rejected=self._rejected,
+            http_requests=self._http,
+        )
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        address = stream.socket.getpeername()
+    except OSError:
+        return "gone"
+    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "local"
+
+
+def _offered_token(path: str, headers: Mapping[bytes, bytes]) -> str | None:
+    values = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query).get("token")
+    if values:
+        return values[0]
+    scheme, _, credentials = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return None
+
+
+def _peek_request_id(text: str | bytes, limit: int) -> str | None:
+    """The ``request_id`` of an unreadable message, if it has a valid one (for errors).
+
+    A message over ``limit`` (bytes or characters) is not parsed at all.
+    """
+    if len(text) > limit:
+        return None
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    request_id = obj.get("request_id") if isinstance(obj, dict) else None
+    if isinstance(request_id, str) and 1 <= len(request_id) <= messages.MAX_REQUEST_ID_LENGTH:
+        return request_id
+    return None
+
+
+@asynccontextmanager
+async def open_front_door(
+    eventlog: EventLogClient,
+    config: FrontDoorConfig | None = None,
+    *,
+    handlers: Mapping[str, Handler] | None = None,
+    pages: Mapping[str, Page] | None = None,
+    sockets: Sequence[socket.socket] | None = None,
+) -> AsyncIterator[FrontDoor]:
+    """Serve a :class:`FrontDoor` for the duration of the block (SPEC §7.1).
+
+    Entering is a checkpoint and returns once the port is bound (or ``sockets``, bound
+    beforehand, are served; see :class:`FrontDoor`) (``front.port``,
+    ``front.url``). Leaving closes the listener and every client (code 1001) at once,
+    unless :meth:`FrontDoor.shutdown` already did so gracefully; the exit waits for the
+    closing handshakes (each bounded by ``close_timeout`` seconds).
+
+    Raises:
+        OSError: the address cannot be bound.
+    """
+    front = FrontDoor(eventlog, config, handlers=handlers, pages=pages, sockets=sockets)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(front.serve)
+        try:
+            yield front
+        finally:
+            front.close()
+
+
+async def shutdown_on_signal(
+    front: FrontDoor,
+    signals: AsyncIterator[int],
+    *,
+    grace: float,
+    prepare: Callable[[], Awaitable[object]] | None = None,
+) -> int:
+    """Wait for a signal, then shut ``front`` down gracefully (SPEC §7.1).
+
+    Logs ``signal N: shutting down (grace G s)`` (a warning of ``examples.frontdoor``),
+    the same line for every example server.
+
+    Args:
+        front: A serving front door.
+        signals: The receiver of ``trio.open_signal_receiver(SIGINT, SIGTERM)``, opened
+            by the caller *before* starting anything, so an early signal is not lost.
+        grace: Seconds (trio clock) :meth:`FrontDoor.shutdown` waits for runs to end;
+            a second signal cuts the wait short.
+        prepare: Awaited first (e.g. to cancel work that cannot finish within
+            ``grace``); a second signal cuts it short too.
+
+    Returns:
+        The first signal's number.
+    """
+    signum = await anext(signals)
+    LOGGER.warning("signal %d: shutting down (grace %g s)", signum, grace)
+    async with trio.open_nursery() as nursery:
+        hurry = trio.CancelScope()
+
+        async def second_signal() -> None:
+            await anext(signals)
+            LOGGER.warning("second signal: closing now")
+            hurry.cancel()
+
+        nursery.start_soon(second_signal)
+        with hurry:
+            if prepare is not None:
+                await prepare()
+            await front.shutdown(grace=grace)
+        front.close()
+        nursery.cancel_scope.cancel()
+    return signum

@@ -1,0 +1,164 @@
+"""The pool actor and its handle (SPEC §3, actors talk over mailboxes).
+
+Real subprocesses on the real clock with short configured timeouts (STYLE rule 21).
+Every test checks afterwards that no child process and no zombie is left.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import trio
+import trio.testing
+from helper_support import FAST, assert_no_children, spec
+
+from actors import (
+    ActorStopped,
+    AskTimeout,
+    HelperExitedError,
+    HelperJobFailed,
+    HelperStartupError,
+    HelperTimeouts,
+    InvalidCommand,
+    PoolConfig,
+    PoolFailed,
+    RunJob,
+    PoolActor,
+    PoolHandle,
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_child_left():
+    yield
+    assert_no_children()
+
+
+async def _start(nursery, config: PoolConfig | None = None, **spec_fields) -> PoolHandle:
+    config = config or PoolConfig(size=2, timeouts=FAST)
+    ref = await nursery.start(PoolActor(spec(**spec_fields), config).run)
+    return PoolHandle(ref)
+
+
+async def test_run_job_snapshot_statistics_and_stop(nursery):
+    supervisor = await _start(nursery)
+    assert await supervisor.run_job("echo", {"a": 1}, timeout=5) == {"a": 1}
+    snapshot = await supervisor.snapshot()
+    assert [h.state for h in snapshot.helpers if h is not None] == ["idle", "idle"]
+    stats = await supervisor.statistics()
+    assert (stats.jobs_started, stats.jobs_succeeded) == (1, 1)
+    await supervisor.ref.stop(grace=1.0)
+    assert_no_children()
+    with pytest.raises(ActorStopped):
+        await supervisor.run_job("echo", 1, timeout=5)
+
+
+async def test_jobs_run_concurrently_through_one_mailbox(nursery):
+    supervisor = await _start(nursery)
+    results: list[object] = []
+
+    async def job(value: float) -> None:
+        results.append(await supervisor.run_job("sleep", value, timeout=5))
+
+    start = trio.current_time()
+    async with trio.open_nursery() as jobs:
+        jobs.start_soon(job, 0.4)
+        jobs.start_soon(job, 0.4)
+    assert results == [0.4, 0.4]
+    assert trio.current_time() - start < 0.4 + 0.3
+    await supervisor.ref.stop()
+
+
+async def test_ask_timeout_cancels_the_job_and_the_helper_stays(nursery):
+    supervisor = await _start(nursery, PoolConfig(size=1, timeouts=FAST))
+    before = (await supervisor.snapshot()).helpers[0]
+    with pytest.raises(AskTimeout):
+        await supervisor.run_job("cooperative", 30, timeout=0.2)
+    # The cancel message was try-sent; the ladder ends cooperatively within grace.
+    assert await supervisor.run_job("echo", "next", timeout=5) == "next"
+    after = (await supervisor.snapshot()).helpers[0]
+    stats = await supervisor.statistics()
+    assert before is not None
+    assert after is not None
+    assert (after.pid, after.incarnation) == (before.pid, 1)
+    assert stats.jobs_cancelled == 1
+    await supervisor.ref.stop()
+
+
+async def test_caller_cancellation_sends_a_cancel(nursery):
+    supervisor = await _start(nursery, PoolConfig(size=1, timeouts=FAST))
+    with trio.move_on_after(0.2):
+        await supervisor.run_job("cooperative", 30, timeout=10)
+    assert await supervisor.run_job("echo", 1, timeout=5) == 1
+    assert (await supervisor.statistics()).jobs_cancelled == 1
+    await supervisor.ref.stop()
+
+
+async def test_job_errors_reach_the_caller_as_data(nursery):
+    supervisor = await _start(nursery)
+    with pytest.raises(HelperJobFailed) as failed:
+        await supervisor.run_job(
+            "fail",
+            {"message": "m", "code": "source_unreadable", "category": "permanent"},
+            timeout=5,
+        )
+    with pytest.raises(HelperExitedError) as exited:
+        await supervisor.run_job("crash", 4, timeout=5)
+    assert failed.value.code == "source_unreadable"
+    assert failed.value.__cause__ is None
+    assert exited.value.details["exit_code"] == 4
+    await supervisor.ref.stop()
+
+
+async def test_pool_failure_and_restart_through_the_actor(nursery):
+    config = PoolConfig(size=1, timeouts=FAST, max_restarts=0)
+    supervisor = await _start(nursery, config)
+    with pytest.raises(HelperExitedError):
+        await supervisor.run_job("crash", 4, timeout=5)
+    with pytest.raises(PoolFailed):
+        await supervisor.run_job("echo", 1, timeout=5)
+    assert (await supervisor.snapshot()).failed
+    await supervisor.restart()
+    assert await supervisor.run_job("echo", 2, timeout=5) == 2
+    await supervisor.ref.stop()
+
+
+async def test_bad_messages_are_refused_without_crashing(nursery):
+    supervisor = await _start(nursery, PoolConfig(size=1, timeouts=FAST))
+    with pytest.raises(InvalidCommand):
+        await supervisor.ref.ask("hello", timeout=5)
+    async with trio.open_nursery() as jobs:
+        request = RunJob(job_id="x", operation="sleep", payload=0.3)
+        jobs.start_soon(functools.partial(supervisor.ref.ask, request, timeout=5))
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(InvalidCommand, match="already running"):
+            await supervisor.ref.ask(RunJob(job_id="x", operation="echo"), timeout=5)
+    assert await supervisor.cancel_job("x") is False
+    await supervisor.ref.stop()
+
+
+async def test_stop_during_a_job_runs_the_ladder_and_reaps(nursery):
+    supervisor = await _start(nursery, PoolConfig(size=1, timeouts=FAST))
+    outcome: list[BaseException] = []
+
+    async def job() -> None:
+        try:
+            await supervisor.run_job("sleep", 30, timeout=10)
+        except ActorStopped as exc:
+            outcome.append(exc)
+
+    nursery.start_soon(job)
+    await trio.testing.wait_all_tasks_blocked()
+    start = trio.current_time()
+    await supervisor.ref.stop(grace=0.1)
+    assert trio.current_time() - start < 0.1 + FAST.cancel_grace + FAST.terminate + 0.5
+    await trio.testing.wait_all_tasks_blocked()
+    assert [exc.code for exc in outcome] == ["actor_stopped"]
+    assert_no_children()
+
+
+async def test_startup_failure_fails_nursery_start(nursery):
+    timeouts = HelperTimeouts(startup=0.3, kill=0.5)
+    with pytest.raises(HelperStartupError):
+        await _start(nursery, PoolConfig(timeouts=timeouts), fault="hang_startup")
