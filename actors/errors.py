@@ -1,4 +1,4 @@
-"""The runtime's errors: one hierarchy rooted at :class:`ActorError` (SPEC §1.5).
+"""The runtime's errors: one hierarchy rooted at :class:`ActorError` (design §1.5).
 
 Every class has a class-level ``code`` (stable, snake_case) and ``category``
 (``transient``, ``permanent`` or ``stale``). The protocol's errors share the root; they
@@ -79,11 +79,11 @@ __all__ = [
 ]
 
 
-# --- actor core (SPEC §1) -------------------------------------------------------------
+# --- actor core (design §1) -------------------------------------------------------------
 
 
 class ActorStopped(ActorError):
-    """The actor is stopping or stopped: its mailbox takes no more messages (SPEC §1.2).
+    """The actor is stopping or stopped: its mailbox takes no more messages (design §1.2).
 
     Raised at once by ``send``/``try_send``/``ask`` on a stopped actor, and to an asker
     whose actor stopped before replying. Unlike :class:`MailboxFull`, waiting will not help.
@@ -97,7 +97,7 @@ class ActorCrashed(ActorError):
     """The actor's handler raised an unexpected exception while this ask was pending.
 
     The asker sees this instead of a reply; the actor itself fails to its parent
-    (and a supervisor may restart it, SPEC §1.4).
+    (and a supervisor may restart it, design §1.4).
     """
 
     code = "actor_crashed"
@@ -105,7 +105,7 @@ class ActorCrashed(ActorError):
 
 
 class MailboxFull(ActorError):
-    """``try_send`` found the mailbox at capacity (SPEC §1.2).
+    """``try_send`` found the mailbox at capacity (design §1.2).
 
     Retryable: unlike :class:`ActorStopped`, space may free up; ``send`` would wait for it.
     """
@@ -115,7 +115,7 @@ class MailboxFull(ActorError):
 
 
 class AskTimeout(ActorError):
-    """No reply arrived within the ask's timeout (SPEC §1.2).
+    """No reply arrived within the ask's timeout (design §1.2).
 
     Raised by ``ActorRef.ask``; the late reply, if any, is dropped (fenced by ask id).
     Distinct from ``trio.TooSlowError``, which we never reuse for our meanings.
@@ -137,7 +137,7 @@ class InvalidTransition(ActorError):
 
 
 class RestartIntensityExceeded(ActorError):
-    """More than ``max_restarts`` restarts within ``period`` seconds (SPEC §1.4, §3.7).
+    """More than ``max_restarts`` restarts within ``period`` seconds (design §1.4, §3.7).
 
     Raised by a supervisor to its own parent after it stopped its children in reverse
     start order; by the helper pool, it marks the pool failed until restarted.
@@ -147,11 +147,11 @@ class RestartIntensityExceeded(ActorError):
     category = "permanent"
 
 
-# --- helper processes (SPEC §3) -----------------------------------------------------
+# --- helper processes (design §3) -----------------------------------------------------
 
 
 class HelperError(ActorError):
-    """Base for failures of a helper process or of a job it ran (SPEC §3)."""
+    """Base for failures of a helper process or of a job it ran (design §3)."""
 
     code = "helper_error"
     # Annotated so subclasses may pick another category (else mypy infers the literal).
@@ -168,7 +168,7 @@ class HelperStartupError(HelperError):
 
 
 class HelperExitedError(HelperError):
-    """The helper process exited unexpectedly (crash, EOF on its reply pipe) (SPEC §3.7).
+    """The helper process exited unexpectedly (crash, EOF on its reply pipe) (design §3.7).
 
     ``details`` has ``exit_code`` (negative for a signal, as in ``Popen.returncode``) and
     ``signal`` (the signal name, or None).
@@ -178,7 +178,7 @@ class HelperExitedError(HelperError):
 
 
 class ReplyTimeout(HelperError):
-    """The helper did not reply within the reply timeout; it was stopped (SPEC §3.6).
+    """The helper did not reply within the reply timeout; it was stopped (design §3.6).
 
     If SIGKILL was needed to stop it, :class:`ForcedTermination` is raised instead.
     """
@@ -187,7 +187,7 @@ class ReplyTimeout(HelperError):
 
 
 class ForcedTermination(HelperError):
-    """The job ended because its helper had to be killed (SPEC §3.5 steps 2-4).
+    """The job ended because its helper had to be killed (design §3.5 steps 2-4).
 
     ``details`` has ``escalation``: the last step used (``sigterm``, ``sigkill`` or
     ``quarantined``) and ``parent_timeout`` (True when the reply deadline started it).
@@ -197,7 +197,7 @@ class ForcedTermination(HelperError):
 
 
 class JobCancelled(HelperError):
-    """The job was cancelled by its caller and the helper acknowledged (SPEC §3.5 step 1).
+    """The job was cancelled by its caller and the helper acknowledged (design §3.5 step 1).
 
     Category ``stale``: the result is no longer wanted.
     """
@@ -210,7 +210,7 @@ class HelperJobFailed(HelperError):
     """The helper's handler reported an error; ``record`` holds it as data.
 
     ``code`` and ``category`` of the instance are the remote record's, so callers can
-    classify it (SPEC §1.5, §4.6).
+    classify it (design §1.5, §4.6).
     """
 
     code = "job_failed"
@@ -230,14 +230,14 @@ class PoolClosed(HelperError):
 
 
 class PoolFailed(HelperError):
-    """Restart intensity was exceeded; the pool refuses jobs until restarted (SPEC §3.7)."""
+    """Restart intensity was exceeded; the pool refuses jobs until restarted (design §3.7)."""
 
     code = "pool_failed"
     category = "permanent"
 
 
 class PoolBusy(HelperError):
-    """No helper of the pool became free within the acquire timeout (SPEC §3.1).
+    """No helper of the pool became free within the acquire timeout (design §3.1).
 
     Raised by ``HelperPool.run_job`` before anything was sent to a helper. Transient,
     unlike :class:`PoolFailed`: a helper may be free on a retry.
@@ -247,18 +247,18 @@ class PoolBusy(HelperError):
     category = "transient"
 
 
-# --- scheduler and renderer (SPEC §4, §5) -----------------------------------------------
+# --- scheduler and renderer (design §4, §5) -----------------------------------------------
 
 
 class DeadlineExceeded(ActorError):
-    """A job passed its absolute deadline (SPEC §4.7); a transient failure."""
+    """A job passed its absolute deadline (design §4.7); a transient failure."""
 
     code = "deadline_exceeded"
     category = "transient"
 
 
 class StaleResult(ActorError):
-    """A completion no longer matches the current generation, GUID or revision (SPEC §4.8).
+    """A completion no longer matches the current generation, GUID or revision (design §4.8).
 
     Never published; the scheduler drops it silently.
     """
@@ -268,14 +268,14 @@ class StaleResult(ActorError):
 
 
 class RenderError(ActorError):
-    """The renderer could not draw the payload from the observation (SPEC §5.1)."""
+    """The renderer could not draw the payload from the observation (design §5.1)."""
 
     code = "render_failed"
     category = "permanent"
 
 
 class PayloadInvalid(RenderError):
-    """A rendered payload failed validation (type or size bounds) (SPEC §5.1).
+    """A rendered payload failed validation (type or size bounds) (design §5.1).
 
     Unlike :class:`RenderError`, drawing succeeded but the result may not be cached.
     """
@@ -291,7 +291,7 @@ class SourceError(ActorError):
 
 
 class SourceNotReady(ActorError):
-    """The source is still being written (a progressive source, SPEC §4.5).
+    """The source is still being written (a progressive source, design §4.5).
 
     Transient: the scheduler parks the result and re-polls.
     """
@@ -301,7 +301,7 @@ class SourceNotReady(ActorError):
 
 
 class WorkCancelled(ActorError):
-    """A client cancelled the run this work was for (SPEC §6.7); raised by an executor.
+    """A client cancelled the run this work was for (design §6.7); raised by an executor.
 
     Permanent: the scheduler marks the work failed and does not retry it until the
     source changes. Unlike :class:`JobCancelled` (``stale``: the work is still wanted
@@ -313,11 +313,11 @@ class WorkCancelled(ActorError):
 
 
 class ScheduleRejected(ActorError, ValueError):
-    """The scheduler refused a request; its state is unchanged (SPEC §4.2, §4.8).
+    """The scheduler refused a request; its state is unchanged (design §4.2, §4.8).
 
     Raised by the scheduler core (``set_priority`` or ``source_changed`` naming an
     unknown run id, a ``reconcile`` that reorders or removes runs) and passed to the
-    asker by the scheduler actor. A :class:`ValueError` too, as SPEC §4.2/§4.8 say.
+    asker by the scheduler actor. A :class:`ValueError` too, as design §4.2/§4.8 say.
     Unlike :class:`UnknownRun` (front door, run ids of the event log), it concerns the
     scheduler's run table.
     """
@@ -326,18 +326,18 @@ class ScheduleRejected(ActorError, ValueError):
     category = "permanent"
 
 
-# --- event log and front door (SPEC §6) -----------------------------------------------
+# --- event log and front door (design §6) -----------------------------------------------
 
 
 class UnsupportedOperation(ActorError):
-    """``submit`` named an operation the front door does not know (SPEC §6.2)."""
+    """``submit`` named an operation the front door does not know (design §6.2)."""
 
     code = "unsupported_operation"
     category = "permanent"
 
 
 class InvalidCommand(ActorError):
-    """Arguments are not a mapping, or have fields outside the schema (SPEC §6.2).
+    """Arguments are not a mapping, or have fields outside the schema (design §6.2).
 
     ``details`` has ``fields``: the offending field names.
     """
@@ -347,14 +347,14 @@ class InvalidCommand(ActorError):
 
 
 class RequestConflict(ActorError):
-    """A ``request_id`` was reused with different content (SPEC §6.3)."""
+    """A ``request_id`` was reused with different content (design §6.3)."""
 
     code = "request_conflict"
     category = "permanent"
 
 
 class PoolFull(ActorError):
-    """Admission refused: ``max_inflight`` runs are queued or running (SPEC §6.5).
+    """Admission refused: ``max_inflight`` runs are queued or running (design §6.5).
 
     ``details`` has ``depth`` and ``bound``. Retryable, unlike :class:`RequestConflict`.
     """
@@ -364,14 +364,14 @@ class PoolFull(ActorError):
 
 
 class AlreadyDecided(ActorError):
-    """Progress or a verdict arrived for a run already finished or cancelled (SPEC §6.6)."""
+    """Progress or a verdict arrived for a run already finished or cancelled (design §6.6)."""
 
     code = "already_decided"
     category = "stale"
 
 
 class CursorExpired(ActorError):
-    """A watch cursor is below the retained floor or beyond the head (SPEC §6.8).
+    """A watch cursor is below the retained floor or beyond the head (design §6.8).
 
     ``details`` has ``resume_from``: the cursor to resubscribe from. Never a silent gap.
     """
@@ -395,14 +395,14 @@ class UnknownRun(ActorError):
 
 
 class RunQuarantined(ActorError):
-    """The run was interrupted twice; resuming it needs an explicit override (SPEC §6.10)."""
+    """The run was interrupted twice; resuming it needs an explicit override (design §6.10)."""
 
     code = "run_quarantined"
     category = "permanent"
 
 
 class LedgerError(ActorError):
-    """The SQLite ledger could not be opened or written (SPEC §6.10)."""
+    """The SQLite ledger could not be opened or written (design §6.10)."""
 
     code = "ledger_error"
     category = "permanent"
@@ -424,7 +424,7 @@ class LedgerVersionError(LedgerError):
 
 
 class ServerShuttingDown(ActorError):
-    """A server's front door refuses new work: it is shutting down (SPEC §7.1).
+    """A server's front door refuses new work: it is shutting down (design §7.1).
 
     Raised by the example servers' websocket front door for ``submit``/``resume`` once
     SIGINT/SIGTERM started the graceful shutdown. Unlike :class:`ActorStopped` (the actor

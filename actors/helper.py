@@ -1,4 +1,4 @@
-"""The helper side of helper processes: a serve loop for the child (SPEC §3.9).
+"""The helper side of helper processes: a serve loop for the child (design §3.9).
 
 This module runs **inside the helper child process**. It imports only a few C-level
 standard modules and :mod:`protocol.framing` / :mod:`protocol.envelope` /
@@ -37,14 +37,14 @@ input ends the loop (exit 0).
 Handlers are plain functions ``fn(payload, ctx)``; they run in the main thread. There is
 no reader thread: :meth:`JobContext.cancelled` polls the input pipe without blocking, so a
 handler that checks it notices a cancel frame within one check. A handler that never
-checks is stopped by the parent's escalation (SIGTERM, then SIGKILL, SPEC §3.5).
+checks is stopped by the parent's escalation (SIGTERM, then SIGKILL, design §3.5).
 
 ``stdout`` belongs to the frame stream, so the loop moves it aside first: the frames use a
 private duplicate of file descriptor 1, and fd 1 (and ``sys.stdout``) then point at
 stderr, so a ``print`` in a handler, or a grandchild writing to its stdout, cannot corrupt
 a frame. Likewise fd 0 is replaced by ``/dev/null`` so a grandchild cannot steal input.
 
-Fault modes (SPEC §3.9) for tests are chosen by the startup frame's ``fault`` (set by
+Fault modes (design §3.9) for tests are chosen by the startup frame's ``fault`` (set by
 ``HelperSpec.fault``) or the ``ACTORS_HELPER_FAULT`` environment variable; see
 :data:`FAULT_MODES`.
 """
@@ -100,7 +100,7 @@ HEAVY_MODULES: Final = ("trio", "attr", "attrs", "cattrs")
 #: Least time between two progress frames of one job, in seconds (monotonic clock);
 #: :meth:`JobContext.progress` drops a report that comes sooner, unless it is 1.0.
 PROGRESS_INTERVAL: Final = 0.05
-#: Fault modes of SPEC §3.9, for tests:
+#: Fault modes of design §3.9, for tests:
 #:
 #: * ``hang_startup``: never answer the startup frame;
 #: * ``crash_before_reply``: exit with :data:`FAULT_EXIT_CODE` instead of replying;
@@ -152,13 +152,13 @@ def in_helper_child() -> bool:
 class CancelRequested(Exception):
     """Raised by :meth:`JobContext.check_cancel` once the parent cancelled the job.
 
-    The serve loop answers it with status ``cancelled`` (SPEC §3.5 step 1). This is the
+    The serve loop answers it with status ``cancelled`` (design §3.5 step 1). This is the
     helper's own exception; it has nothing to do with ``trio.Cancelled``.
     """
 
 
 class JobError(Exception):
-    """Raise from a handler to fail the job with a classified error record (SPEC §1.5).
+    """Raise from a handler to fail the job with a classified error record (design §1.5).
 
     The parent raises :class:`actors.HelperJobFailed` with this ``code`` and
     ``category``. Any exception with string attributes ``code`` (snake_case) and
@@ -254,7 +254,7 @@ class JobContext:
 
     Attributes:
         operation: The job's operation name.
-        generation: The job's generation within this helper's session (SPEC §2.3).
+        generation: The job's generation within this helper's session (design §2.3).
     """
 
     __slots__ = (
@@ -275,7 +275,7 @@ class JobContext:
         self.shutdown_requested = False
 
     def cancelled(self) -> bool:
-        """Return True once the parent has cancelled this job (SPEC §3.5 step 1).
+        """Return True once the parent has cancelled this job (design §3.5 step 1).
 
         Polls the input pipe without blocking (one ``select`` call when nothing is
         ready). End of input or a shutdown frame also counts as a cancel.
@@ -308,7 +308,7 @@ class JobContext:
             raise CancelRequested(f"job {self.generation} ({self.operation}) cancelled")
 
     def progress(self, fraction: float, note: str | None = None) -> bool:
-        """Report how far the job is, as a ``progress`` frame to the parent (SPEC §3.9).
+        """Report how far the job is, as a ``progress`` frame to the parent (design §3.9).
 
         Cheap to call often: a report that comes less than :data:`PROGRESS_INTERVAL`
         (50 ms, monotonic clock) after the last one sent is dropped, unless ``fraction``
@@ -466,7 +466,7 @@ def serve(
     *,
     on_startup: Callable[[dict[str, Any]], Any] | None = None,
 ) -> None:
-    """Serve jobs on stdin/stdout until shutdown or end of input (SPEC §3.9).
+    """Serve jobs on stdin/stdout until shutdown or end of input (design §3.9).
 
     Args:
         handlers: Operation name → ``fn(payload, ctx)``. ``payload`` is the job's JSON

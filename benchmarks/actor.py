@@ -1,4 +1,4 @@
-"""Actor core cost, as ratios against bare trio measured in the same run (SPEC §1).
+"""Actor core cost, as ratios against bare trio measured in the same run (design §1).
 
 * **ask round trip** vs. a bare two-channel ping-pong: one task sends a request on a
   memory channel, another answers on a second channel (the least a request/reply over

@@ -1,4 +1,4 @@
-"""Benchmarks of the event log (SPEC §6); prints the figures and ratios in one run.
+"""Benchmarks of the event log (design §6); prints the figures and ratios in one run.
 
 Usage: ``python benchmarks/eventlog.py [--quick] [--verbose]``
 

@@ -1,4 +1,4 @@
-"""Benchmark of the scheduler core (SPEC §4.3): claim cost and memory per run.
+"""Benchmark of the scheduler core (design §4.3): claim cost and memory per run.
 
 Run: ``python benchmarks/scheduler.py`` (about half a minute). Prints:
 

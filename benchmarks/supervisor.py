@@ -1,4 +1,4 @@
-"""Benchmarks of the helper supervisor (SPEC §3), as ratios against same-run baselines.
+"""Benchmarks of the helper supervisor (design §3), as ratios against same-run baselines.
 
 Run from the repository root: ``python benchmarks/supervisor.py [--quick]`` (``--quick``:
 fewer rounds, a smoke run; the figures to quote come from a full run, about 10 s).
@@ -297,7 +297,7 @@ async def bench_cancel(job_ids: itertools.count[int]) -> dict[str, float]:
                 nursery.start_soon(_expect_cancelled, pool, job_id)
                 await trio.testing.wait_all_tasks_blocked()
                 start = trio.current_time()
-                pool.cancel_job(job_id)  # SPEC §3.5 step 1: the helper answers, stays
+                pool.cancel_job(job_id)  # design §3.5 step 1: the helper answers, stays
             acknowledged.append(trio.current_time() - start)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_expect_closed, pool)

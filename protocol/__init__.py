@@ -1,4 +1,4 @@
-"""Sans-io protocol of trio-actors: messages, codec, framing, envelope (SPEC §2).
+"""Sans-io protocol of trio-actors: messages, codec, framing, envelope (design §2).
 
 This package never imports trio; only ``actors`` and ``examples`` do I/O.
 """

@@ -1,4 +1,4 @@
-"""The domain of every envelope field, checked (SPEC §2.3).
+"""The domain of every envelope field, checked (design §2.3).
 
 Used by :mod:`protocol.envelope` only (which re-exports the constants). Stdlib-only, like
 it: the helper child imports both and must start fast.

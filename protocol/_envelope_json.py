@@ -1,4 +1,4 @@
-"""Strict JSON for the payload and error record of helper frames (SPEC §2.3).
+"""Strict JSON for the payload and error record of helper frames (design §2.3).
 
 Used by :mod:`protocol.envelope` only. Stdlib-only, like it (the helper child imports
 both). Strict means: no NaN or infinity either way, no number that overflows a double,

@@ -1,4 +1,4 @@
-"""The :class:`Envelope` value: one helper frame's fields (SPEC §2.3).
+"""The :class:`Envelope` value: one helper frame's fields (design §2.3).
 
 Used by :mod:`protocol.envelope`, which re-exports it. Stdlib-only, like it: the helper
 child imports both and must start fast.
@@ -46,7 +46,7 @@ def _field(index: int, doc: str) -> Any:
 
 
 class Envelope(tuple):  # type: ignore[type-arg]
-    """One helper frame's content (SPEC §2.3). Validated on construction.
+    """One helper frame's content (design §2.3). Validated on construction.
 
     Frozen, keyword-only, compared and hashed by value like a frozen dataclass
     (assigning a field raises ``dataclasses.FrozenInstanceError``), and equal only to

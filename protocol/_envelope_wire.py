@@ -1,4 +1,4 @@
-"""The binary layout of a helper frame's envelope (SPEC §2.2, §2.3).
+"""The binary layout of a helper frame's envelope (design §2.2, §2.3).
 
 Used by :mod:`protocol.envelope` only. Stdlib-only (``struct`` is a C module), like it:
 the helper child imports both and must start fast.
@@ -18,7 +18,7 @@ A frame is the 4-byte big-endian length of §2.2, then the body::
       34+n     m  payload, strict JSON (UTF-8)
     34+n+m  rest  error record, strict JSON (UTF-8); present exactly for status error
 
-Why binary: the fixed fields are fenced on every frame (SPEC §2.3), and comparing a
+Why binary: the fixed fields are fenced on every frame (design §2.3), and comparing a
 version byte, a generation integer and 16 session bytes costs a fraction of parsing and
 checking them out of JSON text; a short job's round trip is mostly this work. The payload
 and the error record stay JSON, the one format both sides already speak.
@@ -50,7 +50,7 @@ MAX_VERSION: Final = 255
 #: The fixed part of a body: magic, version, kind, status, generation, session,
 #: operation length, payload length (34 bytes).
 BODY_HEADER: Final = struct.Struct(">BBBBQ16sHI")
-#: The same, after the 4-byte frame length of SPEC §2.2 (38 bytes): one ``pack`` call
+#: The same, after the 4-byte frame length of design §2.2 (38 bytes): one ``pack`` call
 #: writes a frame's whole head.
 FRAME_HEADER: Final = struct.Struct(">IBBBBQ16sHI")
 

@@ -1,4 +1,4 @@
-"""The one strict converter of the client protocol, and JSON text in and out (SPEC §2.1, §2.4).
+"""The one strict converter of the client protocol, and JSON text in and out (design §2.1, §2.4).
 
 :func:`make_converter` builds a private :class:`cattrs.Converter` (never the global
 one) that structures and unstructures every class of :mod:`protocol.messages`, tagged by
@@ -45,7 +45,7 @@ __all__ = [
     "unstructure_message",
 ]
 
-#: Default limit on a client → server message, in bytes of UTF-8 (SPEC §2.4).
+#: Default limit on a client → server message, in bytes of UTF-8 (design §2.4).
 DEFAULT_MAX_MESSAGE: Final = 64 * 1024
 #: Default limit on a server → client message, in bytes (previews are base64 PNGs).
 DEFAULT_MAX_SERVER_MESSAGE: Final = 4 * 1024 * 1024
@@ -122,7 +122,7 @@ def _var_tuple_hook_factory(typ: Any, converter: cattrs.Converter) -> Any:
 
 
 def make_converter() -> cattrs.Converter:
-    """Build the strict converter for every client-protocol message (SPEC §2.1).
+    """Build the strict converter for every client-protocol message (design §2.1).
 
     A fresh :class:`cattrs.Converter` with ``forbid_extra_keys=True`` and detailed
     validation; strict ``int``/``float``/``str``/``bool`` hooks (no coercion, bools are
@@ -153,7 +153,7 @@ _CONVERTER: Final = make_converter()
 
 
 def unstructure_message(msg: Message) -> dict[str, Any]:
-    """Return ``msg`` as a JSON-compatible dict with its ``"type"`` tag (SPEC §2.1).
+    """Return ``msg`` as a JSON-compatible dict with its ``"type"`` tag (design §2.1).
 
     Raises:
         TypeError: ``msg`` is not an instance of a class of :mod:`protocol.messages`.
@@ -184,7 +184,7 @@ def encode_message(msg: Message) -> str:
 def decode_client_message(
     data: str | bytes, *, max_size: int = DEFAULT_MAX_MESSAGE
 ) -> ClientRequest:
-    """Parse and strictly structure one client → server request (SPEC §2.4).
+    """Parse and strictly structure one client → server request (design §2.4).
 
     Args:
         data: One websocket message: JSON text (``str``) or UTF-8 bytes.
@@ -233,7 +233,7 @@ def decode_server_message(
 
 
 def structure_message(obj: object, union: Any = Message) -> Message:
-    """Strictly structure an already-parsed JSON value as one message (SPEC §2.1).
+    """Strictly structure an already-parsed JSON value as one message (design §2.1).
 
     Args:
         obj: The parsed JSON value (it should be a dict with a ``"type"`` key).

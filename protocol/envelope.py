@@ -1,4 +1,4 @@
-"""The envelope of every helper frame, and the checks that fence replies (SPEC §2.3).
+"""The envelope of every helper frame, and the checks that fence replies (design §2.3).
 
 Each frame between the supervisor and a helper process carries one envelope: a fixed
 binary head (version, kind, status, generation, session, lengths; the layout is in
@@ -90,7 +90,7 @@ __all__ = [
     "new_session",
 ]
 
-#: Version of the helper protocol this code speaks (SPEC §2.3). Version 2: the binary
+#: Version of the helper protocol this code speaks (design §2.3). Version 2: the binary
 #: head of :mod:`protocol._envelope_wire` (version 1 was all JSON).
 PROTOCOL_VERSION: Final = 2
 
@@ -123,7 +123,7 @@ def new_session() -> str:
 
 
 def encode_envelope(env: Envelope, *, max_size: int = DEFAULT_MAX_REPLY) -> bytes:
-    """Serialise ``env`` as one frame (SPEC §2.2, §2.3; layout in ``_envelope_wire``).
+    """Serialise ``env`` as one frame (design §2.2, §2.3; layout in ``_envelope_wire``).
 
     Args:
         env: The envelope.
@@ -268,7 +268,7 @@ def encode_positional(
 
 
 def decode_envelope(payload: bytes) -> Envelope:
-    """Parse and validate one frame's body as an envelope (SPEC §2.3).
+    """Parse and validate one frame's body as an envelope (design §2.3).
 
     Every field is checked. The version is only checked to be a byte here:
     :func:`check_reply` decides whether it is the right one.
@@ -353,7 +353,7 @@ def decode_fenced(
     generation: int | None = None,
     operation: str | None = None,
 ) -> Envelope:
-    """Decode a frame and fence it against what we expect, in one step (SPEC §2.3).
+    """Decode a frame and fence it against what we expect, in one step (design §2.3).
 
     Equivalent to ``decode_envelope`` followed by the checks of :func:`check_reply`
     (version, kind, session, then generation and operation when given), with the same
@@ -441,7 +441,7 @@ def check_reply(
     operation: str,
     kind: str = "reply",
 ) -> None:
-    """Refuse a frame that is not for the job we are waiting on (SPEC §2.3, §3.4).
+    """Refuse a frame that is not for the job we are waiting on (design §2.3, §3.4).
 
     Args:
         env: The decoded answer (or progress frame).

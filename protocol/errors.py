@@ -1,4 +1,4 @@
-"""The root of the project's one error hierarchy, and the protocol errors (SPEC §1.5, §2).
+"""The root of the project's one error hierarchy, and the protocol errors (design §1.5, §2).
 
 The root lives here, not in ``actors``, because ``protocol`` is sans-io and must not
 import the runtime, while the runtime's errors must share one root with the protocol's.
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 Category = Literal["transient", "permanent", "stale"]
 CATEGORIES: tuple[Category, ...] = ("transient", "permanent", "stale")
 
-#: Bound on an error message that crosses a boundary, in bytes of UTF-8 (SPEC §1.5).
+#: Bound on an error message that crosses a boundary, in bytes of UTF-8 (design §1.5).
 MAX_ERROR_MESSAGE_BYTES = 1024
 
 
@@ -62,7 +62,7 @@ def describe_exception(error: BaseException, limit: int = MAX_ERROR_MESSAGE_BYTE
 
 
 class ActorError(Exception):
-    """Root of every error this project raises on purpose (SPEC §1.5).
+    """Root of every error this project raises on purpose (design §1.5).
 
     Subclasses set ``code`` and ``category`` at class level. Extra keyword arguments
     given to the constructor are kept in :attr:`details` (JSON-compatible values only),
@@ -99,7 +99,7 @@ class ActorError(Exception):
 
 
 class ProtocolError(ActorError):
-    """A peer broke the wire protocol (SPEC §2).
+    """A peer broke the wire protocol (design §2).
 
     Raised by the sans-io protocol code: bad frames, bad envelopes, bad messages.
     Unlike :class:`ProtocolViolation`, it does not by itself say the peer must be retired;
@@ -111,7 +111,7 @@ class ProtocolError(ActorError):
 
 
 class FrameTooLarge(ProtocolError):
-    """A frame declared (or a payload has) more bytes than the limit (SPEC §2.2).
+    """A frame declared (or a payload has) more bytes than the limit (design §2.2).
 
     Raised by :class:`protocol.FrameDecoder` *before* the body is buffered, and by
     :func:`protocol.encode_frame` before anything is written.
@@ -121,7 +121,7 @@ class FrameTooLarge(ProtocolError):
 
 
 class TruncatedFrame(ProtocolError):
-    """The byte stream ended inside a frame (SPEC §2.2).
+    """The byte stream ended inside a frame (design §2.2).
 
     Raised by :meth:`protocol.FrameDecoder.close` at end of input; a clean end between
     frames is not an error.
@@ -131,7 +131,7 @@ class TruncatedFrame(ProtocolError):
 
 
 class InvalidMessage(ProtocolError):
-    """A message did not structure: unknown, missing or mistyped fields (SPEC §2.1, §2.4).
+    """A message did not structure: unknown, missing or mistyped fields (design §2.1, §2.4).
 
     The message names every offending field (cattrs ``transform_error`` paths), and
     :attr:`ActorError.details` has ``fields``: the list of those paths.
@@ -141,24 +141,24 @@ class InvalidMessage(ProtocolError):
 
 
 class MessageTooLarge(ProtocolError):
-    """A client message is larger than the configured limit in bytes (SPEC §2.4)."""
+    """A client message is larger than the configured limit in bytes (design §2.4)."""
 
     code = "message_too_large"
 
 
 class ProtocolViolation(ProtocolError):
-    """A helper's reply failed the envelope checks of SPEC §2.3.
+    """A helper's reply failed the envelope checks of design §2.3.
 
     Wrong version, another session, a generation that is not the active job's, or
     another operation. Unlike its parent :class:`ProtocolError`, the supervisor answers
-    this one by retiring the helper by force (SPEC §3.4); the reply is never a result.
+    this one by retiring the helper by force (design §3.4); the reply is never a result.
     """
 
     code = "protocol_violation"
 
 
 class UnknownMessageType(InvalidMessage):
-    """A message's ``type`` tag is a string but not one this side accepts (SPEC §2.4).
+    """A message's ``type`` tag is a string but not one this side accepts (design §2.4).
 
     Raised by :func:`protocol.decode_client_message` (and its server-side twin) before
     any other field is looked at; ``details`` has ``fields == ["$.type"]`` and ``type``

@@ -1,4 +1,4 @@
-"""Length-prefixed frames for helper-process IPC, sans-io (SPEC §2.2).
+"""Length-prefixed frames for helper-process IPC, sans-io (design §2.2).
 
 A frame is a 4-byte big-endian unsigned length followed by that many payload bytes.
 :func:`encode_frame` builds one; :class:`FrameDecoder` turns a byte stream, fed in
@@ -28,9 +28,9 @@ __all__ = [
     "encode_frame",
 ]
 
-#: Default limit on a request frame's payload (parent → helper), in bytes (SPEC §2.2).
+#: Default limit on a request frame's payload (parent → helper), in bytes (design §2.2).
 DEFAULT_MAX_REQUEST = 64 * 1024
-#: Default limit on a reply frame's payload (helper → parent), in bytes (SPEC §2.2).
+#: Default limit on a reply frame's payload (helper → parent), in bytes (design §2.2).
 DEFAULT_MAX_REPLY = 1024 * 1024
 #: Size of the length prefix, in bytes.
 HEADER_SIZE = 4
@@ -80,7 +80,7 @@ def encode_frame(payload: bytes, *, max_size: int = DEFAULT_MAX_REPLY) -> bytes:
 
 
 class FrameDecoder:
-    """Incremental, sans-io decoder of length-prefixed frames (SPEC §2.2).
+    """Incremental, sans-io decoder of length-prefixed frames (design §2.2).
 
     Feed it bytes as they arrive, in chunks of any size; it returns each whole payload
     once its last byte is in. The length prefix is checked as soon as its 4 bytes are in:

@@ -1,4 +1,4 @@
-"""The websocket client protocol's messages, as attrs frozen classes (SPEC §2.1, §2.4, §6, §7).
+"""The websocket client protocol's messages, as attrs frozen classes (design §2.1, §2.4, §6, §7).
 
 Every message is a JSON object with a ``"type"`` tag (see :data:`TAGS`); the tag is
 added and checked by the converter in :mod:`protocol.codec`, not stored on the class.
@@ -8,7 +8,7 @@ Client → server messages are *requests* and carry a client-chosen ``request_id
 Requests (:data:`ClientRequest`):
 
 =================  ==================================================================
-``submit``         run an operation (SPEC §6.1); answered by ``receipt``
+``submit``         run an operation (design §6.1); answered by ``receipt``
 ``cancel``         cancel a run (§6.7); answered by ``status_reply`` (true final state)
 ``status``         a run's state; answered by ``status_reply``
 ``watch``          events after a cursor, once (§6.8); answered by ``events``
@@ -80,7 +80,7 @@ __all__ = [
 
 #: Largest integer in any message: what a JSON double (and JavaScript) holds exactly.
 MAX_JSON_INT: Final = 2**53 - 1
-#: Longest ``request_id``, in characters (SPEC §2.4).
+#: Longest ``request_id``, in characters (design §2.4).
 MAX_REQUEST_ID_LENGTH: Final = 128
 #: Longest operation name, in characters.
 MAX_OPERATION_LENGTH: Final = 128
@@ -188,7 +188,7 @@ def _run_id() -> Any:
 
 @attrs.frozen(kw_only=True)
 class Submit:
-    """Run ``operation`` with ``arguments`` (SPEC §6.1-§6.5). Answered by a receipt."""
+    """Run ``operation`` with ``arguments`` (design §6.1-§6.5). Answered by a receipt."""
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters; resending the same content is idempotent."""
@@ -200,7 +200,7 @@ class Submit:
 
 @attrs.frozen(kw_only=True)
 class Cancel:
-    """Cancel run ``run_id`` (SPEC §6.7). Answered by a status reply with the true state."""
+    """Cancel run ``run_id`` (design §6.7). Answered by a status reply with the true state."""
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters."""
@@ -210,7 +210,7 @@ class Cancel:
 
 @attrs.frozen(kw_only=True)
 class Status:
-    """Ask for run ``run_id``'s state (SPEC §6.5: needs no capacity)."""
+    """Ask for run ``run_id``'s state (design §6.5: needs no capacity)."""
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters."""
@@ -220,7 +220,7 @@ class Status:
 
 @attrs.frozen(kw_only=True)
 class Watch:
-    """Ask once for the events after ``cursor`` (SPEC §6.8). Answered by ``events``."""
+    """Ask once for the events after ``cursor`` (design §6.8). Answered by ``events``."""
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters."""
@@ -230,7 +230,7 @@ class Watch:
 
 @attrs.frozen(kw_only=True)
 class Subscribe:
-    """Start pushes of every event after ``cursor`` (SPEC §6.9).
+    """Start pushes of every event after ``cursor`` (design §6.9).
 
     Answered by ``events`` (the backlog and the cursor), then one ``event`` per new
     event until ``unsubscribe`` or ``resync_required``.
@@ -252,7 +252,7 @@ class Unsubscribe:
 
 @attrs.frozen(kw_only=True)
 class Ack:
-    """The client has processed every pushed event up to ``seq`` (SPEC §6.9)."""
+    """The client has processed every pushed event up to ``seq`` (design §6.9)."""
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters."""
@@ -262,7 +262,7 @@ class Ack:
 
 @attrs.frozen(kw_only=True)
 class BootReport:
-    """Ask which runs survived the last restart (SPEC §6.10)."""
+    """Ask which runs survived the last restart (design §6.10)."""
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters."""
@@ -270,7 +270,7 @@ class BootReport:
 
 @attrs.frozen(kw_only=True)
 class Resume:
-    """Run an interrupted run again (SPEC §6.10). Answered by a receipt."""
+    """Run an interrupted run again (design §6.10). Answered by a receipt."""
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters."""
@@ -282,7 +282,7 @@ class Resume:
 
 @attrs.frozen(kw_only=True)
 class Discard:
-    """Give up an interrupted run for good (SPEC §6.10)."""
+    """Give up an interrupted run for good (design §6.10)."""
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters."""
@@ -292,7 +292,7 @@ class Discard:
 
 @attrs.frozen(kw_only=True)
 class Select:
-    """Set the selected run of the preview server (SPEC §4.2, §7.2)."""
+    """Set the selected run of the preview server (design §4.2, §7.2)."""
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters."""
@@ -302,7 +302,7 @@ class Select:
 
 @attrs.frozen(kw_only=True)
 class Visible:
-    """Set the runs shown in the client's viewport (SPEC §4.2, §7.2)."""
+    """Set the runs shown in the client's viewport (design §4.2, §7.2)."""
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters."""
@@ -312,7 +312,7 @@ class Visible:
 
 @attrs.frozen(kw_only=True)
 class ListRuns:
-    """Ask for the preview server's run list (SPEC §7.2). Answered by ``run_list``."""
+    """Ask for the preview server's run list (design §7.2). Answered by ``run_list``."""
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters."""
@@ -325,10 +325,10 @@ class ListRuns:
 
 @attrs.frozen(kw_only=True)
 class Receipt:
-    """Answer to ``submit``/``resume``: admitted or refused, never a verdict (SPEC §6.1).
+    """Answer to ``submit``/``resume``: admitted or refused, never a verdict (design §6.1).
 
     A refusal at capacity has ``admitted=False``, ``code="pool_full"``,
-    ``retryable=True``, and the queue ``depth`` and ``bound`` (SPEC §6.5).
+    ``retryable=True``, and the queue ``depth`` and ``bound`` (design §6.5).
     """
 
     request_id: str | None = _reply_id()
@@ -338,13 +338,13 @@ class Receipt:
     run_id: int | None = attrs.field(validator=_optional(_count))
     """The run created or joined; ``None`` when refused."""
     snapshot_id: str | None = attrs.field(validator=_optional(_text()))
-    """Opaque id of the snapshot of inputs the run is pinned to (SPEC §6.10)."""
+    """Opaque id of the snapshot of inputs the run is pinned to (design §6.10)."""
     revision: int = attrs.field(validator=_count)
-    """The source revision the run is tied to (SPEC §6.4)."""
+    """The source revision the run is tied to (design §6.4)."""
     event_cursor: int = attrs.field(validator=_count)
-    """Event-log head when the receipt was made: watch from here (SPEC §6.8)."""
+    """Event-log head when the receipt was made: watch from here (design §6.8)."""
     coalesced: bool = attrs.field(default=False, validator=_flag)
-    """True if the request joined an equal run in flight (SPEC §6.4)."""
+    """True if the request joined an equal run in flight (design §6.4)."""
     code: str | None = attrs.field(default=None, validator=_optional(_code))
     """For a refusal: why, e.g. ``pool_full``."""
     retryable: bool | None = attrs.field(default=None, validator=_optional(_flag))
@@ -357,7 +357,7 @@ class Receipt:
 
 @attrs.frozen(kw_only=True)
 class Event:
-    """One event of the event log (SPEC §6.6, §6.8); pushed, or inside ``events``."""
+    """One event of the event log (design §6.6, §6.8); pushed, or inside ``events``."""
 
     seq: int = attrs.field(validator=_count)
     """Global, strictly increasing sequence number."""
@@ -384,9 +384,9 @@ class Events:
 
 @attrs.frozen(kw_only=True)
 class ErrorReply:
-    """A request failed, or a message could not be read (SPEC §2.4). Tag ``"error"``.
+    """A request failed, or a message could not be read (design §2.4). Tag ``"error"``.
 
-    The connection stays up. ``code`` is the error class's code (SPEC §1.5), e.g.
+    The connection stays up. ``code`` is the error class's code (design §1.5), e.g.
     ``invalid_message``, ``unknown_type``, ``message_too_large``, ``request_conflict``,
     ``cursor_expired``.
     """
@@ -423,7 +423,7 @@ class ErrorReply:
 
 @attrs.frozen(kw_only=True)
 class StatusReply:
-    """A run's state: answer to ``status``, ``cancel`` and ``discard`` (SPEC §6.6, §6.7)."""
+    """A run's state: answer to ``status``, ``cancel`` and ``discard`` (design §6.6, §6.7)."""
 
     request_id: str | None = _reply_id()
     """The request's id."""
@@ -449,7 +449,7 @@ class StatusReply:
 
 @attrs.frozen(kw_only=True)
 class BootReportReply:
-    """Answer to ``boot_report`` (SPEC §6.10): nothing runs by itself after a restart."""
+    """Answer to ``boot_report`` (design §6.10): nothing runs by itself after a restart."""
 
     request_id: str | None = _reply_id()
     """The request's id."""
@@ -471,7 +471,7 @@ class OkReply:
 
 @attrs.frozen(kw_only=True)
 class RunSummary:
-    """One row of ``run_list``: a measurement run of the preview server (SPEC §7.2)."""
+    """One row of ``run_list``: a measurement run of the preview server (design §7.2)."""
 
     run_id: int = _run_id()
     """The database's run id."""
@@ -486,14 +486,14 @@ class RunSummary:
     shape: tuple[int, ...] = attrs.field(default=(), validator=_counts(8))
     """Declared data shape (one int per axis; ``()`` if unknown)."""
     completed: bool = attrs.field(validator=_flag)
-    """False while the run is still being written (a progressive source, SPEC §4.5)."""
+    """False while the run is still being written (a progressive source, design §4.5)."""
     rows: int = attrs.field(validator=_count)
     """Number of result rows so far."""
     status: str | None = attrs.field(default=None, validator=_optional(_code))
     """What the newest read of the run found, so a late client needs no event replay:
     ``ok``, ``empty``, ``interrupted``, ``incomplete`` (not completed, and nothing was
     written for a while: the writer is gone), ``progressive`` (still being written,
-    SPEC §4.5) or ``unreadable`` (its metadata failed); ``None`` while unknown (not read
+    design §4.5) or ``unreadable`` (its metadata failed); ``None`` while unknown (not read
     yet at its newest revision). Added after the first release: optional."""
     job_run_id: int | None = attrs.field(default=None, validator=_optional(_count))
     """The event-log run reporting this run's work now, or the last one that did (its
@@ -503,7 +503,7 @@ class RunSummary:
 
 @attrs.frozen(kw_only=True)
 class RunList:
-    """The run list: answer to ``list_runs``, or pushed when it changes (SPEC §7.2)."""
+    """The run list: answer to ``list_runs``, or pushed when it changes (design §7.2)."""
 
     request_id: str | None = _reply_id()
     """The request's id; ``None`` when pushed."""
@@ -513,14 +513,14 @@ class RunList:
 
 @attrs.frozen(kw_only=True)
 class Payload:
-    """A rendered image for a run, pushed by the preview server (SPEC §5, §7.2)."""
+    """A rendered image for a run, pushed by the preview server (design §5, §7.2)."""
 
     run_id: int = _run_id()
     """The run."""
     kind: str = attrs.field(validator=_code)
     """``thumbnail`` or ``preview``."""
     revision: int = attrs.field(validator=_count)
-    """Source revision it was drawn from (SPEC §4.8)."""
+    """Source revision it was drawn from (design §4.8)."""
     mime: str = attrs.field(validator=_text(255))
     """Media type, e.g. ``image/png``."""
     data_b64: str = attrs.field(validator=_text(2**31, min_length=0))
@@ -533,7 +533,7 @@ class Payload:
 
 @attrs.frozen(kw_only=True)
 class ResyncRequired:
-    """The client fell behind its bounded queue; its backlog was dropped (SPEC §6.9).
+    """The client fell behind its bounded queue; its backlog was dropped (design §6.9).
 
     Watch or subscribe again from ``head`` (or from an older cursor still retained).
     """

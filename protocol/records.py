@@ -1,4 +1,4 @@
-"""Errors as data: the record that crosses an actor or process boundary (SPEC §1.5).
+"""Errors as data: the record that crosses an actor or process boundary (design §1.5).
 
 Kept apart from :mod:`protocol.errors` so that module stays stdlib-only (the helper
 child imports it and must start fast); this one needs attrs.
@@ -20,7 +20,7 @@ def _check_code(instance: object, attribute: attrs.Attribute[str], value: str) -
 
 @attrs.frozen(kw_only=True)
 class ErrorRecord:
-    """An error as data: what crosses an actor or process boundary (SPEC §1.5).
+    """An error as data: what crosses an actor or process boundary (design §1.5).
 
     Never carries an exception or traceback object; the message is bounded.
     """

@@ -1,4 +1,4 @@
-"""The :class:`Actor` base class: one task, one mailbox, one message at a time (SPEC §1).
+"""The :class:`Actor` base class: one task, one mailbox, one message at a time (design §1).
 
 Subclass it, override :meth:`Actor.handle` (and optionally :meth:`Actor.on_start` and
 :meth:`Actor.on_stop`), and start it in a nursery you own::
@@ -9,13 +9,13 @@ Subclass it, override :meth:`Actor.handle` (and optionally :meth:`Actor.on_start
         total = await ref.ask("total", timeout=1.0)
         await ref.stop(grace=1.0)
 
-Failure semantics (SPEC §1.2, §1.5):
+Failure semantics (design §1.2, §1.5):
 
 * ``handle`` raising an :class:`~actors.errors.ActorError` answers the ask with that
   error (``reply.fail``); for a plain send it is dropped. The actor keeps running.
 * ``handle`` raising anything else crashes the actor: the asker of that message gets
   :class:`~actors.errors.ActorCrashed`, the mailbox closes, and the exception propagates
-  out of :meth:`Actor.run` to the parent nursery (or supervisor, SPEC §1.4).
+  out of :meth:`Actor.run` to the parent nursery (or supervisor, design §1.4).
 * When the actor's task ends for any reason, every ask still queued or unanswered gets
   :class:`~actors.errors.ActorStopped`: no asker ever hangs on a dead actor.
 """
@@ -70,7 +70,7 @@ def _single_exception(error: BaseException) -> Exception | None:
 
 
 class Actor:
-    """Base class of every in-process actor (SPEC §1.1-§1.3).
+    """Base class of every in-process actor (design §1.1-§1.3).
 
     The actor handles one message at a time, in mailbox order, in its own task. An
     instance runs once. Per-message concurrency is opt-in: start tasks in
@@ -82,7 +82,7 @@ class Actor:
         mailbox_capacity: Mailbox size in messages (``0..65536``, default 16).
         name: Name used in refs and errors; defaults to the class name.
         on_stop_timeout: Seconds (trio clock) that :meth:`on_stop` may take before it
-            is cancelled (default 5; validated, SPEC §1.6).
+            is cancelled (default 5; validated, design §1.6).
     """
 
     mailbox_capacity: int = 16
@@ -108,7 +108,7 @@ class Actor:
         """
 
     async def handle(self, message: Any, reply: Reply) -> None:
-        """Handle one message; override this (SPEC §1.2).
+        """Handle one message; override this (design §1.2).
 
         Args:
             message: What the sender passed to ``send``/``try_send``/``ask``.
@@ -183,7 +183,7 @@ class Actor:
         """Run the actor until it is stopped; use with ``await nursery.start(actor.run)``.
 
         ``task_status.started(ref)`` is called once ``on_start`` returned and the state
-        is ``running`` (SPEC §1.3, STYLE 10). Returns after ``stop()`` (drained, or
+        is ``running`` (design §1.3, STYLE 10). Returns after ``stop()`` (drained, or
         cancelled after its grace period) or when cancelled from outside.
 
         Raises:

@@ -1,4 +1,4 @@
-"""Capped exponential backoff, pure and deterministic (SPEC §1.4, §4.6).
+"""Capped exponential backoff, pure and deterministic (design §1.4, §4.6).
 
 The delay before attempt ``n`` (1-based) is ``min(cap, base * 2**(n-1))``, defaults
 base 25 ms and cap 1 s, so 0.025, 0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, ... seconds.
@@ -34,10 +34,10 @@ def _check_max_attempt(instance: object, attribute: attrs.Attribute[int], value:
 
 @attrs.frozen(kw_only=True)
 class Backoff:
-    """A capped exponential backoff policy (SPEC §1.4; the scheduler's retries, §4.6).
+    """A capped exponential backoff policy (design §1.4; the scheduler's retries, §4.6).
 
     Raises:
-        ValueError: a duration is invalid (SPEC §1.6; names the field), ``cap < base``,
+        ValueError: a duration is invalid (design §1.6; names the field), ``cap < base``,
             ``jitter`` is outside ``[0, 1]`` or ``max_attempt`` is not a positive int.
     """
 
@@ -51,7 +51,7 @@ class Backoff:
     """Quiet period in seconds: a failure this long after the previous one counts as
     attempt 1 again (used by :class:`BackoffTracker`)."""
     max_attempt: int | None = attrs.field(default=None, validator=_check_max_attempt)
-    """Attempts above this count as this one (e.g. 8 for the scheduler, SPEC §4.6)."""
+    """Attempts above this count as this one (e.g. 8 for the scheduler, design §4.6)."""
 
     def __attrs_post_init__(self) -> None:
         if self.cap < self.base:
@@ -85,7 +85,7 @@ class Backoff:
 
 
 class BackoffTracker:
-    """Counts consecutive failures of one thing and gives the delay for each (SPEC §1.4).
+    """Counts consecutive failures of one thing and gives the delay for each (design §1.4).
 
     Pure: the caller passes the current time (seconds on its clock, e.g.
     ``trio.current_time()``), so it works under a ``MockClock`` and in sans-io code.

@@ -1,4 +1,4 @@
-"""Validation of durations and capacities, shared by every configurable part (SPEC §1.6).
+"""Validation of durations and capacities, shared by every configurable part (design §1.6).
 
 All durations in this project are seconds on trio's clock (``trio.current_time()``),
 given as ``int`` or ``float``. They are checked once, at construction, so no actor ever
@@ -13,14 +13,14 @@ from typing import Any
 
 import attrs
 
-#: Upper bound on any configured duration, in seconds (SPEC §1.6).
+#: Upper bound on any configured duration, in seconds (design §1.6).
 MAX_DURATION = 300.0
 
 
 def validate_duration(
     name: str, value: object, *, allow_zero: bool = True, maximum: float = MAX_DURATION
 ) -> float:
-    """Check one duration and return it as a float (SPEC §1.6).
+    """Check one duration and return it as a float (design §1.6).
 
     Args:
         name: The parameter's name, used in the error message.
@@ -90,7 +90,7 @@ def validate_count(
 def duration_field(
     default: float, *, allow_zero: bool = True, maximum: float = MAX_DURATION
 ) -> Any:
-    """An ``attrs.field`` holding a validated duration in seconds (SPEC §1.6).
+    """An ``attrs.field`` holding a validated duration in seconds (design §1.6).
 
     The field's own name is used in the error, so ``HelperTimeouts(reply=-1)`` raises
     ``ValueError("reply must be >= 0 seconds, got -1")``.

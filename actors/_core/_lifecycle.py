@@ -1,4 +1,4 @@
-"""State machines as data: transition tables plus one ``process_event`` (SPEC §1.3).
+"""State machines as data: transition tables plus one ``process_event`` (design §1.3).
 
 Modelled on h11's ``_state.py``: every legal move is a row in a table, and everything
 else is refused. A machine is a :class:`StateMachine` built from a table of the form
@@ -9,7 +9,7 @@ no row for it. The machine does no I/O and knows nothing of trio.
 Theory of operation
 ===================
 
-The actor lifecycle (SPEC §1.3) is::
+The actor lifecycle (design §1.3) is::
 
     STARTING --STARTED--> RUNNING --STOP--> STOPPING --FINISHED--> STOPPED
         |                                      ^   \\
@@ -25,7 +25,7 @@ The actor lifecycle (SPEC §1.3) is::
 * ``STOP`` is accepted (and changes nothing) in ``STOPPING`` and in both terminal states,
   so concurrent or repeated stops are harmless.
 
-The helper-job table (SPEC §3) lives at the end of this module, in the section kept for
+The helper-job table (design §3) lives at the end of this module, in the section kept for
 the POOL builder; it reuses :class:`StateMachine`.
 """
 
@@ -140,11 +140,11 @@ class _Enum(enum.Enum):
     __hash__ = object.__hash__
 
 
-# --- actor lifecycle (SPEC §1.3) ------------------------------------------------------
+# --- actor lifecycle (design §1.3) ------------------------------------------------------
 
 
 class ActorState(_Enum):
-    """Where an actor is in its life (SPEC §1.3)."""
+    """Where an actor is in its life (design §1.3)."""
 
     STARTING = "starting"
     """``run`` was entered; ``on_start`` is running. The mailbox already takes messages."""
@@ -184,7 +184,7 @@ class ActorEvent(_Enum):
 _S = ActorState
 _E = ActorEvent
 
-#: The actor lifecycle table: ``{state: {event: new_state}}`` (SPEC §1.3).
+#: The actor lifecycle table: ``{state: {event: new_state}}`` (design §1.3).
 ACTOR_TRANSITIONS: Mapping[ActorState, Mapping[ActorEvent, ActorState]] = {
     _S.STARTING: {_E.STARTED: _S.RUNNING, _E.STOP: _S.STOPPING},
     _S.RUNNING: {_E.STOP: _S.STOPPING},
@@ -201,7 +201,7 @@ def new_actor_lifecycle(name: str) -> StateMachine[ActorState, ActorEvent]:
 
 # --- helper job states (POOL builder) ---
 
-# The states of one helper process incarnation and of the job it runs (SPEC §3.3-3.8).
+# The states of one helper process incarnation and of the job it runs (design §3.3-3.8).
 # A helper runs at most one job at a time, so the job's state *is* the helper's state.
 #
 #     STARTING --READY--> IDLE --JOB_SENT--> BUSY --REPLIED--> IDLE
@@ -224,24 +224,24 @@ def new_actor_lifecycle(name: str) -> StateMachine[ActorState, ActorEvent]:
 
 
 class HelperState(_Enum):
-    """Where a helper incarnation, and the job it runs, is (SPEC §3)."""
+    """Where a helper incarnation, and the job it runs, is (design §3)."""
 
     STARTING = "starting"
-    """Spawned; the startup frame is sent and *ready* is awaited (SPEC §3.3)."""
+    """Spawned; the startup frame is sent and *ready* is awaited (design §3.3)."""
     IDLE = "idle"
     """Ready, and running no job."""
     BUSY = "busy"
-    """A job frame was sent; its reply is awaited (SPEC §3.4)."""
+    """A job frame was sent; its reply is awaited (design §3.4)."""
     CANCELLING = "cancelling"
-    """A cancel frame for the job's generation was sent; grace runs (SPEC §3.5 step 1)."""
+    """A cancel frame for the job's generation was sent; grace runs (design §3.5 step 1)."""
     SHUTTING_DOWN = "shutting_down"
-    """A shutdown frame was sent; the exit is awaited (SPEC §3.8)."""
+    """A shutdown frame was sent; the exit is awaited (design §3.8)."""
     TERMINATING = "terminating"
-    """SIGTERM went to the process group (SPEC §3.5 step 2)."""
+    """SIGTERM went to the process group (design §3.5 step 2)."""
     KILLING = "killing"
-    """SIGKILL went to the process group (SPEC §3.5 step 3)."""
+    """SIGKILL went to the process group (design §3.5 step 3)."""
     QUARANTINED = "quarantined"
-    """Not reaped within the kill timeout; no replacement until it is (SPEC §3.5 step 4)."""
+    """Not reaped within the kill timeout; no replacement until it is (design §3.5 step 4)."""
     EXITED = "exited"
     """Reaped: the process is gone, and so is its process group."""
 
@@ -298,7 +298,7 @@ def _build_helper_table() -> dict[HelperState, dict[HelperEvent, HelperState]]:
     return table
 
 
-#: The helper table: ``{state: {event: new_state}}`` (SPEC §3.3-3.8).
+#: The helper table: ``{state: {event: new_state}}`` (design §3.3-3.8).
 HELPER_TRANSITIONS: Mapping[HelperState, Mapping[HelperEvent, HelperState]] = _build_helper_table()
 
 

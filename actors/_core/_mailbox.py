@@ -1,4 +1,4 @@
-"""An actor's mailbox: a bounded trio memory channel with actor errors (SPEC §1.1, §1.2).
+"""An actor's mailbox: a bounded trio memory channel with actor errors (design §1.1, §1.2).
 
 The mailbox owns one send channel (shared by every :class:`~actors.ActorRef` to the
 actor) and one receive channel (read only by the actor's loop). Closing the send side
@@ -43,7 +43,7 @@ class MailboxStatistics:
 
 
 class Mailbox(Generic[T]):
-    """A bounded FIFO of items for one actor (SPEC §1.1).
+    """A bounded FIFO of items for one actor (design §1.1).
 
     Args:
         capacity: Buffer size in messages, ``0 <= capacity <= MAX_MAILBOX_CAPACITY``;
@@ -84,7 +84,7 @@ class Mailbox(Generic[T]):
         return ActorStopped(f"actor {self._owner!r} is stopped", actor=self._owner)
 
     async def send(self, item: T) -> None:
-        """Put ``item`` in the mailbox, waiting for space (backpressure, SPEC §1.2).
+        """Put ``item`` in the mailbox, waiting for space (backpressure, design §1.2).
 
         Always a checkpoint. The wait runs under the caller's cancel scopes.
 
@@ -120,7 +120,7 @@ class Mailbox(Generic[T]):
         return True
 
     def try_send(self, item: T) -> None:
-        """Put ``item`` in the mailbox if there is space; never waits (SPEC §1.2).
+        """Put ``item`` in the mailbox if there is space; never waits (design §1.2).
 
         Raises:
             MailboxFull: (code ``mailbox_full``, transient) no space right now.

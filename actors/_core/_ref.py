@@ -1,4 +1,4 @@
-"""Handles to actors: :class:`ActorRef` for callers, :class:`Reply` for handlers (SPEC §1.2).
+"""Handles to actors: :class:`ActorRef` for callers, :class:`Reply` for handlers (design §1.2).
 
 An :class:`ActorRef` is the only handle others hold on an actor. Each ``ask`` gets a
 fresh id and a fresh one-shot reply cell (its :class:`Reply`): a value slot plus the
@@ -53,7 +53,7 @@ _ABANDONED: Final = 2
 
 
 def _detached(error: ActorError) -> ActorError:
-    # SPEC §1.5: what crosses an actor boundary carries data, not the handler's
+    # design §1.5: what crosses an actor boundary carries data, not the handler's
     # traceback or exception chain. A shallow copy keeps class, message and details.
     try:
         clone = copy.copy(error)
@@ -66,7 +66,7 @@ def _detached(error: ActorError) -> ActorError:
 
 
 class Reply:
-    """The way a handler answers one message (SPEC §1.2).
+    """The way a handler answers one message (design §1.2).
 
     ``Actor.handle`` receives one with every message. For a plain ``send`` it expects no
     answer: :meth:`send` and :meth:`fail` do nothing and :attr:`wanted` is False. For an
@@ -116,7 +116,7 @@ class Reply:
     def fail(self, error: ActorError) -> None:
         """Make the asker's ``ask()`` raise ``error``; never blocks.
 
-        The asker gets a copy without the traceback or exception chain (SPEC §1.5).
+        The asker gets a copy without the traceback or exception chain (design §1.5).
 
         Raises:
             TypeError: ``error`` is not an :class:`~actors.errors.ActorError`.
@@ -138,7 +138,7 @@ class Reply:
             self._parked.discard(self)
             self._parked = None
         if state == _ABANDONED:
-            return  # the asker left: the late reply is dropped (SPEC §1.2)
+            return  # the asker left: the late reply is dropped (design §1.2)
         self._ok = ok
         self._value = value
         task = self._task
@@ -249,7 +249,7 @@ class _ActorCell:
 
 
 class ActorRef:
-    """The handle through which others talk to an actor (SPEC §1.2).
+    """The handle through which others talk to an actor (design §1.2).
 
     Obtained from ``await nursery.start(actor.run)``. Cheap to share; every ref to one
     actor is the same object.
@@ -267,11 +267,11 @@ class ActorRef:
 
     @property
     def state(self) -> ActorState:
-        """The actor's lifecycle state (SPEC §1.3)."""
+        """The actor's lifecycle state (design §1.3)."""
         return self._cell.lifecycle.state
 
     async def send(self, message: Any) -> None:
-        """Deliver ``message``, waiting for mailbox space (backpressure, SPEC §1.2).
+        """Deliver ``message``, waiting for mailbox space (backpressure, design §1.2).
 
         Always a checkpoint; the wait runs under the caller's cancel scopes.
 
@@ -289,7 +289,7 @@ class ActorRef:
             await mailbox.send(letter)  # full (backpressure) or closed (ActorStopped)
 
     def try_send(self, message: Any) -> None:
-        """Deliver ``message`` if the mailbox has space; never waits (SPEC §1.2).
+        """Deliver ``message`` if the mailbox has space; never waits (design §1.2).
 
         Raises:
             MailboxFull: (code ``mailbox_full``, transient) the mailbox is at capacity.
@@ -298,7 +298,7 @@ class ActorRef:
         self._cell.mailbox.try_send((message, NO_REPLY))
 
     async def ask(self, message: Any, *, timeout: float) -> Any:  # noqa: ASYNC109
-        """Send ``message`` and wait for the handler's answer (SPEC §1.2).
+        """Send ``message`` and wait for the handler's answer (design §1.2).
 
         The whole exchange (waiting for mailbox space, then for the answer) is bounded
         by ``timeout`` with a cancel scope. On timeout or cancellation the ask's reply
@@ -313,7 +313,7 @@ class ActorRef:
             The value the handler passed to ``reply.send``.
 
         Raises:
-            ValueError: ``timeout`` is invalid (SPEC §1.6; the message names
+            ValueError: ``timeout`` is invalid (design §1.6; the message names
                 ``timeout``).
             AskTimeout: (code ``ask_timeout``, transient) no answer within ``timeout``.
             ActorStopped: (code ``actor_stopped``) the actor is stopping or stopped, or
@@ -358,7 +358,7 @@ class ActorRef:
         raise value
 
     async def stop(self, grace: float = 1.0) -> None:
-        """Stop the actor and wait until it has stopped (SPEC §1.3).
+        """Stop the actor and wait until it has stopped (design §1.3).
 
         Closes the mailbox at once (later sends raise ``ActorStopped``), lets the actor
         handle what is queued and finish its nursery's tasks for at most ``grace``
@@ -375,7 +375,7 @@ class ActorRef:
             grace: Seconds, ``0 <= grace <= 300``; 0 cancels at once.
 
         Raises:
-            ValueError: ``grace`` is invalid (SPEC §1.6; names ``grace``).
+            ValueError: ``grace`` is invalid (design §1.6; names ``grace``).
         """
         seconds = validate_duration("grace", grace)
         cell = self._cell
@@ -386,14 +386,14 @@ class ActorRef:
         await cell.stopped.wait()
 
     def stop_nowait(self, grace: float = 1.0) -> None:
-        """Request a stop like :meth:`stop`, without waiting for it (SPEC §1.3).
+        """Request a stop like :meth:`stop`, without waiting for it (design §1.3).
 
         The mailbox is closed at once; the actor drains for at most ``grace`` seconds,
         then is cancelled. Safe to call from the actor's own handler (``stop`` would
         wait for the handler itself).
 
         Raises:
-            ValueError: ``grace`` is invalid (SPEC §1.6; names ``grace``).
+            ValueError: ``grace`` is invalid (design §1.6; names ``grace``).
         """
         self._cell.request_stop(validate_duration("grace", grace))
 

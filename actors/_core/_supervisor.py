@@ -1,4 +1,4 @@
-"""In-process supervision with Erlang/OTP semantics (SPEC §1.4).
+"""In-process supervision with Erlang/OTP semantics (design §1.4).
 
 A :class:`Supervisor` starts its children (actors described by :class:`ChildSpec`) in
 order, in its own nursery, each in its own cancel scope, and restarts them when they
@@ -92,11 +92,11 @@ def _check_shutdown(instance: object, attribute: attrs.Attribute[Any], value: ob
 
 @attrs.frozen
 class ChildSpec:
-    """How to start, restart and stop one child of a :class:`Supervisor` (SPEC §1.4).
+    """How to start, restart and stop one child of a :class:`Supervisor` (design §1.4).
 
     Raises:
         ValueError: ``id`` is empty, ``restart`` is unknown, or ``shutdown`` is neither
-            ``"brutal_kill"`` nor a valid duration (SPEC §1.6; names ``shutdown``).
+            ``"brutal_kill"`` nor a valid duration (design §1.6; names ``shutdown``).
         TypeError: ``start`` is not callable.
     """
 
@@ -177,7 +177,7 @@ class _Child:
 
 
 class Supervisor:
-    """Starts, watches and restarts in-process actors (SPEC §1.4).
+    """Starts, watches and restarts in-process actors (design §1.4).
 
     Args:
         children: The child specs, in start order; ids must be unique.
@@ -191,7 +191,7 @@ class Supervisor:
 
     Raises:
         ValueError: a duplicate id, an unknown strategy, a bad ``max_restarts`` or an
-            invalid ``period`` (SPEC §1.6; the message names the parameter).
+            invalid ``period`` (design §1.6; the message names the parameter).
     """
 
     def __init__(
@@ -245,7 +245,7 @@ class Supervisor:
     async def run(
         self, *, task_status: trio.TaskStatus[SupervisorRef] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Start the children in order, supervise them until stopped (SPEC §1.4).
+        """Start the children in order, supervise them until stopped (design §1.4).
 
         ``task_status.started(ref)`` is called once every child has started.
         Returns after :meth:`SupervisorRef.stop`.
@@ -449,7 +449,7 @@ class Supervisor:
 
 
 class SupervisorRef:
-    """The handle to a running :class:`Supervisor` (SPEC §1.4)."""
+    """The handle to a running :class:`Supervisor` (design §1.4)."""
 
     __slots__ = ("_sup",)
 
@@ -526,7 +526,7 @@ class SupervisorRef:
         supervisor cannot finish while one of its children waits for it.
 
         Raises:
-            ValueError: ``grace`` is invalid (SPEC §1.6; names ``grace``).
+            ValueError: ``grace`` is invalid (design §1.6; names ``grace``).
         """
         seconds = validate_duration("grace", grace)
         sup = self._sup

@@ -1,4 +1,4 @@
-"""The event-log system actor and its client facade (SPEC §6, on the §1 actor core).
+"""The event-log system actor and its client facade (design §6, on the §1 actor core).
 
 :class:`EventLogActor` owns one :class:`~actors._eventlog._eventlog.EventLog` and serves it over its
 mailbox: every request is one of the message classes below, answered through ``ask``.
@@ -7,7 +7,7 @@ Requests are decided in mailbox order; those that wait (for durability or a ledg
 ``CheckDrift``) are then awaited in a task of the actor's nursery, so one slow commit
 never stalls the mailbox. At most ``max_pending`` such tasks exist at once (more waits:
 back-pressure). ``Start`` is answered once the run's ``running`` state is durable, so a
-crash caused by the work it starts is always counted as an interruption (SPEC §6.10).
+crash caused by the work it starts is always counted as an interruption (design §6.10).
 ``Progress`` and ``Finish`` are answered at once (their rows commit within one batch).
 
 :class:`EventLogClient` wraps an :class:`~actors.ActorRef` with one async method per
@@ -72,7 +72,7 @@ __all__ = [
 
 @attrs.frozen(kw_only=True)
 class Submit:
-    """Ask for a receipt (SPEC §6.1-6.5); answered with a :class:`Receipt`."""
+    """Ask for a receipt (design §6.1-6.5); answered with a :class:`Receipt`."""
 
     operation: str
     arguments: Mapping[str, Any]
@@ -81,7 +81,7 @@ class Submit:
 
 @attrs.frozen(kw_only=True)
 class Start:
-    """An executor claims a run (SPEC §6.6); answered with its :class:`RunStatus`."""
+    """An executor claims a run (design §6.6); answered with its :class:`RunStatus`."""
 
     run_id: int
     on_cancel: Callable[[], object] | None = None
@@ -89,7 +89,7 @@ class Start:
 
 @attrs.frozen(kw_only=True)
 class Progress:
-    """Progress of a run, fraction in [0, 1] (SPEC §6.6); answered with None."""
+    """Progress of a run, fraction in [0, 1] (design §6.6); answered with None."""
 
     run_id: int
     fraction: float
@@ -98,7 +98,7 @@ class Progress:
 
 @attrs.frozen(kw_only=True)
 class Finish:
-    """A verdict for a run (SPEC §6.6); answered with its :class:`RunStatus`."""
+    """A verdict for a run (design §6.6); answered with its :class:`RunStatus`."""
 
     run_id: int
     verdict: str
@@ -108,7 +108,7 @@ class Finish:
 
 @attrs.frozen(kw_only=True)
 class Cancel:
-    """Cancel a run, attributed to ``actor`` (SPEC §6.7); answered with its true status."""
+    """Cancel a run, attributed to ``actor`` (design §6.7); answered with its true status."""
 
     run_id: int
     actor: str = "local"
@@ -123,7 +123,7 @@ class Status:
 
 @attrs.frozen(kw_only=True)
 class Watch:
-    """The events after ``cursor`` (SPEC §6.8); answered with a :class:`WatchResult`."""
+    """The events after ``cursor`` (design §6.8); answered with a :class:`WatchResult`."""
 
     cursor: int
     limit: int | None = None
@@ -131,7 +131,7 @@ class Watch:
 
 @attrs.frozen(kw_only=True)
 class Subscribe:
-    """Open a bounded port (SPEC §6.9); answered with the :class:`Port` (in-process)."""
+    """Open a bounded port (design §6.9); answered with the :class:`Port` (in-process)."""
 
     name: str | None = None
     cursor: int | None = None
@@ -142,7 +142,7 @@ class Subscribe:
 
 @attrs.frozen(kw_only=True)
 class SetPortEnabled:
-    """Enable or disable a port; local callers only (SPEC §6.9)."""
+    """Enable or disable a port; local callers only (design §6.9)."""
 
     name: str
     enabled: bool
@@ -151,17 +151,17 @@ class SetPortEnabled:
 
 @attrs.frozen(kw_only=True)
 class ApplyEdit:
-    """Bump the revision (SPEC §6.4); answered with the new revision."""
+    """Bump the revision (design §6.4); answered with the new revision."""
 
 
 @attrs.frozen(kw_only=True)
 class GetBootReport:
-    """Answered with the :class:`BootReport` (SPEC §6.10)."""
+    """Answered with the :class:`BootReport` (design §6.10)."""
 
 
 @attrs.frozen(kw_only=True)
 class Resume:
-    """Queue a held run again (SPEC §6.10); answered with its :class:`RunStatus`."""
+    """Queue a held run again (design §6.10); answered with its :class:`RunStatus`."""
 
     run_id: int
     override: bool = False
@@ -169,7 +169,7 @@ class Resume:
 
 @attrs.frozen(kw_only=True)
 class Discard:
-    """Decide a held run cancelled (SPEC §6.10); answered with its :class:`RunStatus`."""
+    """Decide a held run cancelled (design §6.10); answered with its :class:`RunStatus`."""
 
     run_id: int
     actor: str = "local"
@@ -177,7 +177,7 @@ class Discard:
 
 @attrs.frozen(kw_only=True)
 class CheckDrift:
-    """Compare a run's pinned ingredients with ``current`` (SPEC §6.10)."""
+    """Compare a run's pinned ingredients with ``current`` (design §6.10)."""
 
     run_id: int
     current: Mapping[str, Any] | None = None
@@ -189,7 +189,7 @@ class GetStatistics:
 
 
 class EventLogActor(Actor):
-    """The event-log system actor (SPEC §6); see the module docstring.
+    """The event-log system actor (design §6); see the module docstring.
 
     Starting it (``await nursery.start(actor.run)``) opens the ledger and boots before
     the ref is handed out; a damaged ledger makes ``nursery.start`` raise
@@ -221,7 +221,7 @@ class EventLogActor(Actor):
     async def run(
         self, *, task_status: trio.TaskStatus[ActorRef] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Run the event log, then the actor on top of it, until stopped (SPEC §1.3).
+        """Run the event log, then the actor on top of it, until stopped (design §1.3).
 
         The log's writer and drain run beside the actor's loop, so they outlive it: once
         the loop ended (drained or cancelled), the ledger is flushed and closed.
@@ -343,7 +343,7 @@ class EventLogClient:
 
     Args:
         ref: The event-log actor's ref.
-        timeout: Seconds (trio clock) each ask may take (SPEC §1.6); an ask that takes
+        timeout: Seconds (trio clock) each ask may take (design §1.6); an ask that takes
             longer raises :class:`~actors.errors.AskTimeout`.
 
     Every method raises what the matching :class:`EventLog` method raises, plus
@@ -360,7 +360,7 @@ class EventLogClient:
     async def submit(
         self, operation: str, arguments: Mapping[str, Any], request_id: str | None = None
     ) -> Receipt:
-        """See :meth:`EventLog.submit` (SPEC §6.1)."""
+        """See :meth:`EventLog.submit` (design §6.1)."""
         return cast(
             "Receipt",
             await self._ask(
@@ -371,11 +371,11 @@ class EventLogClient:
     async def start(
         self, run_id: int, *, on_cancel: Callable[[], object] | None = None
     ) -> RunStatus:
-        """See :meth:`EventLog.start` (SPEC §6.6)."""
+        """See :meth:`EventLog.start` (design §6.6)."""
         return cast("RunStatus", await self._ask(Start(run_id=run_id, on_cancel=on_cancel)))
 
     async def progress(self, run_id: int, fraction: float, note: str | None = None) -> None:
-        """See :meth:`EventLog.progress` (SPEC §6.6)."""
+        """See :meth:`EventLog.progress` (design §6.6)."""
         await self._ask(Progress(run_id=run_id, fraction=fraction, note=note))
 
     async def finish(
@@ -386,14 +386,14 @@ class EventLogClient:
         *,
         error: Mapping[str, str] | None = None,
     ) -> RunStatus:
-        """See :meth:`EventLog.finish` (SPEC §6.6)."""
+        """See :meth:`EventLog.finish` (design §6.6)."""
         return cast(
             "RunStatus",
             await self._ask(Finish(run_id=run_id, verdict=verdict, result=result, error=error)),
         )
 
     async def cancel(self, run_id: int, actor: str = "local") -> RunStatus:
-        """See :meth:`EventLog.cancel` (SPEC §6.7)."""
+        """See :meth:`EventLog.cancel` (design §6.7)."""
         return cast("RunStatus", await self._ask(Cancel(run_id=run_id, actor=actor)))
 
     async def status(self, run_id: int) -> RunStatus:
@@ -401,7 +401,7 @@ class EventLogClient:
         return cast("RunStatus", await self._ask(Status(run_id=run_id)))
 
     async def watch(self, cursor: int, *, limit: int | None = None) -> WatchResult:
-        """See :meth:`EventLog.watch` (SPEC §6.8)."""
+        """See :meth:`EventLog.watch` (design §6.8)."""
         return cast("WatchResult", await self._ask(Watch(cursor=cursor, limit=limit)))
 
     async def subscribe(
@@ -413,7 +413,7 @@ class EventLogClient:
         local: bool = True,
         listener: Callable[[Event], object] | None = None,
     ) -> Port:
-        """See :meth:`EventLog.subscribe` (SPEC §6.9)."""
+        """See :meth:`EventLog.subscribe` (design §6.9)."""
         return cast(
             "Port",
             await self._ask(
@@ -422,30 +422,30 @@ class EventLogClient:
         )
 
     async def set_port_enabled(self, name: str, enabled: bool, *, local: bool) -> PortStatistics:
-        """See :meth:`EventLog.set_port_enabled` (SPEC §6.9)."""
+        """See :meth:`EventLog.set_port_enabled` (design §6.9)."""
         return cast(
             "PortStatistics",
             await self._ask(SetPortEnabled(name=name, enabled=enabled, local=local)),
         )
 
     async def apply_edit(self) -> int:
-        """See :meth:`EventLog.apply_edit` (SPEC §6.4)."""
+        """See :meth:`EventLog.apply_edit` (design §6.4)."""
         return cast("int", await self._ask(ApplyEdit()))
 
     async def boot_report(self) -> BootReport:
-        """See :meth:`EventLog.boot_report` (SPEC §6.10)."""
+        """See :meth:`EventLog.boot_report` (design §6.10)."""
         return cast("BootReport", await self._ask(GetBootReport()))
 
     async def resume(self, run_id: int, *, override: bool = False) -> RunStatus:
-        """See :meth:`EventLog.resume` (SPEC §6.10)."""
+        """See :meth:`EventLog.resume` (design §6.10)."""
         return cast("RunStatus", await self._ask(Resume(run_id=run_id, override=override)))
 
     async def discard(self, run_id: int, *, actor: str = "local") -> RunStatus:
-        """See :meth:`EventLog.discard` (SPEC §6.10)."""
+        """See :meth:`EventLog.discard` (design §6.10)."""
         return cast("RunStatus", await self._ask(Discard(run_id=run_id, actor=actor)))
 
     async def check_drift(self, run_id: int, current: Mapping[str, Any] | None = None) -> Drift:
-        """See :meth:`EventLog.check_drift` (SPEC §6.10)."""
+        """See :meth:`EventLog.check_drift` (design §6.10)."""
         return cast("Drift", await self._ask(CheckDrift(run_id=run_id, current=current)))
 
     async def statistics(self) -> EventLogStatistics:

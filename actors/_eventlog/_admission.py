@@ -1,6 +1,6 @@
 """The front door of the event log: validation, idempotency, coalescing, admission.
 
-SPEC §6.1-6.5. :class:`FrontDoorMixin` is only meant to be mixed into
+design §6.1-6.5. :class:`FrontDoorMixin` is only meant to be mixed into
 :class:`actors._eventlog._eventlog.EventLog`; it is split out to keep modules small.
 
 * Validation (§6.2): ``arguments`` must be a mapping of JSON values whose keys are in the
@@ -64,7 +64,7 @@ class Admission:
         self._later = later
 
     async def wait(self) -> Receipt:
-        """Return the receipt once its request is durable (SPEC §6.10); a checkpoint.
+        """Return the receipt once its request is durable (design §6.10); a checkpoint.
 
         Raises:
             RequestConflict: (``request_conflict``) found in the ledger with other content.
@@ -152,7 +152,7 @@ class FrontDoorMixin:
     async def submit(
         self, operation: str, arguments: Mapping[str, Any], request_id: str | None = None
     ) -> Receipt:
-        """Admit a request and return its receipt once the request is durable (SPEC §6.1).
+        """Admit a request and return its receipt once the request is durable (design §6.1).
 
         Never runs anything and never waits for a verdict. A refusal for lack of capacity
         is a receipt too (``admitted=False``, ``code="pool_full"``), not an exception.
@@ -374,7 +374,7 @@ class FrontDoorMixin:
             )
 
     def _at_capacity(self) -> tuple[int, int] | None:
-        """``(depth, bound)`` if no run can be admitted now, else None (SPEC §6.5).
+        """``(depth, bound)`` if no run can be admitted now, else None (design §6.5).
 
         The first refusal of a saturation episode emits ``admission_paused``, whatever
         was refused (a submit, or a resume of a held run).

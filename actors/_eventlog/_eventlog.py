@@ -1,4 +1,4 @@
-"""The event log and front door: receipts, admission, lifecycle, cursors (SPEC §6).
+"""The event log and front door: receipts, admission, lifecycle, cursors (design §6).
 
 :class:`EventLog` is the state of the event-log actor, usable on its own:
 
@@ -111,7 +111,7 @@ class EventLogStatistics:
 
 
 class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
-    """The event log and front door (SPEC §6); see the module docstring.
+    """The event log and front door (design §6); see the module docstring.
 
     Use :func:`open_event_log`, or ``await nursery.start(log.run)`` then
     ``await log.aclose()`` (the event-log actor does the latter).
@@ -173,7 +173,7 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
         self._closed = trio.Event()
 
     def register(self, spec: OperationSpec, runner: Runner | None = None) -> None:
-        """Add (or replace) an operation and, optionally, its built-in runner (SPEC §6.2)."""
+        """Add (or replace) an operation and, optionally, its built-in runner (design §6.2)."""
         self._ops[spec.name] = spec
         if runner is not None:
             self._runners[spec.name] = runner
@@ -182,7 +182,7 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
 
     @property
     def revision(self) -> int:
-        """The current revision (SPEC §6.4)."""
+        """The current revision (design §6.4)."""
         return self._revision
 
     @property
@@ -269,12 +269,12 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
         else:
             await self._ledger.flush()
 
-    # -- the log (SPEC §6.8, §6.9) ------------------------------------------------------
+    # -- the log (design §6.8, §6.9) ------------------------------------------------------
 
     def _emit(
         self, kind: str, run_id: int | None, data: dict[str, Any], text: str | None = None
     ) -> int:
-        """Append one event to the log; return its seq (SPEC §6.8).
+        """Append one event to the log; return its seq (design §6.8).
 
         O(1) and never waits: the window gets a plain tuple, the ledger's batch the row
         with ``data``'s JSON text (encoded here exactly once, unless the caller built it
@@ -360,7 +360,7 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
         local: bool = True,
         listener: Callable[[Event], object] | None = None,
     ) -> Port:
-        """Open a bounded subscriber port (SPEC §6.9); see :meth:`PortHub.open_port`.
+        """Open a bounded subscriber port (design §6.9); see :meth:`PortHub.open_port`.
 
         Raises:
             CursorExpired: (``cursor_expired``) ``cursor`` is outside the window.
@@ -369,7 +369,7 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
         return self._hub.open_port(name, cursor=cursor, bound=bound, local=local, listener=listener)
 
     def set_port_enabled(self, name: str, enabled: bool, *, local: bool) -> PortStatistics:
-        """Enable or disable a port; local callers only (SPEC §6.9).
+        """Enable or disable a port; local callers only (design §6.9).
 
         Raises:
             RemoteToggleDenied: (``remote_toggle_denied``) ``local`` is False.
@@ -378,7 +378,7 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
         return self._hub.set_enabled(name, enabled, local=local)
 
     async def status(self, run_id: int) -> RunStatus:
-        """Return the state of a run; needs no capacity (SPEC §6.5).
+        """Return the state of a run; needs no capacity (design §6.5).
 
         Raises:
             UnknownRun: (``unknown_run``) no such run (or, without a ledger, forgotten).

@@ -1,4 +1,4 @@
-"""The event log's SQLite ledger: requests, runs and events on disk (SPEC §6.10).
+"""The event log's SQLite ledger: requests, runs and events on disk (design §6.10).
 
 One :class:`Ledger` owns one ``sqlite3`` connection. Every SQLite call runs in a worker
 thread through ``trio.to_thread.run_sync`` with a private ``CapacityLimiter(1)``, so the
@@ -97,7 +97,7 @@ class LedgerStatistics:
 
 
 class Ticket:
-    """Durability of one batch: :meth:`wait` returns once it is committed (SPEC §6.10)."""
+    """Durability of one batch: :meth:`wait` returns once it is committed (design §6.10)."""
 
     __slots__ = ("_done", "_error")
 
@@ -222,7 +222,7 @@ class _Batch:
 
 
 class Ledger:
-    """The SQLite ledger behind a durable event log (SPEC §6.10).
+    """The SQLite ledger behind a durable event log (design §6.10).
 
     Args:
         path: The database file; created with the schema if missing or empty.
@@ -468,7 +468,7 @@ class Ledger:
     async def run_writer(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Commit staged batches, one transaction each, until cancelled (SPEC §6.10).
+        """Commit staged batches, one transaction each, until cancelled (design §6.10).
 
         A commit in progress is never interrupted by cancellation (the thread finishes it).
 

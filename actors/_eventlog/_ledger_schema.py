@@ -1,4 +1,4 @@
-"""The event-log ledger's schema, and the check of a file before it is opened (SPEC §6.10).
+"""The event-log ledger's schema, and the check of a file before it is opened (design §6.10).
 
 Split out of :mod:`actors._eventlog._ledger`. :func:`check_ledger_file` reads an existing file
 through a read-only (if possible immutable) connection and refuses it, with its bytes

@@ -1,4 +1,4 @@
-"""Subscribers ("ports") of the event log: bounded push queues (SPEC §6.9).
+"""Subscribers ("ports") of the event log: bounded push queues (design §6.9).
 
 The :class:`PortHub` fans each published event out to every enabled port with a plain,
 synchronous append: it never awaits, so the writer and the other subscribers are never
@@ -34,7 +34,7 @@ __all__ = ["Port", "PortHub", "PortStatistics", "ResyncRequired"]
 
 @attrs.frozen(kw_only=True)
 class ResyncRequired:
-    """Notice to a port's reader: its backlog was dropped (SPEC §6.9).
+    """Notice to a port's reader: its backlog was dropped (design §6.9).
 
     Events up to ``head`` may have been lost for this port. Reload state (e.g. ``watch``
     from your last cursor, or ``status``), then call ``port.resync(cursor)``.
@@ -79,7 +79,7 @@ class PortStatistics:
 
 
 class Port:
-    """One subscriber's bounded queue of events (SPEC §6.9); made by :class:`PortHub`.
+    """One subscriber's bounded queue of events (design §6.9); made by :class:`PortHub`.
 
     Iterate it with ``async for item in port``: items are :class:`Event` or
     :class:`ResyncRequired`; iteration ends when the hub closes.
@@ -271,7 +271,7 @@ class Port:
 
 
 class PortHub:
-    """Fan-out of published events to bounded ports (SPEC §6.9).
+    """Fan-out of published events to bounded ports (design §6.9).
 
     Args:
         replay: ``replay(cursor)`` returns the retained events after ``cursor`` or raises
@@ -384,7 +384,7 @@ class PortHub:
             pending.clear()
 
     def set_enabled(self, name: str, enabled: bool, *, local: bool) -> PortStatistics:
-        """Enable or disable a port; only local callers may (SPEC §6.9).
+        """Enable or disable a port; only local callers may (design §6.9).
 
         A port re-enabled after being disabled is marked resync-required, since it missed
         events: never a silent gap.

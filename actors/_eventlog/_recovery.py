@@ -1,4 +1,4 @@
-"""Boot and decisions after a restart: held runs, resume, discard, drift (SPEC §6.10).
+"""Boot and decisions after a restart: held runs, resume, discard, drift (design §6.10).
 
 :class:`DurabilityMixin` is only meant to be mixed into :class:`actors._eventlog._eventlog.EventLog`;
 it is split out to keep modules small.
@@ -85,7 +85,7 @@ class DurabilityMixin:
                 self._stage(run)
 
     def boot_report(self) -> BootReport:
-        """List the runs found unfinished at boot and still undecided (SPEC §6.10)."""
+        """List the runs found unfinished at boot and still undecided (design §6.10)."""
         held = [r.status(self.config.quarantine_after) for r in self._held()]
         return BootReport(
             survivors=tuple(held),
@@ -124,7 +124,7 @@ class DurabilityMixin:
         return status
 
     async def discard(self, run_id: int, *, actor: str = "local") -> RunStatus:
-        """Decide a held run as cancelled by ``actor`` (``job_cancelled``) (SPEC §6.10).
+        """Decide a held run as cancelled by ``actor`` (``job_cancelled``) (design §6.10).
 
         Raises:
             AlreadyDecided: (``already_decided``) the run is finished or cancelled.
@@ -151,7 +151,7 @@ class DurabilityMixin:
         return run
 
     async def check_drift(self, run_id: int, current: Mapping[str, Any] | None = None) -> Drift:
-        """Report which pinned ingredients of a run differ from ``current`` (SPEC §6.10).
+        """Report which pinned ingredients of a run differ from ``current`` (design §6.10).
 
         Args:
             run_id: The run.

@@ -1,9 +1,9 @@
-"""Runs of the event log: lifecycle, truthful cancel, the drain and boot (SPEC §6.6-6.10).
+"""Runs of the event log: lifecycle, truthful cancel, the drain and boot (design §6.6-6.10).
 
 Split out of :mod:`actors._eventlog._eventlog` to keep modules small; :class:`RunLifecycleMixin`
 is only meant to be mixed into :class:`actors._eventlog._eventlog.EventLog`.
 
-Lifecycle events of one run, in order (SPEC §6.6)::
+Lifecycle events of one run, in order (design §6.6)::
 
     job_queued  job_started  job_progress+  (job_finished | job_cancelled)
 
@@ -318,7 +318,7 @@ class RunLifecycleMixin:
             )
         return run
 
-    # -- the lifecycle API for an external executor (SPEC §6.6) ----------------------------
+    # -- the lifecycle API for an external executor (design §6.6) ----------------------------
 
     def start(self, run_id: int, *, on_cancel: Callable[[], object] | None = None) -> RunStatus:
         """Mark a queued run started: ``job_started``, then its buffered progress (§6.6).
@@ -361,7 +361,7 @@ class RunLifecycleMixin:
         self._emit("job_progress", run.run_id, *_progress_event(fraction, note, synthetic))
 
     def progress(self, run_id: int, fraction: float, note: str | None = None) -> None:
-        """Report progress of a run; buffered while it is queued (SPEC §6.6).
+        """Report progress of a run; buffered while it is queued (design §6.6).
 
         Args:
             run_id: The run.
@@ -466,7 +466,7 @@ class RunLifecycleMixin:
         return run.status(self.config.quarantine_after)
 
     async def cancel(self, run_id: int, actor: str = "local") -> RunStatus:
-        """Cancel a run and return its true state; needs no capacity (SPEC §6.7).
+        """Cancel a run and return its true state; needs no capacity (design §6.7).
 
         A queued run is cancelled at once; a running one is decided cancelled at once and
         its cancel scope (built-in runner) or ``on_cancel`` (external executor) is
@@ -528,7 +528,7 @@ class RunLifecycleMixin:
         self._capacity_freed()
         return ticket
 
-    # -- the built-in drain (SPEC §6.6) ----------------------------------------------------
+    # -- the built-in drain (design §6.6) ----------------------------------------------------
 
     async def _drain(self) -> None:
         slots = trio.Semaphore(self.config.max_concurrency)
@@ -560,7 +560,7 @@ class RunLifecycleMixin:
                 report = functools.partial(self.progress, run.run_id)
                 if ticket is not None:
                     # "running" is durable before the runner starts, so a crash it causes
-                    # is always counted as an interruption (quarantine at 2, SPEC §6.10).
+                    # is always counted as an interruption (quarantine at 2, design §6.10).
                     await ticket.wait()
                 try:
                     result = await runner(run.status(self.config.quarantine_after), report)

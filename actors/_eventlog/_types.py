@@ -1,4 +1,4 @@
-"""Records of the event log and front door: operations, receipts, events, runs (SPEC §6).
+"""Records of the event log and front door: operations, receipts, events, runs (design §6).
 
 Everything here is plain data (attrs frozen, keyword-only) so it can cross the event-log
 actor's mailbox and be turned into the client protocol's JSON with ``to_dict()``.
@@ -40,9 +40,9 @@ __all__ = [
 
 RunState = Literal["queued", "running", "finished", "cancelled", "held"]
 #: Every state a run can be in. ``held``: found unfinished at boot, waiting for
-#: ``resume``/``discard`` (SPEC §6.10).
+#: ``resume``/``discard`` (design §6.10).
 RUN_STATES: tuple[RunState, ...] = ("queued", "running", "finished", "cancelled", "held")
-#: States that never change again (SPEC §6.6, §6.7).
+#: States that never change again (design §6.6, §6.7).
 TERMINAL_STATES = frozenset({"finished", "cancelled"})
 #: The verdict of a run whose runner returned normally.
 VERDICT_OK = "ok"
@@ -54,7 +54,7 @@ def canonical_json(value: Any) -> str:
     """Return the canonical JSON text of ``value``: sorted keys, no spaces, no NaN.
 
     Two values that are equal as JSON give the same text, so it is used to compare
-    request content (SPEC §6.3) and to key coalescing (SPEC §6.4).
+    request content (design §6.3) and to key coalescing (design §6.4).
 
     Raises:
         TypeError: ``value`` holds something JSON cannot represent.
@@ -107,7 +107,7 @@ def _names(value: Iterable[str]) -> frozenset[str]:
 
 @attrs.frozen(kw_only=True)
 class OperationSpec:
-    """One operation the front door accepts, and its argument schema (SPEC §6.2, §6.4).
+    """One operation the front door accepts, and its argument schema (design §6.2, §6.4).
 
     Example: ``OperationSpec(name="preview", fields={"run_id"}, required={"run_id"})``.
     """
@@ -119,7 +119,7 @@ class OperationSpec:
     required: frozenset[str] = attrs.field(converter=_names, factory=frozenset)
     """Argument names that must be present (a subset of ``fields``)."""
     mutating: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
-    """True for operations that change state: they never coalesce (SPEC §6.4)."""
+    """True for operations that change state: they never coalesce (design §6.4)."""
 
     @required.validator
     def _check_required(self, attribute: attrs.Attribute[frozenset[str]], value: Any) -> None:
@@ -130,7 +130,7 @@ class OperationSpec:
 
 @attrs.frozen(kw_only=True)
 class Event:
-    """One entry of the global event log (SPEC §6.8); ``data`` is JSON-compatible.
+    """One entry of the global event log (design §6.8); ``data`` is JSON-compatible.
 
     Kinds: ``job_queued``, ``job_started``, ``job_progress``, ``job_finished``,
     ``job_cancelled``, ``job_interrupted``, ``admission_paused``, ``admission_resumed``,
@@ -171,7 +171,7 @@ _set_data = Event.__dict__["data"].__set__
 
 @attrs.frozen(kw_only=True)
 class Receipt:
-    """What ``submit`` returns: admission facts, never a verdict (SPEC §6.1, §6.5).
+    """What ``submit`` returns: admission facts, never a verdict (design §6.1, §6.5).
 
     A refused receipt has ``admitted=False``, ``run_id=None``, ``code="pool_full"``,
     ``retryable=True`` and the ``depth``/``bound`` of the pool.
@@ -188,11 +188,11 @@ class Receipt:
     revision: int
     """The revision the run is pinned to (the current one when refused)."""
     event_cursor: int
-    """Watch from here to see the run's events from ``job_queued`` on (SPEC §6.8)."""
+    """Watch from here to see the run's events from ``job_queued`` on (design §6.8)."""
     coalesced: bool = False
-    """True when the request joined an equal run already in flight (SPEC §6.4)."""
+    """True when the request joined an equal run already in flight (design §6.4)."""
     code: str | None = None
-    """``pool_full`` when refused (SPEC §6.5)."""
+    """``pool_full`` when refused (design §6.5)."""
     retryable: bool | None = None
     """True when refused for lack of capacity."""
     depth: int | None = None
@@ -234,11 +234,11 @@ class RunStatus:
     error: dict[str, str] | None = None
     """``{"category", "code", "message"}`` when the runner failed (message <= 1 KiB)."""
     cancelled_by: str | None = None
-    """Who cancelled or discarded it (actor attribution, SPEC §6.7)."""
+    """Who cancelled or discarded it (actor attribution, design §6.7)."""
     progress: float | None = None
     """The last progress fraction reported (0.0..1.0)."""
     interruptions: int = 0
-    """How many times a process stopped while it was running (SPEC §6.10)."""
+    """How many times a process stopped while it was running (design §6.10)."""
     quarantined: bool = False
     """True once ``interruptions`` reached the quarantine threshold (2)."""
 
@@ -254,7 +254,7 @@ class RunStatus:
 
 @attrs.frozen(kw_only=True)
 class WatchResult:
-    """What ``watch(cursor)`` returns (SPEC §6.8)."""
+    """What ``watch(cursor)`` returns (design §6.8)."""
 
     events: tuple[Event, ...]
     """The events after the cursor, oldest first (at most the requested limit)."""
@@ -266,7 +266,7 @@ class WatchResult:
 
 @attrs.frozen(kw_only=True)
 class BootReport:
-    """Unfinished runs found in the ledger at boot, still undecided (SPEC §6.10).
+    """Unfinished runs found in the ledger at boot, still undecided (design §6.10).
 
     ``survivors`` ⊇ ``interrupted`` ⊇ ``quarantined``: every admitted, unfinished run;
     those a process stop caught running; those caught running twice or more. None of them
@@ -291,7 +291,7 @@ class BootReport:
 
 @attrs.frozen(kw_only=True)
 class Drift:
-    """Which pinned ingredients of a run differ from the current ones (SPEC §6.10)."""
+    """Which pinned ingredients of a run differ from the current ones (design §6.10)."""
 
     run_id: int
     """The run checked."""
@@ -318,25 +318,25 @@ def _path_or_none(value: object) -> str | None:
 
 @attrs.frozen(kw_only=True)
 class EventLogConfig:
-    """Settings of the event log; every count and duration is validated (SPEC §1.6)."""
+    """Settings of the event log; every count and duration is validated (design §1.6)."""
 
     ledger_path: str | None = attrs.field(default=None, converter=_path_or_none)
-    """SQLite file for durability (SPEC §6.10); None keeps everything in memory."""
+    """SQLite file for durability (design §6.10); None keeps everything in memory."""
     max_inflight: int = count_field(256, minimum=1)
-    """Admission bound on queued plus running runs (SPEC §6.5)."""
+    """Admission bound on queued plus running runs (design §6.5)."""
     window: int = count_field(4096, minimum=1)
-    """How many recent events stay in memory for ``watch`` (SPEC §6.8)."""
+    """How many recent events stay in memory for ``watch`` (design §6.8)."""
     max_concurrency: int = count_field(4, minimum=1)
-    """How many built-in runners execute at once (the drain, SPEC §6.6)."""
+    """How many built-in runners execute at once (the drain, design §6.6)."""
     subscriber_bound: int = count_field(1024, minimum=1)
-    """Default queue bound of a subscriber port, in events (SPEC §6.9)."""
+    """Default queue bound of a subscriber port, in events (design §6.9)."""
     progress_buffer: int = count_field(64, minimum=1)
     """Progress reports kept per queued run until it starts (the newest are kept)."""
     retain_runs: int = count_field(10_000, minimum=0)
     """Finished/cancelled runs kept in memory; older ones are read from the ledger."""
     ledger_retain_events: int = count_field(1_000_000, minimum=1)
     """Events the ledger keeps: at each open the older ones are deleted, and a ``watch``
-    cursor below what is kept gets ``cursor_expired`` (SPEC §6.8, never a silent gap)."""
+    cursor below what is kept gets ``cursor_expired`` (design §6.8, never a silent gap)."""
     retain_requests: int = count_field(100_000, minimum=0)
     """Request ids kept in memory for idempotency; older ones are read from the ledger."""
     max_arguments_bytes: int = count_field(16 * 1024, minimum=2)
@@ -344,7 +344,7 @@ class EventLogConfig:
     max_result_bytes: int = count_field(64 * 1024, minimum=4)
     """Bound on the canonical JSON of a run's result, in bytes of UTF-8."""
     quarantine_after: int = count_field(2, minimum=1)
-    """Interruptions after which ``resume`` needs ``override=True`` (SPEC §6.10)."""
+    """Interruptions after which ``resume`` needs ``override=True`` (design §6.10)."""
     commit_linger: float = duration_field(0.0, maximum=0.010)
     """Seconds (trio clock) the ledger writer waits to grow a batch; <= 0.010 (§6.10)."""
     max_pending_rows: int = count_field(50_000, minimum=1)

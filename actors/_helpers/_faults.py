@@ -1,4 +1,4 @@
-"""The fault modes of the helper library, for tests (SPEC §3.9); runs in the child.
+"""The fault modes of the helper library, for tests (design §3.9); runs in the child.
 
 :mod:`actors.helper` imports this module only when a fault mode is set, so a normal
 helper never pays for it. Stdlib only, like the helper library. The modes are listed

@@ -1,4 +1,4 @@
-"""How a helper job or incarnation ended, as the error the caller sees (SPEC §3.4-3.7).
+"""How a helper job or incarnation ended, as the error the caller sees (design §3.4-3.7).
 
 Pure functions from what happened (an answer, a ladder step, an exit status) to the
 :mod:`actors.errors` class, code and details that :class:`~actors._helpers._process.
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["answer_error", "exit_details", "exited_error", "stopped_error"]
 
-#: Ladder steps after which the job counts as killed (SPEC §3.5 steps 3-4).
+#: Ladder steps after which the job counts as killed (design §3.5 steps 3-4).
 _KILLED = ("sigkill", "quarantined")
 
 
@@ -42,7 +42,7 @@ def exit_details(returncode: int | None) -> dict[str, Any]:
 
 
 def exited_error(what: str, returncode: int | None, state: str) -> HelperExitedError:
-    """The helper exited (or closed its pipe) during ``what`` (SPEC §3.3, §3.7)."""
+    """The helper exited (or closed its pipe) during ``what`` (design §3.3, §3.7)."""
     details = exit_details(returncode)
     if details["signal"]:
         how = f"killed by {details['signal']}"
@@ -66,7 +66,7 @@ def stopped_error(
 
     ``JobCancelled`` (cancelled, no SIGKILL), ``ReplyTimeout`` (deadline, no SIGKILL),
     otherwise ``ForcedTermination``; ``details`` has ``escalation`` (the last step) and,
-    but for ``JobCancelled``, ``parent_timeout`` (SPEC §3.5, §3.6).
+    but for ``JobCancelled``, ``parent_timeout`` (design §3.5, §3.6).
     """
     job = f"{label}: job {generation} ({operation})"
     killed = escalation in _KILLED

@@ -1,4 +1,4 @@
-"""The parent's ends of a helper's pipes: whole frames out, frames in (SPEC §2.2, §3).
+"""The parent's ends of a helper's pipes: whole frames out, frames in (design §2.2, §3).
 
 :class:`HelperPipe` writes one whole frame at a time and reads frames back, with as
 little work per frame as trio allows: a write is one non-blocking ``os.write``; a read
@@ -53,7 +53,7 @@ class HelperPipe:
         self._decoder = FrameDecoder(max_size=max_reply)
         self._frames: deque[bytes] = deque()
         #: True while a frame is only partly written (a cancellation cut it): the
-        #: stream can carry no further frame (SPEC §3.5 then skips the cancel frame).
+        #: stream can carry no further frame (design §3.5 then skips the cancel frame).
         self.send_broken = False
 
     async def send(self, frame: bytes, *, checkpoint: bool = True) -> None:

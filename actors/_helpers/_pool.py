@@ -1,4 +1,4 @@
-"""A pool of N helper processes, each running at most one job at a time (SPEC §3).
+"""A pool of N helper processes, each running at most one job at a time (design §3).
 
 Use :func:`open_helper_pool`::
 
@@ -10,12 +10,12 @@ Use :func:`open_helper_pool`::
 
 Each pool slot holds one helper incarnation at a time. A job takes a free slot (waiting
 at most ``acquire_timeout`` seconds), spawns a fresh incarnation there if the slot has
-none or its helper died (SPEC §3.7), runs the job, and gives the slot back. A slot whose
-helper is quarantined (SPEC §3.5 step 4) is given back only once the helper is reaped, so
+none or its helper died (design §3.7), runs the job, and gives the slot back. A slot whose
+helper is quarantined (design §3.5 step 4) is given back only once the helper is reaped, so
 no replacement is spawned before that. Replacements count against the restart intensity
-(SPEC §1.4): more than ``max_restarts`` within ``restart_period`` seconds and the pool
+(design §1.4): more than ``max_restarts`` within ``restart_period`` seconds and the pool
 fails every job with :class:`~actors.errors.PoolFailed` until :meth:`HelperPool.restart`.
-A failed job is never replayed (SPEC §3.4).
+A failed job is never replayed (design §3.4).
 
 The job path is lean on purpose (it is most of a short job's cost): with a free slot and
 a ready helper a job takes no lock, opens one cancel scope (the reply deadline), spawns
@@ -89,7 +89,7 @@ class _Waiter:
 
 
 class HelperPool:
-    """N supervised helper processes (SPEC §3). Create with :func:`open_helper_pool`."""
+    """N supervised helper processes (design §3). Create with :func:`open_helper_pool`."""
 
     def __init__(self, spec: HelperSpec, config: PoolConfig, nursery: trio.Nursery) -> None:
         self.spec = spec
@@ -121,7 +121,7 @@ class HelperPool:
         job_id: Hashable | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> Any:
-        """Run one job on a free helper and return its result (SPEC §3.4-3.7).
+        """Run one job on a free helper and return its result (design §3.4-3.7).
 
         Args:
             operation: The handler's name.
@@ -138,14 +138,14 @@ class HelperPool:
             The handler's JSON result.
 
         Cancellation:
-            Cancelling the caller runs the escalation ladder of SPEC §3.5 for this job
+            Cancelling the caller runs the escalation ladder of design §3.5 for this job
             only (shielded, at most ``cancel_grace + terminate + kill`` seconds), then
             ``trio.Cancelled`` propagates.
 
         Raises:
             PoolClosed: (code ``pool_closed``) the pool is closing, or closed while the
                 job ran.
-            PoolFailed: (code ``pool_failed``) restart intensity was exceeded (SPEC
+            PoolFailed: (code ``pool_failed``) restart intensity was exceeded (design
                 §3.7); nothing runs until :meth:`restart`.
             PoolBusy: (code ``pool_busy``) no helper was free within
                 ``acquire_timeout`` seconds.
@@ -241,7 +241,7 @@ class HelperPool:
         raise JobCancelled(f"job {operation!r} was cancelled", escalation=None)
 
     def cancel_job(self, job_id: Hashable) -> bool:
-        """Cancel the running job ``job_id``; never waits (SPEC §3.5).
+        """Cancel the running job ``job_id``; never waits (design §3.5).
 
         The job's own task runs the escalation ladder and raises
         :class:`~actors.errors.JobCancelled` (or ``ForcedTermination``).
@@ -317,7 +317,7 @@ class HelperPool:
     def _release(self, slot: _Slot) -> None:
         helper = slot.helper
         if helper is not None and helper.quarantined:
-            slot.held = True  # SPEC §3.5 step 4: back in the pool only once reaped
+            slot.held = True  # design §3.5 step 4: back in the pool only once reaped
             return
         if self._closed:
             return
@@ -368,7 +368,7 @@ class HelperPool:
         return helper
 
     def _note_restart(self) -> None:
-        """Count one replacement; fail the pool past the intensity (SPEC §1.4, §3.7)."""
+        """Count one replacement; fail the pool past the intensity (design §1.4, §3.7)."""
         now = trio.current_time()
         window = self._restart_times
         while window and window[0] <= now - self.config.restart_period:
@@ -431,12 +431,12 @@ class HelperPool:
             raise errors[0]
 
     async def restart(self) -> None:
-        """Clear a failed state and start over with fresh incarnations (SPEC §3.7).
+        """Clear a failed state and start over with fresh incarnations (design §3.7).
 
         Resets the restart-intensity window. Idle helpers are retired now (shutdown,
         then escalation) and, if the pool is eager, replaced at once; busy helpers are
         retired when they are next acquired. Results tied to old incarnations are the
-        caller's to discard (SPEC §4.8 ``helper_restarted``).
+        caller's to discard (design §4.8 ``helper_restarted``).
 
         Raises:
             PoolClosed: (code ``pool_closed``) the pool is closing or closed.
@@ -465,7 +465,7 @@ class HelperPool:
                 self._release(slot)
 
     async def aclose(self) -> None:
-        """Close the pool now: cancel jobs, shut every helper down, reap (SPEC §3.8).
+        """Close the pool now: cancel jobs, shut every helper down, reap (design §3.8).
 
         Idempotent; a second caller waits for the first close to finish. Runs
         shielded, so it completes even if the caller is cancelled, and is bounded as
@@ -509,7 +509,7 @@ class HelperPool:
 async def open_helper_pool(
     spec: HelperSpec, config: PoolConfig | None = None, **fields: Any
 ) -> AsyncIterator[HelperPool]:
-    """Open a pool of helper processes; close it on exit (SPEC §3.1, §3.8).
+    """Open a pool of helper processes; close it on exit (design §3.1, §3.8).
 
     Args:
         spec: What each helper runs.
@@ -521,7 +521,7 @@ async def open_helper_pool(
 
     Entering is a checkpoint; with ``eager`` (the default) it returns once every
     helper is ready. Exiting is a checkpoint that runs shielded: it cancels running jobs
-    (SPEC §3.5 ladder each), sends every helper a shutdown frame, waits up to
+    (design §3.5 ladder each), sends every helper a shutdown frame, waits up to
     ``timeouts.shutdown`` seconds, escalates (SIGTERM, SIGKILL), and returns when every
     helper is reaped, so no child and no zombie remains; it takes at most about
     ``cancel_grace + terminate + kill + shutdown + 1`` plus ``shutdown + terminate +

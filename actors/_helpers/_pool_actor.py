@@ -1,11 +1,11 @@
-"""The system *supervisor* actor: the helper pool behind a mailbox (SPEC §3, intro).
+"""The system *supervisor* actor: the helper pool behind a mailbox (design §3, intro).
 
 Other actors talk to it only through its bounded mailbox. It owns one
 :class:`~actors._helpers._pool.HelperPool`, opened around the actor's whole life (so the pool is
 ready before ``nursery.start`` returns the ref, and closed, every helper reaped, before
 ``run`` returns). Each :class:`RunJob` runs in its own task in the actor's nursery, so
 the mailbox stays responsive: a :class:`CancelJob` reaches the pool while the job runs
-and triggers the escalation ladder for that job only (SPEC §3.5).
+and triggers the escalation ladder for that job only (design §3.5).
 
 Callers normally use :class:`PoolHandle`::
 
@@ -56,7 +56,7 @@ _job_ids = itertools.count(1)
 
 @attrs.frozen(kw_only=True)
 class RunJob:
-    """Ask: run one job on a helper; the answer is its result (SPEC §3.4)."""
+    """Ask: run one job on a helper; the answer is its result (design §3.4)."""
 
     job_id: Hashable
     """Key for :class:`CancelJob`; unique among the supervisor's running jobs."""
@@ -69,12 +69,12 @@ class RunJob:
     )
     """``on_progress(fraction, note)`` for the job's progress reports, or None. Called
     in the job's task in the pool actor's nursery (never in ``handle``): sync, must not
-    block; an exception from it is logged and ignored (SPEC §3.9)."""
+    block; an exception from it is logged and ignored (design §3.9)."""
 
 
 @attrs.frozen(kw_only=True)
 class CancelJob:
-    """Send (or ask, answered with a bool): cancel a running job (SPEC §3.5)."""
+    """Send (or ask, answered with a bool): cancel a running job (design §3.5)."""
 
     job_id: Hashable
     """The :attr:`RunJob.job_id` to cancel; an unknown or finished id is ignored."""
@@ -92,11 +92,11 @@ class GetStatistics:
 
 @attrs.frozen(kw_only=True)
 class RestartPool:
-    """Ask: clear a failed pool and start fresh incarnations (SPEC §3.7)."""
+    """Ask: clear a failed pool and start fresh incarnations (design §3.7)."""
 
 
 class PoolActor(Actor):
-    """The system actor that supervises helper processes (SPEC §3).
+    """The system actor that supervises helper processes (design §3).
 
     Args:
         spec: What each helper runs.
@@ -122,7 +122,7 @@ class PoolActor(Actor):
     async def run(
         self, *, task_status: trio.TaskStatus[ActorRef] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Open the pool, then run the actor; close the pool when it stops (SPEC §3.8).
+        """Open the pool, then run the actor; close the pool when it stops (design §3.8).
 
         ``task_status.started(ref)`` comes once every (eager) helper is ready. When
         ``run`` returns, no helper process and no zombie remains.
@@ -139,7 +139,7 @@ class PoolActor(Actor):
             await super().run(task_status=task_status)
 
     async def on_stop(self) -> None:
-        """Close the pool before the actor reports stopped (SPEC §3.8).
+        """Close the pool before the actor reports stopped (design §3.8).
 
         So once ``ref.stop()`` returns, no helper process remains.
         """
@@ -223,7 +223,7 @@ class _ProgressRelay:
 
 
 class PoolHandle:
-    """A thin facade over the supervisor's :class:`~actors.ActorRef` (SPEC §3).
+    """A thin facade over the supervisor's :class:`~actors.ActorRef` (design §3).
 
     Args:
         ref: The ref returned by ``nursery.start(PoolActor(...).run)``.
@@ -243,9 +243,9 @@ class PoolHandle:
         """Run one job and return its result, within ``timeout`` seconds (trio clock).
 
         If the caller is cancelled or the timeout passes, a :class:`CancelJob` is
-        try-sent so the job's escalation ladder runs (SPEC §3.5); the late result is
+        try-sent so the job's escalation ladder runs (design §3.5); the late result is
         dropped (ask fencing). If the mailbox is full at that moment the cancel is lost
-        and the job ends at its own reply deadline (SPEC §3.6). To see the pool's own
+        and the job ends at its own reply deadline (design §3.6). To see the pool's own
         ``ReplyTimeout`` rather than ``AskTimeout``, give a ``timeout`` above
         ``timeouts.reply + timeouts.ladder``.
 
@@ -261,7 +261,7 @@ class PoolHandle:
 
         Raises:
             AskTimeout: (code ``ask_timeout``) no result within ``timeout``.
-            ValueError: ``timeout`` is invalid (SPEC §1.6).
+            ValueError: ``timeout`` is invalid (design §1.6).
             ActorStopped: (code ``actor_stopped``) the pool actor is stopped.
             ActorError: whatever the job failed with, as in
                 :meth:`actors._helpers._pool.HelperPool.run_job` (``JobCancelled``,
@@ -295,7 +295,7 @@ class PoolHandle:
         return result
 
     async def snapshot(self, *, timeout: float = 5.0) -> PoolSnapshot:  # noqa: ASYNC109
-        """Return the pool's liveness snapshot (SPEC §3.8); ``timeout`` in seconds.
+        """Return the pool's liveness snapshot (design §3.8); ``timeout`` in seconds.
 
         Raises:
             AskTimeout: (code ``ask_timeout``) no answer within ``timeout``.
@@ -315,7 +315,7 @@ class PoolHandle:
         return result
 
     async def restart(self, *, timeout: float = 30.0) -> None:  # noqa: ASYNC109
-        """Restart the pool (SPEC §3.7); ``timeout`` in seconds.
+        """Restart the pool (design §3.7); ``timeout`` in seconds.
 
         Raises:
             AskTimeout: (code ``ask_timeout``) not done within ``timeout``.

@@ -1,4 +1,4 @@
-"""The helper pool's configuration, liveness snapshot and counters (SPEC §3.1, §3.8).
+"""The helper pool's configuration, liveness snapshot and counters (design §3.1, §3.8).
 
 Data only (attrs frozen classes); :mod:`actors._helpers._pool` uses them and re-exports them.
 """
@@ -15,9 +15,9 @@ __all__ = ["PoolConfig", "PoolSnapshot", "PoolStatistics"]
 
 @attrs.frozen(kw_only=True)
 class PoolConfig:
-    """How many helpers, their deadlines, and the restart intensity (SPEC §3.1, §1.4).
+    """How many helpers, their deadlines, and the restart intensity (design §3.1, §1.4).
 
-    Durations are seconds on trio's clock, validated at construction (SPEC §1.6).
+    Durations are seconds on trio's clock, validated at construction (design §1.6).
 
     Raises:
         ValueError: a field is out of range; the message names it.
@@ -28,7 +28,7 @@ class PoolConfig:
     timeouts: HelperTimeouts = attrs.field(
         factory=HelperTimeouts, validator=attrs.validators.instance_of(HelperTimeouts)
     )
-    """Every helper deadline (SPEC §3.2)."""
+    """Every helper deadline (design §3.2)."""
     max_restarts: int = count_field(5, minimum=0)
     """Replacements allowed within ``restart_period`` before the pool fails."""
     restart_period: float = duration_field(10.0, allow_zero=False)
@@ -42,7 +42,7 @@ class PoolConfig:
 
 @attrs.frozen(kw_only=True)
 class PoolSnapshot:
-    """The pool's liveness, taken without waiting (SPEC §3.8)."""
+    """The pool's liveness, taken without waiting (design §3.8)."""
 
     size: int
     """Number of slots."""

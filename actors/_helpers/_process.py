@@ -1,8 +1,8 @@
-"""One helper process incarnation, seen from the parent (SPEC §3.2-3.8).
+"""One helper process incarnation, seen from the parent (design §3.2-3.8).
 
 A :class:`HelperProcess` spawns one child in its own session (so its process group can
 be signalled as a whole), performs the startup handshake, runs jobs one at a time, and
-stops the child through the escalation ladder of SPEC §3.5:
+stops the child through the escalation ladder of design §3.5:
 
 1. a cancel frame for the job's exact generation; a terminal reply within
    ``cancel_grace`` ends the job cooperatively and the helper stays usable;
@@ -18,7 +18,7 @@ for the process to exit, reaps it, and sweeps its process group with SIGKILL so 
 grandchild survives the helper.
 
 While a job runs the helper may send ``progress`` frames before its reply; each is
-fenced like the reply (SPEC §2.3: a progress frame of another session, generation or
+fenced like the reply (design §2.3: a progress frame of another session, generation or
 operation is a protocol violation and retires the helper by force) and handed to the
 job's ``on_progress`` callback, on the event loop, in the job's task.
 
@@ -74,7 +74,7 @@ _log = logging.getLogger(__name__)
 
 
 class HelperProcess:
-    """One helper incarnation: a child process in its own session (SPEC §3.3-3.8).
+    """One helper incarnation: a child process in its own session (design §3.3-3.8).
 
     Create it, then ``await start(nursery)``; run jobs with :meth:`run_job` (one at a
     time); end it with :meth:`shutdown`; call :meth:`discard` to release its pipes once
@@ -128,7 +128,7 @@ class HelperProcess:
 
     @property
     def state(self) -> HelperState:
-        """Where this incarnation is (SPEC §3)."""
+        """Where this incarnation is (design §3)."""
         return self._machine.state
 
     @property
@@ -159,7 +159,7 @@ class HelperProcess:
         )
 
     def snapshot(self) -> HelperSnapshot:
-        """Return this incarnation's liveness without waiting (SPEC §3.8)."""
+        """Return this incarnation's liveness without waiting (design §3.8)."""
         state = self._machine.state
         return HelperSnapshot(
             name=self.label,
@@ -180,7 +180,7 @@ class HelperProcess:
     # --- start ----------------------------------------------------------------------
 
     async def start(self, nursery: trio.Nursery) -> None:
-        """Spawn the child and wait for *ready* (SPEC §3.3).
+        """Spawn the child and wait for *ready* (design §3.3).
 
         The child starts in a new session; a watcher task that reaps it is started in
         ``nursery``. Cancellation kills the child (shielded, bounded by ``kill``).
@@ -284,7 +284,7 @@ class HelperProcess:
     async def run_job(
         self, operation: str, payload: Any = None, *, on_progress: ProgressCallback | None = None
     ) -> Any:
-        """Run one job on this helper and return its result (SPEC §3.4-3.6).
+        """Run one job on this helper and return its result (design §3.4-3.6).
 
         Args:
             operation: The handler's name, 1..128 characters.
@@ -299,7 +299,7 @@ class HelperProcess:
 
         Cancellation:
             If the caller is cancelled while the job runs, the escalation ladder of
-            SPEC §3.5 runs shielded (at most ``cancel_grace + terminate + kill``
+            design §3.5 runs shielded (at most ``cancel_grace + terminate + kill``
             seconds) before ``trio.Cancelled`` propagates; :attr:`last_escalation` says
             which step ended it. After a cooperative end the helper is usable again.
             :meth:`cancel` runs the same ladder but ends the job with ``JobCancelled``.
@@ -317,7 +317,7 @@ class HelperProcess:
                 ``JobCancelled``, but SIGKILL was needed (``details["escalation"]`` is
                 ``sigkill`` or ``quarantined``).
             ProtocolViolation: (code ``protocol_violation``) the reply or a progress
-                frame was malformed or failed the envelope checks (SPEC §2.3); the
+                frame was malformed or failed the envelope checks (design §2.3); the
                 helper was killed.
             FrameTooLarge: (code ``frame_too_large``) the reply declared more than
                 ``spec.max_reply`` bytes, or the job frame is over ``spec.max_request``
@@ -358,7 +358,7 @@ class HelperProcess:
                 # so no deadline applies (and no cancel scope is needed).
                 reply = self._reply_nowait(generation, operation, on_progress)
             if reply is None:
-                # SPEC §3.6: every wait for the reply is inside the deadline's scope.
+                # design §3.6: every wait for the reply is inside the deadline's scope.
                 scope = self._job_scope = trio.CancelScope(deadline=deadline)
                 if self._cancel_requested:  # cancel() came from an early progress report
                     scope.cancel()
@@ -413,7 +413,7 @@ class HelperProcess:
         raise answer_error(self.label, reply)
 
     def cancel(self) -> bool:
-        """Cancel the running job; never waits (SPEC §3.5).
+        """Cancel the running job; never waits (design §3.5).
 
         The job's own task runs the escalation ladder, then :meth:`run_job` raises
         :class:`~actors.errors.JobCancelled` (or ``ForcedTermination``).
@@ -457,7 +457,7 @@ class HelperProcess:
     ) -> Envelope:
         """Return the job's reply; hand its progress frames to ``on_progress`` meanwhile.
 
-        Every frame is fenced (SPEC §2.3): a reply or progress frame of another
+        Every frame is fenced (design §2.3): a reply or progress frame of another
         session, generation or operation raises ``ProtocolViolation``.
         ``known_empty``: the pipe was just found empty (wait without reading first).
         """
@@ -496,7 +496,7 @@ class HelperProcess:
         return None
 
     async def _stop_job(self, *, parent_timeout: bool) -> str:
-        """Run the ladder of SPEC §3.5 for the active job; return the last step used.
+        """Run the ladder of design §3.5 for the active job; return the last step used.
 
         Never raises (but ``InvalidTransition`` on a bug); must run shielded.
         """
@@ -521,7 +521,7 @@ class HelperProcess:
             except ProtocolError:
                 escalation = await self._escalate(sigterm_first=False)
         if escalation == "cooperative" and parent_timeout:
-            # SPEC §3.6: a helper that missed the reply deadline is retired.
+            # design §3.6: a helper that missed the reply deadline is retired.
             await self.shutdown()
         self.last_escalation = escalation
         return escalation
@@ -529,10 +529,10 @@ class HelperProcess:
     # --- stopping -------------------------------------------------------------------
 
     async def shutdown(self) -> str:
-        """Stop the helper politely, escalating if needed (SPEC §3.8); never raises.
+        """Stop the helper politely, escalating if needed (design §3.8); never raises.
 
         Sends a shutdown frame and waits up to ``timeouts.shutdown`` seconds for the
-        exit, then SIGTERM / SIGKILL as in SPEC §3.5. Bounded by
+        exit, then SIGTERM / SIGKILL as in design §3.5. Bounded by
         ``shutdown + terminate + kill`` seconds; shield it if it runs during
         cancellation.
 

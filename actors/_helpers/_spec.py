@@ -1,4 +1,4 @@
-"""What a helper runs and its deadlines: spec, timeouts, snapshot (SPEC §3.1-3.3, §3.8).
+"""What a helper runs and its deadlines: spec, timeouts, snapshot (design §3.1-3.3, §3.8).
 
 Also the child bootstrap (:data:`BOOTSTRAP`), the argv that starts a Python-entry helper
 without importing trio, attrs or cattrs.
@@ -102,9 +102,9 @@ def _optional_dict(value: Any) -> dict[str, str] | None:
 
 @attrs.frozen(kw_only=True)
 class HelperTimeouts:
-    """Every deadline of a helper's life, in seconds on trio's clock (SPEC §3.2).
+    """Every deadline of a helper's life, in seconds on trio's clock (design §3.2).
 
-    Each is validated at construction (SPEC §1.6): a number (not a bool), finite,
+    Each is validated at construction (design §1.6): a number (not a bool), finite,
     ``<= 300``; ``startup``, ``reply`` and ``kill`` must be ``> 0``, the others ``>= 0``.
 
     Raises:
@@ -112,17 +112,17 @@ class HelperTimeouts:
     """
 
     startup: float = duration_field(10.0, allow_zero=False)
-    """Spawn → *ready* (SPEC §3.3)."""
+    """Spawn → *ready* (design §3.3)."""
     reply: float = duration_field(10.0, allow_zero=False)
-    """Job frame sent → terminal reply (SPEC §3.6)."""
+    """Job frame sent → terminal reply (design §3.6)."""
     cancel_grace: float = duration_field(0.75)
-    """Cancel frame sent → terminal reply, before SIGTERM (SPEC §3.5 step 1)."""
+    """Cancel frame sent → terminal reply, before SIGTERM (design §3.5 step 1)."""
     shutdown: float = duration_field(2.0)
-    """Shutdown frame sent → exited, before SIGTERM (SPEC §3.8)."""
+    """Shutdown frame sent → exited, before SIGTERM (design §3.8)."""
     terminate: float = duration_field(1.0)
-    """SIGTERM → reaped, before SIGKILL (SPEC §3.5 step 2)."""
+    """SIGTERM → reaped, before SIGKILL (design §3.5 step 2)."""
     kill: float = duration_field(1.0, allow_zero=False)
-    """SIGKILL → reaped, before quarantine (SPEC §3.5 steps 3-4)."""
+    """SIGKILL → reaped, before quarantine (design §3.5 steps 3-4)."""
 
     @property
     def ladder(self) -> float:
@@ -132,7 +132,7 @@ class HelperTimeouts:
 
 @attrs.frozen(kw_only=True)
 class HelperSpec:
-    """What to run as a helper and how (SPEC §3.1, §3.9).
+    """What to run as a helper and how (design §3.1, §3.9).
 
     Exactly one of ``entry`` and ``argv`` is given. ``entry`` runs a Python function in
     a fresh interpreter (``python``) that imports only the standard library and
@@ -160,11 +160,11 @@ class HelperSpec:
     name: str = "helper"
     """Label used in errors and snapshots."""
     fault: str | None = attrs.field(default=None, validator=_check_fault)
-    """A fault mode of :data:`actors.helper.FAULT_MODES`, for tests (SPEC §3.9)."""
+    """A fault mode of :data:`actors.helper.FAULT_MODES`, for tests (design §3.9)."""
     max_request: int = attrs.field(default=DEFAULT_MAX_REQUEST, validator=_check_limit)
-    """Largest job frame payload, in bytes (SPEC §2.2)."""
+    """Largest job frame payload, in bytes (design §2.2)."""
     max_reply: int = attrs.field(default=DEFAULT_MAX_REPLY, validator=_check_limit)
-    """Largest reply frame payload, in bytes (SPEC §2.2)."""
+    """Largest reply frame payload, in bytes (design §2.2)."""
 
     def __attrs_post_init__(self) -> None:
         if (self.entry is None) == (self.argv is None):
@@ -182,12 +182,12 @@ class HelperSpec:
 
 @attrs.frozen(kw_only=True)
 class HelperSnapshot:
-    """A helper incarnation's liveness, taken without waiting (SPEC §3.8)."""
+    """A helper incarnation's liveness, taken without waiting (design §3.8)."""
 
     name: str
     """The spec's name and the incarnation, e.g. ``"helper#0.3"``."""
     incarnation: int
-    """1 for the first process of its slot, +1 for each replacement (SPEC §3.7)."""
+    """1 for the first process of its slot, +1 for each replacement (design §3.7)."""
     pid: int | None
     """The process id, or None if no process was started."""
     state: str
@@ -201,7 +201,7 @@ class HelperSnapshot:
     unreaped: bool
     """Signalled (SIGTERM/SIGKILL) or exiting but not reaped yet."""
     quarantined: bool
-    """Not reaped within the kill timeout (SPEC §3.5 step 4)."""
+    """Not reaped within the kill timeout (design §3.5 step 4)."""
     exit_code: int | None
     """``Popen.returncode`` once reaped (negative: killed by that signal)."""
     jobs_run: int

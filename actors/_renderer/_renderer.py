@@ -1,4 +1,4 @@
-"""The renderer system actor: draws payloads off the event loop (SPEC §5.1).
+"""The renderer system actor: draws payloads off the event loop (design §5.1).
 
 Generic: it is built with a ``render_fn(observation, kind, options, check_cancel) ->
 bytes`` (the preview server passes :func:`examples.preview.drawing.render.render`) and knows nothing of
@@ -16,7 +16,7 @@ QCoDeS. Each :class:`Render` ask becomes one task in the actor's nursery:
 4. validate the payload (``bytes``, size bounds in bytes, the PNG signature and header
    when the mime type is PNG) before it is answered, so nothing invalid is cached or
    published;
-5. classify failures (SPEC §1.5): :class:`~actors.errors.DeadlineExceeded` (transient),
+5. classify failures (design §1.5): :class:`~actors.errors.DeadlineExceeded` (transient),
    :class:`~actors.errors.JobCancelled` (stale), :class:`~actors.errors.PayloadInvalid`
    and :class:`~actors.errors.RenderError` (permanent).
 
@@ -84,7 +84,7 @@ def _check_kind(instance: object, attribute: attrs.Attribute[str], value: object
 
 @attrs.frozen(kw_only=True)
 class RendererConfig:
-    """Limits of the renderer actor (SPEC §5.1); validated at construction (§1.6).
+    """Limits of the renderer actor (design §5.1); validated at construction (§1.6).
 
     Raises:
         ValueError: a field is out of range (the message names it), or
@@ -99,7 +99,7 @@ class RendererConfig:
     """The actor's mailbox size in messages."""
     job_timeout: float = duration_field(15.0, allow_zero=False)
     """Upper bound on one job in seconds, from acceptance (trio clock); a
-    :class:`Render` deadline later than this is cut to it (SPEC §4.7)."""
+    :class:`Render` deadline later than this is cut to it (design §4.7)."""
     min_bytes: int = count_field(_MIN_PNG_BYTES, minimum=1)
     """Smallest valid payload, in bytes."""
     max_bytes: int = count_field(4 * 1024 * 1024, minimum=1)
@@ -107,7 +107,7 @@ class RendererConfig:
     mime: str = attrs.field(default=PNG_MIME, validator=attrs.validators.instance_of(str))
     """Mime type of every payload; ``image/png`` also checks the PNG signature."""
     version: str = attrs.field(default="1", validator=attrs.validators.instance_of(str))
-    """Renderer version, reported with each payload (part of cache keys, SPEC §4.10)."""
+    """Renderer version, reported with each payload (part of cache keys, design §4.10)."""
 
     def __attrs_post_init__(self) -> None:
         if self.max_bytes < self.min_bytes:
@@ -122,7 +122,7 @@ def _options(value: Mapping[str, Any] | None) -> dict[str, Any]:
 
 @attrs.frozen(kw_only=True)
 class Render:
-    """Ask: draw one payload (SPEC §5.1). Answered with :class:`Rendered`."""
+    """Ask: draw one payload (design §5.1). Answered with :class:`Rendered`."""
 
     observation: Any
     """What to draw (JSON-compatible; e.g. a QCoDeS observation)."""
@@ -237,7 +237,7 @@ async def _raise_abort_flag_when_cancelled(token: RenderToken) -> None:
 def validate_payload(
     data: object, *, mime: str, min_bytes: int, max_bytes: int
 ) -> tuple[int | None, int | None]:
-    """Check a payload before it may be cached or published (SPEC §5.1).
+    """Check a payload before it may be cached or published (design §5.1).
 
     Returns:
         ``(width, height)`` in pixels for a PNG, else ``(None, None)``.
@@ -278,7 +278,7 @@ async def run_render(
     config: RendererConfig,
     token: RenderToken | None = None,
 ) -> Rendered:
-    """Run one render job in a worker thread, under its deadline (SPEC §5.1).
+    """Run one render job in a worker thread, under its deadline (design §5.1).
 
     The deadline is ``min(request.deadline, now + config.job_timeout)``. Waiting for a
     thread counts against it.
@@ -366,7 +366,7 @@ async def run_render(
 
 
 class Renderer(Actor):
-    """The renderer system actor (SPEC §5.1); see the module docstring.
+    """The renderer system actor (design §5.1); see the module docstring.
 
     Messages (asks): :class:`Render` → :class:`Rendered`; :class:`CancelRender` →
     bool; :class:`GetRendererStatistics` → :class:`RendererStatistics`. Anything else

@@ -1,4 +1,4 @@
-"""``open_runtime``: the four system actors in one nursery (SPEC intro, §1.1).
+"""``open_runtime``: the four system actors in one nursery (design §1.1).
 
 The runtime starts, in this order, the **event log** (§6), the **pool actor** with its
 helper pool (§3), the **renderer** (§5) and the **scheduler** (§4), each as an actor task
@@ -54,7 +54,7 @@ def _callable(instance: object, attribute: attrs.Attribute[Any], value: object) 
 
 @attrs.frozen(kw_only=True)
 class RuntimeConfig:
-    """Everything :func:`open_runtime` needs; validated at construction (SPEC §1.6).
+    """Everything :func:`open_runtime` needs; validated at construction (design §1.6).
 
     Raises:
         ValueError: a duration or count is out of range, or a callable is not callable;
@@ -62,34 +62,34 @@ class RuntimeConfig:
     """
 
     helper: HelperSpec = attrs.field(validator=attrs.validators.instance_of(HelperSpec))
-    """The helper program the helper pool runs (SPEC §3.1)."""
+    """The helper program the helper pool runs (design §3.1)."""
     render_fn: RenderFn = attrs.field(validator=_callable)
     """``render_fn(observation, kind, options, check_cancel) -> bytes``, run in a worker
-    thread by the renderer (SPEC §5.1)."""
+    thread by the renderer (design §5.1)."""
     execute: Callable[..., Awaitable[Any]] = attrs.field(validator=_callable)
     """``async execute(job: SchedulerJob, runtime: Runtime) -> result``: does one claim
-    of the scheduler (SPEC §4), typically through ``runtime.pool`` and
+    of the scheduler (design §4), typically through ``runtime.pool`` and
     ``runtime.renderer``."""
     pool: PoolConfig = attrs.field(factory=PoolConfig)
-    """Pool size, helper timeouts, restart intensity (SPEC §3.2, §3.7)."""
+    """Pool size, helper timeouts, restart intensity (design §3.2, §3.7)."""
     renderer: RendererConfig = attrs.field(factory=RendererConfig)
-    """Threads, payload bounds, render deadline (SPEC §5.1)."""
+    """Threads, payload bounds, render deadline (design §5.1)."""
     scheduler: SchedulerConfig = attrs.field(factory=SchedulerConfig)
-    """K workers, job deadline, pacing, backoff (SPEC §4)."""
+    """K workers, job deadline, pacing, backoff (design §4)."""
     runs: Sequence[RunInfo] = ()
     """The scheduler's initial runs, in table order (more come with ``Reconcile``)."""
     source: str = ""
     """Identity of the scheduler's source (e.g. a database path)."""
     payload_cache: PayloadCache | None = None
-    """Cache of rendered payloads (SPEC §4.10), or None."""
+    """Cache of rendered payloads (design §4.10), or None."""
     renderer_version: str = ""
-    """Part of every payload cache key: bump it when drawing changes (SPEC §4.10)."""
+    """Part of every payload cache key: bump it when drawing changes (design §4.10)."""
     eventlog: EventLogConfig = attrs.field(factory=EventLogConfig)
-    """Ledger path, window, admission bound (SPEC §6)."""
+    """Ledger path, window, admission bound (design §6)."""
     operations: Sequence[OperationSpec] = ()
-    """The front door's operations (SPEC §6.2)."""
+    """The front door's operations (design §6.2)."""
     runners: Mapping[str, Runner] | None = None
-    """Operations the event log runs itself (SPEC §6.6), by name."""
+    """Operations the event log runs itself (design §6.6), by name."""
     shutdown_grace: float = duration_field(5.0)
     """Seconds each actor gets to drain when the runtime closes (trio clock)."""
 
@@ -103,15 +103,15 @@ class Runtime:
     """The runtime's nursery: an embedder may start its own tasks here (they are
     cancelled when the runtime closes)."""
     eventlog: EventLogClient = attrs.field(init=False)
-    """The event log's facade (SPEC §6)."""
+    """The event log's facade (design §6)."""
     eventlog_ref: ActorRef = attrs.field(init=False)
     pool: PoolHandle = attrs.field(init=False)
-    """The pool actor's facade: ``run_job``, ``snapshot``, ``restart`` (SPEC §3)."""
+    """The pool actor's facade: ``run_job``, ``snapshot``, ``restart`` (design §3)."""
     pool_ref: ActorRef = attrs.field(init=False)
     renderer: ActorRef = attrs.field(init=False)
-    """The renderer's ref: ask it ``Render(...)`` (SPEC §5)."""
+    """The renderer's ref: ask it ``Render(...)`` (design §5)."""
     scheduler: ActorRef = attrs.field(init=False)
-    """The scheduler's ref: send it ``SetPriority``, ``SourceChanged``, ... (SPEC §4)."""
+    """The scheduler's ref: send it ``SetPriority``, ``SourceChanged``, ... (design §4)."""
     scheduler_actor: SchedulerActor = attrs.field(init=False)
 
     @property
@@ -130,13 +130,13 @@ class Runtime:
 
 @asynccontextmanager
 async def open_runtime(config: RuntimeConfig) -> AsyncIterator[Runtime]:
-    """Start the four system actors; stop them all when the block ends (SPEC intro).
+    """Start the four system actors; stop them all when the block ends (design §1).
 
     Entering is a checkpoint and waits until every actor is running and every eager
     helper replied *ready* (so a helper that cannot start fails here, not later).
     Exiting stops the scheduler, renderer, pool actor and event log in that order, each
     within ``config.shutdown_grace`` seconds, then waits for the nursery: no task and no
-    helper process is left (SPEC §3.8).
+    helper process is left (design §3.8).
 
     Raises:
         HelperStartupError: (code ``helper_startup_failed``) a helper did not get ready.

@@ -1,4 +1,4 @@
-"""The scheduler system actor: K workers driving the scheduler core with trio (SPEC §4).
+"""The scheduler system actor: K workers driving the scheduler core with trio (design §4).
 
 Wiring (for the runtime)::
 
@@ -11,7 +11,7 @@ Wiring (for the runtime)::
         return await render(renderer_ref, observation, claim)  # payload (bytes)
 
     actor = SchedulerActor(
-        execute, pool_ref, renderer_ref,            # fn, *args (SPEC §1.2 style)
+        execute, pool_ref, renderer_ref,            # fn, *args (design §1.2 style)
         runs=[RunInfo(run_id=1, guid="...", revision="...")],
         source="/path/to/db.sqlite",
         config=SchedulerConfig(workers=2),          # K, job deadline, pacing, backoff
@@ -34,21 +34,21 @@ rejected request (unknown run id, a reconcile that is not append-only) fails the
 :class:`~actors.errors.ScheduleRejected` and changes nothing.
 
 *execute* is ``async def execute(job: SchedulerJob, *args) -> result``. It runs in one
-of K worker tasks under a cancel scope whose deadline is ``job.claim.deadline`` (SPEC §4.7):
+of K worker tasks under a cancel scope whose deadline is ``job.claim.deadline`` (design §4.7):
 passing it counts as :class:`~actors.errors.DeadlineExceeded` (transient). Errors are
-classified by ``ActorError.category`` (SPEC §4.6); any other exception is a permanent
+classified by ``ActorError.category`` (design §4.6); any other exception is a permanent
 failure with code ``unexpected_error`` and a bounded message. A job made stale by
 ``SwitchSource`` or ``HelperRestarted`` is cancelled.
 
 *Events* (:attr:`SchedulerActor.events`, a bounded channel, in order): :class:`RunStarted`
 at a run's first claim per revision, then the core's
 :class:`~actors.Published` ``(run_id, guid, kind, revision, result, generation)`` (once
-per run, kind and revision, SPEC §4.9), :class:`~actors.Parked`,
+per run, kind and revision, design §4.9), :class:`~actors.Parked`,
 :class:`~actors.Retrying`, :class:`~actors.Failed`, :class:`~actors.Invalidated` and
 :class:`~actors.Settled`. Stale results are dropped silently. A slow reader holds back
 the workers (never the mailbox); the channel closes when the actor stops.
 
-*Caches* (SPEC §4.10): conclusive metadata results are kept in an
+*Caches* (design §4.10): conclusive metadata results are kept in an
 :class:`~actors.ObservationCache` keyed by (source, guid, revision) and handed to the
 images' jobs as ``job.observation``; thumbnails and previews are looked up in the
 optional :class:`~actors.PayloadCache` (memory, then disk in a worker thread) before
@@ -129,7 +129,7 @@ def _ids(value: Iterable[int]) -> tuple[int, ...]:
 
 @attrs.frozen(kw_only=True)
 class SetPriority:
-    """Choose the selected run and the visible runs (SPEC §4.2)."""
+    """Choose the selected run and the visible runs (design §4.2)."""
 
     selected: int | None = None
     """The selected run's id, or None."""
@@ -139,7 +139,7 @@ class SetPriority:
 
 @attrs.frozen(kw_only=True)
 class SourceChanged:
-    """A run's source data changed (SPEC §4.8); deferred while its job is active."""
+    """A run's source data changed (design §4.8); deferred while its job is active."""
 
     run_id: int
     revision: str | None = None
@@ -148,14 +148,14 @@ class SourceChanged:
 
 @attrs.frozen(kw_only=True)
 class Reconcile:
-    """The source's full run list: append-only (SPEC §4.8)."""
+    """The source's full run list: append-only (design §4.8)."""
 
     runs: tuple[RunInfo, ...] = attrs.field(converter=_runs)
 
 
 @attrs.frozen(kw_only=True)
 class SwitchSource:
-    """Serve another source: a new generation; older results are stale (SPEC §4.8)."""
+    """Serve another source: a new generation; older results are stale (design §4.8)."""
 
     source: str
     runs: tuple[RunInfo, ...] = attrs.field(converter=_runs)
@@ -229,7 +229,7 @@ class SchedulerActorStatistics:
 
 
 class SchedulerActor(Actor):
-    """The scheduler system actor (SPEC §4); see the module docstring for wiring.
+    """The scheduler system actor (design §4); see the module docstring for wiring.
 
     Args:
         execute: ``async execute(job, *args) -> result``.
@@ -426,7 +426,7 @@ class SchedulerActor(Actor):
                 return claim
             wake = core.next_wakeup()
             # No polling: sleep until the earliest backoff end / page pacing time
-            # (SPEC §4.6), or until a message or a completion rings.
+            # (design §4.6), or until a message or a completion rings.
             deadline = wake if wake is not None and wake > now else math.inf
             changed = self._changed
             with trio.move_on_at(deadline):
@@ -458,7 +458,7 @@ class SchedulerActor(Actor):
         if scope.cancel_called:
             # Cancelled by us (stale: the core drops it anyway) or the deadline passed:
             # whatever execute made of the cancellation, that is a transient failure
-            # (SPEC §4.7).
+            # (design §4.7).
             if stale:
                 error = JobCancelled("the job became stale").to_record()
             else:
@@ -524,7 +524,7 @@ class SchedulerActor(Actor):
     def _emit(self, events: list[SchedulerEvent], *, source: str | None = None) -> None:
         for event in events:
             if isinstance(event, Dropped):
-                continue  # stale: dropped silently (SPEC §4.6)
+                continue  # stale: dropped silently (design §4.6)
             if isinstance(event, Published) and event.kind == "metadata" and source is not None:
                 self._observations.put(
                     (source, event.guid, event.revision),

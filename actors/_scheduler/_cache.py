@@ -1,4 +1,4 @@
-"""Payload and observation caches of the scheduler (SPEC §4.10).
+"""Payload and observation caches of the scheduler (design §4.10).
 
 * :class:`LRUCache`: an in-memory LRU bounded by bytes and by entry count.
 * :class:`ObservationCache`: the LRU of source observations (defaults 8 MiB, 512
@@ -50,9 +50,9 @@ __all__ = [
 K = TypeVar("K")
 V = TypeVar("V")
 
-#: Byte bound of the observation LRU (SPEC §4.10).
+#: Byte bound of the observation LRU (design §4.10).
 OBSERVATION_MAX_BYTES = 8 * 1024 * 1024
-#: Entry bound of the observation LRU (SPEC §4.10).
+#: Entry bound of the observation LRU (design §4.10).
 OBSERVATION_MAX_ENTRIES = 512
 
 _MAGIC = b"TAPC"
@@ -77,7 +77,7 @@ class CacheStatistics:
 
 
 class LRUCache(Generic[K, V]):
-    """An in-memory least-recently-used cache bounded by bytes and count (SPEC §4.10).
+    """An in-memory least-recently-used cache bounded by bytes and count (design §4.10).
 
     The caller states each value's size in bytes. A value larger than ``max_bytes`` is
     not stored. ``get`` counts hits and misses and makes the entry most recent.
@@ -168,10 +168,10 @@ class LRUCache(Generic[K, V]):
 
 
 class ObservationCache(LRUCache[K, V]):
-    """The LRU of source observations: 8 MiB and 512 entries by default (SPEC §4.10).
+    """The LRU of source observations: 8 MiB and 512 entries by default (design §4.10).
 
     Holds only conclusive observations: a progressive (parked) one is never cached
-    (SPEC §4.5).
+    (design §4.5).
     """
 
     def __init__(
@@ -216,7 +216,7 @@ def _check_text(instance: object, attribute: attrs.Attribute[str], value: object
 
 @attrs.frozen(kw_only=True)
 class PayloadKey:
-    """Identity of one rendered payload (SPEC §4.10)."""
+    """Identity of one rendered payload (design §4.10)."""
 
     source: str = attrs.field(validator=_check_text)
     """Identity of the source (e.g. the database path)."""
@@ -257,7 +257,7 @@ class DiskCacheStatistics:
 
 
 class DiskCache:
-    """A size-bounded directory of payload files with atomic writes (SPEC §4.10).
+    """A size-bounded directory of payload files with atomic writes (design §4.10).
 
     Blocking: call it from a worker thread (``trio.to_thread.run_sync``). Thread-safe.
     Opening scans the directory: leftover temporary files are removed, entries are
@@ -414,7 +414,7 @@ class DiskCache:
 
 
 class PayloadCache:
-    """A memory LRU of payloads in front of an optional :class:`DiskCache` (SPEC §4.10).
+    """A memory LRU of payloads in front of an optional :class:`DiskCache` (design §4.10).
 
     The scheduler actor consults :attr:`memory` on the event loop and :attr:`disk` in a
     worker thread; see :func:`actors._scheduler._actor.SchedulerActor`.

@@ -1,6 +1,6 @@
 """Ordered indexes of the scheduler core: ready heaps, backoff timers, progressive rounds.
 
-Pure: no trio, no I/O. Used only by :class:`actors._scheduler._scheduler.Scheduler` (SPEC §4.3).
+Pure: no trio, no I/O. Used only by :class:`actors._scheduler._scheduler.Scheduler` (design §4.3).
 
 *Ready heaps.* Nine binary heaps, one per (tier, kind) in priority order, hold the
 positions (``_Run.order``, an ``int`` already owned by the run, so an entry costs one
@@ -13,7 +13,7 @@ stays proportional to the pending work and pops stay ``O(log n)`` amortised.
 *Timers.* A heap of ``(not_before, order, kind)``; an entry is valid while its slot is
 still in backoff with that very ``not_before``.
 
-*Progressive rounds (SPEC §4.5).* ``progressive`` is the set of parked runs. In a round
+*Progressive rounds (design §4.5).* ``progressive`` is the set of parked runs. In a round
 every parked run gets one page, best (tier, run order) first, so selected runs come
 before visible ones and those before the rest; a run parked during a round joins it;
 when every parked run has had its page a new round starts. Runs that become selected
@@ -70,7 +70,7 @@ class ReadyQueues:
         self.paged: set[int] = set()
         """Runs paged in the current round."""
         self.front: deque[int] = deque()
-        """Runs that jumped to the front of the round (SPEC §4.5)."""
+        """Runs that jumped to the front of the round (design §4.5)."""
         self.last_page_at = -math.inf
         """When the last progressive page was claimed, seconds on the caller's clock."""
 
@@ -101,7 +101,7 @@ class ReadyQueues:
         """The run at the top of heap ``h`` whose slot is claimable, or None.
 
         Stale entries on the way are popped. A run waiting for a deferred source change
-        (SPEC §4.8) is set aside (``queued = -1``); the change re-queues it.
+        (design §4.8) is set aside (``queued = -1``); the change re-queues it.
         """
         heap = self.heaps[h]
         tier, k = divmod(h, 3)
@@ -175,7 +175,7 @@ class ReadyQueues:
     # --- progressive round ------------------------------------------------------------------
 
     def peek_page(self, now: float, interval: float) -> _Run | None:
-        """The parked run whose page is next, if pages are due at ``now`` (SPEC §4.5)."""
+        """The parked run whose page is next, if pages are due at ``now`` (design §4.5)."""
         if not self.progressive or now < self.last_page_at + interval:
             return None
         return self.runs[self._next_page()]
@@ -190,7 +190,7 @@ class ReadyQueues:
         self.last_page_at = now
 
     def jump(self, orders: Iterable[int]) -> None:
-        """Put parked runs at the front of the round, the last given first (SPEC §4.5).
+        """Put parked runs at the front of the round, the last given first (design §4.5).
 
         A run already paged in this round is paged again first: a newly selected or
         visible run jumps the queue.

@@ -1,4 +1,4 @@
-"""The scheduler core: a sans-io state machine over runs x kinds (SPEC §4).
+"""The scheduler core: a sans-io state machine over runs x kinds (design §4).
 
 No trio, no I/O, no clock: every call that depends on time takes ``now`` (seconds on
 the caller's clock, e.g. ``trio.current_time()``). :class:`~actors.SchedulerActor`
@@ -78,7 +78,7 @@ _KIND_INDEX = {kind: index for index, kind in enumerate(KINDS)}
 
 
 class Scheduler:
-    """Priority scheduler of metadata/thumbnail/preview work over a run table (SPEC §4).
+    """Priority scheduler of metadata/thumbnail/preview work over a run table (design §4).
 
     Args:
         runs: The source's runs, in table order.
@@ -124,12 +124,12 @@ class Scheduler:
 
     @property
     def generation(self) -> int:
-        """Source generation; bumped by :meth:`switch_source` (SPEC §4.8)."""
+        """Source generation; bumped by :meth:`switch_source` (design §4.8)."""
         return self._generation
 
     @property
     def incarnation(self) -> int:
-        """Helper incarnation; bumped by :meth:`helper_restarted` (SPEC §4.8)."""
+        """Helper incarnation; bumped by :meth:`helper_restarted` (design §4.8)."""
         return self._incarnation
 
     @property
@@ -162,7 +162,7 @@ class Scheduler:
         return self._t.lookup(run_id, "run_id").deferred
 
     def tier(self, run_id: int) -> str:
-        """The run's applied tier: selected, visible or remaining (SPEC §4.2)."""
+        """The run's applied tier: selected, visible or remaining (design §4.2)."""
         return TIERS[self._t.lookup(run_id, "run_id").tier]
 
     def active_claims(self) -> list[Claim]:
@@ -175,7 +175,7 @@ class Scheduler:
         Returns:
             The earliest backoff end or progressive pacing time, in seconds on the
             caller's clock, or None when only new input (a completion, a message) can
-            make work claimable. The actor sleeps until then (SPEC §4.6: no polling).
+            make work claimable. The actor sleeps until then (design §4.6: no polling).
         """
         queues = self._t.q
         wake = queues.next_timer()
@@ -185,7 +185,7 @@ class Scheduler:
         return wake
 
     def statistics(self) -> SchedulerStatistics:
-        """A snapshot of counts (SPEC §4); pending priority is not applied by this."""
+        """A snapshot of counts (design §4); pending priority is not applied by this."""
         counts = self._t.counts
         return SchedulerStatistics(
             source=self._t.source,
@@ -208,7 +208,7 @@ class Scheduler:
     # --- inputs that change what is wanted ------------------------------------------------
 
     def set_priority(self, selected: int | None, visible: Iterable[int] = ()) -> None:
-        """Choose the selected run and the visible runs (SPEC §4.2).
+        """Choose the selected run and the visible runs (design §4.2).
 
         Validated now, applied atomically at the next work boundary (the next
         :meth:`claim`); a later call before that replaces this one. Claims already
@@ -230,7 +230,7 @@ class Scheduler:
         self._pending_priority = (sel, vis)
 
     def source_changed(self, run_id: int, revision: str | None = None) -> list[SchedulerEvent]:
-        """The run's source data changed (SPEC §4.8).
+        """The run's source data changed (design §4.8).
 
         If a claim of the run is active, the change is deferred until the run's last
         active claim ends (its result for the old revision may still publish);
@@ -263,7 +263,7 @@ class Scheduler:
         return events
 
     def reconcile(self, runs: Iterable[RunInfo]) -> list[SchedulerEvent]:
-        """Bring the run table up to date with the source's list (SPEC §4.8).
+        """Bring the run table up to date with the source's list (design §4.8).
 
         The list must start with the known runs, in order, with the same ids and GUIDs;
         runs after them are appended (pending metadata, remaining tier). A known run
@@ -306,7 +306,7 @@ class Scheduler:
         return events
 
     def switch_source(self, source: str, runs: Iterable[RunInfo]) -> list[int]:
-        """Replace the source and its run table: a new generation (SPEC §4.8).
+        """Replace the source and its run table: a new generation (design §4.8).
 
         Every completion of an older generation is stale. Priorities, retries,
         failures and progressive rounds start afresh.
@@ -349,11 +349,11 @@ class Scheduler:
         ]
 
     def format_changed(self, kinds: Iterable[str] | None = None) -> int:
-        """The renderer version or options changed: retry permanent failures (SPEC §4.6).
+        """The renderer version or options changed: retry permanent failures (design §4.6).
 
         Failed slots of ``kinds`` become pending again (a thumbnail or preview that
         failed only because its metadata failed waits for the metadata). Published
-        results stay published (SPEC §4.9).
+        results stay published (design §4.9).
 
         Args:
             kinds: Kinds whose format changed; None for all.
@@ -370,7 +370,7 @@ class Scheduler:
     # --- work ------------------------------------------------------------------------------
 
     def claim(self, now: float) -> Claim | None:
-        """Hand out the next unit of work, if any may start now (SPEC §4.2-§4.5).
+        """Hand out the next unit of work, if any may start now (design §4.2-§4.5).
 
         This is the work boundary: a pending ``set_priority`` is applied first, and
         backoffs that ended by ``now`` are released.
@@ -425,7 +425,7 @@ class Scheduler:
         return claim
 
     def complete(self, claim_id: int, result: Any, *, now: float) -> list[SchedulerEvent]:
-        """Report that a claim's job returned ``result`` (SPEC §4.5, §4.8, §4.9).
+        """Report that a claim's job returned ``result`` (design §4.5, §4.8, §4.9).
 
         Args:
             claim_id: :attr:`Claim.claim_id`.
@@ -460,7 +460,7 @@ class Scheduler:
     def fail(
         self, claim_id: int, error: ActorError | ErrorRecord, *, now: float
     ) -> list[SchedulerEvent]:
-        """Report that a claim's job failed, classified by category (SPEC §4.6).
+        """Report that a claim's job failed, classified by category (design §4.6).
 
         ``transient``: retried after the backoff. ``permanent``: failed until the
         source or format changes (a metadata failure fails its thumbnail and preview
@@ -504,7 +504,7 @@ class Scheduler:
         self._visible = frozenset()
         self._pending_priority = None
         self._fg_streak = 0
-        """Consecutive claims of selected or visible work (SPEC §4.4)."""
+        """Consecutive claims of selected or visible work (design §4.4)."""
         self._since_page = [0, 0, 0]
         """Ordinary claims per tier since that tier's last progressive page (§4.4)."""
         for info in infos:
@@ -592,7 +592,7 @@ class Scheduler:
         )
 
     def _fenced(self, claim: Claim, run: _Run, events: list[SchedulerEvent]) -> bool:
-        # True when the completion is stale and has been dealt with (SPEC §4.8).
+        # True when the completion is stale and has been dealt with (design §4.8).
         if claim.generation != self._generation:
             self._drop(claim, "generation", events)  # the run belongs to a past table
             return True

@@ -1,4 +1,4 @@
-"""Data of the scheduler core: kinds, tiers, the slot table, claims, events (SPEC §4).
+"""Data of the scheduler core: kinds, tiers, the slot table, claims, events (design §4).
 
 Pure: no trio, no I/O. :mod:`actors._scheduler._scheduler` holds the :class:`~actors.Scheduler`
 state machine that uses these; :mod:`actors._scheduler._actor` drives it with trio.
@@ -17,17 +17,17 @@ moves through a small table, like h11's ``_state.py``: every legal move is a row
                                                    \\--park----> PARKED --claim--> ACTIVE
 
 * ``BLOCKED``: a thumbnail or preview whose run's metadata is not conclusive yet
-  (SPEC §4.1).
+  (design §4.1).
 * ``PARKED``: metadata of a progressive run: the source is still being written; the
-  result was handed out as a :class:`Parked` notice, not published (SPEC §4.5).
+  result was handed out as a :class:`Parked` notice, not published (design §4.5).
 * ``BACKOFF``: a transient failure; ``wake`` (or ``wake_parked`` for a progressive page)
   fires when ``min(1 s, 25 ms * 2**(attempt-1))`` seconds have passed, the attempt
-  capped at 8 (SPEC §4.6): 0.025, 0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, ... seconds.
+  capped at 8 (design §4.6): 0.025, 0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, ... seconds.
 * ``reset`` / ``reset_blocked`` from any state but ``ACTIVE``: the run's source changed
-  or the format changed, so the work is pending again (SPEC §4.6, §4.8).
+  or the format changed, so the work is pending again (design §4.6, §4.8).
 
 Slots are plain ``__slots__`` objects (not one :class:`actors._core._lifecycle.StateMachine`
-each) because 100 000 runs x 3 kinds must fit in well under 1 KiB per run (SPEC §4.3).
+each) because 100 000 runs x 3 kinds must fit in well under 1 KiB per run (design §4.3).
 """
 
 from __future__ import annotations
@@ -58,9 +58,9 @@ __all__ = [
     "Settled",
 ]
 
-#: The kinds of work per run, in priority order (SPEC §4.1).
+#: The kinds of work per run, in priority order (design §4.1).
 KINDS: Final = ("metadata", "thumbnail", "preview")
-#: Priority tiers, best first (SPEC §4.2).
+#: Priority tiers, best first (design §4.2).
 TIERS: Final = ("selected", "visible", "remaining")
 
 METADATA: Final = 0
@@ -68,7 +68,7 @@ SELECTED: Final = 0
 VISIBLE: Final = 1
 REMAINING: Final = 2
 
-#: Highest attempt number used in the backoff formula (SPEC §4.6).
+#: Highest attempt number used in the backoff formula (design §4.6).
 MAX_ATTEMPT: Final = 8
 
 # Slot statuses (small ints: a slot is a few machine words).
@@ -115,7 +115,7 @@ class _Slot:
         self.queued = -1
         """Tier of the ready heap holding this slot's live entry, or -1."""
         self.done_revision: str | None = None
-        """Revision last published for this slot (SPEC §4.9)."""
+        """Revision last published for this slot (design §4.9)."""
 
 
 def move(slot: _Slot, event: str) -> None:
@@ -161,7 +161,7 @@ class _Run:
         self.active = 0
         """Number of active claims of this run."""
         self.deferred: str | None = None
-        """New revision waiting for the active claims to end (SPEC §4.8)."""
+        """New revision waiting for the active claims to end (design §4.8)."""
         self.progressive = False
         """True while the metadata at this revision says "still being written"."""
         self.started: str | None = None
@@ -180,12 +180,12 @@ def _check_run_id(instance: object, attribute: attrs.Attribute[int], value: obje
 
 @attrs.frozen(kw_only=True)
 class RunInfo:
-    """One run as the source lists it (SPEC §4.1)."""
+    """One run as the source lists it (design §4.1)."""
 
     run_id: int = attrs.field(validator=_check_run_id)
     """Stable id of the run (e.g. the QCoDeS ``run_id``)."""
     guid: str = attrs.field(validator=_check_revision)
-    """Globally unique id of the run; fences results across sources (SPEC §4.8)."""
+    """Globally unique id of the run; fences results across sources (design §4.8)."""
     revision: str = attrs.field(validator=_check_revision)
     """Content hash or version of the run's source data."""
 
@@ -197,28 +197,28 @@ def _check_backoff(instance: object, attribute: attrs.Attribute[Backoff], value:
 
 @attrs.frozen(kw_only=True)
 class SchedulerConfig:
-    """Settings of the scheduler core and actor (SPEC §4.3-§4.7).
+    """Settings of the scheduler core and actor (design §4.3-§4.7).
 
     Raises:
-        ValueError: a field is out of range; the message names it (SPEC §1.6).
+        ValueError: a field is out of range; the message names it (design §1.6).
     """
 
     workers: int = count_field(1, minimum=1, maximum=1024)
-    """K: how many claims may be active at once (SPEC §4.3)."""
+    """K: how many claims may be active at once (design §4.3)."""
     job_deadline: float = duration_field(15.0, allow_zero=False)
-    """Seconds from claim to the job's absolute deadline (SPEC §4.7); at most 300."""
+    """Seconds from claim to the job's absolute deadline (design §4.7); at most 300."""
     page_interval: float = duration_field(0.010)
-    """Least seconds between two progressive pages (SPEC §4.5)."""
+    """Least seconds between two progressive pages (design §4.5)."""
     backoff: Backoff = attrs.field(
         factory=lambda: Backoff(max_attempt=MAX_ATTEMPT), validator=_check_backoff
     )
     """Retry policy per (run, kind) slot: ``min(1 s, 25 ms * 2**(attempt-1))`` with the
-    attempt capped at 8 by default (SPEC §4.6; :class:`actors._core._backoff.Backoff`, whose
+    attempt capped at 8 by default (design §4.6; :class:`actors._core._backoff.Backoff`, whose
     ``jitter`` must stay 0 here: the core is deterministic)."""
     aging_after: int = count_field(8, minimum=1)
-    """Consecutive foreground claims before one remaining metadata item (SPEC §4.4)."""
+    """Consecutive foreground claims before one remaining metadata item (design §4.4)."""
     page_after: int = count_field(3, minimum=0)
-    """Same-tier ordinary claims before a due progressive page goes first (SPEC §4.4)."""
+    """Same-tier ordinary claims before a due progressive page goes first (design §4.4)."""
     helper_kinds: frozenset[str] = attrs.field(
         default=frozenset({"metadata"}),
         converter=frozenset,
@@ -229,7 +229,7 @@ class SchedulerConfig:
 
 @attrs.frozen(kw_only=True)
 class Claim:
-    """One unit of work handed out by :meth:`Scheduler.claim` (SPEC §4.3).
+    """One unit of work handed out by :meth:`Scheduler.claim` (design §4.3).
 
     Report its end with exactly one of :meth:`Scheduler.complete` or
     :meth:`Scheduler.fail`, passing :attr:`claim_id`.
@@ -246,24 +246,24 @@ class Claim:
     source: str
     """Identity of the source (set by ``switch_source``)."""
     generation: int
-    """Source generation at claim time (SPEC §4.8)."""
+    """Source generation at claim time (design §4.8)."""
     incarnation: int
-    """Helper incarnation at claim time (SPEC §4.8)."""
+    """Helper incarnation at claim time (design §4.8)."""
     attempt: int
     """1 for a first try, n+1 after n consecutive transient failures (n capped at 8)."""
     deadline: float
-    """Absolute deadline, seconds on the caller's clock (SPEC §4.7)."""
+    """Absolute deadline, seconds on the caller's clock (design §4.7)."""
     tier: str
     """Tier of the run when claimed."""
     page: bool
-    """True for a re-poll of a progressive source (SPEC §4.5)."""
+    """True for a re-poll of a progressive source (design §4.5)."""
     first: bool
     """True for the run's first claim at this revision."""
 
 
 @attrs.frozen
 class Progressive:
-    """Wrap a metadata result to say "the run is still being written" (SPEC §4.5).
+    """Wrap a metadata result to say "the run is still being written" (design §4.5).
 
     ``execute`` returns ``Progressive(partial)`` instead of a conclusive result; the
     scheduler parks it: a :class:`Parked` notice carries ``value``, nothing is published
@@ -293,7 +293,7 @@ class Published:
 
 @attrs.frozen(kw_only=True)
 class Parked:
-    """A progressive run's metadata said "still being written" (SPEC §4.5)."""
+    """A progressive run's metadata said "still being written" (design §4.5)."""
 
     run_id: int
     guid: str
@@ -304,7 +304,7 @@ class Parked:
 
 @attrs.frozen(kw_only=True)
 class Retrying:
-    """A transient failure; the slot is retried at ``not_before`` (SPEC §4.6)."""
+    """A transient failure; the slot is retried at ``not_before`` (design §4.6)."""
 
     run_id: int
     guid: str
@@ -332,7 +332,7 @@ class Failed:
 
 @attrs.frozen(kw_only=True)
 class Dropped:
-    """A stale completion was dropped unpublished (SPEC §4.6, §4.8); for tests and logs."""
+    """A stale completion was dropped unpublished (design §4.6, §4.8); for tests and logs."""
 
     run_id: int
     guid: str
@@ -368,7 +368,7 @@ SchedulerEvent = Published | Parked | Retrying | Failed | Dropped | Invalidated 
 
 @attrs.frozen(kw_only=True)
 class SchedulerStatistics:
-    """A snapshot of the scheduler core (SPEC §4), returned by ``statistics()``."""
+    """A snapshot of the scheduler core (design §4), returned by ``statistics()``."""
 
     source: str
     generation: int

@@ -1,4 +1,4 @@
-"""The run table of the scheduler core and what outcomes do to its slots (SPEC §4).
+"""The run table of the scheduler core and what outcomes do to its slots (design §4).
 
 Pure: no trio, no I/O. :class:`RunTable` owns one source generation's runs, their
 slots (moved only through :data:`actors._scheduler._state.SLOT_TRANSITIONS`), the ready
@@ -43,11 +43,11 @@ __all__ = ["RunTable"]
 
 
 class RunTable:
-    """The runs of one source generation, in append-only order (SPEC §4.1).
+    """The runs of one source generation, in append-only order (design §4.1).
 
     Args:
         source: Identity of the source.
-        backoff: Retry policy for transient failures (SPEC §4.6).
+        backoff: Retry policy for transient failures (design §4.6).
     """
 
     __slots__ = ("backoff", "by_id", "counts", "failed", "q", "runs", "source")
@@ -68,7 +68,7 @@ class RunTable:
         """Return ``runs`` as a list after checking types, id and GUID uniqueness.
 
         A GUID identifies a run's results: payloads are cached and completions fenced
-        by it (SPEC §4.8, §4.10), so two runs sharing one would share cached images.
+        by it (design §4.8, §4.10), so two runs sharing one would share cached images.
 
         Raises:
             ScheduleRejected: (code ``schedule_rejected``) not a RunInfo, or an id or a
@@ -176,7 +176,7 @@ class RunTable:
     def succeed(
         self, run: _Run, k: int, claim: Claim, result: Any, events: list[SchedulerEvent]
     ) -> None:
-        """A conclusive result: publish it; metadata unblocks the images (SPEC §4.1)."""
+        """A conclusive result: publish it; metadata unblocks the images (design §4.1)."""
         slot = run.slots[k]
         self.move(slot, "succeed")
         slot.attempt = 0
@@ -200,7 +200,7 @@ class RunTable:
         self.settle(run, events)
 
     def park(self, run: _Run, claim: Claim, value: Any, events: list[SchedulerEvent]) -> None:
-        """The metadata says "still being written": park it, page it later (SPEC §4.5)."""
+        """The metadata says "still being written": park it, page it later (design §4.5)."""
         slot = run.slots[METADATA]
         self.move(slot, "park")
         slot.attempt = 0
@@ -219,7 +219,7 @@ class RunTable:
         now: float,
         events: list[SchedulerEvent],
     ) -> None:
-        """A transient failure: back off ``min(cap, base * 2**(attempt-1))`` (SPEC §4.6)."""
+        """A transient failure: back off ``min(cap, base * 2**(attempt-1))`` (design §4.6)."""
         slot = run.slots[k]
         backoff = self.backoff
         slot.attempt += 1
@@ -242,7 +242,7 @@ class RunTable:
     def fail_slot(
         self, run: _Run, k: int, claim: Claim, record: ErrorRecord, events: list[SchedulerEvent]
     ) -> None:
-        """A permanent failure; failed metadata fails the images too (SPEC §4.6)."""
+        """A permanent failure; failed metadata fails the images too (design §4.6)."""
         self.move(run.slots[k], "fail")
         self.failed.add((run.order, k))
         events.append(

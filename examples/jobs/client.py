@@ -1,4 +1,4 @@
-"""A tiny command-line client of the job server (SPEC §7; JSON over websocket).
+"""A tiny command-line client of the job server (design §7; JSON over websocket).
 
 Examples::
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-# Request ids are the server's idempotency keys (SPEC §6.3): unique per invocation.
+# Request ids are the server's idempotency keys (design §6.3): unique per invocation.
 _ids = (f"cli-{uuid.uuid4().hex[:12]}-{n}" for n in itertools.count(1))
 _TIMEOUT = 10.0
 _TERMINAL = ("job_finished", "job_cancelled")

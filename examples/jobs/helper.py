@@ -1,11 +1,11 @@
-"""Helper-process entry point of the job server (SPEC §3.9, §7).
+"""Helper-process entry point of the job server (design §3.9, §7).
 
 Runs inside a helper child: standard library and :mod:`actors.helper` only (never trio,
 attrs or cattrs). The parent names it ``HelperSpec(entry="examples.jobs.helper:main",
 cwd=<the repository root>)``.
 
 Operations (payload → result, all JSON); every result carries the helper's ``pid`` so a
-client can see which incarnation ran it (SPEC §3.7):
+client can see which incarnation ran it (design §3.7):
 
 * ``hash_file`` ``{"path": str}`` → ``{"sha256", "size", "pid"}``: reads the file in
   1 MiB chunks, checks for a cancel between chunks;

@@ -1,17 +1,17 @@
-"""A generic job server: jobs run in supervised helper processes, over websocket (SPEC §7).
+"""A generic job server: jobs run in supervised helper processes, over websocket (design §7).
 
 The second example server. Its operations run in helper processes
-(:mod:`examples.jobs.helper`) supervised by the pool actor (SPEC §3); the
-event log (SPEC §6) admits them, runs them with its built-in drain (one runner per
+(:mod:`examples.jobs.helper`) supervised by the pool actor (design §3); the
+event log (design §6) admits them, runs them with its built-in drain (one runner per
 operation, at most ``helpers`` at once) and pushes their lifecycle to clients through
-the websocket front door (:mod:`examples.web.frontdoor`, SPEC §7.1):
+the websocket front door (:mod:`examples.web.frontdoor`, design §7.1):
 
 ==================  ===================  ==============================================
 operation           arguments            what it shows
 ==================  ===================  ==============================================
 ``hash_file``       ``{"path": str}``    a result (``sha256``, ``size``) with progress
 ``count_primes``    ``{"limit": int}``   a long computation: progress, then ``cancel``
-                                         stops it cooperatively (SPEC §3.5 step 1)
+                                         stops it cooperatively (design §3.5 step 1)
 ``sleep``           ``{"seconds": n}``   a long job that costs no CPU
 ``crash``           ``{}``               the helper exits: the run fails with
                                          ``helper_exited``, the next job gets a fresh
@@ -19,7 +19,7 @@ operation           arguments            what it shows
 ==================  ===================  ==============================================
 
 More than ``max_restarts`` helper crashes within ``restart_period`` seconds fail the pool
-(jobs fail with ``pool_failed``, SPEC §1.4, §3.7); the server logs it once and restarts
+(jobs fail with ``pool_failed``, design §1.4, §3.7); the server logs it once and restarts
 the pool after a capped exponential backoff (:mod:`examples.web.pool_recovery`).
 
 Every result has the ``pid`` of the helper that ran it. Run it::
@@ -35,7 +35,7 @@ runs survive a restart: unfinished ones are listed by ``boot_report`` and wait f
 status 2; a helper or ledger failure (e.g. ``ledger_corrupt``): one line and status 1.
 
 Progress: each helper handler reports ``ctx.progress(fraction)``; the pool actor hands
-the progress frames to the runner's callback (SPEC §3.9), which reports them to the
+the progress frames to the runner's callback (design §3.9), which reports them to the
 event log (``job_progress`` events pushed to subscribed clients).
 """
 
@@ -108,7 +108,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Seconds (trio clock) a client's closing handshake may take: short, so a client that
 #: does not read cannot push the exit past grace + 1 s.
 CLOSE_TIMEOUT = 0.25
-#: The job server's operations and their argument schemas (SPEC §6.2).
+#: The job server's operations and their argument schemas (design §6.2).
 OPERATIONS = (
     OperationSpec(name="hash_file", fields={"path"}, required={"path"}),
     OperationSpec(name="count_primes", fields={"limit"}, required={"limit"}),
@@ -119,7 +119,7 @@ OPERATIONS = (
 
 @attrs.frozen(kw_only=True)
 class JobServerConfig:
-    """Settings of the job server; validated at construction (SPEC §1.6).
+    """Settings of the job server; validated at construction (design §1.6).
 
     Raises:
         ValueError: a field is out of range; the message names it.
@@ -130,13 +130,13 @@ class JobServerConfig:
     )
     """Where and how the websocket front door listens."""
     ledger: str | None = None
-    """SQLite ledger file (SPEC §6.10); None keeps runs in memory only."""
+    """SQLite ledger file (design §6.10); None keeps runs in memory only."""
     helpers: int = count_field(2, minimum=1, maximum=64)
     """Helper processes, and jobs run at once."""
     grace: float = duration_field(5.0)
     """Seconds (trio clock) running jobs get to finish after SIGINT/SIGTERM."""
     job_timeout: float = duration_field(120.0, allow_zero=False)
-    """Seconds (trio clock) one job may take before its helper is stopped (SPEC §3.6)."""
+    """Seconds (trio clock) one job may take before its helper is stopped (design §3.6)."""
     stop_grace: float = duration_field(0.5)
     """Seconds (trio clock) each actor gets to drain when the server stops."""
     helper_timeouts: HelperTimeouts = attrs.field(
@@ -144,26 +144,26 @@ class JobServerConfig:
             startup=10.0, reply=120.0, cancel_grace=0.3, shutdown=0.5, terminate=0.3, kill=0.5
         )
     )
-    """Helper deadlines (SPEC §3.2); short ladder steps keep shutdown within grace + 1 s."""
+    """Helper deadlines (design §3.2); short ladder steps keep shutdown within grace + 1 s."""
     max_restarts: int = count_field(5, minimum=0)
     """Helper replacements allowed within ``restart_period`` before the pool fails
-    (restart intensity, SPEC §1.4)."""
+    (restart intensity, design §1.4)."""
     restart_period: float = duration_field(10.0, allow_zero=False)
     """Sliding window of the restart intensity, in seconds (trio clock)."""
     pool_recovery: RecoveryConfig = attrs.field(
         factory=RecoveryConfig, validator=attrs.validators.instance_of(RecoveryConfig)
     )
-    """How a failed pool is restarted (backoff 1 s doubling to 30 s, SPEC §1.4, §3.7)."""
+    """How a failed pool is restarted (backoff 1 s doubling to 30 s, design §1.4, §3.7)."""
 
 
 class HelperRunner:
-    """The event log's runner for every job operation: one helper job per run (SPEC §6.6).
+    """The event log's runner for every job operation: one helper job per run (design §6.6).
 
     ``await runner(run, report)`` runs ``run.operation`` on a helper with the run's
     arguments, reports the helper's progress frames to the event log, and returns the
     helper's result. A failed job raises its error (the event log records a failed
     completion, verdict ``NOT_RUN``); a cancelled run cancels the helper job (the
-    pool's escalation ladder, SPEC §3.5).
+    pool's escalation ladder, design §3.5).
 
     Args:
         pool: The pool actor's handle.
@@ -213,10 +213,10 @@ class JobRuntime:
     """The job server's two actors; made by :func:`open_job_runtime` only."""
 
     eventlog: EventLogClient
-    """The event log's client (SPEC §6)."""
+    """The event log's client (design §6)."""
     eventlog_ref: ActorRef
     pool: PoolHandle
-    """The pool actor's handle (SPEC §3): ``snapshot()`` shows the helpers."""
+    """The pool actor's handle (design §3): ``snapshot()`` shows the helpers."""
     pool_ref: ActorRef
     recovery: PoolRecovery
     """Restarts the pool after it failed (:mod:`examples.web.pool_recovery`)."""
@@ -334,7 +334,7 @@ class JobServer:
 async def open_job_server(
     config: JobServerConfig, *, sockets: Sequence[socket.socket] | None = None
 ) -> AsyncIterator[JobServer]:
-    """Run the job server for the duration of the block (SPEC §7).
+    """Run the job server for the duration of the block (design §7).
 
     Entering returns once the helpers are ready and the port is bound (or ``sockets``,
     bound beforehand by :func:`examples.web.cli.bind_sockets`, are served). Leaving closes
@@ -360,7 +360,7 @@ async def serve_jobs(
     sockets: Sequence[socket.socket] | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> int:
-    """Run the job server until SIGINT/SIGTERM, then shut down gracefully (SPEC §7.1).
+    """Run the job server until SIGINT/SIGTERM, then shut down gracefully (design §7.1).
 
     ``task_status.started(url)`` once ready. Returns the signal's number once every
     client is closed and every helper reaped.

@@ -1,4 +1,4 @@
-"""The live measurement-preview app: the logic of the flagship example (SPEC §7.2).
+"""The live measurement-preview app: the logic of the flagship example (design §7.2).
 
 :class:`PreviewApp` ties the four system actors of :func:`actors.open_runtime` to one
 QCoDeS database. It is the part of :mod:`examples.preview.server` that needs no
@@ -12,17 +12,17 @@ websocket, so tests drive it directly::
 
 **Runs and jobs.** Each measurement run is one event-log run (operation ``preview``,
 arguments ``{"run_id": <database run id>}``), submitted at startup and for every run
-that appears later. The scheduler (SPEC §4) does the run's ``metadata`` (a helper job
+that appears later. The scheduler (design §4) does the run's ``metadata`` (a helper job
 ``read_run``: the database is only ever opened inside helper processes, read-only),
 then ``thumbnail`` (160 x 120) and ``preview`` (640 x 480) (the renderer draws them from
-the cached observation in a worker thread, SPEC §5). Its notices drive the event log
-(SPEC §6.6): ``RunStarted`` → ``start``; each ``Published`` kind → ``progress``
+the cached observation in a worker thread, design §5). Its notices drive the event log
+(design §6.6): ``RunStarted`` → ``start``; each ``Published`` kind → ``progress``
 (1/3, 2/3, 1, with the kind as note); ``Settled`` → ``finish`` with the verdict
 ``ok``, ``empty``, ``interrupted``, ``incomplete`` or ``failed`` (with the error record)
 and a short metadata result (:func:`examples.preview.runs.finish_result`). A run whose
 data changes after its event-log run finished gets a new event-log run.
 
-**Progressive runs** (SPEC §4.5, issue 6). ``is_completed = 0`` means the run is being
+**Progressive runs** (design §4.5, issue 6). ``is_completed = 0`` means the run is being
 written: its metadata read returns :class:`actors.Progressive`, so the scheduler parks
 it (nothing published or cached) and pages it every ``poll_interval`` seconds. Each
 parked read with new rows is drawn at once as *live* images (with the renderer's status
@@ -37,7 +37,7 @@ exception flags: no result data is read). A run whose change token moved gets
 submitted and appended with ``Reconcile``; a run that became complete is read again
 and finishes.
 
-**Cancel and helper crashes** (SPEC §6.7, §4.8; :mod:`examples.preview.work`). A
+**Cancel and helper crashes** (design §6.7, §4.8; :mod:`examples.preview.work`). A
 cancelled event-log run stops its measurement run's work in flight (helper read,
 drawing) and the kinds still to do at that revision. A helper incarnation that ends
 (crash, kill) is told to the scheduler (``HelperRestarted``), which fences the results
@@ -100,7 +100,7 @@ __all__ = ["OPERATION", "OPERATIONS", "PreviewApp", "PreviewConfig", "open_datab
 
 LOGGER = logging.getLogger("examples.preview")
 ROOT = Path(__file__).resolve().parents[2]
-#: The operations the preview server's event log accepts (SPEC §6.2).
+#: The operations the preview server's event log accepts (design §6.2).
 OPERATIONS = (
     OperationSpec(name=OPERATION, fields=frozenset({"run_id"}), required=frozenset({"run_id"})),
 )
@@ -118,7 +118,7 @@ def _optional_path(value: str | os.PathLike[str] | None) -> str | None:
 
 @attrs.frozen(kw_only=True)
 class PreviewConfig:
-    """Settings of the preview app; validated at construction (SPEC §1.6).
+    """Settings of the preview app; validated at construction (design §1.6).
 
     Raises:
         ValueError: a count or duration is out of range; the message names it.
@@ -129,16 +129,16 @@ class PreviewConfig:
     helpers: int = count_field(2, minimum=1, maximum=32)
     """Helper processes reading the database (the scheduler runs helpers + 1 jobs)."""
     cache_dir: str | None = attrs.field(default=None, converter=_optional_path)
-    """Folder of the on-disk payload cache (SPEC §4.10); None: memory only."""
+    """Folder of the on-disk payload cache (design §4.10); None: memory only."""
     ledger: str | None = attrs.field(default=None, converter=_optional_path)
-    """SQLite ledger of the event log (SPEC §6.10); None: in memory."""
+    """SQLite ledger of the event log (design §6.10); None: in memory."""
     poll_interval: float = duration_field(0.5, allow_zero=False)
     """Seconds (trio clock) between change probes, and between pages of a parked run."""
     stall_after: float = duration_field(30.0, allow_zero=False)
     """Seconds (trio clock) an unfinished run may stay unchanged before it is reported
     as ``incomplete`` (its writer is gone); it is still watched."""
     job_timeout: float = duration_field(15.0, allow_zero=False)
-    """Seconds (trio clock) a helper read or a drawing may take (SPEC §4.7)."""
+    """Seconds (trio clock) a helper read or a drawing may take (design §4.7)."""
     ask_timeout: float = duration_field(5.0, allow_zero=False)
     """Seconds (trio clock) an ask of the scheduler may take."""
     push_timeout: float = duration_field(10.0, allow_zero=False)
@@ -146,23 +146,23 @@ class PreviewConfig:
     preview_bytes: int = count_field(64 * 1024 * 1024, minimum=0)
     """Previews kept for late clients, in bytes (thumbnails are all kept)."""
     render_threads: int = count_field(2, minimum=1, maximum=16)
-    """Worker threads of the renderer (SPEC §5.1)."""
+    """Worker threads of the renderer (design §5.1)."""
     stop_grace: float = duration_field(2.0)
     """Seconds (trio clock) each actor gets to drain when the runtime closes."""
     max_inflight: int = count_field(4096, minimum=1)
-    """Admission bound of the event log (SPEC §6.5): at least the run count."""
+    """Admission bound of the event log (design §6.5): at least the run count."""
     helper_timeouts: HelperTimeouts = attrs.field(
         factory=lambda: HelperTimeouts(
             startup=30.0, reply=15.0, cancel_grace=0.5, shutdown=0.4, terminate=0.3, kill=0.5
         )
     )
-    """Helper deadlines (SPEC §3.2); the startup imports numpy, so it is generous. The
+    """Helper deadlines (design §3.2); the startup imports numpy, so it is generous. The
     shutdown steps are short: a hung (e.g. stopped) helper is killed within about
     0.7 s, so the server still exits within its grace + 1 s."""
     pool_recovery: RecoveryConfig = attrs.field(
         factory=RecoveryConfig, validator=attrs.validators.instance_of(RecoveryConfig)
     )
-    """How a failed helper pool is restarted (backoff 1 s doubling to 30 s, SPEC §1.4,
+    """How a failed helper pool is restarted (backoff 1 s doubling to 30 s, design §1.4,
     §3.7; :mod:`examples.web.pool_recovery`)."""
     helper_faults: dict[str, Any] | None = None
     """For tests only: the helpers' ``faults`` startup option (see
@@ -435,7 +435,7 @@ class PreviewApp(WorkMixin, EventsMixin, ClientsMixin):
                 record.changed_at = changed_at
             raise
 
-    # -- live images of runs being written (SPEC §4.5) ------------------------------------
+    # -- live images of runs being written (design §4.5) ------------------------------------
 
     def queue_live(self, record: RunRecord, observation: dict[str, Any]) -> None:
         """Draw ``observation`` (a parked read) as live images, newest read only."""
@@ -475,7 +475,7 @@ class PreviewApp(WorkMixin, EventsMixin, ClientsMixin):
         Used at shutdown, so every run ends with ``job_finished`` or ``job_cancelled``;
         from then on no new event-log run is opened. With ``waiting_only``, only the runs
         that cannot finish promptly are cancelled: those waiting on a writer (parked, or
-        not completed: they end only when the writer does, SPEC §4.5) and those still
+        not completed: they end only when the writer does, design §4.5) and those still
         queued (no work of theirs started, so nothing is lost); the running rest may
         finish. Returns how many were cancelled.
         """

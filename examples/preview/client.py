@@ -1,4 +1,4 @@
-"""A command-line client of the preview server: save the PNGs of every run (SPEC §7.2).
+"""A command-line client of the preview server: save the PNGs of every run (design §7.2).
 
 Usage::
 

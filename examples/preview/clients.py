@@ -1,6 +1,6 @@
 """The preview app's client requests: ``list_runs``, ``select``, ``visible``, ``submit``.
 
-Handlers for :class:`examples.web.frontdoor.FrontDoor` (SPEC §7.1, §7.2), each
+Handlers for :class:`examples.web.frontdoor.FrontDoor` (design §7.1, §7.2), each
 ``await handler(conn, request)``:
 
 * ``list_runs`` → ``run_list`` (every run: name, experiment, sample, GUID, planned
@@ -10,11 +10,11 @@ Handlers for :class:`examples.web.frontdoor.FrontDoor` (SPEC §7.1, §7.2), each
   catches up this way; asking again re-sends them all). Pushes of a changed run list
   (``run_list`` with ``request_id`` null) go to these connections too.
 * ``select`` {run_id|null} and ``visible`` {run_ids} → ``ok``: one atomic
-  ``SetPriority`` of the scheduler (SPEC §4.2). A run id the database does not have is
+  ``SetPriority`` of the scheduler (design §4.2). A run id the database does not have is
   an ``unknown_run`` error and changes nothing.
 * ``submit`` of ``preview`` {run_id} draws that run again at a new revision (a new
   event-log run reports it); other operations go to the built-in ``submit``.
-* ``cancel`` {run_id} (an event-log run id) is the built-in ``cancel`` (SPEC §6.7: the
+* ``cancel`` {run_id} (an event-log run id) is the built-in ``cancel`` (design §6.7: the
   true state is answered); when it cancelled a measurement run's current event-log run,
   queued or running, that run's work stops too (:meth:`WorkMixin.halt
   <examples.preview.work.WorkMixin.halt>`).
@@ -129,7 +129,7 @@ class ClientsMixin:
             )
 
     async def on_select(self, conn: Connection, request: messages.Select) -> None:
-        """``select`` → ``ok``: the selected run, atomically (SPEC §4.2).
+        """``select`` → ``ok``: the selected run, atomically (design §4.2).
 
         Raises:
             UnknownRun: (``unknown_run``) no such run; nothing changed.
@@ -142,7 +142,7 @@ class ClientsMixin:
             self.selected = request.run_id
 
     async def on_visible(self, conn: Connection, request: messages.Visible) -> None:
-        """``visible`` → ``ok``: the runs in the client's viewport (SPEC §4.2).
+        """``visible`` → ``ok``: the runs in the client's viewport (design §4.2).
 
         Raises:
             UnknownRun: (``unknown_run``) a run id is unknown; nothing changed.

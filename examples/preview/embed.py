@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 async def execute(job: SchedulerJob, runtime: Runtime) -> Any:
-    """Do one claim of the scheduler: read a run, or draw it (SPEC §4, §5)."""
+    """Do one claim of the scheduler: read a run, or draw it (design §4, §5)."""
     claim = job.claim
     if claim.kind == "metadata":  # a helper-process job: the DB is read in the helper
         return await runtime.pool.run_job("read_run", {"run_id": claim.run_id}, timeout=10)

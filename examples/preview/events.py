@@ -1,4 +1,4 @@
-"""The preview app's bridge from the scheduler's notices to the event log (SPEC §4, §6.6).
+"""The preview app's bridge from the scheduler's notices to the event log (design §4, §6.6).
 
 One task reads the scheduler actor's notices, in order, and reports each measurement
 run's lifecycle on its event-log run:

@@ -1,4 +1,4 @@
-"""Helper-process entry point of the measurement-preview server (SPEC §3.9, §7.2).
+"""Helper-process entry point of the measurement-preview server (design §3.9, §7.2).
 
 Runs inside a helper child: it imports the standard library, numpy,
 :mod:`actors.helper` and the QCoDeS reader, never trio (nor attrs or cattrs; the child
@@ -27,7 +27,7 @@ Operations (payload → result, all JSON):
 A malformed payload fails the job with code ``invalid_command``; an unknown run id
 with ``unknown_run``; an unreadable run with ``source_unreadable``.
 
-For tests only (SPEC §3.9), the startup option ``faults`` makes ``read_run`` of one
+For tests only (design §3.9), the startup option ``faults`` makes ``read_run`` of one
 run misbehave: ``{"crash_once": {"run_id": 4, "marker": "/tmp/x"}}`` kills the helper
 (exit status :data:`CRASH_EXIT_CODE`) the first time the run is read, by any
 incarnation (the marker file, created just before, remembers it);

@@ -3,11 +3,11 @@
 :class:`ImageStore` keeps the newest image of every (run, kind): all thumbnails, and the
 previews in a least-recently-used set bounded in bytes. A client connection that asked
 for ``list_runs`` gets a :class:`ClientPusher`: a task that sends it one ``payload``
-message (SPEC §7.2) per image it has not seen yet at its newest revision, the selected
+message (design §7.2) per image it has not seen yet at its newest revision, the selected
 run's images first, then visible runs', thumbnails before previews. The pusher holds
 only keys, never a queue of images: a client that reads slowly gets fewer intermediate
 revisions, never an unbounded backlog, and never slows the server or other clients
-(the connection's send queue is bounded, SPEC §6.9).
+(the connection's send queue is bounded, design §6.9).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class StoredImage:
     data: bytes = attrs.field(repr=lambda data: f"<{len(data)} bytes>")
     """PNG bytes."""
     live: bool = False
-    """True if drawn from a partial read of a run still being written (SPEC §4.5)."""
+    """True if drawn from a partial read of a run still being written (design §4.5)."""
 
     @property
     def key(self) -> Key:

@@ -1,13 +1,13 @@
-"""The preview server's bookkeeping of measurement runs (SPEC §7.2); no I/O, no trio.
+"""The preview server's bookkeeping of measurement runs (design §7.2); no I/O, no trio.
 
 One :class:`RunRecord` per run of the QCoDeS database. It links the three views of a run:
 
 * the **database**: the run's summary (from the helper's ``list_runs``), its change
   token (``rows=N;completed=C;exc=E``, from ``list_runs`` or the ``probe``) and the time
   (trio clock, seconds) the token last changed;
-* the **scheduler** (SPEC §4): the revision the scheduler works on (a change token), and
+* the **scheduler** (design §4): the revision the scheduler works on (a change token), and
   what it published or failed at that revision;
-* the **event log** (SPEC §6): the event-log run (``job``) that reports this
+* the **event log** (design §6): the event-log run (``job``) that reports this
   measurement run's lifecycle to clients, and whether it is still open.
 
 Client-facing revisions are small integers: :meth:`RunRecord.number` gives each change
@@ -72,7 +72,7 @@ class RunRecord:
     """The revision the app last asked the scheduler for (``sched_revision`` follows it
     once the scheduler's ``Invalidated`` notice arrives)."""
     parked: bool = False
-    """True while the run's metadata is parked: it is being written (SPEC §4.5)."""
+    """True while the run's metadata is parked: it is being written (design §4.5)."""
     job: int | None = None
     """The event-log run reporting this run's lifecycle, or None (not admitted yet)."""
     job_open: bool = False
@@ -88,7 +88,7 @@ class RunRecord:
     dependents: list[dict[str, Any]] = attrs.field(factory=list)
     """Short descriptions of the dependents of the newest metadata read."""
     halted: frozenset[str] = frozenset()
-    """Scheduler revisions whose work a client cancelled (SPEC §6.7): their claims end
+    """Scheduler revisions whose work a client cancelled (design §6.7): their claims end
     at once, without I/O. A new revision (new data, or a ``submit``) is not halted."""
     _listed: tuple[Any, ...] | None = attrs.field(default=None, init=False)
     _numbers: dict[str, int] = attrs.field(factory=dict, init=False)
@@ -109,7 +109,7 @@ class RunRecord:
 
     @property
     def completed(self) -> bool:
-        """False while ``is_completed`` is 0 (a progressive source, SPEC §4.5)."""
+        """False while ``is_completed`` is 0 (a progressive source, design §4.5)."""
         return bool(self.summary.get("is_completed", False))
 
     def relisted(self) -> bool:
@@ -177,7 +177,7 @@ class RunRecord:
 
 
 def run_status(record: RunRecord) -> str | None:
-    """The ``status`` of the run's ``run_list`` row (SPEC §7.2).
+    """The ``status`` of the run's ``run_list`` row (design §7.2).
 
     ``unreadable`` if its metadata failed (not by a cancel), the read's status (``ok``, ``empty``,
     ``interrupted``, ``incomplete``) once its metadata is published at the scheduler's
@@ -194,7 +194,7 @@ def run_status(record: RunRecord) -> str | None:
 
 
 def summary_message(record: RunRecord) -> messages.RunSummary:
-    """Return the ``run_list`` row of ``record`` (SPEC §7.2)."""
+    """Return the ``run_list`` row of ``record`` (design §7.2)."""
     summary = record.summary
     shapes = summary.get("shapes") or {}
     shape: tuple[int, ...] = ()

@@ -1,4 +1,4 @@
-"""Write a sample measurement database in the QCoDeS schema (SPEC §7.2).
+"""Write a sample measurement database in the QCoDeS schema (design §7.2).
 
 The preview server uses it when it is started without a database: it needs no QCoDeS
 install, only the standard library's :mod:`sqlite3` and numpy. The tables, columns,
@@ -187,7 +187,7 @@ def create_sample_database(path: str | os.PathLike[str]) -> Path:
 def append_live_rows(path: str | os.PathLike[str], count: int) -> dict[str, Any]:
     """Grow the unfinished run (:data:`LIVE_RUN_ID`) by up to ``count`` points.
 
-    Lets a demo show a progressive source (SPEC §4.5): when the planned 300 points are
+    Lets a demo show a progressive source (design §4.5): when the planned 300 points are
     reached, the run is marked completed, as QCoDeS does at the end of a measurement.
 
     Returns:

@@ -1,4 +1,4 @@
-"""The live measurement-preview server: the flagship example (SPEC §7.2).
+"""The live measurement-preview server: the flagship example (design §7.2).
 
 Serve the runs of a QCoDeS measurement database to browsers and scripts over a
 websocket: helper processes read the database read-only, the scheduler orders the
@@ -193,11 +193,11 @@ async def open_preview_server(
     *,
     sockets: Sequence[socket.socket] | None = None,
 ) -> AsyncIterator[tuple[FrontDoor, PreviewApp]]:
-    """Run the preview server for the duration of the block (SPEC §7.2).
+    """Run the preview server for the duration of the block (design §7.2).
 
     Entering (a checkpoint) returns once the helpers are ready, every run is submitted
     and the port is bound. Leaving closes every client (code 1001), cancels the app's
-    tasks, stops the four actors and reaps every helper process (SPEC §3.8).
+    tasks, stops the four actors and reaps every helper process (design §3.8).
 
     Args:
         config: The app's settings.
@@ -236,7 +236,7 @@ async def serve_preview(
     sockets: Sequence[socket.socket] | None = None,
     task_status: trio.TaskStatus[FrontDoor] = trio.TASK_STATUS_IGNORED,
 ) -> tuple[int, bool]:
-    """Run the preview server until SIGINT/SIGTERM, then shut down (SPEC §7.1, §7.2).
+    """Run the preview server until SIGINT/SIGTERM, then shut down (design §7.1, §7.2).
 
     ``task_status.started(front)`` and ``on_ready(front)`` once the port is bound and
     every run is submitted. A signal before that stops the start at once (what was

@@ -1,25 +1,25 @@
 """The preview app's work: the scheduler's claims, their cancellation, helper restarts.
 
-Part of :class:`examples.preview.app.PreviewApp` (SPEC §4, §6.7, §7.2).
+Part of :class:`examples.preview.app.PreviewApp` (design §4, §6.7, §7.2).
 
 **Claims.** :meth:`WorkMixin.execute` does one claim of the scheduler: ``metadata`` is a
 helper job ``read_run`` (the database is only opened in helper processes), or
 :class:`~actors.Progressive` for a run still being written; ``thumbnail`` and
 ``preview`` ask the renderer to draw the cached observation.
 
-**Cancellation** (SPEC §6.7). The event-log run of a measurement run is started with
+**Cancellation** (design §6.7). The event-log run of a measurement run is started with
 ``on_cancel`` (and a client's ``cancel`` goes through :meth:`WorkMixin.halt` too, so a
 run cancelled while still queued stops as well). Halting a run marks the scheduler
 revisions it was at as *halted* and cancels the run's claims in flight: a helper read
-gets the supervisor's cancel ladder (SPEC §3.5), a drawing gets
+gets the supervisor's cancel ladder (design §3.5), a drawing gets
 :class:`~actors.CancelRender`. Each such claim, and every later claim of a halted
 revision, ends with :class:`~actors.errors.WorkCancelled` at once, without I/O: a
 permanent failure, so the scheduler stops the run's remaining kinds and settles it.
 Nothing more is reported on the cancelled event-log run (its ``job_cancelled`` is the
-event log's, SPEC §6.6). New data, or a ``submit`` of ``preview``, starts a new revision
+event log's, design §6.6). New data, or a ``submit`` of ``preview``, starts a new revision
 and a new event-log run as usual.
 
-**Helper restarts** (SPEC §3.7, §4.8). Every helper job goes through
+**Helper restarts** (design §3.7, §4.8). Every helper job goes through
 :meth:`WorkMixin.helper_job`. When one fails or is cancelled, the helper watch task
 takes the pool's snapshot and compares it with the last one (:class:`HelperWatch`): a
 helper incarnation that exited, or was replaced by a newer one, is a restart, and the
@@ -27,7 +27,7 @@ scheduler is told :class:`~actors.HelperRestarted` so that results claimed under
 incarnation are fenced (dropped and claimed again, never published). Nothing polls: the
 watch sleeps until a helper job fails.
 
-**A failed pool** (SPEC §1.4, §3.7). A helper job failing with
+**A failed pool** (design §1.4, §3.7). A helper job failing with
 :class:`~actors.errors.PoolFailed` is noted by the app's
 :class:`~examples.web.pool_recovery.PoolRecovery`, which restarts the pool once per failure
 episode after a capped exponential backoff. After the restart the helper watch takes
@@ -119,7 +119,7 @@ class WorkMixin:
     async def _ask(self, message: object) -> Any:  # provided by PreviewApp
         raise NotImplementedError
 
-    # -- claims (SPEC §4) -----------------------------------------------------------------
+    # -- claims (design §4) -----------------------------------------------------------------
 
     async def execute(self, job: SchedulerJob, runtime: Runtime) -> Any:
         """Do one claim: read the run (metadata) or draw it (thumbnail, preview).
@@ -131,7 +131,7 @@ class WorkMixin:
         Raises:
             WorkCancelled: (``work_cancelled``) a client cancelled the run (see
                 :meth:`halt`).
-            ActorError: the helper job or the drawing failed (classified, SPEC §1.5).
+            ActorError: the helper job or the drawing failed (classified, design §1.5).
         """
         claim = job.claim
         record = self.runs.get(claim.run_id)
@@ -204,7 +204,7 @@ class WorkMixin:
             if not done:  # failed or cancelled: its helper may be gone
                 self._helper_wake.set()
 
-    # -- cancellation (SPEC §6.7) -----------------------------------------------------------
+    # -- cancellation (design §6.7) -----------------------------------------------------------
 
     def track_job(self, record: RunRecord, job: int) -> None:
         """``job`` is the new event-log run reporting ``record`` (it is queued)."""
@@ -217,7 +217,7 @@ class WorkMixin:
     def halt(self, run_id: int, job: int) -> bool:
         """Stop the work of ``run_id`` for its cancelled event-log run ``job`` (sync).
 
-        The ``on_cancel`` of the event-log run (SPEC §6.7); idempotent. Returns False
+        The ``on_cancel`` of the event-log run (design §6.7); idempotent. Returns False
         (and does nothing) if ``job`` is not the run's current event-log run.
         """
         record = self.runs.get(run_id)
@@ -236,7 +236,7 @@ class WorkMixin:
         run_id = self._jobs.get(job)
         return run_id is not None and self.halt(run_id, job)
 
-    # -- helper restarts (SPEC §3.7, §4.8) ----------------------------------------------------
+    # -- helper restarts (design §3.7, §4.8) ----------------------------------------------------
 
     async def _watch_helpers(self) -> None:
         """Tell the scheduler about every helper incarnation that ended (see module doc)."""

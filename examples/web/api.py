@@ -1,4 +1,4 @@
-"""The front door's built-in requests: the event log over websocket JSON (SPEC §6, §7.1).
+"""The front door's built-in requests: the event log over websocket JSON (design §6, §7.1).
 
 One async handler per request type, each ``handler(conn, request) -> reply``, answering
 through the event-log actor's client (:class:`actors.EventLogClient`):
@@ -22,7 +22,7 @@ Failures are :class:`~actors.errors.ActorError` subclasses; the front door turns
 into an ``error`` answer with its ``code`` (e.g. ``unknown_run``, ``cursor_expired`` with
 ``details.resume_from``, ``unsupported_operation``, ``request_conflict``).
 
-The request ids of ``submit`` are the event log's idempotency keys (SPEC §6.3), shared
+The request ids of ``submit`` are the event log's idempotency keys (design §6.3), shared
 by every client: a client should use unique ids (a UUID, say); retrying with the same id
 and content returns the stored receipt, also after a reconnect. A subscribed client may
 see a run's first events before its receipt (they are pushed as they happen, while the
@@ -52,7 +52,7 @@ __all__ = ["BUILTIN_HANDLERS", "receipt_message", "status_message"]
 
 
 def receipt_message(receipt: Receipt, request_id: str | None) -> messages.Receipt:
-    """Return the client ``receipt`` of an event-log :class:`~actors.Receipt` (SPEC §6.1).
+    """Return the client ``receipt`` of an event-log :class:`~actors.Receipt` (design §6.1).
 
     ``request_id`` is the client's (the log's own is the same unless it made one up).
     """
@@ -72,7 +72,7 @@ def receipt_message(receipt: Receipt, request_id: str | None) -> messages.Receip
 
 
 def status_message(status: RunStatus, request_id: str | None) -> messages.StatusReply:
-    """Return the client ``status_reply`` of a :class:`~actors.RunStatus` (SPEC §6.7).
+    """Return the client ``status_reply`` of a :class:`~actors.RunStatus` (design §6.7).
 
     ``state`` is the event log's (``queued``, ``running``, ``finished``, ``cancelled``,
     ``held``); ``detail`` carries ``operation``, ``arguments``, ``revision``,
@@ -107,7 +107,7 @@ def _check_admitting(conn: Connection) -> None:
 
 
 async def submit(conn: Connection, request: messages.Submit) -> messages.Message:
-    """``submit`` → ``receipt`` (SPEC §6.1); refused with an error while shutting down.
+    """``submit`` → ``receipt`` (design §6.1); refused with an error while shutting down.
 
     Raises:
         ServerShuttingDown: (``server_shutting_down``) SIGINT/SIGTERM started the shutdown.
@@ -124,7 +124,7 @@ async def submit(conn: Connection, request: messages.Submit) -> messages.Message
 
 
 async def cancel(conn: Connection, request: messages.Cancel) -> messages.Message:
-    """``cancel`` → ``status_reply`` with the true state (SPEC §6.7), by ``conn.name``.
+    """``cancel`` → ``status_reply`` with the true state (design §6.7), by ``conn.name``.
 
     Raises:
         UnknownRun: (``unknown_run``) no such run.
@@ -134,7 +134,7 @@ async def cancel(conn: Connection, request: messages.Cancel) -> messages.Message
 
 
 async def status(conn: Connection, request: messages.Status) -> messages.Message:
-    """``status`` → ``status_reply``; needs no capacity (SPEC §6.5).
+    """``status`` → ``status_reply``; needs no capacity (design §6.5).
 
     Raises:
         UnknownRun: (``unknown_run``) no such run.
@@ -144,7 +144,7 @@ async def status(conn: Connection, request: messages.Status) -> messages.Message
 
 
 async def watch(conn: Connection, request: messages.Watch) -> messages.Message:
-    """``watch`` → ``events`` after ``cursor``, at most ``watch_limit`` (SPEC §6.8).
+    """``watch`` → ``events`` after ``cursor``, at most ``watch_limit`` (design §6.8).
 
     Page with the returned ``cursor`` until it stops moving.
 
@@ -194,12 +194,12 @@ async def unsubscribe(conn: Connection, request: messages.Unsubscribe) -> None:
 
 
 async def ack(conn: Connection, request: messages.Ack) -> None:
-    """``ack`` → ``ok``: events up to ``seq`` are processed (SPEC §6.9)."""
+    """``ack`` → ``ok``: events up to ``seq`` are processed (design §6.9)."""
     conn.ack(request.seq)
 
 
 async def boot_report(conn: Connection, request: messages.BootReport) -> messages.Message:
-    """``boot_report`` → ``boot_report_reply``: held runs by id (SPEC §6.10)."""
+    """``boot_report`` → ``boot_report_reply``: held runs by id (design §6.10)."""
     report = await conn.front.eventlog.boot_report()
     return messages.BootReportReply(
         request_id=request.request_id,
@@ -210,7 +210,7 @@ async def boot_report(conn: Connection, request: messages.BootReport) -> message
 
 
 async def resume(conn: Connection, request: messages.Resume) -> messages.Message:
-    """``resume`` → ``receipt`` of the requeued run (SPEC §6.10).
+    """``resume`` → ``receipt`` of the requeued run (design §6.10).
 
     Its ``event_cursor`` is at or before the run's new ``job_queued`` event.
 
@@ -237,7 +237,7 @@ async def resume(conn: Connection, request: messages.Resume) -> messages.Message
 
 
 async def discard(conn: Connection, request: messages.Discard) -> messages.Message:
-    """``discard`` → ``status_reply`` (``cancelled`` by ``conn.name``) (SPEC §6.10).
+    """``discard`` → ``status_reply`` (``cancelled`` by ``conn.name``) (design §6.10).
 
     Raises:
         InvalidCommand: (``invalid_command``) the run is not held.

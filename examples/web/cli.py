@@ -1,4 +1,4 @@
-"""Command-line plumbing shared by the example servers and clients (SPEC §1.6, §7.1).
+"""Command-line plumbing shared by the example servers and clients (design §1.6, §7.1).
 
 * :class:`OneLineParser`: an ``argparse`` parser whose errors are one line on stderr
   (``preview_server: argument --grace: must be >= 0 seconds, got -1``) and exit status 2.

@@ -1,4 +1,4 @@
-"""The websocket front door's settings and counters (SPEC §1.6, §7.1); data only.
+"""The websocket front door's settings and counters (design §1.6, §7.1); data only.
 
 :class:`FrontDoorConfig` is validated at construction; :mod:`examples.web.frontdoor`
 re-exports both classes.
@@ -43,7 +43,7 @@ def _check_host(instance: object, attribute: attrs.Attribute[str], value: object
 
 @attrs.frozen(kw_only=True)
 class FrontDoorConfig:
-    """Where and how the front door listens; validated at construction (SPEC §1.6, §7.1).
+    """Where and how the front door listens; validated at construction (design §1.6, §7.1).
 
     Raises:
         ValueError: a field is out of range (the message names it), or ``host`` is not
@@ -64,7 +64,7 @@ class FrontDoorConfig:
     max_connections: int = count_field(64, minimum=1, maximum=10_000)
     """Clients at once; more are refused with HTTP 503."""
     max_message: int = count_field(DEFAULT_MAX_MESSAGE, minimum=1024, maximum=1 << 20)
-    """Largest client message answered normally, in bytes (SPEC §2.4): larger ones get
+    """Largest client message answered normally, in bytes (design §2.4): larger ones get
     ``message_too_large``."""
     max_frame: int = count_field(1 << 20, minimum=1024, maximum=16 << 20)
     """Largest websocket message read at all, in bytes: above it the connection is
@@ -73,7 +73,7 @@ class FrontDoorConfig:
     """Client messages trio-websocket buffers per connection before it stops reading (so
     at most about ``(receive_queue + 1) * max_frame`` bytes per client)."""
     send_queue: int = count_field(32, minimum=1, maximum=4096)
-    """Bound of each client's send queue, in messages (SPEC §6.9)."""
+    """Bound of each client's send queue, in messages (design §6.9)."""
     subscriber_bound: int = count_field(256, minimum=1, maximum=65_536)
     """Bound of each client's event-log port, in events; past it: ``resync_required``."""
     watch_limit: int = count_field(256, minimum=1, maximum=4096)

@@ -1,4 +1,4 @@
-"""One websocket client of the front door: its bounded send queue and its pushes (SPEC §7.1).
+"""One websocket client of the front door: its bounded send queue and its pushes (design §7.1).
 
 A :class:`Connection` is made by :class:`examples.web.frontdoor.FrontDoor` for each accepted
 websocket and lives until either side closes it. It runs two tasks:
@@ -9,7 +9,7 @@ websocket and lives until either side closes it. It runs two tasks:
 
 Everything the server sends goes through one bounded queue of ``send_queue`` encoded
 messages. Answers wait for room: a client that does not read only stops *its own*
-requests. Pushed events come from a bounded event-log port (SPEC §6.9) through a pump task
+requests. Pushed events come from a bounded event-log port (design §6.9) through a pump task
 that also waits for room, so a slow client's backlog piles up in its port, never in the
 event log: once the port passes its bound, the port drops the backlog and the pump
 queues one ``resync_required`` message (after the events already queued, so the client
@@ -80,7 +80,7 @@ class ConnectionStatistics:
     id: int
     """The connection's number (1, 2, ... per front door)."""
     name: str
-    """``ws-<id>@<peer>``; also the actor name of its cancels (SPEC §6.7)."""
+    """``ws-<id>@<peer>``; also the actor name of its cancels (design §6.7)."""
     queued: int
     """Encoded messages waiting to be sent."""
     bound: int
@@ -109,7 +109,7 @@ class Connection:
     Attributes:
         front: The :class:`~examples.web.frontdoor.FrontDoor` that accepted it.
         id: Its number (1, 2, ... per front door).
-        name: ``ws-<id>@<host>:<port>``: who cancels a run from here (SPEC §6.7).
+        name: ``ws-<id>@<host>:<port>``: who cancels a run from here (design §6.7).
         data: Free per-connection state for extension handlers (e.g. the selection).
     """
 
@@ -324,7 +324,7 @@ class Connection:
 
         ``resync_required`` with ``head`` (default: the newest event seq this front door
         has seen) is queued, or, if the queue is full, sent by the writer before its next
-        queued message (SPEC §6.9).
+        queued message (design §6.9).
         """
         self.unsubscribe()
         self._resyncs += 1
@@ -336,7 +336,7 @@ class Connection:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
 
-    # -- event subscription (SPEC §6.9) ---------------------------------------------------
+    # -- event subscription (design §6.9) ---------------------------------------------------
 
     @property
     def subscribed(self) -> bool:
@@ -368,7 +368,7 @@ class Connection:
             port.close()
 
     def ack(self, seq: int) -> None:
-        """The client processed every event up to ``seq`` (SPEC §6.9)."""
+        """The client processed every event up to ``seq`` (design §6.9)."""
         if self._port is not None:
             self._port.ack(seq)
 

@@ -1,4 +1,4 @@
-"""The websocket front door of the example servers (SPEC §7.1, §6; issue 5 "Safety").
+"""The websocket front door of the example servers (design §7.1, §6; issue 5 "Safety").
 
 :class:`FrontDoor` serves the event log's front door (submit, cancel, status,
 watch/subscribe, ack, boot report, resume, discard) as JSON text messages over
@@ -11,7 +11,7 @@ trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
   handshake is refused with HTTP 403 and a plain-text reason (no websocket is opened).
 * **Bounded input**: a websocket message above ``max_frame`` bytes (1 MiB) makes
   trio-websocket close the connection (code 1009); above ``max_message`` bytes (64 KiB,
-  the protocol limit of SPEC §2.4) it is answered by an ``error`` with code
+  the protocol limit of design §2.4) it is answered by an ``error`` with code
   ``message_too_large`` and the connection stays up. Malformed JSON, an unknown type,
   a missing, extra or mistyped field: an ``error`` naming the problem (``code``,
   ``message``, ``retryable``, ``details.fields``), and the connection stays up.
@@ -97,7 +97,7 @@ _REQUEST_TAGS = frozenset(messages.TAGS[cls] for cls in get_args(messages.Client
 
 
 class FrontDoor:
-    """The websocket front door over an event-log client (SPEC §7.1); see the module doc.
+    """The websocket front door over an event-log client (design §7.1); see the module doc.
 
     Args:
         eventlog: The event-log actor's client; its ``timeout`` bounds every request.
@@ -211,7 +211,7 @@ class FrontDoor:
     # -- serving ------------------------------------------------------------------------
 
     async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen and serve clients until :meth:`shutdown`/:meth:`close` (SPEC §7.1).
+        """Listen and serve clients until :meth:`shutdown`/:meth:`close` (design §7.1).
 
         ``task_status.started(port)`` once the listener is bound. Returns once the
         listener is closed and every client connection has ended (each closing
@@ -302,17 +302,17 @@ class FrontDoor:
             conn.close(GOING_AWAY, "server shutting down")
 
     async def shutdown(self, *, grace: float) -> None:
-        """Shut down gracefully within about ``grace`` seconds (SPEC §7.1); a checkpoint.
+        """Shut down gracefully within about ``grace`` seconds (design §7.1); a checkpoint.
 
         Stops accepting clients and admitting work at once; waits until the event log
         has no queued or running run, at most ``grace`` seconds (trio clock), while
         connected clients can still watch their runs; then closes every client with code
         1001 and waits (bounded by ``close_timeout``) until :meth:`serve` returned. Runs
         still running afterwards are the caller's to stop: leaving the runtime cancels
-        them, and with a ledger they are survivors at the next boot (SPEC §6.10).
+        them, and with a ledger they are survivors at the next boot (design §6.10).
 
         Raises:
-            ValueError: ``grace`` is not a valid duration (SPEC §1.6).
+            ValueError: ``grace`` is not a valid duration (design §1.6).
         """
         grace = validate_duration("grace", grace)
         self._admitting = False
@@ -475,7 +475,7 @@ async def open_front_door(
     pages: Mapping[str, Page] | None = None,
     sockets: Sequence[socket.socket] | None = None,
 ) -> AsyncIterator[FrontDoor]:
-    """Serve a :class:`FrontDoor` for the duration of the block (SPEC §7.1).
+    """Serve a :class:`FrontDoor` for the duration of the block (design §7.1).
 
     Entering is a checkpoint and returns once the port is bound (or ``sockets``, bound
     beforehand, are served; see :class:`FrontDoor`) (``front.port``,
@@ -502,7 +502,7 @@ async def shutdown_on_signal(
     grace: float,
     prepare: Callable[[], Awaitable[object]] | None = None,
 ) -> int:
-    """Wait for a signal, then shut ``front`` down gracefully (SPEC §7.1).
+    """Wait for a signal, then shut ``front`` down gracefully (design §7.1).
 
     Logs ``signal N: shutting down (grace G s)`` (a warning of ``examples.frontdoor``),
     the same line for every example server.

@@ -1,4 +1,4 @@
-"""Plain HTTP on the websocket port: a page (the dashboard) beside the websocket (SPEC §7).
+"""Plain HTTP on the websocket port: a page (the dashboard) beside the websocket (design §7).
 
 The front door reads the head of each new connection's first request itself, with h11
 (:func:`read_head`): at most ``max_head`` bytes, within the handshake timeout. A

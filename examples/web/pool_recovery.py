@@ -1,8 +1,8 @@
-"""Restart a failed helper pool after a backoff: app-level recovery (SPEC §1.4, §3.7).
+"""Restart a failed helper pool after a backoff: app-level recovery (design §1.4, §3.7).
 
 Past its restart intensity the helper pool fails every job with
 :class:`~actors.errors.PoolFailed` (code ``pool_failed``) until someone calls
-:meth:`actors.PoolHandle.restart` (SPEC §3.7). Both example servers recover like an
+:meth:`actors.PoolHandle.restart` (design §3.7). Both example servers recover like an
 OTP supervisor one level up: the first ``PoolFailed`` of an *episode* is logged once
 (a warning with the cause) and wakes the recovery task, which waits a capped exponential
 backoff (:class:`actors._core._backoff.Backoff`; the count starts again after a quiet period of
@@ -41,7 +41,7 @@ def _default_backoff() -> Backoff:
 
 @attrs.frozen(kw_only=True)
 class RecoveryConfig:
-    """How a failed helper pool is restarted; validated at construction (SPEC §1.6).
+    """How a failed helper pool is restarted; validated at construction (design §1.6).
 
     Raises:
         ValueError: a duration is invalid (the message names it), or ``cap < base``.
@@ -52,7 +52,7 @@ class RecoveryConfig:
     )
     """Delay before each restart attempt, in seconds (trio clock): ``base`` 1 s doubling
     up to ``cap`` 30 s; the count starts again ``reset_after`` (60 s) after the last
-    failure (SPEC §1.4)."""
+    failure (design §1.4)."""
     restart_timeout: float = duration_field(30.0, allow_zero=False)
     """Seconds (trio clock) one restart of the pool may take (eager respawn included)."""
 

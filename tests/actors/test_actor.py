@@ -1,4 +1,4 @@
-"""The Actor base class: lifecycle, stop(grace), crashes, nursery (SPEC §1.1-§1.3)."""
+"""The Actor base class: lifecycle, stop(grace), crashes, nursery (design §1.1-§1.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Adversarial tests of the actor core (SPEC §1.1-§1.3, §1.5, §1.6).
+"""Adversarial tests of the actor core (design §1.1-§1.3, §1.5, §1.6).
 
 Cancellation at every step of send/ask/stop, fencing of late replies, askers never
 hanging, self-stop, error codes and duration validation. All on the autojump clock with

@@ -1,4 +1,4 @@
-"""Capped exponential backoff (SPEC §1.4, §4.6, §1.6)."""
+"""Capped exponential backoff (design §1.4, §4.6, §1.6)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_huge_attempt_is_the_cap() -> None:
 
 
 def test_attempt_cap_for_the_scheduler() -> None:
-    # SPEC §4.6: min(1 s, 25 ms * 2**(attempt-1)), attempt capped at 8.
+    # design §4.6: min(1 s, 25 ms * 2**(attempt-1)), attempt capped at 8.
     policy = Backoff(base=0.025, cap=300.0, max_attempt=8)
     assert policy.delay(8) == 0.025 * 2**7
     assert policy.delay(9) == policy.delay(8) == policy.delay(1000)

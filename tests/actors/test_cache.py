@@ -1,4 +1,4 @@
-"""Tests of the payload and observation caches (SPEC §4.10)."""
+"""Tests of the payload and observation caches (design §4.10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Adversarial tests of the payload caches (SPEC §4.10): damaged and odd disk entries.
+"""Adversarial tests of the payload caches (design §4.10): damaged and odd disk entries.
 
 Corrupt, truncated, zero-length and oversized entry files, a directory where an entry
 file should be, leftovers of a crashed writer, concurrent writers of one key from many

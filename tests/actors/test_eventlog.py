@@ -1,4 +1,4 @@
-"""Tests of the event log's front door, lifecycle and cursors (SPEC §6.1-6.8), in memory."""
+"""Tests of the event log's front door, lifecycle and cursors (design §6.1-6.8), in memory."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ async def all_events(log):
     return list((await log.watch(0, limit=1_000_000)).events)
 
 
-# -- receipts and validation (SPEC §6.1, §6.2) ------------------------------------------
+# -- receipts and validation (design §6.1, §6.2) ------------------------------------------
 
 
 async def test_submit_returns_receipt_and_never_runs_inside():
@@ -77,7 +77,7 @@ async def test_validation_errors_name_the_problem():
         assert log.head == 0
 
 
-# -- idempotency (SPEC §6.3) --------------------------------------------------------------
+# -- idempotency (design §6.3) --------------------------------------------------------------
 
 
 async def test_replay_returns_stored_receipt_and_conflict_is_refused():
@@ -95,7 +95,7 @@ async def test_replay_returns_stored_receipt_and_conflict_is_refused():
         assert await log.submit("preview", {"run_id": 1, "kind": "a"}, request_id="x") == first
 
 
-# -- coalescing and revision (SPEC §6.4) -----------------------------------------------
+# -- coalescing and revision (design §6.4) -----------------------------------------------
 
 
 async def test_coalescing_and_its_exceptions():
@@ -146,7 +146,7 @@ async def test_apply_edit_bumps_revision_so_later_submissions_run_fresh():
             await log.check_drift(b.run_id, {"color": 1})
 
 
-# -- admission (SPEC §6.5) ----------------------------------------------------------------
+# -- admission (design §6.5) ----------------------------------------------------------------
 
 
 async def test_pool_full_pauses_and_resumes_once_per_episode():
@@ -184,7 +184,7 @@ async def test_pool_full_pauses_and_resumes_once_per_episode():
         assert paused.data == {"depth": 2, "bound": 2}
 
 
-# -- lifecycle (SPEC §6.6) ----------------------------------------------------------------
+# -- lifecycle (design §6.6) ----------------------------------------------------------------
 
 
 async def test_external_lifecycle_buffers_progress_and_rejects_late_progress():
@@ -304,7 +304,7 @@ async def test_runner_exception_is_a_failed_completion_and_the_drain_goes_on(aut
         assert calls == [bad.run_id, good.run_id]
 
 
-# -- cancel (SPEC §6.7) -------------------------------------------------------------------
+# -- cancel (design §6.7) -------------------------------------------------------------------
 
 
 async def test_cancel_is_truthful_and_attributed(autojump_clock):
@@ -364,7 +364,7 @@ async def test_cancel_calls_the_external_executors_hook():
         assert last.data["on_cancel_error"] == "RuntimeError: hook failed"
 
 
-# -- the log (SPEC §6.8) ------------------------------------------------------------------
+# -- the log (design §6.8) ------------------------------------------------------------------
 
 
 async def test_cursor_expired_below_floor_and_beyond_head():

@@ -1,4 +1,4 @@
-"""Tests of the event-log actor and its client facade (SPEC §6 over the §1 actor core)."""
+"""Tests of the event-log actor and its client facade (design §6 over the §1 actor core)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Adversarial tests of the event log and its ports (SPEC §6.3-§6.9), in memory.
+"""Adversarial tests of the event log and its ports (design §6.3-§6.9), in memory.
 
 Concurrent identical submits, coalescing against mutating operations, admission
 episodes under churn, cancel racing start/finish, cursors at every edge, slow and
@@ -39,7 +39,7 @@ def kinds(events: list[Any], run_id: int | None = None) -> list[str]:
     return [e.kind for e in events if run_id is None or e.run_id == run_id]
 
 
-# -- idempotency and coalescing (SPEC §6.3, §6.4) ------------------------------------------
+# -- idempotency and coalescing (design §6.3, §6.4) ------------------------------------------
 
 
 async def test_concurrent_identical_submits_with_one_request_id_make_one_run() -> None:
@@ -101,7 +101,7 @@ async def test_coalesced_request_replays_its_own_receipt() -> None:
         assert again.coalesced
 
 
-# -- admission (SPEC §6.5) -----------------------------------------------------------------
+# -- admission (design §6.5) -----------------------------------------------------------------
 
 
 async def test_admission_paused_and_resumed_once_per_episode_under_churn() -> None:
@@ -160,7 +160,7 @@ async def test_status_cancel_and_watch_work_while_saturated() -> None:
         assert (await log.submit("write", {"k": 3})).admitted
 
 
-# -- truthful cancel (SPEC §6.7) and already_decided (§6.6) --------------------------------
+# -- truthful cancel (design §6.7) and already_decided (§6.6) --------------------------------
 
 
 async def test_cancel_racing_start_and_finish_always_reports_the_true_state() -> None:
@@ -231,7 +231,7 @@ async def test_cancel_from_inside_the_builtin_runner_and_progress_after_it() -> 
         ]
 
 
-# -- runners that fail awkwardly (SPEC §6.6: the drain goes on) --------------------------
+# -- runners that fail awkwardly (design §6.6: the drain goes on) --------------------------
 
 
 class Unprintable(Exception):
@@ -307,7 +307,7 @@ async def test_deeply_nested_arguments_are_refused_or_accepted_cleanly(depth: in
             assert error.details["fields"] == ["arguments"]
 
 
-# -- cursors (SPEC §6.8) --------------------------------------------------------------------
+# -- cursors (design §6.8) --------------------------------------------------------------------
 
 
 async def test_watch_cursors_at_every_edge() -> None:
@@ -340,7 +340,7 @@ async def test_watch_cursors_at_every_edge() -> None:
         assert limited.cursor == 8  # resume exactly after what was returned: no gap
 
 
-# -- subscribers (SPEC §6.9) ------------------------------------------------------------------
+# -- subscribers (design §6.9) ------------------------------------------------------------------
 
 
 async def test_slow_subscriber_never_slows_the_fast_one_or_the_writer(

@@ -1,4 +1,4 @@
-"""The helper-side library ``actors.helper`` and the child bootstrap (SPEC §3.9).
+"""The helper-side library ``actors.helper`` and the child bootstrap (design §3.9).
 
 Real subprocesses, real clock (STYLE rule 21); every test checks that no child remains.
 """

@@ -1,4 +1,4 @@
-"""The helper-job state table in ``actors._core._lifecycle`` (SPEC §3.3-3.8, STYLE rule 6)."""
+"""The helper-job state table in ``actors._core._lifecycle`` (design §3.3-3.8, STYLE rule 6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One helper incarnation: fault modes, the escalation ladder, reply deadlines (SPEC §3).
+"""One helper incarnation: fault modes, the escalation ladder, reply deadlines (design §3).
 
 Real subprocesses on the real clock with short configured timeouts (STYLE rule 21).
 Every test checks afterwards that no child process and no zombie is left.
@@ -36,7 +36,7 @@ def _no_child_left():
     assert_no_children()
 
 
-# --- fault modes (SPEC §3.9), one test each -------------------------------------------
+# --- fault modes (design §3.9), one test each -------------------------------------------
 
 
 async def test_fault_hang_during_startup():
@@ -132,7 +132,7 @@ async def test_fault_partial_frame_then_hang():
 
 
 async def test_fault_ignore_sigterm_is_reaped_within_the_ladder_bound():
-    # SPEC §3.5 with grace 0.2 s, terminate 0.2 s, kill 0.5 s: reaped within 0.9 + 0.3 s.
+    # design §3.5 with grace 0.2 s, terminate 0.2 s, kill 0.5 s: reaped within 0.9 + 0.3 s.
     timeouts = HelperTimeouts(cancel_grace=0.2, terminate=0.2, kill=0.5)
     async with open_helper_pool(spec(fault="ignore_sigterm"), timeouts=timeouts) as pool:
         async with trio.open_nursery() as nursery:
@@ -175,7 +175,7 @@ async def test_fault_grandchild_ignoring_sigterm_is_gone_too():
     await wait_gone(grandchild, within=1.0)  # the group sweep SIGKILLed the grandchild
 
 
-# --- cancellation and the reply deadline (SPEC §3.5, §3.6) ---------------------------
+# --- cancellation and the reply deadline (design §3.5, §3.6) ---------------------------
 
 
 async def test_cooperative_cancel_keeps_the_helper():

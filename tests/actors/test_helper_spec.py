@@ -1,4 +1,4 @@
-"""Helper configuration: timeouts, spec, pool config, the bootstrap argv (SPEC §1.6, §3.2)."""
+"""Helper configuration: timeouts, spec, pool config, the bootstrap argv (design §1.6, §3.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests of the SQLite ledger: durability, boot, resume/discard, damaged files (SPEC §6.10)."""
+"""Tests of the SQLite ledger: durability, boot, resume/discard, damaged files (design §6.10)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def committed(path, sql):
 
 
 async def test_events_beyond_the_retention_are_pruned_at_open_never_silently(tmp_path):
-    # SPEC §6.8: a watch cursor below what the ledger keeps is cursor_expired with the
+    # design §6.8: a watch cursor below what the ledger keeps is cursor_expired with the
     # position to resume from; never a silent gap.
     async with open_event_log(config(tmp_path), operations=OPS) as log:
         for n in range(10):
@@ -70,7 +70,7 @@ async def test_events_beyond_the_retention_are_pruned_at_open_never_silently(tmp
 
 
 async def test_resume_at_capacity_pauses_admission_like_a_refused_submit(tmp_path):
-    # SPEC §6.5: a resume needs capacity like a submit; the first refusal of the episode
+    # design §6.5: a resume needs capacity like a submit; the first refusal of the episode
     # emits admission_paused, and admission_resumed follows once a run leaves.
     async with open_event_log(config(tmp_path), operations=OPS) as log:
         for n in range(2):

@@ -1,4 +1,4 @@
-"""Adversarial tests of the SQLite ledger (SPEC §6.10): damaged, foreign and odd files.
+"""Adversarial tests of the SQLite ledger (design §6.10): damaged, foreign and odd files.
 
 Each refused file gets a clear error and keeps every byte (of the database and of its
 ``-wal``), and no ``-wal``/``-shm`` appears. A crash image taken right after receipts

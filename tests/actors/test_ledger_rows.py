@@ -2,7 +2,7 @@
 
 The log builds some rows' JSON by hand (``job_queued``, ``job_finished``, progress) and
 stages progress rows as floats in segments; these tests read the file back and compare
-every row with the event the log holds in memory (SPEC §6.8, §6.10).
+every row with the event the log holds in memory (design §6.8, §6.10).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The pool actor and its handle (SPEC §3, actors talk over mailboxes).
+"""The pool actor and its handle (design §3, actors talk over mailboxes).
 
 Real subprocesses on the real clock with short configured timeouts (STYLE rule 21).
 Every test checks afterwards that no child process and no zombie is left.

@@ -1,4 +1,4 @@
-"""Tests of subscriber ports: bounded queues, resync, toggles, listeners (SPEC §6.9)."""
+"""Tests of subscriber ports: bounded queues, resync, toggles, listeners (design §6.9)."""
 
 from __future__ import annotations
 

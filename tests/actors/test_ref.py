@@ -1,4 +1,4 @@
-"""ActorRef send / try_send / ask / stop and Reply (SPEC §1.2, §1.3, §1.6)."""
+"""ActorRef send / try_send / ask / stop and Reply (design §1.2, §1.3, §1.6)."""
 
 from __future__ import annotations
 
@@ -285,7 +285,7 @@ async def test_handler_actor_error_goes_to_asker_and_actor_continues(
     with pytest.raises(UnknownRun) as info:
         await ref.ask("unknown", timeout=1)
     assert info.value.details == {"run_id": 7}
-    # data, not the handler's traceback chain (SPEC §1.5)
+    # data, not the handler's traceback chain (design §1.5)
     assert info.value.__cause__ is None
     await ref.send("unknown")  # for a plain send it is dropped
     assert ref.state is ActorState.RUNNING

@@ -1,4 +1,4 @@
-"""The renderer actor (SPEC §5.1): worker threads, deadlines, cancellation, validation.
+"""The renderer actor (design §5.1): worker threads, deadlines, cancellation, validation.
 
 Render functions here run in real worker threads. Tests that assert deadlines use a
 mock clock that jumps to the next deadline once trio has been idle for

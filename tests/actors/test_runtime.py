@@ -57,7 +57,7 @@ async def execute(job: SchedulerJob, runtime: Any) -> Any:
         # A real helper-process job: the echo handler returns its payload.
         return await runtime.pool.run_job("echo", {"run": claim.run_id}, timeout=5)
     observation = job.observation
-    assert observation is not None  # metadata is conclusive before images (SPEC §4.1)
+    assert observation is not None  # metadata is conclusive before images (design §4.1)
     rendered = await runtime.renderer.ask(
         Render(observation=observation, kind=claim.kind, deadline=claim.deadline), timeout=5
     )

@@ -1,4 +1,4 @@
-"""Tests of the sans-io scheduler core (SPEC §4). No clock: ``now`` is passed in."""
+"""Tests of the sans-io scheduler core (design §4). No clock: ``now`` is passed in."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from actors.errors import (
     SourceNotReady,
 )
 
-# --- ordering (SPEC §4.1-§4.3) ----------------------------------------------------------
+# --- ordering (design §4.1-§4.3) ----------------------------------------------------------
 
 
 def test_order_is_tier_then_kind_then_run_order():
@@ -129,7 +129,7 @@ def test_rejected_set_priority_changes_nothing(selected, visible):
     assert claim.run_id == 4
 
 
-# --- retries (SPEC §4.6, §4.7) -------------------------------------------------------------
+# --- retries (design §4.6, §4.7) -------------------------------------------------------------
 
 
 def test_exact_backoff_schedule_and_attempt_cap():
@@ -277,7 +277,7 @@ def test_stale_failure_is_dropped_silently_and_work_comes_back():
     assert again.attempt == 1
 
 
-# --- anti-starvation (SPEC §4.4) -------------------------------------------------------------
+# --- anti-starvation (design §4.4) -------------------------------------------------------------
 
 
 def test_aging_admits_remaining_metadata_after_8_foreground_claims():
@@ -317,7 +317,7 @@ def test_every_remaining_item_gets_claimed_under_constant_foreground_load():
     assert remaining_claims >= 200 // 9
 
 
-# --- progressive sources (SPEC §4.5) --------------------------------------------------------
+# --- progressive sources (design §4.5) --------------------------------------------------------
 
 
 def park(s: Scheduler, run_id: int, now: float = 0.0) -> None:
@@ -438,7 +438,7 @@ def test_slot_table_refuses_illegal_moves():
     with pytest.raises(InvalidTransition, match="blocked cannot claim"):
         move(slot, "claim")
     assert slot.status == BLOCKED
-    # An active slot is never reset: a source change waits for it (SPEC §4.8).
+    # An active slot is never reset: a source change waits for it (design §4.8).
     assert (ACTIVE, "reset") not in SLOT_TRANSITIONS
 
 

@@ -1,4 +1,4 @@
-"""Tests of the scheduler actor (SPEC §4) under ``autojump_clock`` with exact times."""
+"""Tests of the scheduler actor (design §4) under ``autojump_clock`` with exact times."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Adversarial tests of the sans-io scheduler core (SPEC §4.1-§4.9). No clock.
+"""Adversarial tests of the sans-io scheduler core (design §4.1-§4.9). No clock.
 
 Bad ids, bools and duplicates in ``set_priority``; ``reconcile`` with reordered, removed
 and duplicated runs; completions for unknown, repeated or stale claims; invalidation
@@ -38,7 +38,7 @@ def claim_order(s: Scheduler, count: int) -> list[tuple[int, str]]:
     return order
 
 
-# -- set_priority (SPEC §4.2) --------------------------------------------------------------
+# -- set_priority (design §4.2) --------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -79,7 +79,7 @@ def test_duplicates_in_visible_are_ignored_and_selected_may_be_visible_too() -> 
     assert (s.tier(2), s.tier(4)) == ("selected", "visible")
 
 
-# -- reconcile (SPEC §4.8: append-only) ----------------------------------------------------
+# -- reconcile (design §4.8: append-only) ----------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -143,7 +143,7 @@ def test_reconcile_changed_revision_while_active_is_deferred() -> None:
     assert s.run_ids() == [1, 2, 3]
 
 
-# -- completions (SPEC §4.8, §4.9) --------------------------------------------------------
+# -- completions (design §4.8, §4.9) --------------------------------------------------------
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2, 10**30, True, None, "1", 1.0])
@@ -215,7 +215,7 @@ def test_source_changed_during_active_job_then_completion_publishes_each_revisio
     assert s.claim(0.0) is None
 
 
-# -- scale (SPEC §4.3) ----------------------------------------------------------------------
+# -- scale (design §4.3) ----------------------------------------------------------------------
 
 
 def test_one_hundred_thousand_runs_schedule_quickly() -> None:

@@ -1,4 +1,4 @@
-"""Scheduler core: invalidation, fencing, exactly-once publication (SPEC §4.8, §4.9).
+"""Scheduler core: invalidation, fencing, exactly-once publication (design §4.8, §4.9).
 
 No clock: ``now`` is passed in.
 """
@@ -21,7 +21,7 @@ from actors.errors import (
     ScheduleRejected,
 )
 
-# --- invalidation and fencing (SPEC §4.8, §4.9) ------------------------------------------------
+# --- invalidation and fencing (design §4.8, §4.9) ------------------------------------------------
 
 
 def test_source_changed_is_deferred_while_the_job_is_active():

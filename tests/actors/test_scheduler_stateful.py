@@ -1,4 +1,4 @@
-"""A hypothesis state machine driving the scheduler core at random (SPEC §4.6-§4.9).
+"""A hypothesis state machine driving the scheduler core at random (design §4.6-§4.9).
 
 Random interleavings of claims, completions (conclusive and progressive), failures of
 every category, selections, source changes, appended runs, source switches and helper

@@ -1,4 +1,4 @@
-"""In-process OTP supervision (SPEC §1.4), all on the autojump clock with exact times."""
+"""In-process OTP supervision (design §1.4), all on the autojump clock with exact times."""
 
 from __future__ import annotations
 
@@ -458,7 +458,7 @@ async def test_supervisor_misc_api(nursery: trio.Nursery) -> None:
     assert ref.state is ActorState.STOPPED
 
 
-# --- validation (SPEC §1.6) -----------------------------------------------------------
+# --- validation (design §1.6) -----------------------------------------------------------
 
 
 def _make() -> Actor:  # pragma: no cover - never started

@@ -1,4 +1,4 @@
-"""Adversarial tests of the in-process OTP supervisor (SPEC §1.4), on the autojump clock.
+"""Adversarial tests of the in-process OTP supervisor (design §1.4), on the autojump clock.
 
 Restart intensity exactly at its edge, transient exits of every kind, restart order of
 one_for_all / rest_for_one with simultaneous crashes, brutal_kill against a slow
@@ -254,7 +254,7 @@ async def test_brutal_kill_skips_a_slow_on_stop_but_grace_waits_for_it(
         await trio.testing.wait_all_tasks_blocked()
         await ref.stop(grace=60)
         # brutal: cancelled at once, on_stop included; gentle: handler cut at its
-        # 10 s grace, then on_stop takes its 3 s (outside the grace, SPEC §1.3)
+        # 10 s grace, then on_stop takes its 3 s (outside the grace, design §1.3)
         assert trio.current_time() == 13.0
     assert [e for e in log if e[1] == "stop"] == [(13.0, "stop", "gentle1")]
 

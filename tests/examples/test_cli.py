@@ -1,8 +1,8 @@
-"""The example servers' and clients' command lines: one clear line per failure (SPEC §7).
+"""The example servers' and clients' command lines: one clear line per failure (design §7).
 
 Options are validated when the command line is read; a busy port is reported before
 anything is written; clients say why a connection failed (refused, wrong token, the
-server gone) and exit non-zero; user-facing messages never cite the SPEC. Servers run
+server gone) and exit non-zero; user-facing messages never cite the design document. Servers run
 in this process or as real subprocesses, on the real clock with short deadlines
 (STYLE rule 21).
 """
@@ -45,7 +45,7 @@ def _one_line(text: str) -> str:
     lines = text.strip().splitlines()
     assert len(lines) == 1, text
     assert "Traceback" not in text
-    assert "SPEC" not in text
+    assert "§" not in text
     return lines[0]
 
 
@@ -235,11 +235,11 @@ async def test_clients_against_a_job_server(tmp_path: Path) -> None:
 # -- messages ----------------------------------------------------------------------------
 
 
-def test_no_user_facing_message_cites_the_spec() -> None:
-    """Only docstrings and comments may say "SPEC §"; strings shown to people may not."""
+def test_no_user_facing_message_cites_the_design_doc() -> None:
+    """Only docstrings and comments may say "design §"; strings shown to people may not."""
     with pytest.raises(ValueError, match="requires a token") as refused:
         FrontDoorConfig(host="0.0.0.0")
-    assert "SPEC" not in str(refused.value)
+    assert "§" not in str(refused.value)
     found = []
     for path in sorted((ROOT / "examples").rglob("*.py")):
         tree = ast.parse(path.read_text())
@@ -253,7 +253,7 @@ def test_no_user_facing_message_cites_the_spec() -> None:
             for node in ast.walk(tree)
             if isinstance(node, ast.Constant)
             and isinstance(node.value, str)
-            and "SPEC §" in node.value
+            and "design §" in node.value
             and id(node) not in docstrings
         ]
     assert found == []

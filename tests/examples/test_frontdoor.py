@@ -1,4 +1,4 @@
-"""The websocket front door over a real event-log actor and real websockets (SPEC §7.1).
+"""The websocket front door over a real event-log actor and real websockets (design §7.1).
 
 In-process runners only (no helper process), on the real clock with short timeouts:
 each test starts an :class:`~actors.EventLogActor` and a front door on port 0 in its own
@@ -107,7 +107,7 @@ async def test_submit_answers_a_receipt_and_subscribe_pushes_the_lifecycle():
         ]
         assert [e["seq"] for e in events] == [1, 2, 3, 4]
         assert events[-1]["data"] == {"verdict": "ok", "result": [1, "a"]}
-        # The same request id with the same content: the stored receipt (SPEC §6.3).
+        # The same request id with the same content: the stored receipt (design §6.3).
         again = await c.request(
             "submit", request_id="r2", operation="echo", arguments={"value": [1, "a"]}
         )

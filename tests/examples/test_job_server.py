@@ -1,4 +1,4 @@
-"""The job server: helper-process jobs over a real websocket (SPEC §7, §3, §6).
+"""The job server: helper-process jobs over a real websocket (design §7, §3, §6).
 
 Real helper processes on the real clock with short timeouts (STYLE rule 21); every test
 checks afterwards that no child process is left. The last test runs the server as a
@@ -141,7 +141,7 @@ async def test_a_crash_fails_the_run_and_the_next_job_gets_a_fresh_helper():
         assert new_pid != old_pid
         snapshot = await server.runtime.pool.snapshot()
         assert [(h.incarnation, h.pid) for h in snapshot.helpers] == [(2, new_pid)]
-        # The helper child imports neither trio nor attrs/cattrs (SPEC §3.9).
+        # The helper child imports neither trio nor attrs/cattrs (design §3.9).
         assert snapshot.helpers[0].ready["heavy_modules"] == []
 
 

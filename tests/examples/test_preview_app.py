@@ -214,7 +214,7 @@ def claim(kind: str = "metadata", *, page: bool = False, revision: str = TOKEN) 
     )  # fmt: skip
 
 
-# --- execute: progressive runs (SPEC §4.5) ---------------------------------------------
+# --- execute: progressive runs (design §4.5) ---------------------------------------------
 
 
 async def test_execute_parks_a_run_being_written_until_it_stalls(
@@ -263,7 +263,7 @@ async def test_execute_draws_from_the_cached_observation(
     assert runtime.pool.reads == [12]  # evicted observation: read again
 
 
-# --- the bridge: scheduler notices → event log (SPEC §6.6) --------------------------------
+# --- the bridge: scheduler notices → event log (design §6.6) --------------------------------
 
 
 async def test_a_run_reports_its_lifecycle_and_images(
@@ -506,7 +506,7 @@ async def test_pusher_ends_when_the_client_stops_taking_messages(
     assert store.pushers == set()
 
 
-# --- cancellation (SPEC §6.7) ----------------------------------------------------------------
+# --- cancellation (design §6.7) ----------------------------------------------------------------
 
 
 async def test_a_cancel_stops_the_claim_in_flight_and_every_later_one(
@@ -567,7 +567,7 @@ async def test_a_run_cancelled_while_queued_is_not_started_again(
     assert runtime.eventlog.calls == [("submit", 12, 1)]  # no start, no new run, no finish
 
 
-# --- helper restarts (SPEC §4.8) ---------------------------------------------------------------
+# --- helper restarts (design §4.8) ---------------------------------------------------------------
 
 
 def test_helper_watch_counts_each_ended_incarnation_once() -> None:

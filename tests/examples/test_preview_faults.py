@@ -56,7 +56,7 @@ async def test_a_helper_crash_is_fenced_and_every_kind_is_published_once(
         assert 1 <= scheduler.incarnation <= app.helper_restarts  # HelperRestarted told
         statistics = await app.runtime.pool.statistics()
         assert statistics.jobs_failed >= 1
-    for run in ALL_RUNS:  # exactly once per kind, on one event-log run each (SPEC §4.9)
+    for run in ALL_RUNS:  # exactly once per kind, on one event-log run each (design §4.9)
         notes = _notes(seen, run)
         assert [notes.count(kind) for kind in KINDS] == [1, 1, 1], (run, notes)
         assert len(seen.jobs_of(run)) == 1, run

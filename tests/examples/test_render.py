@@ -1,4 +1,4 @@
-"""PNG thumbnails and previews of real observations (SPEC §5.2): sizes, content, labels."""
+"""PNG thumbnails and previews of real observations (design §5.2): sizes, content, labels."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shared pieces of the envelope tests: a forger of binary helper frames (SPEC §2.3).
+"""Shared pieces of the envelope tests: a forger of binary helper frames (design §2.3).
 
 The layout is written out here again, independently of ``protocol._envelope_wire``, so a
 change to the wire format fails the tests instead of silently following them::
@@ -108,7 +108,7 @@ def raw(
 
 
 def framed(body: bytes) -> bytes:
-    """``body`` behind its 4-byte big-endian length prefix (SPEC §2.2)."""
+    """``body`` behind its 4-byte big-endian length prefix (design §2.2)."""
     return len(body).to_bytes(4, "big") + body
 
 

@@ -1,4 +1,4 @@
-"""Tests for protocol.codec: strict structuring, JSON text in and out (SPEC §2.1, §2.4)."""
+"""Tests for protocol.codec: strict structuring, JSON text in and out (design §2.1, §2.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Adversarial tests of the client codec (SPEC §2.1, §2.4): hostile JSON from a client.
+"""Adversarial tests of the client codec (design §2.1, §2.4): hostile JSON from a client.
 
 Every field of every message mistyped, nested junk, recursion bombs, huge strings and
 numbers, non-UTF-8 bytes, lone surrogates, duplicate keys. Each input either decodes to

@@ -1,4 +1,4 @@
-"""Tests for protocol.envelope: the helper frame envelope and reply fencing (SPEC §2.3).
+"""Tests for protocol.envelope: the helper frame envelope and reply fencing (design §2.3).
 
 Frames are forged byte by byte with ``envelope_support.raw`` (the binary head of
 ``protocol._envelope_wire``, written out independently).
@@ -453,7 +453,7 @@ def test_check_reply_expects_an_answer_kind() -> None:
         )
 
 
-# --- progress frames (SPEC §3.9) ----------------------------------------------------
+# --- progress frames (design §3.9) ----------------------------------------------------
 
 
 def test_progress_roundtrip() -> None:

@@ -1,4 +1,4 @@
-"""Adversarial tests of the helper envelope (SPEC §2.3): hostile frames from a helper.
+"""Adversarial tests of the helper envelope (design §2.3): hostile frames from a helper.
 
 Every byte of the binary head forged (magic, version, kind and status codes, generation,
 session, lengths that lie), operations that are not UTF-8, payloads and error records

@@ -1,4 +1,4 @@
-"""Tests for protocol.framing: length-prefixed frames, sans-io (SPEC §2.2)."""
+"""Tests for protocol.framing: length-prefixed frames, sans-io (design §2.2)."""
 
 from __future__ import annotations
 

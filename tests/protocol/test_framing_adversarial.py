@@ -1,4 +1,4 @@
-"""Adversarial tests of protocol.framing (SPEC §2.2): hostile and broken byte streams."""
+"""Adversarial tests of protocol.framing (design §2.2): hostile and broken byte streams."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for protocol.messages: the client protocol's attrs classes (SPEC §2.1, §2.4)."""
+"""Tests for protocol.messages: the client protocol's attrs classes (design §2.1, §2.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Draw PNG thumbnails and previews of QCoDeS observations (SPEC §5.2, §7.2).
+"""Draw PNG thumbnails and previews of QCoDeS observations (design §5.2, §7.2).
 
 :func:`render` is a pure function: the same observation, kind and options always give
 the same PNG bytes. It runs in a worker thread of the renderer actor
@@ -34,7 +34,7 @@ __all__ = ["KINDS", "RENDERER_VERSION", "MIME", "render", "render_image"]
 
 #: Default size (width, height) in pixels of each kind.
 KINDS: dict[str, tuple[int, int]] = {"thumbnail": (160, 120), "preview": (640, 480)}
-#: Part of every cache key (SPEC §4.10): bump when the pictures change.
+#: Part of every cache key (design §4.10): bump when the pictures change.
 RENDERER_VERSION = "1"
 MIME = "image/png"
 

@@ -1,4 +1,4 @@
-"""The errors the QCoDeS reader raises, importable inside a helper child (SPEC §3.9).
+"""The errors the QCoDeS reader raises, importable inside a helper child (design §3.9).
 
 They are :class:`actors.errors.SourceError` and :class:`actors.errors.UnknownRun`
 themselves: ``actors.errors`` imports only the standard library (``ErrorRecord``, which

@@ -1,4 +1,4 @@
-"""Pure numpy helpers that shape QCoDeS result rows into plottable data (SPEC §7.2).
+"""Pure numpy helpers that shape QCoDeS result rows into plottable data (design §7.2).
 
 No SQLite, no trio: :mod:`examples.preview.qcodes.source` reads the rows and calls these to
 decode values, put 2-D data on a grid, downsample, and turn arrays into JSON lists.

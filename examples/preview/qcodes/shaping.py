@@ -1,4 +1,4 @@
-"""Turn the decoded columns of each dependent into observation entries (SPEC §7.2).
+"""Turn the decoded columns of each dependent into observation entries (design §7.2).
 
 Called by :meth:`examples.preview.qcodes.source.QcodesSource.read_run` after the rows are read.
 Pure numpy; the layout of one entry is documented there.

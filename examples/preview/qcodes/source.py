@@ -1,4 +1,4 @@
-"""Read a QCoDeS measurement database, read-only (SPEC §7.2).
+"""Read a QCoDeS measurement database, read-only (design §7.2).
 
 The schema is described in ``shared/data/README.md``; this module needs only the
 standard library's :mod:`sqlite3` and numpy, and never imports trio, so it runs inside
@@ -31,7 +31,7 @@ nothing is writing), the file is opened with ``immutable=1`` instead.
 Run status (``status`` in summaries and observations):
 
 * ``"incomplete"``: ``is_completed`` is 0: still being written, or the writer crashed.
-  Callers treat it as a progressive source (SPEC §4.5) and poll again.
+  Callers treat it as a progressive source (design §4.5) and poll again.
 * ``"interrupted"``: ``measurement_exception`` is set, or a completed run has fewer
   points than its planned shape.
 * ``"empty"``: completed with no result rows.
@@ -166,7 +166,7 @@ class QcodesSource:
     # -- identity and probe -----------------------------------------------------------
 
     def identity(self) -> dict[str, Any]:
-        """What was opened: for a helper's *ready* reply and for cache keys (SPEC §4.10).
+        """What was opened: for a helper's *ready* reply and for cache keys (design §4.10).
 
         Returns:
             ``path``, ``size_bytes`` (the main file, bytes), ``run_count``,
