@@ -1,6 +1,10 @@
 """trio-actors: an actor-model runtime built on trio.
 
-Public names are re-exported here; modules starting with ``_`` are private.
+Public names are re-exported here; modules and packages starting with ``_`` are private.
+They are grouped by room: the actor core (``_core``), helper processes (``_helpers``),
+the scheduler and its caches (``_scheduler``), the renderer (``_renderer``), the event
+log with its ledger and ports (``_eventlog``) and the runtime that starts them all
+(``_runtime``); see the design document, chapter "Where things live".
 """
 
 from __future__ import annotations
@@ -8,10 +12,11 @@ from __future__ import annotations
 from ._core._config import MAX_DURATION as MAX_DURATION
 from ._core._config import validate_count as validate_count
 from ._core._config import validate_duration as validate_duration
+from ._core._config import count_field as count_field
+from ._core._config import duration_field as duration_field
 from .errors import *  # noqa: F403  (the error hierarchy is public as a whole)
 from .errors import __all__ as _error_names
 
-# --- CORE builder exports (actor, ref, mailbox, lifecycle, backoff, supervisor) ---
 # isort: split
 from ._core._actor import Actor as Actor
 from ._core._backoff import Backoff as Backoff
@@ -28,9 +33,7 @@ from ._core._supervisor import ChildSpec as ChildSpec
 from ._core._supervisor import Supervisor as Supervisor
 from ._core._supervisor import SupervisorRef as SupervisorRef
 
-# --- end CORE ---
 
-# --- POOL builder exports (helper processes, pool actor) ---
 from ._helpers._spec import HelperSnapshot as HelperSnapshot
 from ._helpers._spec import HelperSpec as HelperSpec
 from ._helpers._spec import HelperTimeouts as HelperTimeouts
@@ -48,9 +51,7 @@ from ._helpers._pool_actor import RestartPool as RestartPool
 from ._helpers._pool_actor import RunJob as RunJob
 from ._helpers._pool_actor import PoolActor as PoolActor
 from ._helpers._pool_actor import PoolHandle as PoolHandle
-# --- end POOL ---
 
-# --- SCHED builder exports (scheduler, cache) ---
 # isort: split
 from ._scheduler._cache import CacheStatistics as CacheStatistics
 from ._scheduler._cache import DiskCache as DiskCache
@@ -87,9 +88,7 @@ from ._scheduler._state import SchedulerEvent as SchedulerEvent
 from ._scheduler._state import SchedulerStatistics as SchedulerStatistics
 from ._scheduler._state import Settled as Settled
 
-# --- end SCHED ---
 
-# --- ELOG builder exports (event log, ledger, ports) ---
 # isort: split
 from ._eventlog._eventlog import EventLog as EventLog
 from ._eventlog._eventlog import EventLogStatistics as EventLogStatistics
@@ -111,9 +110,7 @@ from ._eventlog._ledger import LedgerStatistics as LedgerStatistics
 from ._eventlog._ports import Port as Port
 from ._eventlog._ports import PortStatistics as PortStatistics
 from ._eventlog._ports import ResyncRequired as ResyncRequired
-# --- end ELOG ---
 
-# --- EXAMPLES builder exports (renderer actor) ---
 # isort: split
 from ._renderer._renderer import CancelRender as CancelRender
 from ._renderer._renderer import GetRendererStatistics as GetRendererStatistics
@@ -122,21 +119,19 @@ from ._renderer._renderer import Rendered as Rendered
 from ._renderer._renderer import Renderer as Renderer
 from ._renderer._renderer import RendererConfig as RendererConfig
 from ._renderer._renderer import RendererStatistics as RendererStatistics
-# --- end EXAMPLES ---
 
-# --- lead exports (runtime) ---
 # isort: split
 from ._runtime._runtime import Runtime as Runtime
 from ._runtime._runtime import RuntimeConfig as RuntimeConfig
 from ._runtime._runtime import open_runtime as open_runtime
-# --- end lead ---
 
 __all__ = [
     "MAX_DURATION",
     "validate_count",
     "validate_duration",
+    "count_field",
+    "duration_field",
     *_error_names,
-    # CORE
     "Actor",
     "ActorRef",
     "Reply",
@@ -151,8 +146,6 @@ __all__ = [
     "ChildSpec",
     "ChildInfo",
     "BRUTAL_KILL",
-    # end CORE
-    # POOL
     "HelperSpec",
     "HelperTimeouts",
     "HelperSnapshot",
@@ -170,8 +163,6 @@ __all__ = [
     "GetSnapshot",
     "GetStatistics",
     "RestartPool",
-    # end POOL
-    # SCHED
     "Scheduler",
     "SchedulerConfig",
     "SchedulerStatistics",
@@ -206,8 +197,6 @@ __all__ = [
     "DiskCache",
     "CacheStatistics",
     "DiskCacheStatistics",
-    # end SCHED
-    # ELOG
     "EventLog",
     "EventLogConfig",
     "EventLogStatistics",
@@ -228,8 +217,6 @@ __all__ = [
     "Port",
     "PortStatistics",
     "ResyncRequired",
-    # end ELOG
-    # EXAMPLES
     "Renderer",
     "RendererConfig",
     "RendererStatistics",
@@ -237,8 +224,6 @@ __all__ = [
     "Rendered",
     "CancelRender",
     "GetRendererStatistics",
-    # end EXAMPLES
-    # lead
     "Runtime",
     "RuntimeConfig",
     "open_runtime",

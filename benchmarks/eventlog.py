@@ -50,11 +50,11 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from actors._eventlog._eventlog import EventLog, open_event_log
 from actors._eventlog._actor import EventLogActor, EventLogClient
-from actors._eventlog._types import Event, EventLogConfig, OperationSpec
+from actors._eventlog._eventlog import EventLog, open_event_log
 from actors._eventlog._ledger import _SCHEMA, Ledger
 from actors._eventlog._ports import PortHub
+from actors._eventlog._types import Event, EventLogConfig, OperationSpec
 
 QUICK = "--quick" in sys.argv
 VERBOSE = "--verbose" in sys.argv

@@ -67,9 +67,9 @@ from actors import (  # noqa: E402
     HelperSpec,
     HelperTimeouts,
     JobCancelled,
+    PoolActor,
     PoolClosed,
     PoolConfig,
-    PoolActor,
     PoolHandle,
     open_helper_pool,
 )

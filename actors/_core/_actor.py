@@ -28,6 +28,7 @@ import trio
 
 from protocol.errors import bound_message, describe_exception
 
+from ..errors import ActorCrashed, ActorError, ActorStopped
 from ._config import validate_duration
 from ._lifecycle import ActorEvent, ActorState, new_actor_lifecycle
 from ._mailbox import Mailbox
@@ -40,7 +41,6 @@ from ._ref import (
     enter_owner,
     leave_owner,
 )
-from ..errors import ActorCrashed, ActorError, ActorStopped
 
 if TYPE_CHECKING:
     from ._mailbox import MailboxStatistics

@@ -14,8 +14,8 @@ from typing import Generic, TypeVar
 import attrs
 import trio
 
-from ._config import validate_count
 from ..errors import ActorStopped, MailboxFull
+from ._config import validate_count
 
 __all__ = ["MAX_MAILBOX_CAPACITY", "Mailbox", "MailboxStatistics"]
 

@@ -28,9 +28,9 @@ from trio.lowlevel import (
     wait_task_rescheduled,
 )
 
+from ..errors import ActorError, AskTimeout
 from ._config import MAX_DURATION, validate_duration
 from ._lifecycle import ActorEvent, ActorState, StateMachine
-from ..errors import ActorError, AskTimeout
 
 if TYPE_CHECKING:
     from ._mailbox import Mailbox, MailboxStatistics

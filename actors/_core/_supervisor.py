@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 import attrs
 import trio
 
+from ..errors import RestartIntensityExceeded
 from ._actor import _only_cancelled
 from ._backoff import Backoff, BackoffTracker
 from ._config import validate_count, validate_duration
 from ._lifecycle import ActorEvent, ActorState, new_actor_lifecycle
 from ._ref import enter_owner, inside, leave_owner
-from ..errors import RestartIntensityExceeded
 
 if TYPE_CHECKING:
     import random

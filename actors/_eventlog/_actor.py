@@ -28,13 +28,15 @@ import trio
 
 from .._core._actor import Actor
 from .._core._config import validate_duration
-from ._eventlog import EventLog, single_leaf
 from ..errors import ActorError, InvalidCommand
+from ._eventlog import EventLog, single_leaf
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping
 
+    from .._core._ref import ActorRef, Reply
     from ._eventlog import EventLogStatistics
+    from ._ports import Port, PortStatistics
     from ._runs import Runner
     from ._types import (
         BootReport,
@@ -46,8 +48,6 @@ if TYPE_CHECKING:
         RunStatus,
         WatchResult,
     )
-    from ._ports import Port, PortStatistics
-    from .._core._ref import ActorRef, Reply
 
 __all__ = [
     "ApplyEdit",

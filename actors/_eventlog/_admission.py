@@ -26,19 +26,19 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 import trio
 
-from ._types import OperationSpec, Receipt, canonical_json, encode_json
 from ..errors import (
     InvalidCommand,
     PoolFull,
     RequestConflict,
     UnsupportedOperation,
 )
+from ._types import OperationSpec, Receipt, canonical_json, encode_json
 
 if TYPE_CHECKING:
     from ._eventlog import EventLog
+    from ._ledger import Ledger, LedgerSnapshot, Ticket
     from ._runs import Run
     from ._types import EventLogConfig
-    from ._ledger import Ledger, LedgerSnapshot, Ticket
 
 __all__ = ["Admission", "FrontDoorMixin"]
 

@@ -54,8 +54,16 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ._recovery import DurabilityMixin
+from ..errors import (
+    ActorStopped,
+    CursorExpired,
+    InvalidCommand,
+    UnknownRun,
+)
 from ._admission import Admission, FrontDoorMixin, _is_run_id, _Request
+from ._ledger import Ledger, LedgerStatistics
+from ._ports import Port, PortHub, PortStatistics
+from ._recovery import DurabilityMixin
 from ._runs import Run, RunLifecycleMixin
 from ._types import (
     Event,
@@ -64,14 +72,6 @@ from ._types import (
     RunStatus,
     WatchResult,
     encode_json,
-)
-from ._ledger import Ledger, LedgerStatistics
-from ._ports import Port, PortHub, PortStatistics
-from ..errors import (
-    ActorStopped,
-    CursorExpired,
-    InvalidCommand,
-    UnknownRun,
 )
 
 if TYPE_CHECKING:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 import trio
 
+from ..errors import LedgerError
 from ._ledger_schema import (
     _SCHEMA,
     APPLICATION_ID,
@@ -41,7 +42,6 @@ from ._ledger_schema import (
     check_ledger_file,
     prune_events,
 )
-from ..errors import LedgerError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator

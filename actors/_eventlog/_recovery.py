@@ -1,7 +1,7 @@
 """Boot and decisions after a restart: held runs, resume, discard, drift (design §6.10).
 
-:class:`DurabilityMixin` is only meant to be mixed into :class:`actors._eventlog._eventlog.EventLog`;
-it is split out to keep modules small.
+:class:`DurabilityMixin` is only meant to be mixed into
+:class:`actors._eventlog._eventlog.EventLog`; it is split out to keep modules small.
 
 At boot, every run the ledger holds unfinished becomes **held**: nothing runs by itself.
 A run that was *running* when the previous process stopped (crash, SIGKILL or close) has
@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._admission import _durable, _text
-from ._runs import Run
-from ._types import BootReport, Drift, RunStatus, canonical_json
 from ..errors import (
     AlreadyDecided,
     InvalidCommand,
     RunQuarantined,
     UnsupportedOperation,
 )
+from ._admission import _durable, _text
+from ._runs import Run
+from ._types import BootReport, Drift, RunStatus, canonical_json
 
 if TYPE_CHECKING:
-    from ._types import EventLogConfig, OperationSpec
     from ._ledger import LedgerSnapshot, Ticket
+    from ._types import EventLogConfig, OperationSpec
 
 __all__ = ["DurabilityMixin"]
 

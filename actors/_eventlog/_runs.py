@@ -26,6 +26,7 @@ import trio
 
 from protocol.errors import describe_exception
 
+from ..errors import ActorError, AlreadyDecided, ErrorRecord, InvalidCommand, UnknownRun
 from ._admission import _text
 from ._types import (
     TERMINAL_STATES,
@@ -37,14 +38,13 @@ from ._types import (
     encode_json,
     json_string,
 )
-from ..errors import ActorError, AlreadyDecided, ErrorRecord, InvalidCommand, UnknownRun
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
-    from ._types import EventLogConfig, OperationSpec, RunState
     from ._ledger import Ledger, LedgerSnapshot, Ticket
     from ._ports import PortHub
+    from ._types import EventLogConfig, OperationSpec, RunState
 
     #: ``report_progress(fraction, note=None)``: sync; fraction in [0, 1].
     ProgressReporter = Callable[..., None]

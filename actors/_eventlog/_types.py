@@ -2,8 +2,8 @@
 
 Everything here is plain data (attrs frozen, keyword-only) so it can cross the event-log
 actor's mailbox and be turned into the client protocol's JSON with ``to_dict()``.
-The behaviour lives in :mod:`actors._eventlog._eventlog`; durability in :mod:`actors._eventlog._ledger`;
-subscribers in :mod:`actors._eventlog._ports`.
+The behaviour lives in :mod:`actors._eventlog._eventlog`; durability in
+:mod:`actors._eventlog._ledger`; subscribers in :mod:`actors._eventlog._ports`.
 """
 
 from __future__ import annotations

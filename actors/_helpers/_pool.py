@@ -34,8 +34,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ._process import HelperProcess
-from ._pool_config import PoolConfig, PoolSnapshot, PoolStatistics
 from ..errors import (
     ActorError,
     ForcedTermination,
@@ -45,6 +43,8 @@ from ..errors import (
     PoolClosed,
     PoolFailed,
 )
+from ._pool_config import PoolConfig, PoolSnapshot, PoolStatistics
+from ._process import HelperProcess
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Hashable

@@ -31,15 +31,15 @@ import trio
 
 from .._core._actor import Actor
 from .._core._config import validate_count
-from ._pool import HelperPool, PoolConfig, PoolSnapshot, PoolStatistics, open_helper_pool
 from ..errors import ActorError, ActorStopped, AskTimeout, InvalidCommand, MailboxFull, PoolBusy
+from ._pool import HelperPool, PoolConfig, PoolSnapshot, PoolStatistics, open_helper_pool
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
 
+    from .._core._ref import ActorRef, Reply
     from ._process import ProgressCallback
     from ._spec import HelperSpec
-    from .._core._ref import ActorRef, Reply
 
 __all__ = [
     "CancelJob",

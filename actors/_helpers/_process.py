@@ -46,9 +46,6 @@ from protocol.envelope import (
 )
 from protocol.framing import DEFAULT_MAX_REQUEST
 
-from ._outcomes import answer_error, exited_error, stopped_error
-from ._pipe import HelperPipe, PipeGone
-from ._spec import MIN_FRAME_LIMIT, HelperSnapshot
 from .._core._lifecycle import HelperEvent, HelperState, new_helper_lifecycle
 from ..errors import (
     HelperExitedError,
@@ -56,6 +53,9 @@ from ..errors import (
     ProtocolError,
     ProtocolViolation,
 )
+from ._outcomes import answer_error, exited_error, stopped_error
+from ._pipe import HelperPipe, PipeGone
+from ._spec import MIN_FRAME_LIMIT, HelperSnapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable

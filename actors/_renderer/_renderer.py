@@ -1,8 +1,8 @@
 """The renderer system actor: draws payloads off the event loop (design §5.1).
 
 Generic: it is built with a ``render_fn(observation, kind, options, check_cancel) ->
-bytes`` (the preview server passes :func:`examples.preview.drawing.render.render`) and knows nothing of
-QCoDeS. Each :class:`Render` ask becomes one task in the actor's nursery:
+bytes`` (the preview server passes :func:`examples.preview.drawing.render.render`) and
+knows nothing of QCoDeS. Each :class:`Render` ask becomes one task in the actor's nursery:
 
 1. wait for a job slot (at most ``max_jobs`` at once; the handler waits, so a busy
    renderer pushes back on its mailbox) and then for a worker thread

@@ -30,19 +30,19 @@ import trio
 from .._core._config import duration_field
 from .._eventlog._actor import EventLogActor, EventLogClient
 from .._eventlog._types import EventLogConfig, OperationSpec
-from .._helpers._spec import HelperSpec
 from .._helpers._pool import PoolConfig
+from .._helpers._pool_actor import PoolActor, PoolHandle
+from .._helpers._spec import HelperSpec
 from .._renderer._renderer import Renderer, RendererConfig, RenderFn
 from .._scheduler._actor import SchedulerActor
 from .._scheduler._state import RunInfo, SchedulerConfig
-from .._helpers._pool_actor import PoolActor, PoolHandle
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
-    from .._scheduler._cache import PayloadCache
-    from .._eventlog._runs import Runner
     from .._core._ref import ActorRef
+    from .._eventlog._runs import Runner
+    from .._scheduler._cache import PayloadCache
 
 __all__ = ["Runtime", "RuntimeConfig", "open_runtime"]
 
@@ -150,9 +150,7 @@ async def open_runtime(config: RuntimeConfig) -> AsyncIterator[Runtime]:
             EventLogActor(config.eventlog, operations=config.operations, runners=config.runners).run
         )
         runtime.eventlog = EventLogClient(runtime.eventlog_ref)
-        runtime.pool_ref = await nursery.start(
-            PoolActor(config.helper, config.pool).run
-        )
+        runtime.pool_ref = await nursery.start(PoolActor(config.helper, config.pool).run)
         runtime.pool = PoolHandle(runtime.pool_ref)
         runtime.renderer = await nursery.start(Renderer(config.render_fn, config.renderer).run)
         runtime.scheduler_actor = SchedulerActor(

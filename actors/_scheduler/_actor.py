@@ -67,8 +67,15 @@ import trio
 from protocol.errors import describe_exception
 
 from .._core._actor import Actor
-from ._cache import ObservationCache, PayloadCache, PayloadKey, approximate_size
 from .._core._config import validate_count
+from ..errors import (
+    ActorError,
+    DeadlineExceeded,
+    ErrorRecord,
+    InvalidCommand,
+    JobCancelled,
+)
+from ._cache import ObservationCache, PayloadCache, PayloadKey, approximate_size
 from ._scheduler import Scheduler
 from ._state import (
     KINDS,
@@ -81,19 +88,12 @@ from ._state import (
     SchedulerEvent,
     SchedulerStatistics,
 )
-from ..errors import (
-    ActorError,
-    DeadlineExceeded,
-    ErrorRecord,
-    InvalidCommand,
-    JobCancelled,
-)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
 
-    from ._cache import CacheStatistics, DiskCacheStatistics
     from .._core._ref import Reply
+    from ._cache import CacheStatistics, DiskCacheStatistics
 
 __all__ = [
     "FormatChanged",

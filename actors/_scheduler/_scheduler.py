@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ActorError, ErrorRecord, ScheduleRejected, SourceNotReady
 from ._state import (
     BACKOFF,
     BLOCKED,
@@ -67,7 +68,6 @@ from ._state import (
     _Run,
 )
 from ._table import RunTable
-from ..errors import ActorError, ErrorRecord, ScheduleRejected, SourceNotReady
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -3,7 +3,8 @@
 Pure: no trio, no I/O. :class:`RunTable` owns one source generation's runs, their
 slots (moved only through :data:`actors._scheduler._state.SLOT_TRANSITIONS`), the ready
 indexes (:class:`actors._scheduler._queue.ReadyQueues`) and the set of failed slots. The
-policy (which claim goes next, fencing, priorities) is :class:`actors._scheduler._scheduler.Scheduler`.
+policy (which claim goes next, fencing, priorities) is
+:class:`actors._scheduler._scheduler.Scheduler`.
 
 Each outcome method appends the events it causes to ``events``, in order.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ScheduleRejected
 from ._queue import ReadyQueues
 from ._state import (
     BLOCKED,
@@ -32,12 +34,11 @@ from ._state import (
     _Slot,
     move,
 )
-from ..errors import ScheduleRejected
 
 if TYPE_CHECKING:
     from .._core._backoff import Backoff
-    from ._state import Claim, SchedulerEvent
     from ..errors import ErrorRecord
+    from ._state import Claim, SchedulerEvent
 
 __all__ = ["RunTable"]
 

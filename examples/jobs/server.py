@@ -60,13 +60,15 @@ from actors import (
     HelperSpec,
     HelperTimeouts,
     OperationSpec,
-    PoolConfig,
     PoolActor,
+    PoolConfig,
     PoolHandle,
+    count_field,
+    duration_field,
 )
-from actors._core._config import count_field, duration_field
 from actors.errors import ActorError, InvalidCommand
-
+from examples.jobs.helper import MAX_LIMIT, MAX_SLEEP
+from examples.web.api import BUILTIN_HANDLERS
 from examples.web.cli import (
     OneLineParser,
     bind_sockets,
@@ -79,17 +81,14 @@ from examples.web.cli import (
 )
 from examples.web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
 from examples.web.pool_recovery import PoolRecovery, RecoveryConfig
-from examples.web.api import BUILTIN_HANDLERS
-from examples.jobs.helper import MAX_LIMIT, MAX_SLEEP
 
 if TYPE_CHECKING:
     import socket
     from collections.abc import AsyncIterator, Callable, Sequence
 
     from actors import ActorRef, RunStatus
-    from protocol import messages
-
     from examples.web.connection import Connection
+    from protocol import messages
 
 __all__ = [
     "OPERATIONS",

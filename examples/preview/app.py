@@ -77,17 +77,18 @@ from actors import (
     RuntimeConfig,
     SchedulerConfig,
     SourceChanged,
+    count_field,
+    duration_field,
 )
-from actors._core._config import count_field, duration_field
 from actors.errors import ActorError
-from examples.web.pool_recovery import PoolRecovery, RecoveryConfig
 from examples.preview.clients import OPERATION, ClientsMixin
+from examples.preview.drawing.render import RENDERER_VERSION, render
 from examples.preview.events import EventsMixin
 from examples.preview.push import ImageStore, StoredImage
+from examples.preview.qcodes.source import open_source, revision
 from examples.preview.runs import IMAGE_KINDS, RunRecord
 from examples.preview.work import HelperWatch, WorkMixin
-from examples.preview.qcodes.source import open_source, revision
-from examples.preview.drawing.render import RENDERER_VERSION, render
+from examples.web.pool_recovery import PoolRecovery, RecoveryConfig
 from protocol import messages
 
 if TYPE_CHECKING:

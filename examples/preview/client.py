@@ -34,10 +34,9 @@ import attrs
 import trio
 from trio_websocket import ConnectionClosed, open_websocket_url
 
+from examples.web.cli import OneLineParser, connection_problem, count, leaf, seconds, websocket_url
 from protocol import messages
 from protocol.codec import decode_server_message
-
-from examples.web.cli import OneLineParser, connection_problem, count, leaf, seconds, websocket_url
 
 __all__ = ["Collection", "SavedImage", "collect", "main"]
 

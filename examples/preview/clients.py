@@ -31,11 +31,10 @@ import trio
 
 from actors import SetPriority, SourceChanged
 from actors.errors import InvalidCommand, UnknownRun
-from protocol import messages
-
 from examples.preview.push import ClientPusher, ImageStore
 from examples.preview.runs import RunRecord, summary_message
 from examples.web.api import BUILTIN_HANDLERS
+from protocol import messages
 
 if TYPE_CHECKING:
     from examples.web.api import Handler

@@ -32,8 +32,8 @@ from actors import (
     SourceError,
     open_runtime,
 )
-from examples.preview.qcodes.source import open_source
 from examples.preview.drawing.render import render
+from examples.preview.qcodes.source import open_source
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from actors import Failed, Invalidated, Parked, Published, Retrying, RunStarted, Settled
 from actors.errors import ActorError
-
 from examples.preview.push import StoredImage
 from examples.preview.runs import KIND_COUNT, RunRecord, finish_result, verdict_of
 
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
     import trio
 
     from actors import Runtime
-
     from examples.preview.push import ImageStore
 
 __all__ = ["EventsMixin"]

@@ -69,7 +69,13 @@ import trio  # noqa: E402
 
 from actors import open_runtime  # noqa: E402
 from actors.errors import ActorError, SourceError  # noqa: E402
-
+from examples.preview.app import PreviewApp, PreviewConfig, open_database  # noqa: E402
+from examples.preview.sample_db import (  # noqa: E402
+    LIVE_RUN_ID,
+    append_live_rows,
+    create_sample_database,
+    default_sample_path,
+)
 from examples.web.cli import (  # noqa: E402
     OneLineParser,
     bind_sockets,
@@ -86,13 +92,6 @@ from examples.web.frontdoor import (  # noqa: E402
     Page,
     open_front_door,
     shutdown_on_signal,
-)
-from examples.preview.app import PreviewApp, PreviewConfig, open_database  # noqa: E402
-from examples.preview.sample_db import (  # noqa: E402
-    LIVE_RUN_ID,
-    append_live_rows,
-    create_sample_database,
-    default_sample_path,
 )
 
 if TYPE_CHECKING:

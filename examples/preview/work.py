@@ -50,10 +50,9 @@ from actors.errors import ActorError, SourceError, WorkCancelled
 
 if TYPE_CHECKING:
     from actors import PoolSnapshot, Runtime, SchedulerJob
-
-    from examples.web.pool_recovery import PoolRecovery
-    from examples.preview.runs import RunRecord
     from examples.preview.app import PreviewConfig
+    from examples.preview.runs import RunRecord
+    from examples.web.pool_recovery import PoolRecovery
 
 __all__ = ["HelperWatch", "WorkMixin"]
 

@@ -31,8 +31,7 @@ from trio_websocket import (
     HandshakeError,
 )
 
-from actors import validate_count, validate_duration
-from actors._core._config import MAX_DURATION
+from actors import MAX_DURATION, validate_count, validate_duration
 from actors.errors import ActorError
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from actors._core._config import count_field, duration_field
+from actors import count_field, duration_field
 from protocol.codec import DEFAULT_MAX_MESSAGE
 
 __all__ = ["FrontDoorConfig", "FrontDoorStatistics", "is_loopback"]

@@ -31,7 +31,7 @@ import attrs
 import trio
 from trio_websocket import ConnectionClosed, Endpoint
 
-from actors._eventlog._ports import ResyncRequired as PortResync
+from actors import ResyncRequired as PortResync
 from protocol import messages
 from protocol.codec import encode_message
 
@@ -40,8 +40,7 @@ if TYPE_CHECKING:
 
     from trio_websocket import WebSocketConnection
 
-    from actors._eventlog._ports import Port
-
+    from actors import Port
     from examples.web.frontdoor import FrontDoor
 
 __all__ = ["Connection", "ConnectionStatistics", "event_message", "wire_text"]

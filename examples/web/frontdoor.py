@@ -62,15 +62,14 @@ from typing import TYPE_CHECKING, get_args
 import trio
 from trio_websocket import wrap_server_stream
 
-from actors._core._config import validate_duration
+from actors import validate_duration
 from actors.errors import ActorError, ActorStopped, AskTimeout, UnknownMessageType
-from protocol import messages
-from protocol.codec import decode_client_message
-
 from examples.web.api import BUILTIN_HANDLERS
 from examples.web.config import FrontDoorConfig, FrontDoorStatistics
 from examples.web.connection import Connection
 from examples.web.http import Page, ReplayStream, answer, linger, read_head
+from protocol import messages
+from protocol.codec import decode_client_message
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -78,7 +77,6 @@ if TYPE_CHECKING:
     from trio_websocket import WebSocketRequest
 
     from actors import EventLogClient
-
     from examples.web.api import Handler
 
 __all__ = [

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from actors._core._backoff import Backoff, BackoffTracker
-from actors._core._config import duration_field
+from actors import Backoff, BackoffTracker, duration_field
 from actors.errors import ActorError, PoolFailed
 
 if TYPE_CHECKING:

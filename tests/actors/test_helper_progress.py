@@ -14,11 +14,11 @@ from helper_support import FAST, assert_no_children, spec
 from actors import (
     AskTimeout,
     HelperJobFailed,
+    PoolActor,
     PoolConfig,
+    PoolHandle,
     ProtocolViolation,
     RunJob,
-    PoolActor,
-    PoolHandle,
     open_helper_pool,
 )
 

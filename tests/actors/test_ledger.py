@@ -14,8 +14,8 @@ import pytest
 import trio
 
 from actors._eventlog._eventlog import open_event_log
-from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors._eventlog._ledger import SCHEMA_VERSION
+from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import (
     AlreadyDecided,
     CursorExpired,

@@ -15,9 +15,9 @@ import pytest
 import trio
 
 from actors._eventlog._eventlog import open_event_log
-from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors._eventlog._ledger import Ledger
 from actors._eventlog._ports import ResyncRequired
+from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import InvalidCommand
 
 if TYPE_CHECKING:

@@ -21,11 +21,11 @@ from actors import (
     HelperStartupError,
     HelperTimeouts,
     InvalidCommand,
+    PoolActor,
     PoolConfig,
     PoolFailed,
-    RunJob,
-    PoolActor,
     PoolHandle,
+    RunJob,
 )
 
 

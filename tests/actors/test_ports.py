@@ -8,8 +8,8 @@ import trio.lowlevel
 import trio.testing
 
 from actors._eventlog._eventlog import open_event_log
-from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors._eventlog._ports import ResyncRequired
+from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import CursorExpired, InvalidCommand, RemoteToggleDenied
 
 OPS = [OperationSpec(name="job", fields={"n"})]

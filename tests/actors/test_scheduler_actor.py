@@ -9,7 +9,6 @@ import pytest
 import trio
 import trio.testing
 
-from actors._scheduler._cache import PayloadCache
 from actors._scheduler._actor import (
     FormatChanged,
     GetSchedulerStatistics,
@@ -22,6 +21,7 @@ from actors._scheduler._actor import (
     SourceChanged,
     SwitchSource,
 )
+from actors._scheduler._cache import PayloadCache
 from actors._scheduler._state import (
     Failed,
     Invalidated,

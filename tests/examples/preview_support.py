@@ -21,15 +21,15 @@ from frontdoor_support import TIMEOUT, Client
 from PIL import Image
 from trio_websocket import open_websocket_url
 
-from examples.web.frontdoor import FrontDoorConfig
 from examples.preview.app import PreviewConfig, open_database
 from examples.preview.server import open_preview_server
+from examples.web.frontdoor import FrontDoorConfig
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
-    from examples.web.frontdoor import FrontDoor
     from examples.preview.app import PreviewApp
+    from examples.web.frontdoor import FrontDoor
 
 REPO = Path(__file__).resolve().parents[2]
 #: Images of the preview server, by kind: (width, height) in pixels.

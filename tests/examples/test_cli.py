@@ -21,12 +21,12 @@ import pytest
 import trio
 from frontdoor_support import TIMEOUT, assert_no_children
 
-from examples.web.cli import websocket_url
-from examples.web.frontdoor import FrontDoorConfig
 from examples.jobs.server import JobServerConfig, open_job_server
 from examples.jobs.server import main as job_server_main
 from examples.preview.client import main as preview_client_main
 from examples.preview.server import main as preview_server_main
+from examples.web.cli import websocket_url
+from examples.web.frontdoor import FrontDoorConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable

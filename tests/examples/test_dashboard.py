@@ -3,8 +3,9 @@
 The preview server runs in this process on a copy of the real sample; Debian's
 ``chromium`` loads the page from the server itself (``http://127.0.0.1:PORT/?select=4``,
 the page connects back to the same port with the server's token from its own address),
-and once more as a file (``examples/preview/dashboard.html?ws=...``), as a late client. The test talks
-to the browser with trio-websocket (Chrome DevTools Protocol, ``--remote-debugging-port=0``):
+and once more as a file (``examples/preview/dashboard.html?ws=...``), as a late client.
+The test talks to the browser with trio-websocket (Chrome DevTools Protocol,
+``--remote-debugging-port=0``):
 it waits until the page has loaded every thumbnail and run 4's preview, takes a
 screenshot into the test's tmp dir and checks the pictures are really there (image
 sizes in the DOM, pixel spread in the screenshot); then it scrolls the run list and

@@ -22,9 +22,9 @@ from frontdoor_support import TIMEOUT, Client, assert_no_children, children, ope
 from trio_websocket import ConnectionClosed
 
 from actors._core._backoff import Backoff
+from examples.jobs.server import JobServerConfig, open_job_server
 from examples.web.frontdoor import FrontDoorConfig
 from examples.web.pool_recovery import RecoveryConfig
-from examples.jobs.server import JobServerConfig, open_job_server
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

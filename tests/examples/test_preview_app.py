@@ -41,7 +41,7 @@ from actors.errors import (
     UnknownRun,
     WorkCancelled,
 )
-from examples.web.pool_recovery import RecoveryConfig
+from examples.preview.app import PreviewApp, PreviewConfig
 from examples.preview.push import ClientPusher, ImageStore, StoredImage, png_size
 from examples.preview.runs import (
     RunRecord,
@@ -51,7 +51,7 @@ from examples.preview.runs import (
     verdict_of,
 )
 from examples.preview.work import HelperWatch
-from examples.preview.app import PreviewApp, PreviewConfig
+from examples.web.pool_recovery import RecoveryConfig
 
 GUID = "d61e7d4e-0000-0000-0000-01a22b205d20"
 TOKEN = "rows=120;completed=0;exc=0"

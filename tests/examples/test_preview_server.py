@@ -120,7 +120,10 @@ async def test_end_to_end_on_the_real_database(writable_db: Path, tmp_path: Path
         page = await _http_get(url, "/?select=4")  # the dashboard, on the same port
         assert page.startswith(b"HTTP/1.1 200 OK\r\n")
         assert b"\r\nContent-Type: text/html; charset=utf-8\r\n" in page
-        assert page.split(b"\r\n\r\n", 1)[1] == (REPO / "examples" / "preview" / "dashboard.html").read_bytes()
+        assert (
+            page.split(b"\r\n\r\n", 1)[1]
+            == (REPO / "examples" / "preview" / "dashboard.html").read_bytes()
+        )
     finally:
         process.send_signal(signal.SIGTERM)
         with trio.fail_after(15):

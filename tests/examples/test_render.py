@@ -10,8 +10,8 @@ import pytest
 from PIL import Image, ImageDraw
 
 from examples.preview.drawing import plotting as plot
-from examples.preview.qcodes.source import open_source
 from examples.preview.drawing.render import KINDS, _Style, band_text, render
+from examples.preview.qcodes.source import open_source
 
 RUN_IDS = list(range(1, 13))
 

@@ -1,4 +1,4 @@
-"""Drawing primitives for :mod:`examples.preview.drawing.render`: fonts, ticks, axes, traces, heatmaps.
+"""Drawing primitives for :mod:`~examples.preview.drawing.render`: fonts, ticks, axes, plots.
 
 Pillow and numpy only. Everything here is deterministic: the same inputs give the same
 pixels.

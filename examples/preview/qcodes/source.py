@@ -51,9 +51,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from examples.preview.qcodes import observation as obs
-from examples.preview.qcodes.errors import SourceError, UnknownRun
 from examples.preview.qcodes.db import ReadTransaction, connect, validate_schema
 from examples.preview.qcodes.db import quote_name as _q
+from examples.preview.qcodes.errors import SourceError, UnknownRun
 from examples.preview.qcodes.rundescription import (
     ParamInfo,
     RunDescription,
