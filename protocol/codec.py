@@ -21,8 +21,6 @@ Every offending field is named by its path (``$.run_ids[2]``) through
 from __future__ import annotations
 
 import json
-import math
-import re
 import typing
 from typing import Any, Final, cast
 
@@ -31,6 +29,7 @@ from cattrs.errors import ForbiddenExtraKeysError, IterableValidationError, Iter
 from cattrs.strategies import configure_tagged_union
 from cattrs.v import format_exception as cattrs_format_exception
 
+from ._strict_json import SURROGATE_ESCAPE, encodes_as_utf8, loads
 from .errors import InvalidMessage, MessageTooLarge, UnknownMessageType
 from .messages import TAGS, ClientRequest, FieldError, Message, ServerMessage
 
@@ -282,43 +281,6 @@ def _accepted_tags(union: Any) -> dict[str, type]:
     return {**_CLIENT_TAGS, **_SERVER_TAGS}
 
 
-def _refuse_constant(name: str) -> object:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise ValueError(f"duplicate key {key[:64]!r}")
-            seen.add(key)
-    return result
-
-
-#: A JSON escape of a UTF-16 surrogate (``\\ud800``..``\\udfff``): the only way JSON text
-#: that is valid UTF-8 can hold a string that is not (a lone surrogate).
-_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def _encodes_as_utf8(value: object) -> bool:
-    # True if no string in the JSON value holds a lone surrogate.
-    try:
-        _encoder.encode(value).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _finite_float(text: str) -> float:
-    # 1e400 is valid JSON syntax but overflows to inf, which JSON cannot carry back out.
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:40]} is out of range")
-    return value
-
-
 def _parse(data: str | bytes, max_size: int) -> Any:
     if isinstance(data, str):
         # Each character is 1..4 bytes of UTF-8: count characters first, so a huge
@@ -355,19 +317,14 @@ def _parse(data: str | bytes, max_size: int) -> Any:
     else:
         raise TypeError(f"data must be str or bytes, got {type(data).__name__}")
     try:
-        obj = json.loads(
-            text,
-            parse_constant=_refuse_constant,
-            parse_float=_finite_float,
-            object_pairs_hook=_refuse_duplicates,
-        )
+        obj = loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidMessage(
             f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", fields=["$"]
         ) from None
     except (ValueError, RecursionError) as exc:
         raise InvalidMessage(f"malformed JSON: {exc}"[:200], fields=["$"]) from None
-    if _SURROGATE_ESCAPE.search(text) and not _encodes_as_utf8(obj):
+    if SURROGATE_ESCAPE.search(text) and not encodes_as_utf8(obj):
         # Valid JSON text, but a string in it is not Unicode: it could never be
         # written back out as UTF-8 (an echoed request_id would break the connection).
         raise InvalidMessage(

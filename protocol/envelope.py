@@ -27,7 +27,7 @@ general way.
 This module imports only :mod:`protocol.errors` / :mod:`protocol.framing`, the layout of
 :mod:`protocol._envelope_wire` (stdlib ``struct``), the field checks of
 :mod:`protocol._envelope_checks`, the value class of :mod:`protocol._envelope_value` and
-the strict JSON of :mod:`protocol._envelope_json` (stdlib ``json``): the helper child
+the strict JSON of :mod:`protocol._strict_json` (stdlib ``json``): the helper child
 process imports it and must start fast. That is why :class:`Envelope` is a small
 hand-written frozen class (a tuple underneath: a decoder builds one per frame) and not an
 attrs class like the client messages (STYLE rule 4 gives way here), nor a dataclass
@@ -49,7 +49,6 @@ from ._envelope_checks import (
     FieldError,
     validate,
 )
-from ._envelope_json import SURROGATE_ESCAPE, dumps_value, encodes_as_utf8, parse
 from ._envelope_value import Envelope, trusted
 from ._envelope_wire import (
     BODY_HEADER,
@@ -61,6 +60,7 @@ from ._envelope_wire import (
     STATUS_CODES,
     STATUS_NAMES,
 )
+from ._strict_json import SURROGATE_ESCAPE, dumps_value, encodes_as_utf8, parse
 from .errors import FrameTooLarge, ProtocolError, ProtocolViolation
 from .framing import DEFAULT_MAX_REPLY, MAX_FRAME_LIMIT, _check_limit
 

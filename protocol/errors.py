@@ -16,49 +16,16 @@ turns one into a :class:`protocol.records.ErrorRecord` (data only, message bound
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ._error_data import CATEGORIES as CATEGORIES
+from ._error_data import MAX_ERROR_MESSAGE_BYTES as MAX_ERROR_MESSAGE_BYTES
+from ._error_data import Category as Category  # noqa: TC001  (re-exported)
+from ._error_data import bound_message as bound_message
+from ._error_data import describe_exception as describe_exception
 
 if TYPE_CHECKING:
     from .records import ErrorRecord
-
-Category = Literal["transient", "permanent", "stale"]
-CATEGORIES: tuple[Category, ...] = ("transient", "permanent", "stale")
-
-#: Bound on an error message that crosses a boundary, in bytes of UTF-8 (design §1.5).
-MAX_ERROR_MESSAGE_BYTES = 1024
-
-
-def bound_message(message: str, limit: int = MAX_ERROR_MESSAGE_BYTES) -> str:
-    """Cut ``message`` to at most ``limit`` bytes of UTF-8, on a character boundary.
-
-    A cut message ends with ``"…"`` so a reader can tell it was shortened. A lone
-    surrogate (e.g. from a file name decoded with ``surrogateescape``) cannot be
-    encoded as UTF-8, so it is written as its escape (``\\udcff``) instead.
-    """
-    try:
-        raw = message.encode("utf-8")
-    except UnicodeEncodeError:
-        raw = message.encode("utf-8", "backslashreplace")
-        message = raw.decode("utf-8")
-    if len(raw) <= limit:
-        return message
-    ellipsis = "…".encode()
-    cut = raw[: limit - len(ellipsis)].decode("utf-8", errors="ignore")
-    return cut + "…"
-
-
-def describe_exception(error: BaseException, limit: int = MAX_ERROR_MESSAGE_BYTES) -> str:
-    """Return ``"TypeName: text"`` for ``error``, bounded like :func:`bound_message`.
-
-    Never raises: an exception whose ``str()`` itself raises (or returns a non-str) is
-    described by its type name alone, so reporting a failure cannot fail in turn.
-    """
-    name = type(error).__name__
-    try:
-        text = str(error)
-    except Exception:  # __str__ raised (or returned a non-str: TypeError)
-        text = "<unprintable>"
-    return bound_message(f"{name}: {text}" if text else name, limit)
 
 
 class ActorError(Exception):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import attrs
 
-from .errors import CATEGORIES, Category, bound_message
+from ._error_data import CATEGORIES, Category, bound_message
 
 __all__ = ["ErrorRecord"]
 

@@ -85,14 +85,14 @@ def test_framing_and_envelope_work_with_stdlib_only() -> None:
     [
         "framing",
         "envelope",
-        "_envelope_json",
+        "_strict_json",
         "_envelope_wire",
         "_envelope_checks",
         "_envelope_value",
     ],
 )
 def test_stdlib_only_sources(module: str) -> None:
-    # framing.py and envelope.py (with its strict JSON, _envelope_json.py, its binary
+    # framing.py and envelope.py (with its strict JSON, _strict_json.py, its binary
     # layout, _envelope_wire.py, its field checks, _envelope_checks.py, and its value
     # class, _envelope_value.py) import nothing but the standard library and each other.
     source = (REPO / "protocol" / f"{module}.py").read_text()
@@ -104,7 +104,7 @@ def test_stdlib_only_sources(module: str) -> None:
     allowed = set(sys.stdlib_module_names) | {
         ".errors",
         ".framing",
-        "._envelope_json",
+        "._strict_json",
         "._envelope_wire",
         "._envelope_checks",
         "._envelope_value",

@@ -1,10 +1,11 @@
-"""Strict JSON for the payload and error record of helper frames (design §2.3).
+"""Strict JSON, shared by helper frames (design §2.3) and client messages (design §2.4).
 
-Used by :mod:`protocol.envelope` only. Stdlib-only, like it (the helper child imports
-both). Strict means: no NaN or infinity either way, no number that overflows a double,
-no duplicate key (parsers disagree on which one wins), no lone surrogate (it is not
-Unicode and cannot be written out as UTF-8 again). Both directions are tuned for many
-small frames: the parser runs the C scanner directly, the encoder reuses one C encoder.
+Used by :mod:`protocol.envelope` (payloads and error records) and :mod:`protocol.codec`
+(websocket messages). Stdlib-only, like the envelope (the helper child imports both).
+Strict means: no NaN or infinity either way, no number that overflows a double, no
+duplicate key (parsers disagree on which one wins), no lone surrogate (it is not Unicode
+and cannot be written out as UTF-8 again). Both directions are tuned for many small
+frames: the parser runs the C scanner directly, the encoder reuses one C encoder.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, Final
 
-__all__ = ["SURROGATE_ESCAPE", "dumps_str", "dumps_value", "encodes_as_utf8", "parse"]
+__all__ = [
+    "SURROGATE_ESCAPE",
+    "dumps_str",
+    "dumps_value",
+    "encodes_as_utf8",
+    "loads",
+    "parse",
+]
 
 #: Matches a JSON ``\\uXXXX`` escape of a UTF-16 surrogate (U+D800..U+DFFF): JSON text
 #: that may decode to a lone surrogate, which is not Unicode and cannot be encoded as
@@ -106,6 +114,21 @@ _loads = _decoder.decode
 # per frame (leading and trailing whitespace, which our encoder never writes).
 # ``scan_once`` is set in ``JSONDecoder.__init__`` but missing from typeshed.
 _scan: Callable[[str, int], tuple[Any, int]] = _decoder.scan_once  # type: ignore[attr-defined]
+
+
+def loads(text: str) -> Any:
+    """Parse JSON text strictly: no NaN/infinity, no overflowing number, no duplicate key.
+
+    Whitespace around the value is allowed (client messages may carry it). A lone
+    surrogate escape is *not* checked here: callers confirm with :data:`SURROGATE_ESCAPE`
+    and :func:`encodes_as_utf8`, which costs nothing for text without such an escape.
+
+    Raises:
+        json.JSONDecodeError: the text is not JSON.
+        ValueError: NaN or infinity, a number that overflows a double, a duplicate key.
+        RecursionError: nesting too deep.
+    """
+    return _loads(text)
 
 
 def encodes_as_utf8(value: object) -> bool:
