@@ -1,0 +1,169 @@
+"""The source tree's layers and import graph (design §0, "Rooms of the source tree").
+
+Every import counts, also one inside a function or under ``TYPE_CHECKING``: a cycle
+that only a lazy import hides is still a cycle for the reader. The rules:
+
+* ``protocol`` imports nothing of ours but itself (it is sans-io);
+* ``actors`` imports itself and ``protocol``, never ``examples``;
+* ``examples`` import public names only: the packages ``actors`` and ``protocol``, and
+  their public modules (``actors.errors``, ``actors.helper``, ``protocol.codec``, …),
+  never a private ``_module``;
+* no module imports, directly or not, a module that imports it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("actors", "protocol", "examples")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {
+        _module_name(path): path
+        for package in PACKAGES
+        for path in sorted((REPO / package).rglob("*.py"))
+    }
+
+
+def _is_package(path: Path) -> bool:
+    return path.name == "__init__.py"
+
+
+def _resolve(module: str, path: Path, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if _is_package(path) else module.split(".")[:-1]
+    if node.level > 1:
+        base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of ours that ``module`` imports (a package's ``__init__`` counts as it)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(module, path, node)
+            # ``from pkg import name``: the submodule when ``name`` is one, else pkg.
+            names = [
+                f"{target}.{alias.name}" if f"{target}.{alias.name}" in known else target
+                for alias in node.names
+            ]
+        else:
+            continue
+        found.update(name for name in names if name.split(".")[0] in PACKAGES)
+    found.discard(module)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {name: imports_of(name, path, known) for name, path in modules.items()}
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
+def _private(name: str) -> bool:
+    return any(part.startswith("_") for part in name.split(".")[1:])
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each import that breaks a layer rule, as ``"importer -> imported"``."""
+    bad = []
+    for importer, targets in sorted(graph.items()):
+        layer = importer.split(".")[0]
+        for target in sorted(targets):
+            target_layer = target.split(".")[0]
+            if layer == "protocol" and target_layer != "protocol":
+                bad.append(f"{importer} -> {target}")
+            elif layer == "actors" and target_layer == "examples":
+                bad.append(f"{importer} -> {target}")
+            elif layer == "examples" and target_layer != "examples" and _private(target):
+                bad.append(f"{importer} -> {target}")
+    return bad
+
+
+def test_no_import_cycles() -> None:
+    assert find_cycles(_graph()) == []
+
+
+def test_each_layer_imports_only_what_it_may() -> None:
+    assert layer_violations(_graph()) == []
+
+
+def test_the_graph_is_really_read() -> None:
+    graph = _graph()
+    assert "protocol.envelope" in graph["actors._helpers._process"]
+    assert "actors" in graph["examples.preview.app"]
+    assert all(name.startswith(("actors", "protocol", "examples")) for name in graph)
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": {"b"}, "b": {"a"}}, [["a", "b"]]),
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+        ({"a": {"b"}, "b": set()}, []),
+    ],
+)
+def test_find_cycles_finds_them(graph: dict[str, set[str]], expected: list[list[str]]) -> None:
+    assert find_cycles(graph) == expected
+
+
+def test_layer_rules_catch_upward_and_private_imports() -> None:
+    graph = {
+        "protocol.codec": {"actors.errors"},
+        "actors._core._actor": {"examples.web.cli", "protocol.errors"},
+        "examples.web.cli": {"actors._core._config", "actors", "protocol.codec"},
+    }
+    assert layer_violations(graph) == [
+        "actors._core._actor -> examples.web.cli",
+        "examples.web.cli -> actors._core._config",
+        "protocol.codec -> actors.errors",
+    ]
