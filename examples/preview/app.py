@@ -19,8 +19,8 @@ the cached observation in a worker thread, design §5). Its notices drive the ev
 (design §6.6): ``RunStarted`` → ``start``; each ``Published`` kind → ``progress``
 (1/3, 2/3, 1, with the kind as note); ``Settled`` → ``finish`` with the verdict
 ``ok``, ``empty``, ``interrupted``, ``incomplete`` or ``failed`` (with the error record)
-and a short metadata result. A run whose data changes after its event-log run finished
-gets a new event-log run.
+and a short metadata result (:func:`examples.preview.runs.finish_result`). A run whose
+data changes after its event-log run finished gets a new event-log run.
 
 **Progressive runs** (design §4.5). ``is_completed = 0`` means the run is being
 written: its metadata read returns :class:`actors.Progressive`, so the scheduler parks
@@ -31,28 +31,45 @@ page finds nothing new without any I/O; a run that stays unchanged for ``stall_a
 seconds is published as it is, with verdict ``incomplete`` (the writer is gone).
 
 **The parts.** Each part is one class in its own module, holding only what it needs;
-:class:`PreviewApp` builds them, hands each its dependencies and runs their tasks.
-From the bottom up (each depends only on those above it):
+:class:`PreviewApp` builds them, hands each its dependencies and runs their tasks. From
+the bottom up, each depends only on parts listed before it:
 
-=================================================  ======================================
-part (module)                                      what it does
-=================================================  ======================================
-:class:`~.config.PreviewConfig`                    the settings
-:class:`~.runs.RunRecord`                          one run's bookkeeping (no I/O)
-:class:`~.push.ImageStore`                         the newest PNG per (run, kind), and the
-                                                   :class:`~.push.ClientPusher` per client
-:class:`~.run_table.RunTable`                      every run, by run id and event-log run
-:class:`~.runtime_link.RuntimeLink`                the runtime, once running; scheduler asks
-:class:`~.selection.Selection`                     selected and visible runs (``SetPriority``)
-:class:`~.revisions.Revisions`                     asks the scheduler for new revisions
-:class:`~.helper_jobs.HelperJobs`                  helper jobs, helper restarts, pool recovery
-:class:`~.live_images.LiveImages`                  draws runs being written as live images
-:class:`~.claim_runner.ClaimRunner`                the scheduler's claims; halts cancelled runs
-:class:`~.eventlog_runs.EventLogRuns`              each run's event-log run: open .. finish
-:class:`~.notice_bridge.NoticeBridge`              scheduler notices → records, images, events
-:class:`~.clients.Clients`                         client requests and image pushes
-:class:`~.change_probe.ChangeProbe`                new and changed runs in the database
-=================================================  ======================================
+* :mod:`~examples.preview.config`: :class:`~examples.preview.config.PreviewConfig`, the
+  settings;
+* :mod:`~examples.preview.runs`: :class:`~examples.preview.runs.RunRecord`, one run's
+  bookkeeping, its ``run_list`` row and its verdict (no I/O);
+* :mod:`~examples.preview.push`: :class:`~examples.preview.push.ImageStore`, the newest
+  PNG per (run, kind), and a :class:`~examples.preview.push.ClientPusher` per client;
+* :mod:`~examples.preview.run_table`: :class:`~examples.preview.run_table.RunTable`,
+  every run by run id and by event-log run;
+* :mod:`~examples.preview.runtime_link`:
+  :class:`~examples.preview.runtime_link.RuntimeLink`, the runtime once running, and the
+  scheduler asks;
+* :mod:`~examples.preview.selection`: :class:`~examples.preview.selection.Selection`,
+  the selected and visible runs (``SetPriority``);
+* :mod:`~examples.preview.revisions`: :class:`~examples.preview.revisions.Revisions`,
+  asks the scheduler for new revisions (changed data, redraws);
+* :mod:`~examples.preview.helper_watch`:
+  :class:`~examples.preview.helper_watch.HelperWatch`, counts ended helper incarnations;
+* :mod:`~examples.preview.helper_jobs`:
+  :class:`~examples.preview.helper_jobs.HelperJobs`, helper jobs, helper restarts and
+  the pool's recovery;
+* :mod:`~examples.preview.live_images`:
+  :class:`~examples.preview.live_images.LiveImages`, draws runs being written;
+* :mod:`~examples.preview.claim_runner`:
+  :class:`~examples.preview.claim_runner.ClaimRunner`, the scheduler's claims, and
+  halts cancelled runs;
+* :mod:`~examples.preview.eventlog_runs`:
+  :class:`~examples.preview.eventlog_runs.EventLogRuns`, each run's event-log run, from
+  ``job_queued`` to ``job_finished``;
+* :mod:`~examples.preview.notice_bridge`:
+  :class:`~examples.preview.notice_bridge.NoticeBridge`, the scheduler's notices
+  applied to records, images and event-log runs;
+* :mod:`~examples.preview.clients`: :class:`~examples.preview.clients.Clients`, the
+  client requests and image pushes;
+* :mod:`~examples.preview.change_probe`:
+  :class:`~examples.preview.change_probe.ChangeProbe`, new and changed runs in the
+  database.
 """
 
 from __future__ import annotations

@@ -180,8 +180,12 @@ class FakeRenderer:
 class FakeScheduler:
     def __init__(self) -> None:
         self.asked: list[Any] = []
+        self.error: Exception | None = None  # raised by the next asks, which are not taken
 
     async def ask(self, message: Any, *, timeout: float) -> None:  # noqa: ASYNC109
+        await trio.lowlevel.checkpoint()
+        if self.error is not None:
+            raise self.error
         self.asked.append(message)
 
 
@@ -747,3 +751,22 @@ async def test_a_change_probe_that_keeps_failing_is_logged_once(
         "change probe failed: gone",
         "change probe works again",
     ]
+
+
+async def test_a_change_the_scheduler_did_not_take_is_asked_again_by_the_next_probe(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    app, runtime, record = make_app()
+    scheduler = runtime.scheduler
+    probe = {"runs": [[12, 150, 0, 0]]}  # run 12 has rows up to id 150 now
+    newer = "rows=150;completed=0;exc=0"
+    scheduler.error = AskTimeout("no answer")
+    with pytest.raises(AskTimeout):
+        await app._probe.apply(probe)
+    assert (record.token, record.requested, record.changed_at) == (TOKEN, TOKEN, 0.0)
+
+    scheduler.error = None
+    await trio.sleep(1.0)
+    await app._probe.apply(probe)
+    assert scheduler.asked == [SourceChanged(run_id=12, revision=newer)]
+    assert (record.token, record.requested, record.changed_at) == (newer, newer, 1.0)
