@@ -1,26 +1,33 @@
-"""The preview app's client requests: ``list_runs``, ``select``, ``visible``, ``submit``.
+"""Clients: the preview app's client requests and image pushes (design §7.1, §7.2).
 
-Handlers for :class:`examples.web.frontdoor.FrontDoor` (design §7.1, §7.2), each
-``await handler(conn, request)``:
+Handlers for :class:`examples.web.frontdoor.FrontDoor`, each
+``await handler(conn, request)`` (see :attr:`Clients.handlers`):
 
 * ``list_runs`` → ``run_list`` (every run: name, experiment, sample, GUID, planned
   shape, ``completed`` (False while it is being written) and rows so far). After the
   answer, the connection gets a :class:`~examples.preview.push.ClientPusher`: a
   ``payload`` push of every image already drawn, then of every new one (a late client
   catches up this way; asking again re-sends them all). Pushes of a changed run list
-  (``run_list`` with ``request_id`` null) go to these connections too.
+  (``run_list`` with ``request_id`` null, :meth:`Clients.push_run_list`) go to these
+  connections too.
 * ``select`` {run_id|null} and ``visible`` {run_ids} → ``ok``: one atomic
-  ``SetPriority`` of the scheduler (design §4.2). A run id the database does not have is
-  an ``unknown_run`` error and changes nothing.
+  ``SetPriority`` of the scheduler (design §4.2, :class:`~examples.preview.selection.Selection`).
+  A run id the database does not have is an ``unknown_run`` error and changes nothing.
 * ``submit`` of ``preview`` {run_id} draws that run again at a new revision (a new
   event-log run reports it); other operations go to the built-in ``submit``.
 * ``cancel`` {run_id} (an event-log run id) is the built-in ``cancel`` (design §6.7: the
   true state is answered); when it cancelled a measurement run's current event-log run,
-  queued or running, that run's work stops too (:meth:`WorkMixin.halt
-  <examples.preview.work.WorkMixin.halt>`).
+  queued or running, that run's work stops too
+  (:meth:`ClaimRunner.halt_job <examples.preview.claim_runner.ClaimRunner.halt_job>`).
 
 Each ``run_list`` row carries the run's ``status`` and its current event-log run
 (``job_run_id``), so a client that connects late needs no replay of old events.
+
+Depends on the :class:`~examples.preview.run_table.RunTable`, the
+:class:`~examples.preview.selection.Selection`, the
+:class:`~examples.preview.push.ImageStore`,
+:class:`~examples.preview.revisions.Revisions` and the
+:class:`~examples.preview.claim_runner.ClaimRunner`.
 """
 
 from __future__ import annotations
@@ -29,43 +36,72 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from actors import SetPriority, SourceChanged
-from actors.errors import InvalidCommand, UnknownRun
-from examples.preview.push import ClientPusher, ImageStore
-from examples.preview.runs import RunRecord, summary_message
+from actors.errors import InvalidCommand
+from examples.preview.eventlog_runs import OPERATION
+from examples.preview.push import ClientPusher
 from examples.web.api import BUILTIN_HANDLERS
 from protocol import messages
 
 if TYPE_CHECKING:
+    from examples.preview.claim_runner import ClaimRunner
+    from examples.preview.push import ImageStore
+    from examples.preview.revisions import Revisions
+    from examples.preview.run_table import RunTable
+    from examples.preview.selection import Selection
     from examples.web.api import Handler
     from examples.web.connection import Connection
 
-__all__ = ["ClientsMixin", "OPERATION"]
+__all__ = ["Clients"]
 
-#: The event-log operation of one measurement run.
-OPERATION = "preview"
+#: ``conn.data`` keys of a connection's image pusher and of the cancel scope of its task.
+_PUSHER = "preview_pusher"
+_SCOPE = "preview_scope"
 
 
-class ClientsMixin:
-    """The client request handlers of :class:`examples.preview.app.PreviewApp`."""
+class Clients:
+    """The client request handlers and the image pushes (see the module docstring).
 
-    runs: dict[int, RunRecord]
-    images: ImageStore
-    selected: int | None
-    visible: frozenset[int]
-    _nursery: trio.Nursery | None
-    _refreshes: int
-    _priority_lock: trio.Lock
-    push_timeout: float
+    Args:
+        table: The runs.
+        selection: The selected and visible runs.
+        images: The images pushed to clients.
+        revisions: Redraws a run for a ``submit``.
+        claims: Halts a run whose event-log run a client cancelled.
+        push_timeout: Seconds (trio clock) an image push waits for room in a client's
+            queue.
+    """
 
-    async def _ask(self, message: object) -> Any:  # provided by PreviewApp
-        raise NotImplementedError
+    def __init__(
+        self,
+        table: RunTable,
+        selection: Selection,
+        images: ImageStore,
+        revisions: Revisions,
+        claims: ClaimRunner,
+        *,
+        push_timeout: float,
+    ) -> None:
+        self._table = table
+        self._selection = selection
+        self._images = images
+        self._revisions = revisions
+        self._claims = claims
+        self._push_timeout = push_timeout
+        self._nursery: trio.Nursery | None = None
 
-    def track_job(self, record: RunRecord, job: int) -> None:  # provided by WorkMixin
-        raise NotImplementedError
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the connections' image pushes until cancelled (a long-running service).
 
-    def halt_job(self, job: int) -> bool:  # provided by WorkMixin
-        raise NotImplementedError
+        Started with ``await nursery.start(clients.run)``: ``list_runs`` can start
+        pushes once it has returned.
+        """
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
 
     @property
     def handlers(self) -> dict[str, Handler]:
@@ -78,34 +114,31 @@ class ClientsMixin:
             "cancel": self.on_cancel,
         }
 
-    def _summaries(self) -> tuple[messages.RunSummary, ...]:
-        return tuple(summary_message(r) for r in self.runs.values())
-
-    def _priority(self) -> tuple[int | None, frozenset[int]]:
-        return self.selected, self.visible
-
-    def _broadcast(self, message: messages.Message) -> None:
-        for pusher in list(self.images.pushers):
+    def push_run_list(self) -> None:
+        """Push the run list to every connection with image pushes (never waits)."""
+        message = messages.RunList(request_id=None, runs=self._table.summaries())
+        for pusher in list(self._images.pushers):
             target: Any = pusher.target
             if hasattr(target, "push_nowait"):
                 target.push_nowait(message)
 
     async def on_list_runs(self, conn: Connection, request: messages.ListRuns) -> messages.Message:
         """``list_runs`` → ``run_list``; then every image is pushed (``payload``)."""
-        pusher = conn.data.get("preview_pusher")
+        pusher = conn.data.get(_PUSHER)
         if pusher is not None and not pusher.ended:
             conn.after_reply(pusher.mark_all)  # send every image again
         else:  # the first list_runs, or the pusher ended (resync_required)
-            pusher = conn.data["preview_pusher"] = ClientPusher(
-                self.images, conn, self._priority, push_timeout=self.push_timeout
+            pusher = conn.data[_PUSHER] = ClientPusher(
+                self._images, conn, self._selection.priority, push_timeout=self._push_timeout
             )
-            scope = conn.data["preview_scope"] = trio.CancelScope()
+            scope = conn.data[_SCOPE] = trio.CancelScope()
             conn.after_reply(lambda: self._start_pusher(pusher, scope))
-        return messages.RunList(request_id=request.request_id, runs=self._summaries())
+        return messages.RunList(request_id=request.request_id, runs=self._table.summaries())
 
     def _start_pusher(self, pusher: ClientPusher, scope: trio.CancelScope) -> None:
         pusher.mark_all()
-        assert self._nursery is not None
+        if self._nursery is None:
+            raise RuntimeError("the preview app is not running")
 
         async def push() -> None:
             with scope:
@@ -115,17 +148,9 @@ class ClientsMixin:
 
     def on_disconnect(self, conn: Connection) -> None:
         """Stop the image pushes of a closed connection (a front-door hook)."""
-        scope = conn.data.get("preview_scope")
+        scope = conn.data.get(_SCOPE)
         if scope is not None:
             scope.cancel()
-
-    def _check_runs(self, run_ids: list[int]) -> None:
-        unknown = [r for r in run_ids if r not in self.runs]
-        if unknown:
-            raise UnknownRun(
-                f"no run {', '.join(map(str, unknown[:10]))} in this database",
-                run_ids=unknown[:10],
-            )
 
     async def on_select(self, conn: Connection, request: messages.Select) -> None:
         """``select`` → ``ok``: the selected run, atomically (design §4.2).
@@ -133,12 +158,8 @@ class ClientsMixin:
         Raises:
             UnknownRun: (``unknown_run``) no such run; nothing changed.
         """
-        self._check_runs([] if request.run_id is None else [request.run_id])
-        async with self._priority_lock:  # one SetPriority at a time: state == scheduler's
-            visible = tuple(sorted(self.visible))
-            priority = SetPriority(selected=request.run_id, visible=visible)
-            await self._ask(priority)
-            self.selected = request.run_id
+        self._table.check([] if request.run_id is None else [request.run_id])
+        await self._selection.select(request.run_id)
 
     async def on_visible(self, conn: Connection, request: messages.Visible) -> None:
         """``visible`` → ``ok``: the runs in the client's viewport (design §4.2).
@@ -146,11 +167,8 @@ class ClientsMixin:
         Raises:
             UnknownRun: (``unknown_run``) a run id is unknown; nothing changed.
         """
-        self._check_runs(list(request.run_ids))
-        async with self._priority_lock:
-            priority = SetPriority(selected=self.selected, visible=request.run_ids)
-            await self._ask(priority)
-            self.visible = frozenset(request.run_ids)
+        self._table.check(request.run_ids)
+        await self._selection.show(request.run_ids)
 
     async def on_submit(
         self, conn: Connection, request: messages.Submit
@@ -168,8 +186,8 @@ class ClientsMixin:
                 raise InvalidCommand(
                     "preview: arguments.run_id must be an integer", fields=["run_id"]
                 )
-            self._check_runs([run_id])
-            record = self.runs[run_id]
+            self._table.check([run_id])
+            record = self._table.runs[run_id]
         reply = await BUILTIN_HANDLERS["submit"](conn, request)
         if (
             record is not None
@@ -177,10 +195,8 @@ class ClientsMixin:
             and reply.run_id is not None  # admitted (a refusal has no run)
             and reply.run_id != record.job
         ):
-            self.track_job(record, reply.run_id)
-            self._refreshes += 1
-            record.requested = f"{record.token}~r{self._refreshes}"
-            await self._ask(SourceChanged(run_id=record.run_id, revision=record.requested))
+            self._table.track_job(record, reply.run_id)
+            await self._revisions.redraw(record)
         return reply
 
     async def on_cancel(
@@ -193,5 +209,5 @@ class ClientsMixin:
         """
         reply = await BUILTIN_HANDLERS["cancel"](conn, request)
         if isinstance(reply, messages.StatusReply) and reply.state == "cancelled":
-            self.halt_job(request.run_id)
+            self._claims.halt_job(request.run_id)
         return reply

@@ -42,6 +42,7 @@ from actors.errors import (
     WorkCancelled,
 )
 from examples.preview.app import PreviewApp, PreviewConfig
+from examples.preview.helper_watch import HelperWatch
 from examples.preview.push import ClientPusher, ImageStore, StoredImage, png_size
 from examples.preview.runs import (
     RunRecord,
@@ -50,7 +51,6 @@ from examples.preview.runs import (
     summary_message,
     verdict_of,
 )
-from examples.preview.work import HelperWatch
 from examples.web.pool_recovery import RecoveryConfig
 
 GUID = "d61e7d4e-0000-0000-0000-01a22b205d20"
@@ -180,8 +180,12 @@ class FakeRenderer:
 class FakeScheduler:
     def __init__(self) -> None:
         self.asked: list[Any] = []
+        self.error: Exception | None = None  # raised by the next asks, which are not taken
 
     async def ask(self, message: Any, *, timeout: float) -> None:  # noqa: ASYNC109
+        await trio.lowlevel.checkpoint()
+        if self.error is not None:
+            raise self.error
         self.asked.append(message)
 
 
@@ -196,13 +200,13 @@ class FakeRuntime:
 def make_app(**config: Any) -> tuple[PreviewApp, FakeRuntime, RunRecord]:
     app = PreviewApp(PreviewConfig(db="unused.db", **config), {"source_id": "src"})
     runtime = FakeRuntime()
-    app._runtime = runtime  # type: ignore[assignment]
+    app._link.attach(runtime)  # type: ignore[arg-type]
     summary = {
         "run_id": 12, "guid": GUID, "name": "crashed_incomplete", "revision": TOKEN,
         "is_completed": False, "row_count": 120, "status": "incomplete",
         "exp_name": "transport", "sample_name": "S1", "shapes": {"dmm_v1": [200]},
     }  # fmt: skip
-    record = app._register(summary, trio.current_time())
+    record = app._table.register(summary, trio.current_time())
     return app, runtime, record
 
 
@@ -270,18 +274,18 @@ async def test_a_run_reports_its_lifecycle_and_images(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app()
-    await app._submit(record)
-    await app._on_notice(RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata"))
-    await app._on_notice(
+    await app._jobs.submit(record)
+    await app._bridge.handle(RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata"))
+    await app._bridge.handle(
         Published(run_id=12, guid=GUID, kind="metadata", revision=TOKEN,
                   result=observation("interrupted", 73), generation=0)
     )  # fmt: skip
     for kind, size in (("thumbnail", (160, 120)), ("preview", (640, 480))):
-        await app._on_notice(
+        await app._bridge.handle(
             Published(run_id=12, guid=GUID, kind=kind, revision=TOKEN, result=png(*size),
                       generation=0)
         )  # fmt: skip
-    await app._on_notice(
+    await app._bridge.handle(
         Settled(run_id=12, guid=GUID, revision=TOKEN,
                 published=("metadata", "thumbnail", "preview"), failed=())
     )  # fmt: skip
@@ -306,7 +310,7 @@ async def test_a_run_reports_its_lifecycle_and_images(
     assert png_size(image.data) == (640, 480)
 
     # The run changes after it finished: a new event-log run reports the new revision.
-    await app._on_notice(
+    await app._bridge.handle(
         Invalidated(run_id=12, guid=GUID, old_revision=TOKEN, revision="rows=130;completed=0;exc=0")
     )
     assert calls[-1] == ("submit", 12, 2)
@@ -318,10 +322,12 @@ async def test_a_failed_metadata_finishes_failed_with_its_record(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app()
-    await app._submit(record)
+    await app._jobs.submit(record)
     error = ErrorRecord(category="permanent", code="source_unreadable", message="bad table")
-    await app._on_notice(Failed(run_id=12, guid=GUID, kind="metadata", revision=TOKEN, error=error))
-    await app._on_notice(
+    await app._bridge.handle(
+        Failed(run_id=12, guid=GUID, kind="metadata", revision=TOKEN, error=error)
+    )
+    await app._bridge.handle(
         Settled(run_id=12, guid=GUID, revision=TOKEN, published=(),
                 failed=("metadata", "thumbnail", "preview"))
     )  # fmt: skip
@@ -339,9 +345,9 @@ async def test_settled_at_an_older_revision_does_not_finish(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app()
-    await app._submit(record)
+    await app._jobs.submit(record)
     record.requested = "rows=150;completed=1;exc=0"  # the probe already asked for more
-    await app._on_notice(
+    await app._bridge.handle(
         Settled(run_id=12, guid=GUID, revision=TOKEN, published=("metadata",), failed=())
     )
     assert [c[0] for c in runtime.eventlog.calls] == ["submit"]
@@ -352,20 +358,19 @@ async def test_parked_reads_are_drawn_live_once_per_change(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app()
-    await app._submit(record)
+    await app._jobs.submit(record)
     for _ in range(2):
-        await app._on_notice(
+        await app._bridge.handle(
             Parked(run_id=12, guid=GUID, revision=TOKEN, result=observation("incomplete", 120))
         )
-    await app._on_notice(Parked(run_id=12, guid=GUID, revision=TOKEN, result=None))
+    await app._bridge.handle(Parked(run_id=12, guid=GUID, revision=TOKEN, result=None))
     progress = [c for c in runtime.eventlog.calls if c[0] == "progress"]
     assert progress == [("progress", 1, 0.2, "being written: 120 of 200 points")]
-    assert list(app._live) == [12]
+    assert list(app._live._pending) == [12]
     assert record.parked
 
     async with trio.open_nursery() as nursery:
-        app._nursery = nursery
-        nursery.start_soon(app._live_renderer)
+        nursery.start_soon(app._live.run)
         await trio.testing.wait_all_tasks_blocked()
         nursery.cancel_scope.cancel()
     assert app.images.get((12, "thumbnail")).live  # type: ignore[union-attr]
@@ -376,13 +381,13 @@ async def test_cancel_open_cancels_each_open_run_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app()
-    await app._submit(record)
+    await app._jobs.submit(record)
     record.parked = True
     await runtime.eventlog.start(1)
     assert await app.cancel_open(actor="server_shutdown", waiting_only=True) == 1
     assert await app.cancel_open(actor="server_shutdown") == 0
     assert runtime.eventlog.calls[-1] == ("cancel", 1, "server_shutdown")
-    await app._submit(record)  # closing: nothing new is opened
+    await app._jobs.submit(record)  # closing: nothing new is opened
     assert len([c for c in runtime.eventlog.calls if c[0] == "submit"]) == 1
 
 
@@ -396,7 +401,7 @@ async def test_shutdown_cancels_at_once_what_cannot_finish_promptly(
 ) -> None:
     app, runtime, record = make_app()
     record.summary["is_completed"] = completed
-    await app._submit(record)
+    await app._jobs.submit(record)
     if started:
         await runtime.eventlog.start(1)
     assert await app.cancel_open(actor="server_shutdown", waiting_only=True) == int(cancelled)
@@ -410,7 +415,7 @@ async def test_unknown_runs_are_refused_and_change_nothing(
 ) -> None:
     app, runtime, _ = make_app()
     with pytest.raises(UnknownRun, match="no run 99"):
-        app._check_runs([12, 99])
+        app._table.check([12, 99])
     assert runtime.scheduler.asked == []
 
 
@@ -513,8 +518,8 @@ async def test_a_cancel_stops_the_claim_in_flight_and_every_later_one(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app()
-    await app._submit(record)
-    await app._on_notice(RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata"))
+    await app._jobs.submit(record)
+    await app._bridge.handle(RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata"))
     on_cancel = runtime.eventlog.on_cancel
     assert on_cancel is not None  # the event log calls it when a client cancels (§6.7)
     failures: list[tuple[str, float]] = []
@@ -527,10 +532,10 @@ async def test_a_cancel_stops_the_claim_in_flight_and_every_later_one(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(claim_it, "metadata")  # a read of 0.25 s
         await trio.sleep(0.1)
-        assert len(app._inflight[12]) == 1  # its cancel scope
+        assert len(app._claims._inflight[12]) == 1  # its cancel scope
         on_cancel()
     assert failures == [("work_cancelled", 0.1)]  # at once, not after the read
-    assert app._inflight == {}
+    assert app._claims._inflight == {}
     assert record.job_open is False
     assert record.halted == {TOKEN}
     await claim_it("preview")  # the rest of the revision: no work at all
@@ -539,13 +544,13 @@ async def test_a_cancel_stops_the_claim_in_flight_and_every_later_one(
 
     # Nothing more is reported on the cancelled event-log run.
     calls = len(runtime.eventlog.calls)
-    await app._on_notice(
+    await app._bridge.handle(
         Settled(run_id=12, guid=GUID, revision=TOKEN, published=(),
                 failed=("metadata", "thumbnail", "preview"))
     )  # fmt: skip
     assert len(runtime.eventlog.calls) == calls
     # A new revision (new rows, or a submit) is not halted: a new event-log run.
-    await app._on_notice(Invalidated(run_id=12, guid=GUID, old_revision=TOKEN, revision="r2"))
+    await app._bridge.handle(Invalidated(run_id=12, guid=GUID, old_revision=TOKEN, revision="r2"))
     assert record.job == 2
     assert app.halt_job(1) is False  # the old event-log run: nothing to stop any more
     page = await app.execute(SchedulerJob(claim=claim(revision="r2")), runtime)  # type: ignore[arg-type]
@@ -556,11 +561,11 @@ async def test_a_run_cancelled_while_queued_is_not_started_again(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app()
-    await app._submit(record)
+    await app._jobs.submit(record)
     assert app.halt_job(1)  # the front door's cancel answered "cancelled" for job 1
     assert app.halt_job(99) is False  # not an event-log run of this app
-    await app._on_notice(RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata"))
-    await app._on_notice(
+    await app._bridge.handle(RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata"))
+    await app._bridge.handle(
         Settled(run_id=12, guid=GUID, revision=TOKEN, published=(),
                 failed=("metadata", "thumbnail", "preview"))
     )  # fmt: skip
@@ -587,9 +592,9 @@ async def test_a_helper_crash_tells_the_scheduler_once(
 ) -> None:
     app, runtime, _ = make_app()
     pool_fake = runtime.pool
-    app._helper_watch.update(pool_fake.pool)  # type: ignore[arg-type]
+    app._helpers._watch.update(pool_fake.pool)  # type: ignore[arg-type]
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(app._watch_helpers)
+        nursery.start_soon(app._helpers.watch)
         assert await app.helper_job("read_run", {"run_id": 12}) == pool_fake.answer
         await trio.testing.wait_all_tasks_blocked()
         assert pool_fake.snapshots == 0  # nothing failed: nothing to look at
@@ -617,7 +622,7 @@ async def test_a_failed_pool_is_restarted_once_per_episode_after_a_backoff(
     backoff = Backoff(base=1.0, cap=4.0, reset_after=20.0)
     app, runtime, record = make_app(pool_recovery=RecoveryConfig(backoff=backoff))
     pool_fake, scheduler = runtime.pool, runtime.scheduler
-    app._helper_watch.update(pool_fake.pool)  # type: ignore[arg-type]
+    app._helpers._watch.update(pool_fake.pool)  # type: ignore[arg-type]
 
     async def fail_reads(count: int) -> None:
         pool_fake.error = PoolFailed("more than 5 helper restarts within 10 s")
@@ -630,7 +635,7 @@ async def test_a_failed_pool_is_restarted_once_per_episode_after_a_backoff(
             await app.helper_job("read_run", {"run_id": 12})
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(app._watch_helpers)
+        nursery.start_soon(app._helpers.watch)
         nursery.start_soon(app.pool_recovery.run)
         record.errors["metadata"] = PoolFailed("pool failed").to_record()
         await fail_reads(3)  # fail at 0.25
@@ -734,11 +739,11 @@ async def test_a_change_probe_that_keeps_failing_is_logged_once(
     async def apply_probe(probe: dict[str, Any]) -> None:
         await trio.lowlevel.checkpoint()
 
-    app.helper_job = helper_job  # type: ignore[method-assign]
-    app.apply_probe = apply_probe  # type: ignore[method-assign]
+    app._helpers.run_job = helper_job  # type: ignore[method-assign]
+    app._probe.apply = apply_probe  # type: ignore[method-assign]
     app.runs.clear()
     with trio.move_on_after(10.5):
-        await app._probe_loop()
+        await app._probe.run()
     warnings = [r.getMessage() for r in caplog.records if r.name == "examples.preview"]
     assert warnings == [
         "change probe failed: pool failed",
@@ -746,3 +751,22 @@ async def test_a_change_probe_that_keeps_failing_is_logged_once(
         "change probe failed: gone",
         "change probe works again",
     ]
+
+
+async def test_a_change_the_scheduler_did_not_take_is_asked_again_by_the_next_probe(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    app, runtime, record = make_app()
+    scheduler = runtime.scheduler
+    probe = {"runs": [[12, 150, 0, 0]]}  # run 12 has rows up to id 150 now
+    newer = "rows=150;completed=0;exc=0"
+    scheduler.error = AskTimeout("no answer")
+    with pytest.raises(AskTimeout):
+        await app._probe.apply(probe)
+    assert (record.token, record.requested, record.changed_at) == (TOKEN, TOKEN, 0.0)
+
+    scheduler.error = None
+    await trio.sleep(1.0)
+    await app._probe.apply(probe)
+    assert scheduler.asked == [SourceChanged(run_id=12, revision=newer)]
+    assert (record.token, record.requested, record.changed_at) == (newer, newer, 1.0)

@@ -1,0 +1,163 @@
+"""ClaimRunner: does the scheduler's claims for the preview app, and halts cancelled runs.
+
+**Claims** (design §4). :meth:`ClaimRunner.execute` is the runtime's ``execute``: one
+claim of the scheduler. ``metadata`` is a helper job ``read_run`` (the database is only
+opened in helper processes), or :class:`~actors.Progressive` for a run still being
+written (design §4.5: a page that finds no new rows does no I/O; a run unchanged for
+``stall_after`` seconds is published as it is); ``thumbnail`` and ``preview`` ask the
+renderer to draw the cached observation (design §5).
+
+**Cancellation** (design §6.7). The event-log run of a measurement run is started with
+``on_cancel`` = :meth:`ClaimRunner.halt` (and a client's ``cancel`` goes through
+:meth:`ClaimRunner.halt_job` too, so a run cancelled while still queued stops as well).
+Halting a run marks the scheduler revisions it was at as *halted*, drops its queued
+live images and cancels its claims in flight: a helper read gets the pool's cancel
+ladder (design §3.5), a drawing gets :class:`~actors.CancelRender`. Each such claim,
+and every later claim of a halted revision, ends with
+:class:`~actors.errors.WorkCancelled` at once, without I/O: a permanent failure, so the
+scheduler stops the run's remaining kinds and settles it. Nothing more is reported on
+the cancelled event-log run (its ``job_cancelled`` is the event log's, design §6.6).
+New data, or a ``submit`` of ``preview``, starts a new revision and a new event-log run
+as usual.
+
+Depends on the :class:`~examples.preview.run_table.RunTable`,
+:class:`~examples.preview.helper_jobs.HelperJobs` (the reads) and
+:class:`~examples.preview.live_images.LiveImages` (dropped on a halt).
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from actors import CancelRender, Progressive, Render
+from actors.errors import ActorError, SourceError, WorkCancelled
+from examples.preview.config import RENDER_SLACK
+
+if TYPE_CHECKING:
+    from actors import Runtime, SchedulerJob
+    from examples.preview.helper_jobs import HelperJobs
+    from examples.preview.live_images import LiveImages
+    from examples.preview.run_table import RunTable
+    from examples.preview.runs import RunRecord
+
+__all__ = ["ClaimRunner"]
+
+LOGGER = logging.getLogger("examples.preview")
+
+
+class ClaimRunner:
+    """The preview app's claims and their cancellation (see the module docstring).
+
+    Args:
+        table: The runs.
+        helpers: Runs the ``read_run`` helper jobs.
+        live: The live images (a halted run's queued read is dropped).
+        job_timeout: Seconds (trio clock) a drawing may take.
+        stall_after: Seconds (trio clock) an unfinished run may stay unchanged before
+            its read is published as it is (status ``incomplete``).
+    """
+
+    def __init__(
+        self,
+        table: RunTable,
+        helpers: HelperJobs,
+        live: LiveImages,
+        *,
+        job_timeout: float,
+        stall_after: float,
+    ) -> None:
+        self._table = table
+        self._helpers = helpers
+        self._live = live
+        self._job_timeout = job_timeout
+        self._stall_after = stall_after
+        self._inflight: dict[int, set[trio.CancelScope]] = {}
+
+    async def execute(self, job: SchedulerJob, runtime: Runtime) -> Any:
+        """Do one claim: read the run (metadata) or draw it (thumbnail, preview).
+
+        Returns:
+            The observation (metadata), :class:`~actors.Progressive` for a run still
+            being written, or PNG bytes.
+
+        Raises:
+            WorkCancelled: (``work_cancelled``) a client cancelled the run (see
+                :meth:`halt`).
+            ActorError: the helper job or the drawing failed (classified, design §1.5).
+        """
+        claim = job.claim
+        record = self._table.runs.get(claim.run_id)
+        if record is not None and claim.revision in record.halted:
+            raise WorkCancelled(f"run {claim.run_id}: its preview was cancelled")
+        scopes = self._inflight.setdefault(claim.run_id, set())
+        with trio.CancelScope() as scope:
+            scopes.add(scope)
+            try:
+                return await self._claim(job, runtime, record)
+            finally:
+                scopes.discard(scope)
+                if not scopes:
+                    self._inflight.pop(claim.run_id, None)
+        raise WorkCancelled(f"run {claim.run_id}: its preview was cancelled while running")
+
+    async def _claim(self, job: SchedulerJob, runtime: Runtime, record: RunRecord | None) -> Any:
+        claim = job.claim
+        if claim.kind == "metadata":
+            if claim.page and record is not None and not self._stalled(record):
+                return Progressive(None)  # a page with no new rows: no I/O at all
+            observation = await self._read(claim.run_id)
+            if observation.get("status") == "incomplete" and (
+                record is None or not self._stalled(record)
+            ):
+                return Progressive(observation)
+            return observation
+        observation = job.observation
+        if observation is None:  # evicted from the observation cache: read again
+            observation = await self._read(claim.run_id)
+        job_id = ("preview-claim", claim.claim_id)
+        try:
+            rendered = await runtime.renderer.ask(
+                Render(observation=observation, kind=claim.kind, deadline=claim.deadline,
+                       job_id=job_id),
+                timeout=self._job_timeout + RENDER_SLACK,
+            )  # fmt: skip
+        except trio.Cancelled:  # halted, stale or past its deadline: stop the drawing
+            with suppress(ActorError):
+                runtime.renderer.try_send(CancelRender(job_id=job_id))
+            raise
+        return rendered.data
+
+    async def _read(self, run_id: int) -> dict[str, Any]:
+        observation = await self._helpers.run_job("read_run", {"run_id": run_id})
+        if not isinstance(observation, dict):
+            raise SourceError(f"run {run_id}: the helper returned no observation")
+        return observation
+
+    def _stalled(self, record: RunRecord) -> bool:
+        return trio.current_time() - record.changed_at >= self._stall_after
+
+    def halt(self, run_id: int, job: int) -> bool:
+        """Stop the work of ``run_id`` for its cancelled event-log run ``job`` (sync).
+
+        The ``on_cancel`` of the event-log run (design §6.7); idempotent. Returns False
+        (and does nothing) if ``job`` is not the run's current event-log run.
+        """
+        record = self._table.runs.get(run_id)
+        if record is None or record.job != job:
+            return False
+        record.job_open = False  # nothing more is reported on it
+        record.halted = frozenset({record.sched_revision, record.requested})
+        self._live.discard(run_id)
+        for scope in self._inflight.get(run_id, ()):
+            scope.cancel()
+        LOGGER.info("run %d: cancelled (job %d)", run_id, job, extra={"run_id": run_id, "job": job})
+        return True
+
+    def halt_job(self, job: int) -> bool:
+        """:meth:`halt` the measurement run whose event-log run is ``job``, if any."""
+        record = self._table.run_of_job(job)
+        return record is not None and self.halt(record.run_id, job)

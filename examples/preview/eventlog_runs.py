@@ -1,0 +1,182 @@
+"""EventLogRuns: the event-log run that reports each measurement run (design §6.6, §7.2).
+
+Each measurement run is reported to clients by one event-log run (operation
+``preview``, arguments ``{"run_id": <database run id>}``; :attr:`RunRecord.job
+<examples.preview.runs.RunRecord.job>`): opened (``job_queued``) when the run is
+registered and whenever its data changes after the last one finished, then
+``job_started``, ``job_progress`` and ``job_finished`` with the verdict of the settled
+revision (:func:`~examples.preview.runs.verdict_of`) and a short metadata result
+(:func:`~examples.preview.runs.finish_result`). A run the event log refuses
+(``pool_full``) is opened again after the next change probe.
+
+At startup the runs that a previous session left in the ledger are discarded (they are
+opened afresh); at shutdown the open ones are cancelled (:meth:`EventLogRuns.cancel_open`)
+and no new one is opened. A run is started with ``on_cancel`` =
+:meth:`ClaimRunner.halt <examples.preview.claim_runner.ClaimRunner.halt>`, so a
+client's ``cancel`` stops its work (design §6.7).
+
+Depends on the :class:`~examples.preview.runtime_link.RuntimeLink` (the event log), the
+:class:`~examples.preview.run_table.RunTable` and the
+:class:`~examples.preview.claim_runner.ClaimRunner`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from contextlib import suppress
+from typing import TYPE_CHECKING
+
+from actors.errors import ActorError
+from examples.preview.runs import finish_result, verdict_of
+
+if TYPE_CHECKING:
+    from examples.preview.claim_runner import ClaimRunner
+    from examples.preview.run_table import RunTable
+    from examples.preview.runs import RunRecord
+    from examples.preview.runtime_link import RuntimeLink
+
+__all__ = ["OPERATION", "EventLogRuns"]
+
+LOGGER = logging.getLogger("examples.preview")
+#: The event-log operation of one measurement run.
+OPERATION = "preview"
+#: The ``actor`` named when a previous session's runs are discarded.
+_DISCARDER = "preview_server"
+
+
+class EventLogRuns:
+    """Opens, reports and closes each run's event-log run (see the module docstring).
+
+    Args:
+        link: The runtime (its event log).
+        table: The runs.
+        claims: Halts a run's work when its event-log run is cancelled.
+    """
+
+    def __init__(self, link: RuntimeLink, table: RunTable, claims: ClaimRunner) -> None:
+        self._link = link
+        self._table = table
+        self._claims = claims
+        self._closing = False
+
+    async def submit(self, record: RunRecord) -> None:
+        """Open the event-log run of ``record`` (left for the next probe if refused)."""
+        if self._closing:
+            return
+        run_id = record.run_id
+        try:
+            receipt = await self._link.runtime.eventlog.submit(OPERATION, {"run_id": run_id})
+        except ActorError as exc:
+            LOGGER.warning(
+                "run %d: submit failed: %s", run_id, exc, extra={"run_id": run_id, "code": exc.code}
+            )
+            return
+        if receipt.run_id is not None:  # admitted (a refusal has no run)
+            self._table.track_job(record, receipt.run_id)
+        else:
+            LOGGER.warning(
+                "run %d: not admitted (%s); retrying later",
+                run_id,
+                receipt.code,
+                extra={"run_id": run_id, "code": receipt.code},
+            )
+
+    async def submit_unadmitted(self) -> None:
+        """:meth:`submit` every run that has no event-log run yet."""
+        for record in self._table.runs.values():
+            if record.job is None:
+                await self.submit(record)
+
+    async def start(self, record: RunRecord) -> None:
+        """``job_started`` for ``record`` (its event-log run is opened first if none is).
+
+        Raises:
+            ActorError: the event log refused (e.g. ``already_decided``).
+        """
+        if record.job is None or not record.job_open:
+            await self.submit(record)
+        if record.job is not None and record.job_open:
+            on_cancel = functools.partial(self._claims.halt, record.run_id, record.job)
+            await self._link.runtime.eventlog.start(record.job, on_cancel=on_cancel)
+
+    async def progress(self, record: RunRecord, fraction: float, note: str) -> None:
+        """``job_progress`` (``fraction`` capped at 1) if ``record``'s run is open.
+
+        Raises:
+            ActorError: the event log refused (e.g. ``already_decided``).
+        """
+        if record.job is not None and record.job_open:
+            await self._link.runtime.eventlog.progress(record.job, min(1.0, fraction), note)
+
+    async def finish(self, record: RunRecord, failed: tuple[str, ...]) -> None:
+        """``job_finished`` with the verdict of ``record``'s settled revision, if open.
+
+        Args:
+            record: The run.
+            failed: Kinds that failed at the settled revision.
+
+        Raises:
+            ActorError: the event log refused (e.g. ``already_decided``).
+        """
+        if record.job is None or not record.job_open:
+            return
+        verdict, error = verdict_of(record, failed)
+        result = finish_result(record, failed)
+        record.job_open = False
+        await self._link.runtime.eventlog.finish(
+            record.job, verdict, result, error=None if error is None else error.to_dict()
+        )
+        LOGGER.info(
+            "run %d: %s (job %d)",
+            record.run_id,
+            verdict,
+            record.job,
+            extra={"run_id": record.run_id, "job": record.job, "verdict": verdict},
+        )
+
+    async def discard_held(self) -> None:
+        """Discard the ``preview`` runs that a previous session left in the ledger."""
+        eventlog = self._link.runtime.eventlog
+        report = await eventlog.boot_report()
+        for held in report.survivors:
+            if held.operation == OPERATION:
+                with suppress(ActorError):
+                    await eventlog.discard(held.run_id, actor=_DISCARDER)
+        if report.survivors:
+            LOGGER.info(
+                "discarded %d unfinished runs of a previous session",
+                len(report.survivors),
+                extra={"discarded": len(report.survivors)},
+            )
+
+    async def cancel_open(self, *, actor: str, waiting_only: bool = False) -> int:
+        """Cancel the open event-log runs (all, or those that would hold up a shutdown).
+
+        Used at shutdown, so every run ends with ``job_finished`` or ``job_cancelled``;
+        from then on no new event-log run is opened. With ``waiting_only``, only the runs
+        that cannot finish promptly are cancelled: those waiting on a writer (parked, or
+        not completed: they end only when the writer does, design §4.5) and those still
+        queued (no work of theirs started, so nothing is lost); the running rest may
+        finish. Returns how many were cancelled.
+        """
+        self._closing = True
+        eventlog = self._link.runtime.eventlog
+        count = 0
+        for record in self._table.runs.values():
+            if record.job is None or not record.job_open:
+                continue
+            job = record.job
+            if waiting_only and record.completed and not record.parked:
+                with suppress(ActorError):
+                    if (await eventlog.status(job)).state != "queued":
+                        continue
+                if not record.job_open or record.job != job:  # decided meanwhile
+                    continue
+            record.job_open = False
+            with suppress(ActorError):
+                status = await eventlog.cancel(job, actor)
+                count += 1
+                if status.state == "cancelled":
+                    self._claims.halt(record.run_id, job)  # a queued run has no on_cancel yet
+        return count
