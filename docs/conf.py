@@ -232,11 +232,20 @@ def process_docstring(
     app: Sphinx, what: str, name: str, obj: object, options: Any, lines: list[str]
 ) -> None:
     """``autodoc-process-docstring``: napoleon (not for attributes), then the links."""
+    if what in ("attribute", "data") and _is_type_doc(lines, obj):
+        lines.clear()  # a constant without a doc comment is not its type (``float``)
+        return
     if what == "property":
         what = "method"  # its sections (Raises:) are read; its first line is prose
     if what not in ("attribute", "data"):
         napoleon._process_docstring(app, what, name, obj, options, lines)  # type: ignore[arg-type]
     link_lines(lines)
+
+
+def _is_type_doc(lines: list[str], obj: object) -> bool:
+    """True if ``lines`` are only the docstring of ``obj``'s type (autodoc's fallback)."""
+    doc = inspect.getdoc(type(obj))
+    return bool(doc) and "\n".join(lines).strip() == (doc or "").strip()
 
 
 # --- references by another path resolve to the documented one -------------------------
