@@ -9,6 +9,7 @@ README must link the document, and the generated error table must list every err
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -35,7 +36,7 @@ CHAPTERS = {
 CITING = ("actors", "protocol", "examples", "tests", "benchmarks")
 
 _NUMBER = r"\d+(?:\.\d+)?"
-_CITATION = re.compile(rf"§({_NUMBER})(?:\s*[-–]\s*§?({_NUMBER}))?")
+_CITATION = re.compile(rf"§({_NUMBER})(?:\s*[-\u2013]\s*§?({_NUMBER}))?")  # - or en dash
 _HEADING = re.compile(rf"({_NUMBER})\s+\S")
 _UNDERLINE = re.compile(r"([=\-~^\"'*+#])\1*")
 #: Right before a § that belongs to another document ("RFC 6455 §5.3").
@@ -46,7 +47,7 @@ def numbered_headings(text: str) -> list[str]:
     """The section numbers of an rst text's headings ("3.5 The cancel ladder" → "3.5")."""
     lines = text.splitlines()
     found = []
-    for title, underline in zip(lines, lines[1:], strict=False):
+    for title, underline in itertools.pairwise(lines):
         title = title.strip()
         match = _HEADING.match(title)
         if match and _UNDERLINE.fullmatch(underline.strip()) and len(underline) >= len(title):
@@ -82,14 +83,14 @@ def citing_files() -> list[Path]:
 
 
 def test_heading_parser_reads_numbered_headings_only():
-    text = "3 Helpers\n=========\n\n3.5 The cancel ladder\n---------------------\n\n3.6 too short\n---\n"
-    text += "Plain heading\n-------------\n\n4 not a heading\n\nsome text\n"
+    text = "3 Helpers\n=========\n\n3.5 The cancel ladder\n---------------------\n\n"
+    text += "3.6 too short\n---\n\nPlain heading\n-------------\n\n4 not a heading\n\ntext\n"
     assert numbered_headings(text) == ["3", "3.5"]
 
 
 def test_citation_parser_reads_ranges():
-    text = "design §3.1-3.8 and (§6.2), §1.1-§1.3, design §4, §N.M, RFC 6455 §5.3"
-    assert citations(text) == {"3.1", "3.8", "6.2", "1.1", "1.3", "4"}
+    text = "design §3.1-3.8 and (§6.2), §1.1-§1.3, §2.1\u2013§2.2, design §4, §N.M, RFC 6455 §5.3"
+    assert citations(text) == {"3.1", "3.8", "6.2", "1.1", "1.3", "2.1", "2.2", "4"}
 
 
 def test_every_section_is_in_its_chapter():
