@@ -3,8 +3,10 @@
 Docstrings, comments and the README cite sections of the design document as
 ``design §N.M`` (also ``§N.M`` alone, and ranges such as ``§3.1-3.8``). Each cited
 number must be a numbered heading of ``docs/design/*.rst``, in the chapter file of its
-first number. The overview's "Where a change goes" must name files that exist, the
-README must link the document, and the generated error table must list every error.
+first number. The overview's map must hold: "Where a change goes" names files that
+exist, and "Rooms of the source tree" names every module of ``actors`` and ``protocol``
+(and no file that does not exist). The README must link the document, and the
+generated error table must list every error.
 """
 
 from __future__ import annotations
@@ -128,6 +130,27 @@ def test_where_a_change_goes_names_existing_files():
     assert len(paths) >= 4
     absent = [path for path in paths if not (ROOT / path).exists()]
     assert not absent, f"named in 'Where a change goes' but not in the tree: {absent}"
+
+
+def test_rooms_map_every_runtime_module():
+    overview = (DESIGN / "overview.rst").read_text(encoding="utf-8")
+    rooms = overview.split("Rooms of the source tree\n", 1)[1].split("Where a change goes\n")[0]
+    named = set(re.findall(r"``(?:[\w/]*/)?(\w+\.(?:py|html))``", rooms))
+    tree = [
+        path
+        for folder in ("actors", "protocol", "examples")
+        for path in (ROOT / folder).rglob("*")
+        if path.suffix in (".py", ".html")
+    ]
+    unknown = named - {path.name for path in tree}
+    tree = [path for path in tree if path.name != "__init__.py"]
+    assert not unknown, f"the rooms name files that do not exist: {sorted(unknown)}"
+    unmapped = [
+        str(path.relative_to(ROOT))
+        for path in tree
+        if path.parts[len(ROOT.parts)] in ("actors", "protocol") and path.name not in named
+    ]
+    assert not unmapped, f"modules missing from 'Rooms of the source tree': {unmapped}"
 
 
 def _subclasses(cls: type[ActorError]) -> set[type[ActorError]]:
