@@ -4,7 +4,7 @@ Public names are re-exported here; modules and packages starting with ``_`` are 
 They are grouped by room: the actor core (``_core``), helper processes (``_helpers``),
 the scheduler and its caches (``_scheduler``), the renderer (``_renderer``), the event
 log with its ledger and ports (``_eventlog``) and the runtime that starts them all
-(``_runtime``); see the design document, chapter "Where things live".
+(``_runtime``); see "Where a change goes" in the design document's overview.
 """
 
 from __future__ import annotations

@@ -462,7 +462,7 @@ def _protocol_exit(message: str) -> None:
 
 
 def serve(
-    handlers: Mapping[str, Handler],
+    handlers: Mapping[str, Callable[[Any, JobContext], Any]],
     *,
     on_startup: Callable[[dict[str, Any]], Any] | None = None,
 ) -> None:

@@ -14,7 +14,6 @@ from .codec import make_converter as make_converter
 from .codec import structure_message as structure_message
 from .codec import unstructure_message as unstructure_message
 
-# --- PROTOCOL builder exports ---
 from .envelope import MAX_GENERATION as MAX_GENERATION
 from .envelope import PROTOCOL_VERSION as PROTOCOL_VERSION
 from .envelope import Envelope as Envelope
@@ -120,7 +119,6 @@ _PROTOCOL_NAMES = [
     "decode_server_message",
     "structure_message",
 ]
-# --- end PROTOCOL ---
 
 __all__ = [
     "ActorError",

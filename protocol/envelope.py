@@ -2,8 +2,8 @@
 
 Each frame between the supervisor and a helper process carries one envelope: a fixed
 binary head (version, kind, status, generation, session, lengths; the layout is in
-:mod:`protocol._envelope_wire`), the operation name, and the payload and error record as
-strict JSON. In Python it is an :class:`Envelope`::
+``protocol._envelope_wire`` and design §2.3), the operation name, and the payload and
+error record as strict JSON. In Python it is an :class:`Envelope`::
 
     Envelope(version=2, kind="reply", session="<32 hex>", generation=7,
              operation="metadata", status="ok", payload={...}, error=None)
@@ -25,13 +25,13 @@ and byte comparisons against the values it expects and falling back to the gener
 general way.
 
 This module imports only :mod:`protocol.errors` / :mod:`protocol.framing`, the layout of
-:mod:`protocol._envelope_wire` (stdlib ``struct``), the field checks of
-:mod:`protocol._envelope_checks`, the value class of :mod:`protocol._envelope_value` and
-the strict JSON of :mod:`protocol._strict_json` (stdlib ``json``): the helper child
+``protocol._envelope_wire`` (stdlib ``struct``), the field checks of
+``protocol._envelope_checks``, the value class of ``protocol._envelope_value`` and
+the strict JSON of ``protocol._strict_json`` (stdlib ``json``): the helper child
 process imports it and must start fast. That is why :class:`Envelope` is a small
-hand-written frozen class (a tuple underneath: a decoder builds one per frame) and not an
-attrs class like the client messages (STYLE rule 4 gives way here), nor a dataclass
-(``import dataclasses`` pulls in ``inspect`` and costs a helper ~9 ms of start-up), why
+hand-written frozen class (a tuple underneath: a decoder builds one per frame) and not
+an attrs class like the client messages (start-up time wins over uniformity here), nor a
+dataclass (``import dataclasses`` pulls in ``inspect`` and costs a helper ~9 ms of start-up), why
 ``secrets`` is imported only by :func:`new_session` (the parent's business), and why the
 error record travels as a plain dict. :func:`encode_positional` and
 :func:`decode_positional` are the same calls without keywords, for the per-job hot path.
@@ -91,7 +91,7 @@ __all__ = [
 ]
 
 #: Version of the helper protocol this code speaks (design §2.3). Version 2: the binary
-#: head of :mod:`protocol._envelope_wire` (version 1 was all JSON).
+#: head of ``protocol._envelope_wire`` (version 1 was all JSON).
 PROTOCOL_VERSION: Final = 2
 
 _HEAD: Final = BODY_HEADER.size  # 34 bytes of fixed fields before the operation
@@ -131,8 +131,9 @@ def encode_envelope(env: Envelope, *, max_size: int = DEFAULT_MAX_REPLY) -> byte
             :data:`protocol.DEFAULT_MAX_REQUEST` for parent → helper frames).
 
     Returns:
-        The whole frame: 4-byte length prefix, 34-byte head, operation (UTF-8),
-        payload and error record (compact UTF-8 JSON; an absent payload takes no bytes).
+        The whole frame (4-byte length prefix, 34-byte head, operation in UTF-8,
+        payload and error record in compact UTF-8 JSON; an absent payload takes no
+        bytes).
 
     Raises:
         FrameTooLarge: (code ``frame_too_large``) the body is longer than ``max_size``;

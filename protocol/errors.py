@@ -38,6 +38,10 @@ class ActorError(Exception):
     Args:
         message: Human-readable description; bounded to 1 KiB when made into a record.
         **details: Structured, JSON-compatible facts about the failure.
+
+    Attributes:
+        message: The human-readable description, as given.
+        details: The structured facts given as keyword arguments (a dict).
     """
 
     code: ClassVar[str] = "actor_error"

@@ -407,7 +407,8 @@ class ErrorReply:
     def from_error(cls, error: ActorError, *, request_id: str | None) -> ErrorReply:
         """Build the reply for ``error``: its code, bounded message, retryability, details.
 
-        ``error.details`` must be JSON-compatible (as :class:`ActorError` requires).
+        ``error.details`` must be JSON-compatible (as :class:`~protocol.errors.ActorError`
+        requires).
         """
         message = bound_message(error.message)
         if len(message) > MAX_ERROR_MESSAGE_BYTES:  # pragma: no cover - bytes ≥ characters

@@ -183,7 +183,7 @@ class Actor:
         """Run the actor until it is stopped; use with ``await nursery.start(actor.run)``.
 
         ``task_status.started(ref)`` is called once ``on_start`` returned and the state
-        is ``running`` (design §1.3, STYLE 10). Returns after ``stop()`` (drained, or
+        is ``running`` (design §1.1, §1.3). Returns after ``stop()`` (drained, or
         cancelled after its grace period) or when cancelled from outside.
 
         Raises:

@@ -25,8 +25,8 @@ The actor lifecycle (design §1.3) is::
 * ``STOP`` is accepted (and changes nothing) in ``STOPPING`` and in both terminal states,
   so concurrent or repeated stops are harmless.
 
-The helper-job table (design §3) lives at the end of this module, in the section kept for
-the POOL builder; it reuses :class:`StateMachine`.
+The helper table (design §3.8) lives at the end of this module; it reuses
+:class:`StateMachine`.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ class ActorState(_Enum):
 
 
 class ActorEvent(_Enum):
-    """What can happen to an actor; the inputs of :data:`ACTOR_TRANSITIONS`."""
+    """What can happen to an actor: the inputs of its lifecycle table (design §1.3)."""
 
     STARTED = "started"
     """``on_start`` returned."""
@@ -199,7 +199,7 @@ def new_actor_lifecycle(name: str) -> StateMachine[ActorState, ActorEvent]:
     return StateMachine(ACTOR_TRANSITIONS, ActorState.STARTING, name=f"actor {name!r}")
 
 
-# --- helper job states (POOL builder) ---
+# --- helper states (design §3.8) ------------------------------------------------------
 
 # The states of one helper process incarnation and of the job it runs (design §3.3-3.8).
 # A helper runs at most one job at a time, so the job's state *is* the helper's state.
@@ -252,7 +252,7 @@ class HelperState(_Enum):
 
 
 class HelperEvent(_Enum):
-    """What can happen to a helper; the inputs of :data:`HELPER_TRANSITIONS`."""
+    """What can happen to a helper: the inputs of its state table (design §3.8)."""
 
     READY = "ready"
     """The helper answered the startup frame with *ready*."""

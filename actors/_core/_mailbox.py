@@ -28,7 +28,7 @@ T = TypeVar("T")
 
 @attrs.frozen(kw_only=True)
 class MailboxStatistics:
-    """A snapshot of a mailbox, as returned by ``ActorRef.statistics()`` (STYLE 16)."""
+    """A snapshot of a mailbox, as returned by ``ActorRef.statistics()``."""
 
     capacity: int
     """Most messages the mailbox holds before ``send`` waits (``try_send`` raises)."""

@@ -402,7 +402,7 @@ class ActorRef:
         await self._cell.stopped.wait()
 
     def statistics(self) -> MailboxStatistics:
-        """Return a snapshot of the actor's mailbox (STYLE 16); never waits."""
+        """Return a snapshot of the actor's mailbox; never waits."""
         return self._cell.mailbox.statistics()
 
     def __repr__(self) -> str:
