@@ -1,4 +1,4 @@
-"""The source tree's layers and import graph (design §0, "Rooms of the source tree").
+"""The source tree's layers and import graph (the design overview, "Rooms of the source tree").
 
 Every import counts, also one inside a function or under ``TYPE_CHECKING``: a cycle
 that only a lazy import hides is still a cycle for the reader. The rules:
