@@ -113,20 +113,23 @@ def _private(name: str) -> bool:
     return any(part.startswith("_") for part in name.split(".")[1:])
 
 
+def _may_import(layer: str, target: str) -> bool:
+    target_layer = target.split(".")[0]
+    if layer == "protocol":
+        return target_layer == "protocol"
+    if layer == "actors":
+        return target_layer != "examples"
+    return target_layer == "examples" or not _private(target)
+
+
 def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     """Each import that breaks a layer rule, as ``"importer -> imported"``."""
-    bad = []
-    for importer, targets in sorted(graph.items()):
-        layer = importer.split(".")[0]
-        for target in sorted(targets):
-            target_layer = target.split(".")[0]
-            if layer == "protocol" and target_layer != "protocol":
-                bad.append(f"{importer} -> {target}")
-            elif layer == "actors" and target_layer == "examples":
-                bad.append(f"{importer} -> {target}")
-            elif layer == "examples" and target_layer != "examples" and _private(target):
-                bad.append(f"{importer} -> {target}")
-    return bad
+    return [
+        f"{importer} -> {target}"
+        for importer, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if not _may_import(importer.split(".")[0], target)
+    ]
 
 
 def test_no_import_cycles() -> None:
