@@ -50,7 +50,7 @@ def _setup(db_path: Path) -> None:
     initialise_or_create_database_at(str(db_path))
 
 
-def _p(name: str, label: str, unit: str):  # noqa: ANN202 - qcodes is untyped here
+def _p(name: str, label: str, unit: str):
     from qcodes.parameters import Parameter
 
     return Parameter(name, label=label, unit=unit, get_cmd=None, set_cmd=None)
@@ -65,7 +65,8 @@ def build(db_path: Path) -> None:
     _setup(db_path)
     Instrument.close_all()
     dac = DummyInstrument("dac", gates=["gate", "bias"])
-    magnet = DummyInstrument("magnet", gates=["field"])
+    magnet = DummyInstrument("magnet", gates=["ramp_rate"])
+    field = _p("magnet_field", "Magnet field", "T")
     station = Station(dac, magnet)
     exp_noise = load_or_create_experiment(*EXP_NOISE)
     exp_magnet = load_or_create_experiment(*EXP_MAGNET)
@@ -124,10 +125,10 @@ def build(db_path: Path) -> None:
     biases = np.linspace(-2.0, 2.0, 15)
     meas = Measurement(exp=exp_magnet, station=station, name="magnet_gate_bias_3d")
     meas.register_parent(leakage_run, link_type="calibration", description="gate leakage check")
-    meas.register_parameter(magnet.field)
+    meas.register_parameter(field)
     meas.register_parameter(dac.gate)
     meas.register_parameter(bias)
-    meas.register_parameter(cond, setpoints=(magnet.field, dac.gate, bias))
+    meas.register_parameter(cond, setpoints=(field, dac.gate, bias))
     meas.set_shapes({cond.full_name: (6, 20, 15)})
     with meas.run() as ds:
         for b_field in fields:
@@ -138,7 +139,7 @@ def build(db_path: Path) -> None:
                     + 0.05 * rng.standard_normal(biases.size)
                 )
                 ds.add_result(
-                    (magnet.field, np.full(biases.size, b_field)),
+                    (field, np.full(biases.size, b_field)),
                     (dac.gate, np.full(biases.size, g)),
                     (bias, biases),
                     (cond, g_s),
@@ -149,10 +150,10 @@ def build(db_path: Path) -> None:
     temp = _p("temperature", "Mixing-chamber temperature", "K")
     meas = Measurement(exp=exp_magnet, station=station, name="temp_field_gate_bias")
     meas.register_parameter(temp)
-    meas.register_parameter(magnet.field)
+    meas.register_parameter(field)
     meas.register_parameter(dac.gate)
     meas.register_parameter(bias)
-    meas.register_parameter(cond, setpoints=(temp, magnet.field, dac.gate, bias))
+    meas.register_parameter(cond, setpoints=(temp, field, dac.gate, bias))
     meas.set_shapes({cond.full_name: (3, 4, 10, 12)})
     b12 = np.linspace(-2.0, 2.0, 12)
     with meas.run() as ds:
@@ -166,7 +167,7 @@ def build(db_path: Path) -> None:
                     )
                     ds.add_result(
                         (temp, np.full(b12.size, t)),
-                        (magnet.field, np.full(b12.size, b_field)),
+                        (field, np.full(b12.size, b_field)),
                         (dac.gate, np.full(b12.size, g)),
                         (bias, b12),
                         (cond, g_s),
@@ -199,16 +200,18 @@ def build(db_path: Path) -> None:
     dead = _p("lockin_dead", "Lock-in X (cable unplugged)", "V")
     dead_map = _p("lockin_dead_map", "Lock-in R map", "V")
     meas = Measurement(exp=exp_magnet, station=station, name="dead_lockin")
-    meas.register_parameter(magnet.field)
+    meas.register_parameter(field)
     meas.register_parameter(dac.gate)
     meas.register_parameter(current, setpoints=(dac.gate,))
     meas.register_parameter(dead, setpoints=(dac.gate,))
-    meas.register_parameter(dead_map, setpoints=(magnet.field, dac.gate))
+    meas.register_parameter(dead_map, setpoints=(field, dac.gate))
     with meas.run() as ds:
         for k, g in enumerate(np.linspace(-1.0, 1.0, 60)):
             i = 1e-9 * (1 + np.tanh(4 * g)) + 1e-11 * rng.standard_normal()
             ds.add_result((dac.gate, g), (current, i), (dead, np.nan))
-            ds.add_result((magnet.field, 0.1 * (k // 10)), (dac.gate, g), (dead_map, np.nan))
+            ds.add_result(
+                (field, 0.1 * (k // 10)), (dac.gate, -1.0 + 0.2 * (k % 10)), (dead_map, np.nan)
+            )
 
     station.close_all_registered_instruments()
     # -- run 8: a sweep whose writer died: the planned range is known, the data not --
