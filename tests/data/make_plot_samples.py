@@ -82,7 +82,7 @@ def build(db_path: Path) -> None:
     meas.set_shapes({psd.full_name: (121,)})
     with meas.run() as ds:
         for f in np.geomspace(1.0, 1e5, 121):
-            s = (1e-13 * f**-0.6 + 1e-16) * np.exp(0.1 * rng.standard_normal())
+            s = (1e-13 * f**-0.8 + 5e-17) * np.exp(0.1 * rng.standard_normal())
             s += 3e-15 * np.exp(-(np.log10(f / 50.0) ** 2) / 0.002)  # mains pick-up
             ds.add_result((freq, f), (psd, s))
         ds.dataset.add_metadata("operator", "Ada")

@@ -30,11 +30,12 @@ SPACING_TOLERANCE = 1e-3
 
 def _distinct_in_order(values: np.ndarray) -> np.ndarray:
     """Finite values with consecutive repeats removed (a setpoint held for many rows)."""
-    finite = values[np.isfinite(values)]
+    finite: np.ndarray = values[np.isfinite(values)]
     if finite.size == 0:
         return finite
     keep = np.concatenate([[True], np.diff(finite) != 0])
-    return finite[keep]
+    distinct: np.ndarray = finite[keep]
+    return distinct
 
 
 def _even(steps: np.ndarray) -> bool:
