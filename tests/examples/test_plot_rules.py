@@ -268,3 +268,31 @@ def test_the_report_is_deterministic(observations):
     Image.new("RGB", (4, 4)).save(buffer, format="PNG")
     with pytest.raises(ValueError, match="no drawing report"):
         report_of(buffer.getvalue())
+
+
+def test_a_live_map_keeps_its_planned_outer_axis():
+    rows = [-1.0, -0.9, -0.8]  # 3 of 21 planned lines of a sweep from -1 to 1
+    cols = np.linspace(0.0, 1.0, 11).tolist()
+    grid = [[float(r + c) for c in cols] for r in rows]
+    axis = {"label": "", "unit": "V", "levels": None, "spacing": "linear"}
+    observation = {
+        "run_id": 3, "name": "live map", "status": "incomplete",
+        "status_reason": "not completed", "dependents": [{
+            "name": "z", "label": "Signal", "unit": "V", "component": None, "levels": None,
+            "ndim": 2, "points": 33, "planned_points": 231, "slice": None,
+            "axes": [{**axis, "name": "outer", "values": rows, "planned_range": [-1.0, 1.0]},
+                     {**axis, "name": "inner", "values": cols, "planned_range": None}],
+            "values": grid,
+        }],
+    }  # fmt: skip
+    report, png = panel(observation)
+    assert report["y"]["range_from"] == "planned sweep"
+    assert report["x"]["range_from"] == "data"
+    # The three lines sit at the bottom; the rest of the frame waits, blank.
+    picture = pixels(png)
+    column = picture[60:, 300]  # below the title and the status band
+    blank = np.all(column == 255, axis=1)
+    coloured = ~blank & (np.abs(column[:, 0] - column[:, 1]) > 20)
+    rows_coloured = np.nonzero(coloured)[0]
+    assert rows_coloured.size > 10
+    assert rows_coloured.min() > 300 - 60  # only the lowest part of the frame holds data
