@@ -43,18 +43,26 @@ from .messages import BootReportReply as BootReportReply
 from .messages import Cancel as Cancel
 from .messages import ClientRequest as ClientRequest
 from .messages import Discard as Discard
+from .messages import Draw as Draw
+from .messages import Drawing as Drawing
 from .messages import ErrorReply as ErrorReply
 from .messages import Event as Event
 from .messages import Events as Events
 from .messages import ListRuns as ListRuns
+from .messages import ListRunTimes as ListRunTimes
 from .messages import Message as Message
 from .messages import OkReply as OkReply
 from .messages import Payload as Payload
 from .messages import Receipt as Receipt
 from .messages import Resume as Resume
 from .messages import ResyncRequired as ResyncRequired
+from .messages import RunDetails as RunDetails
+from .messages import RunDetailsReply as RunDetailsReply
+from .messages import RunLink as RunLink
 from .messages import RunList as RunList
 from .messages import RunSummary as RunSummary
+from .messages import RunTime as RunTime
+from .messages import RunTimes as RunTimes
 from .messages import Select as Select
 from .messages import ServerMessage as ServerMessage
 from .messages import Status as Status
@@ -99,6 +107,9 @@ _PROTOCOL_NAMES = [
     "Select",
     "Visible",
     "ListRuns",
+    "ListRunTimes",
+    "RunDetails",
+    "Draw",
     "Receipt",
     "Event",
     "Events",
@@ -110,6 +121,11 @@ _PROTOCOL_NAMES = [
     "RunSummary",
     "Payload",
     "ResyncRequired",
+    "RunTime",
+    "RunTimes",
+    "RunLink",
+    "RunDetailsReply",
+    "Drawing",
     "DEFAULT_MAX_MESSAGE",
     "DEFAULT_MAX_SERVER_MESSAGE",
     "make_converter",

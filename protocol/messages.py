@@ -21,17 +21,22 @@ Requests (:data:`ClientRequest`):
 ``select``         the selected run of the preview server (§4.2, §7.2); ``ok``
 ``visible``        the runs in the viewport (§4.2, §7.2); ``ok``
 ``list_runs``      the runs of the preview server's database; ``run_list``
+``list_run_times`` every run's start and end (for sorting by date); ``run_times``
+``run_details``    a run's times, snapshot, metadata and links (§7.2); ``run_details_reply``
+``draw``           one picture of a run: a slice, a scale (§5.2, §7.2); ``drawing``
 =================  ==================================================================
 
 Server → client (:data:`ServerMessage`): ``receipt``, ``event``, ``events``, ``error``
 (:class:`ErrorReply`), ``status_reply``, ``boot_report_reply``, ``ok``, ``run_list``,
-``payload``, ``resync_required``. Any request may instead be answered by ``error``.
+``payload``, ``resync_required``, ``run_times``, ``run_details_reply``, ``drawing``.
+Any request may instead be answered by ``error``.
 
 All integers are bounded by ``2**53 - 1`` so a JavaScript client reads them exactly.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING, Any, Final, Union, get_args
 
@@ -55,9 +60,12 @@ __all__ = [
     "Cancel",
     "ClientRequest",
     "Discard",
+    "Draw",
+    "Drawing",
     "ErrorReply",
     "Event",
     "Events",
+    "ListRunTimes",
     "ListRuns",
     "Message",
     "OkReply",
@@ -65,8 +73,13 @@ __all__ = [
     "Receipt",
     "ResyncRequired",
     "Resume",
+    "RunDetails",
+    "RunDetailsReply",
+    "RunLink",
     "RunList",
     "RunSummary",
+    "RunTime",
+    "RunTimes",
     "Select",
     "ServerMessage",
     "Status",
@@ -165,6 +178,23 @@ def _items_of(cls: type) -> Callable[..., None]:
     def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
         if not isinstance(value, tuple) or not all(type(item) is cls for item in value):
             raise FieldError(attribute.name, f"must be a tuple of {cls.__name__}")
+
+    return check
+
+
+def _finite(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise FieldError(attribute.name, f"must be a finite number, got {value!r:.80}")
+    if abs(value) > MAX_JSON_INT:  # seconds: no time needs more, and a double stays exact
+        raise FieldError(attribute.name, f"must be at most 2**53-1 in size, got {value!r:.80}")
+
+
+def _one_of(*choices: str) -> Callable[..., None]:
+    def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value not in choices:
+            raise FieldError(
+                attribute.name, f"must be one of {', '.join(choices)}, got {value!r:.80}"
+            )
 
     return check
 
@@ -316,6 +346,52 @@ class ListRuns:
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters."""
+
+
+@attrs.frozen(kw_only=True)
+class ListRunTimes:
+    """Ask for every run's start and end time (design §7.2). Answered by ``run_times``."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+
+
+@attrs.frozen(kw_only=True)
+class RunDetails:
+    """Ask for one run's details (design §7.2). Answered by ``run_details_reply``."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    run_id: int = _run_id()
+    """The database's run id."""
+
+
+#: The value scales a ``draw`` may ask for (design §5.2).
+SCALES: Final = ("auto", "linear", "log", "symlog")
+#: The setpoint-axis scales a ``draw`` may ask for.
+XSCALES: Final = ("auto", "linear", "log")
+
+
+@attrs.frozen(kw_only=True)
+class Draw:
+    """Ask for one picture of a run: a chosen slice and scales (design §5.2, §7.2).
+
+    Answered by ``drawing``. The picture is drawn from the run's newest data.
+    """
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    run_id: int = _run_id()
+    """The database's run id."""
+    kind: str = attrs.field(default="preview", validator=_one_of("thumbnail", "preview"))
+    """``thumbnail`` or ``preview``."""
+    slice: int | None = attrs.field(default=None, validator=_optional(_count))
+    """For a run with more than two sweep dimensions, the 2-D slice (from 0); ``None``
+    for the slice holding the newest point."""
+    scale: str = attrs.field(default="auto", validator=_one_of(*SCALES))
+    """The value axis (or colour scale): ``auto``, ``linear``, ``log`` or ``symlog``."""
+    xscale: str = attrs.field(default="auto", validator=_one_of(*XSCALES))
+    """The setpoint axes: ``auto``, ``linear`` or ``log``."""
 
 
 # --------------------------------------------------------------------------------------
@@ -543,6 +619,124 @@ class ResyncRequired:
     """The event log's head ``seq`` when the backlog was dropped."""
 
 
+@attrs.frozen(kw_only=True)
+class RunTime:
+    """One row of ``run_times``: when a run started and ended (epoch seconds)."""
+
+    run_id: int = _run_id()
+    """The database's run id."""
+    started: float | None = attrs.field(default=None, validator=_optional(_finite))
+    """Start, seconds since the epoch (UTC); ``None`` if unknown."""
+    ended: float | None = attrs.field(default=None, validator=_optional(_finite))
+    """End, seconds since the epoch; ``None`` while the run is unfinished."""
+
+
+@attrs.frozen(kw_only=True)
+class RunTimes:
+    """Answer to ``list_run_times`` (design §7.2)."""
+
+    request_id: str | None = _reply_id()
+    """The request's id."""
+    runs: tuple[RunTime, ...] = attrs.field(validator=_items_of(RunTime))
+    """Every known run, in database order."""
+
+
+@attrs.frozen(kw_only=True)
+class RunLink:
+    """A parent or child of a run (QCoDeS's dataset links)."""
+
+    guid: str = attrs.field(validator=_text())
+    """The other run's GUID."""
+    run_id: int | None = attrs.field(default=None, validator=_optional(_count))
+    """Its run id, or ``None`` when it is not in this database."""
+    name: str | None = attrs.field(default=None, validator=_optional(_text(min_length=0)))
+    """Its name, if known."""
+    edge_type: str = attrs.field(default="", validator=_text(min_length=0))
+    """The kind of link QCoDeS recorded, e.g. ``calibration``."""
+    description: str = attrs.field(default="", validator=_text(min_length=0))
+    """Free text recorded with the link."""
+
+
+@attrs.frozen(kw_only=True)
+class RunDetailsReply:
+    """Answer to ``run_details``: what a physicist looks for in a run (design §7.2)."""
+
+    request_id: str | None = _reply_id()
+    """The request's id."""
+    run_id: int = _run_id()
+    """The database's run id."""
+    name: str = attrs.field(validator=_text(min_length=0))
+    """Measurement name."""
+    experiment: str = attrs.field(validator=_text(min_length=0))
+    """Experiment name."""
+    sample: str | None = attrs.field(default=None, validator=_optional(_text(min_length=0)))
+    """Sample name, if known."""
+    guid: str | None = attrs.field(default=None, validator=_optional(_text()))
+    """The run's GUID."""
+    status: str = attrs.field(validator=_code)
+    """``ok``, ``empty``, ``interrupted`` or ``incomplete`` (as the reader found it)."""
+    status_reason: str = attrs.field(default="", validator=_text(min_length=0))
+    """Why the status, in words."""
+    started: float | None = attrs.field(default=None, validator=_optional(_finite))
+    """Start, seconds since the epoch (UTC)."""
+    ended: float | None = attrs.field(default=None, validator=_optional(_finite))
+    """End, seconds since the epoch; ``None`` while unfinished."""
+    duration: float | None = attrs.field(default=None, validator=_optional(_finite))
+    """``ended - started``, seconds; ``None`` while unfinished."""
+    metadata: dict[str, Any] = attrs.field(factory=dict, validator=_json_object)
+    """Run metadata: QCoDeS's extra ``runs`` columns (``add_metadata``), name → value."""
+    parameters: tuple[dict[str, Any], ...] = attrs.field(default=())
+    """Each registered parameter: ``name``, ``label``, ``unit``, ``paramtype``,
+    ``depends_on``, ``inferred_from`` (JSON objects)."""
+    snapshot: dict[str, Any] | None = attrs.field(default=None, validator=_optional(_json_object))
+    """The instrument snapshot (a JSON object), pruned when large; ``None`` if none."""
+    snapshot_bytes: int = attrs.field(default=0, validator=_count)
+    """The snapshot's size as stored, in bytes."""
+    snapshot_pruned: bool = attrs.field(default=False, validator=_flag)
+    """True if parts of a large snapshot were left out."""
+    parents: tuple[RunLink, ...] = attrs.field(default=(), validator=_items_of(RunLink))
+    """Runs this one was derived from."""
+    children: tuple[RunLink, ...] = attrs.field(default=(), validator=_items_of(RunLink))
+    """Runs derived from this one."""
+    exception: str | None = attrs.field(default=None, validator=_optional(_text(min_length=0)))
+    """The traceback QCoDeS stored when the measurement raised, or ``None``."""
+
+    @parameters.validator
+    def _check_parameters(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if not isinstance(value, tuple) or not all(
+            isinstance(item, dict) and all(isinstance(k, str) for k in item) for item in value
+        ):
+            raise FieldError(attribute.name, "must be a tuple of JSON objects")
+
+
+@attrs.frozen(kw_only=True)
+class Drawing:
+    """Answer to ``draw``: the picture and the decisions behind it (design §5.2, §7.2)."""
+
+    request_id: str | None = _reply_id()
+    """The request's id."""
+    run_id: int = _run_id()
+    """The run."""
+    kind: str = attrs.field(validator=_code)
+    """``thumbnail`` or ``preview``."""
+    slice: int | None = attrs.field(default=None, validator=_optional(_count))
+    """The slice drawn (from 0), or ``None`` for a run with at most two dimensions."""
+    slice_count: int = attrs.field(default=0, validator=_count)
+    """How many slices the run has (0 for at most two dimensions)."""
+    slice_label: str | None = attrs.field(default=None, validator=_optional(_text()))
+    """The slice in words, e.g. ``magnet_field = 1 T · slice 6 of 6``."""
+    mime: str = attrs.field(validator=_text(255))
+    """Media type, e.g. ``image/png``."""
+    data_b64: str = attrs.field(validator=_text(2**31, min_length=0))
+    """The image bytes, standard base64."""
+    width: int = attrs.field(validator=_count)
+    """Image width, in pixels."""
+    height: int = attrs.field(validator=_count)
+    """Image height, in pixels."""
+    report: dict[str, Any] = attrs.field(factory=dict, validator=_json_object)
+    """The renderer's decisions: per panel each axis's scale, the reason, its range."""
+
+
 #: Every client → server request.
 ClientRequest = Union[  # noqa: UP007 - cattrs needs a typing.Union object at runtime
     Submit,
@@ -558,6 +752,9 @@ ClientRequest = Union[  # noqa: UP007 - cattrs needs a typing.Union object at ru
     Select,
     Visible,
     ListRuns,
+    ListRunTimes,
+    RunDetails,
+    Draw,
 ]
 #: Every server → client message.
 ServerMessage = Union[  # noqa: UP007 - see above
@@ -571,6 +768,9 @@ ServerMessage = Union[  # noqa: UP007 - see above
     RunList,
     Payload,
     ResyncRequired,
+    RunTimes,
+    RunDetailsReply,
+    Drawing,
 ]
 #: Any message, either direction.
 Message = Union[ClientRequest, ServerMessage]  # noqa: UP007 - see above

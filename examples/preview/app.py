@@ -103,6 +103,7 @@ from examples.preview.push import ImageStore
 from examples.preview.qcodes.source import open_source
 from examples.preview.revisions import Revisions
 from examples.preview.run_table import RunTable
+from examples.preview.run_views import RunViews
 from examples.preview.runtime_link import RuntimeLink
 from examples.preview.selection import Selection
 
@@ -175,8 +176,15 @@ class PreviewApp:
         )
         self._jobs = jobs = EventLogRuns(link, table, claims)
         self._bridge = NoticeBridge(table, jobs, self.images, live)
+        views = RunViews(table, helpers, link, job_timeout=config.job_timeout)
         self._clients = clients = Clients(
-            table, selection, self.images, revisions, claims, push_timeout=config.push_timeout
+            table,
+            selection,
+            self.images,
+            revisions,
+            claims,
+            push_timeout=config.push_timeout,
+            views=views,
         )
         self._probe = ChangeProbe(
             table, helpers, revisions, jobs, clients, poll_interval=config.poll_interval

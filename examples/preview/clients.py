@@ -15,6 +15,8 @@ Handlers for :class:`examples.web.frontdoor.FrontDoor`, each
   A run id the database does not have is an ``unknown_run`` error and changes nothing.
 * ``submit`` of ``preview`` {run_id} draws that run again at a new revision (a new
   event-log run reports it); other operations go to the built-in ``submit``.
+* ``list_run_times``, ``run_details`` and ``draw`` look into one run (times, snapshot
+  and metadata, a chosen slice or scale): :class:`~examples.preview.run_views.RunViews`.
 * ``cancel`` {run_id} (an event-log run id) is the built-in ``cancel`` (design §6.7: the
   true state is answered); when it cancelled a measurement run's current event-log run,
   queued or running, that run's work stops too
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from examples.preview.push import ImageStore
     from examples.preview.revisions import Revisions
     from examples.preview.run_table import RunTable
+    from examples.preview.run_views import RunViews
     from examples.preview.selection import Selection
     from examples.web.api import Handler
     from examples.web.connection import Connection
@@ -69,6 +72,7 @@ class Clients:
         claims: Halts a run whose event-log run a client cancelled.
         push_timeout: Seconds (trio clock) an image push waits for room in a client's
             queue.
+        views: The handlers that look into one run, or None (not served).
     """
 
     def __init__(
@@ -80,6 +84,7 @@ class Clients:
         claims: ClaimRunner,
         *,
         push_timeout: float,
+        views: RunViews | None = None,
     ) -> None:
         self._table = table
         self._selection = selection
@@ -87,6 +92,7 @@ class Clients:
         self._revisions = revisions
         self._claims = claims
         self._push_timeout = push_timeout
+        self._views = views
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -105,14 +111,18 @@ class Clients:
 
     @property
     def handlers(self) -> dict[str, Handler]:
-        """Front-door handlers: ``list_runs``, ``select``, ``visible``, ``submit``, ``cancel``."""
-        return {
+        """Front-door handlers: ``list_runs``, ``select``, ``visible``, ``submit``, ``cancel``,
+        and those of the :class:`~examples.preview.run_views.RunViews`, if any."""
+        handlers: dict[str, Handler] = {
             "list_runs": self.on_list_runs,
             "select": self.on_select,
             "visible": self.on_visible,
             "submit": self.on_submit,
             "cancel": self.on_cancel,
         }
+        if self._views is not None:
+            handlers.update(self._views.handlers)
+        return handlers
 
     def push_run_list(self) -> None:
         """Push the run list to every connection with image pushes (never waits)."""

@@ -18,9 +18,13 @@ Operations (payload → result, all JSON):
 
 * ``list_runs`` ``{"after": 0, "limit": 100}`` → ``{"runs": [summary...],
   "next_after": run_id or None}``: pages of run summaries;
-* ``read_run`` ``{"run_id": 4}`` → the observation (see
-  :meth:`QcodesSource.read_run <examples.preview.qcodes.source.QcodesSource.read_run>`);
-  cancellable between read stages;
+* ``read_run`` ``{"run_id": 4, "slice": 2}`` → the observation (see
+  :meth:`QcodesSource.read_run <examples.preview.qcodes.source.QcodesSource.read_run>`;
+  ``slice``, optional, picks the 2-D slice of a run with more than two sweep
+  dimensions); cancellable between read stages;
+* ``run_details`` ``{"run_id": 4}`` → the run's summary with its times, snapshot,
+  metadata and links (:meth:`QcodesSource.run_details
+  <examples.preview.qcodes.source.QcodesSource.run_details>`);
 * ``probe`` ``{"run_ids": [..] or None}`` → the change probe
   (:meth:`QcodesSource.probe <examples.preview.qcodes.source.QcodesSource.probe>`).
 
@@ -148,17 +152,31 @@ class PreviewHandlers:
 
     def read_run(self, payload: Any, ctx: JobContext) -> dict[str, Any]:
         """The observation of ``run_id``, read with cooperative cancellation."""
-        fields = _fields(payload, {"run_id", "max_values"})
+        fields = _fields(payload, {"run_id", "max_values", "slice"})
         if "run_id" not in fields:
             raise _invalid("run_id is required")
         run_id = _int_field(fields, "run_id", None, 0, 2**53 - 1)
         max_values = _int_field(fields, "max_values", MAX_OBSERVATION_VALUES, 256, 65_536)
+        slice_index = None
+        if fields.get("slice") is not None:
+            slice_index = _int_field(fields, "slice", None, 0, 2**31 - 1)
         if self.faults:
             self._fault(run_id, ctx)
         with _database_errors():
             return self._open().read_run(
-                run_id, check_cancel=ctx.check_cancel, max_values=max_values
-            )
+                run_id, check_cancel=ctx.check_cancel, max_values=max_values,
+                slice_index=slice_index,
+            )  # fmt: skip
+
+    def run_details(self, payload: Any, ctx: JobContext) -> dict[str, Any]:
+        """The details of ``run_id``: times, snapshot, metadata, parent/child links."""
+        fields = _fields(payload, {"run_id"})
+        if "run_id" not in fields:
+            raise _invalid("run_id is required")
+        run_id = _int_field(fields, "run_id", None, 0, 2**53 - 1)
+        ctx.check_cancel()
+        with _database_errors():
+            return self._open().run_details(run_id)
 
     def _fault(self, run_id: int, ctx: JobContext) -> None:
         crash = self.faults.get("crash_once")
@@ -193,7 +211,12 @@ class PreviewHandlers:
 
     def table(self) -> dict[str, Callable[[Any, JobContext], Any]]:
         """Operation name → handler, for :func:`actors.helper.serve`."""
-        return {"list_runs": self.list_runs, "read_run": self.read_run, "probe": self.probe}
+        return {
+            "list_runs": self.list_runs,
+            "read_run": self.read_run,
+            "run_details": self.run_details,
+            "probe": self.probe,
+        }
 
 
 def main() -> None:

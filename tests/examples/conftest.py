@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "qcodes_sample.db"
+PLOTS = DATA.with_name("qcodes_plots.db")
 
 
 @pytest.fixture(scope="session")
@@ -27,4 +28,12 @@ def writable_db(tmp_path: Path) -> Path:
     """A copy of the real file that this test may change."""
     target = tmp_path / "qcodes_sample.db"
     shutil.copyfile(DATA, target)
+    return target
+
+
+@pytest.fixture(scope="session")
+def plots_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A session-wide copy of the plot-rules sample (``make_plot_samples.py``)."""
+    target = tmp_path_factory.mktemp("plots") / "qcodes_plots.db"
+    shutil.copyfile(PLOTS, target)
     return target

@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from examples.preview.drawing import glyphs
+from examples.preview.drawing.viridis import VIRIDIS_RGB8
+
 Font = ImageFont.FreeTypeFont | ImageFont.ImageFont
 Box = tuple[int, int, int, int]  # left, top, right, bottom (pixels, right/bottom exclusive)
 
@@ -50,10 +53,12 @@ _ASCII_NAMES = {
 def _find_font(bold: bool) -> str | None:
     for candidate in _BOLD_FILES if bold else _FONT_FILES:
         try:
-            ImageFont.truetype(candidate, 10)
+            found = ImageFont.truetype(candidate, 10)
         except OSError:
             continue
-        return candidate
+        # Pillow resolves a bare name in the system font folders: keep the real path,
+        # whose cmap says which characters it can draw (``glyphs.covered``).
+        return str(getattr(found, "path", candidate))
     return None
 
 
@@ -74,16 +79,22 @@ def font(size: int, bold: bool = False) -> Font:
         return ImageFont.load_default()
 
 
-def text(value: str) -> str:
-    """``value`` made drawable with the font in use (see :func:`font_family`)."""
-    if _find_font(False) is not None:
-        return value
+def text(value: str, face: Font | None = None) -> str:
+    """``value`` made drawable with the font in use (see :func:`font_family`).
+
+    A character the font has no glyph for (an emoji, in DejaVu Sans) becomes the
+    visible replacement mark :data:`~examples.preview.drawing.glyphs.REPLACEMENT`,
+    never the font's empty box.
+    """
+    path = getattr(face, "path", None) or _find_font(False)
+    if path is not None:
+        return glyphs.drawable(value, str(path))
     return "".join(_ASCII_NAMES.get(ch, ch if ch.isascii() else "?") for ch in value)
 
 
 def text_size(draw: ImageDraw.ImageDraw, value: str, face: Font) -> tuple[int, int]:
     """Width and height in pixels of one line of text."""
-    left, top, right, bottom = draw.textbbox((0, 0), text(value), font=face)
+    left, top, right, bottom = draw.textbbox((0, 0), text(value, face), font=face)
     return int(right - left), int(bottom - top)
 
 
@@ -106,7 +117,7 @@ def put_text(
     anchor: str = "la",
 ) -> None:
     """Draw one line of text at ``xy`` with a Pillow ``anchor`` (e.g. ``"mm"``)."""
-    draw.text(xy, text(value), font=face, fill=fill, anchor=anchor)
+    draw.text(xy, text(value, face), font=face, fill=fill, anchor=anchor)
 
 
 def put_vertical_text(image: Image.Image, centre: tuple[int, int], value: str, face: Font) -> None:
@@ -117,7 +128,7 @@ def put_vertical_text(image: Image.Image, centre: tuple[int, int], value: str, f
         return
     strip = Image.new("L", (width + 4, height + 6), 0)
     ImageDraw.Draw(strip).text(
-        ((width + 4) / 2, (height + 6) / 2), text(value), font=face, fill=255, anchor="mm"
+        ((width + 4) / 2, (height + 6) / 2), text(value, face), font=face, fill=255, anchor="mm"
     )
     rotated = strip.rotate(90, expand=True)
     ink = Image.new("RGB", rotated.size, INK)
@@ -169,6 +180,32 @@ def axis_title(label: str, name: str, scale: Scale) -> str:
     return f"{base} ({scale.unit})" if scale.unit else base
 
 
+def fit_title(draw: ImageDraw.ImageDraw, label: str, unit: str, face: Font, width: int) -> str:
+    """``"Label (unit)"`` within ``width`` pixels: the label is shortened, never the unit.
+
+    A unit read wrongly is a factor of 1000 wrong, a shortened label only less
+    descriptive; when even ``"… (unit)"`` does not fit, the unit alone is kept.
+    """
+    suffix = f" ({unit})" if unit else ""
+    whole = label + suffix
+    if text_size(draw, whole, face)[0] <= width or not suffix:
+        return fit(draw, whole, face, width)
+    room = width - text_size(draw, suffix, face)[0]
+    short = fit(draw, label, face, room) if room > 0 else ""
+    if not short or short == "…":
+        return f"({unit})"
+    return short + suffix
+
+
+def quantity(value: object, unit: str) -> str:
+    """One value with its unit and an SI prefix, e.g. ``20 mK``, ``1 T``."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        return f"? {unit}".strip()
+    scale = Scale(float(value), float(value), unit)
+    shown = f"{value * scale.factor:.4g}".replace("-", "\u2212")
+    return f"{shown} {scale.unit}".strip()
+
+
 def nice_ticks(lo: float, hi: float, count: int) -> list[float]:
     """About ``count`` round tick values (steps of 1, 2 or 5 times 10^k) within [lo, hi]."""
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo or count < 1:
@@ -216,24 +253,22 @@ def padded(lo: float, hi: float, fraction: float = 0.04) -> tuple[float, float]:
 
 # -- colour map ------------------------------------------------------------------------
 
-# viridis sampled at nine evenly spaced points; linear interpolation between them.
-_VIRIDIS = np.array(
-    [[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
-     [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37]], dtype=np.float64,
-)  # fmt: skip
-_STOPS = np.linspace(0.0, 1.0, len(_VIRIDIS))
-_LEVELS = np.linspace(0.0, 1.0, 256)
-LUT = np.stack([np.interp(_LEVELS, _STOPS, _VIRIDIS[:, c]) for c in range(3)], axis=1).round()
-LUT = LUT.astype(np.uint8)
+#: The exact 256-entry viridis table, as 8-bit RGB (:mod:`~examples.preview.drawing.viridis`).
+LUT = VIRIDIS_RGB8
 
 
 def colourise(grid: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    """Map a float grid to RGB (uint8, shape ``grid.shape + (3,)``); NaN → grey."""
+    """Map a float grid to RGB (uint8, shape ``grid.shape + (3,)``); NaN → grey.
+
+    As matplotlib's colormaps do: ``[lo, hi]`` is cut into 256 equal bins, one per
+    table entry (``hi`` itself falls in the last one).
+    """
     finite = np.isfinite(grid)
     span = hi - lo if hi > lo else 1.0
     with np.errstate(invalid="ignore"):
-        index = np.clip((np.where(finite, grid, lo) - lo) / span * 255.0, 0, 255)
-    rgb = LUT[index.round().astype(np.int64)]
+        scaled = (np.where(finite, grid, lo) - lo) / span * len(LUT)
+    index = np.clip(np.floor(scaled), 0, len(LUT) - 1).astype(np.int64)
+    rgb = LUT[index]
     rgb[~finite] = MISSING
     return rgb
 
@@ -250,19 +285,34 @@ def cell_edges(centres: np.ndarray) -> np.ndarray:
 
 
 def heatmap_pixels(
-    grid: np.ndarray, rows: np.ndarray, cols: np.ndarray, size: tuple[int, int], vrange: Any
+    grid: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    size: tuple[int, int],
+    vrange: Any,
+    ranges: tuple[tuple[float, float], tuple[float, float]] | None = None,
 ) -> Image.Image:
     """Resample a grid onto ``size`` pixels (width, height), honouring uneven axes.
 
-    Row 0 of ``grid`` (the lowest ``rows`` value) is drawn at the bottom.
+    Row 0 of ``grid`` (the lowest ``rows`` value) is drawn at the bottom. ``ranges``
+    (x, y) is the span of the frame when wider than the cells (a live run's planned
+    sweep); pixels outside every cell stay the background colour.
     """
     width, height = size
     row_edges, col_edges = cell_edges(rows), cell_edges(cols)
-    xs = col_edges[0] + (np.arange(width) + 0.5) / width * (col_edges[-1] - col_edges[0])
-    ys = row_edges[-1] - (np.arange(height) + 0.5) / height * (row_edges[-1] - row_edges[0])
+    (x0, x1), (y0, y1) = ranges or (
+        (col_edges[0], col_edges[-1]),
+        (row_edges[0], row_edges[-1]),
+    )
+    xs = x0 + (np.arange(width) + 0.5) / width * (x1 - x0)
+    ys = y1 - (np.arange(height) + 0.5) / height * (y1 - y0)
     col_index = np.clip(np.searchsorted(col_edges, xs) - 1, 0, cols.size - 1)
     row_index = np.clip(np.searchsorted(row_edges, ys) - 1, 0, rows.size - 1)
     rgb = colourise(grid, *vrange)[row_index][:, col_index]
+    outside_x = (xs < col_edges[0]) | (xs > col_edges[-1])
+    outside_y = (ys < row_edges[0]) | (ys > row_edges[-1])
+    rgb[outside_y, :] = BACKGROUND
+    rgb[:, outside_x] = BACKGROUND
     return Image.fromarray(np.ascontiguousarray(rgb), "RGB")
 
 

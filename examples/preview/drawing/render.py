@@ -11,34 +11,62 @@ the ``check_cancel`` callable.
   colour bar for 2-D maps.
 
 1-D data is a line plot (points for text categories, labelled by category); 2-D data
-is a heatmap (viridis) with the outer setpoint vertical, lowest value at the bottom.
-An empty run gives a placeholder with the status text; an interrupted or incomplete
-run is plotted with a coloured status band, so the partial data stays visible.
+is a heatmap (viridis, matplotlib's exact table) with the outer setpoint vertical,
+lowest value at the bottom; a run with more than two sweep dimensions is drawn as the
+2-D slice the observation holds, named above the map ("magnet_field = 1 T · slice 6 of
+6"). Axes are logarithmic or symmetric-log where the sweep or the data call for it
+(:mod:`~examples.preview.drawing.scales`); a live run's setpoint axis spans its planned
+sweep. An axis title is shortened in its label, never in its unit; a panel with no
+finite data names its parameter. An empty run gives a placeholder with the status
+text; an interrupted or incomplete run is plotted with a coloured status band, so the
+partial data stays visible.
+
+**The report.** Every PNG carries, in a ``tEXt`` chunk named :data:`REPORT_KEY`, the
+JSON decisions behind the picture (:func:`report_of` reads it back): for each panel
+its axes' scales and the reasons, their ranges and where the ranges came from
+(``data`` or ``planned sweep``), the titles as drawn, the slice, or why the panel is
+empty.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, PngImagePlugin
 
 from examples.preview.drawing import plotting as plot
+from examples.preview.drawing.panels import Style as _Style
+from examples.preview.drawing.panels import heatmap, trace
+from examples.preview.drawing.scales import SCALES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-__all__ = ["KINDS", "RENDERER_VERSION", "MIME", "render", "render_image"]
+__all__ = [
+    "KINDS",
+    "MIME",
+    "RENDERER_VERSION",
+    "REPORT_KEY",
+    "render",
+    "render_image",
+    "render_with_report",
+    "report_of",
+]
 
 #: Default size (width, height) in pixels of each kind.
 KINDS: dict[str, tuple[int, int]] = {"thumbnail": (160, 120), "preview": (640, 480)}
 #: Part of every cache key (design §4.10): bump when the pictures change.
-RENDERER_VERSION = "1"
+RENDERER_VERSION = "2"
 MIME = "image/png"
+#: The PNG text chunk holding the drawing's report (JSON).
+REPORT_KEY = "preview-report"
 
-_OPTIONS = frozenset({"width", "height", "dependent", "max_panels", "transpose"})
+_OPTIONS = frozenset({"width", "height", "dependent", "max_panels", "transpose", "scale", "xscale"})
+_XSCALES = ("auto", "linear", "log")
 _STATUS_COLOURS = {
     "interrupted": (196, 78, 0),
     "incomplete": (33, 102, 172),
@@ -52,15 +80,17 @@ def render(
     options: Mapping[str, Any] | None = None,
     check_cancel: Callable[[], None] | None = None,
 ) -> bytes:
-    """Draw one observation as a PNG.
+    """Draw one observation as a PNG, with its report (:func:`report_of`) inside.
 
     Args:
         observation: As returned by ``QcodesSource.read_run`` (JSON-compatible).
         kind: ``"thumbnail"`` or ``"preview"`` (:data:`KINDS`).
         options: Optional ``width``/``height`` (pixels, 48..2048), ``dependent`` (index
-            or name of the one dependent to draw), ``max_panels`` (1..4) and
+            or name of the one dependent to draw), ``max_panels`` (1..4),
             ``transpose`` (bool: draw 2-D maps with the outer setpoint horizontal, as
-            QCoDeS's ``plot_dataset`` does; by default it is vertical).
+            QCoDeS's ``plot_dataset`` does; by default it is vertical), ``scale`` (the
+            value axis or colour scale: ``auto``, ``linear``, ``log`` or ``symlog``) and
+            ``xscale`` (the setpoint axes: ``auto``, ``linear`` or ``log``).
         check_cancel: Called between drawing stages; whatever it raises ends the
             drawing and propagates unchanged.
 
@@ -71,10 +101,26 @@ def render(
         ValueError: unknown ``kind`` or option, or a malformed observation (the
             renderer actor reports it as ``RenderError``, code ``render_failed``).
     """
-    image = render_image(observation, kind, options, check_cancel)
+    image, report = render_with_report(observation, kind, options, check_cancel)
+    info = PngImagePlugin.PngInfo()
+    info.add_text(REPORT_KEY, json.dumps(report, sort_keys=True, ensure_ascii=True))
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG", optimize=False, compress_level=6)
+    image.save(buffer, format="PNG", optimize=False, compress_level=6, pnginfo=info)
     return buffer.getvalue()
+
+
+def report_of(png: bytes) -> dict[str, Any]:
+    """The report that :func:`render` put into ``png``.
+
+    Raises:
+        ValueError: ``png`` is not a PNG with a report.
+    """
+    with Image.open(io.BytesIO(png)) as image:
+        text = getattr(image, "text", {}).get(REPORT_KEY)
+    if not isinstance(text, str):
+        raise ValueError("the PNG carries no drawing report")
+    report: dict[str, Any] = json.loads(text)
+    return report
 
 
 def render_image(
@@ -84,16 +130,32 @@ def render_image(
     check_cancel: Callable[[], None] | None = None,
 ) -> Image.Image:
     """As :func:`render`, but return the Pillow image (RGB) instead of PNG bytes."""
+    return render_with_report(observation, kind, options, check_cancel)[0]
+
+
+def render_with_report(
+    observation: Mapping[str, Any],
+    kind: str,
+    options: Mapping[str, Any] | None = None,
+    check_cancel: Callable[[], None] | None = None,
+) -> tuple[Image.Image, dict[str, Any]]:
+    """As :func:`render_image`, and the drawing's report (see the module docstring)."""
     check = check_cancel or (lambda: None)
-    width, height, choice, max_panels = _options(kind, options or {})
-    transpose = (options or {}).get("transpose", False)
+    options = options or {}
+    width, height, choice, max_panels = _options(kind, options)
+    transpose = options.get("transpose", False)
     if not isinstance(transpose, bool):
         raise ValueError(f"transpose must be true or false, got {transpose!r}")
+    scales = (options.get("scale", "auto"), options.get("xscale", "auto"))
+    if scales[0] not in SCALES:
+        raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scales[0]!r}")
+    if scales[1] not in _XSCALES:
+        raise ValueError(f"xscale must be one of {', '.join(_XSCALES)}, got {scales[1]!r}")
     check()
     try:
         if transpose:
             observation = _transposed(observation)
-        return _draw(observation, kind, (width, height), choice, max_panels, check)
+        return _draw(observation, kind, (width, height), (choice, max_panels), scales, check)
     except (KeyError, TypeError, IndexError, AttributeError) as exc:
         raise ValueError(f"malformed observation: {type(exc).__name__}: {exc}") from exc
 
@@ -103,7 +165,7 @@ def _transposed(observation: Mapping[str, Any]) -> dict[str, Any]:
     dependents = []
     for dep in observation["dependents"]:
         if dep["ndim"] == 2:
-            grid = _floats(dep["values"])
+            grid = np.array(dep["values"], dtype=np.float64)
             values = grid.T.tolist() if grid.ndim == 2 else dep["values"]
             dep = {**dep, "axes": dep["axes"][::-1], "values": values}
         dependents.append(dep)
@@ -129,30 +191,15 @@ def _options(kind: str, options: Mapping[str, Any]) -> tuple[int, int, Any, int]
     return width, height, options.get("dependent"), int(max_panels)
 
 
-class _Style:
-    """Sizes for one kind of picture, scaled to the canvas."""
-
-    def __init__(self, kind: str, size: tuple[int, int], panels: int) -> None:
-        width, height = size
-        self.small = kind == "thumbnail" or min(width, height) < 200
-        scale = min(width / 640, height / 480)
-        shrink = 0.85 if panels > 2 else 1.0
-        self.title = plot.font(max(9, round(16 * scale)), bold=True)
-        self.subtitle = plot.font(max(8, round(11 * scale)))
-        self.tick = plot.font(max(8, round(11 * scale * shrink)))
-        self.label = plot.font(max(8, round(12 * scale * shrink)))
-        self.line_width = 1 if self.small else 2
-        self.marker = 1 if self.small else 3
-
-
 def _draw(
     observation: Mapping[str, Any],
     kind: str,
     size: tuple[int, int],
-    choice: Any,
-    max_panels: int,
+    which: tuple[Any, int],
+    scales: tuple[str, str],
     check: Callable[[], None],
-) -> Image.Image:
+) -> tuple[Image.Image, dict[str, Any]]:
+    choice, max_panels = which
     dependents = [d for d in observation["dependents"] if d["points"] > 0]
     if choice is not None:
         dependents = [_pick(observation["dependents"], choice)]
@@ -163,6 +210,13 @@ def _draw(
     top = _title(draw, observation, style, size)
     status = observation.get("status", "ok")
     bottom = size[1]
+    report: dict[str, Any] = {
+        "kind": kind,
+        "size": list(size),
+        "renderer_version": RENDERER_VERSION,
+        "font": plot.font_family(),
+        "panels": [],
+    }
     if status in ("interrupted", "incomplete") and shown:
         band = _status_band(draw, observation, style, size, top)
         if style.small:
@@ -172,20 +226,22 @@ def _draw(
     check()
     if not shown:
         _placeholder(draw, observation, style, (0, top, size[0], size[1]))
-        return image
+        return image, report
     for index, (dep, box) in enumerate(zip(shown, _layout(len(shown), size, top, bottom),
                                            strict=True)):  # fmt: skip
         colour = plot.LINE_COLOURS[index % len(plot.LINE_COLOURS)]
         if dep["ndim"] == 2:
-            _heatmap(image, draw, box, dep, style)
+            panel = heatmap(image, draw, box, dep, style, scales)
         else:
-            _trace(image, draw, box, dep, style, colour)
+            panel = trace(image, draw, box, dep, style, colour, scales)
+        report["panels"].append(panel)
         check()
     hidden = len(dependents) - len(shown)
+    report["hidden_panels"] = hidden
     if hidden > 0 and not style.small:
         plot.put_text(draw, (size[0] - 6, size[1] - 4), f"+{hidden} more", style.tick,
                       anchor="rd")  # fmt: skip
-    return image
+    return image, report
 
 
 def _pick(dependents: list[Mapping[str, Any]], choice: Any) -> Mapping[str, Any]:
@@ -296,196 +352,3 @@ def _layout(count: int, size: tuple[int, int], top: int, bottom: int) -> list[pl
     boxes = [(0, top, middle_x, middle_y), (middle_x, top, width, middle_y),
              (0, middle_y, middle_x, bottom), (middle_x, middle_y, width, bottom)]  # fmt: skip
     return boxes[:count]
-
-
-def _floats(values: Any) -> np.ndarray:
-    return np.array(values, dtype=np.float64)
-
-
-class _Frame:
-    """One panel's plot rectangle and its data-to-pixel mapping."""
-
-    def __init__(self, box: plot.Box, xr: tuple[float, float], yr: tuple[float, float]) -> None:
-        self.box = box
-        self.xr, self.yr = xr, yr
-
-    def px(self, x: np.ndarray) -> np.ndarray:
-        left, _, right, _ = self.box
-        return left + (x - self.xr[0]) / (self.xr[1] - self.xr[0]) * (right - 1 - left)
-
-    def py(self, y: np.ndarray) -> np.ndarray:
-        _, top, _, bottom = self.box
-        return bottom - 1 - (y - self.yr[0]) / (self.yr[1] - self.yr[0]) * (bottom - 1 - top)
-
-
-def _axes(
-    image: Image.Image,
-    draw: ImageDraw.ImageDraw,
-    box: plot.Box,
-    style: _Style,
-    x: tuple[tuple[float, float], Mapping[str, Any]],
-    y: tuple[tuple[float, float], Mapping[str, Any]],
-    right_reserve: int = 0,
-) -> _Frame:
-    """Lay out ticks and titles inside ``box``; return the plot frame (not yet drawn)."""
-    (xr, xmeta), (yr, ymeta) = x, y
-    left, top, right, bottom = box
-    if style.small:
-        return _Frame((left + 3, top + 1, right - 3 - right_reserve, bottom - 3), xr, yr)
-    x_scale = plot.Scale(*xr, str(xmeta.get("unit") or ""))
-    y_scale = plot.Scale(*yr, str(ymeta.get("unit") or ""))
-    y_ticks, y_labels = _ticks(yr, y_scale, ymeta.get("levels"), 5)
-    tick_h = plot.text_size(draw, "0", style.tick)[1]
-    label_h = plot.text_size(draw, "Ag", style.label)[1]
-    y_tick_w = max((plot.text_size(draw, t, style.tick)[0] for t in y_labels), default=0)
-    frame = _Frame(
-        (left + 10 + label_h + 6 + y_tick_w + 4, top + 8,
-         right - 14 - right_reserve, bottom - (6 + tick_h + 6 + label_h + 6)),
-        xr, yr,
-    )  # fmt: skip
-    fl, ft, fr, fb = frame.box
-    x_count = max(3, (fr - fl) // 80)
-    x_ticks, x_labels = _ticks(xr, x_scale, xmeta.get("levels"), x_count)
-    for value, text in zip(x_ticks, x_labels, strict=True):
-        px = float(frame.px(np.array(value)))
-        draw.line((px, ft, px, fb), fill=plot.GRID)
-        draw.line((px, fb, px, fb + 4), fill=plot.FRAME)
-        plot.put_text(draw, (px, fb + 6), text, style.tick, anchor="mt")
-    for value, text in zip(y_ticks, y_labels, strict=True):
-        py = float(frame.py(np.array(value)))
-        draw.line((fl, py, fr, py), fill=plot.GRID)
-        draw.line((fl - 4, py, fl, py), fill=plot.FRAME)
-        plot.put_text(draw, (fl - 6, py), text, style.tick, anchor="rm")
-    x_title = plot.axis_title(str(xmeta.get("label") or ""), str(xmeta.get("name")), x_scale)
-    y_title = plot.axis_title(str(ymeta.get("label") or ""), str(ymeta.get("name")), y_scale)
-    plot.put_text(draw, ((fl + fr) / 2, bottom - 6), plot.fit(draw, x_title, style.label,
-                  right - left - 10), style.label, anchor="md")  # fmt: skip
-    plot.put_vertical_text(image, (left + 8 + label_h // 2, (ft + fb) // 2),
-                           plot.fit(draw, y_title, style.label, fb - ft), style.label)  # fmt: skip
-    return frame
-
-
-def _ticks(
-    vrange: tuple[float, float], scale: plot.Scale, levels: Any, count: int
-) -> tuple[list[float], list[str]]:
-    if levels:
-        ticks = [float(k) for k in range(len(levels)) if vrange[0] <= k <= vrange[1]]
-        return ticks, [str(levels[int(k)]) for k in ticks]
-    ticks = plot.nice_ticks(vrange[0], vrange[1], count)
-    return ticks, plot.tick_labels(ticks, scale)
-
-
-def _trace(
-    image: Image.Image,
-    draw: ImageDraw.ImageDraw,
-    box: plot.Box,
-    dep: Mapping[str, Any],
-    style: _Style,
-    colour: tuple[int, int, int],
-) -> None:
-    axis = dep["axes"][0]
-    x, y = _floats(axis["values"]), _floats(dep["values"])
-    xr, yr = plot.data_range(x), plot.data_range(y)
-    if xr is None or yr is None:
-        _panel_message(draw, box, style, "no finite data")
-        return
-    levels = dep.get("levels")
-    yr = (-0.5, len(levels) - 0.5) if levels else plot.padded(*yr, 0.06)
-    if axis.get("levels"):
-        xr = (-0.5, len(axis["levels"]) - 0.5)
-    frame = _axes(image, draw, box, style, (xr, axis), (yr, dep))
-    _ink_trace(
-        image, frame, x, y, style, colour, line=not levels, dots=bool(levels) or y.size <= 60
-    )
-    draw.rectangle(frame.box, outline=plot.FRAME)
-
-
-_SUPERSAMPLE = 3
-
-
-def _ink_trace(
-    image: Image.Image,
-    frame: _Frame,
-    x: np.ndarray,
-    y: np.ndarray,
-    style: _Style,
-    colour: tuple[int, int, int],
-    *,
-    line: bool,
-    dots: bool,
-) -> None:
-    """Draw a trace antialiased: into a mask at 3 times the resolution, then box-filtered down."""
-    pad = 4
-    fl, ft, fr, fb = frame.box
-    left, top = fl - pad, ft - pad
-    width, height = fr - fl + 2 * pad, fb - ft + 2 * pad
-    k = _SUPERSAMPLE
-    mask = Image.new("L", (width * k, height * k), 0)
-    pen = ImageDraw.Draw(mask)
-    segments = plot.polyline_segments((frame.px(x) - left + 0.5) * k, (frame.py(y) - top + 0.5) * k)
-    if line:
-        for segment in segments:
-            if len(segment) > 1:
-                pen.line(segment, fill=255, width=style.line_width * k, joint="curve")
-    if dots:
-        r = style.marker * k
-        for segment in segments:
-            for px, py in segment:
-                pen.ellipse((px - r, py - r, px + r, py + r), fill=255)
-    small = mask.resize((width, height), Image.Resampling.BOX)
-    image.paste(Image.new("RGB", (width, height), colour), (left, top), small)
-
-
-def _heatmap(
-    image: Image.Image,
-    draw: ImageDraw.ImageDraw,
-    box: plot.Box,
-    dep: Mapping[str, Any],
-    style: _Style,
-) -> None:
-    rows_axis, cols_axis = dep["axes"]
-    rows, cols = _floats(rows_axis["values"]), _floats(cols_axis["values"])
-    grid = _floats(dep["values"])
-    vrange = plot.data_range(grid) if grid.size else None
-    if vrange is None or grid.ndim != 2 or rows.size == 0 or cols.size == 0:
-        _panel_message(draw, box, style, "no finite data")
-        return
-    if dep.get("levels"):
-        vrange = (-0.5, len(dep["levels"]) - 0.5)
-    row_edges, col_edges = plot.cell_edges(rows), plot.cell_edges(cols)
-    yr = (float(row_edges[0]), float(row_edges[-1]))
-    xr = (float(col_edges[0]), float(col_edges[-1]))
-    bar_scale = plot.Scale(*vrange, str(dep.get("unit") or ""))
-    bar_ticks, bar_labels = _ticks(vrange, bar_scale, dep.get("levels"), 5)
-    reserve = 0
-    if not style.small:
-        label_h = plot.text_size(draw, "Ag", style.label)[1]
-        bar_w = max((plot.text_size(draw, t, style.tick)[0] for t in bar_labels), default=0)
-        reserve = 12 + 14 + 6 + bar_w + 8 + label_h
-    frame = _axes(image, draw, box, style, (xr, cols_axis), (yr, rows_axis), reserve)
-    fl, ft, fr, fb = frame.box
-    if fr - fl < 2 or fb - ft < 2:
-        return
-    image.paste(plot.heatmap_pixels(grid, rows, cols, (fr - fl, fb - ft), vrange), (fl, ft))
-    draw.rectangle((fl - 1, ft - 1, fr, fb), outline=plot.FRAME)
-    if style.small:
-        return
-    bx0, bx1 = fr + 12, fr + 26
-    image.paste(plot.colour_bar(fb - ft, bx1 - bx0), (bx0, ft))
-    draw.rectangle((bx0 - 1, ft - 1, bx1, fb), outline=plot.FRAME)
-    span = vrange[1] - vrange[0]
-    for value, text in zip(bar_ticks, bar_labels, strict=True):
-        py = fb - 1 - (value - vrange[0]) / span * (fb - 1 - ft)
-        draw.line((bx1, py, bx1 + 4, py), fill=plot.FRAME)
-        plot.put_text(draw, (bx1 + 6, py), text, style.tick, anchor="lm")
-    title = plot.axis_title(str(dep.get("label") or ""), str(dep.get("name")), bar_scale)
-    label_h = plot.text_size(draw, "Ag", style.label)[1]
-    plot.put_vertical_text(image, (box[2] - 6 - label_h // 2, (ft + fb) // 2),
-                           plot.fit(draw, title, style.label, fb - ft), style.label)  # fmt: skip
-
-
-def _panel_message(draw: ImageDraw.ImageDraw, box: plot.Box, style: _Style, message: str) -> None:
-    left, top, right, bottom = box
-    draw.rectangle((left + 4, top + 4, right - 5, bottom - 5), outline=plot.GRID)
-    plot.put_text(draw, ((left + right) / 2, (top + bottom) / 2), message, style.label,
-                  fill=plot.FRAME, anchor="mm")  # fmt: skip

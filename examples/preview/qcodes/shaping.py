@@ -13,6 +13,7 @@ import numpy as np
 
 from examples.preview.qcodes import observation as obs
 from examples.preview.qcodes.rundescription import ParamInfo, RunDescription
+from examples.preview.qcodes.sweeps import describe_slice, planned_range, slice_table, spacing
 
 #: Bounds (see :mod:`examples.preview.qcodes.source`).
 MAX_TRACE_POINTS = 4096
@@ -20,7 +21,11 @@ MAX_GRID_SIDE = 256
 
 
 def shape_dependents(
-    raw: list[dict[str, Any]], description: RunDescription, *, max_values: int
+    raw: list[dict[str, Any]],
+    description: RunDescription,
+    *,
+    max_values: int,
+    slice_index: int | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Build the ``dependents`` list and the ``sizes`` dict of an observation.
 
@@ -28,10 +33,14 @@ def shape_dependents(
         raw: One dict per dependent from ``QcodesSource._read_dependent``.
         description: The run's parameters.
         max_values: Bound on the numbers in all entries together.
+        slice_index: For a dependent with more than two setpoints, the 2-D slice to
+            deliver (from 0, see :func:`~examples.preview.qcodes.sweeps.slice_table`);
+            None for the slice of the newest point. A dependent with fewer slices gets
+            its last one.
     """
     series = [s for item in raw for s in _series(item, description)]
     budget = max(64, max_values // max(1, len(series)))
-    entries = [_entry(s, budget) for s in series]
+    entries = [_entry(s, budget, slice_index) for s in series]
     delivered = sum(_count_values(e) for e in entries)
     sizes = {
         "rows_read": sum(item["rows"] for item in raw),
@@ -96,7 +105,7 @@ def _derived(info: ParamInfo, label: str, unit: str) -> ParamInfo:
     return ParamInfo(name=info.name, label=label, unit=unit, paramtype=info.paramtype)
 
 
-def _entry(series: dict[str, Any], budget: int) -> dict[str, Any]:
+def _entry(series: dict[str, Any], budget: int, slice_index: int | None) -> dict[str, Any]:
     info: ParamInfo = series["info"]
     values: np.ndarray = series["values"]
     axes: list[dict[str, Any]] = series["axes"]
@@ -115,16 +124,33 @@ def _entry(series: dict[str, Any], budget: int) -> dict[str, Any]:
         "skipped_rows": series["skipped_rows"],
         "stride": series["stride"],
         "sliced": None,
+        "slice": None,
     }
     if len(axes) >= 2:
-        entry.update(_grid_entry(axes, values, planned, series["component"], budget))
+        entry.update(_grid_entry(axes, values, planned, series["component"], budget, slice_index))
     else:
-        entry.update(_trace_entry(axes, values, series["component"], budget))
+        entry.update(_trace_entry(axes, values, planned, series["component"], budget))
     return entry
 
 
-def _axis_json(axis: dict[str, Any], values: np.ndarray, source_size: int) -> dict[str, Any]:
+def _axis_json(
+    axis: dict[str, Any],
+    values: np.ndarray,
+    source_size: int,
+    sweep: np.ndarray | None = None,
+    planned: int | None = None,
+    centres: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """One axis of an entry.
+
+    ``sweep`` is its full setpoint array in acquisition order (for the planned range);
+    ``centres`` the ascending grid values before downsampling (for the spacing of a
+    map's axis, whose raw values jump back at each line).
+    """
     info: ParamInfo = axis["info"]
+    swept = values if sweep is None else sweep
+    steps = swept if centres is None else centres
+    numeric = axis["levels"] is None
     return {
         "name": info.name,
         "label": info.label,
@@ -134,11 +160,17 @@ def _axis_json(axis: dict[str, Any], values: np.ndarray, source_size: int) -> di
         "values": obs.json_floats(values, obs.AXIS_DIGITS),
         "size": int(values.size),
         "source_size": int(source_size),
+        "spacing": spacing(steps) if numeric else "irregular",
+        "planned_range": planned_range(swept, planned) if numeric else None,
     }
 
 
 def _trace_entry(
-    axes: list[dict[str, Any]], values: np.ndarray, component: str | None, budget: int
+    axes: list[dict[str, Any]],
+    values: np.ndarray,
+    planned_shape: list[int] | None,
+    component: str | None,
+    budget: int,
 ) -> dict[str, Any]:
     if axes:
         axis = axes[0]
@@ -154,9 +186,10 @@ def _trace_entry(
         y = _unwrap_degrees(y)
     max_points = max(2, min(MAX_TRACE_POINTS, budget // 2))
     xs, ys = obs.downsample_trace(x, y, max_points)
+    planned = planned_shape[-1] if planned_shape and len(planned_shape) == 1 else None
     return {
         "ndim": 1,
-        "axes": [_axis_json(axis, xs, x.size)],
+        "axes": [_axis_json(axis, xs, x.size, x, planned)],
         "values": obs.json_floats(ys),
         "source_shape": [int(y.size)],
         "shape": [int(ys.size)],
@@ -179,21 +212,28 @@ def _grid_entry(
     planned: list[int] | None,
     component: str | None,
     budget: int,
+    slice_index: int | None,
 ) -> dict[str, Any]:
     sliced = None
-    if len(axes) > 2 and values.size:
-        # More than two setpoints: show the latest 2-D slice (outer setpoints fixed at
-        # the values of the last point acquired).
-        keep = np.ones(values.size, dtype=bool)
-        sliced = {}
-        for axis in axes[:-2]:
-            last = axis["values"][-1]
-            keep &= axis["values"] == last
-            sliced[axis["info"].name] = float(last) if math.isfinite(last) else None
+    chosen = None
+    if len(axes) > 2:
+        # More than two setpoints: deliver one 2-D slice (the outer setpoints fixed),
+        # by default the one holding the newest point.
+        outer_axes = axes[:-2]
+        combos, index = slice_table([a["values"] for a in outer_axes])
+        count = combos.shape[0]
+        if count:
+            if slice_index is None:
+                picked = int(index[-1]) if index[-1] >= 0 else count - 1
+            else:
+                picked = min(slice_index, count - 1)
+            keep = index == picked
+            chosen = describe_slice(combos[picked], [a["info"] for a in outer_axes], picked, count)
+            sliced = {item["name"]: item["value"] for item in chosen["fixed"]}
+        else:
+            keep = np.zeros(values.size, dtype=bool)
         axes = [{**a, "values": a["values"][keep]} for a in axes[-2:]]
         values = values[keep]
-    elif len(axes) > 2:
-        axes = axes[-2:]
     outer, inner = axes
     axis0, axis1, grid, method = obs.grid_2d(
         outer["values"], inner["values"], values, planned=planned[-2:] if planned else None
@@ -202,14 +242,19 @@ def _grid_entry(
         grid = np.degrees(grid)
     max_cells = max(4, min(MAX_GRID_SIDE**2, budget - 2 * MAX_GRID_SIDE))
     a0, a1, small = obs.downsample_grid(axis0, axis1, grid, max_cells, MAX_GRID_SIDE)
+    n0, n1 = (planned[-2], planned[-1]) if planned and len(planned) >= 2 else (None, None)
     return {
         "ndim": 2,
-        "axes": [_axis_json(outer, a0, axis0.size), _axis_json(inner, a1, axis1.size)],
+        "axes": [
+            _axis_json(outer, a0, axis0.size, outer["values"], n0, axis0),
+            _axis_json(inner, a1, axis1.size, axis1, n1, axis1),
+        ],
         "values": obs.json_floats(small),
         "source_shape": [int(grid.shape[0]), int(grid.shape[1])],
         "shape": [int(small.shape[0]), int(small.shape[1])],
         "gridding": method,
         "sliced": sliced,
+        "slice": chosen,
     }
 
 

@@ -53,6 +53,7 @@ import numpy as np
 from examples.preview.qcodes import observation as obs
 from examples.preview.qcodes.db import ReadTransaction, connect, validate_schema
 from examples.preview.qcodes.db import quote_name as _q
+from examples.preview.qcodes.details import details as _details
 from examples.preview.qcodes.errors import SourceError, UnknownRun
 from examples.preview.qcodes.rundescription import (
     ParamInfo,
@@ -314,6 +315,7 @@ class QcodesSource:
         *,
         check_cancel: CheckCancel | None = None,
         max_values: int = MAX_OBSERVATION_VALUES,
+        slice_index: int | None = None,
     ) -> dict[str, Any]:
         """Read one run into an observation (see :mod:`examples.preview.qcodes.observation`).
 
@@ -325,6 +327,9 @@ class QcodesSource:
             check_cancel: Called between reading stages and every
                 :data:`FETCH_CHUNK` rows; it raises to abandon the read.
             max_values: Bound on the numbers in the observation (values and axes).
+            slice_index: For data with more than two setpoints, which 2-D slice to
+                deliver (from 0, slices in ascending order of the outer setpoints);
+                None for the slice of the newest point.
 
         Returns:
             The run summary (as :meth:`list_runs`, minus ``parameters``) plus
@@ -337,8 +342,14 @@ class QcodesSource:
             (category names for text data), ``points`` (points read), ``planned_points``,
             ``source_shape`` (before downsampling), ``shape`` (as delivered),
             ``gridding`` (``trace``, ``exact`` or ``binned``), ``nonfinite``,
-            ``skipped_rows`` and ``sliced`` (for data with more than two setpoints:
-            which outer setpoints were fixed).
+            ``skipped_rows``, ``sliced`` (for data with more than two setpoints:
+            which outer setpoints were fixed, name → value) and ``slice`` (then:
+            ``index``, ``count`` and ``fixed``: each outer setpoint's ``name``,
+            ``label``, ``unit`` and ``value``). Each axis also has ``spacing``
+            (``linear``, ``log`` or ``irregular``: how the setpoint was swept) and
+            ``planned_range`` (``[low, high]`` the sweep covers once it has all its
+            planned points, extrapolated from its even steps; None when it has them all
+            or its steps are uneven).
 
         Raises:
             UnknownRun: (code ``unknown_run``) no run has this id.
@@ -363,7 +374,9 @@ class QcodesSource:
                 self._read_dependent(summary["result_table_name"], description, dep, check)
                 for dep in description.plot_dependents()
             ]
-        dependents, sizes = shape_dependents(raw, description, max_values=max_values)
+        dependents, sizes = shape_dependents(
+            raw, description, max_values=max_values, slice_index=slice_index
+        )
         check()
         points = {d["name"]: d["points"] for d in dependents if d["component"] != "phase"}
         summary["status"], summary["status_reason"] = _status(
@@ -377,6 +390,24 @@ class QcodesSource:
         summary["schema"] = OBSERVATION_SCHEMA
         summary["dependents"] = dependents
         summary["sizes"] = sizes
+        return summary
+
+    def run_details(self, run_id: int) -> dict[str, Any]:
+        """A run's summary (as :meth:`list_runs`) and its details: times, snapshot, links.
+
+        See :func:`examples.preview.qcodes.details.details` for the added fields.
+
+        Raises:
+            UnknownRun: (code ``unknown_run``) no run has this id.
+        """
+        with self._read():
+            cursor = self._conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+            row = cursor.fetchone()
+            if row is None:
+                raise UnknownRun(f"no run {run_id} in {self.path.name}", run_id=run_id)
+            record = dict(zip([d[0] for d in cursor.description], row, strict=True))
+            summary = self._summary(record)
+            summary.update(_details(self._conn, record, _FIXED_RUN_COLUMNS))
         return summary
 
     def _read_dependent(

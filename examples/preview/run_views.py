@@ -1,0 +1,241 @@
+"""RunViews: the client requests that look into one run (design §5.2, §7.2).
+
+Handlers for :class:`examples.web.frontdoor.FrontDoor`, served with the other client
+requests (:class:`~examples.preview.clients.Clients` adds them to its handlers):
+
+* ``list_run_times`` → ``run_times``: every run's start and end (epoch seconds), from
+  the run summaries the app already holds (no I/O), so a client can sort and filter the
+  run list by date;
+* ``run_details`` {run_id} → ``run_details_reply``: start, end and duration, the
+  instrument snapshot, run metadata (QCoDeS's extra columns), experiment and sample,
+  parameters and parent/child links; a helper job ``run_details`` reads them;
+* ``draw`` {run_id, kind, slice, scale, xscale} → ``drawing``: one picture drawn now
+  from the run's newest data: a chosen 2-D slice of a run with more than two sweep
+  dimensions, and chosen axis scales (the page's slice picker and log toggle). A
+  helper job ``read_run`` reads that slice and the renderer draws it; the reply carries
+  the renderer's report of its axis decisions.
+
+A run id the database does not have is an ``unknown_run`` error; a slice the run
+does not have is ``invalid_command`` naming ``slice``. Each answer is logged with the
+run id and what was drawn or read as ``extra`` fields.
+
+Depends on the :class:`~examples.preview.run_table.RunTable`, the
+:class:`~examples.preview.helper_jobs.HelperJobs` and the
+:class:`~examples.preview.runtime_link.RuntimeLink` (the renderer).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import math
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from actors import Render
+from actors.errors import InvalidCommand, SourceError
+from examples.preview.config import RENDER_SLACK
+from examples.preview.drawing.render import KINDS, MIME, report_of
+from protocol import messages
+
+if TYPE_CHECKING:
+    from examples.preview.helper_jobs import HelperJobs
+    from examples.preview.run_table import RunTable
+    from examples.preview.runtime_link import RuntimeLink
+    from examples.web.api import Handler
+    from examples.web.connection import Connection
+
+__all__ = ["RunViews"]
+
+LOGGER = logging.getLogger(__name__)
+_TEXT = messages.MAX_TEXT_LENGTH
+
+
+class RunViews:
+    """The ``list_run_times``, ``run_details`` and ``draw`` handlers (module docstring).
+
+    Args:
+        table: The runs.
+        helpers: Runs the helper jobs (``run_details``, ``read_run``).
+        link: The runtime (its renderer).
+        job_timeout: Seconds (trio clock) a drawing may take.
+    """
+
+    def __init__(
+        self, table: RunTable, helpers: HelperJobs, link: RuntimeLink, *, job_timeout: float
+    ) -> None:
+        self._table = table
+        self._helpers = helpers
+        self._link = link
+        self._job_timeout = job_timeout
+
+    @property
+    def handlers(self) -> dict[str, Handler]:
+        """Front-door handlers: ``list_run_times``, ``run_details``, ``draw``."""
+        return {
+            "list_run_times": self.on_list_run_times,
+            "run_details": self.on_run_details,
+            "draw": self.on_draw,
+        }
+
+    async def on_list_run_times(
+        self, conn: Connection, request: messages.ListRunTimes
+    ) -> messages.RunTimes:
+        """``list_run_times`` → ``run_times`` (no I/O)."""
+        rows = tuple(
+            messages.RunTime(
+                run_id=record.run_id,
+                started=_seconds(record.summary.get("run_timestamp")),
+                ended=_seconds(record.summary.get("completed_timestamp")),
+            )
+            for record in self._table.runs.values()
+        )
+        return messages.RunTimes(request_id=request.request_id, runs=rows)
+
+    async def on_run_details(
+        self, conn: Connection, request: messages.RunDetails
+    ) -> messages.RunDetailsReply:
+        """``run_details`` → ``run_details_reply``.
+
+        Raises:
+            UnknownRun: (``unknown_run``) no such run.
+            ActorError: the helper job failed (e.g. ``source_unreadable``).
+        """
+        self._table.check([request.run_id])
+        found = await self._helpers.run_job("run_details", {"run_id": request.run_id})
+        if not isinstance(found, dict):
+            raise SourceError(f"run {request.run_id}: the helper returned no details")
+        LOGGER.info(
+            "run %d: details sent", request.run_id,
+            extra={"run_id": request.run_id, "snapshot_bytes": found.get("snapshot_bytes")},
+        )  # fmt: skip
+        return _details_reply(request.request_id, request.run_id, found)
+
+    async def on_draw(self, conn: Connection, request: messages.Draw) -> messages.Drawing:
+        """``draw`` → ``drawing``: the picture asked for, drawn from the newest data.
+
+        Raises:
+            UnknownRun: (``unknown_run``) no such run.
+            InvalidCommand: (``invalid_command``, ``fields=["slice"]``) the run has no
+                such slice.
+            ActorError: the helper job or the drawing failed.
+        """
+        self._table.check([request.run_id])
+        payload: dict[str, Any] = {"run_id": request.run_id}
+        if request.slice is not None:
+            payload["slice"] = request.slice
+        observation = await self._helpers.run_job("read_run", payload)
+        if not isinstance(observation, dict):
+            raise SourceError(f"run {request.run_id}: the helper returned no observation")
+        chosen = _slice_of(observation)
+        if request.slice is not None:
+            count = int(chosen["count"]) if chosen else 0
+            if request.slice >= count:
+                has = f"has {count} slices" if count else "has at most two sweep dimensions"
+                raise InvalidCommand(
+                    f"draw: slice {request.slice} is out of range: run {request.run_id} {has}",
+                    fields=["slice"],
+                )
+        options = {"scale": request.scale, "xscale": request.xscale}
+        rendered = await self._link.runtime.renderer.ask(
+            Render(observation=observation, kind=request.kind, options=options,
+                   deadline=trio.current_time() + self._job_timeout),
+            timeout=self._job_timeout + RENDER_SLACK,
+        )  # fmt: skip
+        png: bytes = rendered.data
+        report = report_of(png)
+        width, height = KINDS[request.kind]
+        label = next((p["slice"] for p in report["panels"] if p.get("slice")), None)
+        LOGGER.info(
+            "run %d: drew %s (slice %s, scale %s, xscale %s)", request.run_id, request.kind,
+            None if chosen is None else chosen["index"], request.scale, request.xscale,
+            extra={"run_id": request.run_id, "kind": request.kind,
+                   "slice": None if chosen is None else chosen["index"],
+                   "scale": request.scale, "xscale": request.xscale},
+        )  # fmt: skip
+        return messages.Drawing(
+            request_id=request.request_id,
+            run_id=request.run_id,
+            kind=request.kind,
+            slice=None if chosen is None else int(chosen["index"]),
+            slice_count=0 if chosen is None else int(chosen["count"]),
+            slice_label=None if label is None else str(label)[:_TEXT],
+            mime=MIME,
+            data_b64=base64.b64encode(png).decode("ascii"),
+            width=width,
+            height=height,
+            report=report,
+        )
+
+
+def _slice_of(observation: dict[str, Any]) -> dict[str, Any] | None:
+    for dep in observation.get("dependents") or []:
+        chosen = dep.get("slice")
+        if isinstance(chosen, dict):
+            return chosen
+    return None
+
+
+def _seconds(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value) if abs(value) <= messages.MAX_JSON_INT else None
+    return None
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats as None (strict JSON) and long text cut."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return value if len(value) <= _TEXT else value[:_TEXT] + "…"
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _text(value: object, limit: int = _TEXT) -> str:
+    return "" if value is None else str(value)[:limit]
+
+
+def _link(item: Any) -> messages.RunLink | None:
+    if not isinstance(item, dict) or not isinstance(item.get("guid"), str) or not item["guid"]:
+        return None
+    run_id = item.get("run_id")
+    return messages.RunLink(
+        guid=item["guid"][:_TEXT],
+        run_id=run_id if isinstance(run_id, int) and not isinstance(run_id, bool) else None,
+        name=None if item.get("name") is None else _text(item["name"]),
+        edge_type=_text(item.get("edge_type")),
+        description=_text(item.get("description")),
+    )
+
+
+def _details_reply(request_id: str, run_id: int, found: dict[str, Any]) -> messages.RunDetailsReply:
+    status = str(found.get("status") or "ok")
+    snapshot = found.get("snapshot")
+    parameters = tuple(_json_safe(p) for p in found.get("parameters") or [] if isinstance(p, dict))
+    exception = found.get("exception")
+    return messages.RunDetailsReply(
+        request_id=request_id,
+        run_id=run_id,
+        name=_text(found.get("name")),
+        experiment=_text(found.get("exp_name")),
+        sample=None if found.get("sample_name") is None else _text(found["sample_name"]),
+        guid=_text(found.get("guid")) or None,
+        status=status if status in ("ok", "empty", "interrupted", "incomplete") else "ok",
+        status_reason=_text(found.get("status_reason")),
+        started=_seconds(found.get("started")),
+        ended=_seconds(found.get("ended")),
+        duration=_seconds(found.get("duration")),
+        metadata=_json_safe(found.get("metadata") or {}),
+        parameters=parameters,
+        snapshot=_json_safe(snapshot) if isinstance(snapshot, dict) else None,
+        snapshot_bytes=max(0, int(found.get("snapshot_bytes") or 0)),
+        snapshot_pruned=bool(found.get("snapshot_pruned")),
+        parents=tuple(link for item in found.get("parents") or [] if (link := _link(item))),
+        children=tuple(link for item in found.get("children") or [] if (link := _link(item))),
+        exception=None if exception is None else _text(exception),
+    )
