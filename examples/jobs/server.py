@@ -69,17 +69,9 @@ from actors import (
 from actors.errors import ActorError, InvalidCommand
 from examples.jobs.helper import MAX_LIMIT, MAX_SLEEP
 from examples.web.api import BUILTIN_HANDLERS
-from examples.web.cli import (
-    OneLineParser,
-    bind_sockets,
-    cannot_listen,
-    count,
-    describe,
-    leaf,
-    seconds,
-    setup_logging,
-)
+from examples.web.cli import OneLineParser, count, describe, leaf
 from examples.web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
+from examples.web.launch import add_server_options, front_door_config, listening
 from examples.web.pool_recovery import PoolRecovery, RecoveryConfig
 
 if TYPE_CHECKING:
@@ -376,14 +368,9 @@ def _parser() -> OneLineParser:
         label="job_server",
         description="Run jobs in supervised helper processes, over a websocket API.",
     )
-    add = parser.add_argument
-    add("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
-    add("--port", type=count(maximum=65535), default=8766, help="TCP port; 0: any free one")
-    add("--ledger", default=None, help="SQLite ledger: runs survive restarts")
-    add("--token", default=None, help="required for a non-loopback --host")
-    add("--helpers", type=count(minimum=1, maximum=64), default=2, help="helper processes (2)")
-    add("--grace", type=seconds(), default=5.0, help="shutdown grace in seconds (5)")
-    add("-v", "--verbose", action="store_true", help="log what the server does")
+    add_server_options(parser, port=8766)
+    parser.add_argument("--helpers", type=count(minimum=1, maximum=64), default=2,
+                        help="helper processes (2)")  # fmt: skip
     return parser
 
 
@@ -391,37 +378,26 @@ def main(argv: list[str] | None = None) -> int:
     """The command line; see the module docstring. Returns the exit status."""
     parser = _parser()
     args = parser.parse_args(argv)
+    front_door = front_door_config(parser, args, close_timeout=CLOSE_TIMEOUT)
     try:
         config = JobServerConfig(
-            front_door=FrontDoorConfig(
-                host=args.host, port=args.port, token=args.token, close_timeout=CLOSE_TIMEOUT
-            ),
-            ledger=args.ledger,
-            helpers=args.helpers,
-            grace=args.grace,
+            front_door=front_door, ledger=args.ledger, helpers=args.helpers, grace=args.grace
         )
     except ValueError as exc:
         parser.error(str(exc))
-    setup_logging(verbose=args.verbose)
-    try:  # first of all: a busy port is reported before any helper is started
-        sockets = bind_sockets(args.host, args.port)
-    except OSError as exc:
-        print(f"job_server: {cannot_listen(args.host, args.port, exc)}", file=sys.stderr)
-        return 2
+    # First of all: a busy port is reported before any helper is started.
+    with listening(parser, args) as sockets:
 
-    async def serve() -> None:
-        async with trio.open_nursery() as nursery:
-            url = await nursery.start(functools.partial(serve_jobs, config, sockets=sockets))
-            print(f"listening on {url}", flush=True)
+        async def serve() -> None:
+            async with trio.open_nursery() as nursery:
+                url = await nursery.start(functools.partial(serve_jobs, config, sockets=sockets))
+                print(f"listening on {url}", flush=True)
 
-    failure: BaseExceptionGroup[OSError | ActorError] | None = None
-    try:
-        trio.run(serve)
-    except* (OSError, ActorError) as group:  # a helper or ledger failure
-        failure = group
-    finally:
-        for sock in sockets:
-            sock.close()
+        failure: BaseExceptionGroup[OSError | ActorError] | None = None
+        try:
+            trio.run(serve)
+        except* (OSError, ActorError) as group:  # a helper or ledger failure
+            failure = group
     if failure is not None:
         print(f"job_server: {describe(leaf(failure))}", file=sys.stderr)
         return 1

@@ -76,16 +76,7 @@ from examples.preview.sample_db import (  # noqa: E402
     create_sample_database,
     default_sample_path,
 )
-from examples.web.cli import (  # noqa: E402
-    OneLineParser,
-    bind_sockets,
-    cannot_listen,
-    count,
-    describe,
-    leaf,
-    seconds,
-    setup_logging,
-)
+from examples.web.cli import OneLineParser, count, describe, leaf, seconds  # noqa: E402
 from examples.web.frontdoor import (  # noqa: E402
     FrontDoor,
     FrontDoorConfig,
@@ -93,6 +84,7 @@ from examples.web.frontdoor import (  # noqa: E402
     open_front_door,
     shutdown_on_signal,
 )
+from examples.web.launch import add_server_options, front_door_config, listening  # noqa: E402
 
 if TYPE_CHECKING:
     import socket
@@ -313,20 +305,14 @@ def _parser() -> OneLineParser:
     add = parser.add_argument
     positive = seconds(allow_zero=False)
     add("db", nargs="?", help="QCoDeS .db file (default: write and serve a sample database)")
-    add("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
-    add("--port", type=count(maximum=65535), default=8765,
-        help="TCP port (default 8765; 0: any free port)")  # fmt: skip
-    add("--token", default=None, help="shared secret clients must send (required off loopback)")
+    add_server_options(parser, port=8765)
     add("--helpers", type=count(minimum=1, maximum=32), default=2,
         help="helper processes reading the database (2)")  # fmt: skip
     add("--cache-dir", default=None, help="payload cache and sample folder (~/.cache/trio-actors)")
-    add("--ledger", default=None, help="SQLite file of the event log (default: in memory)")
-    add("--grace", type=seconds(), default=5.0, help="seconds to finish work after SIGTERM (5)")
     add("--poll", type=positive, default=0.5, help="seconds between change probes (0.5)")
     add("--stall-after", type=positive, default=30.0, help="seconds before an unchanged "
         "unfinished run is reported incomplete (30)")  # fmt: skip
     add("--no-live-demo", action="store_true", help="do not grow the sample's unfinished run")
-    add("-v", "--verbose", action="store_true", help="log what each run does")
     return parser
 
 
@@ -361,37 +347,28 @@ def _stopped_early(signum: int) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    try:
-        front_config = FrontDoorConfig(host=args.host, port=args.port, token=args.token)
-    except ValueError as exc:
-        parser.error(str(exc))
-    setup_logging(verbose=args.verbose)
-    try:  # first of all: a busy port is reported before anything is written
-        sockets = bind_sockets(args.host, args.port)
-    except OSError as exc:
-        print(f"preview_server: {cannot_listen(args.host, args.port, exc)}", file=sys.stderr)
-        return 2
-    workdir: Path | None = None
-    on_term = signal.getsignal(signal.SIGTERM)
-    try:
-        if on_term == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, _early_signal)
-        cache_dir = Path(args.cache_dir) if args.cache_dir else default_sample_path().parent
-        demo = None
-        if args.db is None:  # a private copy: never shared with another server
-            workdir = private_workdir(cache_dir)
-            db = create_sample_database(workdir / "qcodes-sample.db")
-            demo = None if args.no_live_demo else db
-            cache_dir = workdir
-            print(f"sample database: {db} (private; removed at exit)", flush=True)
-        else:
-            db = Path(args.db)
-        return _serve(args, parser, db, cache_dir, demo, front_config, sockets, on_term)
-    finally:
-        for sock in sockets:
-            sock.close()
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
+    front_config = front_door_config(parser, args)
+    # First of all: a busy port is reported before anything is written.
+    with listening(parser, args) as sockets:
+        workdir: Path | None = None
+        on_term = signal.getsignal(signal.SIGTERM)
+        try:
+            if on_term == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, _early_signal)
+            cache_dir = Path(args.cache_dir) if args.cache_dir else default_sample_path().parent
+            demo = None
+            if args.db is None:  # a private copy: never shared with another server
+                workdir = private_workdir(cache_dir)
+                db = create_sample_database(workdir / "qcodes-sample.db")
+                demo = None if args.no_live_demo else db
+                cache_dir = workdir
+                print(f"sample database: {db} (private; removed at exit)", flush=True)
+            else:
+                db = Path(args.db)
+            return _serve(args, parser, db, cache_dir, demo, front_config, sockets, on_term)
+        finally:
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _serve(

@@ -117,7 +117,7 @@ async def submit(conn: Connection, request: messages.Submit) -> messages.Message
     receipt = await conn.front.eventlog.submit(
         request.operation, request.arguments, request_id=request.request_id
     )
-    conn.front._saw(receipt.event_cursor)
+    conn.front.saw(receipt.event_cursor)
     return receipt_message(receipt, request.request_id)
 
 
@@ -150,7 +150,7 @@ async def watch(conn: Connection, request: messages.Watch) -> messages.Message:
         CursorExpired: (``cursor_expired``) outside the log; ``details.resume_from``.
     """
     result = await conn.front.eventlog.watch(request.cursor, limit=conn.front.config.watch_limit)
-    conn.front._saw(result.head)
+    conn.front.saw(result.head)
     return messages.Events(
         request_id=request.request_id,
         events=tuple(event_message(e) for e in result.events),
@@ -178,7 +178,7 @@ async def subscribe(conn: Connection, request: messages.Subscribe) -> messages.M
         result = await log.watch(request.cursor, limit=conn.front.config.watch_limit)
         backlog = tuple(event_message(e) for e in result.events)
         cursor = result.cursor
-    conn.front._saw(cursor)
+    conn.front.saw(cursor)
     port = await log.subscribe(
         conn.port_name(), cursor=cursor, bound=conn.front.config.subscriber_bound, local=False
     )

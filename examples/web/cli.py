@@ -21,7 +21,7 @@ import logging
 import os
 import socket
 import urllib.parse
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import trio
 from trio_websocket import (
@@ -50,6 +50,8 @@ __all__ = [
     "websocket_url",
 ]
 
+T = TypeVar("T")
+
 #: The log line format of both servers: milliseconds since start, logger, message.
 LOG_FORMAT = "%(relativeCreated)7.0f ms %(name)s: %(message)s"
 
@@ -70,9 +72,30 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.label}: {message} (see --help)\n")
 
 
-def _strip(name: str, exc: ValueError) -> str:
-    text = str(exc)
-    return text.removeprefix(f"{name} ")
+def _argument_type(
+    name: str, convert: Callable[[str], T], expected: str, validate: Callable[[T], T]
+) -> Callable[[str], T]:
+    """An argparse ``type``: ``convert`` the text, then ``validate`` the value.
+
+    The error says what was expected and quotes the text as typed (``got -1``, not the
+    converted ``got -1.0``), without the ``value`` prefix of the validator's message.
+    """
+
+    def parse(text: str) -> T:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {text!r}") from None
+        try:
+            return validate(value)
+        except ValueError as exc:
+            message = str(exc).removeprefix("value ")
+            raise argparse.ArgumentTypeError(
+                message.replace(f"got {value!r}", f"got {text}")
+            ) from None
+
+    parse.__name__ = name  # argparse names the type in some messages
+    return parse
 
 
 def seconds(*, allow_zero: bool = True, maximum: float = MAX_DURATION) -> Callable[[str], float]:
@@ -82,21 +105,12 @@ def seconds(*, allow_zero: bool = True, maximum: float = MAX_DURATION) -> Callab
         argparse.ArgumentTypeError: not a number, NaN, infinite, negative, zero when
             ``allow_zero`` is False, or above ``maximum`` seconds.
     """
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-        try:
-            return validate_duration("value", value, allow_zero=allow_zero, maximum=maximum)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(
-                _strip("value", exc).replace(repr(value), text)
-            ) from None
-
-    parse.__name__ = "seconds"  # argparse names the type in some messages
-    return parse
+    return _argument_type(
+        "seconds",
+        float,
+        "a number of seconds",
+        lambda value: validate_duration("value", value, allow_zero=allow_zero, maximum=maximum),
+    )
 
 
 def count(*, minimum: int = 0, maximum: int | None = None) -> Callable[[str], int]:
@@ -105,19 +119,12 @@ def count(*, minimum: int = 0, maximum: int | None = None) -> Callable[[str], in
     Raises (when the command line is read):
         argparse.ArgumentTypeError: not an integer, or out of range.
     """
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        try:
-            return validate_count("value", value, minimum=minimum, maximum=maximum)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(_strip("value", exc)) from None
-
-    parse.__name__ = "count"
-    return parse
+    return _argument_type(
+        "count",
+        int,
+        "an integer",
+        lambda value: validate_count("value", value, minimum=minimum, maximum=maximum),
+    )
 
 
 def bind_sockets(host: str, port: int, *, backlog: int = 128) -> list[socket.socket]:

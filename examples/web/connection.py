@@ -1,7 +1,9 @@
 """One websocket client of the front door: its bounded send queue and its pushes (design §7.1).
 
 A :class:`Connection` is made by :class:`examples.web.frontdoor.FrontDoor` for each accepted
-websocket and lives until either side closes it. It runs two tasks:
+websocket and lives until either side closes it. It knows the front door only through
+:class:`Server`, the few things a connection and its request handlers need of it, so
+this module imports neither the front door nor the handlers. It runs two tasks:
 
 * the **reader** takes one client message at a time, has the front door answer it, and
   queues the answer (so answers leave in request order);
@@ -25,7 +27,7 @@ their answer is queued with :meth:`Connection.after_reply`.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -40,10 +42,10 @@ if TYPE_CHECKING:
 
     from trio_websocket import WebSocketConnection
 
-    from actors import Port
-    from examples.web.frontdoor import FrontDoor
+    from actors import EventLogClient, Port
+    from examples.web.config import FrontDoorConfig
 
-__all__ = ["Connection", "ConnectionStatistics", "event_message", "wire_text"]
+__all__ = ["Connection", "ConnectionStatistics", "Server", "event_message", "wire_text"]
 
 LOGGER = logging.getLogger("examples.frontdoor")
 
@@ -70,6 +72,41 @@ def wire_text(message: messages.Message) -> str:
 def event_message(event: Any) -> messages.Event:
     """Return the client ``event`` message of an event-log :class:`~actors.Event`."""
     return messages.Event(seq=event.seq, kind=event.kind, run_id=event.run_id, data=event.data)
+
+
+class Server(Protocol):
+    """What a connection and the request handlers need of the front door that owns it.
+
+    :class:`examples.web.frontdoor.FrontDoor` is the one implementation (design §7.1).
+    """
+
+    @property
+    def eventlog(self) -> EventLogClient:
+        """The event-log client every built-in request goes through."""
+        ...
+
+    @property
+    def config(self) -> FrontDoorConfig:
+        """The front door's settings (queue bounds, timeouts in seconds)."""
+        ...
+
+    @property
+    def admitting(self) -> bool:
+        """False once shutdown started: new work is refused."""
+        ...
+
+    @property
+    def head_hint(self) -> int:
+        """The newest event seq seen so far (the ``head`` of a ``resync_required``)."""
+        ...
+
+    def saw(self, seq: int) -> None:
+        """Note that event ``seq`` exists (raises :attr:`head_hint` if newer)."""
+        ...
+
+    async def dispatch(self, conn: Connection, text: str | bytes) -> messages.Message:
+        """Answer one client message of ``conn``; every failure becomes an ``error``."""
+        ...
 
 
 @attrs.frozen(kw_only=True)
@@ -106,14 +143,14 @@ class Connection:
     """One accepted websocket client; made and run by the front door only.
 
     Attributes:
-        front: The :class:`~examples.web.frontdoor.FrontDoor` that accepted it.
+        front: The front door that accepted it (:class:`Server`).
         id: Its number (1, 2, ... per front door).
         name: ``ws-<id>@<host>:<port>``: who cancels a run from here (design §6.7).
         data: Free per-connection state for extension handlers (e.g. the selection).
     """
 
     def __init__(
-        self, front: FrontDoor, ws: WebSocketConnection, conn_id: int, *, peer: str | None = None
+        self, front: Server, ws: WebSocketConnection, conn_id: int, *, peer: str | None = None
     ) -> None:
         self.front = front
         self.ws = ws
@@ -202,7 +239,7 @@ class Connection:
             except ConnectionClosed:
                 return
             self._received += 1
-            reply = await self.front._dispatch(self, text)
+            reply = await self.front.dispatch(self, text)
             after, self._after = self._after, []
             if isinstance(reply, messages.ErrorReply):
                 self._errors += 1
@@ -380,7 +417,7 @@ class Connection:
                         await self._queue(messages.ResyncRequired(head=item.head))
                         break
                     self._last_seq = item.seq
-                    self.front._saw(item.seq)
+                    self.front.saw(item.seq)
                     await self._queue(event_message(item))
                     self._pushed += 1
             except trio.ClosedResourceError:

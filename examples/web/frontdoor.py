@@ -202,7 +202,8 @@ class FrontDoor:
         host = self.config.host
         return f"ws://[{host}]:{self.port}" if ":" in host else f"ws://{host}:{self.port}"
 
-    def _saw(self, seq: int) -> None:
+    def saw(self, seq: int) -> None:
+        """Note that event ``seq`` exists: :attr:`head_hint` follows the newest seen."""
         if seq > self.head_hint:
             self.head_hint = seq
 
@@ -389,7 +390,7 @@ class FrontDoor:
             return 503, "503 Service Unavailable: too many connections\n"
         return None
 
-    async def _dispatch(self, conn: Connection, text: str | bytes) -> messages.Message:
+    async def dispatch(self, conn: Connection, text: str | bytes) -> messages.Message:
         """Answer one client message; every failure becomes an ``error`` answer."""
         try:
             request = decode_client_message(text, max_size=self.config.max_message)
