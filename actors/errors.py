@@ -318,7 +318,7 @@ class ScheduleRejected(ActorError, ValueError):
     Raised by the scheduler core (``set_priority`` or ``source_changed`` naming an
     unknown run id, a ``reconcile`` that reorders or removes runs) and passed to the
     asker by the scheduler actor. A :class:`ValueError` too, as design §4.2/§4.8 say.
-    Unlike :class:`UnknownRun` (front door, run ids of the event log), it concerns the
+    Unlike :class:`UnknownRun` (run ids of the event log), it concerns the
     scheduler's run table.
     """
 
@@ -326,11 +326,11 @@ class ScheduleRejected(ActorError, ValueError):
     category = "permanent"
 
 
-# --- event log and front door (design §6) -----------------------------------------------
+# --- event log (design §6) --------------------------------------------------------------
 
 
 class UnsupportedOperation(ActorError):
-    """``submit`` named an operation the front door does not know (design §6.2)."""
+    """``submit`` named an operation the event log does not know (design §6.2)."""
 
     code = "unsupported_operation"
     category = "permanent"

@@ -12,7 +12,7 @@ returns once that batch is durable. The latency from staging to the start of its
 is at most ``commit_linger`` (<= 10 ms) plus the duration of the commit in progress.
 
 Event rows are the hot path (one per event): staging one appends to plain lists, no
-object per row (see ``_Batch``), and each transaction writes them with one
+object per row (see ``Batch``), and each transaction writes them with one
 ``executemany``. Their ``data`` arrives JSON-encoded by the log, or, for the commonest
 event (``job_progress`` with data ``{"fraction": f}``), as the float, encoded by the
 writer thread; either way once.
@@ -26,7 +26,6 @@ left unchanged.
 
 from __future__ import annotations
 
-import itertools
 import sqlite3
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,6 +33,7 @@ import attrs
 import trio
 
 from ..errors import LedgerError
+from ._batch import Batch, Segment
 from ._ledger_schema import (
     _SCHEMA,
     APPLICATION_ID,
@@ -44,7 +44,9 @@ from ._ledger_schema import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable
+
+    from ._ticket import Ticket
 
 _T = TypeVar("_T")
 
@@ -55,7 +57,6 @@ __all__ = [
     "Ledger",
     "LedgerSnapshot",
     "LedgerStatistics",
-    "Ticket",
 ]
 
 
@@ -96,131 +97,6 @@ class LedgerStatistics:
     """Most rows in one transaction."""
 
 
-class Ticket:
-    """Durability of one batch: :meth:`wait` returns once it is committed (design §6.10)."""
-
-    __slots__ = ("_done", "_error")
-
-    def __init__(self) -> None:
-        self._done = trio.Event()
-        self._error: str | None = None
-
-    @property
-    def done(self) -> bool:
-        """True once the batch committed or failed."""
-        return self._done.is_set()
-
-    async def wait(self) -> None:
-        """Wait until the batch is committed; always a checkpoint.
-
-        Raises:
-            LedgerError: (``ledger_error``) the batch's transaction failed.
-        """
-        if self._done.is_set():
-            await trio.lowlevel.checkpoint()
-        else:
-            await self._done.wait()
-        if self._error is not None:
-            raise LedgerError(f"ledger commit failed: {self._error}")
-
-    def _settle(self, error: str | None = None) -> None:
-        self._error = error
-        self._done.set()
-
-
-def _progress_texts(fractions: list[float]) -> list[str]:
-    """The ``data`` JSON of ``job_progress`` events whose data is ``{"fraction": f}``.
-
-    The JSON of a finite float is its repr, as ``json.dumps`` writes it.
-    """
-    return [f'{{"fraction":{fraction!r}}}' for fraction in fractions]
-
-
-class _Segment:
-    """Consecutive event rows of a batch, in seq order: their data JSON texts, and
-    their kinds and run ids, or (``progress_run`` set) all ``job_progress`` events of
-    that run, the commonest case: one list append per row while staging."""
-
-    __slots__ = ("kinds", "progress_run", "run_ids", "values")
-
-    def __init__(self, progress_run: int | None) -> None:
-        self.progress_run = progress_run
-        self.kinds: list[str] = []
-        self.run_ids: list[int | None] = []
-        self.values: list[Any] = []  # JSON texts, or fractions (floats)
-
-
-class _Batch:
-    """The rows staged for one transaction, and the ticket that reports it durable."""
-
-    __slots__ = (
-        "committed",
-        "first_seq",
-        "last_seq",
-        "meta",
-        "progress_run",
-        "progress_values",
-        "requests",
-        "rows",
-        "runs",
-        "segments",
-        "text_tail",
-        "ticket",
-    )
-
-    def __init__(self) -> None:
-        self.committed = False
-        self.requests: list[tuple[str, str, int, str, int]] = []
-        self.runs: dict[int, tuple[Any, ...]] = {}
-        self.meta: dict[str, str] = {}
-        self.rows = 0  # rows staged other than events
-        # Event rows: their seqs run from first_seq to last_seq without a gap (staging
-        # checks), the other columns are kept in segments of plain lists. A batch of
-        # 100 000 events then holds no per-row tuple: such tuples, alive until the
-        # commit, set off the cyclic GC again and again (measured: ~0.25 us per event).
-        # The writer chains the segments back into rows inside one executemany.
-        self.first_seq = -1
-        self.last_seq = -2
-        self.segments: list[_Segment] = []
-        self.text_tail: _Segment | None = None  # the last segment if it holds texts
-        self.progress_run: int | None = None  # its run if it holds fractions
-        self.progress_values: list[Any] = []  # ... and then its fractions
-        self.ticket = Ticket()
-
-    @property
-    def events(self) -> int:
-        """Event rows staged."""
-        return self.last_seq - self.first_seq + 1 if self.segments else 0
-
-    @property
-    def size(self) -> int:
-        """Rows staged in all."""
-        return self.rows + self.events
-
-    def event_rows(self) -> Iterator[tuple[int, str, int | None, str]]:
-        """The ``(seq, kind, run_id, data)`` rows, in seq order, for ``executemany``.
-
-        Runs in the writer thread: chained C iterators over the segments' lists, plus one
-        list comprehension per progress segment that makes its JSON texts.
-        """
-        kinds: list[Iterable[str]] = []
-        run_ids: list[Iterable[int | None]] = []
-        texts: list[Iterable[str]] = []
-        for segment in self.segments:
-            if segment.progress_run is None:
-                kinds.append(segment.kinds)
-                run_ids.append(segment.run_ids)
-                texts.append(segment.values)
-            else:
-                count = len(segment.values)
-                kinds.append(itertools.repeat("job_progress", count))
-                run_ids.append(itertools.repeat(segment.progress_run, count))
-                texts.append(_progress_texts(segment.values))
-        chain = itertools.chain.from_iterable
-        seqs = range(self.first_seq, self.last_seq + 1)
-        return zip(seqs, chain(kinds), chain(run_ids), chain(texts), strict=True)
-
-
 class Ledger:
     """The SQLite ledger behind a durable event log (design §6.10).
 
@@ -246,10 +122,10 @@ class Ledger:
         self._max_pending = max_pending_rows
         self._limiter = trio.CapacityLimiter(1)
         self._conn: sqlite3.Connection | None = None
-        self._batch = _Batch()
+        self._batch = Batch()
         self._dirty = trio.Event()
         self._last_ticket: Ticket | None = None
-        self._orphans: list[_Batch] = []
+        self._orphans: list[Batch] = []
         self._commits = 0
         self._rows = 0
         self._largest = 0
@@ -340,7 +216,7 @@ class Ledger:
             return
         batches = [b for b in (*self._orphans, self._batch) if b.size or b.runs]
         self._orphans = []
-        self._batch = _Batch()
+        self._batch = Batch()
 
         def final() -> None:
             try:
@@ -431,7 +307,7 @@ class Ledger:
         self._next_event(seq, run_id).values.append(fraction)
         return batch.ticket
 
-    def _next_event(self, seq: int, progress_run: int | None) -> _Segment:
+    def _next_event(self, seq: int, progress_run: int | None) -> Segment:
         # The slow path of staging an event: the first of a batch, or a new segment.
         batch = self._batch
         if not batch.segments:
@@ -442,7 +318,7 @@ class Ledger:
         batch.last_seq = seq
         if progress_run is None and batch.text_tail is not None:
             return batch.text_tail
-        segment = _Segment(progress_run)
+        segment = Segment(progress_run)
         batch.segments.append(segment)
         if progress_run is None:
             batch.text_tail = segment
@@ -484,7 +360,7 @@ class Ledger:
             await self._commit_one()
 
     async def _commit_one(self) -> None:
-        batch, self._batch = self._batch, _Batch()
+        batch, self._batch = self._batch, Batch()
         self._dirty = trio.Event()
         try:
             await trio.to_thread.run_sync(self._commit_sync, batch, limiter=self._limiter)
@@ -498,7 +374,7 @@ class Ledger:
             raise
         self._settled(batch)
 
-    def _settled(self, batch: _Batch) -> None:
+    def _settled(self, batch: Batch) -> None:
         if batch.committed:
             self._commits += 1
             self._rows += batch.size
@@ -507,7 +383,7 @@ class Ledger:
         elif not batch.ticket.done:
             batch.ticket._settle("the batch was not committed")
 
-    def _commit_sync(self, batch: _Batch) -> None:
+    def _commit_sync(self, batch: Batch) -> None:
         conn = self._conn
         if conn is None:
             raise sqlite3.OperationalError("ledger is closed")

@@ -1,4 +1,4 @@
-"""Records of the event log and front door: operations, receipts, events, runs (design §6).
+"""Records of the event log: operations, receipts, events, runs (design §6).
 
 Everything here is plain data (attrs frozen, keyword-only) so it can cross the event-log
 actor's mailbox and be turned into the client protocol's JSON with ``to_dict()``.
@@ -107,7 +107,7 @@ def _names(value: Iterable[str]) -> frozenset[str]:
 
 @attrs.frozen(kw_only=True)
 class OperationSpec:
-    """One operation the front door accepts, and its argument schema (design §6.2, §6.4).
+    """One operation the event log accepts, and its argument schema (design §6.2, §6.4).
 
     Example: ``OperationSpec(name="preview", fields={"run_id"}, required={"run_id"})``.
     """
