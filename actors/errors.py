@@ -74,6 +74,7 @@ __all__ = [
     "LedgerError",
     "LedgerCorrupt",
     "LedgerVersionError",
+    "LedgerUnavailable",
     "ServerShuttingDown",
     "error_from_record",
 ]
@@ -405,16 +406,37 @@ class LedgerError(ActorError):
     """The SQLite ledger could not be opened or written (design §6.10)."""
 
     code = "ledger_error"
-    category = "permanent"
+    # Annotated so LedgerUnavailable may be transient (else mypy infers the literal).
+    category: ClassVar[Category] = "permanent"
 
 
 class LedgerCorrupt(LedgerError):
-    """The ledger file is not a readable SQLite database or fails its integrity check.
+    """The ledger holds something the event log never wrote (design §6.11, §6.12).
 
-    The file is left untouched.
+    At boot (the file is refused and left untouched): not a readable SQLite database,
+    failing its integrity check, a damaged or foreign write-ahead log, or a bad or
+    missing row. At run time: a row read back for one request is bad; that request gets
+    this error and everything else keeps working. ``details`` names ``table``, ``key``
+    and ``column`` for a row (``frame`` for the write-ahead log). Unlike
+    :class:`LedgerUnavailable`, retrying will not help.
     """
 
     code = "ledger_corrupt"
+
+
+class LedgerUnavailable(LedgerError):
+    """The ledger cannot commit now: disk full, an I/O error, locked (design §6.13).
+
+    Raised by the event log for a new submission or resume while its commits fail, and
+    to a caller waiting for a decision that is not durable yet (the decision stands and
+    is committed once the ledger recovers: retry with the same request id). ``details``
+    has ``retry_after`` (seconds) and ``cause`` (SQLite's error). Unlike
+    :class:`LedgerCorrupt` it is transient: status and watch keep answering from what
+    is durable, and admission resumes by itself once a commit succeeds.
+    """
+
+    code = "ledger_unavailable"
+    category = "transient"
 
 
 class LedgerVersionError(LedgerError):

@@ -44,6 +44,7 @@ class Batch:
 
     __slots__ = (
         "committed",
+        "detached",
         "first_seq",
         "last_seq",
         "meta",
@@ -57,9 +58,12 @@ class Batch:
         "ticket",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, ticket: Ticket | None = None) -> None:
         self.committed = False
-        self.requests: list[tuple[str, str, int, str, int]] = []
+        #: ``(request_id, content, run_id, receipt_json, position, actor)`` rows.
+        self.requests: list[tuple[str, str, int, str, int, str | None]] = []
+        #: ``(cancelled_by, request_id)`` of requests detached from their run.
+        self.detached: list[tuple[str, str]] = []
         self.runs: dict[int, tuple[Any, ...]] = {}
         self.meta: dict[str, str] = {}
         self.rows = 0  # rows staged other than events
@@ -74,7 +78,7 @@ class Batch:
         self.text_tail: Segment | None = None  # the last segment if it holds texts
         self.progress_run: int | None = None  # its run if it holds fractions
         self.progress_values: list[Any] = []  # ... and then its fractions
-        self.ticket = Ticket()
+        self.ticket = Ticket() if ticket is None else ticket
 
     @property
     def events(self) -> int:

@@ -50,13 +50,16 @@ Event kinds and their ``data``:
 
 from __future__ import annotations
 
+import functools
+import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
-from ..errors import ActorStopped
+from .._core._backoff import Backoff
+from ..errors import ActorStopped, LedgerError
 from ._gate import AdmissionGate
 from ._intake import Intake
 from ._journal import Journal
@@ -79,6 +82,8 @@ if TYPE_CHECKING:
 
 __all__ = ["EventLog", "EventLogStatistics", "open_event_log", "single_leaf"]
 
+_log = logging.getLogger("actors.eventlog")
+
 
 @attrs.frozen(kw_only=True)
 class EventLogStatistics:
@@ -97,7 +102,7 @@ class EventLogStatistics:
     bound: int
     """``max_inflight``."""
     paused: bool
-    """True between ``admission_paused`` and ``admission_resumed``."""
+    """True between ``admission_paused`` and ``admission_resumed`` (capacity or ledger)."""
     revision: int
     """The current revision."""
     ports: tuple[PortStatistics, ...]
@@ -140,12 +145,13 @@ class EventLog:
                 synchronous=config.synchronous,
                 commit_linger=config.commit_linger,
                 max_pending_rows=config.max_pending_rows,
+                retry=Backoff(base=config.ledger_retry_min, cap=config.ledger_retry_max),
             )
             if config.ledger_path
             else None
         )
         self._journal = journal = Journal(config, ledger)
-        self._gate = gate = AdmissionGate(config.max_inflight, journal)
+        self._gate = gate = AdmissionGate(config, journal, ledger)
         self._runs = runs = Runs(config, operations=ops, journal=journal, ledger=ledger, gate=gate)
         self._intake = intake = Intake(
             config,
@@ -195,10 +201,15 @@ class EventLog:
         then what is still staged is committed and the ledger closed (one worker-thread
         call, shielded, started within ``close_timeout`` seconds).
 
+        A ledger whose commits fail never ends it (design §6.13): admission pauses until
+        a commit succeeds again. A final commit that fails at close is logged (what it
+        held was never acknowledged; the runs it decided are held at the next boot).
+
         Raises:
-            LedgerCorrupt: (``ledger_corrupt``) the ledger file is damaged (untouched).
-            LedgerVersionError: (``ledger_version_unsupported``) newer schema.
-            LedgerError: (``ledger_error``) SQLite failed.
+            LedgerCorrupt: (``ledger_corrupt``) the ledger file, its write-ahead log or a
+                row is damaged, or the log is missing or foreign (files untouched).
+            LedgerVersionError: (``ledger_version_unsupported``) a schema we cannot open.
+            LedgerError: (``ledger_error``) not a ledger, or SQLite failed at open.
         """
         if self._started:
             raise RuntimeError("EventLog.run() may be called once")
@@ -214,9 +225,11 @@ class EventLog:
                 self._runs.boot(snapshot.next_run_no)
                 self._intake.boot(snapshot)
                 self._recovery.boot(snapshot)
+                self._log_boot(ledger)
             async with trio.open_nursery() as nursery:
                 if ledger is not None:
-                    await nursery.start(ledger.run_writer)
+                    health = self._gate.ledger_health
+                    await nursery.start(functools.partial(ledger.run_writer, on_health=health))
                 nursery.start_soon(self._runs.drain, nursery)
                 self._open = True
                 task_status.started()
@@ -230,9 +243,43 @@ class EventLog:
                 try:
                     with trio.move_on_after(self.config.close_timeout, shield=True):
                         await ledger.close()  # commits what is still staged
+                except LedgerError as exc:
+                    _log.error(
+                        "the ledger's final commit failed: %s",
+                        exc.message,
+                        extra={"ledger": ledger.path, "cause": exc.details.get("cause")},
+                    )
                 finally:
                     ledger.abandon()
+                self._log_left(ledger)
             self._closed.set()
+
+    def _log_boot(self, ledger: Ledger) -> None:
+        report = ledger.wal_report
+        if report is not None and report.torn_frames:
+            _log.warning(
+                "ledger %s: %d frame(s) of an unacknowledged commit torn by the last stop"
+                " were discarded",
+                ledger.path,
+                report.torn_frames,
+                extra={"ledger": ledger.path, "torn_frames": report.torn_frames},
+            )
+        held = [run.run_id for run in self._runs.held()]
+        if held:
+            _log.info(
+                "%d run(s) held from before the restart; resume or discard each",
+                len(held),
+                extra={"ledger": ledger.path, "held": held},
+            )
+
+    def _log_left(self, ledger: Ledger) -> None:
+        left = self._runs.unfinished()
+        if left:
+            _log.info(
+                "%d run(s) left unfinished; they are held at the next start",
+                len(left),
+                extra={"ledger": ledger.path, "held": left},
+            )
 
     async def aclose(self) -> None:
         """Stop taking requests, flush the ledger and wait for :meth:`run` to return."""
@@ -487,7 +534,7 @@ class EventLog:
             running=self._runs.running,
             held=len(self._runs.held()),
             bound=self._gate.bound,
-            paused=self._gate.paused,
+            paused=self._gate.paused or self._gate.unavailable is not None,
             revision=self._intake.revision,
             ports=tuple(self._journal.hub.ports()),
             ledger=None if self._ledger is None else self._ledger.statistics(),

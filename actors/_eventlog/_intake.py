@@ -29,8 +29,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ._gate import AdmissionGate
+    from ._inspect import LedgerSnapshot
     from ._journal import Journal
-    from ._ledger import Ledger, LedgerSnapshot
+    from ._ledger import Ledger
     from ._operations import Operations
     from ._requests import RequestStore
     from ._run import Run
@@ -187,6 +188,8 @@ class Intake:
         return spec, args, args_json
 
     def _admit(self, submission: _Submission) -> tuple[Receipt, Ticket | None]:
+        # A new request needs a row in the ledger: refused while commits fail (§6.13).
+        self._gate.check_ledger()
         spec, request_id = submission.spec, submission.request_id
         joined = None
         if not spec.mutating:
@@ -207,6 +210,7 @@ class Intake:
                 retryable=True,
                 depth=depth,
                 bound=self._gate.bound,
+                retry_after=self._gate.retry_after(),
             )
             return refused, None
         digest = hashlib.sha256(f"{self._revision}:{submission.content}".encode()).hexdigest()[:16]

@@ -11,13 +11,12 @@ expired beyond the head or below what the ledger kept (``ledger_retain_events``)
 from __future__ import annotations
 
 import itertools
-import json
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..errors import CursorExpired, InvalidCommand
+from ..errors import CursorExpired, InvalidCommand, LedgerUnavailable
 from ._ports import PortHub
 from ._types import Event, WatchResult, encode_json, json_string
 
@@ -132,19 +131,26 @@ class Journal:
         """Return the windowed events after ``cursor`` (at most ``limit``).
 
         Raises:
-            CursorExpired: (``cursor_expired``) beyond the head or below the window.
+            CursorExpired: (``cursor_expired``) beyond the head or below the window;
+                ``details["resync"]`` is ``"snapshot"``: the way back (design §6.15).
             InvalidCommand: (``invalid_command``) ``cursor`` is not an int >= 0.
         """
         if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
             raise InvalidCommand(f"cursor must be an int >= 0, got {cursor!r}", fields=["cursor"])
         if cursor > self._head:
             raise CursorExpired(
-                f"cursor {cursor} is beyond the head {self._head}", resume_from=self._head
+                f"cursor {cursor} is beyond the head {self._head} (another log?);"
+                " take a snapshot and subscribe from its cursor",
+                resume_from=self._head,
+                resync="snapshot",
             )
         floor = self.floor()
         if cursor < floor - 1:
             raise CursorExpired(
-                f"cursor {cursor} is below the retained floor {floor}", resume_from=floor - 1
+                f"cursor {cursor} is below the retained floor {floor};"
+                " take a snapshot and subscribe from its cursor",
+                resync="snapshot",
+                floor=floor,
             )
         start = cursor - floor + 1
         stop = None if limit is None else start + limit
@@ -157,6 +163,10 @@ class Journal:
         Raises:
             CursorExpired: (``cursor_expired``) see :meth:`EventLog.watch`.
             InvalidCommand: (``invalid_command``) ``cursor`` or ``limit`` is not an int.
+            LedgerCorrupt: (``ledger_corrupt``) an event row read back is damaged or
+                missing (design §6.11).
+            LedgerUnavailable: (``ledger_unavailable``) the events after ``cursor`` are
+                neither in the window nor durable yet (design §6.13).
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidCommand(f"limit must be an int >= 1, got {limit!r}", fields=["limit"])
@@ -166,17 +176,31 @@ class Journal:
         except CursorExpired:
             if self._ledger is None or cursor > head:
                 raise
-            floor = self._ledger_floor
-            if cursor < floor - 1:  # pruned at open (ledger_retain_events)
-                raise CursorExpired(
-                    f"cursor {cursor} is below the ledger's retained floor {floor}",
-                    resume_from=floor - 1,
-                ) from None
-            await self._ledger.flush()
-            rows = await self._ledger.fetch_events(cursor, limit)
-            events = [Event(seq=s, kind=k, run_id=r, data=json.loads(d)) for s, k, r, d in rows]
+            events = await self._from_ledger(self._ledger, cursor, limit)
         else:
             await trio.lowlevel.checkpoint()
         return WatchResult(
             events=tuple(events), cursor=events[-1].seq if events else cursor, head=head
         )
+
+    async def _from_ledger(self, ledger: Ledger, cursor: int, limit: int) -> list[Event]:
+        floor = self._ledger_floor
+        if cursor < floor - 1:  # pruned at open (ledger_retain_events)
+            raise CursorExpired(
+                f"cursor {cursor} is below the ledger's retained floor {floor};"
+                " take a snapshot and subscribe from its cursor",
+                resync="snapshot",
+                floor=floor,
+            )
+        await ledger.settle_for_read()
+        events = await ledger.fetch_events(cursor, limit)
+        reached = events[-1].seq if events else cursor
+        if reached < min(cursor + limit, self.floor() - 1):
+            # Neither in the window nor in the ledger: staged, not committed yet.
+            unavailable = ledger.unavailable
+            assert unavailable is not None, "a ledger that commits holds every event"
+            raise LedgerUnavailable(
+                f"events after {reached} are not durable yet: {unavailable.message}",
+                **unavailable.details,
+            )
+        return events

@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ._gate import AdmissionGate
+    from ._inspect import LedgerSnapshot
     from ._intake import Intake
     from ._journal import Journal
-    from ._ledger import LedgerSnapshot
     from ._operations import Operations
     from ._runs import Runs
     from ._types import EventLogConfig
@@ -70,8 +70,8 @@ class Recovery:
     def boot(self, snapshot: LedgerSnapshot) -> None:
         """Hold every unfinished run of the ledger; count interruptions."""
         threshold = self._config.quarantine_after
-        for row in snapshot.open_runs:
-            run = Run.from_row(row)
+        for fields in snapshot.open_runs:
+            run = Run(**fields)
             was = run.state
             self._runs.hold(run)
             if was == "running":

@@ -7,7 +7,6 @@ request is decided.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 import attrs
@@ -15,7 +14,8 @@ import attrs
 from ._types import Receipt, encode_json
 
 if TYPE_CHECKING:
-    from ._ledger import Ledger, LedgerSnapshot
+    from ._inspect import LedgerSnapshot
+    from ._ledger import Ledger
     from ._ticket import Ticket
 
 __all__ = ["RequestStore", "StoredRequest"]
@@ -52,8 +52,7 @@ class RequestStore:
 
     def boot(self, snapshot: LedgerSnapshot) -> None:
         """Load the newest requests the ledger holds."""
-        for request_id, content, _, receipt_json in snapshot.requests:
-            receipt = Receipt(**json.loads(receipt_json))
+        for request_id, content, receipt in snapshot.requests:
             self._requests[request_id] = StoredRequest(content, receipt, None)
         self._ledger_has_more = snapshot.request_total > len(self._requests)
         self._next_position = snapshot.next_request_position
@@ -73,13 +72,11 @@ class RequestStore:
             LedgerError: (``ledger_error``) the ledger could not be read.
         """
         assert self._ledger is not None
-        await self._ledger.flush()
+        await self._ledger.settle_for_read()
         row = await self._ledger.fetch_request(request_id)
         if row is not None and request_id not in self._requests:
-            content, _, receipt_json = row
-            self._requests[request_id] = StoredRequest(
-                content, Receipt(**json.loads(receipt_json)), None
-            )
+            content, receipt, _ = row
+            self._requests[request_id] = StoredRequest(content, receipt, None)
 
     def store(self, request_id: str, content: str, receipt: Receipt) -> Ticket | None:
         """Keep an admitted request (and stage its row); the ticket of its row."""

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from ._types import TERMINAL_STATES, RunStatus
 
 if TYPE_CHECKING:
     from collections import deque
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
     import trio
 
@@ -114,14 +113,3 @@ class Run:
             self.progress,
             self.interruptions,
         )
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Run:
-        fields = dict(row)
-        fields["arguments_json"] = fields["arguments"]
-        fields["arguments"] = json.loads(fields["arguments"])
-        for name in ("result", "error"):
-            fields[f"{name}_json"] = text = fields[name]
-            if text is not None:
-                fields[name] = json.loads(text)
-        return cls(**fields)

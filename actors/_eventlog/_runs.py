@@ -24,8 +24,17 @@ import trio
 
 from protocol.errors import describe_exception
 
-from ..errors import ActorError, AlreadyDecided, ErrorRecord, InvalidCommand, UnknownRun
+from ..errors import (
+    ActorError,
+    AlreadyDecided,
+    ErrorRecord,
+    InvalidCommand,
+    LedgerError,
+    LedgerUnavailable,
+    UnknownRun,
+)
 from ._checks import check_fraction, check_text, is_run_id
+from ._rows import RowCheck
 from ._run import Run
 from ._types import VERDICT_NOT_RUN, VERDICT_OK, canonical_json, encode_json, json_string
 
@@ -113,6 +122,10 @@ class Runs:
         """The held runs, oldest first."""
         return list(self._held.values())
 
+    def unfinished(self) -> list[int]:
+        """The ids of the runs neither finished nor cancelled (held at the next boot)."""
+        return [run_id for run_id, run in self._runs.items() if not run.terminal]
+
     def get(self, run_id: object) -> Run | None:
         """The run in memory, or None.
 
@@ -150,19 +163,33 @@ class Runs:
 
         Raises:
             UnknownRun: (``unknown_run``) no such run (or, without a ledger, forgotten).
+            LedgerCorrupt: (``ledger_corrupt``) its ledger row is damaged or missing.
+            LedgerUnavailable: (``ledger_unavailable``) its row is not durable yet.
             InvalidCommand: (``invalid_command``) ``run_id`` is not an int.
         """
         run = self.get(run_id)
         if run is not None:
             await trio.lowlevel.checkpoint()
             return run.status(self._config.quarantine_after)
-        row = None
-        if self._ledger is not None and is_run_id(run_id):
-            await self._ledger.flush()
-            row = await self._ledger.fetch_run(run_id)
-        if row is None:
+        ledger = self._ledger
+        if ledger is None or not is_run_id(run_id):
+            await trio.lowlevel.checkpoint()
             raise UnknownRun(f"no run {run_id!r}", run_id=run_id)
-        return Run.from_row(row).status(self._config.quarantine_after)
+        await ledger.settle_for_read()
+        fields = await ledger.fetch_run(run_id)
+        if fields is not None:
+            return Run(**fields).status(self._config.quarantine_after)
+        if run_id >= self._next_run_no:
+            raise UnknownRun(f"no run {run_id!r}", run_id=run_id)
+        # Run ids are never reused and their rows never deleted: this one must exist.
+        unavailable = ledger.unavailable
+        if unavailable is not None:
+            raise LedgerUnavailable(
+                f"run {run_id} is not durable yet: {unavailable.message}", **unavailable.details
+            )
+        raise RowCheck(ledger.path, "runs", "run_id", run_id).corrupt(
+            None, "row missing (run ids below the next one all exist)"
+        )
 
     # -- queueing ---------------------------------------------------------------------
 
@@ -402,8 +429,12 @@ class Runs:
                 report: ProgressReporter = functools.partial(self.progress, run.run_id)
                 if ticket is not None:
                     # "running" is durable before the runner starts, so a crash it causes
-                    # is always counted as an interruption (quarantine at 2, design §6.10).
-                    await ticket.wait()
+                    # is always counted as an interruption (quarantine at 2, design §6.10);
+                    # while the ledger cannot commit, the runner waits (design §6.13).
+                    try:
+                        await ticket.wait_committed()
+                    except LedgerError:  # the log closed first: the run is held at boot
+                        return
                 try:
                     result = await runner(run.status(self._config.quarantine_after), report)
                 except Exception as exc:
