@@ -74,6 +74,7 @@ __all__ = [
     "LedgerError",
     "LedgerCorrupt",
     "LedgerVersionError",
+    "LedgerUnavailable",
     "ServerShuttingDown",
     "error_from_record",
 ]
@@ -318,7 +319,7 @@ class ScheduleRejected(ActorError, ValueError):
     Raised by the scheduler core (``set_priority`` or ``source_changed`` naming an
     unknown run id, a ``reconcile`` that reorders or removes runs) and passed to the
     asker by the scheduler actor. A :class:`ValueError` too, as design §4.2/§4.8 say.
-    Unlike :class:`UnknownRun` (front door, run ids of the event log), it concerns the
+    Unlike :class:`UnknownRun` (run ids of the event log), it concerns the
     scheduler's run table.
     """
 
@@ -326,11 +327,11 @@ class ScheduleRejected(ActorError, ValueError):
     category = "permanent"
 
 
-# --- event log and front door (design §6) -----------------------------------------------
+# --- event log (design §6) --------------------------------------------------------------
 
 
 class UnsupportedOperation(ActorError):
-    """``submit`` named an operation the front door does not know (design §6.2)."""
+    """``submit`` named an operation the event log does not know (design §6.2)."""
 
     code = "unsupported_operation"
     category = "permanent"
@@ -405,16 +406,37 @@ class LedgerError(ActorError):
     """The SQLite ledger could not be opened or written (design §6.10)."""
 
     code = "ledger_error"
-    category = "permanent"
+    # Annotated so LedgerUnavailable may be transient (else mypy infers the literal).
+    category: ClassVar[Category] = "permanent"
 
 
 class LedgerCorrupt(LedgerError):
-    """The ledger file is not a readable SQLite database or fails its integrity check.
+    """The ledger holds something the event log never wrote (design §6.11, §6.12).
 
-    The file is left untouched.
+    At boot (the file is refused and left untouched): not a readable SQLite database,
+    failing its integrity check, a damaged or foreign write-ahead log, or a bad or
+    missing row. At run time: a row read back for one request is bad; that request gets
+    this error and everything else keeps working. ``details`` names ``table``, ``key``
+    and ``column`` for a row (``frame`` for the write-ahead log). Unlike
+    :class:`LedgerUnavailable`, retrying will not help.
     """
 
     code = "ledger_corrupt"
+
+
+class LedgerUnavailable(LedgerError):
+    """The ledger cannot commit now: disk full, an I/O error, locked (design §6.13).
+
+    Raised by the event log for a new submission or resume while its commits fail, and
+    to a caller waiting for a decision that is not durable yet (the decision stands and
+    is committed once the ledger recovers: retry with the same request id). ``details``
+    has ``retry_after`` (seconds) and ``cause`` (SQLite's error). Unlike
+    :class:`LedgerCorrupt` it is transient: status and watch keep answering from what
+    is durable, and admission resumes by itself once a commit succeeds.
+    """
+
+    code = "ledger_unavailable"
+    category = "transient"
 
 
 class LedgerVersionError(LedgerError):

@@ -52,7 +52,8 @@ import trio.testing
 
 from actors._eventlog._actor import EventLogActor, EventLogClient
 from actors._eventlog._eventlog import EventLog, open_event_log
-from actors._eventlog._ledger import _SCHEMA, Ledger
+from actors._eventlog._ledger import Ledger
+from actors._eventlog._ledger_schema import SCHEMA
 from actors._eventlog._ports import PortHub
 from actors._eventlog._types import Event, EventLogConfig, OperationSpec
 
@@ -71,7 +72,7 @@ def raw_append(
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute(f"PRAGMA synchronous={SYNC}")
-    conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+    conn.executescript("BEGIN;" + SCHEMA + "COMMIT;")
     t0 = time.perf_counter()
     conn.execute("BEGIN")
     if decoded is not None:

@@ -33,11 +33,12 @@ from ._eventlog import EventLog, single_leaf
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping
+    from typing import Unpack
 
     from .._core._ref import ActorRef, Reply
     from ._eventlog import EventLogStatistics
-    from ._ports import Port, PortStatistics
-    from ._runs import Runner
+    from ._operations import Runner
+    from ._ports import Port, PortOptions, PortStatistics
     from ._types import (
         BootReport,
         Drift,
@@ -404,22 +405,9 @@ class EventLogClient:
         """See :meth:`EventLog.watch` (design §6.8)."""
         return cast("WatchResult", await self._ask(Watch(cursor=cursor, limit=limit)))
 
-    async def subscribe(
-        self,
-        name: str | None = None,
-        *,
-        cursor: int | None = None,
-        bound: int | None = None,
-        local: bool = True,
-        listener: Callable[[Event], object] | None = None,
-    ) -> Port:
+    async def subscribe(self, name: str | None = None, **options: Unpack[PortOptions]) -> Port:
         """See :meth:`EventLog.subscribe` (design §6.9)."""
-        return cast(
-            "Port",
-            await self._ask(
-                Subscribe(name=name, cursor=cursor, bound=bound, local=local, listener=listener)
-            ),
-        )
+        return cast("Port", await self._ask(Subscribe(name=name, **options)))
 
     async def set_port_enabled(self, name: str, enabled: bool, *, local: bool) -> PortStatistics:
         """See :meth:`EventLog.set_port_enabled` (design §6.9)."""

@@ -1,8 +1,8 @@
-"""The event log and front door: receipts, admission, lifecycle, cursors (design §6).
+"""The event log: receipts, admission, lifecycle, cursors (design §6).
 
 :class:`EventLog` is the state of the event-log actor, usable on its own:
 
-* the **front door** (:meth:`EventLog.submit`): validation (§6.2), idempotent request ids
+* **submit** (:meth:`EventLog.submit`): validation (§6.2), idempotent request ids
   (§6.3), coalescing (§6.4) and admission (§6.5); it returns a :class:`Receipt` once the
   request is durable and never runs anything itself;
 * the **lifecycle API** for an external executor (:meth:`~EventLog.start`,
@@ -12,8 +12,8 @@
 * the **log**: one global seq, a bounded window for :meth:`~EventLog.watch` (§6.8) and
   bounded subscriber ports (§6.9, :mod:`actors._eventlog._ports`);
 * **durability** in a SQLite ledger when a path is configured (§6.10,
-  :mod:`actors._eventlog._ledger`), with :meth:`~EventLog.boot_report`, :meth:`~EventLog.resume`,
-  :meth:`~EventLog.discard` and :meth:`~EventLog.check_drift`.
+  :mod:`actors._eventlog._ledger`), with :meth:`~EventLog.boot_report`,
+  :meth:`~EventLog.resume`, :meth:`~EventLog.discard` and :meth:`~EventLog.check_drift`.
 
 With a ledger, ``watch`` below the in-memory window reads the older events from SQLite,
 so a cursor is only ever expired when it is beyond the head (or, without a ledger, below
@@ -21,11 +21,16 @@ the window's floor). Memory holds every unfinished run, the last ``retain_runs``
 ones and the last ``retain_requests`` request ids; older ones are read from the ledger
 (without a ledger they are forgotten: ``status`` says ``unknown_run``).
 
-The class is assembled from mixins, one module per concept: :mod:`actors._eventlog._admission`
-(submit, admission, revision), :mod:`actors._eventlog._runs` (lifecycle, cancel, drain),
-:mod:`actors._eventlog._recovery` (boot report, resume, discard, drift); the records are in
-:mod:`actors._eventlog._types`. Everything runs on the event loop except SQLite, which runs
-in one worker thread at a time (:mod:`actors._eventlog._ledger`).
+The log is a composition of owned parts, each in its own module, built here with their
+dependencies passed explicitly: the :class:`~actors._eventlog._journal.Journal` (the
+event sequence, window and ports), the
+:class:`~actors._eventlog._gate.AdmissionGate`, the
+:class:`~actors._eventlog._runs.Runs` (lifecycle, cancel, drain), the
+:class:`~actors._eventlog._intake.Intake` (validation, idempotency through the
+:class:`~actors._eventlog._requests.RequestStore`, coalescing, admission, revision) and
+the :class:`~actors._eventlog._recovery.Recovery` (boot report, resume, discard, drift).
+Everything runs on the event loop except SQLite, which runs in one worker thread at a
+time (:mod:`actors._eventlog._ledger`).
 
 Event kinds and their ``data``:
 
@@ -45,43 +50,39 @@ Event kinds and their ``data``:
 
 from __future__ import annotations
 
-import itertools
-import json
-from collections import deque
+import functools
+import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
-from ..errors import (
-    ActorStopped,
-    CursorExpired,
-    InvalidCommand,
-    UnknownRun,
-)
-from ._admission import Admission, FrontDoorMixin, _is_run_id, _Request
+from .._core._backoff import Backoff
+from ..errors import ActorStopped, LedgerError
+from ._gate import AdmissionGate
+from ._intake import Intake
+from ._journal import Journal
 from ._ledger import Ledger, LedgerStatistics
-from ._ports import Port, PortHub, PortStatistics
-from ._recovery import DurabilityMixin
-from ._runs import Run, RunLifecycleMixin
-from ._types import (
-    Event,
-    EventLogConfig,
-    OperationSpec,
-    RunStatus,
-    WatchResult,
-    encode_json,
-)
+from ._operations import Operations
+from ._recovery import Recovery
+from ._requests import RequestStore
+from ._runs import Runs
+from ._types import EventLogConfig
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+    from typing import Unpack
 
-    from ._runs import Runner
+    from ..errors import ErrorRecord
+    from ._admission import Admission
+    from ._operations import Runner
+    from ._ports import Port, PortOptions, PortStatistics
+    from ._types import BootReport, Drift, OperationSpec, Receipt, RunStatus, WatchResult
 
-__all__ = ["Admission", "EventLog", "EventLogStatistics", "open_event_log"]
+__all__ = ["EventLog", "EventLogStatistics", "open_event_log", "single_leaf"]
 
-_make_event = Event._make
+_log = logging.getLogger("actors.eventlog")
 
 
 @attrs.frozen(kw_only=True)
@@ -101,7 +102,7 @@ class EventLogStatistics:
     bound: int
     """``max_inflight``."""
     paused: bool
-    """True between ``admission_paused`` and ``admission_resumed``."""
+    """True between ``admission_paused`` and ``admission_resumed`` (capacity or ledger)."""
     revision: int
     """The current revision."""
     ports: tuple[PortStatistics, ...]
@@ -110,8 +111,8 @@ class EventLogStatistics:
     """The ledger's counters, or None in memory."""
 
 
-class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
-    """The event log and front door (design §6); see the module docstring.
+class EventLog:
+    """The event log (design §6); see the module docstring.
 
     Use :func:`open_event_log`, or ``await nursery.start(log.run)`` then
     ``await log.aclose()`` (the event-log actor does the latter).
@@ -133,40 +134,44 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
         runners: Mapping[str, Runner] | None = None,
     ) -> None:
         self.config = config = config or EventLogConfig()
-        self._ops: dict[str, OperationSpec] = {}
-        self._runners: dict[str, Runner] = {}
+        self._operations = ops = Operations()
         for spec in operations:
-            self.register(spec)
+            ops.register(spec)
         for name, runner in (runners or {}).items():
-            self.register(self._ops[name], runner)
-        self._ledger = (
+            ops.register(ops.specs[name], runner)
+        self._ledger = ledger = (
             Ledger(
                 config.ledger_path,
                 synchronous=config.synchronous,
                 commit_linger=config.commit_linger,
                 max_pending_rows=config.max_pending_rows,
+                retry=Backoff(base=config.ledger_retry_min, cap=config.ledger_retry_max),
             )
             if config.ledger_path
             else None
         )
-        # The window holds ``(seq, kind, run_id, data)`` entries; an Event object is made
-        # from one only when someone reads it (watch, a port's replay) or a port listens.
-        self._window: deque[tuple[int, str, int | None, dict[str, Any]]] = deque(
-            maxlen=config.window
+        self._journal = journal = Journal(config, ledger)
+        self._gate = gate = AdmissionGate(config, journal, ledger)
+        self._runs = runs = Runs(config, operations=ops, journal=journal, ledger=ledger, gate=gate)
+        self._intake = intake = Intake(
+            config,
+            operations=ops,
+            requests=RequestStore(config.retain_requests, ledger),
+            runs=runs,
+            gate=gate,
+            journal=journal,
+            ledger=ledger,
+            check_open=self._check_open,
         )
-        self._head = 0
-        #: The lowest event seq the ledger holds (older ones were pruned at open).
-        self._ledger_floor = 1
-        self._revision = 0
-        self._requests: dict[str, _Request] = {}
-        self._ledger_has_more_requests = False
-        self._next_position = 1
-        self._inflight: dict[tuple[str, str, int], int] = {}
-        self._paused = False
-        self._hub = PortHub(
-            self._replay, default_bound=config.subscriber_bound, head=lambda: self._head
+        self._recovery = Recovery(
+            config,
+            operations=ops,
+            runs=runs,
+            intake=intake,
+            gate=gate,
+            journal=journal,
+            check_open=self._check_open,
         )
-        self._init_runs()
         self._open = False
         self._started = False
         self._closing = trio.Event()
@@ -174,21 +179,17 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
 
     def register(self, spec: OperationSpec, runner: Runner | None = None) -> None:
         """Add (or replace) an operation and, optionally, its built-in runner (design §6.2)."""
-        self._ops[spec.name] = spec
-        if runner is not None:
-            self._runners[spec.name] = runner
-        else:
-            self._runners.pop(spec.name, None)
+        self._operations.register(spec, runner)
 
     @property
     def revision(self) -> int:
         """The current revision (design §6.4)."""
-        return self._revision
+        return self._intake.revision
 
     @property
     def head(self) -> int:
         """The newest event seq (0 before any event)."""
-        return self._head
+        return self._journal.head
 
     # -- running ------------------------------------------------------------------------
 
@@ -200,10 +201,15 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
         then what is still staged is committed and the ledger closed (one worker-thread
         call, shielded, started within ``close_timeout`` seconds).
 
+        A ledger whose commits fail never ends it (design §6.13): admission pauses until
+        a commit succeeds again. A final commit that fails at close is logged (what it
+        held was never acknowledged; the runs it decided are held at the next boot).
+
         Raises:
-            LedgerCorrupt: (``ledger_corrupt``) the ledger file is damaged (untouched).
-            LedgerVersionError: (``ledger_version_unsupported``) newer schema.
-            LedgerError: (``ledger_error``) SQLite failed.
+            LedgerCorrupt: (``ledger_corrupt``) the ledger file, its write-ahead log or a
+                row is damaged, or the log is missing or foreign (files untouched).
+            LedgerVersionError: (``ledger_version_unsupported``) a schema we cannot open.
+            LedgerError: (``ledger_error``) not a ledger, or SQLite failed at open.
         """
         if self._started:
             raise RuntimeError("EventLog.run() may be called once")
@@ -215,13 +221,16 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
                     keep_requests=self.config.retain_requests,
                     keep_events=self.config.ledger_retain_events,
                 )
-                self._ledger_floor = snapshot.event_floor
-                self._boot(snapshot)
+                self._journal.boot(snapshot.head, snapshot.event_floor)
+                self._runs.boot(snapshot.next_run_no)
+                self._intake.boot(snapshot)
+                self._recovery.boot(snapshot)
+                self._log_boot(ledger)
             async with trio.open_nursery() as nursery:
-                self._nursery = nursery
                 if ledger is not None:
-                    await nursery.start(ledger.run_writer)
-                nursery.start_soon(self._drain)
+                    health = self._gate.ledger_health
+                    await nursery.start(functools.partial(ledger.run_writer, on_health=health))
+                nursery.start_soon(self._runs.drain, nursery)
                 self._open = True
                 task_status.started()
                 await self._closing.wait()
@@ -229,14 +238,48 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
                 nursery.cancel_scope.cancel()
         finally:
             self._open = False
-            self._hub.close()
+            self._journal.hub.close()
             if ledger is not None:
                 try:
                     with trio.move_on_after(self.config.close_timeout, shield=True):
                         await ledger.close()  # commits what is still staged
+                except LedgerError as exc:
+                    _log.error(
+                        "the ledger's final commit failed: %s",
+                        exc.message,
+                        extra={"ledger": ledger.path, "cause": exc.details.get("cause")},
+                    )
                 finally:
                     ledger.abandon()
+                self._log_left(ledger)
             self._closed.set()
+
+    def _log_boot(self, ledger: Ledger) -> None:
+        report = ledger.wal_report
+        if report is not None and report.torn_frames:
+            _log.warning(
+                "ledger %s: %d frame(s) of an unacknowledged commit torn by the last stop"
+                " were discarded",
+                ledger.path,
+                report.torn_frames,
+                extra={"ledger": ledger.path, "torn_frames": report.torn_frames},
+            )
+        held = [run.run_id for run in self._runs.held()]
+        if held:
+            _log.info(
+                "%d run(s) held from before the restart; resume or discard each",
+                len(held),
+                extra={"ledger": ledger.path, "held": held},
+            )
+
+    def _log_left(self, ledger: Ledger) -> None:
+        left = self._runs.unfinished()
+        if left:
+            _log.info(
+                "%d run(s) left unfinished; they are held at the next start",
+                len(left),
+                extra={"ledger": ledger.path, "held": left},
+            )
 
     async def aclose(self) -> None:
         """Stop taking requests, flush the ledger and wait for :meth:`run` to return."""
@@ -269,50 +312,141 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
         else:
             await self._ledger.flush()
 
-    # -- the log (design §6.8, §6.9) ------------------------------------------------------
+    # -- submit (design §6.1-6.5) ---------------------------------------------------------
 
-    def _emit(
-        self, kind: str, run_id: int | None, data: dict[str, Any], text: str | None = None
-    ) -> int:
-        """Append one event to the log; return its seq (design §6.8).
+    async def submit(
+        self, operation: str, arguments: Mapping[str, Any], request_id: str | None = None
+    ) -> Receipt:
+        """Admit a request and return its receipt once the request is durable (design §6.1).
 
-        O(1) and never waits: the window gets a plain tuple, the ledger's batch the row
-        with ``data``'s JSON text (encoded here exactly once, unless the caller built it
-        alongside ``data``), and the ports an :class:`Event` only while one listens.
-        :meth:`progress` inlines this body on its fast path; keep the two in step.
+        Never runs anything and never waits for a verdict. A refusal for lack of capacity
+        is a receipt too (``admitted=False``, ``code="pool_full"``), not an exception.
+        Same as ``await log.admit(...).wait()``.
+
+        Args:
+            operation: A registered operation's name.
+            arguments: A mapping whose keys are within the operation's ``fields``.
+            request_id: The caller's id for idempotent retries (1..128 chars); None makes
+                one up.
+
+        Raises:
+            UnsupportedOperation: (``unsupported_operation``) unknown operation (§6.2).
+            InvalidCommand: (``invalid_command``) arguments not a mapping, fields outside
+                the schema or missing (``details["fields"]`` names them), not JSON, or too
+                large; or a bad request id.
+            RequestConflict: (``request_conflict``) ``request_id`` was used with other
+                content (§6.3).
+            ActorStopped: (``actor_stopped``) the event log is not running.
+            LedgerError: (``ledger_error``) the request could not be made durable.
         """
-        ledger = self._ledger
-        if ledger is not None and text is None:
-            # Before any change, so that a failure (not expected: the log checked or
-            # built this data) leaves the log as it was.
-            text = encode_json(data)
-        self._head = seq = self._head + 1
-        self._window.append((seq, kind, run_id, data))
-        if ledger is not None and text is not None:
-            ledger.stage_event(seq, kind, run_id, text)
-        if self._hub._active:  # hub.listening, inlined
-            self._hub.publish(_make_event(seq, kind, run_id, data))
-        return seq
+        return await self.admit(operation, arguments, request_id).wait()
 
-    def _floor(self) -> int:
-        return self._window[0][0] if self._window else self._head + 1
+    def admit(
+        self, operation: str, arguments: Mapping[str, Any], request_id: str | None = None
+    ) -> Admission:
+        """Decide a request now, without waiting; ``await .wait()`` for its receipt.
 
-    def _replay(self, cursor: int, limit: int | None = None) -> list[Event]:
-        if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
-            raise InvalidCommand(f"cursor must be an int >= 0, got {cursor!r}", fields=["cursor"])
-        if cursor > self._head:
-            raise CursorExpired(
-                f"cursor {cursor} is beyond the head {self._head}", resume_from=self._head
-            )
-        floor = self._floor()
-        if cursor < floor - 1:
-            raise CursorExpired(
-                f"cursor {cursor} is below the retained floor {floor}", resume_from=floor - 1
-            )
-        start = cursor - floor + 1
-        stop = None if limit is None else start + limit
-        make = _make_event
-        return [make(*entry) for entry in itertools.islice(self._window, start, stop)]
+        The synchronous half of :meth:`submit`, so the event-log actor admits requests in
+        mailbox order while their durability is awaited concurrently. (Only a request id
+        that memory no longer holds is decided later, after a ledger look-up.)
+
+        Raises:
+            UnsupportedOperation, InvalidCommand, RequestConflict, ActorStopped: as
+                :meth:`submit`.
+        """
+        return self._intake.admit(operation, arguments, request_id)
+
+    def apply_edit(self) -> int:
+        """Bump the revision: later submissions run fresh instead of coalescing (§6.4).
+
+        Emits ``revision_bumped``; returns the new revision.
+        """
+        return self._intake.apply_edit()
+
+    # -- the lifecycle API for an external executor (design §6.6, §6.7) -------------------
+
+    def start(self, run_id: int, *, on_cancel: Callable[[], object] | None = None) -> RunStatus:
+        """Mark a queued run started: ``job_started``, then its buffered progress (§6.6).
+
+        Starting a running run again only records ``on_cancel`` (idempotent).
+
+        Args:
+            run_id: The run.
+            on_cancel: Called (sync) if the run is cancelled while running, e.g. the
+                executor's ``cancel_scope.cancel``; an exception from it is contained.
+
+        Raises:
+            AlreadyDecided: (``already_decided``) the run is finished or cancelled.
+            UnknownRun: (``unknown_run``) no such run in memory.
+            InvalidCommand: (``invalid_command``) the run is held after a restart.
+        """
+        return self._runs.start(run_id, on_cancel=on_cancel)
+
+    def progress(self, run_id: int, fraction: float, note: str | None = None) -> None:
+        """Report progress of a run; buffered while it is queued (design §6.6).
+
+        Args:
+            run_id: The run.
+            fraction: Done so far, in [0, 1].
+            note: Optional text (cut to 256 chars).
+
+        Raises:
+            AlreadyDecided: (``already_decided``) the run is finished or cancelled.
+            InvalidCommand: (``invalid_command``) bad fraction, or the run is held.
+            UnknownRun: (``unknown_run``) no such run in memory.
+        """
+        self._runs.progress(run_id, fraction, note)
+
+    def finish(
+        self,
+        run_id: int,
+        verdict: str,
+        result: Any = None,
+        *,
+        error: ErrorRecord | Mapping[str, str] | None = None,
+    ) -> RunStatus:
+        """Decide a run with ``verdict`` (``job_finished``); a queued run is started first.
+
+        Args:
+            run_id: The run.
+            verdict: e.g. ``ok``, ``empty``, ``interrupted``, ``failed``, ``NOT_RUN``.
+            result: JSON-compatible, at most ``max_result_bytes`` bytes as JSON.
+            error: A record ``{"category", "code", "message"}`` for a failed run.
+
+        Raises:
+            AlreadyDecided: (``already_decided``) the run is already finished or cancelled.
+            InvalidCommand: (``invalid_command``) bad verdict, result or error; run held.
+            UnknownRun: (``unknown_run``) no such run in memory.
+        """
+        return self._runs.finish(run_id, verdict, result, error)
+
+    async def cancel(self, run_id: int, actor: str = "local") -> RunStatus:
+        """Cancel a run and return its true state; needs no capacity (design §6.7).
+
+        A queued run is cancelled at once; a running one is decided cancelled at once and
+        its cancel scope (built-in runner) or ``on_cancel`` (external executor) is
+        triggered; a finished or cancelled run is returned as it is, never faked.
+        Returns once the decision is durable.
+
+        Args:
+            run_id: The run.
+            actor: Who cancels (kept in ``cancelled_by`` and the event's ``by``).
+
+        Raises:
+            UnknownRun: (``unknown_run``) no such run.
+            InvalidCommand: (``invalid_command``) bad actor name.
+        """
+        return await self._runs.cancel(run_id, actor)
+
+    async def status(self, run_id: int) -> RunStatus:
+        """Return the state of a run; needs no capacity (design §6.5).
+
+        Raises:
+            UnknownRun: (``unknown_run``) no such run (or, without a ledger, forgotten).
+        """
+        return await self._runs.status(run_id)
+
+    # -- the log (design §6.8, §6.9) ------------------------------------------------------
 
     async def watch(self, cursor: int, *, limit: int | None = None) -> WatchResult:
         """Return the events after ``cursor`` (at most ``limit``) and the new cursor (§6.8).
@@ -327,46 +461,16 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
                 respectively the oldest cursor still served.
             InvalidCommand: (``invalid_command``) ``cursor`` or ``limit`` is not an int.
         """
-        limit = self.config.window if limit is None else limit
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidCommand(f"limit must be an int >= 1, got {limit!r}", fields=["limit"])
-        head = self._head
-        try:
-            events = self._replay(cursor, limit)
-        except CursorExpired:
-            if self._ledger is None or cursor > head:
-                raise
-            floor = self._ledger_floor
-            if cursor < floor - 1:  # pruned at open (ledger_retain_events)
-                raise CursorExpired(
-                    f"cursor {cursor} is below the ledger's retained floor {floor}",
-                    resume_from=floor - 1,
-                ) from None
-            await self._ledger.flush()
-            rows = await self._ledger.fetch_events(cursor, limit)
-            events = [Event(seq=s, kind=k, run_id=r, data=json.loads(d)) for s, k, r, d in rows]
-        else:
-            await trio.lowlevel.checkpoint()
-        return WatchResult(
-            events=tuple(events), cursor=events[-1].seq if events else cursor, head=head
-        )
+        return await self._journal.watch(cursor, self.config.window if limit is None else limit)
 
-    def subscribe(
-        self,
-        name: str | None = None,
-        *,
-        cursor: int | None = None,
-        bound: int | None = None,
-        local: bool = True,
-        listener: Callable[[Event], object] | None = None,
-    ) -> Port:
+    def subscribe(self, name: str | None = None, **options: Unpack[PortOptions]) -> Port:
         """Open a bounded subscriber port (design §6.9); see :meth:`PortHub.open_port`.
 
         Raises:
             CursorExpired: (``cursor_expired``) ``cursor`` is outside the window.
             InvalidCommand: (``invalid_command``) the name is taken or ``bound`` < 1.
         """
-        return self._hub.open_port(name, cursor=cursor, bound=bound, local=local, listener=listener)
+        return self._journal.hub.open_port(name, **options)
 
     def set_port_enabled(self, name: str, enabled: bool, *, local: bool) -> PortStatistics:
         """Enable or disable a port; local callers only (design §6.9).
@@ -375,38 +479,64 @@ class EventLog(FrontDoorMixin, RunLifecycleMixin, DurabilityMixin):
             RemoteToggleDenied: (``remote_toggle_denied``) ``local`` is False.
             InvalidCommand: (``invalid_command``) no port has that name.
         """
-        return self._hub.set_enabled(name, enabled, local=local)
+        return self._journal.hub.set_enabled(name, enabled, local=local)
 
-    async def status(self, run_id: int) -> RunStatus:
-        """Return the state of a run; needs no capacity (design §6.5).
+    # -- after a restart (design §6.10) ---------------------------------------------------
+
+    def boot_report(self) -> BootReport:
+        """List the runs found unfinished at boot and still undecided (design §6.10)."""
+        return self._recovery.boot_report()
+
+    async def resume(self, run_id: int, *, override: bool = False) -> RunStatus:
+        """Queue a held run again; it restarts its lifecycle with ``job_queued`` (§6.10).
 
         Raises:
-            UnknownRun: (``unknown_run``) no such run (or, without a ledger, forgotten).
+            RunQuarantined: (``run_quarantined``) interrupted too often and no override.
+            PoolFull: (``pool_full``) no capacity; retry later.
+            AlreadyDecided: (``already_decided``) the run is finished or cancelled.
+            InvalidCommand: (``invalid_command``) the run is queued or running.
+            UnknownRun: (``unknown_run``) no such run.
+            UnsupportedOperation: (``unsupported_operation``) its operation is unknown now.
         """
-        run = self._find(run_id)
-        if run is not None:
-            await trio.lowlevel.checkpoint()
-            return run.status(self.config.quarantine_after)
-        row = None
-        if self._ledger is not None and _is_run_id(run_id):
-            await self._ledger.flush()
-            row = await self._ledger.fetch_run(run_id)
-        if row is None:
-            raise UnknownRun(f"no run {run_id!r}", run_id=run_id)
-        return Run.from_row(row).status(self.config.quarantine_after)
+        return await self._recovery.resume(run_id, override=override)
+
+    async def discard(self, run_id: int, *, actor: str = "local") -> RunStatus:
+        """Decide a held run as cancelled by ``actor`` (``job_cancelled``) (design §6.10).
+
+        Raises:
+            AlreadyDecided: (``already_decided``) the run is finished or cancelled.
+            InvalidCommand: (``invalid_command``) the run is queued or running.
+            UnknownRun: (``unknown_run``) no such run.
+        """
+        return await self._recovery.discard(run_id, actor=actor)
+
+    async def check_drift(self, run_id: int, current: Mapping[str, Any] | None = None) -> Drift:
+        """Report which pinned ingredients of a run differ from ``current`` (design §6.10).
+
+        Args:
+            run_id: The run.
+            current: Any of ``revision``, ``operation``, ``arguments``; default: the log's
+                current revision only.
+
+        Raises:
+            UnknownRun: (``unknown_run``) no such run.
+            InvalidCommand: (``invalid_command``) ``current`` has other keys, or values
+                that are not JSON.
+        """
+        return await self._recovery.check_drift(run_id, current)
 
     def statistics(self) -> EventLogStatistics:
         """Return the event log's counters."""
         return EventLogStatistics(
-            head=self._head,
-            floor=self._floor(),
-            queued=self._queued,
-            running=self._running,
-            held=sum(1 for _ in self._held()),
-            bound=self.config.max_inflight,
-            paused=self._paused,
-            revision=self._revision,
-            ports=tuple(self._hub.ports()),
+            head=self._journal.head,
+            floor=self._journal.floor(),
+            queued=self._runs.queued,
+            running=self._runs.running,
+            held=len(self._runs.held()),
+            bound=self._gate.bound,
+            paused=self._gate.paused or self._gate.unavailable is not None,
+            revision=self._intake.revision,
+            ports=tuple(self._journal.hub.ports()),
             ledger=None if self._ledger is None else self._ledger.statistics(),
         )
 

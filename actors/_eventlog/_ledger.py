@@ -12,74 +12,58 @@ returns once that batch is durable. The latency from staging to the start of its
 is at most ``commit_linger`` (<= 10 ms) plus the duration of the commit in progress.
 
 Event rows are the hot path (one per event): staging one appends to plain lists, no
-object per row (see ``_Batch``), and each transaction writes them with one
+object per row (see ``Batch``), and each transaction writes them with one
 ``executemany``. Their ``data`` arrives JSON-encoded by the log, or, for the commonest
 event (``job_progress`` with data ``{"fraction": f}``), as the float, encoded by the
 writer thread; either way once.
 
-Opening checks the file before anything writes to it: an existing file must have the
-SQLite header, pass ``PRAGMA quick_check`` through a read-only connection, carry our
-``application_id`` and a ``user_version`` we know. Otherwise :class:`LedgerCorrupt`,
-:class:`LedgerVersionError` or :class:`LedgerError` is raised and the file's bytes are
-left unchanged.
+Opening inspects the file through read-only connections before anything writes to it
+(:mod:`actors._eventlog._inspect`: the file, its write-ahead log, the session, the schema
+and every row); a refused file keeps every byte. Each session writes ``open TOKEN`` to
+the ``session`` meta key at start (checkpointed into the database file) and with every
+commit, and ``closed TOKEN`` at a clean close, so the next open can tell a missing or
+foreign ``-wal`` (design §6.12).
+
+A commit that fails (disk full, an I/O error, a lock) never stops the writer: the batch
+is kept and retried with capped backoff, the tickets not yet committed are *delayed*
+(waiters get :class:`~actors.errors.LedgerUnavailable`), rows keep being staged, and the
+``on_health`` callback of :meth:`Ledger.run_writer` hears when commits fail and when one
+succeeds again (design §6.13). Reads go on meanwhile, from what is committed.
 """
 
 from __future__ import annotations
 
-import itertools
+import contextlib
+import logging
 import sqlite3
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import trio
 
-from ..errors import LedgerError
-from ._ledger_schema import (
-    _SCHEMA,
-    APPLICATION_ID,
-    RUN_COLUMNS,
-    SCHEMA_VERSION,
-    check_ledger_file,
-    prune_events,
-)
+from .._core._backoff import Backoff
+from ..errors import LedgerError, LedgerUnavailable
+from ._batch import Batch, Segment
+from ._connection import classify_error, keep_log, open_connection
+from ._ledger_schema import RUN_COLUMNS
+from ._rows import RowCheck, decode_event, decode_request, decode_run
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable
+
+    from ._inspect import LedgerSnapshot
+    from ._ticket import Ticket
+    from ._types import Event, Receipt
+    from ._wal import WalReport
+
+    #: ``on_health(error)``: commits fail (``error``), or succeed again (None).
+    HealthCallback = Callable[[LedgerUnavailable | None], None]
 
 _T = TypeVar("_T")
 
-__all__ = [
-    "APPLICATION_ID",
-    "RUN_COLUMNS",
-    "SCHEMA_VERSION",
-    "Ledger",
-    "LedgerSnapshot",
-    "LedgerStatistics",
-    "Ticket",
-]
+__all__ = ["Ledger", "LedgerStatistics"]
 
-
-@attrs.frozen(kw_only=True)
-class LedgerSnapshot:
-    """What a ledger holds at boot, loaded by :meth:`Ledger.open`."""
-
-    revision: int
-    """The persisted revision (0 for a new ledger)."""
-    head: int
-    """The highest event seq (0 for none)."""
-    next_run_no: int
-    """The number for the next run id."""
-    next_request_position: int
-    """The position for the next stored request."""
-    open_runs: tuple[dict[str, Any], ...]
-    """Rows (as dicts keyed by :data:`RUN_COLUMNS`) of runs not finished nor cancelled."""
-    requests: tuple[tuple[str, str, int, str], ...]
-    """The most recent ``(request_id, content, run_id, receipt_json)`` rows, oldest first."""
-    request_total: int
-    """How many requests the ledger holds in all."""
-    event_floor: int = 1
-    """The lowest event seq the ledger still holds (``head + 1`` when it holds none):
-    older events were pruned at open (``keep_events``)."""
+_log = logging.getLogger("actors.eventlog")
 
 
 @attrs.frozen(kw_only=True)
@@ -94,142 +78,22 @@ class LedgerStatistics:
     """Rows staged and not yet committed."""
     largest_batch: int
     """Most rows in one transaction."""
-
-
-class Ticket:
-    """Durability of one batch: :meth:`wait` returns once it is committed (design §6.10)."""
-
-    __slots__ = ("_done", "_error")
-
-    def __init__(self) -> None:
-        self._done = trio.Event()
-        self._error: str | None = None
-
-    @property
-    def done(self) -> bool:
-        """True once the batch committed or failed."""
-        return self._done.is_set()
-
-    async def wait(self) -> None:
-        """Wait until the batch is committed; always a checkpoint.
-
-        Raises:
-            LedgerError: (``ledger_error``) the batch's transaction failed.
-        """
-        if self._done.is_set():
-            await trio.lowlevel.checkpoint()
-        else:
-            await self._done.wait()
-        if self._error is not None:
-            raise LedgerError(f"ledger commit failed: {self._error}")
-
-    def _settle(self, error: str | None = None) -> None:
-        self._error = error
-        self._done.set()
-
-
-def _progress_texts(fractions: list[float]) -> list[str]:
-    """The ``data`` JSON of ``job_progress`` events whose data is ``{"fraction": f}``.
-
-    The JSON of a finite float is its repr, as ``json.dumps`` writes it.
-    """
-    return [f'{{"fraction":{fraction!r}}}' for fraction in fractions]
-
-
-class _Segment:
-    """Consecutive event rows of a batch, in seq order: their data JSON texts, and
-    their kinds and run ids, or (``progress_run`` set) all ``job_progress`` events of
-    that run, the commonest case: one list append per row while staging."""
-
-    __slots__ = ("kinds", "progress_run", "run_ids", "values")
-
-    def __init__(self, progress_run: int | None) -> None:
-        self.progress_run = progress_run
-        self.kinds: list[str] = []
-        self.run_ids: list[int | None] = []
-        self.values: list[Any] = []  # JSON texts, or fractions (floats)
-
-
-class _Batch:
-    """The rows staged for one transaction, and the ticket that reports it durable."""
-
-    __slots__ = (
-        "committed",
-        "first_seq",
-        "last_seq",
-        "meta",
-        "progress_run",
-        "progress_values",
-        "requests",
-        "rows",
-        "runs",
-        "segments",
-        "text_tail",
-        "ticket",
-    )
-
-    def __init__(self) -> None:
-        self.committed = False
-        self.requests: list[tuple[str, str, int, str, int]] = []
-        self.runs: dict[int, tuple[Any, ...]] = {}
-        self.meta: dict[str, str] = {}
-        self.rows = 0  # rows staged other than events
-        # Event rows: their seqs run from first_seq to last_seq without a gap (staging
-        # checks), the other columns are kept in segments of plain lists. A batch of
-        # 100 000 events then holds no per-row tuple: such tuples, alive until the
-        # commit, set off the cyclic GC again and again (measured: ~0.25 us per event).
-        # The writer chains the segments back into rows inside one executemany.
-        self.first_seq = -1
-        self.last_seq = -2
-        self.segments: list[_Segment] = []
-        self.text_tail: _Segment | None = None  # the last segment if it holds texts
-        self.progress_run: int | None = None  # its run if it holds fractions
-        self.progress_values: list[Any] = []  # ... and then its fractions
-        self.ticket = Ticket()
-
-    @property
-    def events(self) -> int:
-        """Event rows staged."""
-        return self.last_seq - self.first_seq + 1 if self.segments else 0
-
-    @property
-    def size(self) -> int:
-        """Rows staged in all."""
-        return self.rows + self.events
-
-    def event_rows(self) -> Iterator[tuple[int, str, int | None, str]]:
-        """The ``(seq, kind, run_id, data)`` rows, in seq order, for ``executemany``.
-
-        Runs in the writer thread: chained C iterators over the segments' lists, plus one
-        list comprehension per progress segment that makes its JSON texts.
-        """
-        kinds: list[Iterable[str]] = []
-        run_ids: list[Iterable[int | None]] = []
-        texts: list[Iterable[str]] = []
-        for segment in self.segments:
-            if segment.progress_run is None:
-                kinds.append(segment.kinds)
-                run_ids.append(segment.run_ids)
-                texts.append(segment.values)
-            else:
-                count = len(segment.values)
-                kinds.append(itertools.repeat("job_progress", count))
-                run_ids.append(itertools.repeat(segment.progress_run, count))
-                texts.append(_progress_texts(segment.values))
-        chain = itertools.chain.from_iterable
-        seqs = range(self.first_seq, self.last_seq + 1)
-        return zip(seqs, chain(kinds), chain(run_ids), chain(texts), strict=True)
+    failed_commits: int = 0
+    """Commit attempts that failed (each was retried)."""
+    unavailable: str | None = None
+    """The cause while commits fail (design §6.13), else None."""
 
 
 class Ledger:
     """The SQLite ledger behind a durable event log (design §6.10).
 
     Args:
-        path: The database file; created with the schema if missing or empty.
+        path: The database file; created (atomically, with the schema) if missing.
         synchronous: ``PRAGMA synchronous`` (``FULL``, ``NORMAL`` or ``EXTRA``).
         commit_linger: Seconds (trio clock) the writer waits after the first staged row
             before committing, to grow the batch; 0 commits as soon as it is free.
         max_pending_rows: Staged rows above which :meth:`wait_writable` blocks.
+        retry: The delays between attempts to commit a batch that failed (seconds).
     """
 
     def __init__(
@@ -239,25 +103,35 @@ class Ledger:
         synchronous: str = "FULL",
         commit_linger: float = 0.0,
         max_pending_rows: int = 50_000,
+        retry: Backoff | None = None,
     ) -> None:
         self.path = path
         self._synchronous = synchronous
         self._linger = commit_linger
         self._max_pending = max_pending_rows
+        self._retry_policy = retry or Backoff(base=0.05, cap=2.0)
         self._limiter = trio.CapacityLimiter(1)
         self._conn: sqlite3.Connection | None = None
-        self._batch = _Batch()
+        self._session = ""
+        self._batch = Batch()
         self._dirty = trio.Event()
         self._last_ticket: Ticket | None = None
-        self._orphans: list[_Batch] = []
+        self._orphans: list[Batch] = []
+        self._failed: Batch | None = None  # its commit failed: retried before any other
+        self._unavailable: LedgerUnavailable | None = None
+        self._attempt = 0
+        self._committed_seq = 0
         self._commits = 0
+        self._failed_commits = 0
         self._rows = 0
         self._largest = 0
+        #: What the write-ahead-log check found at open (None without a ``-wal``).
+        self.wal_report: WalReport | None = None
 
     # -- opening and closing ----------------------------------------------------------
 
     async def open(self, *, keep_requests: int, keep_events: int | None = None) -> LedgerSnapshot:
-        """Check the file, create or open the schema, and load what boot needs.
+        """Inspect the file, create or open the ledger, and load what boot needs.
 
         Args:
             keep_requests: How many of the most recent requests to load.
@@ -265,94 +139,63 @@ class Ledger:
                 deleted now, in one transaction (None keeps them all).
 
         Raises:
-            LedgerCorrupt: (``ledger_corrupt``) the file is damaged; it is untouched.
-            LedgerVersionError: (``ledger_version_unsupported``) newer schema.
+            LedgerCorrupt: (``ledger_corrupt``) the file, its write-ahead log or a row is
+                damaged, or the log is missing or foreign; nothing was written.
+            LedgerVersionError: (``ledger_version_unsupported``) a schema we cannot open.
             LedgerError: (``ledger_error``) not a ledger, or SQLite failed.
         """
         return await self._call(self._open_sync, keep_requests, keep_events)
 
     def _open_sync(self, keep_requests: int, keep_events: int | None) -> LedgerSnapshot:
-        existing = check_ledger_file(self.path)
-        try:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise LedgerError(f"cannot open ledger {self.path!r}: {exc}") from None
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            if not existing:
-                conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
-            elif keep_events is not None:
-                prune_events(conn, keep_events)
-            snapshot = self._load(conn, keep_requests)
-        except sqlite3.Error as exc:
-            conn.close()
-            raise LedgerError(f"cannot open ledger {self.path!r}: {exc}") from None
+        conn, self._session, inspection = open_connection(
+            self.path,
+            synchronous=self._synchronous,
+            keep_requests=keep_requests,
+            keep_events=keep_events,
+        )
         self._conn = conn
-        return snapshot
-
-    @staticmethod
-    def _load(conn: sqlite3.Connection, keep_requests: int) -> LedgerSnapshot:
-        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        head = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
-        run_no = conn.execute("SELECT coalesce(max(run_id), 0) FROM runs").fetchone()[0]
-        total, position = conn.execute(
-            "SELECT count(*), coalesce(max(position), 0) FROM requests"
-        ).fetchone()
-        cols = ", ".join(RUN_COLUMNS)
-        open_runs = tuple(
-            dict(zip(RUN_COLUMNS, row, strict=True))
-            for row in conn.execute(
-                f"SELECT {cols} FROM runs WHERE state NOT IN ('finished', 'cancelled')"
-                " ORDER BY run_id"
-            )
-        )
-        requests = conn.execute(
-            "SELECT request_id, content, run_id, receipt FROM requests"
-            " ORDER BY position DESC LIMIT ?",
-            (keep_requests,),
-        ).fetchall()
-        requests.reverse()
-        floor = conn.execute("SELECT min(seq) FROM events").fetchone()[0]
-        return LedgerSnapshot(
-            revision=int(meta.get("revision", "0")),
-            head=head,
-            next_run_no=run_no + 1,
-            next_request_position=position + 1,
-            open_runs=open_runs,
-            requests=tuple(requests),
-            request_total=total,
-            event_floor=head + 1 if floor is None else floor,
-        )
+        self._committed_seq = inspection.snapshot.head
+        self.wal_report = inspection.wal
+        return inspection.snapshot
 
     async def close(self) -> None:
-        """Commit what is still staged, then close the connection; idempotent.
+        """Commit what is still staged, mark the session closed, close; idempotent.
 
         Call it after the writer stopped. The final commit runs in one worker thread that
-        cancellation does not interrupt once it started.
+        cancellation does not interrupt once it started. If it fails, the write-ahead log
+        is kept as it is (the next open finds the session unfinished, as after a crash).
 
         Raises:
-            LedgerError: (``ledger_error``) the final commit failed.
+            LedgerUnavailable: (``ledger_unavailable``) the final commit failed; what was
+                staged and not committed is lost (never acknowledged).
+            LedgerError: (``ledger_error``) the same, for another SQLite error.
         """
         conn = self._conn
         if conn is None:
             await trio.lowlevel.checkpoint()
             return
-        batches = [b for b in (*self._orphans, self._batch) if b.size or b.runs]
+        pending = (self._failed, *self._orphans, self._batch)
+        batches = [b for b in pending if b is not None and (b.size or b.runs)]
+        self._failed = None
         self._orphans = []
-        self._batch = _Batch()
+        self._batch = Batch()
+        closed = "closed" + self._session.removeprefix("open")
 
         def final() -> None:
             try:
                 for batch in batches:
                     self._commit_sync(batch)
-            finally:
-                conn.close()
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('session', ?)", (closed,))
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                keep_log(self.path, conn)
+                raise
+            conn.close()  # the last connection: SQLite removes the -wal
 
         try:
             await trio.to_thread.run_sync(final, limiter=self._limiter)
         except sqlite3.Error as exc:
-            raise LedgerError(f"final ledger commit failed: {exc}") from None
+            raise classify_error(self.path, exc, "the final commit") from None
         finally:
             self._conn = None
             for batch in batches:
@@ -360,8 +203,8 @@ class Ledger:
 
     def abandon(self) -> None:
         """Fail every ticket not yet committed (the log stopped without a final commit)."""
-        for batch in (*self._orphans, self._batch):
-            if not batch.ticket.done:
+        for batch in (self._failed, *self._orphans, self._batch):
+            if batch is not None and not batch.ticket.done:
                 batch.ticket._settle("the ledger closed before this batch was committed")
 
     # -- staging (sync) -----------------------------------------------------------------
@@ -375,10 +218,22 @@ class Ledger:
         return batch.ticket
 
     def stage_request(
-        self, request_id: str, content: str, run_id: int, receipt_json: str, position: int
+        self,
+        request_id: str,
+        content: str,
+        run_id: int,
+        receipt_json: str,
+        position: int,
+        actor: str | None = None,
     ) -> Ticket:
         """Stage a request row; return the ticket of its batch."""
-        self._batch.requests.append((request_id, content, run_id, receipt_json, position))
+        row = (request_id, content, run_id, receipt_json, position, actor)
+        self._batch.requests.append(row)
+        return self._staged(1)
+
+    def stage_detach(self, request_id: str, cancelled_by: str) -> Ticket:
+        """Stage that a request stopped waiting on its run, detached by ``cancelled_by``."""
+        self._batch.detached.append((cancelled_by, request_id))
         return self._staged(1)
 
     def stage_run(self, row: tuple[Any, ...]) -> Ticket:
@@ -431,7 +286,7 @@ class Ledger:
         self._next_event(seq, run_id).values.append(fraction)
         return batch.ticket
 
-    def _next_event(self, seq: int, progress_run: int | None) -> _Segment:
+    def _next_event(self, seq: int, progress_run: int | None) -> Segment:
         # The slow path of staging an event: the first of a batch, or a new segment.
         batch = self._batch
         if not batch.segments:
@@ -442,7 +297,7 @@ class Ledger:
         batch.last_seq = seq
         if progress_run is None and batch.text_tail is not None:
             return batch.text_tail
-        segment = _Segment(progress_run)
+        segment = Segment(progress_run)
         batch.segments.append(segment)
         if progress_run is None:
             batch.text_tail = segment
@@ -463,58 +318,138 @@ class Ledger:
         """Rows staged and not yet committed (the batch being committed included)."""
         return self._batch.size
 
+    @property
+    def unavailable(self) -> LedgerUnavailable | None:
+        """The error of the last failed commit while commits fail, else None (§6.13)."""
+        return self._unavailable
+
+    @property
+    def committed_seq(self) -> int:
+        """The highest event seq committed (the boot head before any commit)."""
+        return self._committed_seq
+
     # -- the writer -----------------------------------------------------------------------
 
     async def run_writer(
-        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self,
+        *,
+        on_health: HealthCallback | None = None,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Commit staged batches, one transaction each, until cancelled (design §6.10).
 
         A commit in progress is never interrupted by cancellation (the thread finishes it).
+        A failed commit never ends the writer (design §6.13): the batch is retried after
+        the retry policy's delay, before anything staged later, until it commits.
 
-        Raises:
-            LedgerError: (``ledger_error``) a transaction failed; its ticket and every
-                later one report the failure.
+        Args:
+            on_health: Called (sync) with the :class:`LedgerUnavailable` of the first
+                failed commit of an outage, and with None once a commit succeeds again.
         """
         task_status.started()
         while True:
+            failed = self._failed
+            if failed is not None:
+                await trio.sleep(self._retry_delay())
+                if await self._commit(failed, on_health):
+                    self._failed = None
+                    self._recovered(on_health)
+                continue
             await self._dirty.wait()
             if self._linger:
                 await trio.sleep(self._linger)
-            await self._commit_one()
+            batch, self._batch = self._batch, self._new_batch()
+            self._dirty = trio.Event()
+            if not await self._commit(batch, on_health):
+                self._failed = batch
 
-    async def _commit_one(self) -> None:
-        batch, self._batch = self._batch, _Batch()
-        self._dirty = trio.Event()
+    def _new_batch(self) -> Batch:
+        batch = Batch()
+        if self._unavailable is not None:
+            batch.ticket._delay(self._unavailable)
+        return batch
+
+    def _retry_delay(self) -> float:
+        return self._retry_policy.delay(max(1, self._attempt))
+
+    async def _commit(self, batch: Batch, on_health: HealthCallback | None) -> bool:
         try:
             await trio.to_thread.run_sync(self._commit_sync, batch, limiter=self._limiter)
         except sqlite3.Error as exc:
-            batch.ticket._settle(str(exc))
-            self._batch.ticket._settle(f"an earlier commit failed: {exc}")
-            raise LedgerError(f"ledger commit failed: {exc}") from None
+            self._commit_failed(batch, exc, on_health)
+            return False
         except BaseException:
             if not batch.committed:  # cancelled before its thread ran: close() commits it
                 self._orphans.append(batch)
             raise
         self._settled(batch)
+        return True
 
-    def _settled(self, batch: _Batch) -> None:
+    def _commit_failed(
+        self, batch: Batch, exc: sqlite3.Error, on_health: HealthCallback | None
+    ) -> None:
+        self._failed_commits += 1
+        self._attempt += 1
+        error = classify_error(self.path, exc, "commit")
+        cause = str(error.details.get("cause", exc))
+        unavailable = LedgerUnavailable(
+            f"ledger {self.path!r} cannot commit: {cause}; decisions are kept and committed"
+            " once it can",
+            cause=cause,
+            retry_after=self._retry_delay(),
+        )
+        first = self._unavailable is None
+        self._unavailable = unavailable
+        batch.ticket._delay(unavailable)
+        self._batch.ticket._delay(unavailable)
+        if first:
+            _log.warning(
+                "ledger %s cannot commit: %s",
+                self.path,
+                cause,
+                extra={"ledger": self.path, "cause": cause, "rows": batch.size},
+            )
+            if on_health is not None:
+                on_health(unavailable)
+
+    def _recovered(self, on_health: HealthCallback | None) -> None:
+        failures, self._attempt = self._attempt, 0
+        self._unavailable = None
+        self._batch.ticket._undelay()
+        _log.info(
+            "ledger %s commits again after %d failed attempts",
+            self.path,
+            failures,
+            extra={"ledger": self.path, "failed_attempts": failures},
+        )
+        if on_health is not None:
+            on_health(None)
+
+    def _settled(self, batch: Batch) -> None:
         if batch.committed:
             self._commits += 1
             self._rows += batch.size
             self._largest = max(self._largest, batch.size)
+            if batch.segments:
+                self._committed_seq = batch.last_seq
             batch.ticket._settle()
         elif not batch.ticket.done:
             batch.ticket._settle("the batch was not committed")
 
-    def _commit_sync(self, batch: _Batch) -> None:
+    def _commit_sync(self, batch: Batch) -> None:
         conn = self._conn
         if conn is None:
             raise sqlite3.OperationalError("ledger is closed")
         conn.execute("BEGIN")
         try:
             if batch.requests:
-                conn.executemany("INSERT INTO requests VALUES (?, ?, ?, ?, ?)", batch.requests)
+                conn.executemany(
+                    "INSERT INTO requests VALUES (?, ?, ?, ?, ?, ?, NULL)", batch.requests
+                )
+            if batch.detached:
+                conn.executemany(
+                    "UPDATE requests SET cancelled_by = ? WHERE request_id = ?", batch.detached
+                )
             if batch.runs:
                 conn.executemany(
                     f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
@@ -524,17 +459,24 @@ class Ledger:
                 conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", batch.event_rows())
             if batch.meta:
                 conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", batch.meta.items())
+            # Every commit carries this session's marker, so a log from another session
+            # or ledger is told apart at the next open (design §6.12).
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('session', ?)", (self._session,))
             conn.execute("COMMIT")
             batch.committed = True
         except BaseException:
-            conn.execute("ROLLBACK")
+            # SQLite may have rolled back already (disk full): keep the first error.
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
             raise
 
     async def flush(self) -> None:
         """Wait until everything staged so far is committed; always a checkpoint.
 
         Raises:
-            LedgerError: (``ledger_error``) a commit failed.
+            LedgerUnavailable: (``ledger_unavailable``) commits fail now (§6.13).
+            LedgerError: (``ledger_error``) the ledger closed first.
         """
         ticket = self._last_ticket
         if ticket is None:
@@ -542,37 +484,79 @@ class Ledger:
         else:
             await ticket.wait()
 
+    async def settle_for_read(self) -> None:
+        """Wait until what is staged is committed, unless commits fail; a checkpoint.
+
+        Reads that follow see everything decided so far, or, while commits fail, what
+        is durable (design §6.13): they never wait for the ledger to recover.
+        """
+        with contextlib.suppress(LedgerError):
+            await self.flush()
+
     async def wait_writable(self) -> None:
         """Wait while more than ``max_pending_rows`` rows are staged; always a checkpoint.
 
-        This is the back-pressure point of the event log's writers (every channel bounded).
+        This is the back-pressure point of the event log's writers (every channel
+        bounded). It does not wait while commits fail: the log refuses new work then
+        instead, and waiting here would stall the readers behind it (design §6.13).
         """
         await trio.lowlevel.checkpoint()
-        while self._batch.size > self._max_pending:
-            await self._batch.ticket.wait()
+        while self._batch.size > self._max_pending and self._unavailable is None:
+            try:
+                await self._batch.ticket.wait()
+            except LedgerUnavailable:
+                return
 
-    # -- reads (for what memory no longer holds) -------------------------------------------
+    # -- reads (for what memory no longer holds), each row checked (design §6.11) -------
 
     async def fetch_run(self, run_id: int) -> dict[str, Any] | None:
-        """Return the committed row of ``run_id`` (keys :data:`RUN_COLUMNS`) or None."""
+        """Return the checked fields of the committed run ``run_id``, or None.
+
+        Raises:
+            LedgerCorrupt: (``ledger_corrupt``) the row is damaged.
+            LedgerError: (``ledger_error``) SQLite failed.
+        """
         cols = ", ".join(RUN_COLUMNS)
         rows = await self._query(f"SELECT {cols} FROM runs WHERE run_id = ?", (run_id,))
-        return dict(zip(RUN_COLUMNS, rows[0], strict=True)) if rows else None
+        return decode_run(self.path, tuple(rows[0])) if rows else None
 
-    async def fetch_request(self, request_id: str) -> tuple[str, int, str] | None:
-        """Return ``(content, run_id, receipt_json)`` of a committed request, or None."""
+    async def fetch_request(self, request_id: str) -> tuple[str, Receipt, str | None] | None:
+        """Return ``(content, receipt, cancelled_by)`` of a committed request, or None.
+
+        Raises:
+            LedgerCorrupt: (``ledger_corrupt``) the row is damaged.
+            LedgerError: (``ledger_error``) SQLite failed.
+        """
         rows = await self._query(
-            "SELECT content, run_id, receipt FROM requests WHERE request_id = ?",
+            "SELECT request_id, content, run_id, receipt, actor, cancelled_by FROM requests"
+            " WHERE request_id = ?",
             (request_id,),
         )
-        return tuple(rows[0]) if rows else None
+        if not rows:
+            return None
+        content, receipt, _, cancelled_by = decode_request(self.path, tuple(rows[0]))
+        return content, receipt, cancelled_by
 
-    async def fetch_events(self, after: int, limit: int) -> list[tuple[int, str, int | None, str]]:
-        """Return up to ``limit`` committed ``(seq, kind, run_id, data_json)`` after ``after``."""
-        return await self._query(
+    async def fetch_events(self, after: int, limit: int) -> list[Event]:
+        """Return up to ``limit`` committed events after ``after``, checked, without a gap.
+
+        Raises:
+            LedgerCorrupt: (``ledger_corrupt``) a row is damaged, or one is missing
+                between two that are there.
+            LedgerError: (``ledger_error``) SQLite failed.
+        """
+        rows = await self._query(
             "SELECT seq, kind, run_id, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
             (after, limit),
         )
+        events = []
+        for expected, row in enumerate(rows, after + 1):
+            event = decode_event(self.path, tuple(row))
+            if event.seq != expected:
+                check = RowCheck(self.path, "events", "seq", expected)
+                raise check.corrupt(None, "row missing (seqs have no gaps)")
+            events.append(event)
+        return events
 
     async def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         def run() -> list[Any]:
@@ -586,7 +570,7 @@ class Ledger:
         try:
             return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
         except sqlite3.Error as exc:
-            raise LedgerError(f"ledger {self.path!r}: {exc}") from None
+            raise classify_error(self.path, exc, "reading") from None
 
     def statistics(self) -> LedgerStatistics:
         """Return the ledger's counters."""
@@ -595,4 +579,6 @@ class Ledger:
             rows=self._rows,
             pending_rows=self._batch.size,
             largest_batch=self._largest,
+            failed_commits=self._failed_commits,
+            unavailable=None if self._unavailable is None else self._unavailable.message,
         )

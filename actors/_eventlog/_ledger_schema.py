@@ -1,34 +1,36 @@
-"""The event-log ledger's schema, and the check of a file before it is opened (design §6.10).
+"""The event-log ledger's schema: creating, migrating and pruning a ledger (design §6.10).
 
-Split out of :mod:`actors._eventlog._ledger`. :func:`check_ledger_file` reads an existing file
-through a read-only (if possible immutable) connection and refuses it, with its bytes
-left unchanged, unless it is a whole SQLite database with our ``application_id``, our
-``user_version`` and our tables.
+A new ledger is built beside its final path and renamed into place once its schema is
+committed, so a ledger path never holds a half-made file: an empty or foreign file found
+there is refused (design §6.11), never taken for a new ledger.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import sqlite3
-import urllib.parse
 
-from ..errors import LedgerCorrupt, LedgerError, LedgerVersionError
+from ..errors import LedgerError
 
 __all__ = [
     "APPLICATION_ID",
     "RUN_COLUMNS",
+    "SCHEMA",
     "SCHEMA_VERSION",
-    "check_ledger_file",
+    "TABLE_COLUMNS",
+    "create_ledger",
+    "migrate",
     "prune_events",
 ]
 
-#: The schema version this code writes (``PRAGMA user_version``).
-SCHEMA_VERSION = 1
+#: The schema version this code writes (``PRAGMA user_version``); 1 is migrated.
+SCHEMA_VERSION = 2
 #: ``PRAGMA application_id`` of an event-log ledger ("TAEL").
 APPLICATION_ID = 0x5441454C
-_MAGIC = b"SQLite format 3\x00"
 
-#: Columns of the ``runs`` table, in order; ``stage_run`` takes a dict with these keys.
+#: Columns of the ``runs`` table, in order; ``stage_run`` takes rows in this order.
 RUN_COLUMNS = (
     "run_id",
     "request_id",
@@ -45,14 +47,18 @@ RUN_COLUMNS = (
     "interruptions",
 )
 
-_SCHEMA = f"""
+#: The tables of a version-2 ledger (``meta`` holds ``revision`` and ``session``).
+SCHEMA = f"""
 CREATE TABLE requests (
     request_id TEXT PRIMARY KEY,
     content TEXT NOT NULL,
     run_id INTEGER NOT NULL,
     receipt TEXT NOT NULL,
-    position INTEGER NOT NULL
+    position INTEGER NOT NULL,
+    actor TEXT,
+    cancelled_by TEXT
 );
+CREATE INDEX requests_run ON requests(run_id);
 CREATE TABLE runs (
     run_id INTEGER PRIMARY KEY,
     request_id TEXT NOT NULL,
@@ -80,121 +86,77 @@ PRAGMA application_id = {APPLICATION_ID};
 PRAGMA user_version = {SCHEMA_VERSION};
 """
 
+_V1_REQUESTS = ("request_id", "content", "run_id", "receipt", "position")
 
-#: The columns of every table of the schema, as ``PRAGMA table_info`` lists them.
-_TABLE_COLUMNS = {
-    "requests": ("request_id", "content", "run_id", "receipt", "position"),
-    "runs": RUN_COLUMNS,
-    "events": ("seq", "kind", "run_id", "data"),
-    "meta": ("key", "value"),
+#: The columns of every table by schema version, as ``PRAGMA table_info`` lists them.
+TABLE_COLUMNS: dict[int, dict[str, tuple[str, ...]]] = {
+    1: {
+        "requests": _V1_REQUESTS,
+        "runs": RUN_COLUMNS,
+        "events": ("seq", "kind", "run_id", "data"),
+        "meta": ("key", "value"),
+    },
+    2: {
+        "requests": (*_V1_REQUESTS, "actor", "cancelled_by"),
+        "runs": RUN_COLUMNS,
+        "events": ("seq", "kind", "run_id", "data"),
+        "meta": ("key", "value"),
+    },
+}
+
+#: Version 1 to 2: requests remember who submitted them and who detached them (§6.14).
+_MIGRATIONS = {
+    1: """
+    ALTER TABLE requests ADD COLUMN actor TEXT;
+    ALTER TABLE requests ADD COLUMN cancelled_by TEXT;
+    CREATE INDEX requests_run ON requests(run_id);
+    PRAGMA user_version = 2;
+    """,
 }
 
 
-def check_ledger_file(path: str) -> bool:
-    """Check an existing ledger file without writing to it; return False if it is new.
+def create_ledger(path: str) -> None:
+    """Create an empty ledger at ``path`` (which must not exist), atomically.
+
+    The schema is committed in a file beside it, which is synced and renamed into
+    place; a crash leaves either no ledger or a whole one.
 
     Raises:
-        LedgerCorrupt: (``ledger_corrupt``) not SQLite, truncated, failing quick_check,
-            missing or altered tables, or an empty (or missing) file beside a non-empty
-            write-ahead log.
-        LedgerVersionError: (``ledger_version_unsupported``) a schema version other than
-            ours (newer: upgrade; older: no migration exists).
-        LedgerError: (``ledger_error``) a SQLite database that is not an event-log ledger.
+        LedgerError: (``ledger_error``) the file could not be created.
     """
+    temporary = f"{path}.new-{secrets.token_hex(4)}"
     try:
-        size = os.path.getsize(path)
-    except FileNotFoundError:
-        size = None
-    if not size:
-        wal = path + "-wal"
-        if os.path.exists(wal) and os.path.getsize(wal) > 0:
-            # Committed pages may live only in the WAL; opening the empty file as a new
-            # ledger would discard them (SQLite resets a WAL that does not match).
-            raise LedgerCorrupt(
-                f"ledger {path!r} is {'missing' if size is None else 'empty'} but its"
-                " write-ahead log is not; the files were left untouched"
-            )
-        return False
-    try:
-        with open(path, "rb") as f:
-            header = f.read(100)
-    except OSError as exc:
-        raise LedgerError(f"cannot read ledger {path!r}: {exc}") from None
-    if len(header) < 100 or not header.startswith(_MAGIC):
-        what = (
-            "truncated (shorter than the 100-byte header)"
-            if len(header) < 100
-            else ("not a SQLite database (bad header)")
-        )
-        raise LedgerCorrupt(f"ledger {path!r} is {what}; the file was left untouched")
-    page_size = int.from_bytes(header[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(header[28:32], "big")
-    header_valid = header[24:28] == header[92:96]
-    if header_valid and pages and size < pages * page_size and not os.path.exists(path + "-wal"):
-        raise LedgerCorrupt(
-            f"ledger {path!r} is truncated ({size} bytes, header says"
-            f" {pages * page_size}); the file was left untouched"
-        )
-    # Without a WAL file, open it "immutable" so that not even -wal/-shm files appear;
-    # with one (a crash left it), its committed pages must be read too.
-    has_wal = os.path.exists(path + "-wal")
-    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
-    uri += "" if has_wal else "&immutable=1"
-    try:
-        conn = sqlite3.connect(uri, uri=True)
+        conn = sqlite3.connect(temporary, isolation_level=None)
         try:
-            problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
-            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            columns = {
-                table: tuple(row[1] for row in conn.execute(f"PRAGMA table_info({table})"))
-                for table in _TABLE_COLUMNS
-                if table in tables
-            }
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript("BEGIN;" + SCHEMA + "COMMIT;")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        raise LedgerCorrupt(
-            f"ledger {path!r} is not a readable SQLite database ({exc});"
-            " the file was left untouched"
-        ) from None
-    if problems != ["ok"]:
-        raise LedgerCorrupt(
-            f"ledger {path!r} failed its integrity check: {'; '.join(problems[:3])};"
-            " the file was left untouched"
-        )
-    if not tables and app_id == 0 and version == 0:
-        return False
-    if app_id != APPLICATION_ID:
-        raise LedgerError(
-            f"{path!r} is a SQLite database but not an event-log ledger"
-            f" (application_id {app_id:#x}); the file was left untouched"
-        )
-    if version > SCHEMA_VERSION:
-        raise LedgerVersionError(
-            f"ledger {path!r} has schema version {version}, newer than the supported"
-            f" {SCHEMA_VERSION}; upgrade trio-actors. The file was left untouched",
-            version=version,
-            supported=SCHEMA_VERSION,
-        )
-    if version < SCHEMA_VERSION:
-        raise LedgerVersionError(
-            f"ledger {path!r} has schema version {version}, older than the supported"
-            f" {SCHEMA_VERSION}, and there is no migration; the file was left untouched",
-            version=version,
-            supported=SCHEMA_VERSION,
-        )
-    # Our id and version, yet not our tables: refuse it before anything writes to it
-    # (even switching the journal mode to WAL rewrites the header).
-    wrong = sorted(t for t, cols in _TABLE_COLUMNS.items() if columns.get(t) != cols)
-    if wrong:
-        raise LedgerCorrupt(
-            f"ledger {path!r} has missing or altered tables ({', '.join(wrong)});"
-            " the file was left untouched"
-        )
-    return True
+            conn.close()  # the last connection: SQLite removes the -wal and -shm
+        with open(temporary, "rb+") as f:
+            os.fsync(f.fileno())
+        os.rename(temporary, path)
+        _sync_directory(path)
+    except (OSError, sqlite3.Error) as exc:
+        for leftover in (temporary, temporary + "-wal", temporary + "-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
+        raise LedgerError(f"cannot create ledger {path!r}: {exc}") from None
+
+
+def _sync_directory(path: str) -> None:
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Bring a checked ledger of ``version`` to :data:`SCHEMA_VERSION`, in one transaction."""
+    while version < SCHEMA_VERSION:
+        conn.executescript("BEGIN IMMEDIATE;" + _MIGRATIONS[version] + "COMMIT;")
+        version += 1
 
 
 def prune_events(conn: sqlite3.Connection, keep: int) -> None:
@@ -211,6 +173,7 @@ def prune_events(conn: sqlite3.Connection, keep: int) -> None:
             (keep,),
         )
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")

@@ -15,7 +15,7 @@ and publishing goes on.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import attrs
 import trio
@@ -29,7 +29,16 @@ if TYPE_CHECKING:
 
     from ._types import Event
 
-__all__ = ["Port", "PortHub", "PortStatistics", "ResyncRequired"]
+__all__ = ["Port", "PortHub", "PortOptions", "PortStatistics", "ResyncRequired"]
+
+
+class PortOptions(TypedDict, total=False):
+    """The keywords of :meth:`PortHub.open_port` after ``name``, for those passing them on."""
+
+    cursor: int | None
+    bound: int | None
+    local: bool
+    listener: Callable[[Event], object] | None
 
 
 @attrs.frozen(kw_only=True)

@@ -1,4 +1,4 @@
-"""Records of the event log and front door: operations, receipts, events, runs (design §6).
+"""Records of the event log: operations, receipts, events, runs (design §6).
 
 Everything here is plain data (attrs frozen, keyword-only) so it can cross the event-log
 actor's mailbox and be turned into the client protocol's JSON with ``to_dict()``.
@@ -107,7 +107,7 @@ def _names(value: Iterable[str]) -> frozenset[str]:
 
 @attrs.frozen(kw_only=True)
 class OperationSpec:
-    """One operation the front door accepts, and its argument schema (design §6.2, §6.4).
+    """One operation the event log accepts, and its argument schema (design §6.2, §6.4).
 
     Example: ``OperationSpec(name="preview", fields={"run_id"}, required={"run_id"})``.
     """
@@ -174,7 +174,7 @@ class Receipt:
     """What ``submit`` returns: admission facts, never a verdict (design §6.1, §6.5).
 
     A refused receipt has ``admitted=False``, ``run_id=None``, ``code="pool_full"``,
-    ``retryable=True`` and the ``depth``/``bound`` of the pool.
+    ``retryable=True``, the ``depth``/``bound`` of the pool and ``retry_after``.
     """
 
     admitted: bool
@@ -199,12 +199,15 @@ class Receipt:
     """Queued plus running runs when refused."""
     bound: int | None = None
     """``max_inflight`` when refused."""
+    retry_after: float | None = None
+    """When refused: seconds after which a retry may be admitted, an estimate from how
+    often runs have left the pool lately (design §6.16)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the client ``receipt`` fields (refusal fields only when refused)."""
         out = attrs.asdict(self)
         if self.admitted:
-            for key in ("code", "retryable", "depth", "bound"):
+            for key in ("code", "retryable", "depth", "bound", "retry_after"):
                 del out[key]
         return out
 
@@ -355,3 +358,19 @@ class EventLogConfig:
     """SQLite ``PRAGMA synchronous``: FULL survives power loss, NORMAL a process crash."""
     close_timeout: float = duration_field(5.0, allow_zero=False)
     """Seconds (trio clock) allowed to flush and close the ledger when the log closes."""
+    retry_after_min: float = duration_field(0.05, allow_zero=False)
+    """Seconds: the smallest ``retry_after`` a refusal carries (design §6.16)."""
+    retry_after_max: float = duration_field(5.0, allow_zero=False)
+    """Seconds: the largest ``retry_after`` a refusal carries (design §6.16)."""
+    ledger_retry_min: float = duration_field(0.05, allow_zero=False)
+    """Seconds (trio clock) before the first retry of a failed commit (design §6.13)."""
+    ledger_retry_max: float = duration_field(2.0, allow_zero=False)
+    """Seconds (trio clock): the longest wait between retries of a failed commit."""
+
+    def __attrs_post_init__(self) -> None:
+        for low, high in (
+            ("retry_after_min", "retry_after_max"),
+            ("ledger_retry_min", "ledger_retry_max"),
+        ):
+            if getattr(self, high) < getattr(self, low):
+                raise ValueError(f"{high} must be >= {low} ({getattr(self, low):g} s)")

@@ -323,10 +323,12 @@ async def test_watch_cursors_at_every_edge() -> None:
         assert [e.seq for e in (await log.watch(floor)).events] == [8, 9, 10]
         at_head = await log.watch(head)
         assert (at_head.events, at_head.cursor) == ((), head)
-        for cursor, resume_from in ((floor - 2, floor - 1), (0, floor - 1), (head + 1, head)):
+        below = {"resync": "snapshot", "floor": floor}
+        beyond = {"resync": "snapshot", "resume_from": head}
+        for cursor, details in ((floor - 2, below), (0, below), (head + 1, beyond)):
             with pytest.raises(CursorExpired) as info:
                 await log.watch(cursor)
-            assert info.value.details["resume_from"] == resume_from
+            assert info.value.details == details
         for bad in (-1, True, False, 1.0, "3", None, 2**70 * -1):
             with pytest.raises(InvalidCommand):
                 await log.watch(bad)  # type: ignore[arg-type]

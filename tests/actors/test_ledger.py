@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from actors._eventlog._eventlog import open_event_log
-from actors._eventlog._ledger import SCHEMA_VERSION
+from actors._eventlog._ledger_schema import SCHEMA_VERSION
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import (
     AlreadyDecided,
@@ -44,8 +44,8 @@ def committed(path, sql):
 
 
 async def test_events_beyond_the_retention_are_pruned_at_open_never_silently(tmp_path):
-    # design §6.8: a watch cursor below what the ledger keeps is cursor_expired with the
-    # position to resume from; never a silent gap.
+    # design §6.8, §6.15: a watch cursor below what the ledger keeps is cursor_expired
+    # pointing at a snapshot; never a silent gap.
     async with open_event_log(config(tmp_path), operations=OPS) as log:
         for n in range(10):
             await log.submit("job", {"n": n})  # one job_queued event each
@@ -58,7 +58,7 @@ async def test_events_beyond_the_retention_are_pruned_at_open_never_silently(tmp
         for cursor in (0, 5):
             with pytest.raises(CursorExpired) as info:
                 await log.watch(cursor)
-            assert info.value.details == {"resume_from": 6}
+            assert info.value.details == {"resync": "snapshot", "floor": 7}
         kept = await log.watch(6, limit=100)
         assert [e.seq for e in kept.events] == [7, 8, 9, 10]
         assert all(e.kind == "job_queued" for e in kept.events)
@@ -81,7 +81,8 @@ async def test_resume_at_capacity_pauses_admission_like_a_refused_submit(tmp_pat
         for _ in range(2):  # one episode: paused once
             with pytest.raises(PoolFull) as info:
                 await log.resume(2)
-            assert info.value.details == {"depth": 1, "bound": 1}
+            # No run has left yet: the hint is the longest one (retry_after_max).
+            assert info.value.details == {"depth": 1, "bound": 1, "retry_after": 5.0}
         assert log.statistics().paused
         assert (await log.cancel(1, "ops")).state == "cancelled"
         assert not log.statistics().paused

@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from actors._eventlog._eventlog import open_event_log
-from actors._eventlog._ledger import APPLICATION_ID, SCHEMA_VERSION
+from actors._eventlog._ledger_schema import APPLICATION_ID, SCHEMA_VERSION
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import LedgerCorrupt, LedgerError, LedgerVersionError
 
@@ -71,13 +71,32 @@ def crash_image(source: Path, target: Path) -> None:
             shutil.copy(f"{source}{suffix}", f"{target}{suffix}")
 
 
-async def test_zero_length_file_is_a_new_ledger(tmp_path: Path) -> None:
+async def test_a_zero_length_file_is_refused_never_reused(tmp_path: Path) -> None:
+    # design §6.11: it used to be taken for a new ledger, its history gone silently.
     path = tmp_path / "ledger.db"
     path.write_bytes(b"")
+    error = await refused(path, LedgerCorrupt)
+    assert "0-byte" in str(error)
+
+
+async def test_a_missing_file_is_a_new_ledger_made_whole_or_not_at_all(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
     async with open_event_log(cfg(path), operations=OPS) as log:
         assert (await log.submit("job", {"n": 1})).admitted
+    assert sorted(os.listdir(tmp_path)) == ["ledger.db"]  # no temporary left
     async with open_event_log(cfg(path), operations=OPS) as log:
         assert len(log.boot_report().survivors) == 1
+
+
+async def test_an_empty_sqlite_database_is_refused_never_reused(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 0")
+    conn.execute("VACUUM")  # a valid, empty database file
+    conn.close()
+    assert path.stat().st_size > 0
+    error = await refused(path, LedgerError)
+    assert "an empty SQLite database but not an event-log ledger" in str(error)
 
 
 @pytest.mark.parametrize("main", ["empty", "missing"])

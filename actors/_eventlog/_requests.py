@@ -1,0 +1,98 @@
+"""Request ids and their receipts, for idempotent submits (design §6.3).
+
+Memory keeps the newest ``retain_requests`` requests; with a ledger every admitted one is
+also stored there, and an id memory no longer holds is looked up in the ledger before the
+request is decided.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ._types import Receipt, encode_json
+
+if TYPE_CHECKING:
+    from ._inspect import LedgerSnapshot
+    from ._ledger import Ledger
+    from ._ticket import Ticket
+
+__all__ = ["RequestStore", "StoredRequest"]
+
+#: The receipt's fields, stored as JSON with its request (read back by ``Receipt(**)``).
+_RECEIPT_FIELDS = tuple(field.name for field in attrs.fields(Receipt))
+
+
+class StoredRequest:
+    """An admitted request: its canonical content, receipt and durability ticket."""
+
+    __slots__ = ("content", "receipt", "ticket")
+
+    def __init__(self, content: str, receipt: Receipt, ticket: Ticket | None) -> None:
+        self.content = content
+        self.receipt = receipt
+        self.ticket = ticket
+
+
+class RequestStore:
+    """The admitted requests by id: the newest in memory, all of them in the ledger.
+
+    Args:
+        retain: How many requests memory keeps (``retain_requests``).
+        ledger: Where each request is stored, or None in memory.
+    """
+
+    def __init__(self, retain: int, ledger: Ledger | None) -> None:
+        self._retain = retain
+        self._ledger = ledger
+        self._requests: dict[str, StoredRequest] = {}
+        self._ledger_has_more = False
+        self._next_position = 1
+
+    def boot(self, snapshot: LedgerSnapshot) -> None:
+        """Load the newest requests the ledger holds."""
+        for request_id, content, receipt in snapshot.requests:
+            self._requests[request_id] = StoredRequest(content, receipt, None)
+        self._ledger_has_more = snapshot.request_total > len(self._requests)
+        self._next_position = snapshot.next_request_position
+
+    def get(self, request_id: str) -> StoredRequest | None:
+        """The request if memory holds it."""
+        return self._requests.get(request_id)
+
+    def must_load(self, request_id: str) -> bool:
+        """True when only the ledger could know ``request_id`` (see :meth:`load`)."""
+        return self._ledger_has_more and request_id not in self._requests
+
+    async def load(self, request_id: str) -> None:
+        """Bring ``request_id`` from the ledger into memory, if the ledger has it.
+
+        Raises:
+            LedgerError: (``ledger_error``) the ledger could not be read.
+        """
+        assert self._ledger is not None
+        await self._ledger.settle_for_read()
+        row = await self._ledger.fetch_request(request_id)
+        if row is not None and request_id not in self._requests:
+            content, receipt, _ = row
+            self._requests[request_id] = StoredRequest(content, receipt, None)
+
+    def store(self, request_id: str, content: str, receipt: Receipt) -> Ticket | None:
+        """Keep an admitted request (and stage its row); the ticket of its row."""
+        ticket = None
+        if self._ledger is not None:
+            ticket = self._ledger.stage_request(
+                request_id,
+                content,
+                receipt.run_id or 0,
+                encode_json({name: getattr(receipt, name) for name in _RECEIPT_FIELDS}),
+                self._next_position,
+            )
+            self._next_position += 1
+        requests = self._requests
+        requests[request_id] = StoredRequest(content, receipt, ticket)
+        while len(requests) > self._retain:
+            del requests[next(iter(requests))]
+            self._ledger_has_more = self._ledger is not None
+        return ticket
