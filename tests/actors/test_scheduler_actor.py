@@ -8,32 +8,30 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 import trio.testing
+from scheduler_support import config
 
-from actors._scheduler._actor import (
+from actors import (
+    Failed,
     FormatChanged,
     GetSchedulerStatistics,
     HelperRestarted,
+    Invalidated,
+    Parked,
+    PayloadCache,
+    Progressive,
+    Published,
     Reconcile,
+    Retrying,
+    RunInfo,
     RunStarted,
     SchedulerActor,
     SchedulerActorStatistics,
     SetPriority,
+    Settled,
     SourceChanged,
     SwitchSource,
 )
-from actors._scheduler._cache import PayloadCache
-from actors._scheduler._state import (
-    Failed,
-    Invalidated,
-    Parked,
-    Progressive,
-    Published,
-    Retrying,
-    RunInfo,
-    SchedulerConfig,
-    Settled,
-)
-from actors.errors import InvalidCommand, RenderError, ReplyTimeout, ScheduleRejected
+from actors.errors import InvalidCommand, PoolBusy, RenderError, ScheduleRejected
 
 
 def runs(n: int, *, start: int = 1, prefix: str = "g") -> list[RunInfo]:
@@ -64,6 +62,7 @@ class Recorder:
 
 @asynccontextmanager
 async def running(execute, *args, **kwargs):
+    kwargs.setdefault("config", config())
     async with trio.open_nursery() as nursery:
         actor = SchedulerActor(execute, *args, **kwargs)
         ref = await nursery.start(actor.run)
@@ -88,7 +87,7 @@ async def test_timer_wakes_the_scheduler_exactly_when_the_earliest_backoff_ends(
     async def execute(job):
         calls.append((trio.current_time(), job.claim.kind))
         if job.claim.kind == "metadata" and len(calls) <= 4:
-            raise ReplyTimeout("helper too slow")
+            raise PoolBusy("no helper free")
         return b"ok"
 
     async with running(execute, runs=runs(1)) as (_actor, _ref, rec):
@@ -116,11 +115,10 @@ async def test_timer_wakes_for_the_earliest_of_several_backoffs(autojump_clock):
         calls.append((trio.current_time(), claim.run_id))
         if claim.kind == "metadata" and failures.get(claim.run_id, 0) > 0:
             failures[claim.run_id] -= 1
-            raise ReplyTimeout("slow")
+            raise PoolBusy("no helper free")
         return b"ok"
 
-    config = SchedulerConfig(workers=2)
-    async with running(execute, runs=runs(2), config=config) as (_a, _r, rec):
+    async with running(execute, runs=runs(2), config=config(workers=2)) as (_a, _r, rec):
         await rec.until(settled(2))
     t0 = calls[0][0]
     meta = [(round(t - t0, 9), run) for t, run in calls if run in (1, 2)][:6]
@@ -141,13 +139,13 @@ async def test_deadline_is_a_transient_failure(autojump_clock):
             await trio.sleep_forever()
         return b"m"
 
-    config = SchedulerConfig(job_deadline=2.0)
-    async with running(execute, runs=runs(1), config=config) as (_a, _r, rec):
+    async with running(execute, runs=runs(1), config=config(job_deadline=2.0)) as (_a, _r, rec):
         await rec.until(settled(1))
     (retry,) = rec.of(Retrying)
     assert retry.error.code == "deadline_exceeded"
     assert retry.error.category == "transient"
-    assert calls[1] - calls[0] == pytest.approx(2.025, abs=1e-9)
+    # Stopped at its deadline plus the 0.5 s grace (design §4.14), retried 25 ms later.
+    assert calls[1] - calls[0] == pytest.approx(2.0 + 0.5 + 0.025, abs=1e-9)
     assert retry.not_before == calls[1]
 
 
@@ -330,7 +328,7 @@ async def test_stop_is_prompt_and_closes_the_events_channel(autojump_clock):
         return b"x"
 
     async with trio.open_nursery() as nursery:
-        actor = SchedulerActor(execute, runs=runs(2))
+        actor = SchedulerActor(execute, runs=runs(2), config=config())
         ref = await nursery.start(actor.run)
         recorder = Recorder()
         nursery.start_soon(recorder.collect, actor.events)
@@ -346,7 +344,7 @@ async def test_a_slow_reader_holds_back_workers_not_the_mailbox(autojump_clock):
         return b"x"
 
     async with trio.open_nursery() as nursery:
-        actor = SchedulerActor(execute, runs=runs(20), events_capacity=2)
+        actor = SchedulerActor(execute, runs=runs(20), events_capacity=2, config=config())
         ref = await nursery.start(actor.run)
         await trio.testing.wait_all_tasks_blocked()
         stats = await ref.ask(GetSchedulerStatistics(), timeout=1.0)  # the mailbox still answers

@@ -8,14 +8,14 @@ from __future__ import annotations
 import pytest
 from scheduler_support import PERMANENT, claim_kind, drain, make, runs
 
-from actors._scheduler._scheduler import Scheduler
-from actors._scheduler._state import (
+from actors import (
     Dropped,
     Invalidated,
     Published,
     RunInfo,
     Settled,
 )
+from actors._scheduler._scheduler import Scheduler
 from actors.errors import (
     JobCancelled,
     ScheduleRejected,

@@ -13,9 +13,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from scheduler_support import config
 
-from actors._scheduler._scheduler import Scheduler
-from actors._scheduler._state import (
+from actors import (
     Dropped,
     Failed,
     Invalidated,
@@ -23,8 +23,8 @@ from actors._scheduler._state import (
     Progressive,
     Published,
     RunInfo,
-    SchedulerConfig,
 )
+from actors._scheduler._scheduler import Scheduler
 from actors.errors import ErrorRecord, ScheduleRejected
 
 WORKERS = 3
@@ -44,9 +44,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.next_id = 1
         self.revision_no = 0
         self.listing: list[RunInfo] = []
-        self.sched = Scheduler(
-            self._new_runs(4), source="s0", config=SchedulerConfig(workers=WORKERS)
-        )
+        self.sched = Scheduler(self._new_runs(4), source="s0", config=config(workers=WORKERS))
         self.claims: dict[int, object] = {}
         self.stale: set[int] = set()
         self.published: set[tuple[int, int, str, str]] = set()
