@@ -104,6 +104,7 @@ from ._scheduler import Scheduler
 from ._state import Claim, Progressive, RunInfo, SchedulerConfig
 
 if TYPE_CHECKING:
+    import random
     from collections.abc import Awaitable, Callable, Iterable
 
     from .._core._ref import Reply
@@ -134,6 +135,8 @@ class SchedulerActor(Actor):
         payload_to_bytes: What to store in the payload cache for a result (None: do
             not cache it); default: bytes-like results as bytes.
         payload_from_bytes: Rebuild a result from cached bytes; default: the bytes.
+        rng: Random source for retry jitter (design §4.12); seed it for reproducible
+            delays.
 
     Raises:
         ScheduleRejected: (code ``schedule_rejected``) two runs share an id.
@@ -157,9 +160,10 @@ class SchedulerActor(Actor):
         observation_size: Callable[[Any], int] = approximate_size,
         payload_to_bytes: Callable[[Any], bytes | None] | None = None,
         payload_from_bytes: Callable[[bytes], Any] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self._capacity = validate_count("events_capacity", events_capacity, minimum=1)
-        self._core = Scheduler(runs, source=source, config=config)
+        self._core = Scheduler(runs, source=source, config=config, rng=rng)
         self._graph = self._core.config.graph
         self._execute = execute
         self._args = args

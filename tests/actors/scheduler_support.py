@@ -7,9 +7,12 @@ need it), declared here as an embedder would.
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
 from typing import Any
 
-from actors import Kind, RetryPolicy
+import trio
+
+from actors import Kind, RetryPolicy, SchedulerActor, Settled
 from actors._scheduler._scheduler import Scheduler
 from actors._scheduler._state import Claim, RunInfo, SchedulerConfig
 from actors.errors import ErrorRecord, SourceError
@@ -73,3 +76,48 @@ def claim_kind(s: Scheduler, run_id: int, kind: str, now: float = 0.0) -> Claim:
     assert claim is not None
     assert (claim.run_id, claim.kind) == (run_id, kind)
     return claim
+
+
+# --- the actor ------------------------------------------------------------------------------
+
+
+class Recorder:
+    """Collects the actor's events; ``until`` waits for a condition without polling."""
+
+    def __init__(self) -> None:
+        self.events: list[object] = []
+        self._changed = trio.Event()
+
+    async def collect(self, channel) -> None:
+        async for event in channel:
+            self.events.append(event)
+            self._changed.set()
+            self._changed = trio.Event()
+
+    async def until(self, predicate, seconds: float = 60.0) -> None:
+        with trio.fail_after(seconds):
+            while not predicate(self.events):
+                await self._changed.wait()
+
+    def of(self, cls):
+        return [e for e in self.events if isinstance(e, cls)]
+
+
+@asynccontextmanager
+async def running(execute, *args, **kwargs):
+    """A running :class:`SchedulerActor` (``config()`` unless given) and its recorder."""
+    kwargs.setdefault("config", config())
+    async with trio.open_nursery() as nursery:
+        actor = SchedulerActor(execute, *args, **kwargs)
+        ref = await nursery.start(actor.run)
+        recorder = Recorder()
+        nursery.start_soon(recorder.collect, actor.events)
+        try:
+            yield actor, ref, recorder
+        finally:
+            await ref.stop(grace=1.0)
+
+
+def settled(n: int):
+    """A :meth:`Recorder.until` predicate: ``n`` runs settled."""
+    return lambda events: sum(isinstance(e, Settled) for e in events) >= n

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import itertools
-from contextlib import asynccontextmanager
 
 import pytest
 import trio
 import trio.testing
-from scheduler_support import config
+from scheduler_support import Recorder, config, running, settled
 
 from actors import (
     Failed,
@@ -36,46 +35,6 @@ from actors.errors import InvalidCommand, PoolBusy, RenderError, ScheduleRejecte
 
 def runs(n: int, *, start: int = 1, prefix: str = "g") -> list[RunInfo]:
     return [RunInfo(run_id=i, guid=f"{prefix}{i}", revision="r1") for i in range(start, start + n)]
-
-
-class Recorder:
-    """Collects the actor's events; ``until`` waits for a condition without polling."""
-
-    def __init__(self) -> None:
-        self.events: list[object] = []
-        self._changed = trio.Event()
-
-    async def collect(self, channel) -> None:
-        async for event in channel:
-            self.events.append(event)
-            self._changed.set()
-            self._changed = trio.Event()
-
-    async def until(self, predicate, seconds: float = 60.0) -> None:
-        with trio.fail_after(seconds):
-            while not predicate(self.events):
-                await self._changed.wait()
-
-    def of(self, cls):
-        return [e for e in self.events if isinstance(e, cls)]
-
-
-@asynccontextmanager
-async def running(execute, *args, **kwargs):
-    kwargs.setdefault("config", config())
-    async with trio.open_nursery() as nursery:
-        actor = SchedulerActor(execute, *args, **kwargs)
-        ref = await nursery.start(actor.run)
-        recorder = Recorder()
-        nursery.start_soon(recorder.collect, actor.events)
-        try:
-            yield actor, ref, recorder
-        finally:
-            await ref.stop(grace=1.0)
-
-
-def settled(n: int):
-    return lambda events: sum(isinstance(e, Settled) for e in events) >= n
 
 
 # --- timer, retries, deadlines -------------------------------------------------------------
