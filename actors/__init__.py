@@ -117,13 +117,15 @@ from ._eventlog._ports import PortStatistics as PortStatistics
 from ._eventlog._ports import ResyncRequired as ResyncRequired
 
 # isort: split
-from ._renderer._renderer import CancelRender as CancelRender
-from ._renderer._renderer import GetRendererStatistics as GetRendererStatistics
-from ._renderer._renderer import Render as Render
-from ._renderer._renderer import Rendered as Rendered
+from ._renderer._config import CancelRender as CancelRender
+from ._renderer._config import GetRendererStatistics as GetRendererStatistics
+from ._renderer._config import PayloadCheck as PayloadCheck
+from ._renderer._config import Render as Render
+from ._renderer._config import Rendered as Rendered
+from ._renderer._config import RendererConfig as RendererConfig
+from ._renderer._config import RendererStatistics as RendererStatistics
+from ._renderer._job import validate_payload as validate_payload
 from ._renderer._renderer import Renderer as Renderer
-from ._renderer._renderer import RendererConfig as RendererConfig
-from ._renderer._renderer import RendererStatistics as RendererStatistics
 
 # isort: split
 from ._runtime._runtime import Runtime as Runtime
@@ -234,6 +236,8 @@ __all__ = [
     "Rendered",
     "CancelRender",
     "GetRendererStatistics",
+    "PayloadCheck",
+    "validate_payload",
     "Runtime",
     "RuntimeConfig",
     "open_runtime",
