@@ -15,6 +15,7 @@ from actors import (
     GetSchedulerStatistics,
     HelperRestarted,
     Invalidated,
+    Kind,
     Parked,
     PayloadCache,
     Progressive,
@@ -25,7 +26,9 @@ from actors import (
     RunStarted,
     SchedulerActor,
     SchedulerActorStatistics,
+    SchedulerConfig,
     SetPriority,
+    SetTiers,
     Settled,
     SourceChanged,
     SwitchSource,
@@ -359,3 +362,50 @@ async def test_format_change_gives_new_cache_keys(tmp_path):
             seconds=10,
         )
     assert executed == ["metadata", "thumbnail", "preview", "thumbnail"]
+
+
+# --- declared kinds and tiers through the actor (design §4.11, §4.2) -------------------------
+
+
+async def test_a_kind_gets_the_results_of_every_kind_it_needs(autojump_clock):
+    kinds = (
+        Kind(name="read"),
+        Kind(name="stats", needs=("read",)),
+        Kind(name="report", needs=("read", "stats")),
+    )
+    seen: dict[str, tuple[object, dict]] = {}
+
+    async def execute(job):
+        seen[job.claim.kind] = (job.observation, dict(job.inputs))
+        return f"{job.claim.kind} of {job.claim.run_id}"
+
+    async with running(execute, runs=runs(1), config=SchedulerConfig(kinds=kinds)) as (
+        _a,
+        _r,
+        rec,
+    ):
+        await rec.until(settled(1))
+    assert seen == {
+        "read": (None, {}),
+        "stats": ("read of 1", {"read": "read of 1"}),
+        "report": ("read of 1", {"read": "read of 1", "stats": "stats of 1"}),
+    }
+
+
+async def test_set_tiers_places_runs_in_declared_tiers(autojump_clock):
+    order: list[int] = []
+    gate = trio.Event()
+
+    async def execute(job):
+        await gate.wait()
+        order.append(job.claim.run_id)
+        return b"x"
+
+    config = SchedulerConfig(kinds=(Kind(name="job"),), tiers=("now", "soon", "later"))
+    async with running(execute, runs=runs(4), config=config) as (_a, ref, rec):
+        await ref.ask(SetTiers(placements={"soon": [2], "now": [4]}), timeout=1.0)
+        with pytest.raises(ScheduleRejected, match="not a tier"):
+            await ref.ask(SetTiers(placements={"never": [1]}), timeout=1.0)
+        gate.set()
+        await rec.until(settled(4))
+    assert order == [1, 4, 2, 3]  # run 1 was claimed before the placement arrived
