@@ -30,7 +30,7 @@ __all__ = [
 RenderFn = Callable[[Any, str, Mapping[str, Any], Callable[[], None]], bytes]
 #: ``check(payload) -> (width, height) in pixels, or None``; raises
 #: :class:`~actors.errors.PayloadInvalid` (or ``ValueError``) for a bad payload.
-PayloadCheck = Callable[[bytes], "tuple[int, int] | None"]
+PayloadCheck = Callable[[bytes], tuple[int, int] | None]
 
 
 def _check_deadline(instance: object, attribute: attrs.Attribute[float], value: object) -> None:

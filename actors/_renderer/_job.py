@@ -12,6 +12,7 @@ abandoned (:mod:`actors._renderer._lanes`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,9 @@ if TYPE_CHECKING:
     from ._config import PayloadCheck, Render, RendererConfig, RenderFn
     from ._lanes import Lanes
 
-__all__ = ["RenderToken", "run_render", "validate_payload"]
+__all__ = ["LOGGER", "RenderToken", "run_render", "validate_payload"]
+
+LOGGER = logging.getLogger("actors.renderer")
 
 
 class _RenderAborted(Exception):
@@ -185,6 +188,12 @@ async def run_render(
     if token.cancel_requested:
         raise JobCancelled(f"{kind} render cancelled", kind=kind)
     if abandoned:
+        LOGGER.warning(
+            "%s render ignored its abort flag: thread abandoned (%d still running, %d lanes lost)",
+            kind, lanes.abandoned, lanes.lost,
+            extra={"renderer_event": "abandoned", "kind": kind, "job_id": request.job_id,
+                   "abandoned": lanes.abandoned, "lanes_lost": lanes.lost},
+        )  # fmt: skip
         raise DeadlineExceeded(
             f"{kind} render ignored its abort flag; its thread was abandoned "
             f"{config.abandon_after:g} s after the deadline",

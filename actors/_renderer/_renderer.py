@@ -22,7 +22,9 @@ No wedged lanes (design §5.3): a render that ignores its abort flag is abandone
 ``abandon_after`` seconds after its deadline or cancel, and its lane is given to a
 replacement thread while fewer than ``max_abandoned`` abandoned threads still run
 (:mod:`actors._renderer._lanes`). Stopping the actor abandons running threads at once,
-so a wedged render never holds up the renderer's shutdown.
+so a wedged render never holds up the renderer's shutdown. Each abandonment is a
+``logging`` warning on ``actors.renderer`` (fields in ``extra``: ``renderer_event``,
+``kind``, ``job_id``, ``abandoned``, ``lanes_lost``).
 
 Usage::
 

@@ -85,7 +85,9 @@ def wedge():
         wedge.release.set()  # no test leaves a thread blocked
 
 
-async def test_a_wedged_render_is_abandoned_and_its_lane_replaced(nursery, jump_clock, wedge):
+async def test_a_wedged_render_is_abandoned_and_its_lane_replaced(
+    nursery, jump_clock, wedge, caplog
+):
     config = RendererConfig(threads=1, abandon_after=0.5)
     ref = await nursery.start(Renderer(wedge, config).run)
     start = trio.current_time()
@@ -93,6 +95,13 @@ async def test_a_wedged_render_is_abandoned_and_its_lane_replaced(nursery, jump_
         await ref.ask(render("wedge", start + 2.0), timeout=WAIT)
     assert trio.current_time() == start + 2.5  # the deadline plus abandon_after
     assert info.value.details["abandoned"] is True
+    (record,) = [r for r in caplog.records if getattr(r, "renderer_event", None) == "abandoned"]
+    assert (record.levelname, record.kind, record.abandoned, record.lanes_lost) == (
+        "WARNING",
+        "thumbnail",
+        1,
+        0,
+    )
     stats = await statistics(ref)
     assert (stats.abandoned, stats.abandoned_total, stats.lanes_lost) == (1, 1, 0)
     assert wedge.running == 1  # still blocked in its thread...
