@@ -116,11 +116,6 @@ class _Slot:
         self.done_revision: str | None = None
         """Revision last published for this slot (design §4.9)."""
 
-    @property
-    def not_before(self) -> float:
-        """End of the current backoff (0.0 when there is none)."""
-        return 0.0 if self.retry is None else self.retry.not_before
-
 
 def move(slot: _Slot, event: str) -> None:
     """Apply one row of :data:`SLOT_TRANSITIONS` to ``slot``.
