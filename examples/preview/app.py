@@ -84,6 +84,7 @@ from actors.errors import ActorError
 from examples.preview.clients import OPERATION, ClientsMixin
 from examples.preview.drawing.render import RENDERER_VERSION, render
 from examples.preview.events import EventsMixin
+from examples.preview.kinds import PNG_PAYLOADS, PREVIEW_KINDS
 from examples.preview.push import ImageStore, StoredImage
 from examples.preview.qcodes.source import open_source, revision
 from examples.preview.runs import IMAGE_KINDS, RunRecord
@@ -243,8 +244,9 @@ class PreviewApp(WorkMixin, EventsMixin, ClientsMixin):
             render_fn=render,
             execute=self.execute,
             pool=PoolConfig(size=config.helpers, timeouts=config.helper_timeouts),
-            renderer=RendererConfig(threads=config.render_threads),
+            renderer=RendererConfig(threads=config.render_threads, **PNG_PAYLOADS),
             scheduler=SchedulerConfig(
+                kinds=PREVIEW_KINDS,
                 workers=config.helpers + 1,
                 job_deadline=config.job_timeout,
                 page_interval=config.poll_interval,
