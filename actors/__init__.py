@@ -61,32 +61,37 @@ from ._scheduler._cache import ObservationCache as ObservationCache
 from ._scheduler._cache import PayloadCache as PayloadCache
 from ._scheduler._cache import PayloadKey as PayloadKey
 from ._scheduler._scheduler import Scheduler as Scheduler
-from ._scheduler._actor import FormatChanged as FormatChanged
-from ._scheduler._actor import GetSchedulerStatistics as GetSchedulerStatistics
-from ._scheduler._actor import HelperRestarted as HelperRestarted
-from ._scheduler._actor import Reconcile as Reconcile
-from ._scheduler._actor import RunStarted as RunStarted
+from ._scheduler._config import SchedulerConfig as SchedulerConfig
+from ._scheduler._kinds import Kind as Kind
+from ._scheduler._retry import CRASH_CODES as CRASH_CODES
+from ._scheduler._retry import RetryPolicy as RetryPolicy
 from ._scheduler._actor import SchedulerActor as SchedulerActor
-from ._scheduler._actor import SchedulerActorStatistics as SchedulerActorStatistics
-from ._scheduler._actor import SchedulerJob as SchedulerJob
-from ._scheduler._actor import SetPriority as SetPriority
-from ._scheduler._actor import SourceChanged as SourceChanged
-from ._scheduler._actor import SwitchSource as SwitchSource
-from ._scheduler._state import KINDS as KINDS
+from ._scheduler._messages import FormatChanged as FormatChanged
+from ._scheduler._messages import GetSchedulerStatistics as GetSchedulerStatistics
+from ._scheduler._messages import HelperRestarted as HelperRestarted
+from ._scheduler._messages import Reconcile as Reconcile
+from ._scheduler._messages import RunStarted as RunStarted
+from ._scheduler._messages import SchedulerActorStatistics as SchedulerActorStatistics
+from ._scheduler._messages import SchedulerJob as SchedulerJob
+from ._scheduler._messages import SetPriority as SetPriority
+from ._scheduler._messages import SetTiers as SetTiers
+from ._scheduler._messages import SourceChanged as SourceChanged
+from ._scheduler._messages import SwitchSource as SwitchSource
 from ._scheduler._state import TIERS as TIERS
 from ._scheduler._state import Claim as Claim
-from ._scheduler._state import Dropped as Dropped
-from ._scheduler._state import Failed as Failed
-from ._scheduler._state import Invalidated as Invalidated
-from ._scheduler._state import Parked as Parked
+from ._scheduler._state import Produced as Produced
 from ._scheduler._state import Progressive as Progressive
-from ._scheduler._state import Published as Published
-from ._scheduler._state import Retrying as Retrying
 from ._scheduler._state import RunInfo as RunInfo
-from ._scheduler._state import SchedulerConfig as SchedulerConfig
-from ._scheduler._state import SchedulerEvent as SchedulerEvent
-from ._scheduler._state import SchedulerStatistics as SchedulerStatistics
-from ._scheduler._state import Settled as Settled
+from ._scheduler._events import FAILURE_REASONS as FAILURE_REASONS
+from ._scheduler._events import Dropped as Dropped
+from ._scheduler._events import Failed as Failed
+from ._scheduler._events import Invalidated as Invalidated
+from ._scheduler._events import Parked as Parked
+from ._scheduler._events import Published as Published
+from ._scheduler._events import Retrying as Retrying
+from ._scheduler._events import SchedulerEvent as SchedulerEvent
+from ._scheduler._events import SchedulerStatistics as SchedulerStatistics
+from ._scheduler._events import Settled as Settled
 
 
 # isort: split
@@ -112,13 +117,15 @@ from ._eventlog._ports import PortStatistics as PortStatistics
 from ._eventlog._ports import ResyncRequired as ResyncRequired
 
 # isort: split
-from ._renderer._renderer import CancelRender as CancelRender
-from ._renderer._renderer import GetRendererStatistics as GetRendererStatistics
-from ._renderer._renderer import Render as Render
-from ._renderer._renderer import Rendered as Rendered
+from ._renderer._config import CancelRender as CancelRender
+from ._renderer._config import GetRendererStatistics as GetRendererStatistics
+from ._renderer._config import PayloadCheck as PayloadCheck
+from ._renderer._config import Render as Render
+from ._renderer._config import Rendered as Rendered
+from ._renderer._config import RendererConfig as RendererConfig
+from ._renderer._config import RendererStatistics as RendererStatistics
+from ._renderer._job import validate_payload as validate_payload
 from ._renderer._renderer import Renderer as Renderer
-from ._renderer._renderer import RendererConfig as RendererConfig
-from ._renderer._renderer import RendererStatistics as RendererStatistics
 
 # isort: split
 from ._runtime._runtime import Runtime as Runtime
@@ -166,11 +173,15 @@ __all__ = [
     "Scheduler",
     "SchedulerConfig",
     "SchedulerStatistics",
+    "Kind",
+    "RetryPolicy",
+    "CRASH_CODES",
     "RunInfo",
     "Claim",
     "Progressive",
-    "KINDS",
+    "Produced",
     "TIERS",
+    "FAILURE_REASONS",
     "SchedulerEvent",
     "Published",
     "Parked",
@@ -184,6 +195,7 @@ __all__ = [
     "SchedulerJob",
     "RunStarted",
     "SetPriority",
+    "SetTiers",
     "SourceChanged",
     "Reconcile",
     "SwitchSource",
@@ -224,6 +236,8 @@ __all__ = [
     "Rendered",
     "CancelRender",
     "GetRendererStatistics",
+    "PayloadCheck",
+    "validate_payload",
     "Runtime",
     "RuntimeConfig",
     "open_runtime",

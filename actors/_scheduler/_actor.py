@@ -2,19 +2,27 @@
 
 Wiring (for the runtime)::
 
+    KINDS = (
+        Kind(name="metadata", helper=True, progressive=True),       # read the source
+        Kind(name="thumbnail", needs=("metadata",), cached=True),   # draw from it
+        Kind(name="preview", needs=("metadata",), cached=True,
+             retry=RetryPolicy(maximum_attempts=3, overall_timeout=60)),
+    )
+
     async def execute(job: SchedulerJob, pool_ref, renderer_ref) -> Any:
         claim = job.claim                    # run_id, guid, kind, revision, deadline...
         if claim.kind == "metadata":         # read the source (a helper-process job);
             return await read_run(pool_ref, claim)   # Progressive(partial) if still
                                                      # being written
-        observation = job.observation or await read_run(pool_ref, claim)
-        return await render(renderer_ref, observation, claim)  # payload (bytes)
+        observation = job.inputs.get("metadata") or await read_run(pool_ref, claim)
+        rendered = await render(renderer_ref, observation, claim)
+        return Produced(rendered.data, at=rendered.produced_at)  # judged by when drawn
 
     actor = SchedulerActor(
         execute, pool_ref, renderer_ref,            # fn, *args (design §1.2 style)
         runs=[RunInfo(run_id=1, guid="...", revision="...")],
         source="/path/to/db.sqlite",
-        config=SchedulerConfig(workers=2),          # K, job deadline, pacing, backoff
+        config=SchedulerConfig(kinds=KINDS, workers=2),
         payload_cache=PayloadCache(directory=cache_dir),    # optional
         payload_to_bytes=..., payload_from_bytes=...,       # if results are not bytes
     )
@@ -27,32 +35,41 @@ Wiring (for the runtime)::
     await ref.stop(grace=2.0)     # running jobs may finish within grace; then cancelled
 
 *Messages* (send or ask; asks are answered ``None`` unless said otherwise):
-:class:`SetPriority`, :class:`SourceChanged`, :class:`Reconcile`,
+:class:`SetPriority`, :class:`SetTiers`, :class:`SourceChanged`, :class:`Reconcile`,
 :class:`SwitchSource`, :class:`HelperRestarted`, :class:`FormatChanged`, and
 :class:`GetSchedulerStatistics` (answered with :class:`SchedulerActorStatistics`). A
 rejected request (unknown run id, a reconcile that is not append-only) fails the ask with
 :class:`~actors.errors.ScheduleRejected` and changes nothing.
 
-*execute* is ``async def execute(job: SchedulerJob, *args) -> result``. It runs in one
-of K worker tasks under a cancel scope whose deadline is ``job.claim.deadline`` (design §4.7):
-passing it counts as :class:`~actors.errors.DeadlineExceeded` (transient). Errors are
-classified by ``ActorError.category`` (design §4.6); any other exception is a permanent
-failure with code ``unexpected_error`` and a bounded message. A job made stale by
-``SwitchSource`` or ``HelperRestarted`` is cancelled.
+*execute* is ``async def execute(job: SchedulerJob, *args) -> result``; one call is one
+attempt. It runs in one of K worker tasks under a stop scope whose deadline is
+``job.claim.deadline`` plus ``config.deadline_grace``: executors are expected to honour
+the claim's deadline themselves and hand back a result produced in time, which may
+still be on its way when the deadline passes. The attempt is judged by when its result
+was produced (:func:`~actors._scheduler._attempt.judge`, design §4.14); an attempt
+stopped by the scope, or whose result came after the deadline, fails with
+:class:`~actors.errors.DeadlineExceeded` (transient). Errors are classified by
+``ActorError.category`` and the kind's :class:`~actors.RetryPolicy` (design §4.12); any
+other exception is a permanent failure with code ``unexpected_error``. A job made stale
+by ``SwitchSource`` or ``HelperRestarted`` is cancelled. The outcome is reported to the
+core only once ``execute`` has returned, however long it takes to stop, so at most one
+execution per (run, kind) runs at a time (design §4.13); an executor that hands work to
+another actor or process must therefore not return before that work has ended.
 
 *Events* (:attr:`SchedulerActor.events`, a bounded channel, in order): :class:`RunStarted`
-at a run's first claim per revision, then the core's
-:class:`~actors.Published` ``(run_id, guid, kind, revision, result, generation)`` (once
-per run, kind and revision, design §4.9), :class:`~actors.Parked`,
-:class:`~actors.Retrying`, :class:`~actors.Failed`, :class:`~actors.Invalidated` and
-:class:`~actors.Settled`. Stale results are dropped silently. A slow reader holds back
-the workers (never the mailbox); the channel closes when the actor stops.
+at a run's first claim per revision, then the core's :class:`~actors.Published`,
+:class:`~actors.Parked`, :class:`~actors.Retrying`, :class:`~actors.Failed`,
+:class:`~actors.Invalidated` and :class:`~actors.Settled`. Stale results are dropped
+(logged, not forwarded). Every event is also a ``logging`` record (design §4.12). A slow
+reader holds back the workers (never the mailbox); the channel closes when the actor
+stops.
 
-*Caches* (design §4.10): conclusive metadata results are kept in an
-:class:`~actors.ObservationCache` keyed by (source, guid, revision) and handed to the
-images' jobs as ``job.observation``; thumbnails and previews are looked up in the
-optional :class:`~actors.PayloadCache` (memory, then disk in a worker thread) before
-``execute`` runs, and stored there after. Progressive (parked) results are never cached.
+*Caches* (design §4.10): results of kinds that others need are kept in an
+:class:`~actors.ObservationCache` keyed by (source, guid, kind, revision) and handed to
+the dependent kinds' jobs (``job.inputs``, ``job.observation``); results of kinds
+declared ``cached`` are looked up in the optional :class:`~actors.PayloadCache` (memory,
+then disk in a worker thread) before ``execute`` runs, and stored there after, outside
+the attempt's deadline. Progressive (parked) results are never cached.
 """
 
 from __future__ import annotations
@@ -61,191 +78,65 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
-
-from protocol.errors import describe_exception
 
 from .._core._actor import Actor
 from .._core._config import validate_count
-from ..errors import (
-    ActorError,
-    DeadlineExceeded,
-    ErrorRecord,
-    InvalidCommand,
-    JobCancelled,
-)
+from ..errors import DeadlineExceeded, ErrorRecord, InvalidCommand
+from ._attempt import judge, run_attempt
 from ._cache import ObservationCache, PayloadCache, PayloadKey, approximate_size
-from ._scheduler import Scheduler
-from ._state import (
-    KINDS,
-    Claim,
-    Dropped,
-    Progressive,
-    Published,
-    RunInfo,
-    SchedulerConfig,
-    SchedulerEvent,
-    SchedulerStatistics,
+from ._events import Dropped, Published, SchedulerEvent
+from ._log import LOGGER, log_event
+from ._messages import (
+    FormatChanged,
+    GetSchedulerStatistics,
+    HelperRestarted,
+    Reconcile,
+    RunStarted,
+    SchedulerActorStatistics,
+    SchedulerJob,
+    SetPriority,
+    SetTiers,
+    SourceChanged,
+    SwitchSource,
 )
+from ._scheduler import Scheduler
+from ._state import Claim, Progressive, RunInfo, SchedulerConfig
 
 if TYPE_CHECKING:
+    import random
     from collections.abc import Awaitable, Callable, Iterable
 
     from .._core._ref import Reply
-    from ._cache import CacheStatistics, DiskCacheStatistics
 
-__all__ = [
-    "FormatChanged",
-    "GetSchedulerStatistics",
-    "HelperRestarted",
-    "SchedulerJob",
-    "Reconcile",
-    "SchedulerActor",
-    "SchedulerActorStatistics",
-    "SetPriority",
-    "SourceChanged",
-    "RunStarted",
-    "SwitchSource",
-]
+__all__ = ["SchedulerActor"]
 
-#: Code of the record made from an exception that is not an ActorError.
-UNEXPECTED_ERROR = "unexpected_error"
-#: Kinds whose results go to the payload cache.
-PAYLOAD_KINDS = frozenset({"thumbnail", "preview"})
-
-
-def _runs(value: Iterable[RunInfo]) -> tuple[RunInfo, ...]:
-    return tuple(value)
-
-
-def _ids(value: Iterable[int]) -> tuple[int, ...]:
-    # Typed, unlike ``converter=tuple`` (mypy's attrs plugin: python/mypy#5313).
-    return tuple(value)
-
-
-# --- messages ----------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class SetPriority:
-    """Choose the selected run and the visible runs (design §4.2)."""
-
-    selected: int | None = None
-    """The selected run's id, or None."""
-    visible: tuple[int, ...] = attrs.field(default=(), converter=_ids)
-    """Ids of the runs in the viewport."""
-
-
-@attrs.frozen(kw_only=True)
-class SourceChanged:
-    """A run's source data changed (design §4.8); deferred while its job is active."""
-
-    run_id: int
-    revision: str | None = None
-    """The new revision, or None to make one up."""
-
-
-@attrs.frozen(kw_only=True)
-class Reconcile:
-    """The source's full run list: append-only (design §4.8)."""
-
-    runs: tuple[RunInfo, ...] = attrs.field(converter=_runs)
-
-
-@attrs.frozen(kw_only=True)
-class SwitchSource:
-    """Serve another source: a new generation; older results are stale (design §4.8)."""
-
-    source: str
-    runs: tuple[RunInfo, ...] = attrs.field(converter=_runs)
-
-
-@attrs.frozen(kw_only=True)
-class HelperRestarted:
-    """The helper was restarted; results of its old incarnation are invalid (§4.8)."""
-
-
-@attrs.frozen(kw_only=True)
-class FormatChanged:
-    """The renderer version or options changed: new cache keys, failures retried (§4.6)."""
-
-    renderer_version: str
-    options: str
-    """Canonical text of the rendering options (e.g. sorted-key JSON)."""
-    kinds: frozenset[str] | None = None
-    """Kinds whose format changed; None for all."""
-
-
-@attrs.frozen(kw_only=True)
-class GetSchedulerStatistics:
-    """Ask for a :class:`SchedulerActorStatistics`."""
-
-
-# --- what execute gets, and the extra event -------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class SchedulerJob:
-    """What ``execute`` is called with."""
-
-    claim: Claim
-    """The unit of work: run, kind, revision, absolute deadline (trio clock seconds)."""
-    observation: Any = None
-    """For thumbnail/preview: the run's conclusive metadata result from the observation
-    cache, or None (a miss, or a metadata job): then read the source again."""
-
-
-@attrs.frozen(kw_only=True)
-class RunStarted:
-    """The first claim of a run at a revision (for the event log's ``job_started``)."""
-
-    run_id: int
-    guid: str
-    revision: str
-    kind: str
-
-
-@attrs.frozen(kw_only=True)
-class SchedulerActorStatistics:
-    """A snapshot of the scheduler actor (STYLE 16)."""
-
-    core: SchedulerStatistics
-    workers: int
-    busy: int
-    """Workers running a job now."""
-    events_queued: int
-    """Events waiting for the reader (outbox + channel buffer)."""
-    cancelled_stale: int
-    """Jobs cancelled because they became stale."""
-    observations: CacheStatistics
-    payload_memory: CacheStatistics | None
-    payload_disk: DiskCacheStatistics | None
-    disk_errors: int
-    """Disk cache reads or writes that failed with ``OSError`` (treated as misses)."""
-
-
-# --- the actor ----------------------------------------------------------------------------------
+#: Key of the observation cache: (source, guid, kind, revision).
+ObservationKey = tuple[str, str, str, str]
+_MISSING = object()
 
 
 class SchedulerActor(Actor):
     """The scheduler system actor (design §4); see the module docstring for wiring.
 
     Args:
-        execute: ``async execute(job, *args) -> result``.
+        execute: ``async execute(job, *args) -> result``: one attempt.
         *args: Passed to ``execute`` after the job.
         runs: The source's initial runs, in table order.
         source: Identity of the source.
-        config: Core settings (K workers, job deadline, pacing, backoff).
-        payload_cache: Cache of thumbnail/preview payloads, or None.
-        observations: Cache of metadata results (default: 8 MiB, 512 entries).
+        config: Core settings (kinds, tiers, K workers, deadlines, pacing).
+        payload_cache: Cache of the results of kinds declared ``cached``, or None.
+        observations: Cache of the results other kinds need (default: 8 MiB, 512
+            entries).
         renderer_version: Part of the payload cache key.
         options: Rendering options (canonical text), part of the payload cache key.
         events_capacity: Buffer of the events channel, in events (>= 1).
-        observation_size: Size estimate of a metadata result, in bytes.
+        observation_size: Size estimate of a result kept for other kinds, in bytes.
         payload_to_bytes: What to store in the payload cache for a result (None: do
             not cache it); default: bytes-like results as bytes.
         payload_from_bytes: Rebuild a result from cached bytes; default: the bytes.
+        rng: Random source for retry jitter (design §4.12); seed it for reproducible
+            delays.
 
     Raises:
         ScheduleRejected: (code ``schedule_rejected``) two runs share an id.
@@ -262,20 +153,22 @@ class SchedulerActor(Actor):
         source: str = "",
         config: SchedulerConfig | None = None,
         payload_cache: PayloadCache | None = None,
-        observations: ObservationCache[tuple[str, str, str], Any] | None = None,
+        observations: ObservationCache[ObservationKey, Any] | None = None,
         renderer_version: str = "",
         options: str = "",
         events_capacity: int = 64,
         observation_size: Callable[[Any], int] = approximate_size,
         payload_to_bytes: Callable[[Any], bytes | None] | None = None,
         payload_from_bytes: Callable[[bytes], Any] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self._capacity = validate_count("events_capacity", events_capacity, minimum=1)
-        self._core = Scheduler(runs, source=source, config=config)
+        self._core = Scheduler(runs, source=source, config=config, rng=rng)
+        self._graph = self._core.config.graph
         self._execute = execute
         self._args = args
         self._payloads = payload_cache
-        self._observations: ObservationCache[tuple[str, str, str], Any] = (
+        self._observations: ObservationCache[ObservationKey, Any] = (
             observations if observations is not None else ObservationCache()
         )
         self._renderer_version = renderer_version
@@ -294,6 +187,7 @@ class SchedulerActor(Actor):
         self._live_workers = 0
         self._busy = 0
         self._cancelled_stale = 0
+        self._stopped = 0
         self._disk_errors = 0
 
     # --- public surface ----------------------------------------------------------------------
@@ -320,15 +214,18 @@ class SchedulerActor(Actor):
         """Apply one message to the core (see the module docstring).
 
         Raises:
-            ScheduleRejected: (code ``schedule_rejected``) unknown run id, or a
+            ScheduleRejected: (code ``schedule_rejected``) unknown run id or tier, or a
                 reconcile that reorders or removes runs; nothing changed.
-            InvalidCommand: (code ``invalid_command``) not a scheduler message.
+            InvalidCommand: (code ``invalid_command``) not a scheduler message, or a
+                ``FormatChanged`` naming an undeclared kind (``fields == ["kinds"]``).
         """
         core = self._core
         events: list[SchedulerEvent] = []
         answer: Any = None
         if isinstance(message, SetPriority):
             core.set_priority(message.selected, message.visible)
+        elif isinstance(message, SetTiers):
+            core.set_tiers(message.placements)
         elif isinstance(message, SourceChanged):
             events = core.source_changed(message.run_id, message.revision)
         elif isinstance(message, Reconcile):
@@ -338,8 +235,8 @@ class SchedulerActor(Actor):
         elif isinstance(message, HelperRestarted):
             self._cancel_stale(core.helper_restarted())
         elif isinstance(message, FormatChanged):
-            kinds = KINDS if message.kinds is None else message.kinds
-            unknown = set(kinds) - set(KINDS)
+            kinds = core.kinds if message.kinds is None else message.kinds
+            unknown = set(kinds) - set(core.kinds)
             if unknown:
                 raise InvalidCommand(f"unknown kinds {sorted(unknown)}", fields=["kinds"])
             self._renderer_version = message.renderer_version
@@ -370,6 +267,7 @@ class SchedulerActor(Actor):
             if payloads is None or payloads.disk is None
             else payloads.disk.statistics(),
             disk_errors=self._disk_errors,
+            stopped=self._stopped,
         )
 
     # --- internals: the end of the message loop -------------------------------------------------
@@ -434,37 +332,15 @@ class SchedulerActor(Actor):
         return None
 
     async def _run_job(self, claim: Claim) -> None:
-        scope = trio.CancelScope(deadline=claim.deadline)
-        self._scopes[claim.claim_id] = scope
-        error: ErrorRecord | None = None
         result: Any = None
-        stale = False
-        try:
-            with scope:
-                result = await self._produce(claim)
-        except ActorError as exc:
-            error = exc.to_record()
-        except trio.TooSlowError as exc:  # execute's own timeout: worth a retry
-            error = ErrorRecord(
-                category="transient", code=DeadlineExceeded.code, message=str(exc) or "timeout"
-            )
-        except Exception as exc:
-            text = describe_exception(exc)  # never raises, even for a broken __str__
-            error = ErrorRecord(category="permanent", code=UNEXPECTED_ERROR, message=text)
-        finally:
-            del self._scopes[claim.claim_id]
-            stale = claim.claim_id in self._stale_ids
-            self._stale_ids.discard(claim.claim_id)
-        if scope.cancel_called:
-            # Cancelled by us (stale: the core drops it anyway) or the deadline passed:
-            # whatever execute made of the cancellation, that is a transient failure
-            # (design §4.7).
-            if stale:
-                error = JobCancelled("the job became stale").to_record()
-            else:
-                error = DeadlineExceeded(
-                    f"{claim.kind} of run {claim.run_id} passed its deadline"
-                ).to_record()
+        error: ErrorRecord | None = None
+        if claim.deadline <= trio.current_time():
+            error = DeadlineExceeded(
+                f"{claim.kind} of run {claim.run_id}: the overall deadline passed before "
+                f"attempt {claim.attempt} could start"
+            ).to_record()
+        else:
+            result, error = await self._attempt(claim)
         now = trio.current_time()
         if error is None:
             events = self._core.complete(claim.claim_id, result, now=now)
@@ -472,44 +348,85 @@ class SchedulerActor(Actor):
             events = self._core.fail(claim.claim_id, error, now=now)
         self._emit(events, source=claim.source)
 
-    async def _produce(self, claim: Claim) -> Any:
-        payloads = self._payloads if claim.kind in PAYLOAD_KINDS else None
-        key = None
-        if payloads is not None:
-            key = PayloadKey(
-                source=claim.source,
-                guid=claim.guid,
-                kind=claim.kind,
-                revision=claim.revision,
-                renderer_version=self._renderer_version,
-                options=self._options,
-            )
-            data = payloads.memory.get(key)
-            if data is None and payloads.disk is not None:
-                try:
-                    data = await trio.to_thread.run_sync(payloads.disk.get, key)
-                except OSError:
-                    self._disk_errors += 1
-                if data is not None:
-                    payloads.memory.put(key, data, len(data))
-            if data is not None:
-                return self._from_bytes(data)
-        observation = None
-        if claim.kind != "metadata":
-            observation = self._observations.get((claim.source, claim.guid, claim.revision))
-        result = await self._execute(
-            SchedulerJob(claim=claim, observation=observation), *self._args
+    async def _attempt(self, claim: Claim) -> tuple[Any, ErrorRecord | None]:
+        # The stop scope exists (for _cancel_stale) from here, but only execute runs in
+        # it: cache reads and writes are outside the attempt's deadline (design §4.14).
+        scope = trio.CancelScope(deadline=claim.deadline + self._core.config.deadline_grace)
+        self._scopes[claim.claim_id] = scope
+        try:
+            key = self._payload_key(claim)
+            cached = _MISSING if key is None else await self._cached(key)
+            if cached is not _MISSING:
+                return cached, None
+            attempt = await run_attempt(self._execute, self._job(claim), self._args, scope)
+        finally:
+            del self._scopes[claim.claim_id]
+            stale = claim.claim_id in self._stale_ids
+            self._stale_ids.discard(claim.claim_id)
+        if attempt.stopped and not stale:
+            self._stopped += 1
+            LOGGER.warning(
+                "run %s: %s attempt %d stopped %.3g s after its deadline",
+                claim.run_id, claim.kind, claim.attempt,
+                trio.current_time() - claim.deadline,
+                extra={"scheduler_event": "stopped", "run_id": claim.run_id,
+                       "guid": claim.guid, "kind": claim.kind, "revision": claim.revision,
+                       "attempt": claim.attempt},
+            )  # fmt: skip
+        result, error = judge(claim, attempt, stale=stale)
+        if error is None and key is not None and not isinstance(result, Progressive):
+            await self._store(key, result)
+        return result, error
+
+    def _job(self, claim: Claim) -> SchedulerJob:
+        graph = self._graph
+        needs = graph.needs[graph.index[claim.kind]]
+        inputs = {}
+        for n in needs:
+            name = graph.names[n]
+            value = self._observations.get((claim.source, claim.guid, name, claim.revision))
+            if value is not None:
+                inputs[name] = value
+        first = inputs.get(graph.names[needs[0]]) if needs else None
+        return SchedulerJob(claim=claim, observation=first, inputs=inputs)
+
+    def _payload_key(self, claim: Claim) -> PayloadKey | None:
+        if self._payloads is None or self._graph.index[claim.kind] not in self._graph.cached:
+            return None
+        return PayloadKey(
+            source=claim.source,
+            guid=claim.guid,
+            kind=claim.kind,
+            revision=claim.revision,
+            renderer_version=self._renderer_version,
+            options=self._options,
         )
-        if payloads is not None and key is not None and not isinstance(result, Progressive):
-            data = self._to_bytes(result)
+
+    async def _cached(self, key: PayloadKey) -> Any:
+        payloads = self._payloads
+        assert payloads is not None
+        data = payloads.memory.get(key)
+        if data is None and payloads.disk is not None:
+            try:
+                data = await trio.to_thread.run_sync(payloads.disk.get, key)
+            except OSError:
+                self._disk_errors += 1
             if data is not None:
                 payloads.memory.put(key, data, len(data))
-                if payloads.disk is not None:
-                    try:
-                        await trio.to_thread.run_sync(payloads.disk.put, key, data)
-                    except OSError:
-                        self._disk_errors += 1
-        return result
+        return _MISSING if data is None else self._from_bytes(data)
+
+    async def _store(self, key: PayloadKey, result: Any) -> None:
+        payloads = self._payloads
+        assert payloads is not None
+        data = self._to_bytes(result)
+        if data is None:
+            return
+        payloads.memory.put(key, data, len(data))
+        if payloads.disk is not None:
+            try:
+                await trio.to_thread.run_sync(payloads.disk.put, key, data)
+            except OSError:
+                self._disk_errors += 1
 
     def _cancel_stale(self, claim_ids: list[int]) -> None:
         for claim_id in claim_ids:
@@ -522,12 +439,18 @@ class SchedulerActor(Actor):
     # --- internals: events ----------------------------------------------------------------------
 
     def _emit(self, events: list[SchedulerEvent], *, source: str | None = None) -> None:
+        graph = self._graph
         for event in events:
+            log_event(event)
             if isinstance(event, Dropped):
                 continue  # stale: dropped silently (design §4.6)
-            if isinstance(event, Published) and event.kind == "metadata" and source is not None:
+            if (
+                isinstance(event, Published)
+                and source is not None
+                and graph.index[event.kind] in graph.feeds
+            ):
                 self._observations.put(
-                    (source, event.guid, event.revision),
+                    (source, event.guid, event.kind, event.revision),
                     event.result,
                     self._observation_size(event.result),
                 )

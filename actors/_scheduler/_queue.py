@@ -2,7 +2,7 @@
 
 Pure: no trio, no I/O. Used only by :class:`actors._scheduler._scheduler.Scheduler` (design §4.3).
 
-*Ready heaps.* Nine binary heaps, one per (tier, kind) in priority order, hold the
+*Ready heaps.* One binary heap per (tier, kind), in priority order, holds the
 positions (``_Run.order``, an ``int`` already owned by the run, so an entry costs one
 pointer) of claimable slots. Invalidation is lazy: a slot records in ``queued`` the tier
 of its one live entry; any other entry for it is discarded when it reaches a heap's top.
@@ -45,24 +45,30 @@ class ReadyQueues:
 
     Args:
         runs: The run table, shared with the scheduler (appended to in place).
+        tiers: Number of priority tiers.
+        kinds: Number of declared kinds.
     """
 
     __slots__ = (
         "front",
         "heaps",
+        "kinds",
         "last_page_at",
         "paged",
         "progressive",
         "queued",
         "runs",
+        "tiers",
         "timers",
     )
 
-    def __init__(self, runs: list[_Run]) -> None:
+    def __init__(self, runs: list[_Run], tiers: int, kinds: int) -> None:
         self.runs = runs
-        self.heaps: list[list[int]] = [[] for _ in range(9)]
-        """Index ``tier * 3 + kind``: positions of claimable slots."""
-        self.queued = [0] * 9
+        self.tiers = tiers
+        self.kinds = kinds
+        self.heaps: list[list[int]] = [[] for _ in range(tiers * kinds)]
+        """Index ``tier * kinds + kind``: positions of claimable slots."""
+        self.queued = [0] * (tiers * kinds)
         """Live entries per heap (slots whose ``queued`` names that heap's tier)."""
         self.timers: list[tuple[float, int, int]] = []
         self.progressive: dict[int, None] = {}
@@ -84,7 +90,7 @@ class ReadyQueues:
             return  # its live entry is already in the right heap
         self.unqueue(slot, k)
         slot.queued = tier
-        h = tier * 3 + k
+        h = tier * self.kinds + k
         self.queued[h] += 1
         heap = self.heaps[h]
         heapq.heappush(heap, run.order)
@@ -94,23 +100,24 @@ class ReadyQueues:
     def unqueue(self, slot: _Slot, k: int) -> None:
         """Forget the slot's live entry (the entry itself dies lazily)."""
         if slot.queued >= 0:
-            self.queued[slot.queued * 3 + k] -= 1
+            self.queued[slot.queued * self.kinds + k] -= 1
             slot.queued = -1
 
     def top(self, h: int) -> _Run | None:
         """The run at the top of heap ``h`` whose slot is claimable, or None.
 
         Stale entries on the way are popped. A run waiting for a deferred source change
-        (design §4.8) is set aside (``queued = -1``); the change re-queues it.
+        (design §4.8) or for an older execution of its GUID (design §4.13) is set aside
+        (``queued = -1``); the end of the wait re-queues it.
         """
         heap = self.heaps[h]
-        tier, k = divmod(h, 3)
+        tier, k = divmod(h, self.kinds)
         runs = self.runs
         while heap:
             run = runs[heap[0]]
             slot = run.slots[k]
             if slot.queued == tier and slot.status == PENDING:
-                if run.deferred is None:
+                if run.deferred is None and not run.held:
                     return run
                 self.unqueue(slot, k)
             heapq.heappop(heap)
@@ -119,25 +126,25 @@ class ReadyQueues:
     def best(self) -> tuple[_Run, int] | None:
         """The best claimable (run, kind) in (tier, kind, run order), or None."""
         heaps = self.heaps
-        for h in range(9):
+        for h in range(len(heaps)):
             if heaps[h]:  # skip empty heaps without a call: most tiers are empty
                 run = self.top(h)
                 if run is not None:
-                    return run, h % 3
+                    return run, h % self.kinds
         return None
 
     def pop(self, run: _Run, k: int) -> None:
         """Remove ``run``'s slot ``k``, just returned by :meth:`top`, from its heap."""
-        heapq.heappop(self.heaps[run.tier * 3 + k])
+        heapq.heappop(self.heaps[run.tier * self.kinds + k])
         self.unqueue(run.slots[k], k)
 
-    def ready_counts(self) -> tuple[int, int, int]:
-        """Live entries per tier (selected, visible, remaining)."""
-        queued = self.queued
-        return sum(queued[0:3]), sum(queued[3:6]), sum(queued[6:9])
+    def ready_counts(self) -> tuple[int, ...]:
+        """Live entries per tier, best tier first."""
+        queued, kinds = self.queued, self.kinds
+        return tuple(sum(queued[t * kinds : (t + 1) * kinds]) for t in range(self.tiers))
 
     def _compact(self, h: int) -> None:
-        tier, k = divmod(h, 3)
+        tier, k = divmod(h, self.kinds)
         runs = self.runs
         live = {
             order
@@ -155,7 +162,7 @@ class ReadyQueues:
     def _timer_valid(self, entry: tuple[float, int, int]) -> bool:
         when, order, k = entry
         slot = self.runs[order].slots[k]
-        return slot.status == BACKOFF and slot.not_before == when
+        return slot.status == BACKOFF and slot.retry is not None and slot.retry.not_before == when
 
     def due_timers(self, now: float) -> Iterator[tuple[_Run, int]]:
         """Pop and yield the (run, kind) whose backoff ended by ``now``."""

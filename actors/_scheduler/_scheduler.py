@@ -1,89 +1,66 @@
-"""The scheduler core: a sans-io state machine over runs x kinds (design §4).
+"""The scheduler core: a sans-io state machine over runs x declared kinds (design §4).
 
 No trio, no I/O, no clock: every call that depends on time takes ``now`` (seconds on
 the caller's clock, e.g. ``trio.current_time()``). :class:`~actors.SchedulerActor`
-drives it; tests drive it directly.
+drives it; tests drive it directly. The parts it owns: :class:`~actors._scheduler.
+_table.RunTable` (slots and outcomes, with the ready heaps of
+:class:`~actors._scheduler._queue.ReadyQueues`) and :class:`~actors._scheduler._priority.
+Priorities` (tiers).
 
-Theory of operation
-===================
-
-*Ordering (§4.2, §4.3).* Claimable slots live in nine binary heaps, one per
-(tier, kind), holding the run's position in the append-only table. The best claim is
-the top of the first non-empty heap in (tier, kind) order, so a claim costs
-``O(log n)`` and never scans the table. Entries are invalidated lazily: a slot records
-the tier of its one live entry (``queued``); an entry whose slot is no longer pending
-there is discarded when it reaches the top. ``set_priority`` re-keys only the runs whose
-tier changed (the old and new selected/visible runs). Heaps are compacted when stale
-entries outnumber live ones.
-
-*Retries (§4.6).* A transient failure puts the slot in a timer heap keyed by the end
-of its backoff; :meth:`Scheduler.next_wakeup` gives the earliest such time (or the next
-progressive page's pacing time) so the actor can sleep until exactly then.
-
-*Anti-starvation (§4.4).* After ``aging_after`` (8) consecutive claims of selected or
-visible work, the best remaining-tier metadata item goes next, unless the selected run's
-thumbnail or preview is ready to go. A due progressive page goes first in its tier
-after ``page_after`` (3) ordinary claims of that tier.
-
-*Progressive sources (§4.5).* A metadata result wrapped in
-:class:`~actors.Progressive` (or a ``source_not_ready`` failure) parks the slot: a
-:class:`~actors.Parked` notice, nothing published. Parked runs are re-polled in rounds
-ordered (tier, run order); pages are at least ``page_interval`` (10 ms) apart; a run that
-becomes selected or visible jumps to the front of the current round.
-
-*Fencing (§4.8, §4.9).* Each claim records generation, helper incarnation, GUID and
-revision. A completion that does not match the current ones is dropped (a
-:class:`~actors.Dropped` event, never published); work still wanted is queued again.
-``source_changed`` on a run with an active claim is deferred until its last claim ends.
-A slot is published once per revision: it is claimable only while not done at the
-run's current revision.
+Theory of operation, in short (each rule is explained in the design section cited):
+claims come from one heap per (tier, kind), so a claim costs ``O(log n)`` and never
+scans the table (§4.2, §4.3); a kind is claimable once every kind it needs is published
+at the run's revision (§4.11); a failed attempt is retried or ended by its kind's
+:class:`~actors.RetryPolicy`, and a timer heap gives the next wake-up (§4.12); a slot is
+active from its claim until its outcome is reported after the execution ended, and a
+run of a new generation waits for an older execution of its GUID (§4.13); aging and
+progressive pages keep the last tier and sources still being written moving (§4.4,
+§4.5); completions of another generation, incarnation or revision are dropped, never
+published (§4.8, §4.9).
 """
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ActorError, ErrorRecord, ScheduleRejected, SourceNotReady
+from ._events import Dropped, SchedulerStatistics
+from ._priority import Priorities
 from ._state import (
     BACKOFF,
     BLOCKED,
     DONE,
     FAILED,
-    KINDS,
-    METADATA,
     PARKED,
-    PENDING,
-    REMAINING,
-    SELECTED,
     STATUS_NAMES,
-    TIERS,
-    VISIBLE,
     Claim,
-    Dropped,
     Progressive,
     RunInfo,
     SchedulerConfig,
-    SchedulerEvent,
-    SchedulerStatistics,
+    _Retry,
     _Run,
 )
 from ._table import RunTable
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
+
+    from ._events import SchedulerEvent
 
 __all__ = ["Scheduler"]
 
-_KIND_INDEX = {kind: index for index, kind in enumerate(KINDS)}
-
 
 class Scheduler:
-    """Priority scheduler of metadata/thumbnail/preview work over a run table (design §4).
+    """Priority scheduler of the declared kinds of work over a run table (design §4).
 
     Args:
         runs: The source's runs, in table order.
         source: Identity of the source (e.g. the database path); copied into claims.
-        config: Settings; defaults to :class:`SchedulerConfig()`.
+        config: Settings (kinds, tiers, K, pacing); defaults to ``SchedulerConfig()``.
+        rng: Random source for retry jitter (design §4.12); a seeded one makes jittered
+            delays reproducible. Default: a fresh ``random.Random()``.
 
     Raises:
         ScheduleRejected: (code ``schedule_rejected``, a ValueError) runs share an id/GUID.
@@ -91,11 +68,7 @@ class Scheduler:
 
     # Set by ``_install`` (at construction and on every source switch).
     _t: RunTable
-    _selected: int | None
-    _visible: frozenset[int]
-    _pending_priority: tuple[int | None, frozenset[int]] | None
-    _fg_streak: int
-    _since_page: list[int]
+    _priorities: Priorities
 
     def __init__(
         self,
@@ -103,11 +76,16 @@ class Scheduler:
         *,
         source: str = "",
         config: SchedulerConfig | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self._config = config if config is not None else SchedulerConfig()
+        self._graph = self._config.graph
+        self._rng = rng if rng is not None else random.Random()
         self._generation = 0
         self._incarnation = 0
         self._active: dict[int, tuple[Claim, _Run]] = {}
+        self._older: Counter[str] = Counter()
+        """GUID -> claims of older generations still executing (design §4.13)."""
         self._next_claim_id = 1
         self._claims = 0
         self._published = 0
@@ -121,6 +99,11 @@ class Scheduler:
     def config(self) -> SchedulerConfig:
         """The settings in use."""
         return self._config
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The declared kinds' names, in priority order (design §4.11)."""
+        return self._graph.names
 
     @property
     def generation(self) -> int:
@@ -149,9 +132,21 @@ class Scheduler:
 
         Raises:
             ScheduleRejected: (code ``schedule_rejected``) unknown run id.
-            KeyError: unknown kind.
+            ValueError: ``kind`` is not a declared kind.
         """
-        return STATUS_NAMES[self._t.lookup(run_id, "run_id").slots[_KIND_INDEX[kind]].status]
+        run = self._t.lookup(run_id, "run_id")
+        return STATUS_NAMES[run.slots[self._graph.lookup(kind, "kind")].status]
+
+    def attempts(self, run_id: int, kind: str) -> int:
+        """Attempts of the slot's current retry sequence (0 once it succeeded or ended).
+
+        Raises:
+            ScheduleRejected: (code ``schedule_rejected``) unknown run id.
+            ValueError: ``kind`` is not a declared kind.
+        """
+        run = self._t.lookup(run_id, "run_id")
+        retry = run.slots[self._graph.lookup(kind, "kind")].retry
+        return 0 if retry is None else retry.attempts
 
     def revision(self, run_id: int) -> str:
         """The run's current revision (the old one while an invalidation is deferred)."""
@@ -162,8 +157,8 @@ class Scheduler:
         return self._t.lookup(run_id, "run_id").deferred
 
     def tier(self, run_id: int) -> str:
-        """The run's applied tier: selected, visible or remaining (design §4.2)."""
-        return TIERS[self._t.lookup(run_id, "run_id").tier]
+        """The run's applied tier (design §4.2)."""
+        return self._config.tiers[self._t.lookup(run_id, "run_id").tier]
 
     def active_claims(self) -> list[Claim]:
         """Claims handed out and not yet reported, oldest first."""
@@ -202,17 +197,18 @@ class Scheduler:
             claims=self._claims,
             published=self._published,
             dropped=self._dropped,
-            priority_pending=self._pending_priority is not None,
+            priority_pending=self._priorities.pending is not None,
+            held=len(self._t.held),
         )
 
     # --- inputs that change what is wanted ------------------------------------------------
 
     def set_priority(self, selected: int | None, visible: Iterable[int] = ()) -> None:
-        """Choose the selected run and the visible runs (design §4.2).
+        """Choose the selected run (first tier) and the visible runs (second tier) (§4.2).
 
         Validated now, applied atomically at the next work boundary (the next
         :meth:`claim`); a later call before that replaces this one. Claims already
-        handed out are not affected.
+        handed out are not affected. With a single declared tier this changes nothing.
 
         Args:
             selected: The selected run's id, or None.
@@ -223,19 +219,42 @@ class Scheduler:
                 run of the current source (bools are not ids), or ``visible`` is not an
                 iterable of ids (a str is refused); nothing changed.
         """
-        sel = None if selected is None else self._t.lookup(selected, "selected").order
-        if isinstance(visible, str | bytes) or not hasattr(visible, "__iter__"):
-            raise ScheduleRejected(f"visible must be an iterable of run ids, got {visible!r:.80}")
-        vis = frozenset(self._t.lookup(run_id, "visible").order for run_id in visible)
-        self._pending_priority = (sel, vis)
+        last = len(self._config.tiers) - 1
+        chosen = () if selected is None else (selected,)
+        self._priorities.validate(
+            self._t, [(0, "selected", chosen), (min(1, last), "visible", visible)]
+        )
+
+    def set_tiers(self, placements: Mapping[str, Iterable[int]]) -> None:
+        """Place runs in declared tiers (design §4.2); the rest go to the last tier.
+
+        Validated now, applied atomically at the next work boundary, like
+        :meth:`set_priority`. A run named in several tiers takes the best.
+
+        Args:
+            placements: Tier name -> run ids.
+
+        Raises:
+            ScheduleRejected: (code ``schedule_rejected``, a ValueError) an unknown tier
+                or run id, or a value that is not an iterable of ids; nothing changed.
+        """
+        index = self._priorities.index
+        if not hasattr(placements, "items"):
+            raise ScheduleRejected(f"tiers must map tier names to run ids, got {placements!r:.80}")
+        for name in placements:
+            if name not in index:
+                raise ScheduleRejected(f"{name!r:.80} is not a tier {list(self._config.tiers)}")
+        self._priorities.validate(
+            self._t, [(index[name], name, run_ids) for name, run_ids in placements.items()]
+        )
 
     def source_changed(self, run_id: int, revision: str | None = None) -> list[SchedulerEvent]:
         """The run's source data changed (design §4.8).
 
         If a claim of the run is active, the change is deferred until the run's last
         active claim ends (its result for the old revision may still publish);
-        otherwise every kind of the run is pending again at the new revision, and
-        failures and backoffs of the run are forgotten.
+        otherwise every kind of the run is pending (or blocked) again at the new
+        revision, and failures and retry state of the run are forgotten.
 
         Args:
             run_id: The run.
@@ -266,8 +285,8 @@ class Scheduler:
         """Bring the run table up to date with the source's list (design §4.8).
 
         The list must start with the known runs, in order, with the same ids and GUIDs;
-        runs after them are appended (pending metadata, remaining tier). A known run
-        whose revision differs gets :meth:`source_changed`. Costs ``O(len(runs))``.
+        runs after them are appended (root kinds pending, last tier). A known run whose
+        revision differs gets :meth:`source_changed`. Costs ``O(len(runs))``.
 
         Returns:
             The :class:`Invalidated` events of runs whose revision changed.
@@ -279,37 +298,21 @@ class Scheduler:
         """
         infos = list(runs)
         table = self._t.runs
-        if len(infos) < len(table):
-            missing = table[len(infos)].run_id
-            raise ScheduleRejected(
-                f"reconcile: run {missing} was removed; the run table is append-only",
-                run_id=missing,
-            )
-        for run, info in zip(table, infos, strict=False):
-            if not isinstance(info, RunInfo):
-                raise ScheduleRejected(f"reconcile: expected RunInfo, got {info!r}")
-            if info.run_id != run.run_id or info.guid != run.guid:
-                raise ScheduleRejected(
-                    f"reconcile: position {run.order} holds run {run.run_id} "
-                    f"(guid {run.guid!r}), got run {info.run_id} (guid {info.guid!r}); "
-                    "the run table is append-only",
-                    run_id=run.run_id,
-                )
-        new = infos[len(table) :]  # known GUIDs: only a new run can repeat one
-        added = RunTable.checked(new, existing=self._t.by_id, guids={r.guid for r in table})
+        added = self._t.check_listing(infos)
         events: list[SchedulerEvent] = []
         for run, info in zip(table, infos, strict=False):
             if info.revision != (run.deferred or run.revision):
                 events.extend(self.source_changed(run.run_id, info.revision))
         for info in added:
-            self._t.append(info)
+            self._append(info)
         return events
 
     def switch_source(self, source: str, runs: Iterable[RunInfo]) -> list[int]:
         """Replace the source and its run table: a new generation (design §4.8).
 
         Every completion of an older generation is stale. Priorities, retries,
-        failures and progressive rounds start afresh.
+        failures and progressive rounds start afresh. A new run whose GUID still has
+        an execution of an older generation waits for it to end (design §4.13).
 
         Args:
             source: Identity of the new source.
@@ -323,6 +326,7 @@ class Scheduler:
         """
         infos = RunTable.checked(runs)
         stale = list(self._active)
+        self._older = Counter(claim.guid for claim, _run in self._active.values())
         self._generation += 1
         self._install(source, infos)
         return stale
@@ -330,8 +334,8 @@ class Scheduler:
     def helper_restarted(self) -> list[int]:
         """The helper was restarted: results of the old incarnation are invalid (§4.8).
 
-        Active claims of ``config.helper_kinds`` (metadata by default) will be dropped
-        when they report, and their work queued again.
+        Active claims of the kinds declared ``helper`` will be dropped when they
+        report, and their work queued again (the attempt is not counted).
 
         Returns:
             Ids of the active claims that became stale (claimed under the incarnation
@@ -339,11 +343,11 @@ class Scheduler:
         """
         old = self._incarnation
         self._incarnation += 1
-        helper_kinds = self._config.helper_kinds
+        helper = {self._graph.names[k] for k in self._graph.helper}
         return [
             claim_id
             for claim_id, (claim, _run) in self._active.items()
-            if claim.kind in helper_kinds
+            if claim.kind in helper
             and claim.generation == self._generation
             and claim.incarnation == old
         ]
@@ -351,9 +355,9 @@ class Scheduler:
     def format_changed(self, kinds: Iterable[str] | None = None) -> int:
         """The renderer version or options changed: retry permanent failures (design §4.6).
 
-        Failed slots of ``kinds`` become pending again (a thumbnail or preview that
-        failed only because its metadata failed waits for the metadata). Published
-        results stay published (design §4.9).
+        Failed slots of ``kinds`` become pending again once every kind they need is
+        published; the kinds that failed only because of them wait for them again.
+        Published results stay published (design §4.9).
 
         Args:
             kinds: Kinds whose format changed; None for all.
@@ -362,15 +366,17 @@ class Scheduler:
             How many slots were reset.
 
         Raises:
-            KeyError: an unknown kind.
+            ValueError: a name is not a declared kind.
         """
-        wanted = {_KIND_INDEX[kind] for kind in (KINDS if kinds is None else kinds)}
+        graph = self._graph
+        names = graph.names if kinds is None else kinds
+        wanted = {graph.lookup(kind, "kinds") for kind in names}
         return self._t.reset_failed(wanted)
 
     # --- work ------------------------------------------------------------------------------
 
     def claim(self, now: float) -> Claim | None:
-        """Hand out the next unit of work, if any may start now (design §4.2-§4.5).
+        """Hand out the next attempt, if any may start now (design §4.2-§4.5, §4.12).
 
         This is the work boundary: a pending ``set_priority`` is applied first, and
         backoffs that ended by ``now`` are released.
@@ -379,27 +385,32 @@ class Scheduler:
             now: Current time, seconds on the caller's clock.
 
         Returns:
-            The claim (its deadline is ``now + config.job_deadline``), or None when
-            ``config.workers`` claims are active or nothing is claimable.
+            The claim, or None when ``config.workers`` claims are active or nothing is
+            claimable. Its deadline is ``now`` plus the kind's per-attempt timeout, cut
+            to the overall deadline (which may already have passed: the attempt then
+            fails with ``deadline_exceeded`` without running).
         """
-        self._apply_priority()
+        self._priorities.apply(self._t)
         self._t.wake_timers(now)
         if len(self._active) >= self._config.workers:
             return None
-        pick = self._pick(now)
+        pick = self._priorities.pick(self._t, now, self._config)
         if pick is None:
             return None
         run, k, page = pick
         tier = run.tier
-        if page:
-            self._t.q.take_page(run, now)
-            self._since_page[tier] = 0
-        else:
-            self._t.q.pop(run, k)
-            self._since_page[tier] += 1
-        self._fg_streak = 0 if tier == REMAINING else self._fg_streak + 1
         slot = run.slots[k]
         self._t.move(slot, "claim")
+        retry = slot.retry
+        if retry is None:
+            retry = slot.retry = _Retry(now)
+        retry.attempts += 1
+        policy = self._graph.policies[k]
+        deadline = now + policy.attempt_seconds(self._config.job_deadline)
+        overall = None
+        if policy.overall_timeout is not None:
+            overall = retry.first_at + policy.overall_timeout
+            deadline = min(deadline, overall)
         run.active += 1
         first = run.started != run.revision
         run.started = run.revision
@@ -410,33 +421,36 @@ class Scheduler:
             claim_id=claim_id,
             run_id=run.run_id,
             guid=run.guid,
-            kind=KINDS[k],
+            kind=self._graph.names[k],
             revision=run.revision,
             source=self._t.source,
             generation=self._generation,
             incarnation=self._incarnation,
-            attempt=slot.attempt + 1,
-            deadline=now + self._config.job_deadline,
-            tier=TIERS[tier],
+            attempt=retry.attempts,
+            deadline=deadline,
+            tier=self._config.tiers[tier],
             page=page,
             first=first,
+            overall_deadline=overall,
         )
         self._active[claim_id] = (claim, run)
         return claim
 
     def complete(self, claim_id: int, result: Any, *, now: float) -> list[SchedulerEvent]:
-        """Report that a claim's job returned ``result`` (design §4.5, §4.8, §4.9).
+        """Report that a claim's attempt produced ``result`` (design §4.5, §4.8, §4.9).
+
+        Call it once the attempt's execution has ended (design §4.13).
 
         Args:
             claim_id: :attr:`Claim.claim_id`.
-            result: The payload or metadata; :class:`Progressive` for a metadata read of
-                a run still being written (parked, not published).
+            result: The result; :class:`Progressive` from the progressive kind for a
+                source still being written (parked, not published).
             now: Current time, seconds on the caller's clock.
 
         Returns:
             Events in order: :class:`Published` (or :class:`Parked`, :class:`Dropped`,
-            :class:`Retrying`), then :class:`Settled` and :class:`Invalidated` as they
-            apply.
+            :class:`Retrying`, :class:`Failed`), then :class:`Settled` and
+            :class:`Invalidated` as they apply.
 
         Raises:
             ScheduleRejected: (code ``schedule_rejected``) the claim is not active.
@@ -445,27 +459,29 @@ class Scheduler:
         events: list[SchedulerEvent] = []
         if self._fenced(claim, run, events):
             return events
-        k = _KIND_INDEX[claim.kind]
+        k = self._graph.index[claim.kind]
         if not isinstance(result, Progressive):
             self._t.succeed(run, k, claim, result, events)
             self._published += 1
-        elif k == METADATA:
+        elif k == self._graph.progressive:
             self._t.park(run, claim, result.value, events)
         else:
             record = SourceNotReady(f"{claim.kind} source still being written").to_record()
-            self._t.retry(run, k, claim, record, now, events)
+            self._t.transient(run, k, claim, record, now, events)
         self._t.end_of_claim(run, events)
         return events
 
     def fail(
         self, claim_id: int, error: ActorError | ErrorRecord, *, now: float
     ) -> list[SchedulerEvent]:
-        """Report that a claim's job failed, classified by category (design §4.6).
+        """Report that a claim's attempt failed, classified by category (design §4.12).
 
-        ``transient``: retried after the backoff. ``permanent``: failed until the
-        source or format changes (a metadata failure fails its thumbnail and preview
-        too). ``stale``: dropped silently; work still wanted is queued again after
-        ``backoff.base`` seconds. ``source_not_ready`` on metadata parks it (§4.5).
+        ``transient``: retried after the kind's backoff, or ended by its policy.
+        ``permanent``: failed until the source or format changes (every kind that
+        needs it fails too). ``stale``: dropped silently; the attempt is given back and
+        the work queued again after the policy's ``initial_interval``.
+        ``source_not_ready`` on the progressive kind parks it (§4.5). Call it once the
+        attempt's execution has ended (design §4.13).
 
         Args:
             claim_id: :attr:`Claim.claim_id`.
@@ -483,14 +499,17 @@ class Scheduler:
         events: list[SchedulerEvent] = []
         if self._fenced(claim, run, events):
             return events
-        k = _KIND_INDEX[claim.kind]
+        k = self._graph.index[claim.kind]
         if record.category == "stale":
             self._drop(claim, "stale", events)
-            self._t.schedule(run, k, now + self._config.backoff.base)
-        elif record.code == SourceNotReady.code and k == METADATA:
+            retry = run.slots[k].retry
+            assert retry is not None  # set when the attempt was claimed
+            retry.attempts -= 1
+            self._t.schedule(run, k, now + self._graph.policies[k].initial_interval)
+        elif record.code == SourceNotReady.code and k == self._graph.progressive:
             self._t.park(run, claim, None, events)
         elif record.category == "transient":
-            self._t.retry(run, k, claim, record, now, events)
+            self._t.transient(run, k, claim, record, now, events)
         else:
             self._t.fail_slot(run, k, claim, record, events)
         self._t.end_of_claim(run, events)
@@ -499,76 +518,17 @@ class Scheduler:
     # --- internals: choosing ----------------------------------------------------------------
 
     def _install(self, source: str, infos: list[RunInfo]) -> None:
-        self._t = RunTable(source, self._config.backoff)
-        self._selected = None
-        self._visible = frozenset()
-        self._pending_priority = None
-        self._fg_streak = 0
-        """Consecutive claims of selected or visible work (design §4.4)."""
-        self._since_page = [0, 0, 0]
-        """Ordinary claims per tier since that tier's last progressive page (§4.4)."""
+        self._t = RunTable(source, self._graph, len(self._config.tiers), self._rng)
+        self._priorities = Priorities(self._config.tiers)
         for info in infos:
-            self._t.append(info)
+            self._append(info)
 
-    def _pick(self, now: float) -> tuple[_Run, int, bool] | None:
-        queues = self._t.q
-        best = queues.best()
-        config = self._config
-        page = queues.peek_page(now, config.page_interval)
-        if best is None and page is None:
-            return None
-        ordinary_tier = best[0].tier if best is not None else 3
-        page_tier = page.tier if page is not None else 3
-        if (
-            self._fg_streak >= config.aging_after
-            and min(ordinary_tier, page_tier) < REMAINING
-            and not self._selected_images_ready()
-        ):
-            aged = queues.top(REMAINING * 3 + METADATA)
-            if aged is not None:
-                return aged, METADATA, False
-            if page is not None and page_tier == REMAINING:
-                return page, METADATA, True
-        if page is not None and (
-            page_tier < ordinary_tier
-            or (page_tier == ordinary_tier and self._since_page[page_tier] >= config.page_after)
-        ):
-            return page, METADATA, True
-        assert best is not None
-        return best[0], best[1], False
-
-    def _selected_images_ready(self) -> bool:
-        if self._selected is None:
-            return False
-        run = self._t.runs[self._selected]
-        if run.deferred is not None:
-            return False
-        return any(slot.status == PENDING and slot.queued >= 0 for slot in run.slots[1:])
-
-    def _apply_priority(self) -> None:
-        pending = self._pending_priority
-        if pending is None:
-            return
-        self._pending_priority = None
-        sel, vis = pending
-        old_sel, old_vis = self._selected, self._visible
-        self._selected, self._visible = sel, vis
-        affected = set(old_vis) | vis
-        affected.update(order for order in (old_sel, sel) if order is not None)
-        for order in affected:
-            run = self._t.runs[order]
-            tier = SELECTED if order == sel else VISIBLE if order in vis else REMAINING
-            if tier != run.tier:
-                run.tier = tier
-                for k, slot in enumerate(run.slots):
-                    if slot.status == PENDING and slot.queued >= 0:
-                        self._t.q.push(run, k)
-        # Newly selected or visible progressive runs jump to the front of the round
-        # (selected first, then visible in run order).
-        jumpers = sorted((vis - old_vis) - {sel}, reverse=True)
-        if sel is not None and sel != old_sel:
-            jumpers.append(sel)
-        self._t.q.jump(jumpers)
+    def _append(self, info: RunInfo) -> None:
+        run = self._t.append(info)
+        older = self._older.get(info.guid)
+        if older:  # its GUID still executes in an older generation (design §4.13)
+            run.held = older
+            self._t.held[info.guid] = run
 
     # --- internals: outcomes ---------------------------------------------------------------
 
@@ -576,7 +536,15 @@ class Scheduler:
         entry = self._active.pop(claim_id, None) if type(claim_id) is int else None  # not True
         if entry is None:
             raise ScheduleRejected(f"claim {claim_id!r} is not active", claim_id=claim_id)
-        entry[1].active -= 1
+        claim, run = entry
+        run.active -= 1
+        if claim.generation != self._generation:
+            # An older generation's execution ended: a run holding for it may start.
+            guid = claim.guid
+            self._older[guid] -= 1
+            if self._older[guid] <= 0:
+                del self._older[guid]
+            self._t.release_hold(guid)
         return entry
 
     def _drop(self, claim: Claim, reason: str, events: list[SchedulerEvent]) -> None:
@@ -596,14 +564,14 @@ class Scheduler:
         if claim.generation != self._generation:
             self._drop(claim, "generation", events)  # the run belongs to a past table
             return True
-        if claim.kind in self._config.helper_kinds and claim.incarnation != self._incarnation:
+        k = self._graph.index[claim.kind]
+        if k in self._graph.helper and claim.incarnation != self._incarnation:
             reason = "incarnation"
         elif claim.revision != run.revision or claim.guid != run.guid:
             reason = "revision"  # unreachable while deferral works; kept as a fence
         else:
             return False
         self._drop(claim, reason, events)
-        k = _KIND_INDEX[claim.kind]
         self._t.requeue(run, k, page=claim.page)
         self._t.end_of_claim(run, events)
         return True

@@ -1,13 +1,15 @@
-"""Data of the scheduler core: kinds, tiers, the slot table, claims, events (design §4).
+"""Data of the scheduler core: slots, runs, claims (design §4).
 
 Pure: no trio, no I/O. :mod:`actors._scheduler._scheduler` holds the :class:`~actors.Scheduler`
-state machine that uses these; :mod:`actors._scheduler._actor` drives it with trio.
+state machine that uses these; :mod:`actors._scheduler._actor` drives it with trio. The
+events live in :mod:`actors._scheduler._events`, the settings in
+:mod:`actors._scheduler._config`.
 
 Theory of operation
 ===================
 
-Every run has one **slot** per kind (``metadata``, ``thumbnail``, ``preview``). A slot
-moves through a small table, like h11's ``_state.py``: every legal move is a row in
+Every run has one **slot** per declared kind (design §4.11). A slot moves through a
+small table, like h11's ``_state.py``: every legal move is a row in
 :data:`SLOT_TRANSITIONS` and anything else raises
 :class:`~actors.errors.InvalidTransition` (a bug, never a user error)::
 
@@ -16,60 +18,43 @@ moves through a small table, like h11's ``_state.py``: every legal move is a row
                             +----requeue------+   \\--retry----> BACKOFF --wake--> PENDING
                                                    \\--park----> PARKED --claim--> ACTIVE
 
-* ``BLOCKED``: a thumbnail or preview whose run's metadata is not conclusive yet
-  (design §4.1).
-* ``PARKED``: metadata of a progressive run: the source is still being written; the
+* ``BLOCKED``: a kind whose needs are not all conclusive (published) at the run's
+  revision yet (design §4.11).
+* ``PARKED``: the progressive kind of a run whose source is still being written; the
   result was handed out as a :class:`Parked` notice, not published (design §4.5).
 * ``BACKOFF``: a transient failure; ``wake`` (or ``wake_parked`` for a progressive page)
-  fires when ``min(1 s, 25 ms * 2**(attempt-1))`` seconds have passed, the attempt
-  capped at 8 (design §4.6): 0.025, 0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, ... seconds.
+  fires when the kind's retry policy says (design §4.12).
 * ``reset`` / ``reset_blocked`` from any state but ``ACTIVE``: the run's source changed
   or the format changed, so the work is pending again (design §4.6, §4.8).
 
 Slots are plain ``__slots__`` objects (not one :class:`actors._core._lifecycle.StateMachine`
-each) because 100 000 runs x 3 kinds must fit in well under 1 KiB per run (design §4.3).
+each) because 100 000 runs x 5 kinds must fit in well under 1 KiB per run (design §4.3);
+the retry state of a slot (:class:`_Retry`) exists only while it is being attempted.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from .._core._backoff import Backoff
-from .._core._config import count_field, duration_field
-from ..errors import ErrorRecord, InvalidTransition
+from ..errors import InvalidTransition
+from ._config import DEFAULT_TIERS, SchedulerConfig
+
+if TYPE_CHECKING:
+    from ._kinds import KindGraph
 
 __all__ = [
-    "KINDS",
     "TIERS",
     "Claim",
-    "Dropped",
-    "Failed",
-    "Invalidated",
-    "Parked",
+    "Produced",
     "Progressive",
-    "Published",
-    "Retrying",
     "RunInfo",
     "SchedulerConfig",
-    "SchedulerEvent",
-    "SchedulerStatistics",
-    "Settled",
 ]
 
-#: The kinds of work per run, in priority order (design §4.1).
-KINDS: Final = ("metadata", "thumbnail", "preview")
-#: Priority tiers, best first (design §4.2).
-TIERS: Final = ("selected", "visible", "remaining")
-
-METADATA: Final = 0
-SELECTED: Final = 0
-VISIBLE: Final = 1
-REMAINING: Final = 2
-
-#: Highest attempt number used in the backoff formula (design §4.6).
-MAX_ATTEMPT: Final = 8
+#: The default priority tiers, best first (design §4.2).
+TIERS: Final = DEFAULT_TIERS
 
 # Slot statuses (small ints: a slot is a few machine words).
 BLOCKED: Final = 0
@@ -86,7 +71,7 @@ _RESETTABLE = (BLOCKED, PENDING, BACKOFF, PARKED, DONE, FAILED)
 #: ``{(status, event): new_status}``: every legal slot move (see the module docstring).
 SLOT_TRANSITIONS: Final[dict[tuple[int, str], int]] = {
     (BLOCKED, "unblock"): PENDING,
-    (BLOCKED, "fail"): FAILED,  # its run's metadata failed for good
+    (BLOCKED, "fail"): FAILED,  # a kind it needs failed for good
     (PENDING, "claim"): ACTIVE,
     (PARKED, "claim"): ACTIVE,  # a progressive page
     (ACTIVE, "succeed"): DONE,
@@ -101,19 +86,33 @@ SLOT_TRANSITIONS: Final[dict[tuple[int, str], int]] = {
 }
 
 
-class _Slot:
-    """One (run, kind) work item: status, retry state and the live heap entry."""
+class _Retry:
+    """Retry state of one slot while it is being attempted (design §4.12)."""
 
-    __slots__ = ("attempt", "done_revision", "not_before", "queued", "status")
+    __slots__ = ("attempts", "crashes", "first_at", "not_before")
+
+    def __init__(self, first_at: float) -> None:
+        self.attempts = 0
+        """Attempts claimed in this sequence (stale and fenced ones are given back)."""
+        self.crashes = 0
+        """Attempts that ended with one of the policy's crash codes."""
+        self.first_at = first_at
+        """When the first attempt was claimed: the overall deadline counts from here."""
+        self.not_before = 0.0
+        """End of the current backoff, seconds on the caller's clock."""
+
+
+class _Slot:
+    """One (run, kind) work item: status, the live heap entry, retry state."""
+
+    __slots__ = ("done_revision", "queued", "retry", "status")
 
     def __init__(self, status: int) -> None:
         self.status = status
-        self.attempt = 0
-        """Consecutive transient failures, capped at :data:`MAX_ATTEMPT`."""
-        self.not_before = 0.0
-        """End of the current backoff, seconds on the caller's clock."""
         self.queued = -1
         """Tier of the ready heap holding this slot's live entry, or -1."""
+        self.retry: _Retry | None = None
+        """Retry state from the first attempt until success, park or reset."""
         self.done_revision: str | None = None
         """Revision last published for this slot (design §4.9)."""
 
@@ -141,6 +140,7 @@ class _Run:
         "active",
         "deferred",
         "guid",
+        "held",
         "order",
         "progressive",
         "revision",
@@ -150,22 +150,32 @@ class _Run:
         "tier",
     )
 
-    def __init__(self, run_id: int, guid: str, revision: str, order: int) -> None:
+    def __init__(
+        self, run_id: int, guid: str, revision: str, order: int, graph: KindGraph, tier: int
+    ) -> None:
         self.run_id = run_id
         self.guid = guid
         self.revision = revision
         self.order = order
         """Position in the append-only table: the tie-break within a tier and kind."""
-        self.tier = REMAINING
-        self.slots = (_Slot(PENDING), _Slot(BLOCKED), _Slot(BLOCKED))
+        self.tier = tier
+        self.slots = tuple(_Slot(BLOCKED if needs else PENDING) for needs in graph.needs)
         self.active = 0
         """Number of active claims of this run."""
         self.deferred: str | None = None
         """New revision waiting for the active claims to end (design §4.8)."""
+        self.held = 0
+        """Claims of an older generation for this run's GUID still executing: none of
+        this run's work starts before they end (design §4.13)."""
         self.progressive = False
-        """True while the metadata at this revision says "still being written"."""
+        """True while the progressive kind at this revision says "still being written"."""
         self.started: str | None = None
         """Revision of this run's first claim (for :attr:`Claim.first`)."""
+
+    @property
+    def waiting(self) -> bool:
+        """No claim may start now: a deferred change or an older execution (§4.8, §4.13)."""
+        return self.deferred is not None or self.held > 0
 
 
 def _check_revision(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
@@ -190,49 +200,13 @@ class RunInfo:
     """Content hash or version of the run's source data."""
 
 
-def _check_backoff(instance: object, attribute: attrs.Attribute[Backoff], value: object) -> None:
-    if not isinstance(value, Backoff) or value.jitter:
-        raise ValueError(f"{attribute.name} must be a Backoff without jitter, got {value!r}")
-
-
-@attrs.frozen(kw_only=True)
-class SchedulerConfig:
-    """Settings of the scheduler core and actor (design §4.3-§4.7).
-
-    Raises:
-        ValueError: a field is out of range; the message names it (design §1.6).
-    """
-
-    workers: int = count_field(1, minimum=1, maximum=1024)
-    """K: how many claims may be active at once (design §4.3)."""
-    job_deadline: float = duration_field(15.0, allow_zero=False)
-    """Seconds from claim to the job's absolute deadline (design §4.7); at most 300."""
-    page_interval: float = duration_field(0.010)
-    """Least seconds between two progressive pages (design §4.5)."""
-    backoff: Backoff = attrs.field(
-        factory=lambda: Backoff(max_attempt=MAX_ATTEMPT), validator=_check_backoff
-    )
-    """Retry policy per (run, kind) slot: ``min(1 s, 25 ms * 2**(attempt-1))`` with the
-    attempt capped at 8 by default (design §4.6; :class:`actors._core._backoff.Backoff`, whose
-    ``jitter`` must stay 0 here: the core is deterministic)."""
-    aging_after: int = count_field(8, minimum=1)
-    """Consecutive foreground claims before one remaining metadata item (design §4.4)."""
-    page_after: int = count_field(3, minimum=0)
-    """Same-tier ordinary claims before a due progressive page goes first (design §4.4)."""
-    helper_kinds: frozenset[str] = attrs.field(
-        default=frozenset({"metadata"}),
-        converter=frozenset,
-        validator=attrs.validators.deep_iterable(attrs.validators.in_(KINDS)),
-    )
-    """Kinds whose results come from a helper process: ``helper_restarted`` fences them."""
-
-
 @attrs.frozen(kw_only=True)
 class Claim:
-    """One unit of work handed out by :meth:`Scheduler.claim` (design §4.3).
+    """One unit of work (an attempt) handed out by :meth:`Scheduler.claim` (design §4.3).
 
     Report its end with exactly one of :meth:`Scheduler.complete` or
-    :meth:`Scheduler.fail`, passing :attr:`claim_id`.
+    :meth:`Scheduler.fail`, passing :attr:`claim_id`, once the attempt's execution has
+    really ended (design §4.13).
     """
 
     claim_id: int
@@ -240,7 +214,7 @@ class Claim:
     run_id: int
     guid: str
     kind: str
-    """``metadata``, ``thumbnail`` or ``preview``."""
+    """The declared kind's name (design §4.11)."""
     revision: str
     """Source revision the work is for."""
     source: str
@@ -250,142 +224,49 @@ class Claim:
     incarnation: int
     """Helper incarnation at claim time (design §4.8)."""
     attempt: int
-    """1 for a first try, n+1 after n consecutive transient failures (n capped at 8)."""
+    """1 for a first try, n+1 after n counted failed attempts (design §4.12)."""
     deadline: float
-    """Absolute deadline, seconds on the caller's clock (design §4.7)."""
+    """Absolute deadline of this attempt, seconds on the caller's clock: the per-attempt
+    deadline, cut to the overall deadline (design §4.7, §4.12)."""
     tier: str
     """Tier of the run when claimed."""
     page: bool
     """True for a re-poll of a progressive source (design §4.5)."""
     first: bool
     """True for the run's first claim at this revision."""
+    overall_deadline: float | None = None
+    """End of the overall deadline across attempts (seconds, caller's clock), or None."""
 
 
 @attrs.frozen
 class Progressive:
-    """Wrap a metadata result to say "the run is still being written" (design §4.5).
+    """Wrap a result to say "the run is still being written" (design §4.5).
 
-    ``execute`` returns ``Progressive(partial)`` instead of a conclusive result; the
-    scheduler parks it: a :class:`Parked` notice carries ``value``, nothing is published
-    or cached, and the run is re-polled. For other kinds it counts as a transient
-    failure (``source_not_ready``).
+    ``execute`` returns ``Progressive(partial)`` instead of a conclusive result; for the
+    kind declared ``progressive`` the scheduler parks it: a :class:`Parked` notice
+    carries ``value``, nothing is published or cached, and the run is re-polled. For
+    other kinds it counts as a transient failure (``source_not_ready``).
     """
 
     value: Any = None
     """The partial result (e.g. the rows read so far), or None."""
 
 
-# --- events: what the core returns and the actor forwards ----------------------------
+def _check_time(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise ValueError(f"{attribute.name} must be a time in seconds, got {value!r:.80}")
 
 
-@attrs.frozen(kw_only=True)
-class Published:
-    """A conclusive result, published exactly once per (run, kind, revision) (§4.9)."""
+@attrs.frozen
+class Produced:
+    """A result with the time its worker side completed it (design §4.14).
 
-    run_id: int
-    guid: str
-    kind: str
-    revision: str
-    result: Any
-    """The payload (thumbnail/preview bytes) or the metadata result."""
-    generation: int
+    ``execute`` may return ``Produced(value, at)`` when the result was made elsewhere (a
+    worker thread, a helper process, another actor) and reached the executor later:
+    the attempt's deadline is then judged by ``at``, not by when the loop noticed.
+    """
 
-
-@attrs.frozen(kw_only=True)
-class Parked:
-    """A progressive run's metadata said "still being written" (design §4.5)."""
-
-    run_id: int
-    guid: str
-    revision: str
-    result: Any
-    """The partial result, or None; never cached."""
-
-
-@attrs.frozen(kw_only=True)
-class Retrying:
-    """A transient failure; the slot is retried at ``not_before`` (design §4.6)."""
-
-    run_id: int
-    guid: str
-    kind: str
-    revision: str
-    attempt: int
-    """Consecutive transient failures so far (capped at 8)."""
-    not_before: float
-    """Seconds on the caller's clock."""
-    error: ErrorRecord
-
-
-@attrs.frozen(kw_only=True)
-class Failed:
-    """A permanent failure; not retried until the source or format changes (§4.6)."""
-
-    run_id: int
-    guid: str
-    kind: str
-    revision: str
-    error: ErrorRecord
-    cause_kind: str | None = None
-    """``"metadata"`` when this kind failed only because its metadata did."""
-
-
-@attrs.frozen(kw_only=True)
-class Dropped:
-    """A stale completion was dropped unpublished (design §4.6, §4.8); for tests and logs."""
-
-    run_id: int
-    guid: str
-    kind: str
-    revision: str
-    reason: str
-    """``generation``, ``incarnation``, ``revision`` or ``stale`` (stale category)."""
-
-
-@attrs.frozen(kw_only=True)
-class Invalidated:
-    """The run's source changed: its work is pending again at ``revision`` (§4.8)."""
-
-    run_id: int
-    guid: str
-    old_revision: str
-    revision: str
-
-
-@attrs.frozen(kw_only=True)
-class Settled:
-    """Every kind of the run is decided (published or failed) at ``revision``."""
-
-    run_id: int
-    guid: str
-    revision: str
-    published: tuple[str, ...]
-    failed: tuple[str, ...]
-
-
-SchedulerEvent = Published | Parked | Retrying | Failed | Dropped | Invalidated | Settled
-
-
-@attrs.frozen(kw_only=True)
-class SchedulerStatistics:
-    """A snapshot of the scheduler core (design §4), returned by ``statistics()``."""
-
-    source: str
-    generation: int
-    incarnation: int
-    runs: int
-    active: int
-    """Claims handed out and not yet reported (all generations)."""
-    ready: tuple[int, int, int]
-    """Claimable slots per tier (selected, visible, remaining)."""
-    blocked: int
-    backoff: int
-    parked: int
-    done: int
-    failed: int
-    claims: int
-    """Claims handed out since construction."""
-    published: int
-    dropped: int
-    priority_pending: bool
-    """A ``set_priority`` is waiting for the next work boundary."""
+    value: Any
+    """The result itself."""
+    at: float = attrs.field(validator=_check_time)
+    """When it was complete, seconds on the scheduler's clock (trio's)."""

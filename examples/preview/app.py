@@ -97,6 +97,7 @@ from examples.preview.config import PreviewConfig
 from examples.preview.drawing.render import RENDERER_VERSION, render
 from examples.preview.eventlog_runs import OPERATION, EventLogRuns
 from examples.preview.helper_jobs import HelperJobs
+from examples.preview.kinds import PNG_PAYLOADS, PREVIEW_KINDS
 from examples.preview.live_images import LiveImages
 from examples.preview.notice_bridge import NoticeBridge
 from examples.preview.push import ImageStore
@@ -211,8 +212,9 @@ class PreviewApp:
             render_fn=render,
             execute=self.execute,
             pool=PoolConfig(size=config.helpers, timeouts=config.helper_timeouts),
-            renderer=RendererConfig(threads=config.render_threads),
+            renderer=RendererConfig(threads=config.render_threads, **PNG_PAYLOADS),
             scheduler=SchedulerConfig(
+                kinds=PREVIEW_KINDS,
                 workers=config.helpers + 1,
                 job_deadline=config.job_timeout,
                 page_interval=config.poll_interval,

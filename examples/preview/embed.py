@@ -23,9 +23,11 @@ from actors import (
     PoolConfig,
     Published,
     Render,
+    RendererConfig,
     RunInfo,
     Runtime,
     RuntimeConfig,
+    SchedulerConfig,
     SchedulerJob,
     SetPriority,
     Settled,
@@ -33,6 +35,7 @@ from actors import (
     open_runtime,
 )
 from examples.preview.drawing.render import render
+from examples.preview.kinds import PNG_PAYLOADS, PREVIEW_KINDS
 from examples.preview.qcodes.source import open_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +73,8 @@ async def main(db: Path, runs: list[RunInfo], out: Path, select: int | None) -> 
         ),
         pool=PoolConfig(size=2),
         render_fn=render,
+        renderer=RendererConfig(**PNG_PAYLOADS),
+        scheduler=SchedulerConfig(kinds=PREVIEW_KINDS),
         execute=execute,
         runs=runs,
     )

@@ -16,12 +16,14 @@ from helper_support import FAST, assert_no_children, spec
 
 from actors import (
     ActorState,
+    Kind,
     OperationSpec,
     PoolConfig,
     Published,
     Render,
     RunInfo,
     RuntimeConfig,
+    SchedulerConfig,
     SchedulerJob,
     Settled,
     open_runtime,
@@ -64,12 +66,21 @@ async def execute(job: SchedulerJob, runtime: Any) -> Any:
     return rendered.data
 
 
+#: The embedder's kinds of work: a helper read, then two drawings that need it.
+KINDS = (
+    Kind(name="metadata", helper=True),
+    Kind(name="thumbnail", needs=("metadata",)),
+    Kind(name="preview", needs=("metadata",)),
+)
+
+
 def config(**overrides: Any) -> RuntimeConfig:
     fields: dict[str, Any] = {
         "helper": spec(),
         "pool": PoolConfig(size=2, timeouts=FAST),
         "render_fn": render,
         "execute": execute,
+        "scheduler": SchedulerConfig(kinds=KINDS),
         "runs": [RunInfo(run_id=i, guid=f"guid-{i}", revision="r1") for i in (1, 2, 3)],
         "operations": [OperationSpec(name="preview", fields={"run_id"})],
         "shutdown_grace": 2.0,

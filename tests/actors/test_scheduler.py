@@ -5,14 +5,9 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from scheduler_support import PERMANENT, TRANSIENT, claim_kind, drain, make, runs
+from scheduler_support import PERMANENT, TRANSIENT, claim_kind, config, drain, make, runs
 
-from actors._core._backoff import Backoff
-from actors._scheduler._scheduler import Scheduler
-from actors._scheduler._state import (
-    ACTIVE,
-    BLOCKED,
-    SLOT_TRANSITIONS,
+from actors import (
     Dropped,
     Failed,
     Invalidated,
@@ -22,6 +17,12 @@ from actors._scheduler._state import (
     Retrying,
     SchedulerConfig,
     Settled,
+)
+from actors._scheduler._scheduler import Scheduler
+from actors._scheduler._state import (
+    ACTIVE,
+    BLOCKED,
+    SLOT_TRANSITIONS,
     _Slot,
     move,
 )
@@ -132,11 +133,11 @@ def test_rejected_set_priority_changes_nothing(selected, visible):
 # --- retries (design §4.6, §4.7) -------------------------------------------------------------
 
 
-def test_exact_backoff_schedule_and_attempt_cap():
-    s = make(1)
+def test_exact_backoff_schedule_until_the_attempt_limit():
+    s = make(1)  # the default policy: 25 ms doubling to 1 s, 10 attempts
     now = 0.0
     delays, attempts, claim_attempts = [], [], []
-    for _ in range(10):
+    for _ in range(9):
         claim = s.claim(now)
         assert claim is not None
         assert claim.kind == "metadata"
@@ -151,11 +152,17 @@ def test_exact_backoff_schedule_and_attempt_cap():
         assert s.claim(event.not_before - 1e-6) is None
         assert s.status(1, "metadata") == "backoff"
         now = event.not_before
-    assert delays == [25, 50, 100, 200, 400, 800, 1000, 1000, 1000, 1000]
-    assert attempts == [1, 2, 3, 4, 5, 6, 7, 8, 8, 8]
-    assert claim_attempts == [1, 2, 3, 4, 5, 6, 7, 8, 9, 9]
+    assert delays == [25, 50, 100, 200, 400, 800, 1000, 1000, 1000]
+    assert attempts == claim_attempts == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     claim = s.claim(now)
-    s.complete(claim.claim_id, "meta", now=now)  # success clears the slot
+    assert claim.attempt == 10
+    events = s.fail(claim.claim_id, TRANSIENT, now=now)  # the tenth: no more retries
+    assert [type(e) for e in events] == [Failed, Failed, Failed, Settled]
+    assert (events[0].reason, events[0].attempts, events[0].error) == (
+        "attempts_exhausted",
+        10,
+        TRANSIENT,
+    )
     assert s.next_wakeup() is None
 
 
@@ -203,14 +210,12 @@ def test_job_deadline_is_validated(bad):
         SchedulerConfig(job_deadline=bad)
 
 
-def test_config_validates_counts_and_backoff():
+def test_config_validates_counts():
     assert SchedulerConfig(job_deadline=300).job_deadline == 300.0
     with pytest.raises(ValueError, match="workers"):
         SchedulerConfig(workers=0)
-    with pytest.raises(ValueError, match="backoff"):
-        SchedulerConfig(backoff=Backoff(jitter=0.5))
-    with pytest.raises(ValueError, match="helper_kinds"):
-        SchedulerConfig(helper_kinds={"render"})
+    with pytest.raises(ValueError, match="deadline_grace"):
+        SchedulerConfig(deadline_grace=-0.1)
 
 
 def test_permanent_failure_is_not_retried_until_source_changes():
@@ -281,7 +286,7 @@ def test_stale_failure_is_dropped_silently_and_work_comes_back():
 
 
 def test_aging_admits_remaining_metadata_after_8_foreground_claims():
-    s = Scheduler(runs(20), config=SchedulerConfig(workers=10))
+    s = Scheduler(runs(20), config=config(workers=10))
     s.set_priority(None, list(range(1, 11)))  # 10 visible runs: 10 metadata claims
     order = [s.claim(0.0) for _ in range(10)]
     tiers = [c.tier for c in order]
@@ -291,7 +296,7 @@ def test_aging_admits_remaining_metadata_after_8_foreground_claims():
 
 
 def test_aging_waits_while_the_selected_runs_images_are_ready():
-    s = Scheduler(runs(20), config=SchedulerConfig(workers=20))
+    s = Scheduler(runs(20), config=config(workers=20))
     s.set_priority(1, list(range(2, 12)))
     claims = [s.claim(0.0) for _ in range(8)]  # selected metadata + 7 visible metadata
     assert [c.tier for c in claims] == ["selected"] + ["visible"] * 7
@@ -305,7 +310,7 @@ def test_aging_waits_while_the_selected_runs_images_are_ready():
 
 
 def test_every_remaining_item_gets_claimed_under_constant_foreground_load():
-    s = Scheduler(runs(30), config=SchedulerConfig())
+    s = Scheduler(runs(30), config=config())
     remaining_claims = 0
     for step in range(200):
         # The viewport keeps moving: foreground work never runs out.
@@ -374,7 +379,7 @@ def test_progressive_pages_are_paced_at_least_10_ms_apart():
 
 
 def test_a_due_page_waits_for_at_most_3_same_tier_claims():
-    s = Scheduler(runs(40), config=SchedulerConfig(workers=1, aging_after=100))
+    s = Scheduler(runs(40), config=config(workers=1, aging_after=100))
     s.set_priority(None, list(range(1, 41)))
     park(s, 1)  # run 1 is visible and progressive; runs 2..40 have visible work
     waited, worst, pages, last_page = 0, 0, 0, -1.0
@@ -396,7 +401,7 @@ def test_a_due_page_waits_for_at_most_3_same_tier_claims():
 
 
 def test_due_page_goes_after_exactly_3_ordinary_claims_of_its_tier():
-    s = Scheduler(runs(12), config=SchedulerConfig(workers=1, aging_after=100, page_interval=0))
+    s = Scheduler(runs(12), config=config(workers=1, aging_after=100, page_interval=0))
     s.set_priority(None, list(range(1, 13)))
     park(s, 1)  # this ordinary claim counts as the first of three
     pattern = []
@@ -408,8 +413,7 @@ def test_due_page_goes_after_exactly_3_ordinary_claims_of_its_tier():
 
 
 def test_progressive_rounds_are_fair_and_selected_jumps_to_the_front():
-    config = SchedulerConfig(workers=1, page_interval=0, page_after=100)
-    s = Scheduler(runs(4), config=config)
+    s = Scheduler(runs(4), config=config(workers=1, page_interval=0, page_after=100))
     for run_id in (1, 2, 3, 4):
         park(s, run_id)
     s.set_priority(None, [3])
@@ -443,7 +447,7 @@ def test_slot_table_refuses_illegal_moves():
 
 
 def test_heaps_stay_bounded_when_the_viewport_moves_a_lot():
-    s = Scheduler(runs(3000))
+    s = Scheduler(runs(3000), config=config())
     longest = 0
     for step in range(6000):
         s.set_priority(step % 3000 + 1, [(step * 7) % 3000 + 1, (step * 11) % 3000 + 1])

@@ -3,80 +3,41 @@
 from __future__ import annotations
 
 import itertools
-from contextlib import asynccontextmanager
 
 import pytest
 import trio
 import trio.testing
+from scheduler_support import Recorder, config, running, settled
 
-from actors._scheduler._actor import (
+from actors import (
+    Failed,
     FormatChanged,
     GetSchedulerStatistics,
     HelperRestarted,
+    Invalidated,
+    Kind,
+    Parked,
+    PayloadCache,
+    Progressive,
+    Published,
     Reconcile,
+    Retrying,
+    RunInfo,
     RunStarted,
     SchedulerActor,
     SchedulerActorStatistics,
+    SchedulerConfig,
     SetPriority,
+    SetTiers,
+    Settled,
     SourceChanged,
     SwitchSource,
 )
-from actors._scheduler._cache import PayloadCache
-from actors._scheduler._state import (
-    Failed,
-    Invalidated,
-    Parked,
-    Progressive,
-    Published,
-    Retrying,
-    RunInfo,
-    SchedulerConfig,
-    Settled,
-)
-from actors.errors import InvalidCommand, RenderError, ReplyTimeout, ScheduleRejected
+from actors.errors import InvalidCommand, PoolBusy, RenderError, ScheduleRejected
 
 
 def runs(n: int, *, start: int = 1, prefix: str = "g") -> list[RunInfo]:
     return [RunInfo(run_id=i, guid=f"{prefix}{i}", revision="r1") for i in range(start, start + n)]
-
-
-class Recorder:
-    """Collects the actor's events; ``until`` waits for a condition without polling."""
-
-    def __init__(self) -> None:
-        self.events: list[object] = []
-        self._changed = trio.Event()
-
-    async def collect(self, channel) -> None:
-        async for event in channel:
-            self.events.append(event)
-            self._changed.set()
-            self._changed = trio.Event()
-
-    async def until(self, predicate, seconds: float = 60.0) -> None:
-        with trio.fail_after(seconds):
-            while not predicate(self.events):
-                await self._changed.wait()
-
-    def of(self, cls):
-        return [e for e in self.events if isinstance(e, cls)]
-
-
-@asynccontextmanager
-async def running(execute, *args, **kwargs):
-    async with trio.open_nursery() as nursery:
-        actor = SchedulerActor(execute, *args, **kwargs)
-        ref = await nursery.start(actor.run)
-        recorder = Recorder()
-        nursery.start_soon(recorder.collect, actor.events)
-        try:
-            yield actor, ref, recorder
-        finally:
-            await ref.stop(grace=1.0)
-
-
-def settled(n: int):
-    return lambda events: sum(isinstance(e, Settled) for e in events) >= n
 
 
 # --- timer, retries, deadlines -------------------------------------------------------------
@@ -88,7 +49,7 @@ async def test_timer_wakes_the_scheduler_exactly_when_the_earliest_backoff_ends(
     async def execute(job):
         calls.append((trio.current_time(), job.claim.kind))
         if job.claim.kind == "metadata" and len(calls) <= 4:
-            raise ReplyTimeout("helper too slow")
+            raise PoolBusy("no helper free")
         return b"ok"
 
     async with running(execute, runs=runs(1)) as (_actor, _ref, rec):
@@ -116,11 +77,10 @@ async def test_timer_wakes_for_the_earliest_of_several_backoffs(autojump_clock):
         calls.append((trio.current_time(), claim.run_id))
         if claim.kind == "metadata" and failures.get(claim.run_id, 0) > 0:
             failures[claim.run_id] -= 1
-            raise ReplyTimeout("slow")
+            raise PoolBusy("no helper free")
         return b"ok"
 
-    config = SchedulerConfig(workers=2)
-    async with running(execute, runs=runs(2), config=config) as (_a, _r, rec):
+    async with running(execute, runs=runs(2), config=config(workers=2)) as (_a, _r, rec):
         await rec.until(settled(2))
     t0 = calls[0][0]
     meta = [(round(t - t0, 9), run) for t, run in calls if run in (1, 2)][:6]
@@ -141,13 +101,13 @@ async def test_deadline_is_a_transient_failure(autojump_clock):
             await trio.sleep_forever()
         return b"m"
 
-    config = SchedulerConfig(job_deadline=2.0)
-    async with running(execute, runs=runs(1), config=config) as (_a, _r, rec):
+    async with running(execute, runs=runs(1), config=config(job_deadline=2.0)) as (_a, _r, rec):
         await rec.until(settled(1))
     (retry,) = rec.of(Retrying)
     assert retry.error.code == "deadline_exceeded"
     assert retry.error.category == "transient"
-    assert calls[1] - calls[0] == pytest.approx(2.025, abs=1e-9)
+    # Stopped at its deadline plus the 0.5 s grace (design §4.14), retried 25 ms later.
+    assert calls[1] - calls[0] == pytest.approx(2.0 + 0.5 + 0.025, abs=1e-9)
     assert retry.not_before == calls[1]
 
 
@@ -330,7 +290,7 @@ async def test_stop_is_prompt_and_closes_the_events_channel(autojump_clock):
         return b"x"
 
     async with trio.open_nursery() as nursery:
-        actor = SchedulerActor(execute, runs=runs(2))
+        actor = SchedulerActor(execute, runs=runs(2), config=config())
         ref = await nursery.start(actor.run)
         recorder = Recorder()
         nursery.start_soon(recorder.collect, actor.events)
@@ -346,7 +306,7 @@ async def test_a_slow_reader_holds_back_workers_not_the_mailbox(autojump_clock):
         return b"x"
 
     async with trio.open_nursery() as nursery:
-        actor = SchedulerActor(execute, runs=runs(20), events_capacity=2)
+        actor = SchedulerActor(execute, runs=runs(20), events_capacity=2, config=config())
         ref = await nursery.start(actor.run)
         await trio.testing.wait_all_tasks_blocked()
         stats = await ref.ask(GetSchedulerStatistics(), timeout=1.0)  # the mailbox still answers
@@ -402,3 +362,50 @@ async def test_format_change_gives_new_cache_keys(tmp_path):
             seconds=10,
         )
     assert executed == ["metadata", "thumbnail", "preview", "thumbnail"]
+
+
+# --- declared kinds and tiers through the actor (design §4.11, §4.2) -------------------------
+
+
+async def test_a_kind_gets_the_results_of_every_kind_it_needs(autojump_clock):
+    kinds = (
+        Kind(name="read"),
+        Kind(name="stats", needs=("read",)),
+        Kind(name="report", needs=("read", "stats")),
+    )
+    seen: dict[str, tuple[object, dict]] = {}
+
+    async def execute(job):
+        seen[job.claim.kind] = (job.observation, dict(job.inputs))
+        return f"{job.claim.kind} of {job.claim.run_id}"
+
+    async with running(execute, runs=runs(1), config=SchedulerConfig(kinds=kinds)) as (
+        _a,
+        _r,
+        rec,
+    ):
+        await rec.until(settled(1))
+    assert seen == {
+        "read": (None, {}),
+        "stats": ("read of 1", {"read": "read of 1"}),
+        "report": ("read of 1", {"read": "read of 1", "stats": "stats of 1"}),
+    }
+
+
+async def test_set_tiers_places_runs_in_declared_tiers(autojump_clock):
+    order: list[int] = []
+    gate = trio.Event()
+
+    async def execute(job):
+        await gate.wait()
+        order.append(job.claim.run_id)
+        return b"x"
+
+    config = SchedulerConfig(kinds=(Kind(name="job"),), tiers=("now", "soon", "later"))
+    async with running(execute, runs=runs(4), config=config) as (_a, ref, rec):
+        await ref.ask(SetTiers(placements={"soon": [2], "now": [4]}), timeout=1.0)
+        with pytest.raises(ScheduleRejected, match="not a tier"):
+            await ref.ask(SetTiers(placements={"never": [1]}), timeout=1.0)
+        gate.set()
+        await rec.until(settled(4))
+    assert order == [1, 4, 2, 3]  # run 1 was claimed before the placement arrived

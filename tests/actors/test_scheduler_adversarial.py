@@ -11,16 +11,15 @@ import time
 from typing import Any
 
 import pytest
-from scheduler_support import make, runs
+from scheduler_support import config, make, runs
 
-from actors._scheduler._scheduler import Scheduler
-from actors._scheduler._state import (
+from actors import (
     Dropped,
     Invalidated,
     Published,
     RunInfo,
-    SchedulerConfig,
 )
+from actors._scheduler._scheduler import Scheduler
 from actors.errors import ErrorRecord, ScheduleRejected
 
 
@@ -220,7 +219,7 @@ def test_source_changed_during_active_job_then_completion_publishes_each_revisio
 
 def test_one_hundred_thousand_runs_schedule_quickly() -> None:
     started = time.perf_counter()
-    s = Scheduler(runs(100_000), source="db", config=SchedulerConfig(workers=4))
+    s = Scheduler(runs(100_000), source="db", config=config(workers=4))
     s.set_priority(99_999, range(50_000, 50_100))
     order = []
     for _ in range(3000):

@@ -8,14 +8,14 @@ from __future__ import annotations
 import pytest
 from scheduler_support import PERMANENT, claim_kind, drain, make, runs
 
-from actors._scheduler._scheduler import Scheduler
-from actors._scheduler._state import (
+from actors import (
     Dropped,
     Invalidated,
     Published,
     RunInfo,
     Settled,
 )
+from actors._scheduler._scheduler import Scheduler
 from actors.errors import (
     JobCancelled,
     ScheduleRejected,
@@ -179,3 +179,35 @@ def test_unknown_or_repeated_completion_is_rejected():
 def test_duplicate_run_ids_are_rejected():
     with pytest.raises(ScheduleRejected, match="repeats"):
         Scheduler([*runs(2), *runs(1)])
+
+
+# --- one execution per run and kind across generations (design §4.13) -------------------------
+
+
+def test_a_new_generation_waits_for_an_older_execution_of_the_same_guid():
+    s = make(2, workers=3)
+    old = claim_kind(s, 1, "metadata")  # still executing (being stopped)
+    s.switch_source("db-again", runs(2))  # the same runs: the same GUIDs
+    assert s.statistics().held == 1
+    second = s.claim(0.0)
+    assert (second.run_id, second.kind) == (2, "metadata")  # run 1 is held
+    assert s.claim(0.0) is None
+    (dropped,) = s.fail(old.claim_id, JobCancelled("stopped"), now=0.0)
+    assert dropped.reason == "generation"
+    assert s.statistics().held == 0
+    again = claim_kind(s, 1, "metadata")
+    assert again.generation == 1
+
+
+def test_a_run_appended_later_also_waits_for_its_guids_older_execution():
+    s = make(1, workers=4)
+    old = claim_kind(s, 1, "metadata")
+    s.switch_source("other", runs(1, start=5))  # run 1 is not in the new source...
+    s.complete(s.claim(0.0).claim_id, "m5", now=0.0)
+    s.reconcile([*runs(1, start=5), *runs(1)])  # ...until it comes back
+    assert s.statistics().held == 1
+    images = [s.claim(0.0), s.claim(0.0)]
+    assert [(c.run_id, c.kind) for c in images] == [(5, "thumbnail"), (5, "preview")]
+    assert s.claim(0.0) is None  # a worker is free, but run 1 waits
+    s.complete(old.claim_id, "old", now=0.0)
+    assert claim_kind(s, 1, "metadata").generation == 1

@@ -1,0 +1,31 @@
+"""What the preview server asks of the runtime: its kinds of work and its payloads.
+
+The scheduler's declaration (design §4.11): ``metadata`` reads a run in a helper
+process (progressive while the run is still being written, fenced when a helper
+restarts); ``thumbnail`` and ``preview`` draw it once its metadata is conclusive, and
+their PNGs go to the payload cache. The renderer's settings check every payload is a
+PNG (design §5.1).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from actors import Kind
+from examples.preview.drawing.png import MIN_PNG_BYTES, check_png
+from examples.preview.drawing.render import MIME
+
+__all__ = ["PREVIEW_KINDS", "PNG_PAYLOADS"]
+
+PREVIEW_KINDS: Final = (
+    Kind(name="metadata", helper=True, progressive=True),
+    Kind(name="thumbnail", needs=("metadata",), cached=True),
+    Kind(name="preview", needs=("metadata",), cached=True),
+)
+
+#: ``RendererConfig`` fields of PNG payloads: ``RendererConfig(**PNG_PAYLOADS, ...)``.
+PNG_PAYLOADS: Final[dict[str, Any]] = {
+    "mime": MIME,
+    "min_bytes": MIN_PNG_BYTES,
+    "check_payload": check_png,
+}
