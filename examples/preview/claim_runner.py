@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from actors import CancelRender, Progressive, Render
+from actors import CancelRender, Produced, Progressive, Render
 from actors.errors import ActorError, SourceError, WorkCancelled
 from examples.preview.config import RENDER_SLACK
 
@@ -129,7 +129,8 @@ class ClaimRunner:
             with suppress(ActorError):
                 runtime.renderer.try_send(CancelRender(job_id=job_id))
             raise
-        return rendered.data
+        # Judged by when the drawing was finished, not when this task resumed (design §4.14).
+        return Produced(rendered.data, at=rendered.produced_at)
 
     async def _read(self, run_id: int) -> dict[str, Any]:
         observation = await self._helpers.run_job("read_run", {"run_id": run_id})

@@ -19,11 +19,13 @@ import trio.testing
 from PIL import Image
 
 from actors import (
+    Backoff,
     Claim,
     Failed,
     HelperRestarted,
     Invalidated,
     Parked,
+    Produced,
     Progressive,
     Published,
     Receipt,
@@ -32,7 +34,6 @@ from actors import (
     Settled,
     SourceChanged,
 )
-from actors._core._backoff import Backoff
 from actors.errors import (
     AskTimeout,
     ErrorRecord,
@@ -169,12 +170,17 @@ class FakePool:
 @attrs.define
 class FakeRendered:
     data: bytes
+    produced_at: float
 
 
 class FakeRenderer:
+    delay = 0.0  # how long the reply takes to reach the executor, in seconds
+
     async def ask(self, message: Any, *, timeout: float) -> FakeRendered:  # noqa: ASYNC109
         size = (160, 120) if message.kind == "thumbnail" else (640, 480)
-        return FakeRendered(png(*size))
+        produced_at = trio.current_time()
+        await trio.sleep(self.delay)
+        return FakeRendered(png(*size), produced_at)
 
 
 class FakeScheduler:
@@ -257,11 +263,17 @@ async def test_execute_draws_from_the_cached_observation(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, _ = make_app()
+    runtime.renderer.delay = 0.25
+    start = trio.current_time()
     data = await app.execute(
         SchedulerJob(claim=claim("preview"), observation=observation()),
         runtime,  # type: ignore[arg-type]
     )
-    assert png_size(data) == (640, 480)
+    # Judged by when the drawing was made, not when the reply reached the executor.
+    assert isinstance(data, Produced)
+    assert data.at == start
+    assert trio.current_time() == start + 0.25
+    assert png_size(data.value) == (640, 480)
     assert runtime.pool.reads == []
     await app.execute(SchedulerJob(claim=claim("thumbnail")), runtime)  # type: ignore[arg-type]
     assert runtime.pool.reads == [12]  # evicted observation: read again
