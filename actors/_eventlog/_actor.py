@@ -78,6 +78,7 @@ class Submit:
     operation: str
     arguments: Mapping[str, Any]
     request_id: str | None = None
+    actor: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -109,17 +110,21 @@ class Finish:
 
 @attrs.frozen(kw_only=True)
 class Cancel:
-    """Cancel a run, attributed to ``actor`` (design §6.7); answered with its true status."""
+    """Cancel a run or detach requests, by ``actor`` (design §6.7, §6.14); answered with
+    the true status."""
 
     run_id: int
     actor: str = "local"
+    request_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
 class Status:
-    """The state of a run; needs no capacity; answered with a :class:`RunStatus`."""
+    """The state of a run (or of one request joined to it); needs no capacity; answered
+    with a :class:`RunStatus`."""
 
     run_id: int
+    request_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -261,7 +266,9 @@ class EventLogActor(Actor):
             case Submit():
                 if not log.writable:
                     await log.wait_writable()
-                admission = log.admit(message.operation, message.arguments, message.request_id)
+                admission = log.admit(
+                    message.operation, message.arguments, message.request_id, actor=message.actor
+                )
                 await self._later(reply, admission.wait)
             case Progress():
                 log.progress(message.run_id, message.fraction, message.note)
@@ -276,9 +283,11 @@ class EventLogActor(Actor):
                     log.finish(message.run_id, message.verdict, message.result, error=message.error)
                 )
             case Cancel():
-                await self._later(reply, log.cancel, message.run_id, message.actor)
+                await self._later(
+                    reply, log.cancel, message.run_id, message.actor, request_id=message.request_id
+                )
             case Status():
-                await self._later(reply, log.status, message.run_id)
+                await self._later(reply, log.status, message.run_id, request_id=message.request_id)
             case Watch():
                 await self._later(reply, log.watch, message.cursor, limit=message.limit)
             case Subscribe():
@@ -359,15 +368,18 @@ class EventLogClient:
         return await self.ref.ask(message, timeout=self.timeout)
 
     async def submit(
-        self, operation: str, arguments: Mapping[str, Any], request_id: str | None = None
+        self,
+        operation: str,
+        arguments: Mapping[str, Any],
+        request_id: str | None = None,
+        *,
+        actor: str | None = None,
     ) -> Receipt:
         """See :meth:`EventLog.submit` (design §6.1)."""
-        return cast(
-            "Receipt",
-            await self._ask(
-                Submit(operation=operation, arguments=arguments, request_id=request_id)
-            ),
+        message = Submit(
+            operation=operation, arguments=arguments, request_id=request_id, actor=actor
         )
+        return cast("Receipt", await self._ask(message))
 
     async def start(
         self, run_id: int, *, on_cancel: Callable[[], object] | None = None
@@ -393,13 +405,16 @@ class EventLogClient:
             await self._ask(Finish(run_id=run_id, verdict=verdict, result=result, error=error)),
         )
 
-    async def cancel(self, run_id: int, actor: str = "local") -> RunStatus:
-        """See :meth:`EventLog.cancel` (design §6.7)."""
-        return cast("RunStatus", await self._ask(Cancel(run_id=run_id, actor=actor)))
+    async def cancel(
+        self, run_id: int, actor: str = "local", *, request_id: str | None = None
+    ) -> RunStatus:
+        """See :meth:`EventLog.cancel` (design §6.7, §6.14)."""
+        message = Cancel(run_id=run_id, actor=actor, request_id=request_id)
+        return cast("RunStatus", await self._ask(message))
 
-    async def status(self, run_id: int) -> RunStatus:
+    async def status(self, run_id: int, *, request_id: str | None = None) -> RunStatus:
         """See :meth:`EventLog.status`."""
-        return cast("RunStatus", await self._ask(Status(run_id=run_id)))
+        return cast("RunStatus", await self._ask(Status(run_id=run_id, request_id=request_id)))
 
     async def watch(self, cursor: int, *, limit: int | None = None) -> WatchResult:
         """See :meth:`EventLog.watch` (design §6.8)."""

@@ -315,46 +315,61 @@ class EventLog:
     # -- submit (design §6.1-6.5) ---------------------------------------------------------
 
     async def submit(
-        self, operation: str, arguments: Mapping[str, Any], request_id: str | None = None
+        self,
+        operation: str,
+        arguments: Mapping[str, Any],
+        request_id: str | None = None,
+        *,
+        actor: str | None = None,
     ) -> Receipt:
         """Admit a request and return its receipt once the request is durable (design §6.1).
 
         Never runs anything and never waits for a verdict. A refusal for lack of capacity
-        is a receipt too (``admitted=False``, ``code="pool_full"``), not an exception.
-        Same as ``await log.admit(...).wait()``.
+        is a receipt too (``admitted=False``, ``code="pool_full"``, ``retry_after``), not
+        an exception. Same as ``await log.admit(...).wait()``.
 
         Args:
             operation: A registered operation's name.
             arguments: A mapping whose keys are within the operation's ``fields``.
             request_id: The caller's id for idempotent retries (1..128 chars); None makes
-                one up.
+                one up. Deduplicated against the ledger, whatever ``retain_requests``.
+            actor: Who submits (e.g. a connection's name): a later ``cancel`` by the same
+                actor detaches only its own requests from a run others joined (§6.14).
 
         Raises:
             UnsupportedOperation: (``unsupported_operation``) unknown operation (§6.2).
             InvalidCommand: (``invalid_command``) arguments not a mapping, fields outside
                 the schema or missing (``details["fields"]`` names them), not JSON, or too
-                large; or a bad request id.
+                large; or a bad request id or actor.
             RequestConflict: (``request_conflict``) ``request_id`` was used with other
                 content (§6.3).
             ActorStopped: (``actor_stopped``) the event log is not running.
-            LedgerError: (``ledger_error``) the request could not be made durable.
+            LedgerUnavailable: (``ledger_unavailable``) the ledger cannot commit now
+                (§6.13); ``details`` has ``retry_after`` and ``cause``. If the request was
+                decided before, it is kept: retry with the same ``request_id``.
+            LedgerCorrupt: (``ledger_corrupt``) the stored request is damaged (§6.11).
         """
-        return await self.admit(operation, arguments, request_id).wait()
+        return await self.admit(operation, arguments, request_id, actor=actor).wait()
 
     def admit(
-        self, operation: str, arguments: Mapping[str, Any], request_id: str | None = None
+        self,
+        operation: str,
+        arguments: Mapping[str, Any],
+        request_id: str | None = None,
+        *,
+        actor: str | None = None,
     ) -> Admission:
         """Decide a request now, without waiting; ``await .wait()`` for its receipt.
 
         The synchronous half of :meth:`submit`, so the event-log actor admits requests in
         mailbox order while their durability is awaited concurrently. (Only a request id
-        that memory no longer holds is decided later, after a ledger look-up.)
+        that memory does not hold is decided later, after a ledger look-up.)
 
         Raises:
-            UnsupportedOperation, InvalidCommand, RequestConflict, ActorStopped: as
-                :meth:`submit`.
+            UnsupportedOperation, InvalidCommand, RequestConflict, ActorStopped,
+            LedgerUnavailable: as :meth:`submit`.
         """
-        return self._intake.admit(operation, arguments, request_id)
+        return self._intake.admit(operation, arguments, request_id, actor)
 
     def apply_edit(self) -> int:
         """Bump the revision: later submissions run fresh instead of coalescing (§6.4).
@@ -420,31 +435,51 @@ class EventLog:
         """
         return self._runs.finish(run_id, verdict, result, error)
 
-    async def cancel(self, run_id: int, actor: str = "local") -> RunStatus:
-        """Cancel a run and return its true state; needs no capacity (design §6.7).
+    async def cancel(
+        self, run_id: int, actor: str = "local", *, request_id: str | None = None
+    ) -> RunStatus:
+        """Cancel a run, or detach requests from it; its true state (design §6.7, §6.14).
 
-        A queued run is cancelled at once; a running one is decided cancelled at once and
-        its cancel scope (built-in runner) or ``on_cancel`` (external executor) is
-        triggered; a finished or cancelled run is returned as it is, never faked.
-        Returns once the decision is durable.
+        Every request joined to a run (by coalescing) is one of its *waiters*. A cancel
+        detaches the waiter named by ``request_id``; without one, the waiters ``actor``
+        submitted; if ``actor`` submitted none of them (a cancel from outside), all of
+        them. A detached waiter's status is ``cancelled`` by ``actor`` while the run goes
+        on for the others (``request_detached`` event); when its last waiter leaves, the
+        run is cancelled: a queued run at once, a running one by its cancel scope
+        (built-in runner) or ``on_cancel`` (external executor). A finished or cancelled
+        run is returned as it is, never faked. Needs no capacity; returns once durable.
 
         Args:
             run_id: The run.
             actor: Who cancels (kept in ``cancelled_by`` and the event's ``by``).
+            request_id: The one request to detach.
+
+        Returns:
+            The status as that request sees it: ``request_id``'s, the first detached
+            request's, or the run's.
 
         Raises:
             UnknownRun: (``unknown_run``) no such run.
-            InvalidCommand: (``invalid_command``) bad actor name.
+            InvalidCommand: (``invalid_command``) bad actor name, or ``request_id`` did not
+                join that run.
+            LedgerUnavailable: (``ledger_unavailable``) the decision stands but is not
+                durable yet (§6.13); asking again returns the true state.
         """
-        return await self._runs.cancel(run_id, actor)
+        return await self._runs.cancel(run_id, actor, request_id)
 
-    async def status(self, run_id: int) -> RunStatus:
-        """Return the state of a run; needs no capacity (design §6.5).
+    async def status(self, run_id: int, *, request_id: str | None = None) -> RunStatus:
+        """Return the state of a run, or of one request joined to it (design §6.5, §6.14).
+
+        Needs no capacity. With ``request_id``, a request that left the run reads
+        ``cancelled`` (by whoever detached it) even while the run goes on.
 
         Raises:
             UnknownRun: (``unknown_run``) no such run (or, without a ledger, forgotten).
+            InvalidCommand: (``invalid_command``) ``request_id`` did not join that run.
+            LedgerCorrupt: (``ledger_corrupt``) its ledger row is damaged (§6.11).
+            LedgerUnavailable: (``ledger_unavailable``) its row is not durable yet.
         """
-        return await self._runs.status(run_id)
+        return await self._runs.status(run_id, request_id)
 
     # -- the log (design §6.8, §6.9) ------------------------------------------------------
 

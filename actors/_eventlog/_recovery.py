@@ -86,6 +86,14 @@ class Recovery:
                 )
             if was != "held":
                 self._runs.stage(run)
+        for request_id, run_id, actor, detached_by in snapshot.waiters:
+            held = self._runs.get(run_id)
+            if held is None:
+                continue
+            if detached_by is None:
+                held.waiters[request_id] = actor
+            else:
+                held.detached[request_id] = detached_by
 
     def boot_report(self) -> BootReport:
         """The held runs; see :meth:`EventLog.boot_report`."""

@@ -229,7 +229,8 @@ class RunStatus:
     snapshot_id: str
     """Digest of revision, operation and arguments."""
     request_id: str
-    """The request that created it."""
+    """The request this status is for: the one that created the run, or the one asked
+    about (each request joined to a run keeps its own status, design §6.14)."""
     verdict: str | None = None
     """``ok``, ``NOT_RUN`` or the executor's verdict, once finished."""
     result: Any = None
@@ -244,6 +245,9 @@ class RunStatus:
     """How many times a process stopped while it was running (design §6.10)."""
     quarantined: bool = False
     """True once ``interruptions`` reached the quarantine threshold (2)."""
+    waiters: int = 1
+    """Requests waiting on the run (for a decided run: when it was decided); more than 1
+    once equal requests joined it (design §6.14)."""
 
     @property
     def terminal(self) -> bool:
