@@ -102,6 +102,7 @@ from ._eventlog._types import BootReport as BootReport
 from ._eventlog._types import Drift as Drift
 from ._eventlog._types import Event as Event
 from ._eventlog._types import EventLogConfig as EventLogConfig
+from ._eventlog._types import EventLogSnapshot as EventLogSnapshot
 from ._eventlog._types import OperationSpec as OperationSpec
 from ._eventlog._types import Receipt as Receipt
 from ._eventlog._types import RunStatus as RunStatus
@@ -199,6 +200,7 @@ __all__ = [
     "DiskCacheStatistics",
     "EventLog",
     "EventLogConfig",
+    "EventLogSnapshot",
     "EventLogStatistics",
     "open_event_log",
     "EventLogActor",

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         Drift,
         Event,
         EventLogConfig,
+        EventLogSnapshot,
         OperationSpec,
         Receipt,
         RunStatus,
@@ -64,6 +65,7 @@ __all__ = [
     "Resume",
     "SetPortEnabled",
     "Start",
+    "TakeSnapshot",
     "Status",
     "Submit",
     "Subscribe",
@@ -144,6 +146,12 @@ class Subscribe:
     bound: int | None = None
     local: bool = True
     listener: Callable[[Event], object] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TakeSnapshot:
+    """Every live run and its consistent cursor (design §6.15); answered at once with
+    an :class:`EventLogSnapshot`."""
 
 
 @attrs.frozen(kw_only=True)
@@ -300,6 +308,8 @@ class EventLogActor(Actor):
                         listener=message.listener,
                     )
                 )
+            case TakeSnapshot():
+                reply.send(log.snapshot())
             case SetPortEnabled():
                 reply.send(log.set_port_enabled(message.name, message.enabled, local=message.local))
             case ApplyEdit():
@@ -423,6 +433,10 @@ class EventLogClient:
     async def subscribe(self, name: str | None = None, **options: Unpack[PortOptions]) -> Port:
         """See :meth:`EventLog.subscribe` (design §6.9)."""
         return cast("Port", await self._ask(Subscribe(name=name, **options)))
+
+    async def snapshot(self) -> EventLogSnapshot:
+        """See :meth:`EventLog.snapshot` (design §6.15)."""
+        return cast("EventLogSnapshot", await self._ask(TakeSnapshot()))
 
     async def set_port_enabled(self, name: str, enabled: bool, *, local: bool) -> PortStatistics:
         """See :meth:`EventLog.set_port_enabled` (design §6.9)."""

@@ -42,8 +42,9 @@ Event kinds and their ``data``:
 ``job_finished``       verdict, result?, error? ({category, code, message})
 ``job_cancelled``      by (the actor), was (queued/running/held), reason?
 ``job_interrupted``    interruptions, quarantined (emitted at boot)
-``admission_paused``   depth, bound
-``admission_resumed``  depth, bound
+``request_detached``   request_id, by, waiters (a request left its run, §6.14)
+``admission_paused``   depth, bound; or reason ``ledger_unavailable``, cause (§6.13)
+``admission_resumed``  depth, bound; or reason ``ledger_available``
 ``revision_bumped``    revision
 =====================  ================================================================
 """
@@ -68,7 +69,7 @@ from ._operations import Operations
 from ._recovery import Recovery
 from ._requests import RequestStore
 from ._runs import Runs
-from ._types import EventLogConfig
+from ._types import EventLogConfig, EventLogSnapshot
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -506,6 +507,20 @@ class EventLog:
             InvalidCommand: (``invalid_command``) the name is taken or ``bound`` < 1.
         """
         return self._journal.hub.open_port(name, **options)
+
+    def snapshot(self) -> EventLogSnapshot:
+        """Every live run and the cursor it is consistent with, atomically (design §6.15).
+
+        The way back for a client that lost its place: take a snapshot, then follow the
+        events after its ``cursor`` (``subscribe(cursor=...)`` or ``port.resync(...)``).
+        Never waits; needs no capacity.
+        """
+        quarantine_after = self.config.quarantine_after
+        return EventLogSnapshot(
+            cursor=self._journal.head,
+            revision=self._intake.revision,
+            runs=tuple(run.status(quarantine_after) for run in self._runs.live()),
+        )
 
     def set_port_enabled(self, name: str, enabled: bool, *, local: bool) -> PortStatistics:
         """Enable or disable a port; local callers only (design §6.9).

@@ -60,6 +60,10 @@ _NOTE_LIMIT = 256
 _log = logging.getLogger("actors.eventlog")
 
 
+def _run_id(run: Run) -> int:
+    return run.run_id
+
+
 def _request_view(status: RunStatus, request_id: str, detached_by: str | None) -> RunStatus:
     """The status as the request ``request_id`` sees it: cancelled if it left the run."""
     if detached_by is None:
@@ -140,6 +144,10 @@ class Runs:
     def held(self) -> list[Run]:
         """The held runs, oldest first."""
         return list(self._held.values())
+
+    def live(self) -> list[Run]:
+        """The runs queued, running or held, by run id."""
+        return sorted((run for run in self._runs.values() if not run.terminal), key=_run_id)
 
     def unfinished(self) -> list[int]:
         """The ids of the runs neither finished nor cancelled (held at the next boot)."""
