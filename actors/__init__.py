@@ -91,7 +91,7 @@ from ._scheduler._state import Settled as Settled
 
 # isort: split
 from ._eventlog._eventlog import EventLog as EventLog
-from ._eventlog._eventlog import EventLogStatistics as EventLogStatistics
+from ._eventlog._statistics import EventLogStatistics as EventLogStatistics
 from ._eventlog._eventlog import open_event_log as open_event_log
 from ._eventlog._actor import EventLogActor as EventLogActor
 from ._eventlog._actor import EventLogClient as EventLogClient

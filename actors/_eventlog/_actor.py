@@ -36,9 +36,9 @@ if TYPE_CHECKING:
     from typing import Unpack
 
     from .._core._ref import ActorRef, Reply
-    from ._eventlog import EventLogStatistics
     from ._operations import Runner
     from ._ports import Port, PortOptions, PortStatistics
+    from ._statistics import EventLogStatistics
     from ._types import (
         BootReport,
         Drift,

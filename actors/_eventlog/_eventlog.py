@@ -8,18 +8,23 @@
 * the **lifecycle API** for an external executor (:meth:`~EventLog.start`,
   :meth:`~EventLog.progress`, :meth:`~EventLog.finish`) and a built-in **drain** that runs
   the async runner registered for an operation, with bounded concurrency, each run under
-  its own cancel scope (§6.6); :meth:`~EventLog.cancel` is truthful (§6.7);
-* the **log**: one global seq, a bounded window for :meth:`~EventLog.watch` (§6.8) and
-  bounded subscriber ports (§6.9, :mod:`actors._eventlog._ports`);
+  its own cancel scope (§6.6); :meth:`~EventLog.cancel` is truthful (§6.7) and detaches
+  one waiter of a coalesced run at a time (§6.14);
+* the **log**: one global seq, a bounded window for :meth:`~EventLog.watch` (§6.8),
+  bounded subscriber ports (§6.9, :mod:`actors._eventlog._ports`) and
+  :meth:`~EventLog.snapshot`, the way back for a client that lost its place (§6.15);
 * **durability** in a SQLite ledger when a path is configured (§6.10,
   :mod:`actors._eventlog._ledger`), with :meth:`~EventLog.boot_report`,
-  :meth:`~EventLog.resume`, :meth:`~EventLog.discard` and :meth:`~EventLog.check_drift`.
+  :meth:`~EventLog.resume`, :meth:`~EventLog.discard` and :meth:`~EventLog.check_drift`;
+  damage is an error, never a crash (§6.11, §6.12), and a ledger that cannot commit
+  pauses admission, never the log (§6.13). Refusals carry ``retry_after`` (§6.16).
 
 With a ledger, ``watch`` below the in-memory window reads the older events from SQLite,
 so a cursor is only ever expired when it is beyond the head (or, without a ledger, below
 the window's floor). Memory holds every unfinished run, the last ``retain_runs`` finished
-ones and the last ``retain_requests`` request ids; older ones are read from the ledger
-(without a ledger they are forgotten: ``status`` says ``unknown_run``).
+ones and the last ``retain_requests`` request ids (and every request not yet durable);
+older ones are read from the ledger (without a ledger they are forgotten: ``status`` says
+``unknown_run``, and idempotency covers the ids memory keeps).
 
 The log is a composition of owned parts, each in its own module, built here with their
 dependencies passed explicitly: the :class:`~actors._eventlog._journal.Journal` (the
@@ -56,7 +61,6 @@ import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from .._core._backoff import Backoff
@@ -64,11 +68,12 @@ from ..errors import ActorStopped, LedgerError
 from ._gate import AdmissionGate
 from ._intake import Intake
 from ._journal import Journal
-from ._ledger import Ledger, LedgerStatistics
+from ._ledger import Ledger
 from ._operations import Operations
 from ._recovery import Recovery
 from ._requests import RequestStore
 from ._runs import Runs
+from ._statistics import EventLogStatistics
 from ._types import EventLogConfig, EventLogSnapshot
 
 if TYPE_CHECKING:
@@ -84,32 +89,6 @@ if TYPE_CHECKING:
 __all__ = ["EventLog", "EventLogStatistics", "open_event_log", "single_leaf"]
 
 _log = logging.getLogger("actors.eventlog")
-
-
-@attrs.frozen(kw_only=True)
-class EventLogStatistics:
-    """Counters of an event log (STYLE 16)."""
-
-    head: int
-    """The newest seq."""
-    floor: int
-    """The oldest seq in the in-memory window (``head + 1`` when empty)."""
-    queued: int
-    """Runs waiting for an executor."""
-    running: int
-    """Runs started and not decided."""
-    held: int
-    """Runs found at boot, waiting for ``resume``/``discard``."""
-    bound: int
-    """``max_inflight``."""
-    paused: bool
-    """True between ``admission_paused`` and ``admission_resumed`` (capacity or ledger)."""
-    revision: int
-    """The current revision."""
-    ports: tuple[PortStatistics, ...]
-    """One entry per open subscriber port."""
-    ledger: LedgerStatistics | None
-    """The ledger's counters, or None in memory."""
 
 
 class EventLog:
@@ -226,7 +205,7 @@ class EventLog:
                 self._runs.boot(snapshot.next_run_no)
                 self._intake.boot(snapshot)
                 self._recovery.boot(snapshot)
-                self._log_boot(ledger)
+                self._recovery.log_boot(ledger.path, ledger.wal_report)
             async with trio.open_nursery() as nursery:
                 if ledger is not None:
                     health = self._gate.ledger_health
@@ -252,35 +231,8 @@ class EventLog:
                     )
                 finally:
                     ledger.abandon()
-                self._log_left(ledger)
+                self._recovery.log_left(ledger.path)
             self._closed.set()
-
-    def _log_boot(self, ledger: Ledger) -> None:
-        report = ledger.wal_report
-        if report is not None and report.torn_frames:
-            _log.warning(
-                "ledger %s: %d frame(s) of an unacknowledged commit torn by the last stop"
-                " were discarded",
-                ledger.path,
-                report.torn_frames,
-                extra={"ledger": ledger.path, "torn_frames": report.torn_frames},
-            )
-        held = [run.run_id for run in self._runs.held()]
-        if held:
-            _log.info(
-                "%d run(s) held from before the restart; resume or discard each",
-                len(held),
-                extra={"ledger": ledger.path, "held": held},
-            )
-
-    def _log_left(self, ledger: Ledger) -> None:
-        left = self._runs.unfinished()
-        if left:
-            _log.info(
-                "%d run(s) left unfinished; they are held at the next start",
-                len(left),
-                extra={"ledger": ledger.path, "held": left},
-            )
 
     async def aclose(self) -> None:
         """Stop taking requests, flush the ledger and wait for :meth:`run` to return."""

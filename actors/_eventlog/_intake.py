@@ -126,8 +126,8 @@ class Intake:
         self,
         operation: str,
         arguments: Mapping[str, Any],
-        request_id: str | None = None,
-        actor: str | None = None,
+        request_id: str | None,
+        actor: str | None,
     ) -> Admission:
         """Decide a request now if memory knows enough; see :meth:`EventLog.admit`."""
         self._check_open()

@@ -42,7 +42,7 @@ import attrs
 import trio
 
 from .._core._backoff import Backoff
-from ..errors import LedgerError, LedgerUnavailable
+from ..errors import LedgerCorrupt, LedgerError, LedgerUnavailable
 from ._batch import Batch, Segment
 from ._connection import classify_error, keep_log, open_connection
 from ._ledger_schema import RUN_COLUMNS
@@ -578,7 +578,11 @@ class Ledger:
                 raise LedgerError("ledger is closed")
             return fn(self._conn)
 
-        return await self._call(run)
+        try:
+            return await self._call(run)
+        except LedgerCorrupt as exc:
+            _log.error("%s", exc.message, extra={"ledger": self.path, **exc.details})
+            raise
 
     async def _call(self, fn: Callable[..., _T], *args: object) -> _T:
         try:
