@@ -588,7 +588,8 @@ class Ledger:
         try:
             return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
         except sqlite3.Error as exc:
-            raise classify_error(self.path, exc, "reading") from None
+            delay = self._retry_policy.base
+            raise classify_error(self.path, exc, "reading", retry_after=delay) from None
 
     def statistics(self) -> LedgerStatistics:
         """Return the ledger's counters."""
