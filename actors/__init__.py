@@ -96,7 +96,7 @@ from ._scheduler._events import Settled as Settled
 
 # isort: split
 from ._eventlog._eventlog import EventLog as EventLog
-from ._eventlog._eventlog import EventLogStatistics as EventLogStatistics
+from ._eventlog._statistics import EventLogStatistics as EventLogStatistics
 from ._eventlog._eventlog import open_event_log as open_event_log
 from ._eventlog._actor import EventLogActor as EventLogActor
 from ._eventlog._actor import EventLogClient as EventLogClient
@@ -107,6 +107,7 @@ from ._eventlog._types import BootReport as BootReport
 from ._eventlog._types import Drift as Drift
 from ._eventlog._types import Event as Event
 from ._eventlog._types import EventLogConfig as EventLogConfig
+from ._eventlog._types import EventLogSnapshot as EventLogSnapshot
 from ._eventlog._types import OperationSpec as OperationSpec
 from ._eventlog._types import Receipt as Receipt
 from ._eventlog._types import RunStatus as RunStatus
@@ -211,6 +212,7 @@ __all__ = [
     "DiskCacheStatistics",
     "EventLog",
     "EventLogConfig",
+    "EventLogSnapshot",
     "EventLogStatistics",
     "open_event_log",
     "EventLogActor",

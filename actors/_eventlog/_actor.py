@@ -36,14 +36,15 @@ if TYPE_CHECKING:
     from typing import Unpack
 
     from .._core._ref import ActorRef, Reply
-    from ._eventlog import EventLogStatistics
     from ._operations import Runner
     from ._ports import Port, PortOptions, PortStatistics
+    from ._statistics import EventLogStatistics
     from ._types import (
         BootReport,
         Drift,
         Event,
         EventLogConfig,
+        EventLogSnapshot,
         OperationSpec,
         Receipt,
         RunStatus,
@@ -64,6 +65,7 @@ __all__ = [
     "Resume",
     "SetPortEnabled",
     "Start",
+    "TakeSnapshot",
     "Status",
     "Submit",
     "Subscribe",
@@ -78,6 +80,7 @@ class Submit:
     operation: str
     arguments: Mapping[str, Any]
     request_id: str | None = None
+    actor: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -109,17 +112,21 @@ class Finish:
 
 @attrs.frozen(kw_only=True)
 class Cancel:
-    """Cancel a run, attributed to ``actor`` (design §6.7); answered with its true status."""
+    """Cancel a run or detach requests, by ``actor`` (design §6.7, §6.14); answered with
+    the true status."""
 
     run_id: int
     actor: str = "local"
+    request_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
 class Status:
-    """The state of a run; needs no capacity; answered with a :class:`RunStatus`."""
+    """The state of a run (or of one request joined to it); needs no capacity; answered
+    with a :class:`RunStatus`."""
 
     run_id: int
+    request_id: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -139,6 +146,12 @@ class Subscribe:
     bound: int | None = None
     local: bool = True
     listener: Callable[[Event], object] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TakeSnapshot:
+    """Every live run and its consistent cursor (design §6.15); answered at once with
+    an :class:`EventLogSnapshot`."""
 
 
 @attrs.frozen(kw_only=True)
@@ -261,7 +274,9 @@ class EventLogActor(Actor):
             case Submit():
                 if not log.writable:
                     await log.wait_writable()
-                admission = log.admit(message.operation, message.arguments, message.request_id)
+                admission = log.admit(
+                    message.operation, message.arguments, message.request_id, actor=message.actor
+                )
                 await self._later(reply, admission.wait)
             case Progress():
                 log.progress(message.run_id, message.fraction, message.note)
@@ -276,9 +291,11 @@ class EventLogActor(Actor):
                     log.finish(message.run_id, message.verdict, message.result, error=message.error)
                 )
             case Cancel():
-                await self._later(reply, log.cancel, message.run_id, message.actor)
+                await self._later(
+                    reply, log.cancel, message.run_id, message.actor, request_id=message.request_id
+                )
             case Status():
-                await self._later(reply, log.status, message.run_id)
+                await self._later(reply, log.status, message.run_id, request_id=message.request_id)
             case Watch():
                 await self._later(reply, log.watch, message.cursor, limit=message.limit)
             case Subscribe():
@@ -291,6 +308,8 @@ class EventLogActor(Actor):
                         listener=message.listener,
                     )
                 )
+            case TakeSnapshot():
+                reply.send(log.snapshot())
             case SetPortEnabled():
                 reply.send(log.set_port_enabled(message.name, message.enabled, local=message.local))
             case ApplyEdit():
@@ -359,15 +378,18 @@ class EventLogClient:
         return await self.ref.ask(message, timeout=self.timeout)
 
     async def submit(
-        self, operation: str, arguments: Mapping[str, Any], request_id: str | None = None
+        self,
+        operation: str,
+        arguments: Mapping[str, Any],
+        request_id: str | None = None,
+        *,
+        actor: str | None = None,
     ) -> Receipt:
         """See :meth:`EventLog.submit` (design §6.1)."""
-        return cast(
-            "Receipt",
-            await self._ask(
-                Submit(operation=operation, arguments=arguments, request_id=request_id)
-            ),
+        message = Submit(
+            operation=operation, arguments=arguments, request_id=request_id, actor=actor
         )
+        return cast("Receipt", await self._ask(message))
 
     async def start(
         self, run_id: int, *, on_cancel: Callable[[], object] | None = None
@@ -393,13 +415,16 @@ class EventLogClient:
             await self._ask(Finish(run_id=run_id, verdict=verdict, result=result, error=error)),
         )
 
-    async def cancel(self, run_id: int, actor: str = "local") -> RunStatus:
-        """See :meth:`EventLog.cancel` (design §6.7)."""
-        return cast("RunStatus", await self._ask(Cancel(run_id=run_id, actor=actor)))
+    async def cancel(
+        self, run_id: int, actor: str = "local", *, request_id: str | None = None
+    ) -> RunStatus:
+        """See :meth:`EventLog.cancel` (design §6.7, §6.14)."""
+        message = Cancel(run_id=run_id, actor=actor, request_id=request_id)
+        return cast("RunStatus", await self._ask(message))
 
-    async def status(self, run_id: int) -> RunStatus:
+    async def status(self, run_id: int, *, request_id: str | None = None) -> RunStatus:
         """See :meth:`EventLog.status`."""
-        return cast("RunStatus", await self._ask(Status(run_id=run_id)))
+        return cast("RunStatus", await self._ask(Status(run_id=run_id, request_id=request_id)))
 
     async def watch(self, cursor: int, *, limit: int | None = None) -> WatchResult:
         """See :meth:`EventLog.watch` (design §6.8)."""
@@ -408,6 +433,10 @@ class EventLogClient:
     async def subscribe(self, name: str | None = None, **options: Unpack[PortOptions]) -> Port:
         """See :meth:`EventLog.subscribe` (design §6.9)."""
         return cast("Port", await self._ask(Subscribe(name=name, **options)))
+
+    async def snapshot(self) -> EventLogSnapshot:
+        """See :meth:`EventLog.snapshot` (design §6.15)."""
+        return cast("EventLogSnapshot", await self._ask(TakeSnapshot()))
 
     async def set_port_enabled(self, name: str, enabled: bool, *, local: bool) -> PortStatistics:
         """See :meth:`EventLog.set_port_enabled` (design §6.9)."""

@@ -34,11 +34,13 @@ _CORRUPT_CODES = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
 _UNAVAILABLE_CODES = frozenset({5, 6, 7, 8, 10, 13, 14, 15})  # BUSY ... PROTOCOL
 
 
-def classify_error(path: str, exc: sqlite3.Error, doing: str) -> LedgerError:
+def classify_error(
+    path: str, exc: sqlite3.Error, doing: str, *, retry_after: float = 0.05
+) -> LedgerError:
     """The ledger error for a SQLite failure while ``doing`` something.
 
     Disk full, I/O errors, locks and a read-only file are :class:`LedgerUnavailable`
-    (``cause`` and ``retry_after`` in ``details``); a damaged page is
+    (``cause`` and ``retry_after``, in seconds, in ``details``); a damaged page is
     :class:`LedgerCorrupt`; anything else a plain :class:`LedgerError`.
     """
     name = getattr(exc, "sqlite_errorname", type(exc).__name__)
@@ -49,7 +51,9 @@ def classify_error(path: str, exc: sqlite3.Error, doing: str) -> LedgerError:
         return LedgerCorrupt(f"ledger {path!r}: {doing}: {cause}", cause=cause)
     if primary in _UNAVAILABLE_CODES:
         return LedgerUnavailable(
-            f"ledger {path!r} is unavailable ({doing}): {cause}", cause=cause, retry_after=0.0
+            f"ledger {path!r} is unavailable ({doing}): {cause}",
+            cause=cause,
+            retry_after=retry_after,
         )
     return LedgerError(f"ledger {path!r}: {doing}: {cause}")
 

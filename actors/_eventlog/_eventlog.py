@@ -8,18 +8,23 @@
 * the **lifecycle API** for an external executor (:meth:`~EventLog.start`,
   :meth:`~EventLog.progress`, :meth:`~EventLog.finish`) and a built-in **drain** that runs
   the async runner registered for an operation, with bounded concurrency, each run under
-  its own cancel scope (§6.6); :meth:`~EventLog.cancel` is truthful (§6.7);
-* the **log**: one global seq, a bounded window for :meth:`~EventLog.watch` (§6.8) and
-  bounded subscriber ports (§6.9, :mod:`actors._eventlog._ports`);
+  its own cancel scope (§6.6); :meth:`~EventLog.cancel` is truthful (§6.7) and detaches
+  one waiter of a coalesced run at a time (§6.14);
+* the **log**: one global seq, a bounded window for :meth:`~EventLog.watch` (§6.8),
+  bounded subscriber ports (§6.9, :mod:`actors._eventlog._ports`) and
+  :meth:`~EventLog.snapshot`, the way back for a client that lost its place (§6.15);
 * **durability** in a SQLite ledger when a path is configured (§6.10,
   :mod:`actors._eventlog._ledger`), with :meth:`~EventLog.boot_report`,
-  :meth:`~EventLog.resume`, :meth:`~EventLog.discard` and :meth:`~EventLog.check_drift`.
+  :meth:`~EventLog.resume`, :meth:`~EventLog.discard` and :meth:`~EventLog.check_drift`;
+  damage is an error, never a crash (§6.11, §6.12), and a ledger that cannot commit
+  pauses admission, never the log (§6.13). Refusals carry ``retry_after`` (§6.16).
 
 With a ledger, ``watch`` below the in-memory window reads the older events from SQLite,
 so a cursor is only ever expired when it is beyond the head (or, without a ledger, below
 the window's floor). Memory holds every unfinished run, the last ``retain_runs`` finished
-ones and the last ``retain_requests`` request ids; older ones are read from the ledger
-(without a ledger they are forgotten: ``status`` says ``unknown_run``).
+ones and the last ``retain_requests`` request ids (and every request not yet durable);
+older ones are read from the ledger (without a ledger they are forgotten: ``status`` says
+``unknown_run``, and idempotency covers the ids memory keeps).
 
 The log is a composition of owned parts, each in its own module, built here with their
 dependencies passed explicitly: the :class:`~actors._eventlog._journal.Journal` (the
@@ -42,8 +47,9 @@ Event kinds and their ``data``:
 ``job_finished``       verdict, result?, error? ({category, code, message})
 ``job_cancelled``      by (the actor), was (queued/running/held), reason?
 ``job_interrupted``    interruptions, quarantined (emitted at boot)
-``admission_paused``   depth, bound
-``admission_resumed``  depth, bound
+``request_detached``   request_id, by, waiters (a request left its run, §6.14)
+``admission_paused``   depth, bound; or reason ``ledger_unavailable``, cause (§6.13)
+``admission_resumed``  depth, bound; or reason ``ledger_available``
 ``revision_bumped``    revision
 =====================  ================================================================
 """
@@ -55,7 +61,6 @@ import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from .._core._backoff import Backoff
@@ -63,12 +68,13 @@ from ..errors import ActorStopped, LedgerError
 from ._gate import AdmissionGate
 from ._intake import Intake
 from ._journal import Journal
-from ._ledger import Ledger, LedgerStatistics
+from ._ledger import Ledger
 from ._operations import Operations
 from ._recovery import Recovery
 from ._requests import RequestStore
 from ._runs import Runs
-from ._types import EventLogConfig
+from ._statistics import EventLogStatistics
+from ._types import EventLogConfig, EventLogSnapshot
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -83,32 +89,6 @@ if TYPE_CHECKING:
 __all__ = ["EventLog", "EventLogStatistics", "open_event_log", "single_leaf"]
 
 _log = logging.getLogger("actors.eventlog")
-
-
-@attrs.frozen(kw_only=True)
-class EventLogStatistics:
-    """Counters of an event log (STYLE 16)."""
-
-    head: int
-    """The newest seq."""
-    floor: int
-    """The oldest seq in the in-memory window (``head + 1`` when empty)."""
-    queued: int
-    """Runs waiting for an executor."""
-    running: int
-    """Runs started and not decided."""
-    held: int
-    """Runs found at boot, waiting for ``resume``/``discard``."""
-    bound: int
-    """``max_inflight``."""
-    paused: bool
-    """True between ``admission_paused`` and ``admission_resumed`` (capacity or ledger)."""
-    revision: int
-    """The current revision."""
-    ports: tuple[PortStatistics, ...]
-    """One entry per open subscriber port."""
-    ledger: LedgerStatistics | None
-    """The ledger's counters, or None in memory."""
 
 
 class EventLog:
@@ -225,7 +205,7 @@ class EventLog:
                 self._runs.boot(snapshot.next_run_no)
                 self._intake.boot(snapshot)
                 self._recovery.boot(snapshot)
-                self._log_boot(ledger)
+                self._recovery.log_boot(ledger.path, ledger.wal_report)
             async with trio.open_nursery() as nursery:
                 if ledger is not None:
                     health = self._gate.ledger_health
@@ -251,35 +231,8 @@ class EventLog:
                     )
                 finally:
                     ledger.abandon()
-                self._log_left(ledger)
+                self._recovery.log_left(ledger.path)
             self._closed.set()
-
-    def _log_boot(self, ledger: Ledger) -> None:
-        report = ledger.wal_report
-        if report is not None and report.torn_frames:
-            _log.warning(
-                "ledger %s: %d frame(s) of an unacknowledged commit torn by the last stop"
-                " were discarded",
-                ledger.path,
-                report.torn_frames,
-                extra={"ledger": ledger.path, "torn_frames": report.torn_frames},
-            )
-        held = [run.run_id for run in self._runs.held()]
-        if held:
-            _log.info(
-                "%d run(s) held from before the restart; resume or discard each",
-                len(held),
-                extra={"ledger": ledger.path, "held": held},
-            )
-
-    def _log_left(self, ledger: Ledger) -> None:
-        left = self._runs.unfinished()
-        if left:
-            _log.info(
-                "%d run(s) left unfinished; they are held at the next start",
-                len(left),
-                extra={"ledger": ledger.path, "held": left},
-            )
 
     async def aclose(self) -> None:
         """Stop taking requests, flush the ledger and wait for :meth:`run` to return."""
@@ -315,46 +268,61 @@ class EventLog:
     # -- submit (design §6.1-6.5) ---------------------------------------------------------
 
     async def submit(
-        self, operation: str, arguments: Mapping[str, Any], request_id: str | None = None
+        self,
+        operation: str,
+        arguments: Mapping[str, Any],
+        request_id: str | None = None,
+        *,
+        actor: str | None = None,
     ) -> Receipt:
         """Admit a request and return its receipt once the request is durable (design §6.1).
 
         Never runs anything and never waits for a verdict. A refusal for lack of capacity
-        is a receipt too (``admitted=False``, ``code="pool_full"``), not an exception.
-        Same as ``await log.admit(...).wait()``.
+        is a receipt too (``admitted=False``, ``code="pool_full"``, ``retry_after``), not
+        an exception. Same as ``await log.admit(...).wait()``.
 
         Args:
             operation: A registered operation's name.
             arguments: A mapping whose keys are within the operation's ``fields``.
             request_id: The caller's id for idempotent retries (1..128 chars); None makes
-                one up.
+                one up. Deduplicated against the ledger, whatever ``retain_requests``.
+            actor: Who submits (e.g. a connection's name): a later ``cancel`` by the same
+                actor detaches only its own requests from a run others joined (§6.14).
 
         Raises:
             UnsupportedOperation: (``unsupported_operation``) unknown operation (§6.2).
             InvalidCommand: (``invalid_command``) arguments not a mapping, fields outside
                 the schema or missing (``details["fields"]`` names them), not JSON, or too
-                large; or a bad request id.
+                large; or a bad request id or actor.
             RequestConflict: (``request_conflict``) ``request_id`` was used with other
                 content (§6.3).
             ActorStopped: (``actor_stopped``) the event log is not running.
-            LedgerError: (``ledger_error``) the request could not be made durable.
+            LedgerUnavailable: (``ledger_unavailable``) the ledger cannot commit now
+                (§6.13); ``details`` has ``retry_after`` and ``cause``. If the request was
+                decided before, it is kept: retry with the same ``request_id``.
+            LedgerCorrupt: (``ledger_corrupt``) the stored request is damaged (§6.11).
         """
-        return await self.admit(operation, arguments, request_id).wait()
+        return await self.admit(operation, arguments, request_id, actor=actor).wait()
 
     def admit(
-        self, operation: str, arguments: Mapping[str, Any], request_id: str | None = None
+        self,
+        operation: str,
+        arguments: Mapping[str, Any],
+        request_id: str | None = None,
+        *,
+        actor: str | None = None,
     ) -> Admission:
         """Decide a request now, without waiting; ``await .wait()`` for its receipt.
 
         The synchronous half of :meth:`submit`, so the event-log actor admits requests in
         mailbox order while their durability is awaited concurrently. (Only a request id
-        that memory no longer holds is decided later, after a ledger look-up.)
+        that memory does not hold is decided later, after a ledger look-up.)
 
         Raises:
-            UnsupportedOperation, InvalidCommand, RequestConflict, ActorStopped: as
-                :meth:`submit`.
+            UnsupportedOperation, InvalidCommand, RequestConflict, ActorStopped,
+            LedgerUnavailable: as :meth:`submit`.
         """
-        return self._intake.admit(operation, arguments, request_id)
+        return self._intake.admit(operation, arguments, request_id, actor)
 
     def apply_edit(self) -> int:
         """Bump the revision: later submissions run fresh instead of coalescing (§6.4).
@@ -420,31 +388,51 @@ class EventLog:
         """
         return self._runs.finish(run_id, verdict, result, error)
 
-    async def cancel(self, run_id: int, actor: str = "local") -> RunStatus:
-        """Cancel a run and return its true state; needs no capacity (design §6.7).
+    async def cancel(
+        self, run_id: int, actor: str = "local", *, request_id: str | None = None
+    ) -> RunStatus:
+        """Cancel a run, or detach requests from it; its true state (design §6.7, §6.14).
 
-        A queued run is cancelled at once; a running one is decided cancelled at once and
-        its cancel scope (built-in runner) or ``on_cancel`` (external executor) is
-        triggered; a finished or cancelled run is returned as it is, never faked.
-        Returns once the decision is durable.
+        Every request joined to a run (by coalescing) is one of its *waiters*. A cancel
+        detaches the waiter named by ``request_id``; without one, the waiters ``actor``
+        submitted; if ``actor`` submitted none of them (a cancel from outside), all of
+        them. A detached waiter's status is ``cancelled`` by ``actor`` while the run goes
+        on for the others (``request_detached`` event); when its last waiter leaves, the
+        run is cancelled: a queued run at once, a running one by its cancel scope
+        (built-in runner) or ``on_cancel`` (external executor). A finished or cancelled
+        run is returned as it is, never faked. Needs no capacity; returns once durable.
 
         Args:
             run_id: The run.
             actor: Who cancels (kept in ``cancelled_by`` and the event's ``by``).
+            request_id: The one request to detach.
+
+        Returns:
+            The status as that request sees it: ``request_id``'s, the first detached
+            request's, or the run's.
 
         Raises:
             UnknownRun: (``unknown_run``) no such run.
-            InvalidCommand: (``invalid_command``) bad actor name.
+            InvalidCommand: (``invalid_command``) bad actor name, or ``request_id`` did not
+                join that run.
+            LedgerUnavailable: (``ledger_unavailable``) the decision stands but is not
+                durable yet (§6.13); asking again returns the true state.
         """
-        return await self._runs.cancel(run_id, actor)
+        return await self._runs.cancel(run_id, actor, request_id)
 
-    async def status(self, run_id: int) -> RunStatus:
-        """Return the state of a run; needs no capacity (design §6.5).
+    async def status(self, run_id: int, *, request_id: str | None = None) -> RunStatus:
+        """Return the state of a run, or of one request joined to it (design §6.5, §6.14).
+
+        Needs no capacity. With ``request_id``, a request that left the run reads
+        ``cancelled`` (by whoever detached it) even while the run goes on.
 
         Raises:
             UnknownRun: (``unknown_run``) no such run (or, without a ledger, forgotten).
+            InvalidCommand: (``invalid_command``) ``request_id`` did not join that run.
+            LedgerCorrupt: (``ledger_corrupt``) its ledger row is damaged (§6.11).
+            LedgerUnavailable: (``ledger_unavailable``) its row is not durable yet.
         """
-        return await self._runs.status(run_id)
+        return await self._runs.status(run_id, request_id)
 
     # -- the log (design §6.8, §6.9) ------------------------------------------------------
 
@@ -471,6 +459,20 @@ class EventLog:
             InvalidCommand: (``invalid_command``) the name is taken or ``bound`` < 1.
         """
         return self._journal.hub.open_port(name, **options)
+
+    def snapshot(self) -> EventLogSnapshot:
+        """Every live run and the cursor it is consistent with, atomically (design §6.15).
+
+        The way back for a client that lost its place: take a snapshot, then follow the
+        events after its ``cursor`` (``subscribe(cursor=...)`` or ``port.resync(...)``).
+        Never waits; needs no capacity.
+        """
+        quarantine_after = self.config.quarantine_after
+        return EventLogSnapshot(
+            cursor=self._journal.head,
+            revision=self._intake.revision,
+            runs=tuple(run.status(quarantine_after) for run in self._runs.live()),
+        )
 
     def set_port_enabled(self, name: str, enabled: bool, *, local: bool) -> PortStatistics:
         """Enable or disable a port; local callers only (design §6.9).

@@ -59,8 +59,9 @@ class LedgerSnapshot:
     """The most recent ``(request_id, content, receipt)``, oldest first."""
     request_total: int
     """How many requests the ledger holds in all."""
-    waiters: tuple[tuple[str, int, str | None], ...] = ()
-    """``(request_id, run_id, actor)`` of the requests still waiting on an open run."""
+    waiters: tuple[tuple[str, int, str | None, str | None], ...] = ()
+    """``(request_id, run_id, actor, cancelled_by)`` of the requests of the open runs
+    (``cancelled_by`` set for those that left their run, design §6.14)."""
     event_floor: int = 1
     """The lowest event seq the ledger holds once opened (``head + 1`` when none):
     older events are pruned at open (``keep_events``)."""
@@ -428,14 +429,13 @@ def _load(
         content, receipt, _, _ = decode_request(path, tuple(row))
         requests.append((row[0], content, receipt))
     requests.reverse()
-    detached = "q.cancelled_by IS NULL" if waiters else "1"
+    detached = "q.cancelled_by" if waiters else "NULL"
     waiting = tuple(
-        (request_id, run_id, actor)
-        for request_id, run_id, actor in conn.execute(
-            f"SELECT q.request_id, q.run_id, {'q.actor' if waiters else 'NULL'} FROM requests q"
-            " JOIN runs r ON r.run_id = q.run_id"
-            f" WHERE r.state NOT IN ('finished', 'cancelled') AND {detached}"
-            " ORDER BY q.position"
+        (request_id, run_id, actor, by)
+        for request_id, run_id, actor, by in conn.execute(
+            f"SELECT q.request_id, q.run_id, {'q.actor' if waiters else 'NULL'}, {detached}"
+            " FROM requests q JOIN runs r ON r.run_id = q.run_id"
+            " WHERE r.state NOT IN ('finished', 'cancelled') ORDER BY q.position"
         )
     )
     return LedgerSnapshot(

@@ -45,15 +45,21 @@ __all__ = ["Intake"]
 class _Submission:
     """A validated request: what deciding it needs."""
 
-    __slots__ = ("arguments", "arguments_json", "content", "request_id", "spec")
+    __slots__ = ("actor", "arguments", "arguments_json", "content", "request_id", "spec")
 
     def __init__(
-        self, spec: OperationSpec, arguments: dict[str, Any], arguments_json: str, request_id: str
+        self,
+        spec: OperationSpec,
+        arguments: dict[str, Any],
+        arguments_json: str,
+        request_id: str,
+        actor: str | None,
     ) -> None:
         self.spec = spec
         self.arguments = arguments
         self.arguments_json = arguments_json
         self.request_id = request_id
+        self.actor = actor
         #: What idempotency compares (design §6.3).
         self.content = f"{canonical_json(spec.name)}:{arguments_json}"
 
@@ -117,7 +123,11 @@ class Intake:
         self._requests.boot(snapshot)
 
     def admit(
-        self, operation: str, arguments: Mapping[str, Any], request_id: str | None = None
+        self,
+        operation: str,
+        arguments: Mapping[str, Any],
+        request_id: str | None,
+        actor: str | None,
     ) -> Admission:
         """Decide a request now if memory knows enough; see :meth:`EventLog.admit`."""
         self._check_open()
@@ -126,7 +136,9 @@ class Intake:
             request_id = f"req-{secrets.token_hex(8)}"
         else:
             check_text("request_id", request_id)
-        submission = _Submission(spec, args, args_json, request_id)
+        if actor is not None:
+            check_text("actor", actor)
+        submission = _Submission(spec, args, args_json, request_id, actor)
         if self._requests.must_load(request_id):
             return Admission(None, None, functools.partial(self._decide_later, submission))
         return Admission(*self._decide(submission))
@@ -195,8 +207,9 @@ class Intake:
         if not spec.mutating:
             joined = self._runs.joinable((spec.name, submission.arguments_json, self._revision))
         if joined is not None:
+            self._runs.join(joined, request_id, submission.actor)
             receipt = _receipt(joined, request_id, coalesced=True)
-            return receipt, self._requests.store(request_id, submission.content, receipt)
+            return receipt, self._store(submission, receipt)
         depth = self._runs.depth
         if self._gate.full(depth):
             refused = Receipt(
@@ -221,9 +234,15 @@ class Intake:
             self._revision,
             digest,
             request_id,
+            submission.actor,
         )
         receipt = _receipt(run, request_id)
-        return receipt, self._requests.store(request_id, submission.content, receipt)
+        return receipt, self._store(submission, receipt)
+
+    def _store(self, submission: _Submission, receipt: Receipt) -> Ticket | None:
+        return self._requests.store(
+            submission.request_id, submission.content, receipt, submission.actor
+        )
 
     def apply_edit(self) -> int:
         """Bump the revision; see :meth:`EventLog.apply_edit`."""

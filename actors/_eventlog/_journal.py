@@ -18,6 +18,7 @@ import trio
 
 from ..errors import CursorExpired, InvalidCommand, LedgerUnavailable
 from ._ports import PortHub
+from ._rows import RowCheck
 from ._types import Event, WatchResult, encode_json, json_string
 
 if TYPE_CHECKING:
@@ -196,9 +197,13 @@ class Journal:
         events = await ledger.fetch_events(cursor, limit)
         reached = events[-1].seq if events else cursor
         if reached < min(cursor + limit, self.floor() - 1):
-            # Neither in the window nor in the ledger: staged, not committed yet.
+            # Neither in the window nor in the ledger: staged and not committed yet while
+            # commits fail; otherwise the ledger lost the row.
             unavailable = ledger.unavailable
-            assert unavailable is not None, "a ledger that commits holds every event"
+            if unavailable is None:
+                raise RowCheck(ledger.path, "events", "seq", reached + 1).corrupt(
+                    None, "row missing (seqs have no gaps)"
+                )
             raise LedgerUnavailable(
                 f"events after {reached} are not durable yet: {unavailable.message}",
                 **unavailable.details,

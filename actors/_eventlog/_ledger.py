@@ -42,7 +42,7 @@ import attrs
 import trio
 
 from .._core._backoff import Backoff
-from ..errors import LedgerError, LedgerUnavailable
+from ..errors import LedgerCorrupt, LedgerError, LedgerUnavailable
 from ._batch import Batch, Segment
 from ._connection import classify_error, keep_log, open_connection
 from ._ledger_schema import RUN_COLUMNS
@@ -509,16 +509,27 @@ class Ledger:
 
     # -- reads (for what memory no longer holds), each row checked (design §6.11) -------
 
-    async def fetch_run(self, run_id: int) -> dict[str, Any] | None:
-        """Return the checked fields of the committed run ``run_id``, or None.
+    async def fetch_run(self, run_id: int) -> tuple[dict[str, Any], int] | None:
+        """Return the checked fields of the committed run ``run_id`` and how many
+        requests still wait on it, or None.
 
         Raises:
             LedgerCorrupt: (``ledger_corrupt``) the row is damaged.
             LedgerError: (``ledger_error``) SQLite failed.
         """
         cols = ", ".join(RUN_COLUMNS)
-        rows = await self._query(f"SELECT {cols} FROM runs WHERE run_id = ?", (run_id,))
-        return decode_run(self.path, tuple(rows[0])) if rows else None
+
+        def read(conn: sqlite3.Connection) -> tuple[dict[str, Any], int] | None:
+            row = conn.execute(f"SELECT {cols} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                return None
+            waiters = conn.execute(
+                "SELECT count(*) FROM requests WHERE run_id = ? AND cancelled_by IS NULL",
+                (run_id,),
+            ).fetchone()[0]
+            return decode_run(self.path, tuple(row)), waiters
+
+        return await self._read(read)
 
     async def fetch_request(self, request_id: str) -> tuple[str, Receipt, str | None] | None:
         """Return ``(content, receipt, cancelled_by)`` of a committed request, or None.
@@ -559,18 +570,26 @@ class Ledger:
         return events
 
     async def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
-        def run() -> list[Any]:
+        return await self._read(lambda conn: conn.execute(sql, params).fetchall())
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        def run() -> _T:
             if self._conn is None:
                 raise LedgerError("ledger is closed")
-            return self._conn.execute(sql, params).fetchall()
+            return fn(self._conn)
 
-        return await self._call(run)
+        try:
+            return await self._call(run)
+        except LedgerCorrupt as exc:
+            _log.error("%s", exc.message, extra={"ledger": self.path, **exc.details})
+            raise
 
     async def _call(self, fn: Callable[..., _T], *args: object) -> _T:
         try:
             return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
         except sqlite3.Error as exc:
-            raise classify_error(self.path, exc, "reading") from None
+            delay = self._retry_policy.base
+            raise classify_error(self.path, exc, "reading", retry_after=delay) from None
 
     def statistics(self) -> LedgerStatistics:
         """Return the ledger's counters."""

@@ -43,18 +43,22 @@ class PortOptions(TypedDict, total=False):
 
 @attrs.frozen(kw_only=True)
 class ResyncRequired:
-    """Notice to a port's reader: its backlog was dropped (design §6.9).
+    """Notice to a port's reader: its backlog was dropped (design §6.9, §6.15).
 
-    Events up to ``head`` may have been lost for this port. Reload state (e.g. ``watch``
-    from your last cursor, or ``status``), then call ``port.resync(cursor)``.
+    It comes ahead of anything else: the queued backlog is gone. The reader has every
+    event up to ``cursor`` and may have lost those after it up to ``head``. Reload what
+    it needs (``watch`` from ``cursor`` while the log still holds it, or a snapshot),
+    then call ``port.resync(...)`` with the cursor its state is now consistent with.
     """
 
     head: int
     """The newest seq published when the backlog was dropped."""
+    cursor: int = 0
+    """The seq of the last event the reader received: where to resume from."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the client ``resync_required`` message fields."""
-        return {"type": "resync_required", "head": self.head}
+        return {"type": "resync_required", "head": self.head, "cursor": self.cursor}
 
 
 @attrs.frozen(kw_only=True)
@@ -119,6 +123,7 @@ class Port:
         self._dropped = 0
         self._resyncs = 0
         self._acked = 0
+        self._position = 0
         self._error: dict[str, str] | None = None
 
     # -- writer side (called by the hub) ------------------------------------------------
@@ -139,6 +144,7 @@ class Port:
                 }
                 return
             self._delivered += 1
+            self._position = event.seq
             return
         queue = self._queue
         if len(queue) >= self.bound:
@@ -155,7 +161,7 @@ class Port:
         self._queue.clear()
         self._resync = True
         self._resyncs += 1
-        self._notice = ResyncRequired(head=head)
+        self._notice = ResyncRequired(head=head, cursor=self._position)
         if self._lot:
             self._lot.unpark_all()
 
@@ -176,7 +182,9 @@ class Port:
             return notice
         if self._queue:
             self._delivered += 1
-            return self._queue.popleft()
+            event = self._queue.popleft()
+            self._position = event.seq
+            return event
         if self._hub._closed:
             raise trio.EndOfChannel
         raise trio.WouldBlock
@@ -235,14 +243,15 @@ class Port:
         bound overflows again). Clears the resync-required mark.
 
         Raises:
-            actors.errors.CursorExpired: (``cursor_expired``) ``head`` is below the window or beyond
-                the newest seq; ``details["resume_from"]`` says where to reload from. The
-                port stays marked.
+            actors.errors.CursorExpired: (``cursor_expired``) ``head`` is below the window
+                or beyond the newest seq (``details["resync"]``: take a snapshot and
+                resync from its cursor, design §6.15). The port stays marked.
         """
         events = self._hub._replay(head)
         self._queue.clear()
         self._notice = None
         self._resync = False
+        self._position = head
         for event in events:
             self._offer(event)
 
@@ -355,6 +364,7 @@ class PortHub:
             raise InvalidCommand(f"bound must be an int >= 1, got {bound!r}", fields=["bound"])
         backlog = list(self._replay(cursor)) if cursor is not None else []
         port = Port(self, name, bound=bound, local=local, listener=listener)
+        port._position = self.head if cursor is None else cursor
         self._ports[name] = port
         self._refresh()
         for event in backlog:

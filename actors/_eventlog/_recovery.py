@@ -10,6 +10,7 @@ queues a held run again (its lifecycle restarts with ``job_queued``, ``data["res
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +32,11 @@ if TYPE_CHECKING:
     from ._operations import Operations
     from ._runs import Runs
     from ._types import EventLogConfig
+    from ._wal import WalReport
 
 __all__ = ["Recovery"]
+
+_log = logging.getLogger("actors.eventlog")
 
 
 class Recovery:
@@ -86,6 +90,42 @@ class Recovery:
                 )
             if was != "held":
                 self._runs.stage(run)
+        for request_id, run_id, actor, detached_by in snapshot.waiters:
+            held = self._runs.get(run_id)
+            if held is None:
+                continue
+            if detached_by is None:
+                held.waiters[request_id] = actor
+            else:
+                held.detached[request_id] = detached_by
+
+    def log_boot(self, ledger_path: str, wal: WalReport | None) -> None:
+        """Say what boot found: a torn log tail discarded, runs held from before."""
+        if wal is not None and wal.torn_frames:
+            _log.warning(
+                "ledger %s: %d frame(s) of an unacknowledged commit torn by the last stop"
+                " were discarded",
+                ledger_path,
+                wal.torn_frames,
+                extra={"ledger": ledger_path, "torn_frames": wal.torn_frames},
+            )
+        held = [run.run_id for run in self._runs.held()]
+        if held:
+            _log.info(
+                "%d run(s) held from before the restart; resume or discard each",
+                len(held),
+                extra={"ledger": ledger_path, "held": held},
+            )
+
+    def log_left(self, ledger_path: str) -> None:
+        """Say which runs a closing log leaves unfinished (held at the next boot)."""
+        left = self._runs.unfinished()
+        if left:
+            _log.info(
+                "%d run(s) left unfinished; they are held at the next start",
+                len(left),
+                extra={"ledger": ledger_path, "held": left},
+            )
 
     def boot_report(self) -> BootReport:
         """The held runs; see :meth:`EventLog.boot_report`."""

@@ -1,8 +1,17 @@
 """Request ids and their receipts, for idempotent submits (design §6.3).
 
-Memory keeps the newest ``retain_requests`` requests; with a ledger every admitted one is
-also stored there, and an id memory no longer holds is looked up in the ledger before the
-request is decided.
+With a ledger every admitted request is stored there, and the ledger is what decides:
+an id memory does not hold is looked up in the ledger before the request is decided, so
+idempotency does not depend on ``retain_requests``. Memory is a cache in front of it,
+with two rules that make "look up, then decide" atomic whatever its size:
+
+* a request stays in memory until its row is committed (a duplicate decided meanwhile
+  finds it there, and gets its receipt and ticket, never a second run);
+* nothing leaves memory while a look-up is in flight (a look-up that missed a row
+  committed during it finds the request in memory when it decides).
+
+Beyond these, memory keeps the newest ``retain_requests``. Without a ledger, memory is
+all there is: idempotency covers the newest ``retain_requests`` ids.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ class RequestStore:
         self._requests: dict[str, StoredRequest] = {}
         self._ledger_has_more = False
         self._next_position = 1
+        self._lookups = 0
 
     def boot(self, snapshot: LedgerSnapshot) -> None:
         """Load the newest requests the ledger holds."""
@@ -72,13 +82,19 @@ class RequestStore:
             LedgerError: (``ledger_error``) the ledger could not be read.
         """
         assert self._ledger is not None
-        await self._ledger.settle_for_read()
-        row = await self._ledger.fetch_request(request_id)
+        self._lookups += 1
+        try:
+            await self._ledger.settle_for_read()
+            row = await self._ledger.fetch_request(request_id)
+        finally:
+            self._lookups -= 1
         if row is not None and request_id not in self._requests:
             content, receipt, _ = row
             self._requests[request_id] = StoredRequest(content, receipt, None)
 
-    def store(self, request_id: str, content: str, receipt: Receipt) -> Ticket | None:
+    def store(
+        self, request_id: str, content: str, receipt: Receipt, actor: str | None
+    ) -> Ticket | None:
         """Keep an admitted request (and stage its row); the ticket of its row."""
         ticket = None
         if self._ledger is not None:
@@ -88,11 +104,25 @@ class RequestStore:
                 receipt.run_id or 0,
                 encode_json({name: getattr(receipt, name) for name in _RECEIPT_FIELDS}),
                 self._next_position,
+                actor,
             )
             self._next_position += 1
-        requests = self._requests
-        requests[request_id] = StoredRequest(content, receipt, ticket)
-        while len(requests) > self._retain:
-            del requests[next(iter(requests))]
-            self._ledger_has_more = self._ledger is not None
+        self._requests[request_id] = StoredRequest(content, receipt, ticket)
+        self._evict()
         return ticket
+
+    def _evict(self) -> None:
+        requests = self._requests
+        if self._lookups:
+            return
+        while len(requests) > self._retain:
+            oldest = next(iter(requests))
+            ticket = requests[oldest].ticket
+            if ticket is not None and not ticket.done:
+                return  # not committed yet, nor anything newer
+            del requests[oldest]
+            self._ledger_has_more = self._ledger is not None
+
+    def __len__(self) -> int:
+        """How many requests memory holds now."""
+        return len(self._requests)

@@ -28,6 +28,7 @@ class Run:
         "arguments_json",
         "buffered",
         "cancelled_by",
+        "detached",
         "error",
         "error_json",
         "interruptions",
@@ -45,6 +46,7 @@ class Run:
         "snapshot_id",
         "state",
         "verdict",
+        "waiters",
     )
 
     # Set from ``**fields`` in ``__init__`` (a fresh run or a ``runs`` row).
@@ -71,6 +73,10 @@ class Run:
         self.scope: trio.CancelScope | None = None
         self.on_cancel: Callable[[], object] | None = None
         self.key: CoalesceKey | None = None
+        #: The requests waiting on the run, and who submitted each (design §6.14).
+        self.waiters: dict[str, str | None] = {}
+        #: The requests that left it, and who detached each.
+        self.detached: dict[str, str] = {}
         for name, value in fields.items():
             setattr(self, name, value)
 
@@ -78,7 +84,7 @@ class Run:
     def terminal(self) -> bool:
         return self.state in TERMINAL_STATES
 
-    def status(self, quarantine_after: int) -> RunStatus:
+    def status(self, quarantine_after: int, waiters: int | None = None) -> RunStatus:
         return RunStatus(
             run_id=self.run_id,
             state=self.state,
@@ -94,6 +100,7 @@ class Run:
             progress=self.progress,
             interruptions=self.interruptions,
             quarantined=self.interruptions >= quarantine_after,
+            waiters=len(self.waiters) if waiters is None else waiters,
         )
 
     def row(self) -> tuple[Any, ...]:

@@ -17,9 +17,11 @@ running is findable by its :data:`~actors._eventlog._run.CoalesceKey` until it i
 from __future__ import annotations
 
 import functools
+import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from protocol.errors import describe_exception
@@ -54,6 +56,27 @@ if TYPE_CHECKING:
 __all__ = ["Runs"]
 
 _NOTE_LIMIT = 256
+
+_log = logging.getLogger("actors.eventlog")
+
+
+def _run_id(run: Run) -> int:
+    return run.run_id
+
+
+def _request_view(status: RunStatus, request_id: str, detached_by: str | None) -> RunStatus:
+    """The status as the request ``request_id`` sees it: cancelled if it left the run."""
+    if detached_by is None:
+        return attrs.evolve(status, request_id=request_id)
+    return attrs.evolve(
+        status,
+        request_id=request_id,
+        state="cancelled",
+        cancelled_by=detached_by,
+        verdict=None,
+        result=None,
+        error=None,
+    )
 
 
 def _error_dict(error: ErrorRecord | Mapping[str, str]) -> dict[str, str]:
@@ -122,6 +145,10 @@ class Runs:
         """The held runs, oldest first."""
         return list(self._held.values())
 
+    def live(self) -> list[Run]:
+        """The runs queued, running or held, by run id."""
+        return sorted((run for run in self._runs.values() if not run.terminal), key=_run_id)
+
     def unfinished(self) -> list[int]:
         """The ids of the runs neither finished nor cancelled (held at the next boot)."""
         return [run_id for run_id, run in self._runs.items() if not run.terminal]
@@ -158,38 +185,63 @@ class Runs:
             )
         return run
 
-    async def status(self, run_id: int) -> RunStatus:
-        """The state of a run, from memory or the ledger (design §6.5).
+    async def status(self, run_id: int, request_id: str | None = None) -> RunStatus:
+        """The state of a run, or of one request joined to it (design §6.5, §6.14).
 
         Raises:
             UnknownRun: (``unknown_run``) no such run (or, without a ledger, forgotten).
-            LedgerCorrupt: (``ledger_corrupt``) its ledger row is damaged or missing.
+            InvalidCommand: (``invalid_command``) ``run_id`` is not an int, or
+                ``request_id`` did not join that run.
+            LedgerCorrupt: (``ledger_corrupt``) a ledger row read is damaged or missing.
             LedgerUnavailable: (``ledger_unavailable``) its row is not durable yet.
-            InvalidCommand: (``invalid_command``) ``run_id`` is not an int.
         """
+        if request_id is not None:
+            check_text("request_id", request_id)
         run = self.get(run_id)
         if run is not None:
             await trio.lowlevel.checkpoint()
-            return run.status(self._config.quarantine_after)
+            status = run.status(self._config.quarantine_after)
+            return status if request_id is None else self._view(run, status, request_id)
         ledger = self._ledger
         if ledger is None or not is_run_id(run_id):
             await trio.lowlevel.checkpoint()
             raise UnknownRun(f"no run {run_id!r}", run_id=run_id)
         await ledger.settle_for_read()
-        fields = await ledger.fetch_run(run_id)
-        if fields is not None:
-            return Run(**fields).status(self._config.quarantine_after)
+        found = await ledger.fetch_run(run_id)
+        if found is None:
+            raise self._missing(ledger, run_id)
+        fields, waiters = found
+        status = Run(**fields).status(self._config.quarantine_after, waiters)
+        if request_id is None:
+            return status
+        row = await ledger.fetch_request(request_id)
+        if row is None or row[1].run_id != run_id:
+            raise InvalidCommand(
+                f"request {request_id!r} did not join run {run_id}", fields=["request_id"]
+            )
+        return _request_view(status, request_id, row[2])
+
+    def _missing(self, ledger: Ledger, run_id: int) -> ActorError:
         if run_id >= self._next_run_no:
-            raise UnknownRun(f"no run {run_id!r}", run_id=run_id)
+            return UnknownRun(f"no run {run_id!r}", run_id=run_id)
         # Run ids are never reused and their rows never deleted: this one must exist.
         unavailable = ledger.unavailable
         if unavailable is not None:
-            raise LedgerUnavailable(
+            return LedgerUnavailable(
                 f"run {run_id} is not durable yet: {unavailable.message}", **unavailable.details
             )
-        raise RowCheck(ledger.path, "runs", "run_id", run_id).corrupt(
+        return RowCheck(ledger.path, "runs", "run_id", run_id).corrupt(
             None, "row missing (run ids below the next one all exist)"
         )
+
+    @staticmethod
+    def _view(run: Run, status: RunStatus, request_id: str) -> RunStatus:
+        by = run.detached.get(request_id)
+        if by is None and request_id not in run.waiters and request_id != run.request_id:
+            raise InvalidCommand(
+                f"request {request_id!r} did not join run {run.run_id}", fields=["request_id"]
+            )
+        return _request_view(status, request_id, by)
 
     # -- queueing ---------------------------------------------------------------------
 
@@ -201,8 +253,12 @@ class Runs:
         revision: int,
         snapshot_id: str,
         request_id: str,
+        actor: str | None,
     ) -> tuple[Run, Ticket | None]:
-        """Create a run and queue it (``job_queued``); the ticket of its row."""
+        """Create a run and queue it (``job_queued``); the ticket of its row.
+
+        ``request_id`` (submitted by ``actor``) is its first waiter (design §6.14).
+        """
         run = Run(
             run_id=self._next_run_no,
             request_id=request_id,
@@ -212,9 +268,15 @@ class Runs:
             revision=revision,
             snapshot_id=snapshot_id,
         )
+        run.waiters[request_id] = actor
         self._next_run_no += 1
         self._runs[run.run_id] = run
         return run, self._enqueue(run, resumed=False)
+
+    @staticmethod
+    def join(run: Run, request_id: str, actor: str | None) -> None:
+        """An equal request joins ``run`` as one more waiter (design §6.4, §6.14)."""
+        run.waiters[request_id] = actor
 
     def requeue(self, run: Run) -> Ticket | None:
         """Queue a held run again (``job_queued`` with ``resumed``, design §6.10)."""
@@ -341,18 +403,64 @@ class Runs:
         self._settle(run)
         return run.status(self._config.quarantine_after)
 
-    async def cancel(self, run_id: int, actor: str) -> RunStatus:
-        """Cancel a run and return its true state; see :meth:`EventLog.cancel`."""
+    async def cancel(self, run_id: int, actor: str, request_id: str | None = None) -> RunStatus:
+        """Cancel a run, or detach waiters from it; see :meth:`EventLog.cancel` (§6.7, §6.14)."""
         check_text("actor", actor)
+        if request_id is not None:
+            check_text("request_id", request_id)
         run = self.get(run_id)
         if run is None or run.terminal:
-            return await self.status(run_id)
-        ticket = self.cancel_run(run, actor)
+            return await self.status(run_id, request_id)
+        leaving = self._leaving(run, actor, request_id)
+        if not leaving:  # that request had left already: its true state
+            return await self.status(run_id, request_id)
+        if len(leaving) < len(run.waiters):
+            ticket = self._detach(run, leaving, actor)
+        else:
+            ticket = self.cancel_run(run, actor)
+        status = run.status(self._config.quarantine_after)
+        view = request_id if request_id is not None else leaving[0]
+        if run.state != "cancelled" or request_id is not None:
+            status = self._view(run, status, view)
         if ticket is None:
             await trio.lowlevel.checkpoint()
         else:
             await ticket.wait()
-        return run.status(self._config.quarantine_after)
+        return status
+
+    @staticmethod
+    def _leaving(run: Run, actor: str, request_id: str | None) -> list[str]:
+        """The waiters a cancel by ``actor`` detaches: the request named, else the
+        actor's own requests, else (a cancel from outside) every waiter."""
+        if request_id is not None:
+            if request_id in run.waiters:
+                return [request_id]
+            if request_id in run.detached:
+                return []
+            raise InvalidCommand(
+                f"request {request_id!r} did not join run {run.run_id}", fields=["request_id"]
+            )
+        owned = [waiter for waiter, by in run.waiters.items() if by == actor]
+        return owned or list(run.waiters) or [run.request_id]
+
+    def _detach(self, run: Run, leaving: list[str], actor: str) -> Ticket | None:
+        ticket = None
+        for request_id in leaving:
+            del run.waiters[request_id]
+            run.detached[request_id] = actor
+            if self._ledger is not None:
+                ticket = self._ledger.stage_detach(request_id, actor)
+            data = {"request_id": request_id, "by": actor, "waiters": len(run.waiters)}
+            self._journal.emit("request_detached", run.run_id, data)
+            _log.info(
+                "request %s left run %d (by %s); %d request(s) still wait on it",
+                request_id,
+                run.run_id,
+                actor,
+                len(run.waiters),
+                extra={"run_id": run.run_id, **data},
+            )
+        return ticket
 
     def cancel_run(self, run: Run, actor: str, reason: str | None = None) -> Ticket | None:
         """Decide a run that is not terminal cancelled by ``actor`` (``job_cancelled``)."""
@@ -377,6 +485,13 @@ class Runs:
             except Exception as exc:  # contained: the decision stands
                 data["on_cancel_error"] = describe_exception(exc, 1000)
         self._journal.emit("job_cancelled", run.run_id, data)
+        _log.info(
+            "run %d cancelled by %s (was %s)",
+            run.run_id,
+            actor,
+            was,
+            extra={"run_id": run.run_id, **data},
+        )
         return self._settle(run)
 
     def _settle(self, run: Run) -> Ticket | None:

@@ -33,6 +33,7 @@ __all__ = [
     "Receipt",
     "RunStatus",
     "WatchResult",
+    "EventLogSnapshot",
     "canonical_json",
     "encode_json",
     "json_string",
@@ -229,7 +230,8 @@ class RunStatus:
     snapshot_id: str
     """Digest of revision, operation and arguments."""
     request_id: str
-    """The request that created it."""
+    """The request this status is for: the one that created the run, or the one asked
+    about (each request joined to a run keeps its own status, design §6.14)."""
     verdict: str | None = None
     """``ok``, ``NOT_RUN`` or the executor's verdict, once finished."""
     result: Any = None
@@ -244,6 +246,9 @@ class RunStatus:
     """How many times a process stopped while it was running (design §6.10)."""
     quarantined: bool = False
     """True once ``interruptions`` reached the quarantine threshold (2)."""
+    waiters: int = 1
+    """Requests waiting on the run (for a decided run: when it was decided); more than 1
+    once equal requests joined it (design §6.14)."""
 
     @property
     def terminal(self) -> bool:
@@ -252,6 +257,29 @@ class RunStatus:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the fields as a JSON-compatible dict."""
+        return attrs.asdict(self)
+
+
+@attrs.frozen(kw_only=True)
+class EventLogSnapshot:
+    """Every live run and the cursor the whole is consistent with (design §6.15).
+
+    Taken atomically: no event falls between the runs' states and ``cursor``. A client
+    that lost its place (``cursor_expired``, a port's ``resync_required``) replaces its
+    state of the runs with ``runs`` and follows the events after ``cursor`` (subscribe
+    with ``cursor=snapshot.cursor``, or ``port.resync(snapshot.cursor)``). A run it knew
+    that is not in ``runs`` was decided meanwhile: its ``status`` says how.
+    """
+
+    cursor: int
+    """The seq of the last event the snapshot includes (the head when taken)."""
+    revision: int
+    """The current revision."""
+    runs: tuple[RunStatus, ...]
+    """The runs queued, running or held, by run id."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the snapshot as a JSON-compatible dict."""
         return attrs.asdict(self)
 
 

@@ -54,7 +54,8 @@ class WalReport:
     commits: int
     """Committed transactions among them."""
     torn_frames: int
-    """Frames after the last intact commit that SQLite will discard (a torn tail)."""
+    """Frames of this log after its last intact commit, which SQLite will discard (a
+    torn tail); frames left over from an older log generation are not counted."""
 
 
 def _checksum(words: tuple[int, ...], s0: int, s1: int) -> tuple[int, int]:
@@ -136,7 +137,10 @@ def check_wal(path: str, wal_path: str, page_size: int) -> WalReport:
         seed = (f1, f2)
         if commit_size:
             replayed, commits = index + 1, commits + 1
-    return WalReport(frames=replayed, commits=commits, torn_frames=frames.count - replayed)
+    torn = 0  # this log's frames after its last commit; older logs' frames are no tear
+    while replayed + torn < frames.count and _ours(frames.header(replayed + torn)[2:4], salts):
+        torn += 1
+    return WalReport(frames=replayed, commits=commits, torn_frames=torn)
 
 
 def _ours(frame_salts: tuple[int, int], salts: tuple[int, int]) -> bool:

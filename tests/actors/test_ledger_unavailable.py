@@ -134,6 +134,23 @@ async def test_the_actor_never_stops_on_a_full_disk(tmp_path: Path) -> None:
         await client.ref.stop(grace=5)  # a clean stop, not a crash
 
 
+async def test_a_full_disk_at_close_keeps_the_log_for_the_next_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "ledger.db"
+    async with open_event_log(cfg(path), operations=OPS) as log:
+        acknowledged = await log.submit("job", {"n": 1}, request_id="kept")
+        await full_disk(log)
+        log.finish(acknowledged.run_id, "ok", {"rows": "r" * 8000})  # cannot be committed
+    # The close said so, and did not raise: the decision was never acknowledged.
+    assert any("final commit failed" in r.getMessage() for r in caplog.records)
+    assert (tmp_path / "ledger.db-wal").exists()  # kept, as after a crash
+    async with open_event_log(cfg(path), operations=OPS) as log:
+        held = log.boot_report().survivors
+        assert [(s.run_id, s.state) for s in held] == [(acknowledged.run_id, "held")]
+        assert await log.submit("job", {"n": 1}, request_id="kept") == acknowledged
+
+
 @pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare(1)")
 def test_a_real_full_disk_loses_no_acknowledged_run(tmp_path: Path) -> None:
     # A 1 MiB tmpfs in a mount namespace of the child's own: nothing to clean up after.

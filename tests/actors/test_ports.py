@@ -68,7 +68,14 @@ async def test_slow_subscriber_is_marked_and_never_slows_the_writer(autojump_clo
         notices = [i for i in slow_items if isinstance(i, ResyncRequired)]
         assert len(notices) == 1
         assert notices[0].head <= 3 + total
-        assert notices[0].to_dict() == {"type": "resync_required", "head": notices[0].head}
+        # The resume cursor is the last event the reader got before the drop.
+        before = slow_items[: slow_items.index(notices[0])]
+        assert notices[0].cursor == (before[-1].seq if before else 3)
+        assert notices[0].to_dict() == {
+            "type": "resync_required",
+            "head": notices[0].head,
+            "cursor": notices[0].cursor,
+        }
         assert fast.statistics().dropped == 0
 
 
@@ -111,7 +118,7 @@ async def test_only_local_callers_toggle_ports_and_reenable_forces_resync():
             port.receive_nowait()
         log.set_port_enabled("p", True, local=True)
         notice = port.receive_nowait()  # it missed an event: never a silent gap
-        assert notice == ResyncRequired(head=log.head)
+        assert notice == ResyncRequired(head=log.head, cursor=log.head - 1)
         with pytest.raises(InvalidCommand, match="already open"):
             log.subscribe("p")
         with log.subscribe("closed") as closed:

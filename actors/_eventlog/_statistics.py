@@ -1,0 +1,39 @@
+"""The event log's counters (STYLE 16)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+if TYPE_CHECKING:
+    from ._ledger import LedgerStatistics
+    from ._ports import PortStatistics
+
+__all__ = ["EventLogStatistics"]
+
+
+@attrs.frozen(kw_only=True)
+class EventLogStatistics:
+    """Counters of an event log (STYLE 16)."""
+
+    head: int
+    """The newest seq."""
+    floor: int
+    """The oldest seq in the in-memory window (``head + 1`` when empty)."""
+    queued: int
+    """Runs waiting for an executor."""
+    running: int
+    """Runs started and not decided."""
+    held: int
+    """Runs found at boot, waiting for ``resume``/``discard``."""
+    bound: int
+    """``max_inflight``."""
+    paused: bool
+    """True between ``admission_paused`` and ``admission_resumed`` (capacity or ledger)."""
+    revision: int
+    """The current revision."""
+    ports: tuple[PortStatistics, ...]
+    """One entry per open subscriber port."""
+    ledger: LedgerStatistics | None
+    """The ledger's counters, or None in memory."""

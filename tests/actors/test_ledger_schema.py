@@ -1,0 +1,80 @@
+"""The ledger's schema versions: version 1 ledgers are migrated at open (design §6.10)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import TYPE_CHECKING
+
+from actors._eventlog._eventlog import open_event_log
+from actors._eventlog._ledger_schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_COLUMNS
+from actors._eventlog._types import EventLogConfig, OperationSpec
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+OPS = [OperationSpec(name="job", fields={"n"})]
+
+#: The schema version 1 wrote (before requests had their waiter columns).
+V1_SCHEMA = f"""
+CREATE TABLE requests (request_id TEXT PRIMARY KEY, content TEXT NOT NULL,
+    run_id INTEGER NOT NULL, receipt TEXT NOT NULL, position INTEGER NOT NULL);
+CREATE TABLE runs (run_id INTEGER PRIMARY KEY, request_id TEXT NOT NULL,
+    operation TEXT NOT NULL, arguments TEXT NOT NULL, revision INTEGER NOT NULL,
+    snapshot_id TEXT NOT NULL, state TEXT NOT NULL, verdict TEXT, result TEXT, error TEXT,
+    cancelled_by TEXT, progress REAL, interruptions INTEGER NOT NULL);
+CREATE INDEX runs_open ON runs(state) WHERE state NOT IN ('finished', 'cancelled');
+CREATE TABLE events (seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, run_id INTEGER,
+    data TEXT NOT NULL);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+PRAGMA application_id = {APPLICATION_ID};
+PRAGMA user_version = 1;
+"""
+
+
+def make_v1(path: Path) -> dict[str, object]:
+    receipt = {
+        "admitted": True,
+        "run_id": 1,
+        "request_id": "r1",
+        "snapshot_id": "abc",
+        "revision": 0,
+        "event_cursor": 0,
+        "coalesced": False,
+        "code": None,
+        "retryable": None,
+        "depth": None,
+        "bound": None,
+    }
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(V1_SCHEMA)
+    conn.execute(
+        "INSERT INTO requests VALUES ('r1', ?, 1, ?, 1)",
+        ('"job":{"n":1}', json.dumps(receipt)),
+    )
+    conn.execute(
+        "INSERT INTO runs VALUES (1, 'r1', 'job', '{\"n\":1}', 0, 'abc', 'running',"
+        " NULL, NULL, NULL, NULL, 0.5, 0)"
+    )
+    conn.execute("INSERT INTO events VALUES (1, 'job_queued', 1, '{}')")
+    conn.close()
+    return receipt
+
+
+async def test_a_version_1_ledger_is_migrated_and_keeps_its_runs(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    receipt = make_v1(path)
+    config = EventLogConfig(ledger_path=path, synchronous="NORMAL")
+    async with open_event_log(config, operations=OPS) as log:
+        held = log.boot_report().interrupted
+        assert [(s.run_id, s.interruptions, s.waiters) for s in held] == [(1, 1, 1)]
+        again = await log.submit("job", {"n": 1}, request_id="r1")
+        assert again.to_dict() == {k: v for k, v in receipt.items() if v is not None}
+        assert (await log.cancel(1, "ops", request_id="r1")).cancelled_by == "ops"
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        columns = tuple(row[1] for row in conn.execute("PRAGMA table_info(requests)"))
+        assert columns == TABLE_COLUMNS[2]["requests"]
+    finally:
+        conn.close()
