@@ -84,7 +84,14 @@ from examples.web.frontdoor import (  # noqa: E402
     open_front_door,
     shutdown_on_signal,
 )
-from examples.web.launch import add_server_options, front_door_config, listening  # noqa: E402
+from examples.web.launch import (  # noqa: E402
+    add_server_options,
+    announce,
+    front_door_config,
+    listening,
+)
+from examples.web.names import NULL_ORIGIN  # noqa: E402
+from examples.web.serverinfo import InfoFile  # noqa: E402
 
 if TYPE_CHECKING:
     import socket
@@ -399,10 +406,19 @@ def _serve(
     except ValueError as exc:
         parser.error(str(exc))
 
-    def announce(front: FrontDoor) -> None:
-        print(f"listening on {front.url}", flush=True)
-        print(f"dashboard: {dashboard_page_url(front.url, args.token)}", flush=True)
-        print(f"dashboard as a file: {dashboard_url(front.url, args.token)}", flush=True)
+    record = InfoFile("preview_server")  # written once ready, removed at exit
+
+    def on_ready(front: FrontDoor) -> None:
+        token = front.config.token
+        # A file:// page's origin is "null": it may connect only if that is allowed.
+        as_file = NULL_ORIGIN in front.config.allowed_origins
+        announce(
+            record,
+            front.url,
+            token,
+            dashboard=dashboard_page_url(front.url, token),
+            extra=(f"dashboard as a file: {dashboard_url(front.url, token)}",) if as_file else (),
+        )
 
     async def run() -> tuple[int, bool]:
         return await serve_preview(
@@ -411,7 +427,7 @@ def _serve(
             identity,
             grace=args.grace,
             demo=demo,
-            on_ready=announce,
+            on_ready=on_ready,
             sockets=sockets,
         )
 
@@ -428,6 +444,8 @@ def _serve(
             print(f"preview_server: {describe(error)}", file=sys.stderr)
             return 1
         raise
+    finally:
+        record.remove()
     return 0 if ready else _stopped_early(signum)
 
 
