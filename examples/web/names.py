@@ -10,6 +10,7 @@ explicit (``http://localhost`` is ``http://localhost:80``).
 from __future__ import annotations
 
 import ipaddress
+import re
 import urllib.parse
 
 import attrs
@@ -31,6 +32,7 @@ ANY = "*"
 NULL_ORIGIN = "null"
 _DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
 _FORBIDDEN = frozenset("/?#@\\ \t\r\n")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")  # RFC 3986
 
 
 def is_loopback(host: str) -> bool:
@@ -88,7 +90,7 @@ def parse_origin(text: str) -> tuple[str, HostPort] | None:
     """
     text = text.strip()
     scheme, sep, rest = text.partition("://")
-    if not sep or not scheme.isascii() or not scheme.isalpha():
+    if not sep or not _SCHEME.fullmatch(scheme):
         return None
     host = parse_host(rest)
     if host is None:
