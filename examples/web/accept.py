@@ -4,19 +4,24 @@ When the process (EMFILE) or the system (ENFILE) has no file descriptor left, or
 kernel no buffer memory (ENOBUFS, ENOMEM), ``accept()`` fails until a connection
 closes. :func:`trio.serve_listeners` logs an error with a traceback for every attempt,
 ten a second. :class:`Acceptor` instead logs one warning when such an episode starts
-and one when accepting works again (each with its fields as ``extra``), and retries
-after a capped exponential backoff (:class:`actors.Backoff`) in between. Any other
-error of ``accept()`` ends the loop and propagates.
+and one when it is over (each with its fields as ``extra``), and retries after a capped
+exponential backoff (:class:`actors.Backoff`) in between. An episode is over once
+``reset_after`` seconds (the backoff's) passed without a failure: a descriptor freed for
+a moment, taken by the next connection, does not make a new episode. Any other error
+of ``accept()`` ends the loop and propagates.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 from typing import TYPE_CHECKING, Final
 
 import trio
+
+from actors import BackoffTracker
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -73,43 +78,71 @@ class Acceptor:
     async def _accept_loop(
         self, listener: trio.abc.Listener[trio.SocketStream], handler_nursery: trio.Nursery
     ) -> None:
-        where = _where(listener)
-        episode = 0  # failures in the current episode
-        started = 0.0
+        episode = _Episode(_where(listener), BackoffTracker(self.backoff))
         async with listener:
             while True:
-                try:
-                    stream = await listener.accept()
-                except trio.ClosedResourceError:
-                    return
-                except OSError as exc:
-                    if exc.errno not in CAPACITY_ERRNOS:
-                        raise
-                    self.failures += 1
-                    episode += 1
-                    delay = self.backoff.delay(episode)
-                    if episode == 1:
-                        started = trio.current_time()
-                        name = errno.errorcode.get(exc.errno, str(exc.errno))
-                        LOGGER.warning(
-                            "accept on %s failed with %s (%s); retrying with backoff, "
-                            "quietly until it works again",
-                            where, name, os.strerror(exc.errno),
-                            extra={"event": "accept_failing", "listener": where,
-                                   "errno": name, "retry_in": delay},
-                        )  # fmt: skip
+                # An episode ends after reset_after seconds without a failure; accepting
+                # in between (a descriptor freed for a moment) does not end it.
+                delay: float | None = None
+                with trio.move_on_at(episode.quiet_at()) as quiet:
+                    try:
+                        stream = await listener.accept()
+                    except trio.ClosedResourceError:
+                        return
+                    except OSError as exc:
+                        if exc.errno not in CAPACITY_ERRNOS:
+                            raise
+                        self.failures += 1
+                        delay = episode.failed(exc.errno, trio.current_time())
+                    else:
+                        handler_nursery.start_soon(self.handler, stream)
+                if delay is not None:
                     await trio.sleep(delay)
-                    continue
-                if episode:
-                    waited = trio.current_time() - started
-                    LOGGER.warning(
-                        "accept on %s works again after %d failures in %.3f s",
-                        where, episode, waited,
-                        extra={"event": "accept_recovered", "listener": where,
-                               "failures": episode, "seconds": waited},
-                    )  # fmt: skip
-                    episode = 0
-                handler_nursery.start_soon(self.handler, stream)
+                elif quiet.cancelled_caught:
+                    episode.over()
+
+
+class _Episode:
+    """The failures of one listener's ``accept()`` that follow each other closely."""
+
+    def __init__(self, where: str, tracker: BackoffTracker) -> None:
+        self.where = where
+        self.tracker = tracker
+        self.failures = 0
+        self.started = self.last = 0.0
+
+    def quiet_at(self) -> float:
+        """When the episode is over if nothing fails before (trio clock), or inf."""
+        return self.last + self.tracker.policy.reset_after if self.failures else math.inf
+
+    def failed(self, code: int, now: float) -> float:
+        """Count a failure at ``now``; log the first one; return the delay before retrying."""
+        delay = self.tracker.next_delay(now)
+        if not self.failures:
+            self.started = now
+            name = errno.errorcode.get(code, str(code))
+            LOGGER.warning(
+                "accept on %s failed with %s (%s); retrying with backoff, "
+                "quietly until it works again",
+                self.where, name, os.strerror(code),
+                extra={"event": "accept_failing", "listener": self.where, "errno": name,
+                       "retry_in": delay},
+            )  # fmt: skip
+        self.failures += 1
+        self.last = now
+        return delay
+
+    def over(self) -> None:
+        """Log the end of the episode and forget it."""
+        seconds = self.last - self.started
+        LOGGER.warning(
+            "accept on %s works again: no failure for %g s after %d failures over %.3f s",
+            self.where, self.tracker.policy.reset_after, self.failures, seconds,
+            extra={"event": "accept_recovered", "listener": self.where,
+                   "failures": self.failures, "seconds": seconds},
+        )  # fmt: skip
+        self.failures = 0
+        self.tracker.reset()
 
 
 def _where(listener: trio.abc.Listener[trio.SocketStream]) -> str:

@@ -80,11 +80,12 @@ class FrontDoorConfig:
     """Clients at once from one IP address (never more than ``max_connections``); more
     are refused with HTTP 429, so one client cannot take every slot."""
     accept_backoff: Backoff = attrs.field(
-        factory=lambda: Backoff(base=0.05, cap=2.0),
+        factory=lambda: Backoff(base=0.05, cap=2.0, reset_after=1.0),
         validator=attrs.validators.instance_of(Backoff),
     )
     """Delays (seconds, trio clock) between attempts while ``accept()`` fails for want of
-    file descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM)."""
+    file descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM); such an episode is over
+    (and logged so) after ``reset_after`` seconds without a failure."""
     max_message: int = count_field(DEFAULT_MAX_MESSAGE, minimum=1024, maximum=1 << 20)
     """Largest client message answered normally, in bytes (design §2.4): larger ones get
     ``message_too_large``."""
