@@ -155,8 +155,8 @@ def announce(
     dashboard: str | None = None,
     extra: tuple[str, ...] = (),
 ) -> None:
-    """Print ``listening on URL`` (with the token), the ``dashboard:`` line if any and
-    ``extra`` lines, then write the server's info file (for the CLI clients).
+    """Write the server's info file (for the CLI clients), then print ``listening on URL``
+    (with the token), the ``dashboard:`` line if any and ``extra`` lines.
 
     Args:
         record: The server's info file (:func:`examples.web.serverinfo.info_file`).
@@ -165,9 +165,9 @@ def announce(
         dashboard: The dashboard's address, with the token if there is one.
         extra: More lines to print, as they are.
     """
+    record.write(url=url, token=token, dashboard=dashboard)  # first: found once printed
     print(f"listening on {with_token(url, token)}", flush=True)
     if dashboard is not None:
         print(f"dashboard: {dashboard}", flush=True)
     for line in extra:
         print(line, flush=True)
-    record.write(url=url, token=token, dashboard=dashboard)
