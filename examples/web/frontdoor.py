@@ -1,4 +1,4 @@
-"""The websocket front door of the example servers (design §7.1, §6; issue 5 "Safety").
+"""The websocket front door of the example servers (design §7.1, §7.3, §6).
 
 :class:`FrontDoor` serves the event log's front door (submit, cancel, status,
 watch/subscribe, ack, boot report, resume, discard) as JSON text messages over

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -25,8 +26,10 @@ from examples.jobs.server import JobServerConfig, open_job_server
 from examples.jobs.server import main as job_server_main
 from examples.preview.client import main as preview_client_main
 from examples.preview.server import main as preview_server_main
-from examples.web.cli import websocket_url
+from examples.web.cli import OneLineParser, websocket_url
 from examples.web.frontdoor import FrontDoorConfig
+from examples.web.launch import add_server_options, server_token, with_token
+from examples.web.serverinfo import ENV_TOKEN
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -262,3 +265,21 @@ def test_no_user_facing_message_cites_the_design_doc() -> None:
             and id(node) not in docstrings
         ]
     assert found == []
+
+
+def test_the_server_token_comes_from_the_flag_the_environment_or_chance(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parser = OneLineParser(prog="server")
+    add_server_options(parser, port=1)
+    assert server_token(parser, parser.parse_args(["--token", "flag-token"])) == "flag-token"
+    assert server_token(parser, parser.parse_args(["--no-token"])) is None
+    monkeypatch.setenv(ENV_TOKEN, "env-token-123")
+    assert server_token(parser, parser.parse_args([])) == "env-token-123"
+    monkeypatch.delenv(ENV_TOKEN)
+    first, second = (server_token(parser, parser.parse_args([])) for _ in range(2))
+    assert first != second
+    assert re.fullmatch(r"[\w-]{32}", first or "")
+    assert with_token("ws://127.0.0.1:1", "a b/c") == "ws://127.0.0.1:1/?token=a+b%2Fc"
+    assert with_token("http://h:1/?select=4", "t") == "http://h:1/?select=4&token=t"
+    assert with_token("ws://127.0.0.1:1", None) == "ws://127.0.0.1:1"

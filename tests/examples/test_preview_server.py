@@ -1,4 +1,4 @@
-"""The preview server end to end: a real process, real helpers, a real websocket (issue 2).
+"""The preview server end to end: a real process, real helpers, a real websocket (design §7.2).
 
 The end-to-end test runs ``python -m examples.preview.server`` as a subprocess on a copy
 of the real QCoDeS sample (so it also proves the exit status and the signal handling),

@@ -1,4 +1,4 @@
-"""Plain HTTP on the front door's port: pages, refusals, limits (design §7; issue 5).
+"""Plain HTTP on the front door's port: pages, refusals, limits (design §7.1, §7.3).
 
 A real event-log actor and front door on port 0, raw TCP clients that speak HTTP/1.1 by
 hand, and trio-websocket clients on the same port; real clock, short timeouts.
