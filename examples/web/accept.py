@@ -5,9 +5,10 @@ kernel no buffer memory (ENOBUFS, ENOMEM), ``accept()`` fails until a connection
 closes. :func:`trio.serve_listeners` logs an error with a traceback for every attempt,
 ten a second. :class:`Acceptor` instead logs one warning when such an episode starts
 and one when it is over (each with its fields as ``extra``), and retries after a capped
-exponential backoff (:class:`actors.Backoff`) in between. An episode is over once
-``reset_after`` seconds (the backoff's) passed without a failure: a descriptor freed for
-a moment, taken by the next connection, does not make a new episode. Any other error
+exponential backoff (:class:`actors.Backoff`, attempt ``n`` of the episode) in between.
+An episode is over once ``accept()`` was tried again and did not fail for
+``reset_after`` seconds (the backoff's): a descriptor freed for a moment, taken by the
+next connection, does not make a new episode. Any other error
 of ``accept()`` ends the loop and propagates.
 """
 
@@ -20,8 +21,6 @@ import os
 from typing import TYPE_CHECKING, Final
 
 import trio
-
-from actors import BackoffTracker
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -78,7 +77,7 @@ class Acceptor:
     async def _accept_loop(
         self, listener: trio.abc.Listener[trio.SocketStream], handler_nursery: trio.Nursery
     ) -> None:
-        episode = _Episode(_where(listener), BackoffTracker(self.backoff))
+        episode = _Episode(_where(listener), self.backoff)
         async with listener:
             while True:
                 # An episode ends after reset_after seconds without a failure; accepting
@@ -98,6 +97,7 @@ class Acceptor:
                         handler_nursery.start_soon(self.handler, stream)
                 if delay is not None:
                     await trio.sleep(delay)
+                    episode.retrying(trio.current_time())
                 elif quiet.cancelled_caught:
                     episode.over()
 
@@ -105,20 +105,25 @@ class Acceptor:
 class _Episode:
     """The failures of one listener's ``accept()`` that follow each other closely."""
 
-    def __init__(self, where: str, tracker: BackoffTracker) -> None:
+    def __init__(self, where: str, backoff: Backoff) -> None:
         self.where = where
-        self.tracker = tracker
+        self.backoff = backoff
         self.failures = 0
-        self.started = self.last = 0.0
+        self.started = self.last = self.retried = 0.0
 
     def quiet_at(self) -> float:
-        """When the episode is over if nothing fails before (trio clock), or inf."""
-        return self.last + self.tracker.policy.reset_after if self.failures else math.inf
+        """When the episode is over if nothing fails before (trio clock), or inf.
+
+        Counted from the last retry, not the last failure: the backoff's delay may be
+        longer than ``reset_after``.
+        """
+        return self.retried + self.backoff.reset_after if self.failures else math.inf
 
     def failed(self, code: int, now: float) -> float:
         """Count a failure at ``now``; log the first one; return the delay before retrying."""
-        delay = self.tracker.next_delay(now)
-        if not self.failures:
+        self.failures += 1
+        delay = self.backoff.delay(self.failures)
+        if self.failures == 1:
             self.started = now
             name = errno.errorcode.get(code, str(code))
             LOGGER.warning(
@@ -128,21 +133,23 @@ class _Episode:
                 extra={"event": "accept_failing", "listener": self.where, "errno": name,
                        "retry_in": delay},
             )  # fmt: skip
-        self.failures += 1
         self.last = now
         return delay
+
+    def retrying(self, now: float) -> None:
+        """The backoff's delay is over: ``accept()`` is tried again at ``now``."""
+        self.retried = now
 
     def over(self) -> None:
         """Log the end of the episode and forget it."""
         seconds = self.last - self.started
         LOGGER.warning(
             "accept on %s works again: no failure for %g s after %d failures over %.3f s",
-            self.where, self.tracker.policy.reset_after, self.failures, seconds,
+            self.where, self.backoff.reset_after, self.failures, seconds,
             extra={"event": "accept_recovered", "listener": self.where,
                    "failures": self.failures, "seconds": seconds},
         )  # fmt: skip
         self.failures = 0
-        self.tracker.reset()
 
 
 def _where(listener: trio.abc.Listener[trio.SocketStream]) -> str:

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import trio
@@ -24,6 +25,9 @@ from frontdoor_support import TIMEOUT, assert_no_children, open_client
 
 from actors import Backoff
 from examples.web.accept import Acceptor
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,50 +59,95 @@ class ScriptedListener(trio.abc.Listener[trio.abc.Stream]):
         await trio.lowlevel.checkpoint()
 
 
-def _records(caplog: pytest.LogCaptureFixture) -> list[tuple[str, dict[str, object]]]:
-    keys = ("errno", "retry_in", "failures", "seconds")
-    return [
-        (r.event, {k: getattr(r, k) for k in keys if hasattr(r, k)})  # type: ignore[attr-defined]
-        for r in caplog.records
-        if getattr(r, "event", "").startswith("accept_")
-    ]
+class VirtualTimes(logging.Handler):
+    """Keeps each ``accept_*`` record's event, fields and trio time (the mock clock's)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: list[tuple[float, str, dict[str, object]]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event = getattr(record, "event", "")
+        if event.startswith("accept_"):
+            keys = ("errno", "retry_in", "failures", "seconds")
+            fields = {k: getattr(record, k) for k in keys if hasattr(record, k)}
+            self.seen.append((round(trio.current_time(), 9), event, fields))
 
 
-async def test_an_episode_is_logged_once_and_retried_with_backoff(
-    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.WARNING, logger="examples.frontdoor")
-    first, second = trio.testing.memory_stream_pair()
-    third, _ = trio.testing.memory_stream_pair()
+@pytest.fixture
+def logged() -> Iterator[VirtualTimes]:
+    handler = VirtualTimes()
+    logger = logging.getLogger("examples.frontdoor")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+async def _play(
+    script: list[int | float | trio.abc.Stream], backoff: Backoff, until: float
+) -> tuple[list[tuple[float, object]], Acceptor, ScriptedListener]:
+    """Serve ``script`` with an :class:`Acceptor` until ``until`` (trio clock)."""
     served: list[tuple[float, object]] = []
 
     async def handler(stream: trio.abc.Stream) -> None:
-        served.append((trio.current_time(), stream))
+        served.append((round(trio.current_time(), 9), stream))
         await trio.lowlevel.checkpoint()
 
-    emfile, enfile = errno.EMFILE, errno.ENFILE
-    listener = ScriptedListener(
-        [emfile, emfile, enfile, emfile, emfile, first, enfile, second, 3.75, emfile, third]
-    )
-    backoff = Backoff(base=0.05, cap=0.2, reset_after=1.0)
+    listener = ScriptedListener(script)
     acceptor = Acceptor(handler, backoff=backoff)  # type: ignore[arg-type]
     async with trio.open_nursery() as nursery:
         await nursery.start(acceptor.serve, [listener], nursery)
-        await trio.sleep(10)
+        await trio.sleep_until(until)
         nursery.cancel_scope.cancel()
-    # Backoff 0.05 + 0.1 + 0.2 + 0.2 + 0.2 s, a stream; one more failure in the same
-    # episode (0.2 s), a stream; a quiet second ends the episode at 1.75 s. Later, at
-    # 3.75 s, a new episode of one failure, over at 4.8 s.
-    assert [(round(t, 6), s) for t, s in served] == [(0.75, first), (0.95, second), (3.8, third)]
-    assert _records(caplog) == [
-        ("accept_failing", {"errno": "EMFILE", "retry_in": 0.05}),
-        ("accept_recovered", {"failures": 6, "seconds": pytest.approx(0.75)}),
-        ("accept_failing", {"errno": "EMFILE", "retry_in": 0.05}),
-        ("accept_recovered", {"failures": 1, "seconds": 0.0}),
+    return served, acceptor, listener
+
+
+async def test_an_episode_is_logged_once_and_retried_with_backoff(
+    autojump_clock: trio.testing.MockClock,
+    logged: VirtualTimes,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    first, second = trio.testing.memory_stream_pair()
+    third, _ = trio.testing.memory_stream_pair()
+    emfile, enfile = errno.EMFILE, errno.ENFILE
+    served, acceptor, listener = await _play(
+        [emfile, emfile, enfile, emfile, emfile, first, enfile, second, 3.75, emfile, third],
+        Backoff(base=0.05, cap=0.2, reset_after=1.0),
+        until=10.0,
+    )
+    # Backoff 0.05 + 0.1 + 0.2 + 0.2 + 0.2 s, a stream; one more failure of the same
+    # episode (0.2 s), a stream; a second without failure since that retry ends the
+    # episode at 1.95 s. At 3.75 s a new episode of one failure, over at 4.8 s.
+    assert served == [(0.75, first), (0.95, second), (3.8, third)]
+    assert logged.seen == [
+        (0.0, "accept_failing", {"errno": "EMFILE", "retry_in": 0.05}),
+        (1.95, "accept_recovered", {"failures": 6, "seconds": pytest.approx(0.75)}),
+        (3.75, "accept_failing", {"errno": "EMFILE", "retry_in": 0.05}),
+        (4.8, "accept_recovered", {"failures": 1, "seconds": 0.0}),
     ]
     assert acceptor.failures == 7
     assert listener.closed
     assert "Traceback" not in caplog.text
+
+
+async def test_a_backoff_longer_than_the_quiet_period_is_still_one_episode(
+    autojump_clock: trio.testing.MockClock, logged: VirtualTimes
+) -> None:
+    stream, _ = trio.testing.memory_stream_pair()
+    emfile = errno.EMFILE
+    served, _, _ = await _play(
+        [emfile, emfile, emfile, emfile, stream],
+        Backoff(base=0.5, cap=2.0, reset_after=1.0),
+        until=10.0,
+    )
+    # Delays 0.5, 1, 2, 2 s: failures at 0, 0.5, 1.5 and 3.5 s; the stream at 5.5 s.
+    assert served == [(5.5, stream)]
+    assert logged.seen == [
+        (0.0, "accept_failing", {"errno": "EMFILE", "retry_in": 0.5}),
+        (6.5, "accept_recovered", {"failures": 4, "seconds": 3.5}),
+    ]
 
 
 async def test_another_accept_error_ends_the_loop(autojump_clock: trio.testing.MockClock) -> None:
