@@ -135,3 +135,17 @@ async def open_client(
             await stream.aclose()
         else:
             sock.close()
+
+
+async def first_line(stream: trio.abc.ReceiveStream) -> bytes:
+    """The first line a server process prints (e.g. ``listening on ...``), with its newline.
+
+    Read one byte at a time, so nothing after the line is taken from the pipe.
+    """
+    line = b""
+    with trio.fail_after(TIMEOUT):
+        while not line.endswith(b"\n"):
+            chunk = await stream.receive_some(1)
+            assert chunk, f"the server exited before printing a line: {line!r}"
+            line += chunk
+    return line

@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-from frontdoor_support import TIMEOUT, Client, assert_no_children, children, open_client, pid_gone
+from frontdoor_support import (
+    TIMEOUT,
+    Client,
+    assert_no_children,
+    children,
+    first_line,
+    open_client,
+    pid_gone,
+)
 from trio_websocket import ConnectionClosed
 
 from actors._core._backoff import Backoff
@@ -188,12 +196,7 @@ async def _start_server(ledger: Path, grace: float) -> tuple[trio.Process, int, 
         cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     assert process.stdout is not None
-    line = b""
-    with trio.fail_after(TIMEOUT):
-        while not line.endswith(b"\n"):
-            chunk = await process.stdout.receive_some(1)
-            assert chunk, "the server exited before listening"
-            line += chunk
+    line = await first_line(process.stdout)
     match = re.fullmatch(rb"listening on ws://127\.0\.0\.1:(\d+)(/\?token=[\w-]{32})\n", line)
     assert match, line
     return process, int(match.group(1)), match.group(2).decode()

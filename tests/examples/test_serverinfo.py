@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from frontdoor_support import TIMEOUT, assert_no_children
+from frontdoor_support import TIMEOUT, assert_no_children, first_line
 
 from examples.web.cli import client_target
 from examples.web.serverinfo import (
@@ -141,12 +141,7 @@ async def test_a_default_start_writes_its_token_and_the_clients_find_it(tmp_path
     )  # fmt: skip
     assert process.stdout is not None
     try:
-        line = b""
-        with trio.fail_after(TIMEOUT):
-            while not line.endswith(b"\n"):
-                chunk = await process.stdout.receive_some(1)
-                assert chunk, "the server exited before listening"
-                line += chunk
+        line = await first_line(process.stdout)
         match = re.fullmatch(rb"listening on (ws://127.0.0.1:\d+)/\?token=([\w-]{32})\n", line)
         assert match, line
         url, token = match.group(1).decode(), match.group(2).decode()
