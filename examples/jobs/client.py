@@ -14,8 +14,10 @@ Examples::
 ``submit`` subscribes first, prints the receipt, then every event of the run until it
 finishes or is cancelled (events that arrive before the receipt are printed after it);
 Ctrl-C while it waits cancels the run. Every message is printed as one line of JSON.
-``--url`` (default ``ws://127.0.0.1:8766``; ``http://`` is taken as ``ws://``) and
-``--token`` select the server.
+``--url`` (default ``ws://127.0.0.1:8766``; ``http://`` is taken as ``ws://``) selects
+the server. The token is ``--token``, else the ``?token=`` of the URL, else
+``$TRIO_ACTORS_TOKEN``, else the one a local server wrote in its info file (design
+§7.3); it is sent in an ``Authorization`` header and never printed.
 
 Exit status: 0 when the answer is not an error and (``submit``) the run's verdict is
 ``ok``; 1 for an error answer, a run that failed or was cancelled, or the server going
@@ -29,14 +31,13 @@ import itertools
 import json
 import signal
 import sys
-import urllib.parse
 import uuid
 from typing import TYPE_CHECKING, Any
 
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
-from examples.web.cli import OneLineParser, connection_problem, count, leaf, websocket_url
+from examples.web.cli import OneLineParser, client_target, connection_problem, count, leaf
 
 if TYPE_CHECKING:
     import argparse
@@ -135,10 +136,8 @@ def _arguments(text: str | None) -> dict[str, Any]:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    url = args.url
-    if args.token:
-        url += ("&" if "?" in url else "/?") + urllib.parse.urlencode({"token": args.token})
-    async with open_websocket_url(url) as ws:
+    headers = [(b"authorization", f"Bearer {args.token}".encode())] if args.token else None
+    async with open_websocket_url(args.url, extra_headers=headers) as ws:
         if args.command == "submit":
             return await _follow(ws, args.operation, args.arguments)
         if args.command == "resume":
@@ -157,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     """The command line; see the module docstring. Returns the exit status."""
     parser = OneLineParser(prog="python -m examples.jobs.client", label="job_client")
     parser.add_argument("--url", default="ws://127.0.0.1:8766")
-    parser.add_argument("--token", default=None)
+    parser.add_argument("--token", default=None, help="the server's token (default: found)")
     commands = parser.add_subparsers(dest="command", required=True)
     submit = commands.add_parser(
         "submit", help="submit a job and follow its events", label="job_client"
@@ -177,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("boot_report", label="job_client")
     args = parser.parse_args(argv)
     try:
-        args.url = websocket_url(args.url)
+        args.url, args.token = client_target(args.url, args.token)
         if args.command == "submit":
             args.arguments = _arguments(args.arguments)
     except ValueError as exc:

@@ -7,8 +7,13 @@ cwd=<the repository root>)``.
 Operations (payload → result, all JSON); every result carries the helper's ``pid`` so a
 client can see which incarnation ran it (design §3.7):
 
-* ``hash_file`` ``{"path": str}`` → ``{"sha256", "size", "pid"}``: reads the file in
-  1 MiB chunks, checks for a cancel between chunks;
+* ``hash_file`` ``{"path": str, "root": str}`` → ``{"sha256", "size", "pid"}``: reads
+  the regular file ``path`` (relative to ``root``, or absolute) in 1 MiB chunks, checks
+  for a cancel between chunks. The file must lie inside ``root`` once symlinks and
+  ``..`` are resolved (:func:`resolve_inside`), checked before it is opened and again
+  on the opened file (so a symlink swapped in between cannot lead out); a path outside
+  gets :data:`OUTSIDE_ROOT` whether it exists or not (design §7.3). The job server
+  checks the same at ``submit`` and adds ``root`` (its ``--files-root``);
 * ``count_primes`` ``{"limit": int}`` → ``{"limit", "count", "pid"}``: primes below
   ``limit`` (at most 10**9) by trial division, a deliberately long computation that
   checks for a cancel every 2048 numbers;
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +41,7 @@ from actors.helper import JobError, serve
 if TYPE_CHECKING:
     from actors.helper import JobContext
 
-__all__ = ["MAX_LIMIT", "MAX_SLEEP", "main"]
+__all__ = ["MAX_LIMIT", "MAX_SLEEP", "OUTSIDE_ROOT", "main", "resolve_inside"]
 
 #: Largest ``count_primes`` limit.
 MAX_LIMIT = 10**9
@@ -44,6 +50,24 @@ MAX_SLEEP = 300.0
 #: Exit status of the ``crash`` operation.
 CRASH_EXIT_CODE = 3
 _CHUNK = 1 << 20
+#: The one answer for every path outside the files root: it never says whether the path
+#: exists, so a client cannot probe the rest of the file system.
+OUTSIDE_ROOT = "path must name a file inside the server's files root"
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
+
+
+def resolve_inside(root: str, path: str) -> str | None:
+    """``path`` (relative to ``root``, or absolute) with symlinks and ``..`` resolved, if
+    that lies inside ``root`` (itself resolved); else None. Touches the file system
+    (``lstat`` of each component, ``readlink``), never opens the file.
+    """
+    base = os.path.realpath(root)
+    resolved = os.path.realpath(os.path.join(base, path))
+    try:
+        inside = os.path.commonpath([base, resolved]) == base
+    except ValueError:  # e.g. nothing in common
+        return None
+    return resolved if inside else None
 
 
 def _invalid(message: str) -> JobError:
@@ -57,23 +81,43 @@ def _payload(payload: object) -> dict[str, Any]:
 
 
 def hash_file(payload: object, ctx: JobContext) -> dict[str, Any]:
-    """SHA-256 of a file, read in 1 MiB chunks; cancellable between chunks.
+    """SHA-256 of a regular file inside ``root``, read in 1 MiB chunks; cancellable.
 
     Raises:
-        JobError: ``invalid_command`` (no ``path``), ``source_unreadable`` (cannot read).
+        JobError: ``invalid_command`` (no ``path`` or ``root``, or the path is outside
+            ``root``: :data:`OUTSIDE_ROOT`), ``source_unreadable`` (cannot read, or not
+            a regular file).
         CancelRequested: the parent cancelled the job.
     """
     fields = _payload(payload)
     path = fields.get("path")
+    root = fields.get("root")
     if not isinstance(path, str) or not path:
         raise _invalid("path must be a non-empty string")
     if "\x00" in path:  # open() would raise ValueError: an unclassified handler_failed
         raise _invalid("path must not contain a NUL character")
+    if not isinstance(root, str) or not root or "\x00" in root:
+        raise _invalid("root must be a non-empty string (the server's files root)")
+    resolved = resolve_inside(root, path)
+    if resolved is None:
+        raise _invalid(OUTSIDE_ROOT)
     digest = hashlib.sha256()
     done = 0
     try:
-        with open(path, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
+        # O_NONBLOCK: opening a FIFO must not hang the helper (it is refused below).
+        fd = os.open(resolved, _OPEN_FLAGS)
+        with open(fd, "rb") as file:
+            opened = f"/proc/self/fd/{fd}"
+            if os.path.exists(opened) and resolve_inside(root, os.readlink(opened)) is None:
+                raise _invalid(OUTSIDE_ROOT)  # a symlink swapped in after the check
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise JobError(
+                    f"cannot read {path!r}: not a regular file",
+                    code="source_unreadable", category="permanent",
+                )  # fmt: skip
+            os.set_blocking(fd, True)
+            size = info.st_size
             while chunk := file.read(_CHUNK):
                 ctx.check_cancel()
                 digest.update(chunk)

@@ -9,7 +9,8 @@ the websocket front door (:mod:`examples.web.frontdoor`, design §7.1):
 ==================  ===================  ==============================================
 operation           arguments            what it shows
 ==================  ===================  ==============================================
-``hash_file``       ``{"path": str}``    a result (``sha256``, ``size``) with progress
+``hash_file``       ``{"path": str}``    a result (``sha256``, ``size``) with progress,
+                                         for a file inside ``--files-root``
 ``count_primes``    ``{"limit": int}``   a long computation: progress, then ``cancel``
                                          stops it cooperatively (design §3.5 step 1)
 ``sleep``           ``{"seconds": n}``   a long job that costs no CPU
@@ -22,12 +23,23 @@ More than ``max_restarts`` helper crashes within ``restart_period`` seconds fail
 (jobs fail with ``pool_failed``, design §1.4, §3.7); the server logs it once and restarts
 the pool after a capped exponential backoff (:mod:`examples.web.pool_recovery`).
 
+``hash_file`` reads only inside the files root (``--files-root DIR``, default the
+directory the server was started in): the path, relative to the root or absolute, is
+resolved (symlinks, ``..``) and anything outside is refused at ``submit`` with one
+``invalid_command`` that does not say whether the path exists (design §7.3); the helper
+checks again on the file it opened.
+
 Every result has the ``pid`` of the helper that ran it. Run it::
 
     python -m examples.jobs.server [--host 127.0.0.1] [--port 8766] [--ledger PATH]
-                                  [--token T] [--helpers N] [--grace S] [-v]
+        [--token T | --no-token] [--allow-origin ORIGIN] [--allow-host HOST]
+        [--max-per-address N] [--files-root DIR] [--helpers N] [--grace S] [-v]
 
-It binds its port first of all, and prints ``listening on ws://HOST:PORT`` once ready.
+It binds its port first of all, and prints ``listening on ws://HOST:PORT/?token=T``
+once ready (a fresh random token each start unless ``--token`` gives one or
+``--no-token`` opts out, loopback only); it also writes that address to a runtime file
+only its user can read, where ``python -m examples.jobs.client`` finds the token
+(:mod:`examples.web.serverinfo`, design §7.3).
 SIGINT/SIGTERM shut it down gracefully: no new work, up to ``--grace`` seconds for
 running jobs, websockets closed with code 1001, every helper reaped. With ``--ledger``,
 runs survive a restart: unfinished ones are listed by ``boot_report`` and wait for
@@ -44,6 +56,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import signal
 import sys
 from contextlib import asynccontextmanager
@@ -67,18 +80,20 @@ from actors import (
     duration_field,
 )
 from actors.errors import ActorError, InvalidCommand
-from examples.jobs.helper import MAX_LIMIT, MAX_SLEEP
+from examples.jobs.helper import MAX_LIMIT, MAX_SLEEP, OUTSIDE_ROOT, resolve_inside
 from examples.web.api import BUILTIN_HANDLERS
 from examples.web.cli import OneLineParser, count, describe, leaf
 from examples.web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
-from examples.web.launch import add_server_options, front_door_config, listening
+from examples.web.launch import add_server_options, announce, front_door_config, listening
 from examples.web.pool_recovery import PoolRecovery, RecoveryConfig
+from examples.web.serverinfo import info_file
 
 if TYPE_CHECKING:
     import socket
     from collections.abc import AsyncIterator, Callable, Sequence
 
     from actors import ActorRef, RunStatus
+    from examples.web.api import Handler
     from examples.web.connection import Connection
     from protocol import messages
 
@@ -92,6 +107,7 @@ __all__ = [
     "open_job_runtime",
     "open_job_server",
     "serve_jobs",
+    "submit_handler",
 ]
 
 LOGGER = logging.getLogger("examples.jobs.server")
@@ -106,6 +122,16 @@ OPERATIONS = (
     OperationSpec(name="sleep", fields={"seconds"}, required={"seconds"}),
     OperationSpec(name="crash"),
 )
+
+
+def _files_root(value: object) -> Path:
+    """``files_root`` resolved; a directory that exists."""
+    if not isinstance(value, str | os.PathLike):
+        raise ValueError(f"files_root must be a path, got {value!r}")
+    root = Path(value).resolve()
+    if not root.is_dir():
+        raise ValueError(f"files_root must be an existing directory, got {str(value)!r}")
+    return root
 
 
 @attrs.frozen(kw_only=True)
@@ -145,6 +171,9 @@ class JobServerConfig:
         factory=RecoveryConfig, validator=attrs.validators.instance_of(RecoveryConfig)
     )
     """How a failed pool is restarted (backoff 1 s doubling to 30 s, design §1.4, §3.7)."""
+    files_root: Path = attrs.field(factory=Path.cwd, converter=_files_root)
+    """The directory ``hash_file`` may read inside (resolved; default: the current
+    directory when the config is made), design §7.3."""
 
 
 class HelperRunner:
@@ -160,6 +189,7 @@ class HelperRunner:
         pool: The pool actor's handle.
         job_timeout: Seconds (trio clock) a job may take, escalation included.
         recovery: Told every job error: a ``PoolFailed`` starts its recovery episode.
+        files_root: Given to ``hash_file`` jobs as their ``root`` (design §7.3).
     """
 
     def __init__(
@@ -168,10 +198,12 @@ class HelperRunner:
         *,
         job_timeout: float,
         recovery: PoolRecovery | None = None,
+        files_root: Path | None = None,
     ) -> None:
         self.pool = pool
         self.job_timeout = job_timeout
         self.recovery = recovery
+        self.files_root = files_root if files_root is not None else Path.cwd()
 
     async def __call__(self, run: RunStatus, report: Callable[..., None]) -> Any:
         """Run one job; see the class docstring.
@@ -186,10 +218,13 @@ class HelperRunner:
             with contextlib.suppress(ActorError):  # already_decided: cancelled meanwhile
                 report(fraction, note)
 
+        arguments = dict(run.arguments)
+        if run.operation == "hash_file":  # the helper checks the path against it again
+            arguments["root"] = str(self.files_root)
         try:
             return await self.pool.run_job(
                 run.operation,
-                dict(run.arguments),
+                arguments,
                 timeout=self.job_timeout,
                 on_progress=on_progress,
             )
@@ -244,7 +279,10 @@ async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]
         recovery_scope = trio.CancelScope()
         nursery.start_soon(_serve_recovery, recovery, recovery_scope)
         runner = HelperRunner(
-            pool_handle, job_timeout=config.job_timeout + timeouts.ladder + 1.0, recovery=recovery
+            pool_handle,
+            job_timeout=config.job_timeout + timeouts.ladder + 1.0,
+            recovery=recovery,
+            files_root=config.files_root,
         )
         log_config = EventLogConfig(ledger_path=config.ledger, max_concurrency=config.helpers)
         actor = EventLogActor(
@@ -300,15 +338,26 @@ def _check_arguments(operation: str, arguments: dict[str, Any]) -> None:
         raise InvalidCommand(f"{operation}: arguments.{field} {reason}", fields=[field])
 
 
-async def submit_job(conn: Connection, request: messages.Submit) -> messages.Message | None:
-    """The job server's ``submit``: check argument types, then the built-in submit.
+def submit_handler(files_root: Path) -> Handler:
+    """The job server's ``submit``: check argument types, keep ``hash_file`` inside
+    ``files_root``, then the built-in submit (design §6.2, §7.3).
 
-    Raises:
-        InvalidCommand: (``invalid_command``) an argument has the wrong type or range;
-            ``details.fields`` names it.
+    The handler raises:
+        InvalidCommand: (``invalid_command``) an argument has the wrong type or range, or
+            a ``hash_file`` path resolves outside ``files_root`` (one message whether
+            it exists or not); ``details.fields`` names the argument.
     """
-    _check_arguments(request.operation, request.arguments)
-    return await BUILTIN_HANDLERS["submit"](conn, request)
+
+    async def submit_job(conn: Connection, request: messages.Submit) -> messages.Message | None:
+        _check_arguments(request.operation, request.arguments)
+        path = request.arguments.get("path")
+        if request.operation == "hash_file" and isinstance(path, str):  # else: the log refuses
+            inside = await trio.to_thread.run_sync(resolve_inside, str(files_root), path)
+            if inside is None:
+                raise InvalidCommand(f"hash_file: arguments.{OUTSIDE_ROOT}", fields=["path"])
+        return await BUILTIN_HANDLERS["submit"](conn, request)
+
+    return submit_job
 
 
 @attrs.define(eq=False)
@@ -339,7 +388,10 @@ async def open_job_server(
     async with (
         open_job_runtime(config) as runtime,
         open_front_door(
-            runtime.eventlog, config.front_door, handlers={"submit": submit_job}, sockets=sockets
+            runtime.eventlog,
+            config.front_door,
+            handlers={"submit": submit_handler(config.files_root)},
+            sockets=sockets,
         ) as front,
     ):
         yield JobServer(front=front, runtime=runtime)
@@ -369,8 +421,10 @@ def _parser() -> OneLineParser:
         description="Run jobs in supervised helper processes, over a websocket API.",
     )
     add_server_options(parser, port=8766)
-    parser.add_argument("--helpers", type=count(minimum=1, maximum=64), default=2,
-                        help="helper processes (2)")  # fmt: skip
+    add = parser.add_argument
+    add("--files-root", default=None, metavar="DIR",
+        help="hash_file reads only inside DIR (default: the current directory)")  # fmt: skip
+    add("--helpers", type=count(minimum=1, maximum=64), default=2, help="helper processes (2)")
     return parser
 
 
@@ -381,17 +435,22 @@ def main(argv: list[str] | None = None) -> int:
     front_door = front_door_config(parser, args, close_timeout=CLOSE_TIMEOUT)
     try:
         config = JobServerConfig(
-            front_door=front_door, ledger=args.ledger, helpers=args.helpers, grace=args.grace
+            front_door=front_door,
+            ledger=args.ledger,
+            helpers=args.helpers,
+            grace=args.grace,
+            **({} if args.files_root is None else {"files_root": args.files_root}),
         )
     except ValueError as exc:
         parser.error(str(exc))
     # First of all: a busy port is reported before any helper is started.
-    with listening(parser, args) as sockets:
+    with listening(parser, args) as sockets, info_file("job_server") as record:
 
         async def serve() -> None:
             async with trio.open_nursery() as nursery:
                 url = await nursery.start(functools.partial(serve_jobs, config, sockets=sockets))
-                print(f"listening on {url}", flush=True)
+                announce(record, url, front_door.token)
+                LOGGER.info("hash_file reads inside %s", config.files_root)
 
         failure: BaseExceptionGroup[OSError | ActorError] | None = None
         try:

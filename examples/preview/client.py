@@ -15,7 +15,10 @@ run's event-log run (``job``) and its status (from the newest ``run_list``, or f
 the ``job_finished`` event of that event-log run if it came later). Exit status 0 when
 every image came, 1 on timeout or when the server went away meanwhile, 2 for a bad
 argument or a refused connection (nothing listening, a wrong token); each failure is one
-line on stderr. An ``http://`` address (the dashboard's) is taken as ``ws://``.
+line on stderr. An ``http://`` address (the dashboard's) is taken as ``ws://``. The
+token is ``--token``, else the ``?token=`` of the address, else ``$TRIO_ACTORS_TOKEN``,
+else the one a local server wrote in its info file (design §7.3); it is sent in an
+``Authorization`` header and never printed.
 
 Every message is read with the project's strict codec
 (:func:`protocol.codec.decode_server_message`).
@@ -34,7 +37,7 @@ import attrs
 import trio
 from trio_websocket import ConnectionClosed, open_websocket_url
 
-from examples.web.cli import OneLineParser, connection_problem, count, leaf, seconds, websocket_url
+from examples.web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
 from protocol import messages
 from protocol.codec import decode_server_message
 
@@ -219,20 +222,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("url", help="the server, e.g. ws://127.0.0.1:8765")
     parser.add_argument("--select", type=count(), default=None, help="run to select first")
     parser.add_argument("--out", default="previews", help="folder for the PNGs (previews)")
-    parser.add_argument("--token", default=None, help="the server's token, if it has one")
+    parser.add_argument("--token", default=None, help="the server's token (default: found)")
     parser.add_argument(
         "--timeout", type=seconds(allow_zero=False, maximum=3600), default=30.0,
         help="seconds to wait (30)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     try:
-        url = websocket_url(args.url)
+        url, token = client_target(args.url, args.token)
     except ValueError as exc:
         parser.error(str(exc))
     out = Path(args.out)
     try:
         seen = trio.run(
-            lambda: collect(url, out, select=args.select, token=args.token, timeout=args.timeout)
+            lambda: collect(url, out, select=args.select, token=token, timeout=args.timeout)
         )
     except BaseException as exc:  # one line for a failed connection; others re-raised
         error = leaf(exc)

@@ -5,9 +5,10 @@ websocket: helper processes read the database read-only, the scheduler orders th
 metadata / thumbnail / preview work of every run by selected / visible / remaining,
 the renderer draws PNGs and the event log pushes each run's progress. Run it::
 
-    python -m examples.preview.server [DB] [--host 127.0.0.1] [--port 8765] [--token T]
-        [--helpers 2] [--cache-dir DIR] [--ledger PATH] [--grace S]
-        [--poll S] [--stall-after S] [--no-live-demo] [-v]
+    python -m examples.preview.server [DB] [--host 127.0.0.1] [--port 8765]
+        [--token T | --no-token] [--allow-origin ORIGIN] [--allow-host HOST]
+        [--max-per-address N] [--helpers 2] [--cache-dir DIR] [--ledger PATH]
+        [--grace S] [--poll S] [--stall-after S] [--no-live-demo] [-v]
 
 It binds its port first of all: a port in use is refused with one line on stderr
 (suggesting ``--port 0``) and exit status 2 before anything is written. So is a bad
@@ -21,10 +22,16 @@ second so the live refresh can be watched (``--no-live-demo`` turns that off). S
 servers never touch each other's sample. A ``DB`` that does not exist, is not SQLite or
 has no QCoDeS ``runs`` table is refused with one line on stderr and exit status 2.
 
-It prints ``starting: ...`` at once, and once ready ``listening on ws://HOST:PORT``,
-``dashboard: http://HOST:PORT/`` (the dashboard page, served on the same port; with
-``?token=T`` when there is a token) and the same page as a file
-(``examples/preview/dashboard.html?ws=ws://HOST:PORT``). The websocket API is
+It prints ``starting: ...`` at once, and once ready ``listening on
+ws://HOST:PORT/?token=T`` and ``dashboard: http://HOST:PORT/?token=T`` (the dashboard
+page, served on the same port). ``T`` is a fresh random token each start unless
+``--token`` gives one or ``--no-token`` opts out (loopback only); it is also written to
+the server's info file, where ``python -m examples.preview.client`` finds it. Only the
+server's own pages may open a websocket (``--allow-origin`` adds others; with
+``--allow-origin null`` the page opened as a file works too, and its address
+``examples/preview/dashboard.html?ws=...`` is printed), and on a loopback bind only
+requests for a loopback name are answered (``--allow-host`` adds others): design §7.3,
+:mod:`examples.web.guard`. The websocket API is
 the front door's (:mod:`examples.web.frontdoor`: ``subscribe``, ``status``, ...) plus
 ``list_runs``, ``select`` and ``visible`` (:mod:`examples.preview.clients`); images
 arrive as ``payload`` pushes after ``list_runs``. ``python -m examples.preview.client``
@@ -84,7 +91,14 @@ from examples.web.frontdoor import (  # noqa: E402
     open_front_door,
     shutdown_on_signal,
 )
-from examples.web.launch import add_server_options, front_door_config, listening  # noqa: E402
+from examples.web.launch import (  # noqa: E402
+    add_server_options,
+    announce,
+    front_door_config,
+    listening,
+)
+from examples.web.names import NULL_ORIGIN  # noqa: E402
+from examples.web.serverinfo import InfoFile  # noqa: E402
 
 if TYPE_CHECKING:
     import socket
@@ -129,7 +143,7 @@ async def live_demo(path: Path, *, rows: int = DEMO_ROWS, interval: float = DEMO
     """Grow the sample database's unfinished run until it is complete (a demo writer).
 
     A plain ``sqlite3`` writer in a worker thread, like a measurement in another
-    process: the server sees the rows only through its change probe (issue 6).
+    process: the server sees the rows only through its change probe (design §4.5).
     """
     while True:
         await trio.sleep(interval)
@@ -399,10 +413,19 @@ def _serve(
     except ValueError as exc:
         parser.error(str(exc))
 
-    def announce(front: FrontDoor) -> None:
-        print(f"listening on {front.url}", flush=True)
-        print(f"dashboard: {dashboard_page_url(front.url, args.token)}", flush=True)
-        print(f"dashboard as a file: {dashboard_url(front.url, args.token)}", flush=True)
+    record = InfoFile("preview_server")  # written once ready, removed at exit
+
+    def on_ready(front: FrontDoor) -> None:
+        token = front.config.token
+        # A file:// page's origin is "null": it may connect only if that is allowed.
+        as_file = NULL_ORIGIN in front.config.allowed_origins
+        announce(
+            record,
+            front.url,
+            token,
+            dashboard=dashboard_page_url(front.url, token),
+            extra=(f"dashboard as a file: {dashboard_url(front.url, token)}",) if as_file else (),
+        )
 
     async def run() -> tuple[int, bool]:
         return await serve_preview(
@@ -411,7 +434,7 @@ def _serve(
             identity,
             grace=args.grace,
             demo=demo,
-            on_ready=announce,
+            on_ready=on_ready,
             sockets=sockets,
         )
 
@@ -428,6 +451,8 @@ def _serve(
             print(f"preview_server: {describe(error)}", file=sys.stderr)
             return 1
         raise
+    finally:
+        record.remove()
     return 0 if ready else _stopped_early(signum)
 
 

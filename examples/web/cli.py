@@ -9,8 +9,9 @@
   is reported (:func:`cannot_listen`) before a sample database or a helper exists.
 * :func:`setup_logging`: the one log format of both servers.
 * :func:`leaf`, :func:`describe`: one line for an error, never a traceback or a repr.
-* :func:`websocket_url`, :func:`connection_problem`: the clients' address handling and
-  one line for a connection that failed (refused, wrong token, closed mid-stream).
+* :func:`websocket_url`, :func:`client_target`, :func:`connection_problem`: the
+  clients' address and token handling (design §7.3) and one line for a connection that
+  failed (refused, wrong token, closed mid-stream).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from trio_websocket import (
 
 from actors import MAX_DURATION, validate_count, validate_duration
 from actors.errors import ActorError
+from examples.web.serverinfo import ENV_TOKEN, find_token
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -41,6 +43,7 @@ __all__ = [
     "OneLineParser",
     "bind_sockets",
     "cannot_listen",
+    "client_target",
     "connection_problem",
     "count",
     "describe",
@@ -215,6 +218,28 @@ def websocket_url(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(scheme=scheme))
 
 
+def client_target(url: str, token: str | None) -> tuple[str, str | None]:
+    """The address to connect to (without a token) and the token to send (design §7.3).
+
+    The token is the first of: ``token`` (``--token``), the ``?token=`` of ``url``, the
+    environment variable ``TRIO_ACTORS_TOKEN``, the info file of the local server that
+    ``url`` reaches (:func:`examples.web.serverinfo.find_token`). It is meant to be sent
+    in an ``Authorization: Bearer`` header, so it stays out of printed addresses.
+
+    Raises:
+        ValueError: ``url`` is not a server address (see :func:`websocket_url`).
+    """
+    parts = urllib.parse.urlsplit(websocket_url(url))
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    in_url = next((value for name, value in query if name == "token"), None)
+    rest = urllib.parse.urlencode([(name, value) for name, value in query if name != "token"])
+    address = urllib.parse.urlunsplit(parts._replace(query=rest))
+    if address.endswith("/") and parts.path == "/" and not rest:
+        address = address[:-1]  # ws://host:port/ prints as ws://host:port
+    chosen = token or in_url or os.environ.get(ENV_TOKEN) or find_token(address)
+    return address, chosen
+
+
 def _os_reason(exc: BaseException) -> str | None:
     """The OS reason (e.g. ``connection refused``) inside ``exc`` or what caused it."""
     pending: list[BaseException] = [exc]
@@ -240,8 +265,8 @@ def connection_problem(exc: BaseException) -> str | None:
     away mid-stream (``the server closed the connection (1001 ...)``).
     """
     if isinstance(exc, ConnectionRejected):
-        hint = ", check --token" if exc.status_code in (401, 403) else ""
         body = (exc.body or b"").decode("utf-8", "replace").strip().splitlines()
+        hint = ", check --token" if body and "token" in body[0] else ""
         detail = f" ({body[0][:200]})" if body else ""
         return f"refused: HTTP {exc.status_code}{hint}{detail}"
     if isinstance(exc, ConnectionClosed):

@@ -1,4 +1,4 @@
-"""The websocket front door's settings and counters (design §1.6, §7.1); data only.
+"""The websocket front door's settings and counters (design §1.6, §7.1, §7.3); data only.
 
 :class:`FrontDoorConfig` is validated at construction; :mod:`examples.web.frontdoor`
 re-exports both classes.
@@ -6,25 +6,34 @@ re-exports both classes.
 
 from __future__ import annotations
 
-import ipaddress
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
 
-from actors import count_field, duration_field
+from actors import Backoff, count_field, duration_field
+from examples.web.names import is_loopback, normalize_host_entry, normalize_origin
 from protocol.codec import DEFAULT_MAX_MESSAGE
 
 __all__ = ["FrontDoorConfig", "FrontDoorStatistics", "is_loopback"]
 
 
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP literals (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name other than localhost: assume it is reachable from outside
+def _entries(field: str, value: object, normalize: Callable[[str], str]) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ValueError(f"{field} must be a collection of strings, got {value!r}")
+    return frozenset(normalize(item) for item in value)
+
+
+def _origins(value: object) -> frozenset[str]:
+    """``allowed_origins`` in canonical form (:func:`~examples.web.names.normalize_origin`)."""
+    return _entries("allowed_origins", value, normalize_origin)
+
+
+def _hosts(value: object) -> frozenset[str]:
+    """``allowed_hosts`` in canonical form (:func:`~examples.web.names.normalize_host_entry`)."""
+    return _entries("allowed_hosts", value, normalize_host_entry)
 
 
 def _check_token(instance: FrontDoorConfig, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -57,12 +66,26 @@ class FrontDoorConfig:
     token: str | None = attrs.field(default=None, validator=_check_token)
     """Shared secret every handshake must carry (``?token=`` or ``Authorization: Bearer``);
     None (loopback only): no token needed."""
-    allowed_origins: frozenset[str] | None = attrs.field(
-        default=None, converter=attrs.converters.optional(frozenset)
-    )
-    """If set, a handshake with an ``Origin`` header outside it is refused (HTTP 403)."""
+    allowed_origins: frozenset[str] = attrs.field(factory=frozenset, converter=_origins)
+    """Origins a websocket handshake may come from besides the server's own (the page it
+    serves, on every name it answers to), as ``scheme://host[:port]``; ``"null"`` allows
+    ``file://`` pages (and sandboxed frames), ``"*"`` any origin. Others: HTTP 403."""
+    allowed_hosts: frozenset[str] = attrs.field(factory=frozenset, converter=_hosts)
+    """``Host`` values accepted besides loopback names with the server's port, on a
+    loopback bind (``name`` for any port, ``name:port``, ``"*"`` for any). Others: HTTP
+    403 (the DNS-rebinding defence). Not checked on other binds: the token protects."""
     max_connections: int = count_field(64, minimum=1, maximum=10_000)
     """Clients at once; more are refused with HTTP 503."""
+    max_per_address: int = count_field(16, minimum=1, maximum=10_000)
+    """Clients at once from one IP address (never more than ``max_connections``); more
+    are refused with HTTP 429, so one client cannot take every slot."""
+    accept_backoff: Backoff = attrs.field(
+        factory=lambda: Backoff(base=0.05, cap=2.0, reset_after=1.0),
+        validator=attrs.validators.instance_of(Backoff),
+    )
+    """Delays (seconds, trio clock) between attempts while ``accept()`` fails for want of
+    file descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM); such an episode is over
+    (and logged so) after ``reset_after`` seconds without a failure."""
     max_message: int = count_field(DEFAULT_MAX_MESSAGE, minimum=1024, maximum=1 << 20)
     """Largest client message answered normally, in bytes (design §2.4): larger ones get
     ``message_too_large``."""
@@ -124,6 +147,14 @@ class FrontDoorStatistics:
     accepted: int
     """Handshakes accepted so far."""
     rejected: int
-    """Handshakes refused (bad token or origin: 403; full or shutting down: 503)."""
+    """Handshakes refused (host, origin or token: 403; one address's limit: 429; full or
+    shutting down: 503)."""
     http_requests: int = 0
-    """Plain HTTP requests answered (pages, 404, 405, 400, 431)."""
+    """Plain HTTP requests answered (pages, 404, 405, 400, 431, and 403 for a foreign
+    ``Host``)."""
+    refusals: Mapping[str, int] = attrs.field(factory=dict)
+    """Refused requests (websocket and plain HTTP) by reason, e.g. ``foreign_origin``,
+    ``foreign_host``, ``missing_token``, ``wrong_token``, ``address_limit``, ``full``,
+    ``shutting_down``."""
+    accept_failures: int = 0
+    """Times ``accept()`` failed for want of file descriptors or memory."""

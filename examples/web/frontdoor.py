@@ -1,14 +1,20 @@
-"""The websocket front door of the example servers (design §7.1, §6; issue 5 "Safety").
+"""The websocket front door of the example servers (design §7.1, §7.3, §6).
 
 :class:`FrontDoor` serves the event log's front door (submit, cancel, status,
 watch/subscribe, ack, boot report, resume, discard) as JSON text messages over
 trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
 
 * **Binding**: 127.0.0.1 by default; ``port=0`` picks a free port (``serve`` reports it
-  through ``task_status.started(port)``). A non-loopback ``host`` needs a ``token``:
-  the config refuses to be built without one. When a token is set, every handshake must
-  carry it, as ``?token=...`` in the URL or ``Authorization: Bearer ...``; otherwise the
-  handshake is refused with HTTP 403 and a plain-text reason (no websocket is opened).
+  through ``task_status.started(port)``). A non-loopback ``host`` needs a ``token``.
+* **Who may connect** (design §7.3, :mod:`examples.web.guard`): on a loopback bind a
+  request whose ``Host`` is not a loopback name with the server's port is refused (HTTP
+  403, the DNS-rebinding defence); a handshake whose ``Origin`` is not the server's own
+  or in ``allowed_origins`` is refused (403); with a ``token``, a handshake without it
+  (``?token=...`` or ``Authorization: Bearer ...``) is refused (403); one address may
+  hold ``max_per_address`` connections (then 429), all of them ``max_connections``
+  (then 503). Each refusal is one plain-text line to the client and one log record
+  naming the reason; no websocket is opened. ``accept()`` lacking file descriptors is
+  logged once per episode and retried with a backoff (:mod:`examples.web.accept`).
 * **Bounded input**: a websocket message above ``max_frame`` bytes (1 MiB) makes
   trio-websocket close the connection (code 1009); above ``max_message`` bytes (64 KiB,
   the protocol limit of design §2.4) it is answered by an ``error`` with code
@@ -50,12 +56,11 @@ or, with the signal handling of the example servers::
 
 from __future__ import annotations
 
-import hmac
+import collections
 import itertools
 import json
 import logging
 import socket
-import urllib.parse
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, get_args
 
@@ -64,16 +69,19 @@ from trio_websocket import wrap_server_stream
 
 from actors import validate_duration
 from actors.errors import ActorError, ActorStopped, AskTimeout, UnknownMessageType
+from examples.web.accept import Acceptor
 from examples.web.api import BUILTIN_HANDLERS
 from examples.web.config import FrontDoorConfig, FrontDoorStatistics
 from examples.web.connection import Connection
-from examples.web.http import Page, ReplayStream, answer, linger, read_head
+from examples.web.guard import Guard, Refusal
+from examples.web.http import Head, Page, ReplayStream, answer, linger, plain_response, read_head
 from protocol import messages
 from protocol.codec import decode_client_message
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
+    import h11
     from trio_websocket import WebSocketRequest
 
     from actors import EventLogClient
@@ -151,6 +159,10 @@ class FrontDoor:
         self.port: int | None = None
         self.head_hint = 0
         self._accepted = self._rejected = self._http = 0
+        self._refusals: collections.Counter[str] = collections.Counter()
+        self._per_address: collections.Counter[str] = collections.Counter()
+        self._guard = Guard(self.config, ())  # replaced once the ports are bound
+        self._acceptor = Acceptor(self._serve_stream, backoff=self.config.accept_backoff)
 
     # -- extension API ------------------------------------------------------------------
 
@@ -237,7 +249,9 @@ class FrontDoor:
                     listener.socket.setsockopt(
                         socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.socket_send_buffer
                     )
-            self.port = listeners[0].socket.getsockname()[1]
+            ports = [listener.socket.getsockname()[1] for listener in listeners]
+            self.port = ports[0]
+            self._guard = Guard(self.config, ports)
             async with trio.open_nursery() as nursery:
                 await nursery.start(self._listen, listeners, nursery)
                 task_status.started(self.port)
@@ -250,19 +264,17 @@ class FrontDoor:
         listeners: list[trio.SocketListener],
         handler_nursery: trio.Nursery,
         *,
-        task_status: trio.TaskStatus[list[trio.SocketListener]],
+        task_status: trio.TaskStatus[None],
     ) -> None:
         # Client tasks run in serve()'s nursery, so closing the listener spares them.
         with self._listen_scope:
-            await trio.serve_listeners(
-                self._serve_stream, listeners, handler_nursery=handler_nursery,
-                task_status=task_status,
-            )  # fmt: skip
+            await self._acceptor.serve(listeners, handler_nursery, task_status=task_status)
 
     async def _serve_stream(self, stream: trio.SocketStream) -> None:
         # trio-websocket's own server would wait forever for a rejected client that keeps
         # its TCP connection open; here the stream is ours to close.
         request: WebSocketRequest | None = None
+        head: Head | None = None
         try:
             async with trio.open_nursery() as nursery:
                 with trio.CancelScope() as pending:
@@ -271,7 +283,7 @@ class FrontDoor:
                         with trio.move_on_after(self.config.handshake_timeout):
                             head = await read_head(stream, max_head=self.config.max_request_head)
                             if not head.websocket:  # plain HTTP (a page, 404, ...), or gone
-                                if await answer(stream, head, self.pages):
+                                if await self._answer_http(stream, head):
                                     self._http += 1
                                     await linger(stream)
                             else:
@@ -283,8 +295,9 @@ class FrontDoor:
                                 )
                     finally:
                         self._pending.discard(pending)
-                if request is not None:  # else: no complete handshake in time, or closing
-                    await self._handle(request, _peer(stream))
+                if request is not None and head is not None and head.request is not None:
+                    await self._handle(request, head.request, _peer(stream))
+                # else: no complete handshake in time, or closing
                 nursery.cancel_scope.cancel()
         except Exception as exc:  # contained: e.g. the client vanished mid-handshake
             LOGGER.info("client stream ended: %r", exc)
@@ -337,58 +350,92 @@ class FrontDoor:
 
     # -- one client ---------------------------------------------------------------------
 
-    async def _handle(self, request: WebSocketRequest, peer: str) -> None:
-        refusal = self._refusal(request)
+    async def _answer_http(self, stream: trio.SocketStream, head: Head) -> int:
+        # The pages are public, but a rebound DNS name must not reach them (design §7.3).
+        if head.request is not None:
+            headers = dict(head.request.headers)
+            refusal = self._guard.check(_target(head.request.target), headers, websocket=False)
+            if refusal is not None:
+                self._refused(refusal, _peer(stream), "http", headers)
+                await stream.send_all(plain_response(refusal.status, refusal.text))
+                return refusal.status
+        return await answer(stream, head, self.pages)
+
+    async def _handle(self, request: WebSocketRequest, head: h11.Request, peer: str) -> None:
+        # The checks read h11's head: trio-websocket's request lacks the Host header.
+        address = peer.rpartition(":")[0] or peer
+        headers = dict(head.headers)  # names lowercased by h11
+        refusal = self._refusal(_target(head.target), headers, address)
         if refusal is not None:
             self._rejected += 1
-            status, text = refusal
+            self._refused(refusal, peer, "websocket", headers)
             await request.reject(
-                status,
+                refusal.status,
                 extra_headers=[(b"content-type", b"text/plain; charset=utf-8")],
-                body=text.encode(),
+                body=refusal.text.encode(),
             )
             return
         # The slot is taken before accept() waits: concurrent handshakes each see the
         # ones ahead of them, so at most max_connections are ever accepted.
         self._accepting += 1
+        self._per_address[address] += 1
         try:
-            ws = await request.accept()
+            try:
+                ws = await request.accept()
+            finally:
+                self._accepting -= 1
+            self._accepted += 1
+            conn = Connection(self, ws, next(self._ids), peer=peer)
+            self._connections[conn.id] = conn
+            try:
+                await conn.run()
+            except Exception:  # contained: one client's failure never stops the server
+                LOGGER.exception("connection %s failed", conn.name)
+            finally:
+                del self._connections[conn.id]
+                for hook in self._disconnect_hooks:
+                    try:
+                        hook(conn)
+                    except Exception:  # contained like a failing event-log listener
+                        LOGGER.exception("on_disconnect hook failed for %s", conn.name)
         finally:
-            self._accepting -= 1
-        self._accepted += 1
-        conn = Connection(self, ws, next(self._ids), peer=peer)
-        self._connections[conn.id] = conn
-        try:
-            await conn.run()
-        except Exception:  # contained: one client's failure never stops the server
-            LOGGER.exception("connection %s failed", conn.name)
-        finally:
-            del self._connections[conn.id]
-            for hook in self._disconnect_hooks:
-                try:
-                    hook(conn)
-                except Exception:  # contained like a failing event-log listener
-                    LOGGER.exception("on_disconnect hook failed for %s", conn.name)
+            self._per_address[address] -= 1
+            if not self._per_address[address]:
+                del self._per_address[address]
 
-    def _refusal(self, request: WebSocketRequest) -> tuple[int, str] | None:
+    def _refusal(self, target: str, headers: Mapping[bytes, bytes], address: str) -> Refusal | None:
         if not self._admitting:
-            return 503, "503 Service Unavailable: the server is shutting down\n"
-        headers = {name.lower(): value for name, value in request.headers}
-        token = self.config.token
-        if token is not None:
-            offered = _offered_token(request.path, headers)
-            if offered is None or not hmac.compare_digest(offered.encode(), token.encode()):
-                return 403, (
-                    "403 Forbidden: missing or wrong token; pass it as ?token=... "
-                    "or an 'Authorization: Bearer ...' header\n"
-                )
-        origins = self.config.allowed_origins
-        origin = headers.get(b"origin")
-        if origins is not None and origin is not None and origin.decode("latin-1") not in origins:
-            return 403, "403 Forbidden: origin not allowed\n"
-        if len(self._connections) + self._accepting >= self.config.max_connections:
-            return 503, "503 Service Unavailable: too many connections\n"
+            return Refusal(
+                status=503, reason="shutting_down", message="the server is shutting down"
+            )
+        refusal = self._guard.check(target, headers, websocket=True)
+        if refusal is not None:
+            return refusal
+        config = self.config
+        if len(self._connections) + self._accepting >= config.max_connections:
+            return Refusal(status=503, reason="full", message="too many connections")
+        limit = min(config.max_per_address, config.max_connections)
+        if self._per_address[address] >= limit:
+            return Refusal(
+                status=429, reason="address_limit",
+                message=f"too many connections from {address} (at most {limit})",
+            )  # fmt: skip
         return None
+
+    def _refused(
+        self, refusal: Refusal, peer: str, kind: str, headers: Mapping[bytes, bytes]
+    ) -> None:
+        self._refusals[refusal.reason] += 1
+        origin = headers.get(b"origin", b"").decode("latin-1")[:200] or None
+        host = headers.get(b"host", b"").decode("latin-1")[:200] or None
+        LOGGER.warning(
+            "refused %s from %s: %s (%s)",
+            "a websocket handshake" if kind == "websocket" else "an HTTP request",
+            peer, refusal.message, refusal.reason,
+            extra={"event": "request_refused", "peer": peer, "request": kind,
+                   "reason": refusal.reason, "status": refusal.status,
+                   "origin": origin, "host": host},
+        )  # fmt: skip
 
     async def dispatch(self, conn: Connection, text: str | bytes) -> messages.Message:
         """Answer one client message; every failure becomes an ``error`` answer."""
@@ -427,6 +474,8 @@ class FrontDoor:
             accepted=self._accepted,
             rejected=self._rejected,
             http_requests=self._http,
+            refusals=dict(self._refusals),
+            accept_failures=self._acceptor.failures,
         )
 
 
@@ -438,14 +487,8 @@ def _peer(stream: trio.SocketStream) -> str:
     return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "local"
 
 
-def _offered_token(path: str, headers: Mapping[bytes, bytes]) -> str | None:
-    values = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query).get("token")
-    if values:
-        return values[0]
-    scheme, _, credentials = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
-    if scheme.lower() == "bearer" and credentials.strip():
-        return credentials.strip()
-    return None
+def _target(target: bytes) -> str:
+    return target.decode("ascii", "replace")
 
 
 def _peek_request_id(text: str | bytes, limit: int) -> str | None:

@@ -9,6 +9,8 @@ before. Any other request is answered here (:func:`answer`) and the connection c
 ========================================  ============================================
 request                                   answer
 ========================================  ============================================
+a ``Host`` that is not the server's       403 with the reason (the DNS-rebinding
+(on a loopback bind, design §7.3)         defence, :mod:`examples.web.guard`)
 ``GET``/``HEAD`` of a page's path         200 with the page (the query is ignored:
 (e.g. ``/``, ``/dashboard.html``)         the page reads it)
 ``GET``/``HEAD`` of any other path        404
@@ -37,7 +39,16 @@ import trio
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["Head", "Page", "ReplayStream", "answer", "linger", "read_head", "response_for"]
+__all__ = [
+    "Head",
+    "Page",
+    "ReplayStream",
+    "answer",
+    "linger",
+    "plain_response",
+    "read_head",
+    "response_for",
+]
 
 #: Bytes asked of the socket per read while reading a request head.
 _CHUNK: Final = 4096
@@ -161,6 +172,15 @@ def _response(
         *extra,
     ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + (b"" if head_only else body)
+
+
+def plain_response(status: int, text: str) -> bytes:
+    """A plain-text answer with the headers of every answer, e.g. a refusal.
+
+    ``text`` starts with the status line's status and reason: ``403 Forbidden: ...``.
+    """
+    reason = text.split(":", 1)[0].partition(" ")[2] or "Refused"
+    return _response(status, reason, text.encode())
 
 
 def response_for(head: Head, pages: Mapping[str, Page]) -> bytes | None:

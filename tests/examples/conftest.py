@@ -1,4 +1,5 @@
-"""Fixtures for the example tests: private copies of the real QCoDeS sample database.
+"""Fixtures for the example tests: private copies of the real QCoDeS sample database, and
+a private folder for the servers' info files.
 
 Tests never open ``tests/data/qcodes_sample.db`` in place: even a read-only SQLite
 connection leaves ``-wal``/``-shm`` files beside a WAL database.
@@ -10,6 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+from examples.web.serverinfo import ENV_RUNTIME_DIR, ENV_TOKEN
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "qcodes_sample.db"
 PLOTS = DATA.with_name("qcodes_plots.db")
@@ -37,3 +40,11 @@ def plots_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("plots") / "qcodes_plots.db"
     shutil.copyfile(PLOTS, target)
     return target
+
+
+@pytest.fixture(autouse=True)
+def _private_runtime_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Servers started by a test (and their subprocesses) write their info files into a
+    folder of the test, and no token from the environment reaches a client."""
+    monkeypatch.setenv(ENV_RUNTIME_DIR, str(tmp_path_factory.mktemp("runtime") / "trio-actors"))
+    monkeypatch.delenv(ENV_TOKEN, raising=False)

@@ -104,6 +104,8 @@ async def open_client(
 ) -> AsyncIterator[Client]:
     """Connect a :class:`Client` to ``ws://127.0.0.1:port`` + ``resource``.
 
+    The handshake's ``Host`` is ``127.0.0.1:port``, as a browser or
+    ``open_websocket_url`` sends it (the front door checks it, design §7.3).
     The test owns the TCP stream and closes it on exit: trio-websocket's client leaves
     its socket open when the *server* closed the connection (a ResourceWarning, an error
     under ``filterwarnings = error``). ``receive_buffer`` sets ``SO_RCVBUF`` in bytes.
@@ -119,7 +121,7 @@ async def open_client(
         async with trio.open_nursery() as nursery:
             with trio.fail_after(TIMEOUT):
                 ws = await wrap_client_stream(
-                    nursery, stream, "127.0.0.1", resource, extra_headers=headers,
+                    nursery, stream, f"127.0.0.1:{port}", resource, extra_headers=headers,
                     message_queue_size=message_queue_size,
                 )  # fmt: skip
             try:
@@ -133,3 +135,17 @@ async def open_client(
             await stream.aclose()
         else:
             sock.close()
+
+
+async def first_line(stream: trio.abc.ReceiveStream) -> bytes:
+    """The first line a server process prints (e.g. ``listening on ...``), with its newline.
+
+    Read one byte at a time, so nothing after the line is taken from the pipe.
+    """
+    line = b""
+    with trio.fail_after(TIMEOUT):
+        while not line.endswith(b"\n"):
+            chunk = await stream.receive_some(1)
+            assert chunk, f"the server exited before printing a line: {line!r}"
+            line += chunk
+    return line

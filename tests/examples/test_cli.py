@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -25,8 +26,10 @@ from examples.jobs.server import JobServerConfig, open_job_server
 from examples.jobs.server import main as job_server_main
 from examples.preview.client import main as preview_client_main
 from examples.preview.server import main as preview_server_main
-from examples.web.cli import websocket_url
+from examples.web.cli import OneLineParser, websocket_url
 from examples.web.frontdoor import FrontDoorConfig
+from examples.web.launch import add_server_options, server_token, with_token
+from examples.web.serverinfo import ENV_TOKEN
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -67,12 +70,17 @@ def _run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
         (preview_server_main, ["--stall-after", "nan"], "argument --stall-after: must be finite"),
         (preview_server_main, ["--port", "70000"], "argument --port: must be >= 0 and <= 65535"),
         (preview_server_main, ["--helpers", "0"], "argument --helpers: must be >= 1"),
-        (preview_server_main, ["--host", "0.0.0.0"], "(not loopback) requires a token"),
+        (preview_server_main, ["--host", "0.0.0.0", "--no-token"], "(not loopback) requires"),
+        (preview_server_main, ["--allow-origin", "evil"], "'evil' is not an origin"),
         (job_server_main, ["--grace", "-1"], "argument --grace: must be >= 0 seconds"),
         (job_server_main, ["--grace", "x"], "argument --grace: must be a number of seconds"),
         (job_server_main, ["--port", "-5"], "argument --port: must be >= 0"),
         (job_server_main, ["--helpers", "65"], "argument --helpers: must be >= 1 and <= 64"),
-        (job_server_main, ["--host", "0.0.0.0"], "(not loopback) requires a token"),
+        (job_server_main, ["--host", "0.0.0.0", "--no-token"], "(not loopback) requires a token"),
+        (job_server_main, ["--token", "long-enough", "--no-token"], "exclude each other"),
+        (job_server_main, ["--allow-host", "a/b"], "'a/b' is not a host name"),
+        (job_server_main, ["--max-per-address", "0"], "argument --max-per-address: must be >= 1"),
+        (job_server_main, ["--files-root", "/no/such/dir"], "files_root must be an existing"),
     ],
 )
 def test_a_bad_option_is_one_line_and_exit_status_2(
@@ -257,3 +265,21 @@ def test_no_user_facing_message_cites_the_design_doc() -> None:
             and id(node) not in docstrings
         ]
     assert found == []
+
+
+def test_the_server_token_comes_from_the_flag_the_environment_or_chance(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parser = OneLineParser(prog="server")
+    add_server_options(parser, port=1)
+    assert server_token(parser, parser.parse_args(["--token", "flag-token"])) == "flag-token"
+    assert server_token(parser, parser.parse_args(["--no-token"])) is None
+    monkeypatch.setenv(ENV_TOKEN, "env-token-123")
+    assert server_token(parser, parser.parse_args([])) == "env-token-123"
+    monkeypatch.delenv(ENV_TOKEN)
+    first, second = (server_token(parser, parser.parse_args([])) for _ in range(2))
+    assert first != second
+    assert re.fullmatch(r"[\w-]{32}", first or "")
+    assert with_token("ws://127.0.0.1:1", "a b/c") == "ws://127.0.0.1:1/?token=a+b%2Fc"
+    assert with_token("http://h:1/?select=4", "t") == "http://h:1/?select=4&token=t"
+    assert with_token("ws://127.0.0.1:1", None) == "ws://127.0.0.1:1"

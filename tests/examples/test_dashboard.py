@@ -1,9 +1,13 @@
-"""The dashboard page in a real headless Chromium, driven over the DevTools protocol (issue 5).
+"""The dashboard page in a real headless Chromium, driven over the DevTools protocol (§7.2).
 
-The preview server runs in this process on a copy of the real sample; Debian's
-``chromium`` loads the page from the server itself (``http://127.0.0.1:PORT/?select=4``,
-the page connects back to the same port with the server's token from its own address),
-and once more as a file (``examples/preview/dashboard.html?ws=...``), as a late client.
+The preview server runs in this process on a copy of the real sample, with the front
+door a default command-line start makes (a fresh random token, Host and Origin checks,
+design §7.3); Debian's ``chromium`` loads the page from the server itself
+(``http://127.0.0.1:PORT/?token=T&select=4``: the page connects back to the same port
+with the token from its address, then takes the token out of the address bar), and once
+more under another loopback name (``http://localhost:PORT/``) as a late client. A
+``file://`` copy of the page (origin ``null``) and the page under a rebound DNS name
+(``evil.example``, mapped to 127.0.0.1 by ``--host-resolver-rules``) are refused.
 The test talks to the browser with trio-websocket (Chrome DevTools Protocol,
 ``--remote-debugging-port=0``):
 it waits until the page has loaded every thumbnail and run 4's preview, takes a
@@ -31,10 +35,13 @@ import pytest
 import trio
 from frontdoor_support import assert_no_children
 from PIL import Image, ImageStat
-from preview_support import preview_server, server_config
+from preview_support import server_config
 from trio_websocket import open_websocket_url
 
-from examples.preview.server import dashboard_page_url, dashboard_url
+from examples.preview.app import open_database
+from examples.preview.server import dashboard_page_url, dashboard_url, open_preview_server
+from examples.web.cli import OneLineParser
+from examples.web.launch import add_server_options, front_door_config
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -49,8 +56,8 @@ pytestmark = [
 ]
 #: Seconds allowed for the browser to start and for the page to fill in.
 BROWSER_TIMEOUT = 30.0
-#: The server's token (the websocket refuses a handshake without it).
-TOKEN = "dashboard-token"
+#: A DNS name the browser resolves to 127.0.0.1, as a rebinding attacker's would.
+REBOUND = "evil.example"
 
 
 class DevTools:
@@ -88,7 +95,7 @@ async def chromium(profile: Path) -> AsyncIterator[DevTools]:
         "--no-first-run", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
         "--window-size=1200,900", "--hide-scrollbars", "--remote-debugging-port=0",
-        "about:blank",
+        f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1", "about:blank",
     ]  # fmt: skip
     process = await trio.lowlevel.open_process(
         argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
@@ -144,10 +151,17 @@ async def test_dashboard_shows_thumbnails_and_the_selected_preview(
     real_db: Path, tmp_path: Path
 ) -> None:
     config = server_config(real_db, tmp_path, stall_after=1.0)
-    server = preview_server(config, token=TOKEN)  # the page passes it on to the websocket
+    identity = await trio.to_thread.run_sync(open_database, config.db)
+    parser = OneLineParser(prog="preview_server")
+    add_server_options(parser, port=8765)
+    front_config = front_door_config(parser, parser.parse_args(["--port", "0"]))  # defaults
+    token = front_config.token
+    assert token is not None
+    assert re.fullmatch(r"[\w-]{32}", token)  # a fresh random one
+    server = open_preview_server(config, front_config, identity)
     async with server as (front, app), chromium(tmp_path / "profile") as devtools:
-        page = dashboard_page_url(front.url, TOKEN) + "&select=4"
-        assert page == f"http://127.0.0.1:{front.port}/?token={TOKEN}&select=4"
+        page = dashboard_page_url(front.url, token) + "&select=4"
+        assert page == f"http://127.0.0.1:{front.port}/?token={token}&select=4"
         session = await open_page(devtools, page)
         await devtools.call(
             "Emulation.setDeviceMetricsOverride",
@@ -210,9 +224,17 @@ async def test_dashboard_shows_thumbnails_and_the_selected_preview(
         (tmp_path / "shot-scrolled.png").write_bytes(base64.b64decode(shot["data"]))
         assert front.statistics().http_requests >= 1
         assert front.statistics().rejected == 0  # the page passed the token on
+        # The token left the address bar; a reload still connects (the tab kept it).
+        address = f"http://127.0.0.1:{front.port}/?select=4"
+        assert await devtools.evaluate(session, "location.href") == address
+        await devtools.evaluate(session, "window.before = 1; location.reload()")
+        await wait_for(
+            devtools, session, f"!window.before && {body}.connected === '1' && {body}.runs === '12'"
+        )
+        assert await devtools.evaluate(session, "location.href") == address
 
-        # A late client: a second page, opened as a file, sees every status at once.
-        late = await open_page(devtools, dashboard_url(front.url, TOKEN))
+        # A late client, under another name the server answers to, sees every status.
+        late = await open_page(devtools, dashboard_page_url(f"ws://localhost:{front.port}", token))
         await wait_for(devtools, late, f"{body}.thumbnails === '12' && {body}.finished === '12'")
         late_badges = await devtools.evaluate(
             late,
@@ -225,6 +247,18 @@ async def test_dashboard_shows_thumbnails_and_the_selected_preview(
             devtools, late, "document.getElementById('facts').textContent.includes('Gate v1 (V)')"
         )
         assert await devtools.evaluate(late, f"{body}.errors || '0'") == "0"
+        assert front.statistics().rejected == 0
+
+        # Refused by default: the page as a file (origin "null") and under a rebound name.
+        await open_page(devtools, dashboard_url(front.url, token))
+        await wait_until(lambda: front.statistics().refusals.get("foreign_origin", 0) >= 1)
+        rebound = await open_page(
+            devtools, dashboard_page_url(f"ws://{REBOUND}:{front.port}", token)
+        )
+        text = await wait_for(devtools, rebound, "document.body && document.body.innerText")
+        assert text.startswith(f"403 Forbidden: Host '{REBOUND}:{front.port}' is not a loopback")
+        assert front.statistics().refusals["foreign_host"] >= 1  # the page (and its icon)
+        assert front.statistics().rejected == 1  # the file page's handshake
 
         # A run being written: the bar shows the points of the note, not the fraction
         # (which also counts the kinds drawn: 249/300/3 would be 28%).

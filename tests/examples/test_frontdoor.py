@@ -248,7 +248,7 @@ async def rejected_handshake(
         with pytest.RaisesGroup(ConnectionRejected, flatten_subgroups=True) as group:
             async with trio.open_nursery() as nursery:
                 await wrap_client_stream(
-                    nursery, stream, "127.0.0.1", resource, extra_headers=headers
+                    nursery, stream, f"127.0.0.1:{front.port}", resource, extra_headers=headers
                 )
     finally:
         await stream.aclose()
@@ -491,14 +491,15 @@ async def test_a_second_signal_cuts_the_grace_short():
 
 #: An opening handshake written by hand: the test's "client" then goes silent.
 _HANDSHAKE = (
-    b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
 )
 
 
 async def _raw_handshake(stream: trio.SocketStream) -> bytes:
     """Send :data:`_HANDSHAKE`; return what came back up to the end of the 101 head."""
-    await stream.send_all(_HANDSHAKE)
+    port = stream.socket.getpeername()[1]
+    await stream.send_all(_HANDSHAKE.format(port=port).encode())
     received = b""
     with trio.fail_after(5):
         while b"\r\n\r\n" not in received:

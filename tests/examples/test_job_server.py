@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-from frontdoor_support import TIMEOUT, Client, assert_no_children, children, open_client, pid_gone
+from frontdoor_support import (
+    TIMEOUT,
+    Client,
+    assert_no_children,
+    children,
+    first_line,
+    open_client,
+    pid_gone,
+)
 from trio_websocket import ConnectionClosed
 
 from actors._core._backoff import Backoff
@@ -61,7 +70,7 @@ async def test_hash_file_returns_the_sha256_after_progress(tmp_path):
     data = os.urandom(3 << 20)
     path = tmp_path / "blob.bin"
     path.write_bytes(data)
-    async with job_server() as (_, client):
+    async with job_server(files_root=tmp_path) as (_, client):
         events = await run_to_end(client, "hash_file", path=str(path))
         kinds = [e["kind"] for e in events]
         assert kinds[:3] == ["job_queued", "job_started", "job_progress"]
@@ -178,22 +187,19 @@ async def test_a_failed_pool_is_restarted_after_the_backoff(caplog):
     ]
 
 
-async def _start_server(ledger: Path, grace: float) -> tuple[trio.Process, int]:
-    """Start ``python -m examples.jobs.server`` on a free port; return it and the port."""
+async def _start_server(ledger: Path, grace: float) -> tuple[trio.Process, int, str]:
+    """Start ``python -m examples.jobs.server`` on a free port; return it, the port and
+    the resource with the token it printed (``/?token=...``)."""
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "examples.jobs.server", "--port", "0", "--helpers", "1",
          "--ledger", str(ledger), "--grace", str(grace)],
         cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     assert process.stdout is not None
-    line = b""
-    with trio.fail_after(TIMEOUT):
-        while not line.endswith(b"\n"):
-            chunk = await process.stdout.receive_some(1)
-            assert chunk, "the server exited before listening"
-            line += chunk
-    assert line.startswith(b"listening on ws://127.0.0.1:"), line
-    return process, int(line.rsplit(b":", 1)[1])
+    line = await first_line(process.stdout)
+    match = re.fullmatch(rb"listening on ws://127\.0\.0\.1:(\d+)(/\?token=[\w-]{32})\n", line)
+    assert match, line
+    return process, int(match.group(1)), match.group(2).decode()
 
 
 async def _stop(process: trio.Process, grace: float) -> float:
@@ -210,9 +216,9 @@ async def _stop(process: trio.Process, grace: float) -> float:
 async def test_sigterm_stops_within_grace_reaps_helpers_and_leaves_survivors(tmp_path):
     ledger = tmp_path / "ledger.db"
     grace = 1.0
-    process, port = await _start_server(ledger, grace)
+    process, port, resource = await _start_server(ledger, grace)
     try:
-        async with open_client(port) as client:
+        async with open_client(port, resource) as client:
             await client.request("subscribe", cursor=0)
             receipt = await client.request("submit", operation="sleep", arguments={"seconds": 60})
             await client.events_until(receipt["run_id"], {"job_started"})
@@ -230,9 +236,9 @@ async def test_sigterm_stops_within_grace_reaps_helpers_and_leaves_survivors(tmp
             process.kill()
             await process.wait()
     # The restarted server lists the unfinished run; nothing runs by itself (§6.10).
-    process, port = await _start_server(ledger, grace)
+    process, port, resource = await _start_server(ledger, grace)
     try:
-        async with open_client(port) as client:
+        async with open_client(port, resource) as client:
             report = await client.request("boot_report")
             assert report["survivors"] == [receipt["run_id"]]
             assert report["interrupted"] == [receipt["run_id"]]

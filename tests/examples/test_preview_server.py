@@ -1,4 +1,4 @@
-"""The preview server end to end: a real process, real helpers, a real websocket (issue 2).
+"""The preview server end to end: a real process, real helpers, a real websocket (design §7.2).
 
 The end-to-end test runs ``python -m examples.preview.server`` as a subprocess on a copy
 of the real QCoDeS sample (so it also proves the exit status and the signal handling),
@@ -14,6 +14,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,8 @@ LIFECYCLE = ["job_queued", "job_started"]
 
 
 async def _start_server(db: Path, tmp_path: Path, *extra: str) -> tuple[trio.Process, str, Path]:
+    """Start the server; return it, the websocket address it printed (with its token)
+    and the file of its stderr."""
     stderr = tmp_path / "server.err"
     with stderr.open("wb") as sink:
         process = await trio.lowlevel.open_process(
@@ -53,29 +56,33 @@ async def _start_server(db: Path, tmp_path: Path, *extra: str) -> tuple[trio.Pro
     text = b""
     try:
         with trio.fail_after(30):
-            while b"\ndashboard as a file: " not in text or not text.endswith(b"\n"):
+            while b"\ndashboard: " not in text or not text.endswith(b"\n"):
                 chunk = await process.stdout.receive_some(4096)
                 assert chunk, f"server exited early: {stderr.read_text()}"
                 text += chunk
-        match = re.search(rb"listening on ws://127.0.0.1:(\d+)\n", text)
+        # A fresh token each start, in every address printed (design §7.3).
+        match = re.search(rb"listening on ws://127.0.0.1:(\d+)/\?token=([\w-]{32})\n", text)
         assert match, text
-        port = match.group(1).decode()
-        assert f"\ndashboard: http://127.0.0.1:{port}/\n".encode() in text
+        port, token = match.group(1).decode(), match.group(2).decode()
+        assert f"\ndashboard: http://127.0.0.1:{port}/?token={token}\n".encode() in text
+        assert b"dashboard as a file" not in text  # file:// pages are refused by default
     except BaseException:
         process.kill()
         with trio.CancelScope(shield=True):
             await process.wait()
         raise
-    return process, f"ws://127.0.0.1:{port}", stderr
+    return process, f"ws://127.0.0.1:{port}/?token={token}", stderr
 
 
 async def _http_get(url: str, path: str) -> bytes:
     """The whole answer to ``GET path`` on the server at ``url`` (a ws:// address)."""
-    host, port = url.removeprefix("ws://").split(":")
+    parts = urllib.parse.urlsplit(url)
+    assert parts.hostname is not None
+    assert parts.port is not None
     with trio.fail_after(10):
-        stream = await trio.open_tcp_stream(host, int(port))
+        stream = await trio.open_tcp_stream(parts.hostname, parts.port)
         async with stream:
-            await stream.send_all(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            await stream.send_all(f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode())
             answer = b""
             while chunk := await stream.receive_some(65536):
                 answer += chunk

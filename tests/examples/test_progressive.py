@@ -1,4 +1,4 @@
-"""Progressive sources and change detection in the preview server (design §4.5, issue 6).
+"""Progressive sources and change detection in the preview server (design §4.5).
 
 A plain ``sqlite3`` writer plays the measurement: it appends rows to a copy of the real
 unfinished run 12 (``is_completed = 0``, 120 of 200 planned points), then completes it,

@@ -1,4 +1,4 @@
-"""Plain HTTP on the front door's port: pages, refusals, limits (design §7; issue 5).
+"""Plain HTTP on the front door's port: pages, refusals, limits (design §7.1, §7.3).
 
 A real event-log actor and front door on port 0, raw TCP clients that speak HTTP/1.1 by
 hand, and trio-websocket clients on the same port; real clock, short timeouts.
@@ -56,8 +56,10 @@ async def exchange(front: FrontDoor, request: bytes) -> bytes:
     return answer
 
 
-def get(path: str, method: str = "GET", extra: str = "") -> bytes:
-    return f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}\r\n".encode()
+def get(front: FrontDoor, path: str, method: str = "GET", extra: str = "") -> bytes:
+    """A request head to ``front``, with the ``Host`` a browser would send."""
+    host = f"127.0.0.1:{front.port}"
+    return f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n".encode()
 
 
 def split(answer: bytes) -> tuple[str, dict[str, str], bytes]:
@@ -70,7 +72,7 @@ def split(answer: bytes) -> tuple[str, dict[str, str], bytes]:
 async def test_the_page_is_served_on_the_websocket_port():
     async with serving() as front:
         for path in ("/", "/?select=4&token=abc", "/dashboard.html"):
-            status, headers, body = split(await exchange(front, get(path)))
+            status, headers, body = split(await exchange(front, get(front, path)))
             assert status == "HTTP/1.1 200 OK"
             assert body == PAGE.body
             assert headers["content-type"] == "text/html; charset=utf-8"
@@ -80,7 +82,7 @@ async def test_the_page_is_served_on_the_websocket_port():
             assert headers["x-content-type-options"] == "nosniff"
             assert headers["referrer-policy"] == "no-referrer"
             assert "default-src 'none'" in headers["content-security-policy"]
-        status, headers, body = split(await exchange(front, get("/", "HEAD")))
+        status, headers, body = split(await exchange(front, get(front, "/", "HEAD")))
         assert (status, headers["content-length"], body) == (
             "HTTP/1.1 200 OK", str(len(PAGE.body)), b"",
         )  # fmt: skip
@@ -90,19 +92,21 @@ async def test_the_page_is_served_on_the_websocket_port():
 
 async def test_other_paths_methods_and_bad_heads_are_refused():
     async with serving(FrontDoorConfig(max_request_head=1024)) as front:
-        status, headers, body = split(await exchange(front, get("/secret.txt")))
+        status, headers, body = split(await exchange(front, get(front, "/secret.txt")))
         assert (status, body) == ("HTTP/1.1 404 Not Found", b"404 Not Found\n")
-        status, headers, _ = split(await exchange(front, get("/", "POST", "Content-Length: 0\r\n")))
+        status, headers, _ = split(
+            await exchange(front, get(front, "/", "POST", "Content-Length: 0\r\n"))
+        )
         assert (status, headers["allow"]) == ("HTTP/1.1 405 Method Not Allowed", "GET, HEAD")
         status, _, body = split(await exchange(front, b"this is not http\r\n\r\n"))
         assert status == "HTTP/1.1 400 Bad Request"
         assert body.startswith(b"400 Bad Request: ")
-        huge = get("/", extra=f"X-Padding: {'p' * 2000}\r\n")
+        huge = get(front, "/", extra=f"X-Padding: {'p' * 2000}\r\n")
         status, _, _ = split(await exchange(front, huge))
         assert status == "HTTP/1.1 431 Request Header Fields Too Large"
         # A request body the server does not read is drained, not answered by a reset.
         status, _, body = split(
-            await exchange(front, get("/", extra="Content-Length: 50000\r\n") + b"x" * 50000)
+            await exchange(front, get(front, "/", extra="Content-Length: 50000\r\n") + b"x" * 50000)
         )
         assert (status, body) == ("HTTP/1.1 200 OK", PAGE.body)
         assert await exchange(front, b"") == b""  # connected and left: nothing to answer
@@ -120,11 +124,11 @@ async def test_a_slow_http_client_is_cut_at_the_handshake_timeout():
 async def test_the_websocket_works_beside_the_pages_and_keeps_its_token():
     token = "s3cret-token"
     async with serving(FrontDoorConfig(token=token)) as front:
-        status, _, body = split(await exchange(front, get("/")))  # the page is public
+        status, _, body = split(await exchange(front, get(front, "/")))  # the page is public
         assert (status, body) == ("HTTP/1.1 200 OK", PAGE.body)
         refused = await exchange(
             front,
-            get("/", extra="Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            get(front, "/", extra="Upgrade: websocket\r\nConnection: Upgrade\r\n"
                 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"),
         )  # fmt: skip
         assert refused.startswith(b"HTTP/1.1 403 ")
