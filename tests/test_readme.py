@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 SNIPPETS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
 
@@ -33,15 +31,37 @@ def run(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("marker", ["class Counter(Actor)", "async def execute(job, runtime)"])
-def test_snippet_runs_as_written(marker: str, tmp_path: Path) -> None:
-    # The embedding snippet reads tests/data/qcodes_sample.db relative to the current
-    # folder and writes thumbs/ there: give it a copy, never the checked-in file.
-    (tmp_path / "tests" / "data").mkdir(parents=True)
-    shutil.copy(ROOT / "tests" / "data" / "qcodes_sample.db", tmp_path / "tests" / "data")
-    result = run(snippet(marker), tmp_path)
+def test_actor_snippet_runs_as_written(tmp_path: Path) -> None:
+    result = run(snippet("class Counter(Actor)"), tmp_path)
     assert result.returncode == 0, result.stderr
-    if "execute" in marker:
-        pngs = sorted(p.name for p in (tmp_path / "thumbs").iterdir())
-        assert len(pngs) == 24
-        assert result.stdout.splitlines()[0] == "thumbs/run4-thumbnail.png"
+
+
+def test_embed_snippet_saved_to_a_file_runs_from_another_folder(tmp_path: Path) -> None:
+    """As a user would: the snippet in a file of its own, run from a folder outside the
+    checkout, with the installed packages only (no PYTHONPATH pointing at the tree)."""
+    program = tmp_path / "thumbnails.py"
+    program.write_text(snippet("async def execute(job, runtime)"))
+    db = tmp_path / "lab.db"
+    shutil.copy(ROOT / "tests" / "data" / "qcodes_sample.db", db)  # never the checked-in file
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, str(program), str(db)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    pngs = sorted(p.name for p in (tmp_path / "thumbs").iterdir())
+    assert len(pngs) == 24
+    assert result.stdout.splitlines()[0] == "thumbs/run4-thumbnail.png"
+
+
+def test_embed_snippet_without_an_argument_draws_its_own_sample(tmp_path: Path) -> None:
+    program = tmp_path / "thumbnails.py"
+    program.write_text(snippet("async def execute(job, runtime)"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, str(program)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "thumbs/run4-thumbnail.png"
+    assert {p.suffix for p in (tmp_path / "thumbs").iterdir()} == {".png"}

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
-from examples.web.cli import OneLineParser, client_target, connection_problem, count, leaf
+from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf
 
 if TYPE_CHECKING:
     import argparse

@@ -80,22 +80,24 @@ from actors import (
     duration_field,
 )
 from actors.errors import ActorError, InvalidCommand
-from examples.jobs.helper import MAX_LIMIT, MAX_SLEEP, OUTSIDE_ROOT, resolve_inside
-from examples.web.api import BUILTIN_HANDLERS
-from examples.web.cli import OneLineParser, count, describe, leaf
-from examples.web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
-from examples.web.launch import add_server_options, announce, front_door_config, listening
-from examples.web.pool_recovery import PoolRecovery, RecoveryConfig
-from examples.web.serverinfo import info_file
+
+from ..web.api import BUILTIN_HANDLERS
+from ..web.cli import OneLineParser, count, describe, leaf
+from ..web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
+from ..web.launch import add_server_options, announce, front_door_config, listening
+from ..web.pool_recovery import PoolRecovery, RecoveryConfig
+from ..web.serverinfo import info_file
+from .helper import MAX_LIMIT, MAX_SLEEP, OUTSIDE_ROOT, resolve_inside
 
 if TYPE_CHECKING:
     import socket
     from collections.abc import AsyncIterator, Callable, Sequence
 
     from actors import ActorRef, RunStatus
-    from examples.web.api import Handler
-    from examples.web.connection import Connection
     from protocol import messages
+
+    from ..web.api import Handler
+    from ..web.connection import Connection
 
 __all__ = [
     "OPERATIONS",
@@ -250,7 +252,7 @@ class JobRuntime:
 
 def helper_spec() -> HelperSpec:
     """The spec of the job server's helpers (:mod:`examples.jobs.helper`)."""
-    return HelperSpec(entry="examples.jobs.helper:main", cwd=str(ROOT), name="job-helper")
+    return HelperSpec(entry=f"{__package__}.helper:main", cwd=str(ROOT), name="job-helper")
 
 
 @asynccontextmanager

@@ -90,33 +90,35 @@ from actors import (
     RuntimeConfig,
     SchedulerConfig,
 )
-from examples.preview.change_probe import ChangeProbe
-from examples.preview.claim_runner import ClaimRunner
-from examples.preview.clients import Clients
-from examples.preview.config import PreviewConfig
-from examples.preview.drawing.render import RENDERER_VERSION, render
-from examples.preview.eventlog_runs import OPERATION, EventLogRuns
-from examples.preview.helper_jobs import HelperJobs
-from examples.preview.kinds import PNG_PAYLOADS, PREVIEW_KINDS
-from examples.preview.live_images import LiveImages
-from examples.preview.notice_bridge import NoticeBridge
-from examples.preview.push import ImageStore
-from examples.preview.qcodes.source import open_source
-from examples.preview.revisions import Revisions
-from examples.preview.run_table import RunTable
-from examples.preview.run_views import RunViews
-from examples.preview.runtime_link import RuntimeLink
-from examples.preview.selection import Selection
+
+from .change_probe import ChangeProbe
+from .claim_runner import ClaimRunner
+from .clients import Clients
+from .config import PreviewConfig
+from .drawing.render import RENDERER_VERSION, render
+from .eventlog_runs import OPERATION, EventLogRuns
+from .helper_jobs import HelperJobs
+from .kinds import PNG_PAYLOADS, PREVIEW_KINDS
+from .live_images import LiveImages
+from .notice_bridge import NoticeBridge
+from .push import ImageStore
+from .qcodes.source import open_source
+from .revisions import Revisions
+from .run_table import RunTable
+from .run_views import RunViews
+from .runtime_link import RuntimeLink
+from .selection import Selection
 
 if TYPE_CHECKING:
     import os
     from collections.abc import AsyncIterator
 
     from actors import Runtime, SchedulerJob
-    from examples.preview.runs import RunRecord
-    from examples.web.api import Handler
-    from examples.web.connection import Connection
-    from examples.web.pool_recovery import PoolRecovery
+
+    from ..web.api import Handler
+    from ..web.connection import Connection
+    from ..web.pool_recovery import PoolRecovery
+    from .runs import RunRecord
 
 
 __all__ = ["OPERATION", "OPERATIONS", "PreviewApp", "PreviewConfig", "open_database"]
@@ -204,7 +206,7 @@ class PreviewApp:
             options["faults"] = config.helper_faults
         return RuntimeConfig(
             helper=HelperSpec(
-                entry="examples.preview.helper:main",
+                entry=f"{__package__}.helper:main",
                 options=options,
                 cwd=str(ROOT),
                 name="preview-helper",

@@ -29,15 +29,16 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from actors.errors import ActorError
-from examples.preview.qcodes.source import revision
+
+from .qcodes.source import revision
 
 if TYPE_CHECKING:
-    from examples.preview.clients import Clients
-    from examples.preview.eventlog_runs import EventLogRuns
-    from examples.preview.helper_jobs import HelperJobs
-    from examples.preview.revisions import Revisions
-    from examples.preview.run_table import RunTable
-    from examples.preview.runs import RunRecord
+    from .clients import Clients
+    from .eventlog_runs import EventLogRuns
+    from .helper_jobs import HelperJobs
+    from .revisions import Revisions
+    from .run_table import RunTable
+    from .runs import RunRecord
 
 __all__ = ["ChangeProbe"]
 

@@ -35,14 +35,16 @@ import trio
 
 from actors import CancelRender, Produced, Progressive, Render
 from actors.errors import ActorError, SourceError, WorkCancelled
-from examples.preview.config import RENDER_SLACK
+
+from .config import RENDER_SLACK
 
 if TYPE_CHECKING:
     from actors import Runtime, SchedulerJob
-    from examples.preview.helper_jobs import HelperJobs
-    from examples.preview.live_images import LiveImages
-    from examples.preview.run_table import RunTable
-    from examples.preview.runs import RunRecord
+
+    from .helper_jobs import HelperJobs
+    from .live_images import LiveImages
+    from .run_table import RunTable
+    from .runs import RunRecord
 
 __all__ = ["ClaimRunner"]
 

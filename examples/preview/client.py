@@ -37,9 +37,10 @@ import attrs
 import trio
 from trio_websocket import ConnectionClosed, open_websocket_url
 
-from examples.web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
 from protocol import messages
 from protocol.codec import decode_server_message
+
+from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
 
 __all__ = ["Collection", "SavedImage", "collect", "main"]
 

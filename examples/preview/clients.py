@@ -39,20 +39,21 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from actors.errors import InvalidCommand
-from examples.preview.eventlog_runs import OPERATION
-from examples.preview.push import ClientPusher
-from examples.web.api import BUILTIN_HANDLERS
 from protocol import messages
 
+from ..web.api import BUILTIN_HANDLERS
+from .eventlog_runs import OPERATION
+from .push import ClientPusher
+
 if TYPE_CHECKING:
-    from examples.preview.claim_runner import ClaimRunner
-    from examples.preview.push import ImageStore
-    from examples.preview.revisions import Revisions
-    from examples.preview.run_table import RunTable
-    from examples.preview.run_views import RunViews
-    from examples.preview.selection import Selection
-    from examples.web.api import Handler
-    from examples.web.connection import Connection
+    from ..web.api import Handler
+    from ..web.connection import Connection
+    from .claim_runner import ClaimRunner
+    from .push import ImageStore
+    from .revisions import Revisions
+    from .run_table import RunTable
+    from .run_views import RunViews
+    from .selection import Selection
 
 __all__ = ["Clients"]
 

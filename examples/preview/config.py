@@ -12,7 +12,8 @@ from typing import Any
 import attrs
 
 from actors import HelperTimeouts, count_field, duration_field
-from examples.web.pool_recovery import RecoveryConfig
+
+from ..web.pool_recovery import RecoveryConfig
 
 __all__ = ["RENDER_SLACK", "PreviewConfig"]
 

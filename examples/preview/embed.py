@@ -34,9 +34,10 @@ from actors import (
     SourceError,
     open_runtime,
 )
-from examples.preview.drawing.render import render
-from examples.preview.kinds import PNG_PAYLOADS, PREVIEW_KINDS
-from examples.preview.qcodes.source import open_source
+
+from .drawing.render import render
+from .kinds import PNG_PAYLOADS, PREVIEW_KINDS
+from .qcodes.source import open_source
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,7 +70,7 @@ async def main(db: Path, runs: list[RunInfo], out: Path, select: int | None) -> 
     """Render every run of ``db`` into the existing folder ``out``; return the files."""
     config = RuntimeConfig(
         helper=HelperSpec(
-            entry="examples.preview.helper:main", options={"db": str(db)}, cwd=str(ROOT)
+            entry=f"{__package__}.helper:main", options={"db": str(db)}, cwd=str(ROOT)
         ),
         pool=PoolConfig(size=2),
         render_fn=render,

@@ -28,13 +28,14 @@ from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from actors.errors import ActorError
-from examples.preview.runs import finish_result, verdict_of
+
+from .runs import finish_result, verdict_of
 
 if TYPE_CHECKING:
-    from examples.preview.claim_runner import ClaimRunner
-    from examples.preview.run_table import RunTable
-    from examples.preview.runs import RunRecord
-    from examples.preview.runtime_link import RuntimeLink
+    from .claim_runner import ClaimRunner
+    from .run_table import RunTable
+    from .runs import RunRecord
+    from .runtime_link import RuntimeLink
 
 __all__ = ["OPERATION", "EventLogRuns"]
 

@@ -49,7 +49,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from actors.helper import JobError, serve
-from examples.preview.qcodes.source import MAX_OBSERVATION_VALUES, QcodesSource, open_source
+
+from .qcodes.source import MAX_OBSERVATION_VALUES, QcodesSource, open_source
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

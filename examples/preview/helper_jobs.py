@@ -35,13 +35,14 @@ import trio
 
 from actors import HelperRestarted
 from actors.errors import ActorError
-from examples.preview.helper_watch import HelperWatch
-from examples.web.pool_recovery import PoolRecovery
+
+from ..web.pool_recovery import PoolRecovery
+from .helper_watch import HelperWatch
 
 if TYPE_CHECKING:
-    from examples.preview.revisions import Revisions
-    from examples.preview.runtime_link import RuntimeLink
-    from examples.web.pool_recovery import RecoveryConfig
+    from ..web.pool_recovery import RecoveryConfig
+    from .revisions import Revisions
+    from .runtime_link import RuntimeLink
 
 __all__ = ["HelperJobs"]
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from actors import Kind
-from examples.preview.drawing.png import MIN_PNG_BYTES, check_png
-from examples.preview.drawing.render import MIME
+
+from .drawing.png import MIN_PNG_BYTES, check_png
+from .drawing.render import MIME
 
 __all__ = ["PREVIEW_KINDS", "PNG_PAYLOADS"]
 

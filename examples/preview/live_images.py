@@ -23,16 +23,17 @@ import trio
 
 from actors import Render
 from actors.errors import ActorError
-from examples.preview.config import RENDER_SLACK
-from examples.preview.push import StoredImage
-from examples.preview.runs import IMAGE_KINDS
+
+from .config import RENDER_SLACK
+from .push import StoredImage
+from .runs import IMAGE_KINDS
 
 if TYPE_CHECKING:
-    from examples.preview.push import ImageStore
-    from examples.preview.run_table import RunTable
-    from examples.preview.runs import RunRecord
-    from examples.preview.runtime_link import RuntimeLink
-    from examples.preview.selection import Selection
+    from .push import ImageStore
+    from .run_table import RunTable
+    from .runs import RunRecord
+    from .runtime_link import RuntimeLink
+    from .selection import Selection
 
 __all__ = ["LiveImages"]
 

@@ -38,17 +38,18 @@ from typing import TYPE_CHECKING, Any
 
 from actors import Failed, Invalidated, Parked, Published, Retrying, RunStarted, Settled
 from actors.errors import ActorError
-from examples.preview.push import StoredImage
-from examples.preview.runs import KIND_COUNT
+
+from .push import StoredImage
+from .runs import KIND_COUNT
 
 if TYPE_CHECKING:
     import trio
 
-    from examples.preview.eventlog_runs import EventLogRuns
-    from examples.preview.live_images import LiveImages
-    from examples.preview.push import ImageStore
-    from examples.preview.run_table import RunTable
-    from examples.preview.runs import RunRecord
+    from .eventlog_runs import EventLogRuns
+    from .live_images import LiveImages
+    from .push import ImageStore
+    from .run_table import RunTable
+    from .runs import RunRecord
 
 __all__ = ["NoticeBridge"]
 

@@ -21,9 +21,9 @@ from actors import Reconcile, SourceChanged
 from actors.errors import ActorError
 
 if TYPE_CHECKING:
-    from examples.preview.run_table import RunTable
-    from examples.preview.runs import RunRecord
-    from examples.preview.runtime_link import RuntimeLink
+    from .run_table import RunTable
+    from .runs import RunRecord
+    from .runtime_link import RuntimeLink
 
 __all__ = ["Revisions"]
 

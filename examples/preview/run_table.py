@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from actors import RunInfo
 from actors.errors import UnknownRun
-from examples.preview.runs import RunRecord, summary_message
+
+from .runs import RunRecord, summary_message
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

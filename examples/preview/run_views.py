@@ -35,16 +35,17 @@ import trio
 
 from actors import Render
 from actors.errors import InvalidCommand, SourceError
-from examples.preview.config import RENDER_SLACK
-from examples.preview.drawing.render import KINDS, MIME, report_of
 from protocol import messages
 
+from .config import RENDER_SLACK
+from .drawing.render import KINDS, MIME, report_of
+
 if TYPE_CHECKING:
-    from examples.preview.helper_jobs import HelperJobs
-    from examples.preview.run_table import RunTable
-    from examples.preview.runtime_link import RuntimeLink
-    from examples.web.api import Handler
-    from examples.web.connection import Connection
+    from ..web.api import Handler
+    from ..web.connection import Connection
+    from .helper_jobs import HelperJobs
+    from .run_table import RunTable
+    from .runtime_link import RuntimeLink
 
 __all__ = ["RunViews"]
 

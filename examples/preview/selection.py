@@ -15,7 +15,7 @@ import trio
 from actors import SetPriority
 
 if TYPE_CHECKING:
-    from examples.preview.runtime_link import RuntimeLink
+    from .runtime_link import RuntimeLink
 
 __all__ = ["Selection"]
 

@@ -76,29 +76,30 @@ import trio  # noqa: E402
 
 from actors import open_runtime  # noqa: E402
 from actors.errors import ActorError, SourceError  # noqa: E402
-from examples.preview.app import PreviewApp, PreviewConfig, open_database  # noqa: E402
-from examples.preview.sample_db import (  # noqa: E402
-    LIVE_RUN_ID,
-    append_live_rows,
-    create_sample_database,
-    default_sample_path,
-)
-from examples.web.cli import OneLineParser, count, describe, leaf, seconds  # noqa: E402
-from examples.web.frontdoor import (  # noqa: E402
+
+from ..web.cli import OneLineParser, count, describe, leaf, seconds  # noqa: E402
+from ..web.frontdoor import (  # noqa: E402
     FrontDoor,
     FrontDoorConfig,
     Page,
     open_front_door,
     shutdown_on_signal,
 )
-from examples.web.launch import (  # noqa: E402
+from ..web.launch import (  # noqa: E402
     add_server_options,
     announce,
     front_door_config,
     listening,
 )
-from examples.web.names import NULL_ORIGIN  # noqa: E402
-from examples.web.serverinfo import InfoFile  # noqa: E402
+from ..web.names import NULL_ORIGIN  # noqa: E402
+from ..web.serverinfo import InfoFile  # noqa: E402
+from .app import PreviewApp, PreviewConfig, open_database  # noqa: E402
+from .sample_db import (  # noqa: E402
+    LIVE_RUN_ID,
+    append_live_rows,
+    create_sample_database,
+    default_sample_path,
+)
 
 if TYPE_CHECKING:
     import socket

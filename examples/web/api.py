@@ -34,14 +34,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from actors.errors import ServerShuttingDown
-from examples.web.connection import event_message
 from protocol import messages
+
+from .connection import event_message
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
     from actors import Receipt, RunStatus
-    from examples.web.connection import Connection
+
+    from .connection import Connection
 
     #: ``await handler(conn, request)`` returns the answer, or None for ``ok``.
     Handler = Callable[[Connection, Any], Awaitable[messages.Message | None]]

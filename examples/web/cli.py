@@ -21,6 +21,7 @@ import errno
 import logging
 import os
 import socket
+import sys
 import urllib.parse
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
@@ -34,7 +35,8 @@ from trio_websocket import (
 
 from actors import MAX_DURATION, validate_count, validate_duration
 from actors.errors import ActorError
-from examples.web.serverinfo import ENV_TOKEN, find_token
+
+from .serverinfo import ENV_TOKEN, find_token
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -67,6 +69,9 @@ class OneLineParser(argparse.ArgumentParser):
     """
 
     def __init__(self, *args: object, label: str | None = None, **kwargs: object) -> None:
+        command = os.path.basename(sys.argv[0]) if sys.argv else ""
+        if command.startswith("trio-actors-"):  # an installed console command: its name
+            kwargs["prog"] = command
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.label = label or self.prog
 

@@ -12,8 +12,9 @@ from typing import Any
 import attrs
 
 from actors import Backoff, count_field, duration_field
-from examples.web.names import is_loopback, normalize_host_entry, normalize_origin
 from protocol.codec import DEFAULT_MAX_MESSAGE
+
+from .names import is_loopback, normalize_host_entry, normalize_origin
 
 __all__ = ["FrontDoorConfig", "FrontDoorStatistics", "is_loopback"]
 

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from trio_websocket import WebSocketConnection
 
     from actors import EventLogClient, Port
-    from examples.web.config import FrontDoorConfig
+
+    from .config import FrontDoorConfig
 
 __all__ = ["Connection", "ConnectionStatistics", "Server", "event_message", "wire_text"]
 

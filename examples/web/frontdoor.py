@@ -69,14 +69,15 @@ from trio_websocket import wrap_server_stream
 
 from actors import validate_duration
 from actors.errors import ActorError, ActorStopped, AskTimeout, UnknownMessageType
-from examples.web.accept import Acceptor
-from examples.web.api import BUILTIN_HANDLERS
-from examples.web.config import FrontDoorConfig, FrontDoorStatistics
-from examples.web.connection import Connection
-from examples.web.guard import Guard, Refusal
-from examples.web.http import Head, Page, ReplayStream, answer, linger, plain_response, read_head
 from protocol import messages
 from protocol.codec import decode_client_message
+
+from .accept import Acceptor
+from .api import BUILTIN_HANDLERS
+from .config import FrontDoorConfig, FrontDoorStatistics
+from .connection import Connection
+from .guard import Guard, Refusal
+from .http import Head, Page, ReplayStream, answer, linger, plain_response, read_head
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -85,7 +86,8 @@ if TYPE_CHECKING:
     from trio_websocket import WebSocketRequest
 
     from actors import EventLogClient
-    from examples.web.api import Handler
+
+    from .api import Handler
 
 __all__ = [
     "FrontDoor",

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from examples.web.names import ANY, NULL_ORIGIN, is_loopback, parse_host, parse_origin
+from .names import ANY, NULL_ORIGIN, is_loopback, parse_host, parse_origin
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from examples.web.config import FrontDoorConfig
+    from .config import FrontDoorConfig
 
 __all__ = ["Guard", "Refusal", "offered_token"]
 

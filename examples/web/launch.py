@@ -23,18 +23,18 @@ import secrets
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
-from examples.web.cli import bind_sockets, cannot_listen, count, seconds, setup_logging
-from examples.web.config import FrontDoorConfig
-from examples.web.names import is_loopback
-from examples.web.serverinfo import ENV_TOKEN
+from .cli import bind_sockets, cannot_listen, count, seconds, setup_logging
+from .config import FrontDoorConfig
+from .names import is_loopback
+from .serverinfo import ENV_TOKEN
 
 if TYPE_CHECKING:
     import argparse
     import socket
     from collections.abc import Iterator
 
-    from examples.web.cli import OneLineParser
-    from examples.web.serverinfo import InfoFile
+    from .cli import OneLineParser
+    from .serverinfo import InfoFile
 
 __all__ = [
     "add_server_options",

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from examples.web.names import is_loopback
+from .names import is_loopback
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

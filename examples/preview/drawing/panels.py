@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-from examples.preview.drawing import plotting as plot
-from examples.preview.drawing.scales import AxisScale, choose
+from . import plotting as plot
+from .scales import AxisScale, choose
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

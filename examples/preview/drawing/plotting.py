@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from examples.preview.drawing import glyphs
-from examples.preview.drawing.viridis import VIRIDIS_RGB8
+from . import glyphs
+from .viridis import VIRIDIS_RGB8
 
 Font = ImageFont.FreeTypeFont | ImageFont.ImageFont
 Box = tuple[int, int, int, int]  # left, top, right, bottom (pixels, right/bottom exclusive)

@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image, ImageDraw, PngImagePlugin
 
-from examples.preview.drawing import plotting as plot
-from examples.preview.drawing.panels import Style as _Style
-from examples.preview.drawing.panels import heatmap, trace
-from examples.preview.drawing.scales import SCALES
+from . import plotting as plot
+from .panels import Style as _Style
+from .panels import heatmap, trace
+from .scales import SCALES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -11,7 +11,7 @@ import sqlite3
 import urllib.parse
 from pathlib import Path
 
-from examples.preview.qcodes.errors import SourceError
+from .errors import SourceError
 
 __all__ = ["ReadTransaction", "connect", "quote_name", "validate_schema"]
 

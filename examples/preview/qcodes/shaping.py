@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from examples.preview.qcodes import observation as obs
-from examples.preview.qcodes.rundescription import ParamInfo, RunDescription
-from examples.preview.qcodes.sweeps import describe_slice, planned_range, slice_table, spacing
+from . import observation as obs
+from .rundescription import ParamInfo, RunDescription
+from .sweeps import describe_slice, planned_range, slice_table, spacing
 
 #: Bounds (see :mod:`examples.preview.qcodes.source`).
 MAX_TRACE_POINTS = 4096

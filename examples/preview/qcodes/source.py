@@ -50,18 +50,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from examples.preview.qcodes import observation as obs
-from examples.preview.qcodes.db import ReadTransaction, connect, validate_schema
-from examples.preview.qcodes.db import quote_name as _q
-from examples.preview.qcodes.details import details as _details
-from examples.preview.qcodes.errors import SourceError, UnknownRun
-from examples.preview.qcodes.rundescription import (
+from . import observation as obs
+from .db import ReadTransaction, connect, validate_schema
+from .db import quote_name as _q
+from .details import details as _details
+from .errors import SourceError, UnknownRun
+from .rundescription import (
     ParamInfo,
     RunDescription,
     description_from_layouts,
     parse_run_description,
 )
-from examples.preview.qcodes.shaping import MAX_GRID_SIDE, MAX_TRACE_POINTS, shape_dependents
+from .shaping import MAX_GRID_SIDE, MAX_TRACE_POINTS, shape_dependents
 
 if TYPE_CHECKING:
     import os

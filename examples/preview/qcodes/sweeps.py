@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from examples.preview.qcodes.observation import clusters
+from .observation import clusters
 
 __all__ = ["SPACING_TOLERANCE", "describe_slice", "planned_range", "slice_table", "spacing"]
 
