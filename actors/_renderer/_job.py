@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from protocol.errors import describe_exception
+
 from ..errors import ActorError, DeadlineExceeded, JobCancelled, PayloadInvalid, RenderError
 from ._config import Rendered
 from ._lanes import JobThread
@@ -278,7 +280,7 @@ async def _draw(
             except Exception as exc:
                 returned = True
                 error = RenderError(
-                    f"{kind} render failed: {type(exc).__name__}: {exc}",
+                    f"{kind} render failed: {describe_exception(exc)}",  # never raises
                     kind=kind,
                     error_type=type(exc).__name__,
                 )

@@ -257,6 +257,26 @@ async def test_errors_from_render_fn_are_classified(nursery):
     await ref.stop()
 
 
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+async def test_an_unprintable_render_error_is_still_a_render_error(nursery):
+    # Its message used to be made with f"{exc}", which raised again inside the job's
+    # task and crashed the renderer actor (every other ask then got ActorStopped).
+    def broken(observation, kind, options, check_cancel):
+        raise Unprintable
+
+    ref = await nursery.start(Renderer(broken).run)
+    with pytest.raises(RenderError, match="Unprintable") as info:
+        await ref.ask(request(trio.current_time() + WAIT), timeout=WAIT)
+    assert info.value.details["error_type"] == "Unprintable"
+    stats = await ref.ask(GetRendererStatistics(), timeout=WAIT)
+    assert (stats.failed, stats.active) == (1, 0)  # and the actor is still running
+    await ref.stop()
+
+
 @pytest.mark.parametrize(
     ("payload", "reason"),
     [
