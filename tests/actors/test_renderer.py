@@ -411,6 +411,16 @@ def test_render_message_is_validated(fields):
         Render(observation=None, **fields)
 
 
+@pytest.mark.parametrize("job_id", [[1], {"a": 1}, ("run", [1]), {1, 2}])
+def test_an_unhashable_job_id_is_refused_by_name(job_id):
+    # It used to reach the actor, whose job table lookup raised TypeError: the renderer
+    # crashed on Render(job_id=[1]) and on CancelRender(job_id=[1]).
+    with pytest.raises(ValueError, match="job_id"):
+        Render(observation=None, kind="preview", deadline=1.0, job_id=job_id)
+    with pytest.raises(ValueError, match="job_id"):
+        CancelRender(job_id=job_id)
+
+
 def test_renderer_needs_a_callable():
     with pytest.raises(TypeError):
         Renderer("render")
