@@ -298,6 +298,32 @@ async def test_invalid_payloads_are_refused(nursery, payload, reason):
     await ref.stop()
 
 
+def raises_type_error(data: bytes) -> tuple[int, int]:
+    raise TypeError("the check itself is broken")
+
+
+@pytest.mark.parametrize(
+    ("check", "words"),
+    [
+        (raises_type_error, "TypeError: the check itself is broken"),
+        (lambda data: (1, 2, 3), "(1, 2, 3)"),
+        (lambda data: 5, "5"),
+        (lambda data: ("3", 2), "('3', 2)"),
+        (lambda data: (-1, 2), "(-1, 2)"),
+    ],
+)
+async def test_a_misbehaving_payload_check_fails_the_job_not_the_renderer(nursery, check, words):
+    # A check that raised anything but ValueError, or returned something other than a
+    # (width, height) pair, used to crash the renderer actor from the job's task.
+    ref = await nursery.start(Renderer(png_fn, RendererConfig(check_payload=check)).run)
+    with pytest.raises(RenderError, match="payload check") as info:
+        await ref.ask(request(trio.current_time() + WAIT), timeout=WAIT)
+    assert words in str(info.value)
+    stats = await ref.ask(GetRendererStatistics(), timeout=WAIT)
+    assert (stats.failed, stats.active) == (1, 0)  # and the actor is still running
+    await ref.stop()
+
+
 def test_validate_payload():
     assert validate_payload(tiny_png(7, 5), min_bytes=1, max_bytes=10**6, check=check_png) == (
         7,
