@@ -1,0 +1,84 @@
+"""The QCoDeS reader on damaged copies of ``tests/data/qcodes_plots.db`` (design §7.2).
+
+Each test changes a private copy the way a crashed writer, a foreign tool or a bad
+driver could, then reads it with the helper's handlers in this process. A helper's reply
+must be strict JSON (no NaN, no bytes: the frame encoder refuses them), so each answer
+is encoded as the helper would; one bad run must never hide the others.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from examples.preview.helper import PreviewHandlers
+from protocol._strict_json import dumps_value
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+
+
+class _Context:
+    """The helper's job context, for handlers called in-process."""
+
+    def check_cancel(self) -> None:
+        return None
+
+
+CTX = _Context()
+
+
+@pytest.fixture
+def damaged(plots_db: Path, tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    """A writable connection to a private copy of the plots sample."""
+    path = tmp_path / "damaged.db"
+    shutil.copyfile(plots_db, path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def reopen(tmp_path: Path) -> Iterator[Callable[[], PreviewHandlers]]:
+    """Open the damaged copy with the helper's handlers (after the test damaged it)."""
+    opened: list[PreviewHandlers] = []
+
+    def open_handlers() -> PreviewHandlers:
+        handlers = PreviewHandlers()
+        opened.append(handlers)
+        handlers.startup({"db": str(tmp_path / "damaged.db")})
+        return handlers
+
+    try:
+        yield open_handlers
+    finally:
+        for handlers in opened:
+            if handlers.source is not None:
+                handlers.source.close()
+
+
+def sent(value: Any) -> Any:
+    """``value`` as the helper's reply frame would carry it (strict JSON, UTF-8)."""
+    dumps_value(value).encode("utf-8")
+    return value
+
+
+def test_text_that_is_not_utf8_is_read_with_replacement_characters(damaged, reopen):
+    # SQLite stores whatever bytes a writer gave it; sqlite3 used to raise
+    # OperationalError for the whole listing (source_unreadable for every run).
+    damaged.execute("UPDATE runs SET name = CAST(X'fffe41' AS TEXT) WHERE run_id = 3")
+    damaged.execute("UPDATE experiments SET sample_name = CAST(X'c328' AS TEXT)")
+    helper = reopen()
+    runs = sent(helper.list_runs({"limit": 500}, CTX))["runs"]
+    assert [run["run_id"] for run in runs] == list(range(1, 9))
+    assert runs[2]["name"] == "\ufffd\ufffdA"
+    assert runs[0]["sample_name"] == "\ufffd("
+    observation = sent(helper.read_run({"run_id": 3}, CTX))
+    assert observation["dependents"][0]["points"] > 0
+    assert sent(helper.run_details({"run_id": 3}, CTX))["name"] == "\ufffd\ufffdA"
