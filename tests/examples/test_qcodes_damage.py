@@ -82,3 +82,36 @@ def test_text_that_is_not_utf8_is_read_with_replacement_characters(damaged, reop
     observation = sent(helper.read_run({"run_id": 3}, CTX))
     assert observation["dependents"][0]["points"] > 0
     assert sent(helper.run_details({"run_id": 3}, CTX))["name"] == "\ufffd\ufffdA"
+
+
+def test_odd_cells_of_the_runs_table_do_not_break_the_listing(damaged, reopen):
+    # One runs row with an infinite float or a BLOB where text is expected made the
+    # whole list_runs page (and that run's read and details) unsendable: the helper's
+    # strict JSON frame refused them, so no run of the database could be listed.
+    damaged.executescript(
+        """
+        UPDATE runs SET amplifier = 9e999 WHERE run_id = 2;
+        UPDATE runs SET operator = X'00ff' WHERE run_id = 3;
+        UPDATE runs SET run_timestamp = 9e999, completed_timestamp = -9e999 WHERE run_id = 4;
+        UPDATE runs SET guid = X'ff' WHERE run_id = 5;
+        UPDATE runs SET name = X'6869', captured_run_id = -9e999 WHERE run_id = 6;
+        UPDATE runs SET result_counter = 9e999, exp_id = X'01' WHERE run_id = 7;
+        """
+    )
+    helper = reopen()
+    runs = {run["run_id"]: run for run in sent(helper.list_runs({"limit": 500}, CTX))["runs"]}
+    assert sorted(runs) == list(range(1, 9))
+    assert runs[2]["metadata"]["amplifier"] is None
+    assert runs[3]["metadata"]["operator"] == "<2 bytes>"
+    assert (runs[4]["run_timestamp"], runs[4]["completed_timestamp"]) == (None, None)
+    assert runs[5]["guid"] is None
+    assert runs[6]["name"] == "<2 bytes>"
+    assert (runs[7]["result_counter"], runs[7]["exp_id"]) == (None, "<1 bytes>")
+    for run_id in range(2, 8):
+        observation = sent(helper.read_run({"run_id": run_id}, CTX))
+        assert observation["run_id"] == run_id
+        details = sent(helper.run_details({"run_id": run_id}, CTX))
+        assert details["run_id"] == run_id
+    details = sent(helper.run_details({"run_id": 4}, CTX))
+    assert (details["started"], details["ended"], details["duration"]) == (None, None, None)
+    assert sent(helper.run_details({"run_id": 6}, CTX))["captured_run_id"] is None

@@ -19,6 +19,7 @@ What QCoDeS stores and where (``shared/data/README.md``):
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from typing import Any
 
@@ -100,8 +101,8 @@ def details(
         },
         "parents": parents,
         "children": children,
-        "captured_run_id": record.get("captured_run_id"),
-        "captured_counter": record.get("captured_counter"),
+        "captured_run_id": _plain(record.get("captured_run_id")),
+        "captured_counter": _plain(record.get("captured_counter")),
         "exception": None if exception is None else str(exception)[: 4 * _MAX_TEXT],
     }
 
@@ -120,7 +121,7 @@ def _children(conn: sqlite3.Connection, guid: str) -> list[dict[str, Any]]:
         for link in parse_links(text):
             if link["tail"] == guid:
                 found.append(
-                    {"guid": _guid_of(conn, run_id), "run_id": int(run_id), "name": name,
+                    {"guid": _guid_of(conn, run_id), "run_id": int(run_id), "name": _plain(name),
                      "edge_type": link["edge_type"], "description": link["description"]}
                 )  # fmt: skip
     return found[:MAX_LINKS]
@@ -128,7 +129,7 @@ def _children(conn: sqlite3.Connection, guid: str) -> list[dict[str, Any]]:
 
 def _guid_of(conn: sqlite3.Connection, run_id: int) -> str | None:
     row = conn.execute("SELECT guid FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-    return None if row is None else row[0]
+    return row[0] if row is not None and isinstance(row[0], str) else None
 
 
 def _run_of_guid(conn: sqlite3.Connection, guid: str) -> tuple[int | None, str | None]:
@@ -136,7 +137,7 @@ def _run_of_guid(conn: sqlite3.Connection, guid: str) -> tuple[int | None, str |
         row = conn.execute("SELECT run_id, name FROM runs WHERE guid = ?", (guid,)).fetchone()
     except sqlite3.Error:
         return None, None
-    return (None, None) if row is None else (int(row[0]), row[1])
+    return (None, None) if row is None else (int(row[0]), _plain(row[1]))
 
 
 def _bounded_snapshot(text: object) -> tuple[dict[str, Any] | None, int, bool]:
@@ -187,14 +188,17 @@ def _top_levels(node: Any, depth: int) -> Any:
 
 
 def _number(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
 
 
 def _plain(value: object) -> Any:
+    # Any column may hold any SQLite type; the reply is strict JSON.
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     if isinstance(value, str) and len(value) > _MAX_TEXT:
         return value[:_MAX_TEXT] + "…"
     return value
