@@ -115,3 +115,26 @@ def test_odd_cells_of_the_runs_table_do_not_break_the_listing(damaged, reopen):
     details = sent(helper.run_details({"run_id": 4}, CTX))
     assert (details["started"], details["ended"], details["duration"]) == (None, None, None)
     assert sent(helper.run_details({"run_id": 6}, CTX))["captured_run_id"] is None
+
+
+def test_a_results_table_whose_ids_are_not_integers_is_still_read(damaged, reopen):
+    # A results table rebuilt by a foreign tool (id TEXT instead of INTEGER PRIMARY KEY)
+    # made int(max(id)) raise ValueError in every summary: list_runs failed with
+    # handler_failed for the whole database.
+    damaged.executescript(
+        """
+        ALTER TABLE "results-1-2" RENAME TO old;
+        CREATE TABLE "results-1-2" (id TEXT, dac_gate numeric, leakage numeric);
+        INSERT INTO "results-1-2" SELECT 'row' || id, dac_gate, leakage FROM old;
+        DROP TABLE old;
+        """
+    )
+    rows = damaged.execute('SELECT count(*) FROM "results-1-2"').fetchone()[0]
+    helper = reopen()
+    runs = {run["run_id"]: run for run in sent(helper.list_runs({"limit": 500}, CTX))["runs"]}
+    assert sorted(runs) == list(range(1, 9))
+    assert runs[2]["row_count"] == rows
+    observation = sent(helper.read_run({"run_id": 2}, CTX))
+    assert observation["dependents"][0]["points"] == rows
+    probe = sent(helper.probe({"run_ids": [2]}, CTX))
+    assert probe["runs"] == [[2, rows, 1, 0]]  # the row count stands in for max(id)

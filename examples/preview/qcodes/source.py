@@ -467,16 +467,20 @@ class QcodesSource:
     def _max_row_id(self, table: str) -> int:
         try:
             row = self._conn.execute(f"SELECT max(id) FROM {_q(table)}").fetchone()
+            if _row_id(row[0]) is None:  # ids that are not numbers: rows stand in
+                row = self._conn.execute(f"SELECT count(*) FROM {_q(table)}").fetchone()
         except sqlite3.Error:
             return 0
-        return int(row[0] or 0)
+        return _row_id(row[0]) or 0
 
     def _row_stats(self, table: str) -> tuple[int, int]:
         try:
             row = self._conn.execute(f"SELECT count(*), max(id) FROM {_q(table)}").fetchone()
         except sqlite3.Error:
             return 0, 0
-        return int(row[0]), int(row[1] or 0)
+        count = int(row[0])
+        max_id = _row_id(row[1])
+        return count, count if max_id is None else max_id
 
     def _experiment(self, exp_id: object) -> dict[str, Any]:
         if not self._has_experiments or exp_id is None:
@@ -546,6 +550,21 @@ def _last_line(text: object) -> str | None:
         return None
     lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
     return (lines[-1] if lines else "exception")[:_MAX_TEXT]
+
+
+def _row_id(value: object) -> int | None:
+    """A results table's ``max(id)`` as an int; None when it is not a number.
+
+    QCoDeS declares ``id INTEGER PRIMARY KEY``, but a table rebuilt by another tool may
+    hold text or BLOB ids; NULL (an empty table) is 0.
+    """
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    return None
 
 
 def _cell(value: object) -> Any:
