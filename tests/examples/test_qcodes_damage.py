@@ -138,3 +138,20 @@ def test_a_results_table_whose_ids_are_not_integers_is_still_read(damaged, reope
     assert observation["dependents"][0]["points"] == rows
     probe = sent(helper.probe({"run_ids": [2]}, CTX))
     assert probe["runs"] == [[2, rows, 1, 0]]  # the row count stands in for max(id)
+
+
+def test_a_snapshot_with_nan_values_is_sent_with_nulls(damaged, reopen):
+    # QCoDeS writes its snapshot with json.dumps, so a parameter whose value is NaN
+    # (a lock-in that has not measured yet) is stored as the bare word NaN. json.loads
+    # kept it as a float NaN and the helper's strict JSON frame refused the reply:
+    # run_details failed for every such run.
+    snapshot = (
+        '{"station": {"parameters": {"lockin_x": {"__class__": "Parameter", "value": NaN,'
+        ' "unit": "V"}, "limit": {"value": Infinity}, "floor": {"value": -Infinity}}}}'
+    )
+    damaged.execute("UPDATE runs SET snapshot = ? WHERE run_id = 4", (snapshot,))
+    details = sent(reopen().run_details({"run_id": 4}, CTX))
+    parameters = details["snapshot"]["station"]["parameters"]
+    assert parameters["lockin_x"] == {"__class__": "Parameter", "value": None, "unit": "V"}
+    assert (parameters["limit"]["value"], parameters["floor"]["value"]) == (None, None)
+    assert details["snapshot_bytes"] == len(snapshot)

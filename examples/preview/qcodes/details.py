@@ -68,13 +68,13 @@ def details(
 
     Returns:
         ``started`` / ``ended`` (epoch seconds or None), ``duration`` (seconds, or
-        None while unfinished), ``snapshot`` (the parsed JSON object, pruned when over
-        :data:`MAX_SNAPSHOT_BYTES`, or None), ``snapshot_bytes`` (its size as stored),
-        ``snapshot_pruned``, ``metadata`` (the extra columns, name → value),
-        ``parents`` and ``children`` (each ``guid``, ``run_id`` (None when the run is
-        not in this database), ``name``, ``edge_type``, ``description``),
-        ``captured_run_id``, ``captured_counter`` and ``exception`` (the stored
-        traceback text, or None).
+        None while unfinished), ``snapshot`` (the parsed JSON object, NaN and ±Infinity
+        as None, pruned when over :data:`MAX_SNAPSHOT_BYTES`, or None),
+        ``snapshot_bytes`` (its size as stored), ``snapshot_pruned``, ``metadata``
+        (the extra columns, name → value), ``parents`` and ``children`` (each
+        ``guid``, ``run_id`` (None when the run is not in this database), ``name``,
+        ``edge_type``, ``description``), ``captured_run_id``, ``captured_counter``
+        and ``exception`` (the stored traceback text, or None).
     """
     started = _number(record.get("run_timestamp"))
     ended = _number(record.get("completed_timestamp"))
@@ -143,15 +143,18 @@ def _run_of_guid(conn: sqlite3.Connection, guid: str) -> tuple[int | None, str |
 def _bounded_snapshot(text: object) -> tuple[dict[str, Any] | None, int, bool]:
     """The parsed snapshot, its stored size in bytes, and whether it was pruned.
 
-    An oversized snapshot keeps its tree down to the parameters, but each parameter
-    keeps only ``value``, ``unit`` and ``label`` (what people search it for), and long
-    strings are shortened; if that is still too large, only the top two levels stay.
+    NaN and ±Infinity values become None. An oversized snapshot keeps its tree down to
+    the parameters, but each parameter keeps only ``value``, ``unit`` and ``label``
+    (what people search it for), and long strings are shortened; if that is still too
+    large, only the top two levels stay.
     """
     if not isinstance(text, str) or not text:
         return None, 0, False
     size = len(text.encode())
     try:
-        snapshot = json.loads(text)
+        # QCoDeS writes NaN and ±Infinity as bare words (json.dumps' default); the
+        # reply is strict JSON, so such a value is sent as null.
+        snapshot = json.loads(text, parse_constant=_no_number)
     except ValueError:
         return None, size, False
     if not isinstance(snapshot, dict):
@@ -162,6 +165,10 @@ def _bounded_snapshot(text: object) -> tuple[dict[str, Any] | None, int, bool]:
     if len(json.dumps(slim).encode()) <= MAX_SNAPSHOT_BYTES:
         return slim, size, True
     return _top_levels(snapshot, 2), size, True
+
+
+def _no_number(word: str) -> None:
+    return None
 
 
 _PARAMETER_KEYS = ("value", "unit", "label")
