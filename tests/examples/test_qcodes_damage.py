@@ -155,3 +155,15 @@ def test_a_snapshot_with_nan_values_is_sent_with_nulls(damaged, reopen):
     assert parameters["lockin_x"] == {"__class__": "Parameter", "value": None, "unit": "V"}
     assert (parameters["limit"]["value"], parameters["floor"]["value"]) == (None, None)
     assert details["snapshot_bytes"] == len(snapshot)
+
+
+def test_json_nested_too_deeply_is_left_out_like_any_unreadable_json(damaged, reopen):
+    # json.loads raises RecursionError (not ValueError) past about a thousand levels:
+    # run_details failed with handler_failed instead of leaving the snapshot (or the
+    # links) out as it does for JSON that does not parse.
+    deep = "[" * 100_000 + "]" * 100_000
+    damaged.execute("UPDATE runs SET snapshot = ?, parent_datasets = ? WHERE run_id = 4",
+                    (deep, f"[{deep}]"))  # fmt: skip
+    details = sent(reopen().run_details({"run_id": 4}, CTX))
+    assert (details["snapshot"], details["snapshot_bytes"]) == (None, len(deep))
+    assert details["parents"] == []

@@ -39,13 +39,13 @@ def parse_links(text: object) -> list[dict[str, Any]]:
         return []
     try:
         outer = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
         return []
     links = []
     for item in outer if isinstance(outer, list) else []:
         try:
             link = json.loads(item) if isinstance(item, str) else item
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(link, dict) and isinstance(link.get("tail"), str):
             links.append(
@@ -155,7 +155,7 @@ def _bounded_snapshot(text: object) -> tuple[dict[str, Any] | None, int, bool]:
         # QCoDeS writes NaN and ±Infinity as bare words (json.dumps' default); the
         # reply is strict JSON, so such a value is sent as null.
         snapshot = json.loads(text, parse_constant=_no_number)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
         return None, size, False
     if not isinstance(snapshot, dict):
         return None, size, False
