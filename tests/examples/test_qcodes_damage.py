@@ -8,10 +8,12 @@ is encoded as the helper would; one bad run must never hide the others.
 
 from __future__ import annotations
 
+import io
 import shutil
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pytest
 
 from examples.preview.helper import PreviewHandlers
@@ -167,3 +169,25 @@ def test_json_nested_too_deeply_is_left_out_like_any_unreadable_json(damaged, re
     details = sent(reopen().run_details({"run_id": 4}, CTX))
     assert (details["snapshot"], details["snapshot_bytes"]) == (None, len(deep))
     assert details["parents"] == []
+
+
+def npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def test_a_damaged_npy_cell_is_a_missing_value_not_an_unreadable_run(damaged, reopen):
+    # A .npy BLOB cut short, or whose header declares more elements than it holds, made
+    # np.load raise ValueError or MemoryError (it allocates the declared shape first):
+    # read_run failed with handler_failed and the whole run could not be drawn.
+    good = npy(np.array([2.5]))
+    huge = good.replace(b"'shape': (1,)", b"'shape': (1000000000000,)")
+    assert huge != good  # the header really says so
+    ids = [row[0] for row in damaged.execute('SELECT id FROM "results-1-2" ORDER BY id')]
+    for row_id, cell in zip(ids, (good, good[:20], good[:-3], huge), strict=False):
+        damaged.execute('UPDATE "results-1-2" SET leakage = ? WHERE id = ?', (cell, row_id))
+    observation = sent(reopen().read_run({"run_id": 2}, CTX))
+    entry = observation["dependents"][0]
+    assert entry["points"] == len(ids)
+    assert entry["nonfinite"] == 3  # the three damaged cells; the good one reads 2.5
