@@ -37,6 +37,7 @@ from actors import (
 from examples.preview.drawing.render import render
 from examples.preview.kinds import PNG_PAYLOADS, PREVIEW_KINDS
 from examples.preview.qcodes.source import open_source
+from examples.preview.run_table import RunTable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,10 +60,11 @@ def list_runs(db: Path) -> list[RunInfo]:
     Raises:
         SourceError: (code ``source_unreadable``) missing file, not SQLite, not QCoDeS.
     """
+    table = RunTable()  # gives runs without a GUID, or sharing one, their own
     with open_source(db) as source:
-        return [
-            RunInfo(run_id=r["run_id"], guid=r["guid"], revision="1") for r in source.list_runs()
-        ]
+        for summary in source.list_runs():
+            table.register(summary, 0.0)
+    return table.infos()
 
 
 async def main(db: Path, runs: list[RunInfo], out: Path, select: int | None) -> list[Path]:

@@ -59,7 +59,8 @@ class RunRecord:
     run_id: int
     """The database's run id."""
     guid: str
-    """The run's GUID (``run-<id>`` if the database has none)."""
+    """The run's GUID (``run-<id>`` if the database has none, ``<guid>#<id>`` if an
+    earlier run has the same one)."""
     summary: dict[str, Any]
     """The helper's run summary (``QcodesSource.list_runs``); updated by reads."""
     token: str

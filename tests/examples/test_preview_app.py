@@ -30,10 +30,12 @@ from actors import (
     Published,
     Receipt,
     RunStarted,
+    SchedulerConfig,
     SchedulerJob,
     Settled,
     SourceChanged,
 )
+from actors._scheduler._scheduler import Scheduler
 from actors.errors import (
     AskTimeout,
     ErrorRecord,
@@ -44,7 +46,9 @@ from actors.errors import (
 )
 from examples.preview.app import PreviewApp, PreviewConfig
 from examples.preview.helper_watch import HelperWatch
+from examples.preview.kinds import PREVIEW_KINDS
 from examples.preview.push import ClientPusher, ImageStore, StoredImage, png_size
+from examples.preview.run_table import RunTable
 from examples.preview.runs import (
     RunRecord,
     finish_result,
@@ -446,6 +450,19 @@ def test_revision_numbers_and_summaries() -> None:
     assert verdict_of(record, ()) == ("empty", None)
     assert verdict_of(record, ("preview",)) == ("failed", None)
     assert finish_result(record, ())["status"] == "empty"
+
+
+def test_runs_sharing_a_guid_are_still_scheduled_apart() -> None:
+    # The scheduler refuses two runs with one GUID (they would share cached images), so
+    # a database with a copied row (or a GUID equal to another run's stand-in) made the
+    # app's first Reconcile fail: the preview server did not start at all.
+    table = RunTable()
+    for run_id, guid in ((1, GUID), (3, GUID), (4, None), (5, "run-4"), (6, "")):
+        table.register({"run_id": run_id, "guid": guid, "revision": "a"}, 0.0)
+    infos = table.infos()
+    Scheduler(infos, source="db", config=SchedulerConfig(kinds=PREVIEW_KINDS))
+    guids = {info.run_id: info.guid for info in infos}
+    assert guids == {1: GUID, 3: f"{GUID}#3", 4: "run-4", 5: "run-4#5", 6: "run-6"}
 
 
 # --- images and pushes -------------------------------------------------------------------
