@@ -201,7 +201,9 @@ def summary_message(record: RunRecord) -> messages.RunSummary:
     shape: tuple[int, ...] = ()
     if isinstance(shapes, dict) and shapes:
         first = next(iter(shapes.values()))
-        if isinstance(first, list) and all(isinstance(n, int) and n >= 0 for n in first):
+        if isinstance(first, list) and all(
+            isinstance(n, int) and 0 <= n <= messages.MAX_JSON_INT for n in first
+        ):  # a planned size the protocol cannot carry leaves the shape unknown
             shape = tuple(first[:8])
     return messages.RunSummary(
         run_id=record.run_id,

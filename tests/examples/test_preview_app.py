@@ -452,6 +452,18 @@ def test_revision_numbers_and_summaries() -> None:
     assert finish_result(record, ())["status"] == "empty"
 
 
+@pytest.mark.parametrize(
+    ("shape", "row"), [([40, 2**60], ()), ([2**53], ()), ([2**53 - 1, 3], (2**53 - 1, 3))]
+)
+def test_a_planned_shape_the_protocol_cannot_carry_is_left_out(shape, row) -> None:
+    # RunSummary refuses ints above 2**53-1: one run planned with such a shape made
+    # summary_message raise FieldError, so list_runs (and every run_list push) failed
+    # for all clients.
+    summary = {"name": "x", "shapes": {"y": shape}, "row_count": 7, "is_completed": True}
+    record = RunRecord(run_id=3, guid="g", summary=summary, token="a", changed_at=0.0)
+    assert summary_message(record).shape == row
+
+
 def test_runs_sharing_a_guid_are_still_scheduled_apart() -> None:
     # The scheduler refuses two runs with one GUID (they would share cached images), so
     # a database with a copied row (or a GUID equal to another run's stand-in) made the
