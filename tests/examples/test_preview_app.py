@@ -794,6 +794,35 @@ async def test_a_change_probe_that_keeps_failing_is_logged_once(
     ]
 
 
+async def test_a_run_id_clients_cannot_address_is_left_out(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Run ids travel as JSON ints of at most 2**53-1. A run with a larger id (SQLite
+    # allows 2**63-1) was registered: every run_list (list_runs, pushes) then failed
+    # with FieldError for all clients, and each probe asked for runs after it again.
+    app, _runtime, _record = make_app()
+    beyond = 2**53
+    asked: list[Any] = []
+
+    async def helper_job(operation: str, payload: Any) -> Any:
+        await trio.lowlevel.checkpoint()
+        asked.append(payload)
+        after = payload["after"]
+        runs = [{"run_id": r, "guid": f"g{r}", "revision": "t"} for r in (13, beyond)]
+        return {"runs": [r for r in runs if r["run_id"] > after], "next_after": None}
+
+    app._helpers.run_job = helper_job  # type: ignore[method-assign]
+    probe = {"runs": [[12, 120, 0, 0], [13, 5, 1, 0], [beyond, 5, 1, 0]]}
+    await app._probe.apply(probe)
+    await app._probe.apply(probe)  # the run it left out is not "new" again
+    assert sorted(app.runs) == [12, 13]
+    assert asked == [{"after": 12, "limit": 500}]
+    assert [row.run_id for row in app._table.summaries()] == [12, 13]
+    left_out = [r for r in caplog.records if "cannot address" in r.getMessage()]
+    assert len(left_out) == 1
+    assert left_out[0].run_id == beyond  # type: ignore[attr-defined]
+
+
 async def test_a_change_the_scheduler_did_not_take_is_asked_again_by_the_next_probe(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
