@@ -20,6 +20,7 @@ from PIL import Image
 
 from actors import (
     Backoff,
+    CancelRender,
     Claim,
     Failed,
     HelperRestarted,
@@ -29,6 +30,7 @@ from actors import (
     Progressive,
     Published,
     Receipt,
+    Render,
     RunStarted,
     SchedulerConfig,
     SchedulerJob,
@@ -49,6 +51,7 @@ from examples.preview.helper_watch import HelperWatch
 from examples.preview.kinds import PREVIEW_KINDS
 from examples.preview.push import ClientPusher, ImageStore, StoredImage, png_size
 from examples.preview.run_table import RunTable
+from examples.preview.run_views import RunViews
 from examples.preview.runs import (
     RunRecord,
     finish_result,
@@ -57,6 +60,7 @@ from examples.preview.runs import (
     verdict_of,
 )
 from examples.web.pool_recovery import RecoveryConfig
+from protocol import messages
 
 GUID = "d61e7d4e-0000-0000-0000-01a22b205d20"
 TOKEN = "rows=120;completed=0;exc=0"
@@ -475,6 +479,53 @@ def test_runs_sharing_a_guid_are_still_scheduled_apart() -> None:
     Scheduler(infos, source="db", config=SchedulerConfig(kinds=PREVIEW_KINDS))
     guids = {info.run_id: info.guid for info in infos}
     assert guids == {1: GUID, 3: f"{GUID}#3", 4: "run-4", 5: "run-4#5", 6: "run-6"}
+
+
+class StuckRenderer:
+    """A renderer whose drawings never finish; records what it is asked and sent."""
+
+    def __init__(self) -> None:
+        self.asked: list[Render] = []
+        self.sent: list[Any] = []
+
+    async def ask(self, message: Render, *, timeout: float) -> None:  # noqa: ASYNC109
+        self.asked.append(message)
+        await trio.sleep_forever()
+
+    def try_send(self, message: Any) -> None:
+        self.sent.append(message)
+
+
+async def test_a_draw_cancelled_mid_render_cancels_its_render(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A client that goes away (its connection closed, the server stopping) cancels its
+    # draw handler; the Render had no job_id, so the drawing kept its renderer lane
+    # until its deadline (job_timeout): a storm of abandoned draws starved the
+    # thumbnails. Each draw now names its job and cancels it when it is cancelled.
+    app, runtime, _record = make_app()
+    renderer = StuckRenderer()
+    runtime.renderer = renderer  # type: ignore[assignment]
+
+    async def helper_job(operation: str, payload: Any) -> Any:
+        await trio.lowlevel.checkpoint()
+        return observation()
+
+    app._helpers.run_job = helper_job  # type: ignore[method-assign]
+    views = RunViews(app._table, app._helpers, app._link, job_timeout=15.0)
+    async with trio.open_nursery() as nursery:
+        for name in ("d1", "d2"):  # two clients drawing the same run at once
+            draw = messages.Draw(request_id=name, run_id=12)
+            nursery.start_soon(views.on_draw, None, draw)
+        await trio.testing.wait_all_tasks_blocked()
+        assert trio.current_time() == 0.0
+        nursery.cancel_scope.cancel()
+    job_ids = [render.job_id for render in renderer.asked]
+    assert len(set(job_ids)) == 2
+    assert None not in job_ids
+    cancelled = sorted(message.job_id for message in renderer.sent)  # in either order
+    assert cancelled == sorted(job_ids)
+    assert all(isinstance(message, CancelRender) for message in renderer.sent)
 
 
 # --- images and pushes -------------------------------------------------------------------
