@@ -45,11 +45,11 @@ def _check_tiers(instance: object, attribute: attrs.Attribute[Any], value: objec
     if (
         not isinstance(value, tuple)
         or not 1 <= len(value) <= MAX_TIERS
-        or not all(isinstance(t, str) and 1 <= len(t) <= 64 for t in value)
+        or not all(isinstance(t, str) and 1 <= len(t) <= 64 and t.isprintable() for t in value)
         or len(set(value)) != len(value)
     ):
         raise ValueError(
-            f"{attribute.name} must be 1..{MAX_TIERS} distinct names, best first, "
+            f"{attribute.name} must be 1..{MAX_TIERS} distinct printable names, best first, "
             f"got {value!r:.120}"
         )
 

@@ -92,7 +92,11 @@ def test_a_bad_kind_is_a_value_error_naming_the_field(fields, name):
         Kind(**fields)
 
 
-@pytest.mark.parametrize("tiers", [(), ("a", "a"), ("",), tuple("abcdefghi"), "selected", (1, 2)])
+@pytest.mark.parametrize(
+    "tiers",
+    [(), ("a", "a"), ("",), tuple("abcdefghi"), "selected", (1, 2),
+     ("now\nlater",), ("\x00",), ("x" * 65,)],  # names go into claims and log lines
+)  # fmt: skip
 def test_bad_tiers_are_a_value_error_naming_the_field(tiers):
     with pytest.raises(ValueError, match="tiers"):
         SchedulerConfig(tiers=tiers)
