@@ -74,7 +74,8 @@ class SchedulerConfig:
         default=DEFAULT_TIERS, converter=_tuple, validator=_check_tiers
     )
     """Priority tiers, best first (design §4.2; a set is refused); runs not placed in a
-    tier are in the last one. ``set_priority(selected, visible)`` fills the first and the second."""
+    tier are in the last one. ``set_priority(selected, visible)`` fills the first and
+    the second."""
     job_deadline: float = duration_field(15.0, allow_zero=False)
     """Default per-attempt deadline in seconds, for kinds whose policy sets no
     ``attempt_timeout`` (design §4.7, §4.12); at most 300."""
