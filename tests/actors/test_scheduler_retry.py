@@ -96,6 +96,23 @@ def test_delays_grow_by_the_coefficient_up_to_the_maximum():
         policy.delay(0)
 
 
+@pytest.mark.parametrize(
+    "policy",
+    [
+        RetryPolicy(initial_interval=1e-320, maximum_attempts=None),  # a subnormal interval
+        RetryPolicy(initial_interval=5e-324, maximum_interval=300, backoff_coefficient=1.5),
+    ],
+)
+def test_a_subnormal_initial_interval_grows_to_the_maximum_without_overflow(policy):
+    # maximum_interval / initial_interval overflowed to inf, so the cap's shortcut never
+    # applied and initial * coefficient ** (n - 1) raised OverflowError from about the
+    # 1025th attempt: inside the scheduler core, where it crashed the scheduler actor.
+    delays = [policy.delay(attempt) for attempt in (1, 1025, 1100, 1900, 10**6, 10**18)]
+    assert delays[0] == policy.initial_interval
+    assert delays == sorted(delays)  # grows, never past the maximum
+    assert delays[-3:] == [policy.maximum_interval] * 3
+
+
 def test_jitter_only_shortens_and_is_reproducible_with_a_seed():
     policy = RetryPolicy(initial_interval=1, maximum_interval=8, jitter=0.5)
     first = [policy.delay(n, random.Random(3)) for n in range(1, 6)]
