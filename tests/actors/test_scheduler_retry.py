@@ -343,6 +343,29 @@ async def test_an_attempt_whose_overall_deadline_passed_in_the_queue_does_not_ru
     assert "the overall deadline passed before attempt 2 could start" in failed.error.message
 
 
+async def test_an_attempt_timeout_below_the_clocks_resolution_is_named_as_such(autojump_clock):
+    # On trio's clock (seconds since an arbitrary start, often 1e4..2e5) an
+    # attempt_timeout of 1e-12 s disappears: the claim's deadline is the claim's time.
+    # The attempt failed saying "the overall deadline passed" with no overall deadline.
+    autojump_clock.jump(100_000.0)
+    policy = RetryPolicy(attempt_timeout=1e-12, maximum_attempts=1)
+    calls: list[float] = []
+
+    async def execute(job):
+        calls.append(trio.current_time())
+        return b"ok"
+
+    config = SchedulerConfig(kinds=(Kind(name="a", retry=policy),))
+    async with running(execute, runs=[RunInfo(run_id=1, guid="g", revision="r")],
+                       config=config) as (_a, _r, rec):  # fmt: skip
+        await rec.until(settled(1))
+    assert calls == []
+    (failed,) = [e for e in rec.events if isinstance(e, Failed)]
+    assert failed.error.code == "deadline_exceeded"
+    assert "overall" not in failed.error.message
+    assert "its deadline passed before attempt 1 could start" in failed.error.message
+
+
 async def test_a_stale_attempt_is_given_back(autojump_clock):
     policy = RetryPolicy(maximum_attempts=1, initial_interval=0.1)
     starts, events = await attempts(policy, [JobCancelled("superseded"), b"ok"])
