@@ -48,6 +48,14 @@ def _check_text(instance: object, attribute: attrs.Attribute[str], value: object
         raise ValueError(f"{attribute.name} must be a str of 1..255 characters, got {value!r}")
 
 
+def _check_job_id(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    # The renderer keys its running jobs by it: an unhashable one must not get that far.
+    try:
+        hash(value)
+    except TypeError:
+        raise ValueError(f"{attribute.name} must be hashable, got {show_value(value)}") from None
+
+
 def _check_callable(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and not callable(value):
         raise ValueError(f"{attribute.name} must be callable or None, got {show_value(value)}")
@@ -103,7 +111,12 @@ def _options(value: Mapping[str, Any] | None) -> dict[str, Any]:
 
 @attrs.frozen(kw_only=True)
 class Render:
-    """Ask: draw one payload (design §5.1). Answered with :class:`Rendered`."""
+    """Ask: draw one payload (design §5.1). Answered with :class:`Rendered`.
+
+    Raises:
+        ValueError: a field is invalid (``kind``, ``deadline``, an unhashable
+            ``job_id``); the message names it.
+    """
 
     observation: Any
     """What to draw (JSON-compatible)."""
@@ -113,8 +126,9 @@ class Render:
     """Absolute deadline, seconds on trio's clock (``trio.current_time()``)."""
     options: Mapping[str, Any] = attrs.field(factory=dict, converter=_options)
     """Options passed to ``render_fn``."""
-    job_id: Hashable | None = None
-    """Name for :class:`CancelRender`; None if the job need not be cancellable."""
+    job_id: Hashable | None = attrs.field(default=None, validator=_check_job_id)
+    """Name for :class:`CancelRender` (hashable); None if the job need not be
+    cancellable."""
 
 
 @attrs.frozen(kw_only=True)
@@ -122,9 +136,12 @@ class CancelRender:
     """Ask: cancel the job with this ``job_id``. Answered with True if it was running.
 
     The job's asker gets :class:`~actors.errors.JobCancelled` (code ``cancelled``).
+
+    Raises:
+        ValueError: ``job_id`` is not hashable.
     """
 
-    job_id: Hashable
+    job_id: Hashable = attrs.field(validator=_check_job_id)
 
 
 @attrs.frozen(kw_only=True)

@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from protocol.errors import describe_exception
+
+from .._core._config import show_value
 from ..errors import ActorError, DeadlineExceeded, JobCancelled, PayloadInvalid, RenderError
 from ._config import Rendered
 from ._lanes import JobThread
@@ -95,6 +98,8 @@ def validate_payload(
             ``min_bytes`` or more than ``max_bytes`` bytes, or ``check`` refused it
             (its ``PayloadInvalid``, or its ``ValueError`` with reason ``invalid``).
             ``details`` has ``reason``.
+        RenderError: (code ``render_failed``) ``check`` itself failed (raised anything
+            else) or returned something other than a pair of ints >= 0 or None.
     """
     if not isinstance(data, bytes):
         raise PayloadInvalid(f"render returned {type(data).__name__}, not bytes", reason="type")
@@ -115,8 +120,18 @@ def validate_payload(
         raise
     except ValueError as exc:
         raise PayloadInvalid(f"payload refused: {exc}", reason="invalid") from None
+    except Exception as exc:  # a bug in the check, not a verdict on the payload
+        raise RenderError(f"payload check failed: {describe_exception(exc)}") from None
     if dimensions is None:
         return None, None
+    if not (
+        isinstance(dimensions, tuple)
+        and len(dimensions) == 2
+        and all(type(n) is int and n >= 0 for n in dimensions)
+    ):
+        raise RenderError(
+            f"payload check returned {show_value(dimensions)}, not (width, height) or None"
+        )
     width, height = dimensions
     return width, height
 
@@ -152,7 +167,8 @@ async def run_render(
         JobCancelled: (code ``cancelled``, stale) the token was cancelled.
         RenderError: (code ``render_failed``, permanent) ``render_fn`` raised; the
             message names the exception. An :class:`~actors.errors.ActorError` raised by
-            ``render_fn`` is passed on as it is.
+            ``render_fn`` is passed on as it is. Also a payload check that itself
+            failed (see :func:`validate_payload`).
         PayloadInvalid: (code ``payload_invalid``, permanent) see
             :func:`validate_payload`.
 
@@ -278,7 +294,7 @@ async def _draw(
             except Exception as exc:
                 returned = True
                 error = RenderError(
-                    f"{kind} render failed: {type(exc).__name__}: {exc}",
+                    f"{kind} render failed: {describe_exception(exc)}",  # never raises
                     kind=kind,
                     error_type=type(exc).__name__,
                 )

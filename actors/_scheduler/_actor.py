@@ -334,9 +334,14 @@ class SchedulerActor(Actor):
     async def _run_job(self, claim: Claim) -> None:
         result: Any = None
         error: ErrorRecord | None = None
-        if claim.deadline <= trio.current_time():
+        now = trio.current_time()
+        if claim.deadline <= now:
+            # The overall deadline passed in the queue, or an attempt timeout below the
+            # clock's resolution left no time at all: say which.
+            overall = claim.overall_deadline is not None and claim.overall_deadline <= now
+            which = "the overall deadline" if overall else "its deadline"
             error = DeadlineExceeded(
-                f"{claim.kind} of run {claim.run_id}: the overall deadline passed before "
+                f"{claim.kind} of run {claim.run_id}: {which} passed before "
                 f"attempt {claim.attempt} could start"
             ).to_record()
         else:

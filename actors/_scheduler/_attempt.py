@@ -67,7 +67,8 @@ async def run_attempt(
             result = await execute(job, *args)
             at = trio.current_time()
             if isinstance(result, Produced):
-                result, at = result.value, result.at
+                # Never later than its return (a stamp from another clock would be).
+                result, at = result.value, min(result.at, at)
             return Attempt(returned=True, value=result, produced_at=at, stopped=scope.cancel_called)
     except ActorError as exc:
         error = exc.to_record()

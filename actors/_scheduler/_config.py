@@ -5,12 +5,13 @@ Pure data, validated at construction (design §1.6); no trio.
 
 from __future__ import annotations
 
+from collections.abc import Set
 from typing import Any, Final
 
 import attrs
 
 from .._core._config import count_field, duration_field
-from ._kinds import DEFAULT_KINDS, Kind, KindGraph
+from ._kinds import DEFAULT_KINDS, Kind, KindGraph, unordered
 
 __all__ = ["DEFAULT_TIERS", "MAX_TIERS", "SchedulerConfig"]
 
@@ -21,7 +22,7 @@ MAX_TIERS: Final = 8
 
 
 def _tuple(value: Any) -> Any:
-    if isinstance(value, str | bytes):
+    if isinstance(value, str | bytes | Set):
         return value  # the validator names the field
     try:
         return tuple(value)
@@ -30,19 +31,25 @@ def _tuple(value: Any) -> Any:
 
 
 def _check_kinds(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    error = unordered(attribute.name, value)
+    if error is not None:
+        raise error
     if not isinstance(value, tuple):
         raise ValueError(f"{attribute.name} must be a sequence of Kind, got {value!r:.80}")
 
 
 def _check_tiers(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    error = unordered(attribute.name, value)
+    if error is not None:
+        raise error
     if (
         not isinstance(value, tuple)
         or not 1 <= len(value) <= MAX_TIERS
-        or not all(isinstance(t, str) and 1 <= len(t) <= 64 for t in value)
+        or not all(isinstance(t, str) and 1 <= len(t) <= 64 and t.isprintable() for t in value)
         or len(set(value)) != len(value)
     ):
         raise ValueError(
-            f"{attribute.name} must be 1..{MAX_TIERS} distinct names, best first, "
+            f"{attribute.name} must be 1..{MAX_TIERS} distinct printable names, best first, "
             f"got {value!r:.120}"
         )
 
@@ -62,12 +69,13 @@ class SchedulerConfig:
         default=DEFAULT_KINDS, converter=_tuple, validator=_check_kinds
     )
     """The kinds of work per run, in priority order, with their needs, retry policies
-    and roles (design §4.11). Default: one kind, ``work``."""
+    and roles (design §4.11); a set is refused. Default: one kind, ``work``."""
     tiers: tuple[str, ...] = attrs.field(
         default=DEFAULT_TIERS, converter=_tuple, validator=_check_tiers
     )
-    """Priority tiers, best first (design §4.2); runs not placed in a tier are in the
-    last one. ``set_priority(selected, visible)`` fills the first and the second."""
+    """Priority tiers, best first (design §4.2; a set is refused); runs not placed in a
+    tier are in the last one. ``set_priority(selected, visible)`` fills the first and
+    the second."""
     job_deadline: float = duration_field(15.0, allow_zero=False)
     """Default per-attempt deadline in seconds, for kinds whose policy sets no
     ``attempt_timeout`` (design §4.7, §4.12); at most 300."""

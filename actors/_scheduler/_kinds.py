@@ -10,6 +10,7 @@ also their priority order within a tier (design §4.2). Pure data: no trio, no I
 
 from __future__ import annotations
 
+from collections.abc import Set
 from typing import Any, Final
 
 import attrs
@@ -17,7 +18,7 @@ import attrs
 from .._core._config import show_value
 from ._retry import RetryPolicy
 
-__all__ = ["MAX_KINDS", "Kind", "KindGraph"]
+__all__ = ["MAX_KINDS", "Kind", "KindGraph", "unordered"]
 
 #: Most kinds one scheduler accepts (every run holds one slot per kind, design §4.3).
 MAX_KINDS: Final = 32
@@ -31,7 +32,7 @@ def _check_name(instance: object, attribute: attrs.Attribute[str], value: object
 
 
 def _names(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str | bytes):
+    if isinstance(value, str | bytes | Set):
         return value  # type: ignore[return-value]  # the validator names the field
     try:
         return tuple(value)
@@ -49,7 +50,21 @@ def _check_retry(instance: object, attribute: attrs.Attribute[Any], value: objec
         raise ValueError(f"{attribute.name} must be a RetryPolicy, got {show_value(value)}")
 
 
+def unordered(field: str, value: object) -> ValueError | None:
+    """The error for a set given where order has a meaning (priority, first need)."""
+    if not isinstance(value, Set):
+        return None
+    # A set's order changes from one process to the next (str hashes are randomised).
+    return ValueError(
+        f"{field} must be an ordered sequence (its order has a meaning), "
+        f"got a {type(value).__name__}"
+    )
+
+
 def _check_needs(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    error = unordered(attribute.name, value)
+    if error is not None:
+        raise error
     if not isinstance(value, tuple) or not all(isinstance(name, str) for name in value):
         raise ValueError(f"{attribute.name} must be a sequence of kind names, got {value!r:.80}")
     if len(set(value)) != len(value):
@@ -67,7 +82,8 @@ class Kind:
     name: str = attrs.field(validator=_check_name)
     """The kind's name, e.g. ``"metadata"``; carried by claims and events."""
     needs: tuple[str, ...] = attrs.field(default=(), converter=_names, validator=_check_needs)
-    """Kinds that must be conclusive (published at the run's revision) first."""
+    """Kinds that must be conclusive (published at the run's revision) first, in order:
+    the first one's result is the job's ``observation``. A set is refused."""
     retry: RetryPolicy = attrs.field(factory=RetryPolicy, validator=_check_retry)
     """Backoff, attempt limits and deadlines of this kind (design §4.12)."""
     helper: bool = attrs.field(default=False, validator=_check_bool)

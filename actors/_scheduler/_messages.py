@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .._core._config import show_value
+
 if TYPE_CHECKING:
     from ._cache import CacheStatistics, DiskCacheStatistics
     from ._events import SchedulerStatistics
@@ -38,6 +40,29 @@ def _runs(value: Iterable[RunInfo]) -> tuple[RunInfo, ...]:
 def _ids(value: Iterable[int]) -> tuple[int, ...]:
     # Typed, unlike ``converter=tuple`` (mypy's attrs plugin: python/mypy#5313).
     return tuple(value)
+
+
+def _check_str(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str):
+        raise ValueError(f"{attribute.name} must be a str, got {show_value(value)}")
+
+
+def _kind_names(value: Any) -> Any:
+    if value is None or isinstance(value, str | bytes):
+        return value  # the validator names the field (a str is not a set of names)
+    try:
+        return frozenset(value)
+    except TypeError:  # not iterable, or unhashable items
+        return value
+
+
+def _check_kinds(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (
+        not isinstance(value, frozenset) or not all(isinstance(k, str) for k in value)
+    ):
+        raise ValueError(
+            f"{attribute.name} must be a collection of kind names or None, got {show_value(value)}"
+        )
 
 
 def _placements(value: Mapping[str, Iterable[int]]) -> dict[str, tuple[int, ...]]:
@@ -82,9 +107,14 @@ class Reconcile:
 
 @attrs.frozen(kw_only=True)
 class SwitchSource:
-    """Serve another source: a new generation; older results are stale (design §4.8)."""
+    """Serve another source: a new generation; older results are stale (design §4.8).
 
-    source: str
+    Raises:
+        ValueError: ``source`` is not a str.
+    """
+
+    source: str = attrs.field(validator=_check_str)
+    """Identity of the new source (part of every cache key, design §4.10)."""
     runs: tuple[RunInfo, ...] = attrs.field(converter=_runs)
 
 
@@ -95,12 +125,20 @@ class HelperRestarted:
 
 @attrs.frozen(kw_only=True)
 class FormatChanged:
-    """The renderer version or options changed: new cache keys, failures retried (§4.6)."""
+    """The renderer version or options changed: new cache keys, failures retried (§4.6).
 
-    renderer_version: str
-    options: str
+    Raises:
+        ValueError: a field has the wrong type (a str is not a collection of kinds); the
+            message names it.
+    """
+
+    renderer_version: str = attrs.field(validator=_check_str)
+    """Part of the payload cache key (design §4.10)."""
+    options: str = attrs.field(validator=_check_str)
     """Canonical text of the rendering options (e.g. sorted-key JSON)."""
-    kinds: frozenset[str] | None = None
+    kinds: frozenset[str] | None = attrs.field(
+        default=None, converter=_kind_names, validator=_check_kinds
+    )
     """Kinds whose format changed; None for all."""
 
 

@@ -192,8 +192,15 @@ class RetryPolicy:
             raw = base
         else:
             # Past log_coefficient(maximum / base) the cap applies: no need to overflow.
-            steps = math.log(self.maximum_interval / base, coefficient) + 1
-            raw = base * coefficient ** (attempt - 1) if attempt - 1 < steps else math.inf
+            # In logs, as maximum / base itself overflows for a subnormal base.
+            steps = (math.log(self.maximum_interval) - math.log(base)) / math.log(coefficient)
+            if attempt - 1 > steps:
+                raw = math.inf
+            else:
+                try:
+                    raw = base * coefficient ** (attempt - 1)
+                except OverflowError:  # the power alone overflows; with a subnormal base
+                    raw = math.exp(math.log(base) + (attempt - 1) * math.log(coefficient))
         delay = min(self.maximum_interval, raw)
         if self.jitter:
             if rng is None:

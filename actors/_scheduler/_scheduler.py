@@ -63,7 +63,8 @@ class Scheduler:
             delays reproducible. Default: a fresh ``random.Random()``.
 
     Raises:
-        ScheduleRejected: (code ``schedule_rejected``, a ValueError) runs share an id/GUID.
+        ScheduleRejected: (code ``schedule_rejected``, a ValueError) runs share an id/GUID,
+            or ``source`` is not a str.
     """
 
     # Set by ``_install`` (at construction and on every source switch).
@@ -91,6 +92,7 @@ class Scheduler:
         self._published = 0
         self._dropped = 0
         self._bumps = 0
+        _check_source(source)
         self._install(source, RunTable.checked(runs))
 
     # --- queries -------------------------------------------------------------------------
@@ -322,8 +324,10 @@ class Scheduler:
             Ids of the active claims that became stale (the actor cancels them).
 
         Raises:
-            ScheduleRejected: (code ``schedule_rejected``) runs share an id or GUID.
+            ScheduleRejected: (code ``schedule_rejected``) runs share an id or GUID, or
+                ``source`` is not a str; nothing changed.
         """
+        _check_source(source)
         infos = RunTable.checked(runs)
         stale = list(self._active)
         self._older = Counter(claim.guid for claim, _run in self._active.values())
@@ -575,3 +579,9 @@ class Scheduler:
         self._t.requeue(run, k, page=claim.page)
         self._t.end_of_claim(run, events)
         return True
+
+
+def _check_source(source: object) -> None:
+    # The source is part of every cache key: a non-str one would fail there, later.
+    if not isinstance(source, str):
+        raise ScheduleRejected(f"source must be a str, got {type(source).__name__}")

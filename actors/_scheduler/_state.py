@@ -34,6 +34,7 @@ the retry state of a slot (:class:`_Retry`) exists only while it is being attemp
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -253,8 +254,12 @@ class Progressive:
 
 
 def _check_time(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        raise ValueError(f"{attribute.name} must be a time in seconds, got {value!r:.80}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)  # -inf would make any result "in time"
+    ):
+        raise ValueError(f"{attribute.name} must be a finite time in seconds, got {value!r:.80}")
 
 
 @attrs.frozen
@@ -269,4 +274,5 @@ class Produced:
     value: Any
     """The result itself."""
     at: float = attrs.field(validator=_check_time)
-    """When it was complete, seconds on the scheduler's clock (trio's)."""
+    """When it was complete, seconds on the scheduler's clock (trio's), finite. A time
+    after ``execute`` returned (e.g. another clock's) counts as the return time."""

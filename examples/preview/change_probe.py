@@ -3,7 +3,8 @@
 **New runs.** :meth:`ChangeProbe.add_new` lists the runs after the newest known one
 through helper jobs (``list_runs``, a page of 500 at a time), registers them in the
 :class:`~examples.preview.run_table.RunTable` and opens their event-log runs; the app
-calls it at startup, and the probe whenever it sees a run it does not know.
+calls it at startup, and the probe whenever it sees a run it does not know. A run
+whose id is beyond what clients can address (2**53-1) is left out, with one warning.
 
 **Change detection.** Every ``poll_interval`` seconds a helper runs the cheap ``probe``
 (``PRAGMA data_version``, and per run the highest row id, completion and exception
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from actors.errors import ActorError
+from protocol import messages
 
 from .qcodes.source import revision
 
@@ -78,6 +80,7 @@ class ChangeProbe:
         self._failure: str | None = None  # the last failure logged, until one succeeds
         self.probes = 0
         """Probes that succeeded."""
+        self._left_out: set[int] = set()  # run ids beyond what clients can address
 
     async def add_new(self, now: float) -> list[RunRecord]:
         """Register the runs after the newest known one, seen at ``now``; open their
@@ -88,14 +91,28 @@ class ChangeProbe:
         """
         runs: list[dict[str, Any]] = []
         cursor: int | None = self._table.newest_run_id()
-        while cursor is not None:
+        while cursor is not None and self._addressable(cursor):
             page = await self._helpers.run_job("list_runs", {"after": cursor, "limit": _PAGE})
-            runs.extend(page["runs"])
+            runs.extend(s for s in page["runs"] if self._addressable(s["run_id"]))
             cursor = page["next_after"]
         added = [self._table.register(summary, now) for summary in runs]
         for record in added:
             await self._jobs.submit(record)
         return added
+
+    def _addressable(self, run_id: int) -> bool:
+        # Clients name runs by JSON ints of at most 2**53-1 (SQLite allows 2**63-1):
+        # a run beyond that could never be listed, selected or drawn, and one in the
+        # table would make every run_list fail. It is left out, with one warning.
+        if 0 <= run_id <= messages.MAX_JSON_INT:
+            return True
+        if run_id not in self._left_out:
+            self._left_out.add(run_id)
+            LOGGER.warning(
+                "run %d: clients cannot address its id; it is left out", run_id,
+                extra={"run_id": run_id},
+            )  # fmt: skip
+        return False
 
     async def run(self) -> None:
         """Probe every ``poll_interval`` seconds until cancelled (a task)."""
@@ -128,7 +145,7 @@ class ChangeProbe:
         for entry in probe.get("runs", ()):
             record = self._table.runs.get(entry[0])
             if record is None:
-                new = True
+                new = new or self._addressable(entry[0])
                 continue
             if record.note_probe(int(entry[1]), bool(entry[2])):
                 self._table.list_changed = True

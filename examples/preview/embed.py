@@ -38,6 +38,7 @@ from actors import (
 from .drawing.render import render
 from .kinds import PNG_PAYLOADS, PREVIEW_KINDS
 from .qcodes.source import open_source
+from .run_table import RunTable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,10 +61,11 @@ def list_runs(db: Path) -> list[RunInfo]:
     Raises:
         SourceError: (code ``source_unreadable``) missing file, not SQLite, not QCoDeS.
     """
+    table = RunTable()  # gives runs without a GUID, or sharing one, their own
     with open_source(db) as source:
-        return [
-            RunInfo(run_id=r["run_id"], guid=r["guid"], revision="1") for r in source.list_runs()
-        ]
+        for summary in source.list_runs():
+            table.register(summary, 0.0)
+    return table.infos()
 
 
 async def main(db: Path, runs: list[RunInfo], out: Path, select: int | None) -> list[Path]:

@@ -160,7 +160,9 @@ class PreviewHandlers:
         max_values = _int_field(fields, "max_values", MAX_OBSERVATION_VALUES, 256, 65_536)
         slice_index = None
         if fields.get("slice") is not None:
-            slice_index = _int_field(fields, "slice", None, 0, 2**31 - 1)
+            # The client protocol's bound: any slice a client may ask for is read (the
+            # last one beyond the run's count), so the app can name the field.
+            slice_index = _int_field(fields, "slice", None, 0, 2**53 - 1)
         if self.faults:
             self._fault(run_id, ctx)
         with _database_errors():

@@ -36,20 +36,29 @@ class RunTable:
         self.list_changed = False
         """True once a ``run_list`` row changed and until :meth:`take_list_change`."""
         self._jobs: dict[int, int] = {}
+        self._guids: dict[str, int] = {}
+        """GUID given to the scheduler -> its run (unique, design §4.8)."""
 
     def register(self, summary: dict[str, Any], now: float) -> RunRecord:
         """Add the run of a helper's run summary (``list_runs``), seen at ``now``.
 
         Args:
             summary: The summary; ``run_id`` is required, ``guid`` and ``revision``
-                (its change token) are used when present.
+                (its change token) are used when present. A GUID that another run
+                already has gets ``#<run_id>`` appended.
             now: Seconds on the trio clock.
         """
         run_id = int(summary["run_id"])
         token = str(summary.get("revision") or "new")
+        guid = str(summary.get("guid") or f"run-{run_id}")
+        # The scheduler fences and caches by GUID and refuses two runs sharing one (a
+        # copied row): the later run gets its own, so the database is still served.
+        while self._guids.get(guid, run_id) != run_id:
+            guid = f"{guid}#{run_id}"
+        self._guids[guid] = run_id
         record = RunRecord(
             run_id=run_id,
-            guid=str(summary.get("guid") or f"run-{run_id}"),
+            guid=guid,
             summary=summary,
             token=token,
             changed_at=now,

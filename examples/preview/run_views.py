@@ -13,7 +13,8 @@ requests (:class:`~examples.preview.clients.Clients` adds them to its handlers):
   from the run's newest data: a chosen 2-D slice of a run with more than two sweep
   dimensions, and chosen axis scales (the page's slice picker and log toggle). A
   helper job ``read_run`` reads that slice and the renderer draws it; the reply carries
-  the renderer's report of its axis decisions.
+  the renderer's report of its axis decisions. A draw cancelled while it is drawn (the
+  client went away) cancels its drawing (``CancelRender``), which frees its lane.
 
 A run id the database does not have is an ``unknown_run`` error; a slice the run
 does not have is ``invalid_command`` naming ``slice``. Each answer is logged with the
@@ -27,14 +28,16 @@ Depends on the :class:`~examples.preview.run_table.RunTable`, the
 from __future__ import annotations
 
 import base64
+import itertools
 import logging
 import math
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from actors import Render
-from actors.errors import InvalidCommand, SourceError
+from actors import CancelRender, Render
+from actors.errors import ActorError, InvalidCommand, SourceError
 from protocol import messages
 
 from .config import RENDER_SLACK
@@ -70,6 +73,7 @@ class RunViews:
         self._helpers = helpers
         self._link = link
         self._job_timeout = job_timeout
+        self._draws = itertools.count(1)  # names each drawing, to cancel it
 
     @property
     def handlers(self) -> dict[str, Handler]:
@@ -139,11 +143,18 @@ class RunViews:
                     fields=["slice"],
                 )
         options = {"scale": request.scale, "xscale": request.xscale}
-        rendered = await self._link.runtime.renderer.ask(
-            Render(observation=observation, kind=request.kind, options=options,
-                   deadline=trio.current_time() + self._job_timeout),
-            timeout=self._job_timeout + RENDER_SLACK,
-        )  # fmt: skip
+        renderer = self._link.runtime.renderer
+        job_id = ("draw", next(self._draws))
+        try:
+            rendered = await renderer.ask(
+                Render(observation=observation, kind=request.kind, options=options,
+                       deadline=trio.current_time() + self._job_timeout, job_id=job_id),
+                timeout=self._job_timeout + RENDER_SLACK,
+            )  # fmt: skip
+        except trio.Cancelled:  # the client went away: free the drawing's lane now
+            with suppress(ActorError):
+                renderer.try_send(CancelRender(job_id=job_id))
+            raise
         png: bytes = rendered.data
         report = report_of(png)
         width, height = KINDS[request.kind]

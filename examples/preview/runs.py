@@ -59,7 +59,8 @@ class RunRecord:
     run_id: int
     """The database's run id."""
     guid: str
-    """The run's GUID (``run-<id>`` if the database has none)."""
+    """The run's GUID (``run-<id>`` if the database has none, ``<guid>#<id>`` if an
+    earlier run has the same one)."""
     summary: dict[str, Any]
     """The helper's run summary (``QcodesSource.list_runs``); updated by reads."""
     token: str
@@ -200,7 +201,9 @@ def summary_message(record: RunRecord) -> messages.RunSummary:
     shape: tuple[int, ...] = ()
     if isinstance(shapes, dict) and shapes:
         first = next(iter(shapes.values()))
-        if isinstance(first, list) and all(isinstance(n, int) and n >= 0 for n in first):
+        if isinstance(first, list) and all(
+            isinstance(n, int) and 0 <= n <= messages.MAX_JSON_INT for n in first
+        ):  # a planned size the protocol cannot carry leaves the shape unknown
             shape = tuple(first[:8])
     return messages.RunSummary(
         run_id=record.run_id,

@@ -257,6 +257,26 @@ async def test_errors_from_render_fn_are_classified(nursery):
     await ref.stop()
 
 
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+async def test_an_unprintable_render_error_is_still_a_render_error(nursery):
+    # Its message used to be made with f"{exc}", which raised again inside the job's
+    # task and crashed the renderer actor (every other ask then got ActorStopped).
+    def broken(observation, kind, options, check_cancel):
+        raise Unprintable
+
+    ref = await nursery.start(Renderer(broken).run)
+    with pytest.raises(RenderError, match="Unprintable") as info:
+        await ref.ask(request(trio.current_time() + WAIT), timeout=WAIT)
+    assert info.value.details["error_type"] == "Unprintable"
+    stats = await ref.ask(GetRendererStatistics(), timeout=WAIT)
+    assert (stats.failed, stats.active) == (1, 0)  # and the actor is still running
+    await ref.stop()
+
+
 @pytest.mark.parametrize(
     ("payload", "reason"),
     [
@@ -275,6 +295,32 @@ async def test_invalid_payloads_are_refused(nursery, payload, reason):
         await ref.ask(request(trio.current_time() + WAIT), timeout=WAIT)
     assert info.value.details["reason"] == reason
     assert info.value.code == "payload_invalid"
+    await ref.stop()
+
+
+def raises_type_error(data: bytes) -> tuple[int, int]:
+    raise TypeError("the check itself is broken")
+
+
+@pytest.mark.parametrize(
+    ("check", "words"),
+    [
+        (raises_type_error, "TypeError: the check itself is broken"),
+        (lambda data: (1, 2, 3), "(1, 2, 3)"),
+        (lambda data: 5, "5"),
+        (lambda data: ("3", 2), "('3', 2)"),
+        (lambda data: (-1, 2), "(-1, 2)"),
+    ],
+)
+async def test_a_misbehaving_payload_check_fails_the_job_not_the_renderer(nursery, check, words):
+    # A check that raised anything but ValueError, or returned something other than a
+    # (width, height) pair, used to crash the renderer actor from the job's task.
+    ref = await nursery.start(Renderer(png_fn, RendererConfig(check_payload=check)).run)
+    with pytest.raises(RenderError, match="payload check") as info:
+        await ref.ask(request(trio.current_time() + WAIT), timeout=WAIT)
+    assert words in str(info.value)
+    stats = await ref.ask(GetRendererStatistics(), timeout=WAIT)
+    assert (stats.failed, stats.active) == (1, 0)  # and the actor is still running
     await ref.stop()
 
 
@@ -389,6 +435,16 @@ def test_config_is_validated(fields):
 def test_render_message_is_validated(fields):
     with pytest.raises(ValueError, match=r"kind|deadline"):
         Render(observation=None, **fields)
+
+
+@pytest.mark.parametrize("job_id", [[1], {"a": 1}, ("run", [1]), {1, 2}])
+def test_an_unhashable_job_id_is_refused_by_name(job_id):
+    # It used to reach the actor, whose job table lookup raised TypeError: the renderer
+    # crashed on Render(job_id=[1]) and on CancelRender(job_id=[1]).
+    with pytest.raises(ValueError, match="job_id"):
+        Render(observation=None, kind="preview", deadline=1.0, job_id=job_id)
+    with pytest.raises(ValueError, match="job_id"):
+        CancelRender(job_id=job_id)
 
 
 def test_renderer_needs_a_callable():

@@ -409,3 +409,36 @@ async def test_set_tiers_places_runs_in_declared_tiers(autojump_clock):
         gate.set()
         await rec.until(settled(4))
     assert order == [1, 4, 2, 3]  # run 1 was claimed before the placement arrived
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: FormatChanged(renderer_version=2, options=""), "renderer_version"),
+        (lambda: FormatChanged(renderer_version="2", options=None), "options"),
+        (lambda: FormatChanged(renderer_version="2", options="", kinds=5), "kinds"),
+        (lambda: FormatChanged(renderer_version="2", options="", kinds=[["x"]]), "kinds"),
+        (lambda: FormatChanged(renderer_version="2", options="", kinds="preview"), "kinds"),
+        (lambda: SwitchSource(source=None, runs=runs(1)), "source"),
+        (lambda: SwitchSource(source=b"db", runs=runs(1)), "source"),
+    ],
+)
+def test_scheduler_messages_refuse_mistyped_fields_by_name(build, field):
+    # Such a message used to reach the actor: FormatChanged(kinds=5) crashed it in
+    # handle(), and a non-str version, options or source crashed a worker at the next
+    # cached claim (the payload cache key refused it there).
+    with pytest.raises(ValueError, match=field):
+        build()
+
+
+def test_a_mistyped_source_is_refused_and_changes_nothing():
+    async def execute(job):
+        return b"x"
+
+    with pytest.raises(ScheduleRejected, match="source"):
+        SchedulerActor(execute, runs=runs(1), source=5, config=config())
+    actor = SchedulerActor(execute, runs=runs(2), source="db", config=config())
+    core = actor.scheduler
+    with pytest.raises(ScheduleRejected, match="source"):
+        core.switch_source(None, runs(1))  # type: ignore[arg-type]
+    assert (core.source, core.generation, len(core)) == ("db", 0, 2)

@@ -7,9 +7,11 @@ deadline, which a 0.3 s sleep inside the write does by construction).
 
 from __future__ import annotations
 
+import math
 import random
 import time
 
+import pytest
 import trio
 from scheduler_support import config, running, settled
 
@@ -125,6 +127,29 @@ async def test_a_result_produced_in_time_but_noticed_late_is_a_success(autojump_
 
 async def test_a_result_produced_exactly_at_the_deadline_is_a_success(autojump_clock):
     assert isinstance(await outcome_of(0.0, 0.0, grace=0.5), Published)
+
+
+async def test_a_production_time_after_the_return_counts_as_the_return(autojump_clock):
+    # A result cannot be produced after execute returned it. An executor that stamps
+    # its result with another clock (time.time(), some 1.7e9 s ahead of trio's) had
+    # every result judged "came 1.7e+09 s after its deadline" and retried to failure.
+    async def execute(job):
+        await trio.sleep(0.5)
+        return Produced(b"result", at=time.time())
+
+    policy = RetryPolicy(attempt_timeout=1.0, maximum_attempts=1)
+    cfg = SchedulerConfig(kinds=(Kind(name="job", retry=policy),), deadline_grace=0)
+    async with running(execute, runs=ONE, config=cfg) as (_a, _r, rec):
+        await rec.until(settled(1))
+    (end,) = [e for e in rec.events if isinstance(e, Published | Failed)]
+    assert isinstance(end, Published)
+
+
+@pytest.mark.parametrize("at", [math.nan, math.inf, -math.inf])
+def test_a_production_time_must_be_a_finite_time(at):
+    # -inf made any result, however late, a success; inf any result a failure.
+    with pytest.raises(ValueError, match="at"):
+        Produced(b"result", at=at)
 
 
 async def test_a_result_produced_after_the_deadline_is_deadline_exceeded(autojump_clock):

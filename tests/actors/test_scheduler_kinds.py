@@ -92,10 +92,32 @@ def test_a_bad_kind_is_a_value_error_naming_the_field(fields, name):
         Kind(**fields)
 
 
-@pytest.mark.parametrize("tiers", [(), ("a", "a"), ("",), tuple("abcdefghi"), "selected", (1, 2)])
+@pytest.mark.parametrize(
+    "tiers",
+    [(), ("a", "a"), ("",), tuple("abcdefghi"), "selected", (1, 2),
+     ("now\nlater",), ("\x00",), ("x" * 65,)],  # names go into claims and log lines
+)  # fmt: skip
 def test_bad_tiers_are_a_value_error_naming_the_field(tiers):
     with pytest.raises(ValueError, match="tiers"):
         SchedulerConfig(tiers=tiers)
+
+
+@pytest.mark.parametrize(
+    ("build", "name"),
+    [
+        (lambda: SchedulerConfig(kinds={Kind(name="a"), Kind(name="b")}), "kinds"),
+        (lambda: SchedulerConfig(kinds=frozenset({Kind(name="a")})), "kinds"),
+        (lambda: SchedulerConfig(tiers={"selected", "visible", "remaining"}), "tiers"),
+        (lambda: SchedulerConfig(tiers={"now": 0, "later": 1}.keys()), "tiers"),
+        (lambda: Kind(name="c", needs={"a", "b"}), "needs"),
+    ],
+)
+def test_an_unordered_declaration_is_refused(build, name):
+    # Declaration order is priority order (and a kind's first need gives its
+    # observation): a set's order changes from one process to the next (str hashes are
+    # randomised), so the same declaration would schedule differently on every start.
+    with pytest.raises(ValueError, match=f"{name}.*order"):
+        build()
 
 
 def test_the_default_declaration_is_one_generic_kind():

@@ -96,6 +96,23 @@ def test_delays_grow_by_the_coefficient_up_to_the_maximum():
         policy.delay(0)
 
 
+@pytest.mark.parametrize(
+    "policy",
+    [
+        RetryPolicy(initial_interval=1e-320, maximum_attempts=None),  # a subnormal interval
+        RetryPolicy(initial_interval=5e-324, maximum_interval=300, backoff_coefficient=1.5),
+    ],
+)
+def test_a_subnormal_initial_interval_grows_to_the_maximum_without_overflow(policy):
+    # maximum_interval / initial_interval overflowed to inf, so the cap's shortcut never
+    # applied and initial * coefficient ** (n - 1) raised OverflowError from about the
+    # 1025th attempt: inside the scheduler core, where it crashed the scheduler actor.
+    delays = [policy.delay(attempt) for attempt in (1, 1025, 1100, 1900, 10**6, 10**18)]
+    assert delays[0] == policy.initial_interval
+    assert delays == sorted(delays)  # grows, never past the maximum
+    assert delays[-3:] == [policy.maximum_interval] * 3
+
+
 def test_jitter_only_shortens_and_is_reproducible_with_a_seed():
     policy = RetryPolicy(initial_interval=1, maximum_interval=8, jitter=0.5)
     first = [policy.delay(n, random.Random(3)) for n in range(1, 6)]
@@ -324,6 +341,29 @@ async def test_an_attempt_whose_overall_deadline_passed_in_the_queue_does_not_ru
     (failed,) = [e for e in rec.events if isinstance(e, Failed)]
     assert (failed.kind, failed.reason, failed.attempts) == ("a", "overall_deadline", 2)
     assert "the overall deadline passed before attempt 2 could start" in failed.error.message
+
+
+async def test_an_attempt_timeout_below_the_clocks_resolution_is_named_as_such(autojump_clock):
+    # On trio's clock (seconds since an arbitrary start, often 1e4..2e5) an
+    # attempt_timeout of 1e-12 s disappears: the claim's deadline is the claim's time.
+    # The attempt failed saying "the overall deadline passed" with no overall deadline.
+    autojump_clock.jump(100_000.0)
+    policy = RetryPolicy(attempt_timeout=1e-12, maximum_attempts=1)
+    calls: list[float] = []
+
+    async def execute(job):
+        calls.append(trio.current_time())
+        return b"ok"
+
+    config = SchedulerConfig(kinds=(Kind(name="a", retry=policy),))
+    async with running(execute, runs=[RunInfo(run_id=1, guid="g", revision="r")],
+                       config=config) as (_a, _r, rec):  # fmt: skip
+        await rec.until(settled(1))
+    assert calls == []
+    (failed,) = [e for e in rec.events if isinstance(e, Failed)]
+    assert failed.error.code == "deadline_exceeded"
+    assert "overall" not in failed.error.message
+    assert "its deadline passed before attempt 1 could start" in failed.error.message
 
 
 async def test_a_stale_attempt_is_given_back(autojump_clock):

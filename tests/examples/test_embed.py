@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 
 from PIL import Image
 from process_support import assert_no_children
 
+from actors import SchedulerConfig
+from actors._scheduler._scheduler import Scheduler
 from examples.preview.embed import cli, list_runs, main
+from examples.preview.kinds import PREVIEW_KINDS
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "qcodes_sample.db"
 
@@ -35,3 +39,20 @@ def test_embed_cli_refuses_a_non_database(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert err.startswith("embed: ")
     assert err.count("\n") == 1
+
+
+def test_embed_lists_runs_without_or_sharing_a_guid(tmp_path: Path) -> None:
+    # RunInfo(guid=None) raised ValueError (a traceback instead of thumbnails), and two
+    # runs with one GUID made open_runtime refuse the run list (ScheduleRejected).
+    db = tmp_path / "sample.db"
+    shutil.copy(DATA, db)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE runs SET guid = NULL WHERE run_id = 2")
+    conn.execute("UPDATE runs SET guid = (SELECT guid FROM runs WHERE run_id = 1) WHERE run_id = 3")
+    conn.commit()
+    conn.close()
+    runs = list_runs(db)
+    Scheduler(runs, source="db", config=SchedulerConfig(kinds=PREVIEW_KINDS))
+    assert [run.run_id for run in runs] == list(range(1, 13))
+    assert len({run.guid for run in runs}) == 12
+    assert runs[1].guid == "run-2"

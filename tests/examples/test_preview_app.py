@@ -20,6 +20,7 @@ from PIL import Image
 
 from actors import (
     Backoff,
+    CancelRender,
     Claim,
     Failed,
     HelperRestarted,
@@ -29,11 +30,14 @@ from actors import (
     Progressive,
     Published,
     Receipt,
+    Render,
     RunStarted,
+    SchedulerConfig,
     SchedulerJob,
     Settled,
     SourceChanged,
 )
+from actors._scheduler._scheduler import Scheduler
 from actors.errors import (
     AskTimeout,
     ErrorRecord,
@@ -44,7 +48,10 @@ from actors.errors import (
 )
 from examples.preview.app import PreviewApp, PreviewConfig
 from examples.preview.helper_watch import HelperWatch
+from examples.preview.kinds import PREVIEW_KINDS
 from examples.preview.push import ClientPusher, ImageStore, StoredImage, png_size
+from examples.preview.run_table import RunTable
+from examples.preview.run_views import RunViews
 from examples.preview.runs import (
     RunRecord,
     finish_result,
@@ -53,6 +60,7 @@ from examples.preview.runs import (
     verdict_of,
 )
 from examples.web.pool_recovery import RecoveryConfig
+from protocol import messages
 
 GUID = "d61e7d4e-0000-0000-0000-01a22b205d20"
 TOKEN = "rows=120;completed=0;exc=0"
@@ -448,6 +456,78 @@ def test_revision_numbers_and_summaries() -> None:
     assert finish_result(record, ())["status"] == "empty"
 
 
+@pytest.mark.parametrize(
+    ("shape", "row"), [([40, 2**60], ()), ([2**53], ()), ([2**53 - 1, 3], (2**53 - 1, 3))]
+)
+def test_a_planned_shape_the_protocol_cannot_carry_is_left_out(shape, row) -> None:
+    # RunSummary refuses ints above 2**53-1: one run planned with such a shape made
+    # summary_message raise FieldError, so list_runs (and every run_list push) failed
+    # for all clients.
+    summary = {"name": "x", "shapes": {"y": shape}, "row_count": 7, "is_completed": True}
+    record = RunRecord(run_id=3, guid="g", summary=summary, token="a", changed_at=0.0)
+    assert summary_message(record).shape == row
+
+
+def test_runs_sharing_a_guid_are_still_scheduled_apart() -> None:
+    # The scheduler refuses two runs with one GUID (they would share cached images), so
+    # a database with a copied row (or a GUID equal to another run's stand-in) made the
+    # app's first Reconcile fail: the preview server did not start at all.
+    table = RunTable()
+    for run_id, guid in ((1, GUID), (3, GUID), (4, None), (5, "run-4"), (6, "")):
+        table.register({"run_id": run_id, "guid": guid, "revision": "a"}, 0.0)
+    infos = table.infos()
+    Scheduler(infos, source="db", config=SchedulerConfig(kinds=PREVIEW_KINDS))
+    guids = {info.run_id: info.guid for info in infos}
+    assert guids == {1: GUID, 3: f"{GUID}#3", 4: "run-4", 5: "run-4#5", 6: "run-6"}
+
+
+class StuckRenderer:
+    """A renderer whose drawings never finish; records what it is asked and sent."""
+
+    def __init__(self) -> None:
+        self.asked: list[Render] = []
+        self.sent: list[Any] = []
+
+    async def ask(self, message: Render, *, timeout: float) -> None:  # noqa: ASYNC109
+        self.asked.append(message)
+        await trio.sleep_forever()
+
+    def try_send(self, message: Any) -> None:
+        self.sent.append(message)
+
+
+async def test_a_draw_cancelled_mid_render_cancels_its_render(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A client that goes away (its connection closed, the server stopping) cancels its
+    # draw handler; the Render had no job_id, so the drawing kept its renderer lane
+    # until its deadline (job_timeout): a storm of abandoned draws starved the
+    # thumbnails. Each draw now names its job and cancels it when it is cancelled.
+    app, runtime, _record = make_app()
+    renderer = StuckRenderer()
+    runtime.renderer = renderer  # type: ignore[assignment]
+
+    async def helper_job(operation: str, payload: Any) -> Any:
+        await trio.lowlevel.checkpoint()
+        return observation()
+
+    app._helpers.run_job = helper_job  # type: ignore[method-assign]
+    views = RunViews(app._table, app._helpers, app._link, job_timeout=15.0)
+    async with trio.open_nursery() as nursery:
+        for name in ("d1", "d2"):  # two clients drawing the same run at once
+            draw = messages.Draw(request_id=name, run_id=12)
+            nursery.start_soon(views.on_draw, None, draw)
+        await trio.testing.wait_all_tasks_blocked()
+        assert trio.current_time() == 0.0
+        nursery.cancel_scope.cancel()
+    job_ids = [render.job_id for render in renderer.asked]
+    assert len(set(job_ids)) == 2
+    assert None not in job_ids
+    cancelled = sorted(message.job_id for message in renderer.sent)  # in either order
+    assert cancelled == sorted(job_ids)
+    assert all(isinstance(message, CancelRender) for message in renderer.sent)
+
+
 # --- images and pushes -------------------------------------------------------------------
 
 
@@ -763,6 +843,35 @@ async def test_a_change_probe_that_keeps_failing_is_logged_once(
         "change probe failed: gone",
         "change probe works again",
     ]
+
+
+async def test_a_run_id_clients_cannot_address_is_left_out(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Run ids travel as JSON ints of at most 2**53-1. A run with a larger id (SQLite
+    # allows 2**63-1) was registered: every run_list (list_runs, pushes) then failed
+    # with FieldError for all clients, and each probe asked for runs after it again.
+    app, _runtime, _record = make_app()
+    beyond = 2**53
+    asked: list[Any] = []
+
+    async def helper_job(operation: str, payload: Any) -> Any:
+        await trio.lowlevel.checkpoint()
+        asked.append(payload)
+        after = payload["after"]
+        runs = [{"run_id": r, "guid": f"g{r}", "revision": "t"} for r in (13, beyond)]
+        return {"runs": [r for r in runs if r["run_id"] > after], "next_after": None}
+
+    app._helpers.run_job = helper_job  # type: ignore[method-assign]
+    probe = {"runs": [[12, 120, 0, 0], [13, 5, 1, 0], [beyond, 5, 1, 0]]}
+    await app._probe.apply(probe)
+    await app._probe.apply(probe)  # the run it left out is not "new" again
+    assert sorted(app.runs) == [12, 13]
+    assert asked == [{"after": 12, "limit": 500}]
+    assert [row.run_id for row in app._table.summaries()] == [12, 13]
+    left_out = [r for r in caplog.records if "cannot address" in r.getMessage()]
+    assert len(left_out) == 1
+    assert left_out[0].run_id == beyond  # type: ignore[attr-defined]
 
 
 async def test_a_change_the_scheduler_did_not_take_is_asked_again_by_the_next_probe(

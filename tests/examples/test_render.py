@@ -10,7 +10,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from examples.preview.drawing import plotting as plot
-from examples.preview.drawing.render import KINDS, _Style, band_text, render
+from examples.preview.drawing.render import KINDS, _Style, band_text, render, report_of
 from examples.preview.qcodes.source import open_source
 
 RUN_IDS = list(range(1, 13))
@@ -252,6 +252,48 @@ def test_awkward_data_renders():
         {"name": "b", "label": "B", "unit": "V", "values": [0.0, 1.0]},
     ]
     decode(render(empty_grid, "preview"))
+
+
+@pytest.mark.parametrize(
+    ("values", "hidden"),
+    [
+        ([1.7e308, -1.7e308] * 10, 20),  # DBL_MAX, a driver's "no data" fill value
+        ([1e-9] * 15 + [1.7e308] * 5, 5),  # real data with a few fill values
+        ([5e-324 * k for k in range(1, 21)], 20),  # subnormal numbers only
+        ([1e300, -1e300] * 10, 0),  # the edge of what is drawn
+        ([1e-300 * k for k in range(1, 21)], 0),
+        ([1e30, 2e30] * 10, 0),  # beyond the SI prefixes: a power of ten, short labels
+    ],
+)
+@pytest.mark.parametrize("scale", ["auto", "linear", "log", "symlog"])
+def test_finite_values_at_the_ends_of_the_float_range_are_drawn(values, hidden, scale):
+    # Spans, ticks and SI factors of such numbers left the float range: the drawing
+    # raised OverflowError, StopIteration or ValueError (render_failed, permanently),
+    # or (1e300 V on a linear axis) drew 290-digit tick labels wider than the picture.
+    # A size beyond 1e300 (or, but zero, below 1e-300) now has no place on an axis and
+    # is counted as hidden, like a value <= 0 on a log axis.
+    obs = trace_observation(values=values)
+    obs["dependents"][0]["axes"][0]["values"] = list(np.linspace(0, 1, len(values)))
+    for kind in KINDS:
+        png = render(obs, kind, {"scale": scale})
+        decode(png)
+        panel = report_of(png)["panels"][0]
+        if hidden == len(values):
+            assert panel["message"] == "r: 20 finite values, none within what an axis can draw"
+        elif scale == "linear":
+            assert panel["y"].get("hidden", 0) == hidden
+    grid = copy.deepcopy(obs)
+    dep = grid["dependents"][0]
+    dep.update(ndim=2, values=[values[:2], values[2:4]])
+    dep["axes"] = [
+        {"name": "a", "label": "A", "unit": "V", "values": [values[0], values[0] * 3]},
+        {"name": "b", "label": "B", "unit": "V", "values": [0.0, 1.0]},
+    ]
+    png = render(grid, "preview", {"scale": scale})
+    decode(png)
+    panel = report_of(png)["panels"][0]
+    if hidden == len(values):  # neither the values nor the rows' setpoints have a place
+        assert "what an axis can draw" in panel["message"]
 
 
 def test_ticks_and_scales():

@@ -123,3 +123,13 @@ def test_an_oversized_snapshot_is_pruned(monkeypatch):
         "unit": "V",
         "label": "Gate",
     }
+
+
+def test_a_planned_shape_beyond_the_float_range_gives_no_planned_range():
+    # ratio ** (planned - 1) raised OverflowError for a log sweep planned with 10**9
+    # points (and step * (planned - 1) for a planned count beyond 1e308): read_run
+    # failed with handler_failed instead of drawing the run without a planned range.
+    assert planned_range(np.geomspace(1, 100, 5), 10**9) is None
+    assert planned_range(np.linspace(0, 1, 5), 10**400) is None
+    assert planned_range(np.geomspace(1, 1e-3, 4), 10**9) == [0.0, 1.0]  # shrinking
+    assert planned_range(np.linspace(0, 1, 5), 10**9) == [0.0, 249999999.8]

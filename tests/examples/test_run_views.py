@@ -63,6 +63,11 @@ async def test_times_details_and_drawings(plots_db: Path, tmp_path: Path) -> Non
         assert beyond["code"] == "invalid_command"
         assert beyond["details"]["fields"] == ["slice"]
         assert "has 6 slices" in beyond["message"]
+        # Any slice the protocol allows gets that answer; one past 2**31-1 used to reach
+        # the helper's own bound instead (no fields, the helper job's details).
+        farthest = await client.request("draw", run_id=4, slice=2**53 - 1)
+        assert (farthest["code"], farthest["details"]) == ("invalid_command", {"fields": ["slice"]})
+        assert "has 6 slices" in farthest["message"]
         flat = await client.request("draw", run_id=1, slice=0)
         assert flat["code"] == "invalid_command"
         assert "at most two sweep dimensions" in flat["message"]

@@ -185,11 +185,18 @@ def panel_message(
     return {"name": name, "message": f"{name}: {why}"}
 
 
-def _why_empty(dep: Mapping[str, Any]) -> str:
+def _why_empty(
+    dep: Mapping[str, Any], values: np.ndarray | None = None, coords: np.ndarray | None = None
+) -> str:
+    """Why a panel shows nothing; ``values`` and their drawing ``coords`` when known."""
     points = int(dep.get("points") or 0)
     bad = int(dep.get("nonfinite") or 0)
     if points == 0:
         return "no points recorded"
+    if values is not None and coords is not None and not np.any(np.isfinite(coords)):
+        finite = int(np.sum(np.isfinite(values)))
+        if finite:  # finite, but none with a place on the axis (scales.DRAWABLE)
+            return f"{finite} finite values, none within what an axis can draw"
     if bad >= points:
         return f"no finite data: all {points} values are NaN or infinite"
     return "no finite data"
@@ -261,7 +268,7 @@ def trace(
     tx, ty = xscale.forward(x), yscale.forward(y)
     xr, yr = plot.data_range(tx), plot.data_range(ty)
     if xr is None or yr is None or not np.any(np.isfinite(tx) & np.isfinite(ty)):
-        return panel_message(draw, box, style, dep, _why_empty(dep))
+        return panel_message(draw, box, style, dep, _why_empty(dep, y, ty))
     x_data, y_data = _range(tx, xscale), _range(ty, yscale)
     xr, planned = _with_planned(xr, axis, xscale)
     yr = (-0.5, len(levels) - 0.5) if levels else plot.padded(*yr, 0.06)
@@ -345,7 +352,7 @@ def heatmap(
     tgrid = vscale.forward(grid) if grid.size else grid
     vrange = plot.data_range(tgrid) if grid.size else None
     if vrange is None or grid.ndim != 2 or rows.size == 0 or cols.size == 0:
-        empty = panel_message(draw, box, style, dep, _why_empty(dep))
+        empty = panel_message(draw, box, style, dep, _why_empty(dep, grid, tgrid))
         if caption:
             empty["slice"] = caption
         return empty
@@ -353,6 +360,12 @@ def heatmap(
         vrange = (-0.5, len(levels) - 0.5)
     v_data = _range(tgrid, vscale)
     trows, tcols = yscale.forward(rows), xscale.forward(cols)
+    if not (np.all(np.isfinite(trows)) and np.all(np.isfinite(tcols))):
+        why = "setpoint values beyond what an axis can draw"  # scales.DRAWABLE
+        empty = panel_message(draw, box, style, dep, why)
+        if caption:
+            empty["slice"] = caption
+        return empty
     row_edges, col_edges = plot.cell_edges(trows), plot.cell_edges(tcols)
     yr, y_planned = _with_planned((float(row_edges[0]), float(row_edges[-1])), rows_axis, yscale)
     xr, x_planned = _with_planned((float(col_edges[0]), float(col_edges[-1])), cols_axis, xscale)
@@ -375,6 +388,9 @@ def heatmap(
         "colour": _axis_report(dep, vscale, vwhy, v_data),
         **titles,
     }  # fmt: skip
+    hidden = int(np.sum(np.isfinite(grid) & ~np.isfinite(tgrid)))
+    if hidden:
+        report["colour"]["hidden"] = hidden  # values with no place on the colour scale
     if caption:
         report["slice"] = caption
     fl, ft, fr, fb = frame.box

@@ -160,12 +160,13 @@ class Scale:
         exponent = 0
         if biggest > 0 and math.isfinite(biggest):
             e = math.floor(math.log10(biggest))
-            exponent = 0 if e == -1 else 3 * math.floor(e / 3)
-        if unit in _PREFIXABLE:
-            exponent = max(-15, min(12, exponent))
+            exponent = 0 if e == -1 or abs(e) > 300 else 3 * math.floor(e / 3)
+        if unit in _PREFIXABLE and exponent in _PREFIXES:
             self.factor = 10.0**-exponent
             self.unit = _PREFIXES[exponent] + unit
         elif exponent and (biggest >= 1e4 or biggest < 1e-2):
+            # Beyond the prefixes (1e15 V, 1e-30 A) as a power of ten: a prefix kept
+            # at its end would make labels hundreds of digits wide.
             self.factor = 10.0**-exponent
             power = f"\u00d710{str(exponent).translate(_SUPERSCRIPT)}"
             self.unit = f"{power} {unit}".strip()

@@ -18,6 +18,9 @@ The rules (``auto``):
   ``±threshold`` (a power of ten at the 10th percentile of the sizes), logarithmic
   beyond;
 * otherwise linear. Text categories are always linear.
+
+A size beyond :data:`DRAWABLE` (1e300), or other than zero below 1e-300, has no place
+on any axis: like a value <= 0 on a log axis it is left out and counted (``hidden``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 
 __all__ = [
     "DECADES",
+    "DRAWABLE",
     "SCALES",
     "SIDE_DECADES",
     "SPREAD_DECADES",
@@ -45,6 +49,9 @@ DECADES = 3.0
 SPREAD_DECADES = 2.0
 #: Decades that each sign must reach above a symlog axis's threshold.
 SIDE_DECADES = 2.0
+#: Largest size an axis draws; a size beyond it, or (but zero) below its inverse, has
+#: no place on any axis and is counted as hidden (its span would overflow a float).
+DRAWABLE = 1e300
 
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
@@ -58,7 +65,7 @@ def _decades(sizes: np.ndarray, low: float, high: float) -> float:
     lo, hi = np.percentile(sizes, [low, high])
     if lo <= 0 or hi <= 0:
         return 0.0
-    return float(math.log10(hi / lo))
+    return math.log10(hi) - math.log10(lo)  # hi / lo may overflow
 
 
 def _spans_decades(sizes: np.ndarray) -> bool:
@@ -81,24 +88,35 @@ class AxisScale:
         self.threshold = threshold
 
     def forward(self, values: np.ndarray) -> np.ndarray:
-        """Data values to drawing coordinates (NaN where the scale has no place)."""
+        """Data values to drawing coordinates (NaN where the scale has no place).
+
+        No scale has a place for a size beyond :data:`DRAWABLE` or, other than zero,
+        below its inverse: spans, ticks and prefixes of such numbers leave the float
+        range.
+        """
         values = np.asarray(values, dtype=np.float64)
-        out: np.ndarray = values
-        with np.errstate(invalid="ignore", divide="ignore"):
+        sizes = np.abs(values)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            placed = (sizes <= DRAWABLE) & ((sizes >= 1.0 / DRAWABLE) | (values == 0))
             if self.kind == "log":
-                out = np.where(values > 0, np.log10(np.where(values > 0, values, 1.0)), np.nan)
+                placed &= values > 0
+                out = np.where(placed, np.log10(np.where(placed, values, 1.0)), np.nan)
             elif self.kind == "symlog":
-                out = np.sign(values) * np.log10(1.0 + np.abs(values) / self.threshold)
+                out = np.sign(values) * np.log10(1.0 + sizes / self.threshold)
+                out = np.where(placed, out, np.nan)
+            else:
+                out = np.where(placed, values, np.nan)
         return out
 
     def inverse(self, coords: np.ndarray) -> np.ndarray:
         """Drawing coordinates back to data values."""
         coords = np.asarray(coords, dtype=np.float64)
         out: np.ndarray = coords
-        if self.kind == "log":
-            out = np.power(10.0, coords)
-        elif self.kind == "symlog":
-            out = np.sign(coords) * (np.power(10.0, np.abs(coords)) - 1.0) * self.threshold
+        with np.errstate(over="ignore"):  # a padded range's end may be beyond floats
+            if self.kind == "log":
+                out = np.power(10.0, coords)
+            elif self.kind == "symlog":
+                out = np.sign(coords) * (np.power(10.0, np.abs(coords)) - 1.0) * self.threshold
         return out
 
     def report(self) -> dict[str, Any]:
@@ -121,7 +139,11 @@ class AxisScale:
 
     def _symlog_ticks(self, lo: float, hi: float, count: int) -> list[tuple[float, str]]:
         base = round(math.log10(self.threshold))
-        top = max(abs(float(self.inverse(np.array(lo)))), abs(float(self.inverse(np.array(hi)))))
+        with np.errstate(over="ignore"):
+            top = max(
+                abs(float(self.inverse(np.array(lo)))), abs(float(self.inverse(np.array(hi))))
+            )
+        top = min(top, DRAWABLE)
         highest = math.floor(math.log10(top)) if top > 0 else base
         exponents = list(range(base, highest + 1))
         step = max(1, math.ceil(2 * len(exponents) / max(2, count - 1)))
@@ -145,13 +167,15 @@ class AxisScale:
 
 def _log_ticks(lo: float, hi: float, count: int) -> list[tuple[float, str]]:
     """Decades (and 2, 5 times them when fewer than two decades fit) within the range."""
-    first, last = math.ceil(lo - 1e-9), math.floor(hi + 1e-9)
+    limit = round(math.log10(DRAWABLE))  # the padded range may reach past it
+    first = max(-limit, math.ceil(lo - 1e-9))
+    last = min(limit, math.floor(hi + 1e-9))
     exponents = list(range(first, last + 1))
     if len(exponents) >= 2:
         step = max(1, math.ceil(len(exponents) / max(2, count)))
         return [(10.0**k, superscript(k)) for k in exponents[::step]]
     ticks = []
-    for k in range(math.floor(lo) - 1, math.ceil(hi) + 1):
+    for k in range(max(-limit, math.floor(lo) - 1), min(limit, math.ceil(hi)) + 1):
         for mantissa in (1, 2, 5):
             value = mantissa * 10.0**k
             if lo - 1e-9 <= math.log10(value) <= hi + 1e-9:
@@ -214,5 +238,5 @@ def _threshold(finite: np.ndarray) -> float:
     sizes = np.abs(finite[finite != 0])
     if sizes.size == 0:
         return 1.0
-    small = float(np.percentile(sizes, 10))
+    small = min(max(float(np.percentile(sizes, 10)), 1.0 / DRAWABLE), DRAWABLE)
     return 10.0 ** math.floor(math.log10(small))

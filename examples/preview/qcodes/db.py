@@ -44,6 +44,8 @@ class ReadTransaction:
 def connect(path: Path) -> sqlite3.Connection:
     """Open ``path`` read-only after checking it exists and looks like SQLite.
 
+    Text columns are decoded as UTF-8 with U+FFFD for bytes that are not UTF-8.
+
     Raises:
         SourceError: (code ``source_unreadable``) ``details["reason"]`` is ``missing``,
             ``not_a_file``, ``not_sqlite`` or ``unreadable``.
@@ -79,7 +81,14 @@ def connect(path: Path) -> sqlite3.Connection:
         except sqlite3.DatabaseError as exc2:
             raise fail("unreadable", f"cannot open database read-only ({exc2})") from exc2
     conn.execute("PRAGMA query_only = 1")
+    # SQLite keeps whatever bytes a writer stored: text that is not UTF-8 is read with
+    # U+FFFD in place of the bad bytes, not refused for the whole query (every run).
+    conn.text_factory = _text
     return conn
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
 
 
 def validate_schema(conn: sqlite3.Connection, path: Path) -> frozenset[str]:

@@ -19,6 +19,7 @@ What QCoDeS stores and where (``shared/data/README.md``):
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from typing import Any
 
@@ -38,13 +39,13 @@ def parse_links(text: object) -> list[dict[str, Any]]:
         return []
     try:
         outer = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
         return []
     links = []
     for item in outer if isinstance(outer, list) else []:
         try:
             link = json.loads(item) if isinstance(item, str) else item
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(link, dict) and isinstance(link.get("tail"), str):
             links.append(
@@ -67,13 +68,13 @@ def details(
 
     Returns:
         ``started`` / ``ended`` (epoch seconds or None), ``duration`` (seconds, or
-        None while unfinished), ``snapshot`` (the parsed JSON object, pruned when over
-        :data:`MAX_SNAPSHOT_BYTES`, or None), ``snapshot_bytes`` (its size as stored),
-        ``snapshot_pruned``, ``metadata`` (the extra columns, name → value),
-        ``parents`` and ``children`` (each ``guid``, ``run_id`` (None when the run is
-        not in this database), ``name``, ``edge_type``, ``description``),
-        ``captured_run_id``, ``captured_counter`` and ``exception`` (the stored
-        traceback text, or None).
+        None while unfinished), ``snapshot`` (the parsed JSON object, NaN and ±Infinity
+        as None, pruned when over :data:`MAX_SNAPSHOT_BYTES`, or None),
+        ``snapshot_bytes`` (its size as stored), ``snapshot_pruned``, ``metadata``
+        (the extra columns, name → value), ``parents`` and ``children`` (each
+        ``guid``, ``run_id`` (None when the run is not in this database), ``name``,
+        ``edge_type``, ``description``), ``captured_run_id``, ``captured_counter``
+        and ``exception`` (the stored traceback text, or None).
     """
     started = _number(record.get("run_timestamp"))
     ended = _number(record.get("completed_timestamp"))
@@ -100,8 +101,8 @@ def details(
         },
         "parents": parents,
         "children": children,
-        "captured_run_id": record.get("captured_run_id"),
-        "captured_counter": record.get("captured_counter"),
+        "captured_run_id": _plain(record.get("captured_run_id")),
+        "captured_counter": _plain(record.get("captured_counter")),
         "exception": None if exception is None else str(exception)[: 4 * _MAX_TEXT],
     }
 
@@ -120,7 +121,7 @@ def _children(conn: sqlite3.Connection, guid: str) -> list[dict[str, Any]]:
         for link in parse_links(text):
             if link["tail"] == guid:
                 found.append(
-                    {"guid": _guid_of(conn, run_id), "run_id": int(run_id), "name": name,
+                    {"guid": _guid_of(conn, run_id), "run_id": int(run_id), "name": _plain(name),
                      "edge_type": link["edge_type"], "description": link["description"]}
                 )  # fmt: skip
     return found[:MAX_LINKS]
@@ -128,7 +129,7 @@ def _children(conn: sqlite3.Connection, guid: str) -> list[dict[str, Any]]:
 
 def _guid_of(conn: sqlite3.Connection, run_id: int) -> str | None:
     row = conn.execute("SELECT guid FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-    return None if row is None else row[0]
+    return row[0] if row is not None and isinstance(row[0], str) else None
 
 
 def _run_of_guid(conn: sqlite3.Connection, guid: str) -> tuple[int | None, str | None]:
@@ -136,22 +137,25 @@ def _run_of_guid(conn: sqlite3.Connection, guid: str) -> tuple[int | None, str |
         row = conn.execute("SELECT run_id, name FROM runs WHERE guid = ?", (guid,)).fetchone()
     except sqlite3.Error:
         return None, None
-    return (None, None) if row is None else (int(row[0]), row[1])
+    return (None, None) if row is None else (int(row[0]), _plain(row[1]))
 
 
 def _bounded_snapshot(text: object) -> tuple[dict[str, Any] | None, int, bool]:
     """The parsed snapshot, its stored size in bytes, and whether it was pruned.
 
-    An oversized snapshot keeps its tree down to the parameters, but each parameter
-    keeps only ``value``, ``unit`` and ``label`` (what people search it for), and long
-    strings are shortened; if that is still too large, only the top two levels stay.
+    NaN and ±Infinity values become None. An oversized snapshot keeps its tree down to
+    the parameters, but each parameter keeps only ``value``, ``unit`` and ``label``
+    (what people search it for), and long strings are shortened; if that is still too
+    large, only the top two levels stay.
     """
     if not isinstance(text, str) or not text:
         return None, 0, False
     size = len(text.encode())
     try:
-        snapshot = json.loads(text)
-    except ValueError:
+        # QCoDeS writes NaN and ±Infinity as bare words (json.dumps' default); the
+        # reply is strict JSON, so such a value is sent as null.
+        snapshot = json.loads(text, parse_constant=_no_number)
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply to parse
         return None, size, False
     if not isinstance(snapshot, dict):
         return None, size, False
@@ -161,6 +165,10 @@ def _bounded_snapshot(text: object) -> tuple[dict[str, Any] | None, int, bool]:
     if len(json.dumps(slim).encode()) <= MAX_SNAPSHOT_BYTES:
         return slim, size, True
     return _top_levels(snapshot, 2), size, True
+
+
+def _no_number(word: str) -> None:
+    return None
 
 
 _PARAMETER_KEYS = ("value", "unit", "label")
@@ -187,14 +195,17 @@ def _top_levels(node: Any, depth: int) -> Any:
 
 
 def _number(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
 
 
 def _plain(value: object) -> Any:
+    # Any column may hold any SQLite type; the reply is strict JSON.
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     if isinstance(value, str) and len(value) > _MAX_TEXT:
         return value[:_MAX_TEXT] + "…"
     return value

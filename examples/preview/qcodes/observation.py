@@ -20,6 +20,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.lib import format as npy_format
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -39,11 +40,31 @@ class RowShapeError(ValueError):
 def load_npy(blob: bytes) -> np.ndarray:
     """Decode one ``.npy`` blob (no pickles).
 
+    The header is checked against the blob's size first: np.load allocates the
+    declared shape before reading, so a damaged header must not get that far.
+
     Raises:
-        ValueError: ``blob`` is not a ``.npy`` file or holds objects.
+        ValueError: ``blob`` is not a ``.npy`` file, is cut short or padded, or holds
+            objects.
     """
     if not blob.startswith(NPY_MAGIC):
         raise ValueError("BLOB is not a .npy array")
+    stream = io.BytesIO(blob)
+    try:
+        major, _minor = npy_format.read_magic(stream)
+        if major == 1:
+            shape, _fortran, dtype = npy_format.read_array_header_1_0(stream)
+        else:
+            shape, _fortran, dtype = npy_format.read_array_header_2_0(stream)
+    except (ValueError, EOFError) as exc:
+        raise ValueError(f"BLOB has a damaged .npy header ({exc})") from None
+    if dtype.hasobject:
+        raise ValueError("BLOB holds Python objects")
+    expected = math.prod(shape) * dtype.itemsize
+    if len(blob) - stream.tell() != expected:
+        raise ValueError(
+            f"BLOB holds {len(blob) - stream.tell()} bytes of data, its header says {expected}"
+        )
     array = np.load(io.BytesIO(blob), allow_pickle=False)
     if not isinstance(array, np.ndarray):  # pragma: no cover - np.load of .npy is an array
         raise ValueError("BLOB did not decode to an array")
@@ -62,7 +83,10 @@ def to_float(value: object) -> float:
         except ValueError:
             return math.nan
     if isinstance(value, bytes) and value.startswith(NPY_MAGIC):
-        array = load_npy(value)
+        try:
+            array = load_npy(value)
+        except ValueError:  # a damaged blob is a missing value, like any other junk
+            return math.nan
         if array.size == 1:
             return float(np.real(array.ravel()[0]))
     return math.nan
@@ -84,7 +108,10 @@ def cell_array(value: object, paramtype: str) -> np.ndarray:
         return np.array(value if isinstance(value, str) else None, dtype=object)
     if isinstance(value, bytes):
         if value.startswith(NPY_MAGIC):
-            array = load_npy(value)
+            try:
+                array = load_npy(value)
+            except ValueError:  # a damaged blob is a missing value, like any other junk
+                return np.array(math.nan)
             if paramtype == "complex" or np.iscomplexobj(array):
                 return array.astype(np.complex128)
             return array.astype(np.float64)

@@ -260,12 +260,12 @@ class QcodesSource:
         exception = record.get("measurement_exception")
         summary: dict[str, Any] = {
             "run_id": run_id,
-            "guid": record.get("guid"),
-            "name": record.get("name") or f"run {run_id}",
-            "exp_id": record.get("exp_id"),
+            "guid": _str_or_none(record.get("guid")),
+            "name": _cell(record.get("name")) or f"run {run_id}",
+            "exp_id": _cell(record.get("exp_id")),
             **self._experiment(record.get("exp_id")),
             "result_table_name": table,
-            "result_counter": record.get("result_counter"),
+            "result_counter": _cell(record.get("result_counter")),
             "run_timestamp": _float_or_none(record.get("run_timestamp")),
             "completed_timestamp": _float_or_none(record.get("completed_timestamp")),
             "is_completed": bool(record["is_completed"]),
@@ -277,7 +277,7 @@ class QcodesSource:
             else {},
             "measurement_exception": exception is not None,
             "exception_summary": _last_line(exception),
-            "metadata": {k: _short(v) for k, v in record.items() if k not in _FIXED_RUN_COLUMNS},
+            "metadata": {k: _cell(v) for k, v in record.items() if k not in _FIXED_RUN_COLUMNS},
             "revision": revision([run_id, max_id, record["is_completed"], exception is not None]),
             "problem": problem,
         }
@@ -467,16 +467,20 @@ class QcodesSource:
     def _max_row_id(self, table: str) -> int:
         try:
             row = self._conn.execute(f"SELECT max(id) FROM {_q(table)}").fetchone()
+            if _row_id(row[0]) is None:  # ids that are not numbers: rows stand in
+                row = self._conn.execute(f"SELECT count(*) FROM {_q(table)}").fetchone()
         except sqlite3.Error:
             return 0
-        return int(row[0] or 0)
+        return _row_id(row[0]) or 0
 
     def _row_stats(self, table: str) -> tuple[int, int]:
         try:
             row = self._conn.execute(f"SELECT count(*), max(id) FROM {_q(table)}").fetchone()
         except sqlite3.Error:
             return 0, 0
-        return int(row[0]), int(row[1] or 0)
+        count = int(row[0])
+        max_id = _row_id(row[1])
+        return count, count if max_id is None else max_id
 
     def _experiment(self, exp_id: object) -> dict[str, Any]:
         if not self._has_experiments or exp_id is None:
@@ -484,7 +488,9 @@ class QcodesSource:
         row = self._conn.execute(
             "SELECT name, sample_name FROM experiments WHERE exp_id = ?", (exp_id,)
         ).fetchone()
-        return {"exp_name": row[0] if row else None, "sample_name": row[1] if row else None}
+        if row is None:
+            return {"exp_name": None, "sample_name": None}
+        return {"exp_name": _cell(row[0]), "sample_name": _cell(row[1])}
 
     def _description(self, record: dict[str, Any]) -> tuple[RunDescription | None, str | None]:
         text = record.get("run_description")
@@ -546,15 +552,40 @@ def _last_line(text: object) -> str | None:
     return (lines[-1] if lines else "exception")[:_MAX_TEXT]
 
 
-def _short(value: object) -> Any:
+def _row_id(value: object) -> int | None:
+    """A results table's ``max(id)`` as an int; None when it is not a number.
+
+    QCoDeS declares ``id INTEGER PRIMARY KEY``, but a table rebuilt by another tool may
+    hold text or BLOB ids; NULL (an empty table) is 0.
+    """
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    return None
+
+
+def _cell(value: object) -> Any:
+    """A cell of the ``runs`` table as strict JSON: any column may hold any SQLite type.
+
+    A BLOB becomes ``"<n bytes>"``, a non-finite REAL None, long text is cut.
+    """
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     if isinstance(value, str) and len(value) > _MAX_TEXT:
         return value[:_MAX_TEXT] + "…"
     return value
 
 
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _float_or_none(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None

@@ -75,20 +75,24 @@ def planned_range(values: np.ndarray, planned: int | None) -> list[float] | None
 
     Extrapolated from the even steps seen so far (linear or logarithmic, see
     :func:`spacing`); None when the sweep is irregular, has fewer than two distinct
-    values, or already has all its planned values (its data range is then the range).
+    values, already has all its planned values (its data range is then the range), or
+    would end beyond the float range.
     """
     distinct = _distinct_in_order(np.asarray(values, dtype=np.float64))
     if planned is None or planned < 2 or distinct.size < 2 or distinct.size >= planned:
         return None
     kind = spacing(distinct) if distinct.size >= 3 else "linear"
     first = float(distinct[0])
-    if kind == "linear":
-        step = float(np.median(np.diff(distinct)))
-        last = first + step * (planned - 1)
-    elif kind == "log":
-        ratio = float(np.exp(np.median(np.diff(np.log(np.abs(distinct))))))
-        last = first * ratio ** (planned - 1)
-    else:
+    try:  # a planned count from the run description may be any size
+        if kind == "linear":
+            step = float(np.median(np.diff(distinct)))
+            last = first + step * (planned - 1)
+        elif kind == "log":
+            ratio = float(np.exp(np.median(np.diff(np.log(np.abs(distinct))))))
+            last = first * ratio ** (planned - 1)
+        else:
+            return None
+    except OverflowError:
         return None
     if not math.isfinite(last):
         return None
