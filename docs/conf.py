@@ -14,9 +14,12 @@ small pieces of the build live here:
 * a reference to one of our objects by another path than the documented one — a
   private module (``actors._core._ref.ActorRef``, which is how autodoc writes type
   hints) or a re-export (``protocol.FrameTooLarge``) — resolves to where the same
-  object is documented. Type variables and type aliases of our modules are written
-  as plain text, as Sphinx does for :mod:`typing`'s. Anything else of ours that is
-  documented nowhere still fails the build;
+  object is documented. Type variables, type aliases and ``TypedDict`` keyword sets
+  (``**options: Unpack[...]``) of our modules are written as plain text, as Sphinx
+  does for :mod:`typing`'s; so is an alias that exists only for type checkers (assigned
+  under ``if TYPE_CHECKING:``). A name imported under ``if TYPE_CHECKING:`` is looked up
+  in the module it comes from.
+  Anything else of ours that is documented nowhere still fails the build;
 * napoleon reads Google-style sections in modules, classes, functions and
   properties, but not in attribute docstrings, whose first line is prose
   ("Close has begun: no new job is accepted."), not ``type: description``.
@@ -24,8 +27,10 @@ small pieces of the build live here:
 
 from __future__ import annotations
 
+import ast
 import builtins
 import importlib
+import importlib.util
 import inspect
 import re
 import sys
@@ -273,10 +278,64 @@ def _public_name(env: BuildEnvironment, short: str, obj: object) -> str | None:
 
 
 def _is_alias(obj: object) -> bool:
-    """A type variable or a type alias (``Literal[...]``, a union, a callable type)."""
-    if isinstance(obj, typing.TypeVar):
+    """A type variable, a type alias (``Literal[...]``, a union, a callable type) or a
+    ``TypedDict`` (the keywords of a ``**options`` parameter)."""
+    if isinstance(obj, typing.TypeVar) or typing.is_typeddict(obj):
         return True
     return typing.get_origin(obj) is not None or type(obj).__module__ in ("typing", "types")
+
+
+#: What :func:`_checker_only` answers for an alias assigned under ``TYPE_CHECKING``.
+_CHECKER_ALIAS = object()
+
+
+def _checker_only(module_name: str, name: str, depth: int = 0) -> object | None:
+    """What ``name`` is in ``module_name`` if it is there only for type checkers.
+
+    Returns :data:`_CHECKER_ALIAS` for an alias assigned in an ``if TYPE_CHECKING:``
+    block; for a name imported in such a block, the object it is at run time in the
+    module it comes from (followed through that module's own such imports); otherwise
+    None.
+    """
+    if depth > 4:
+        return None
+    try:
+        module = importlib.import_module(module_name)
+        tree = ast.parse(inspect.getsource(module))
+    except (ImportError, OSError, TypeError):
+        return None
+    for block in tree.body:
+        if not isinstance(block, ast.If):
+            continue
+        test = block.test
+        if not (
+            (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+            or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        ):
+            continue
+        for statement in block.body:
+            targets: list[ast.expr] = []
+            if isinstance(statement, ast.Assign):
+                targets = statement.targets
+            elif isinstance(statement, ast.AnnAssign):
+                targets = [statement.target]
+            if any(isinstance(target, ast.Name) and target.id == name for target in targets):
+                return _CHECKER_ALIAS
+            if isinstance(statement, ast.ImportFrom):
+                for alias in statement.names:
+                    if (alias.asname or alias.name) != name:
+                        continue
+                    source = importlib.util.resolve_name(
+                        "." * statement.level + (statement.module or ""), module.__package__
+                    )
+                    try:
+                        found = importlib.import_module(source)
+                    except ImportError:
+                        return None
+                    if hasattr(found, alias.name):
+                        return getattr(found, alias.name)
+                    return _checker_only(source, alias.name, depth + 1)
+    return None
 
 
 def _signature_of(node: Element) -> str | None:
@@ -321,6 +380,12 @@ def resolve_alias(
         obj, rest = found
         if not rest and _is_alias(obj):
             return contnode
+        if inspect.ismodule(obj) and rest.isidentifier():
+            checker = _checker_only(obj.__name__, rest)  # imported for type checkers only?
+            if checker is _CHECKER_ALIAS or (checker is not None and _is_alias(checker)):
+                return contnode
+            if checker is not None:
+                obj, rest = checker, ""
         head = path[: len(path) - len(rest) - 1] if rest else path
         public = _public_name(env, head.rpartition(".")[2], obj)
         if public is None:

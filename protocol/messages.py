@@ -7,24 +7,24 @@ Client → server messages are *requests* and carry a client-chosen ``request_id
 
 Requests (:data:`ClientRequest`):
 
-=================  ==================================================================
-``submit``         run an operation (design §6.1); answered by ``receipt``
-``cancel``         cancel a run (§6.7); answered by ``status_reply`` (true final state)
-``status``         a run's state; answered by ``status_reply``
-``watch``          events after a cursor, once (§6.8); answered by ``events``
-``subscribe``      push events after a cursor (§6.9); ``events`` then ``event`` pushes
-``unsubscribe``    stop the pushes; answered by ``ok``
-``ack``            the client has processed events up to ``seq`` (§6.9); ``ok``
-``boot_report``    survivors after a restart (§6.10); ``boot_report_reply``
-``resume``         resume an interrupted run (§6.10); ``receipt``
-``discard``        give up an interrupted run (§6.10); ``status_reply``
-``select``         the selected run of the preview server (§4.2, §7.2); ``ok``
-``visible``        the runs in the viewport (§4.2, §7.2); ``ok``
-``list_runs``      the runs of the preview server's database; ``run_list``
-``list_run_times`` every run's start and end (for sorting by date); ``run_times``
-``run_details``    a run's times, snapshot, metadata and links (§7.2); ``run_details_reply``
-``draw``           one picture of a run: a slice, a scale (§5.2, §7.2); ``drawing``
-=================  ==================================================================
+===================  ==================================================================
+``submit``           run an operation (design §6.1); answered by ``receipt``
+``cancel``           cancel a run (§6.7); answered by ``status_reply`` (true final state)
+``status``           a run's state; answered by ``status_reply``
+``watch``            events after a cursor, once (§6.8); answered by ``events``
+``subscribe``        push events after a cursor (§6.9); ``events`` then ``event`` pushes
+``unsubscribe``      stop the pushes; answered by ``ok``
+``ack``              the client has processed events up to ``seq`` (§6.9); ``ok``
+``boot_report``      survivors after a restart (§6.10); ``boot_report_reply``
+``resume``           resume an interrupted run (§6.10); ``receipt``
+``discard``          give up an interrupted run (§6.10); ``status_reply``
+``select``           the selected run of the preview server (§4.2, §7.2); ``ok``
+``visible``          the runs in the viewport (§4.2, §7.2); ``ok``
+``list_runs``        the runs of the preview server's database; ``run_list``
+``list_run_times``   every run's start and end (for sorting by date); ``run_times``
+``run_details``      a run's times, snapshot, metadata and links (§7.2); ``run_details_reply``
+``draw``             one picture of a run: a slice, a scale (§5.2, §7.2); ``drawing``
+===================  ==================================================================
 
 Server → client (:data:`ServerMessage`): ``receipt``, ``event``, ``events``, ``error``
 (:class:`ErrorReply`), ``status_reply``, ``boot_report_reply``, ``ok``, ``run_list``,

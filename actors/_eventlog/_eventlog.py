@@ -408,8 +408,8 @@ class EventLog:
             request_id: The one request to detach.
 
         Returns:
-            The status as that request sees it: ``request_id``'s, the first detached
-            request's, or the run's.
+            The status as one request sees it. That is ``request_id``'s, else the first
+            detached request's, else the run's.
 
         Raises:
             UnknownRun: (``unknown_run``) no such run.
@@ -452,7 +452,14 @@ class EventLog:
         return await self._journal.watch(cursor, self.config.window if limit is None else limit)
 
     def subscribe(self, name: str | None = None, **options: Unpack[PortOptions]) -> Port:
-        """Open a bounded subscriber port (design §6.9); see :meth:`PortHub.open_port`.
+        """Open a bounded subscriber port (design §6.9); it receives every event from now on.
+
+        Args:
+            name: Unique name of the port (generated when None).
+            **options: ``cursor`` (queue the retained events after it first), ``bound``
+                (queue bound in events; default ``subscriber_bound``), ``local`` (False
+                for a remote client, which may not toggle ports) and ``listener`` (a
+                sync callback instead of a queue; contained if it raises).
 
         Raises:
             CursorExpired: (``cursor_expired``) ``cursor`` is outside the window.

@@ -68,7 +68,7 @@ _log = logging.getLogger("actors.eventlog")
 
 @attrs.frozen(kw_only=True)
 class LedgerStatistics:
-    """Counters of a ledger (STYLE 16)."""
+    """Counters of a ledger, taken without waiting."""
 
     commits: int
     """Transactions committed."""

@@ -63,7 +63,7 @@ class ResyncRequired:
 
 @attrs.frozen(kw_only=True)
 class PortStatistics:
-    """Counters of one port (STYLE 16)."""
+    """Counters of one port, taken without waiting."""
 
     name: str
     """The port's name."""
@@ -92,7 +92,7 @@ class PortStatistics:
 
 
 class Port:
-    """One subscriber's bounded queue of events (design §6.9); made by :class:`PortHub`.
+    """One subscriber's bounded queue of events (design §6.9); see :meth:`EventLog.subscribe`.
 
     Iterate it with ``async for item in port``: items are :class:`Event` or
     :class:`ResyncRequired`; iteration ends when the hub closes.

@@ -1,4 +1,4 @@
-"""The event log's counters (STYLE 16)."""
+"""The event log's counters, returned by ``EventLog.statistics()``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ __all__ = ["EventLogStatistics"]
 
 @attrs.frozen(kw_only=True)
 class EventLogStatistics:
-    """Counters of an event log (STYLE 16)."""
+    """Counters of an event log, taken without waiting."""
 
     head: int
     """The newest seq."""

@@ -134,8 +134,8 @@ class Event:
     """One entry of the global event log (design §6.8); ``data`` is JSON-compatible.
 
     Kinds: ``job_queued``, ``job_started``, ``job_progress``, ``job_finished``,
-    ``job_cancelled``, ``job_interrupted``, ``admission_paused``, ``admission_resumed``,
-    ``revision_bumped``. ``data`` must not be mutated.
+    ``job_cancelled``, ``job_interrupted``, ``request_detached``, ``admission_paused``,
+    ``admission_resumed``, ``revision_bumped``. ``data`` must not be mutated.
     """
 
     seq: int
@@ -220,7 +220,8 @@ class RunStatus:
     run_id: int
     """The run's id (1, 2, ...; never reused, also across restarts)."""
     state: RunState
-    """One of :data:`RUN_STATES`."""
+    """``queued``, ``running``, ``finished``, ``cancelled`` or ``held`` (found unfinished at
+    boot, waiting for ``resume`` or ``discard``, design §6.10)."""
     operation: str
     """The operation it runs."""
     arguments: dict[str, Any]

@@ -417,7 +417,7 @@ class PayloadCache:
     """A memory LRU of payloads in front of an optional :class:`DiskCache` (design §4.10).
 
     The scheduler actor consults :attr:`memory` on the event loop and :attr:`disk` in a
-    worker thread; see :func:`actors._scheduler._actor.SchedulerActor`.
+    worker thread; see :class:`~actors.SchedulerActor`.
 
     Args:
         memory_max_bytes: Byte bound of the memory LRU (default 64 MiB).
@@ -442,7 +442,9 @@ class PayloadCache:
         self.memory: LRUCache[PayloadKey, bytes] = LRUCache(
             max_bytes=memory_max_bytes, max_entries=memory_max_entries
         )
+        """The memory level: an LRU of payloads, consulted on the event loop."""
         self.disk = None if directory is None else DiskCache(directory, max_bytes=disk_max_bytes)
+        """The disk level, or None; it blocks, so it is consulted in a worker thread."""
 
 
 def _encode(body: bytes) -> bytes:

@@ -174,7 +174,7 @@ class RunStarted:
 
 @attrs.frozen(kw_only=True)
 class SchedulerActorStatistics:
-    """A snapshot of the scheduler actor (STYLE 16)."""
+    """A snapshot of the scheduler actor, the answer to :class:`GetSchedulerStatistics`."""
 
     core: SchedulerStatistics
     workers: int

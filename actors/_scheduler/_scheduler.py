@@ -452,9 +452,9 @@ class Scheduler:
             now: Current time, seconds on the caller's clock.
 
         Returns:
-            Events in order: :class:`Published` (or :class:`Parked`, :class:`Dropped`,
-            :class:`Retrying`, :class:`Failed`), then :class:`Settled` and
-            :class:`Invalidated` as they apply.
+            The events it causes, in order. First :class:`Published` (or
+            :class:`Parked`, :class:`Dropped`, :class:`Retrying`, :class:`Failed`), then
+            :class:`Settled` and :class:`Invalidated` as they apply.
 
         Raises:
             ScheduleRejected: (code ``schedule_rejected``) the claim is not active.
