@@ -10,9 +10,12 @@ in this process or as real subprocesses, on the real clock with short deadlines
 from __future__ import annotations
 
 import ast
+import contextlib
+import hashlib
 import json
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +25,7 @@ import pytest
 import trio
 from frontdoor_support import TIMEOUT, assert_no_children
 
+from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
 from examples.jobs.server import JobServerConfig, open_job_server
 from examples.jobs.server import main as job_server_main
 from examples.preview.client import main as preview_client_main
@@ -33,6 +37,8 @@ from examples.web.serverinfo import ENV_TOKEN
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from actors import RunStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token"
@@ -129,12 +135,71 @@ def test_a_port_in_use_is_one_line_and_nothing_is_written(
 def test_a_corrupt_ledger_is_one_line_with_its_code(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.db"
     ledger.write_bytes(b"not a database at all\n" * 64)
+    before = _checksums(tmp_path)
     done = _run("examples.jobs.server", "--port", "0", "--helpers", "1", "--ledger", str(ledger))
-    assert done.returncode == 1
+    assert done.returncode == 2
+    assert done.stdout == ""
     line = _one_line(done.stderr)
-    assert line.startswith("job_server: ledger "), line
-    assert line.endswith(" (ledger_corrupt)"), line
-    assert "LedgerCorrupt(" not in line
+    assert line == (
+        f"job_server: ledger {str(ledger)!r} is not a SQLite database (bad header); the file "
+        "was left untouched"
+    )
+    assert _checksums(tmp_path) == before
+
+
+def _checksums(folder: Path) -> dict[str, str]:
+    """Every file in ``folder`` (``-wal``/``-shm`` included) by name: its SHA-256."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+async def _finish(run: RunStatus, report: object) -> str:
+    return "done"
+
+
+async def _written_ledger(path: Path) -> None:
+    """A real ledger: one run submitted and finished, closed cleanly."""
+    actor = EventLogActor(
+        EventLogConfig(ledger_path=str(path)),
+        operations=[OperationSpec(name="sleep", fields={"seconds"})],
+        runners={"sleep": _finish},
+    )
+    async with trio.open_nursery() as nursery:
+        log = EventLogClient(await nursery.start(actor.run), timeout=TIMEOUT)
+        receipt = await log.submit("sleep", {"seconds": 0}, request_id="first")
+        with trio.fail_after(TIMEOUT):
+            while (await log.status(receipt.run_id)).state != "finished":  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        await log.ref.stop(TIMEOUT)
+
+
+@pytest.mark.parametrize("module", ["examples.jobs.server", "examples.preview.server"])
+async def test_a_damaged_ledger_refuses_the_start_and_stays_byte_identical(
+    tmp_path: Path, real_db: Path, module: str
+) -> None:
+    folder = tmp_path / "ledger"
+    folder.mkdir()
+    ledger = folder / "ledger.db"
+    await _written_ledger(ledger)
+    with contextlib.closing(sqlite3.connect(ledger)) as db, db:
+        db.execute("UPDATE events SET data = '{not json' WHERE seq = 2")
+    before = _checksums(folder)
+    assert list(before) == ["ledger.db"]  # closed cleanly: no -wal, no -shm
+    options = ["--port", "0", "--helpers", "1", "--ledger", str(ledger)]
+    if module == "examples.preview.server":
+        options += [str(real_db), "--cache-dir", str(tmp_path / "cache")]
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, "-m", module, *options], cwd=ROOT, capture_stdout=True,
+            capture_stderr=True, check=False,
+        )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    label = {"examples.jobs.server": "job_server", "examples.preview.server": "preview_server"}
+    assert _one_line(done.stderr.decode()) == (
+        f"{label[module]}: ledger {str(ledger)!r}: table events, seq 2, column data: "
+        "'{not json' is not valid JSON; the file was left untouched"
+    )
+    assert b"listening on" not in done.stdout
+    assert _checksums(folder) == before
 
 
 # -- clients ---------------------------------------------------------------------------
