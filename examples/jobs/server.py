@@ -474,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
 
         async def serve() -> None:
             async with trio.open_nursery() as nursery:
+
                 def on_ready(url: str, held: list[str]) -> None:
                     announce(record, url, front_door.token, extra=tuple(held))
 
