@@ -266,24 +266,44 @@ async def test_clients_against_a_job_server(tmp_path: Path) -> None:
         )
         assert done.returncode == 2
         assert "refused: HTTP 403, check --token" in _one_line(done.stderr.decode())
-        # A job that fails: the receipt first, then its events; exit status 1.
+        # A job that fails, for a person: admitted, then the verdict; exit status 1.
         done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN,
                              "submit", "crash")  # fmt: skip
         assert done.returncode == 1, done.stderr
-        lines = [json.loads(line) for line in done.stdout.decode().splitlines()]
-        assert lines[0]["type"] == "receipt"
-        assert lines[-1]["kind"] == "job_finished"
-        assert lines[-1]["data"]["verdict"] != "ok"
-        done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN,
+        lines = done.stdout.decode().splitlines()
+        run_id = int(lines[0].split()[1].rstrip(":"))
+        assert lines[0] == f"run {run_id}: submitted crash"
+        assert lines[-1].startswith(f"run {run_id}: failed: helper_exited: "), lines
+        assert done.stderr == b""
+        # --json: the receipt, the run's own events, its final status; exit status 0.
+        done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN, "--json",
                              "submit", "sleep", '{"seconds": 0}')  # fmt: skip
         assert done.returncode == 0, done.stderr
-        receipt = json.loads(done.stdout.decode().splitlines()[0])
-        assert receipt["type"] == "receipt"
-        # resume --override reaches the server (a finished run is already decided).
+        messages = [json.loads(line) for line in done.stdout.decode().splitlines()]
+        receipt, *events, final = messages
+        assert (receipt["type"], receipt["admitted"]) == ("receipt", True)
+        assert {m["run_id"] for m in events} == {receipt["run_id"]}  # only its own run
+        assert [m["kind"] for m in events][-1] == "job_finished"
+        assert (final["type"], final["state"]) == ("status_reply", "finished")
+        assert final["verdict"] == "ok"
+        # The same for a person: the result on its own line.
         done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN,
+                             "submit", "sleep", '{"seconds": 0.2}')  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.decode().splitlines()
+        assert lines[-2].endswith(": ok"), lines
+        assert lines[-1].startswith("result: {"), lines
+        # resume --override reaches the server (a finished run is already decided).
+        done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN, "--json",
                              "resume", "--override", str(receipt["run_id"]))  # fmt: skip
         assert done.returncode == 1, done.stderr
         assert json.loads(done.stdout.decode())["code"] == "already_decided"
+        assert _one_line(done.stderr.decode()).startswith("job_client: not resumed: already_")
+        # status, for a person: the verdict word.
+        done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN,
+                             "status", str(run_id))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.decode().startswith(f"run {run_id}: failed: helper_exited")
 
         # The server goes away mid-stream: one line, exit status 1.
         async with trio.open_nursery() as nursery:
