@@ -278,11 +278,16 @@ def _parser() -> OneLineParser:
         "--give-up-after", type=seconds(), default=300.0, metavar="S",
         help="seconds to keep retrying while the server refuses (default 300)",
     )  # fmt: skip
-    command("status", "show a run's state").add_argument("run_id", type=count())
-    command("cancel", "cancel a run (true final state)").add_argument("run_id", type=count())
-    command("discard", "give up a run held from before").add_argument("run_id", type=count())
-    resume = command("resume", "run a run held from before again and follow it")
-    resume.add_argument("run_id", type=count())
+
+    def run_command(name: str, text: str) -> argparse.ArgumentParser:
+        sub = command(name, text)
+        sub.add_argument("run_id", type=count(), help="the run's id (its receipt, boot_report)")
+        return sub
+
+    run_command("status", "show a run's state")
+    run_command("cancel", "cancel a run (true final state)")
+    run_command("discard", "give up a run held from before")
+    resume = run_command("resume", "run a run held from before again and follow it")
     resume.add_argument(
         "--override", action="store_true", help="resume a quarantined run (interrupted twice)"
     )
