@@ -47,7 +47,7 @@ import trio
 from trio_websocket import ConnectionClosed, open_websocket_url
 
 from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
-from ..web.closing import RESYNC_REQUIRED, cursor_of
+from ..web.closing import GOING_AWAY, RESYNC_REQUIRED, cursor_of
 from .follow import Outcome, Output, Session, describe_end, finish, follow, verdict_name
 from .retry import RetryPolicy, submit_with_retry
 
@@ -159,7 +159,15 @@ async def _follow_until_decided(
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(cancel_on_interrupt)
-            outcome = await _follow_run(args, session, run_id, waiter, output)
+            try:
+                outcome = await _follow_run(args, session, run_id, waiter, output)
+            except ConnectionClosed as exc:
+                if exc.reason is not None and exc.reason.code == GOING_AWAY:
+                    exc.add_note(  # main() prints it after the close: one line
+                        f"run {run_id} did not finish: with a ledger the server holds it at "
+                        "its next start (resume or discard it then)"
+                    )
+                raise
             nursery.cancel_scope.cancel()
     return 0 if outcome.ok else 1
 
@@ -321,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         if problem is None:
             raise
         if isinstance(error, ConnectionClosed | trio.TooSlowError):  # connected before
-            print(f"job_client: {args.url}: {problem}", file=sys.stderr)
+            notes = "".join(f"; {note}" for note in getattr(error, "__notes__", ()))
+            print(f"job_client: {args.url}: {problem}{notes}", file=sys.stderr)
             return 1
         print(f"job_client: cannot connect to {args.url}: {problem}", file=sys.stderr)
         return 2
