@@ -7,6 +7,7 @@ clock, short timeouts, rule 21).
 
 from __future__ import annotations
 
+import argparse
 import bisect
 import io
 import itertools
@@ -19,7 +20,7 @@ import trio.testing
 from frontdoor_support import TIMEOUT, assert_no_children, open_client
 
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
-from examples.jobs.client import _parser
+from examples.jobs.client import _parser, _resume
 from examples.jobs.follow import Output, Session, verdict_name
 from examples.jobs.retry import RetryPolicy, retry_hint, submit_with_retry
 from examples.web.frontdoor import FrontDoorConfig, open_front_door
@@ -236,3 +237,54 @@ async def test_the_retry_shows_that_it_waits() -> None:
     (line,) = err.getvalue().splitlines()
     assert line.startswith("pool_full: the server is busy (8 of 8 runs); retrying in 0.0")
     assert line.endswith(" s (retry 1)")
+
+
+# -- resume follows like submit ---------------------------------------------------------------
+
+
+async def _forever(run: RunStatus, report: Any) -> None:
+    await trio.sleep_forever()
+
+
+async def _counting(run: RunStatus, report: Any) -> int:
+    for step in range(1, 5):
+        report(step / 4, f"step {step}")
+        await trio.sleep(0.01)
+    return 4
+
+
+async def test_resume_follows_the_resumed_run_to_its_verdict(tmp_path) -> None:
+    ledger = str(tmp_path / "ledger.db")
+    operations = [OperationSpec(name="work")]
+
+    async def event_log(runner: Any, nursery: trio.Nursery) -> EventLogClient:
+        actor = EventLogActor(
+            EventLogConfig(ledger_path=ledger), operations=operations, runners={"work": runner}
+        )
+        return EventLogClient(await nursery.start(actor.run), timeout=5.0)
+
+    async with trio.open_nursery() as nursery:  # a run caught running: held next time
+        log = await event_log(_forever, nursery)
+        receipt = await log.submit("work", {})
+        with trio.fail_after(TIMEOUT):
+            while (await log.status(receipt.run_id)).state != "running":  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        await log.ref.stop(1.0)
+    async with trio.open_nursery() as nursery:
+        log = await event_log(_counting, nursery)
+        async with open_front_door(log, FrontDoorConfig()) as front:
+            args = argparse.Namespace(
+                url=front.url, token=None, run_id=receipt.run_id, override=False
+            )
+            out = io.StringIO()
+            status = await _resume(args, Output(out=out, err=io.StringIO()))
+        await log.ref.stop(1.0)
+    run = receipt.run_id
+    assert status == 0
+    assert out.getvalue().splitlines() == [
+        f"run {run}: resumed",
+        f"run {run}: running",
+        *[f"run {run}: running {p:3d}%  step {p // 25}" for p in (25, 50, 75, 100)],
+        f"run {run}: ok",
+        "result: 4",
+    ]
