@@ -413,7 +413,8 @@ class Connection:
         return False
 
     def push_nowait(self, message: messages.Message) -> bool:
-        """Like :meth:`push` without waiting: False (and resync-required) if full.
+        """Like :meth:`push` without waiting: False if full (and the client is dropped,
+        :meth:`mark_resync`).
 
         Raises:
             TypeError: ``message`` is not a protocol message.

@@ -196,7 +196,8 @@ class FrontDoor:
     def broadcast_nowait(self, message: messages.Message) -> int:
         """Push ``message`` to every client without waiting; return how many took it.
 
-        A client whose queue is full is marked resync-required instead.
+        A client whose queue is full is dropped for falling behind instead
+        (:meth:`Connection.mark_resync`: ``resync_required``, then close 4000).
         """
         return sum(conn.push_nowait(message) for conn in self.connections)
 
