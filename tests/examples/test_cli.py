@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import re
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
-from frontdoor_support import TIMEOUT, assert_no_children
+from frontdoor_support import TIMEOUT, assert_no_children, first_line
 
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
 from examples.jobs.server import JobServerConfig, open_job_server
@@ -374,3 +375,33 @@ def test_the_server_token_comes_from_the_flag_the_environment_or_chance(
     assert with_token("ws://127.0.0.1:1", "a b/c") == "ws://127.0.0.1:1/?token=a+b%2Fc"
     assert with_token("http://h:1/?select=4", "t") == "http://h:1/?select=4&token=t"
     assert with_token("ws://127.0.0.1:1", None) == "ws://127.0.0.1:1"
+
+
+async def test_the_preview_server_says_what_its_ledger_holds_from_before(
+    tmp_path: Path, real_db: Path
+) -> None:
+    ledger = tmp_path / "ledger.db"
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "examples.preview.server", str(real_db), "--port", "0",
+         "--helpers", "1", "--ledger", str(ledger), "--cache-dir", str(tmp_path / "cache")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert process.stdout is not None
+    try:
+        lines = [(await first_line(process.stdout)).decode() for _ in range(4)]
+        assert lines[0].startswith("starting: ")
+        assert lines[1].startswith("listening on ws://127.0.0.1:")
+        assert lines[2].startswith("dashboard: http://127.0.0.1:")
+        assert lines[3] == "held from before: none\n"
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(2 * TIMEOUT):
+            rest = b""
+            while chunk := await process.stdout.receive_some():
+                rest += chunk
+            assert await process.wait() == 0
+        assert rest == b""  # every run was decided at shutdown: none is left held
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        await process.stdout.aclose()
