@@ -124,6 +124,11 @@ async def submit(conn: Connection, request: messages.Submit) -> messages.Message
         UnsupportedOperation: (``unsupported_operation``) unknown operation (§6.2).
         InvalidCommand: (``invalid_command``) fields outside the operation's schema.
         RequestConflict: (``request_conflict``) the request id was used for other content.
+        LedgerUnavailable: (``ledger_unavailable``) the ledger cannot commit now; the
+            answer's ``retry_after`` says when to retry (design §6.13, §6.16).
+
+    A refusal at capacity is a ``receipt`` (``pool_full``, with ``retry_after``), not an
+    error (design §6.5).
     """
     _check_admitting(conn)
     receipt = await conn.front.eventlog.submit(
