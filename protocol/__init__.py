@@ -65,6 +65,8 @@ from .messages import RunTime as RunTime
 from .messages import RunTimes as RunTimes
 from .messages import Select as Select
 from .messages import ServerMessage as ServerMessage
+from .messages import Snapshot as Snapshot
+from .messages import SnapshotReply as SnapshotReply
 from .messages import Status as Status
 from .messages import StatusReply as StatusReply
 from .messages import Submit as Submit
@@ -97,6 +99,7 @@ _PROTOCOL_NAMES = [
     "Submit",
     "Cancel",
     "Status",
+    "Snapshot",
     "Watch",
     "Subscribe",
     "Unsubscribe",
@@ -115,6 +118,7 @@ _PROTOCOL_NAMES = [
     "Events",
     "ErrorReply",
     "StatusReply",
+    "SnapshotReply",
     "BootReportReply",
     "OkReply",
     "RunList",

@@ -24,14 +24,16 @@ import json
 import typing
 from typing import Any, Final, cast
 
+import attrs
 import cattrs
 from cattrs.errors import ForbiddenExtraKeysError, IterableValidationError, IterableValidationNote
+from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.strategies import configure_tagged_union
 from cattrs.v import format_exception as cattrs_format_exception
 
 from ._strict_json import SURROGATE_ESCAPE, encodes_as_utf8, loads
 from .errors import InvalidMessage, MessageTooLarge, UnknownMessageType
-from .messages import TAGS, ClientRequest, FieldError, Message, ServerMessage
+from .messages import ADDED_OPTIONAL, TAGS, ClientRequest, FieldError, Message, ServerMessage
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE",
@@ -127,7 +129,9 @@ def make_converter() -> cattrs.Converter:
     validation; strict ``int``/``float``/``str``/``bool`` hooks (no coercion, bools are
     not ints); ``tuple[X, ...]`` only from JSON arrays; and tagged unions
     (``tag_name="type"``) for :data:`ClientRequest`, :data:`ServerMessage` and
-    :data:`Message`. The module keeps one for its functions; build your own only to
+    :data:`Message`. Optional fields added after the first release
+    (:data:`protocol.messages.ADDED_OPTIONAL`, e.g. ``retry_after``) are left out of the
+    JSON while ``None``. The module keeps one for its functions; build your own only to
     extend it.
 
     Returns:
@@ -139,6 +143,13 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook_factory(_is_var_tuple, _var_tuple_hook_factory)
+    for cls in TAGS:  # fields added later are left out while None (stable wire form)
+        added = [f.name for f in attrs.fields(cls) if f.metadata.get(ADDED_OPTIONAL)]
+        if added:
+            overrides: dict[str, Any] = {name: override(omit_if_default=True) for name in added}
+            converter.register_unstructure_hook(
+                cls, make_dict_unstructure_fn(cls, converter, **overrides)
+            )
     # The unions capture each member's hooks now, so the primitive hooks come first.
     for union in (ClientRequest, ServerMessage, Message):
         configure_tagged_union(union, converter, tag_generator=TAGS.__getitem__, tag_name=_TAG)

@@ -9,8 +9,10 @@ Requests (:data:`ClientRequest`):
 
 ===================  ==================================================================
 ``submit``           run an operation (design §6.1); answered by ``receipt``
-``cancel``           cancel a run (§6.7); answered by ``status_reply`` (true final state)
-``status``           a run's state; answered by ``status_reply``
+``cancel``           cancel a run, or detach one waiter (§6.7, §6.14); ``status_reply``
+``status``           a run's state, or one waiter's view of it; ``status_reply``
+``snapshot``         every live run and the cursor it is consistent with (§6.15);
+                     answered by ``snapshot_reply``
 ``watch``            events after a cursor, once (§6.8); answered by ``events``
 ``subscribe``        push events after a cursor (§6.9); ``events`` then ``event`` pushes
 ``unsubscribe``      stop the pushes; answered by ``ok``
@@ -27,9 +29,11 @@ Requests (:data:`ClientRequest`):
 ===================  ==================================================================
 
 Server → client (:data:`ServerMessage`): ``receipt``, ``event``, ``events``, ``error``
-(:class:`ErrorReply`), ``status_reply``, ``boot_report_reply``, ``ok``, ``run_list``,
-``payload``, ``resync_required``, ``run_times``, ``run_details_reply``, ``drawing``.
-Any request may instead be answered by ``error``.
+(:class:`ErrorReply`), ``status_reply``, ``snapshot_reply``, ``boot_report_reply``,
+``ok``, ``run_list``, ``payload``, ``resync_required``, ``run_times``,
+``run_details_reply``, ``drawing``. Any request may instead be answered by ``error``.
+A refusal that may succeed later (a ``receipt`` with ``pool_full``, an ``error`` with
+``ledger_unavailable``) says when to retry in ``retry_after`` (design §6.16).
 
 All integers are bounded by ``2**53 - 1`` so a JavaScript client reads them exactly.
 """
@@ -82,6 +86,8 @@ __all__ = [
     "RunTimes",
     "Select",
     "ServerMessage",
+    "Snapshot",
+    "SnapshotReply",
     "Status",
     "StatusReply",
     "Submit",
@@ -103,6 +109,10 @@ MAX_VISIBLE_RUNS: Final = 1024
 MAX_TEXT_LENGTH: Final = 4096
 
 _CODE_RE: Final = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
+#: Field metadata key of an optional field added after the first release: the codec
+#: leaves it out of the JSON while it is ``None``, so a message that does not use it
+#: reads exactly as before (older clients' strict decoders are not surprised by it).
+ADDED_OPTIONAL: Final = "added_optional"
 
 
 class FieldError(ValueError):
@@ -189,6 +199,13 @@ def _finite(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
         raise FieldError(attribute.name, f"must be at most 2**53-1 in size, got {value!r:.80}")
 
 
+def _seconds(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise FieldError(attribute.name, f"must be a finite number of seconds, got {value!r:.80}")
+    if not 0 <= value <= MAX_JSON_INT:
+        raise FieldError(attribute.name, f"must be in [0, 2**53-1] seconds, got {value!r:.80}")
+
+
 def _one_of(*choices: str) -> Callable[..., None]:
     def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
         if value not in choices:
@@ -211,6 +228,11 @@ def _run_id() -> Any:
     return attrs.field(validator=_count)
 
 
+def _added(check: Callable[..., None]) -> Any:
+    """An optional field added after the first release (see :data:`ADDED_OPTIONAL`)."""
+    return attrs.field(default=None, validator=_optional(check), metadata={ADDED_OPTIONAL: True})
+
+
 # --------------------------------------------------------------------------------------
 # Client → server requests
 # --------------------------------------------------------------------------------------
@@ -230,12 +252,20 @@ class Submit:
 
 @attrs.frozen(kw_only=True)
 class Cancel:
-    """Cancel run ``run_id`` (design §6.7). Answered by a status reply with the true state."""
+    """Cancel run ``run_id``, or detach one of its waiters (design §6.7, §6.14).
+
+    Answered by a status reply with the true state. Every ``submit`` joined to a run is
+    one of its waiters; the run is cancelled when its last waiter leaves. Without
+    ``waiter``, a connection's cancel detaches the waiters it submitted itself, or every
+    waiter if it submitted none of them.
+    """
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters."""
     run_id: int = _run_id()
     """The run to cancel."""
+    waiter: str | None = _added(_text(MAX_REQUEST_ID_LENGTH))
+    """The ``request_id`` of the ``submit`` to detach (only that one), or ``None``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -246,6 +276,22 @@ class Status:
     """Client-chosen id, 1..128 characters."""
     run_id: int = _run_id()
     """The run to report."""
+    waiter: str | None = _added(_text(MAX_REQUEST_ID_LENGTH))
+    """The ``request_id`` of a ``submit`` joined to the run: the state as that request
+    sees it (``cancelled`` once it was detached, design §6.14); ``None``: the run's."""
+
+
+@attrs.frozen(kw_only=True)
+class Snapshot:
+    """Ask for every live run and the cursor it is consistent with (design §6.15).
+
+    Answered by ``snapshot_reply``. A client that lost its place (``cursor_expired``,
+    ``resync_required``, a close with a cursor it can no longer watch from) replaces its
+    view of the runs with the reply's and subscribes with ``cursor`` = the reply's.
+    """
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
 
 
 @attrs.frozen(kw_only=True)
@@ -429,6 +475,8 @@ class Receipt:
     """For ``pool_full``: runs queued or running."""
     bound: int | None = attrs.field(default=None, validator=_optional(_count))
     """For ``pool_full``: the admission bound (``max_inflight``)."""
+    retry_after: float | None = _added(_seconds)
+    """For a refusal: seconds to wait before retrying, at least (design §6.16)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -476,25 +524,40 @@ class ErrorReply:
     retryable: bool = attrs.field(validator=_flag)
     """True if the same request may succeed later (category ``transient``)."""
     details: dict[str, Any] = attrs.field(factory=dict, validator=_json_object)
-    """Structured facts, e.g. ``fields`` for ``invalid_message``, ``head`` for
-    ``cursor_expired``. A JSON object (default ``{}``)."""
+    """Structured facts, e.g. ``fields`` for ``invalid_message``; ``resync`` (always
+    ``"snapshot"``) and ``floor`` or ``resume_from`` for ``cursor_expired`` (design
+    §6.15); ``cause`` for ``ledger_unavailable``. A JSON object (default ``{}``)."""
+    retry_after: float | None = _added(_seconds)
+    """For a retryable refusal (``ledger_unavailable``, ``pool_full``): seconds to wait
+    before retrying, at least (design §6.16); ``None`` when the error gives no hint."""
 
     @classmethod
     def from_error(cls, error: ActorError, *, request_id: str | None) -> ErrorReply:
         """Build the reply for ``error``: its code, bounded message, retryability, details.
 
         ``error.details`` must be JSON-compatible (as :class:`~protocol.errors.ActorError`
-        requires).
+        requires). A retryable error's ``details["retry_after"]`` (seconds) is also
+        :attr:`retry_after`, where every client looks for it (design §6.16).
         """
         message = bound_message(error.message)
         if len(message) > MAX_ERROR_MESSAGE_BYTES:  # pragma: no cover - bytes ≥ characters
             message = message[:MAX_ERROR_MESSAGE_BYTES]
+        hint = error.details.get("retry_after")
+        retry_after: float | None = None
+        if (
+            error.retryable
+            and isinstance(hint, int | float)
+            and not isinstance(hint, bool)
+            and 0 <= hint <= MAX_JSON_INT  # NaN compares false
+        ):
+            retry_after = float(hint)
         return cls(
             request_id=request_id,
             code=error.code,
             message=message,
             retryable=error.retryable,
             details=dict(error.details),
+            retry_after=retry_after,
         )
 
 
@@ -522,6 +585,26 @@ class StatusReply:
             return
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
             raise FieldError(attribute.name, f"must be a number in [0, 1], got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class SnapshotReply:
+    """Answer to ``snapshot``: every live run and its cursor, taken atomically (design §6.15).
+
+    No event falls between the runs' states and ``cursor``: subscribe with
+    ``cursor`` to follow every change after them. A run the client knew that is not
+    here was decided meanwhile; ``status`` says how.
+    """
+
+    request_id: str | None = _reply_id()
+    """The request's id."""
+    cursor: int = attrs.field(validator=_count)
+    """The ``seq`` of the newest event the runs' states include: subscribe from it."""
+    revision: int = attrs.field(validator=_count)
+    """The source revision (design §6.4)."""
+    runs: tuple[StatusReply, ...] = attrs.field(validator=_items_of(StatusReply))
+    """Each live run (``queued``, ``running``, ``held``) as ``status`` answers it, by run
+    id (nested replies carry no ``type`` key and ``request_id`` null)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -610,13 +693,19 @@ class Payload:
 
 @attrs.frozen(kw_only=True)
 class ResyncRequired:
-    """The client fell behind its bounded queue; its backlog was dropped (design §6.9).
+    """The client fell behind its bounded queue; its backlog was dropped (design §6.9, §7.4).
 
-    Watch or subscribe again from ``head`` (or from an older cursor still retained).
+    Sent ahead of anything still queued for the client, which is dropped. The example
+    servers then close the connection (code 4000, with the same cursor in the reason).
+    The client has every event up to ``cursor``: it watches or subscribes again from
+    there while the log still holds it, else takes a ``snapshot`` (design §6.15).
     """
 
     head: int = attrs.field(validator=_count)
     """The event log's head ``seq`` when the backlog was dropped."""
+    cursor: int | None = _added(_count)
+    """The ``seq`` of the last event sent to the client: where to resume from (``None``
+    from a server that does not say)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -742,6 +831,7 @@ ClientRequest = Union[  # noqa: UP007 - cattrs needs a typing.Union object at ru
     Submit,
     Cancel,
     Status,
+    Snapshot,
     Watch,
     Subscribe,
     Unsubscribe,
@@ -763,6 +853,7 @@ ServerMessage = Union[  # noqa: UP007 - see above
     Events,
     ErrorReply,
     StatusReply,
+    SnapshotReply,
     BootReportReply,
     OkReply,
     RunList,

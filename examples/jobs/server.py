@@ -43,8 +43,12 @@ only its user can read, where ``python -m examples.jobs.client`` finds the token
 SIGINT/SIGTERM shut it down gracefully: no new work, up to ``--grace`` seconds for
 running jobs, websockets closed with code 1001, every helper reaped. With ``--ledger``,
 runs survive a restart: unfinished ones are listed by ``boot_report`` and wait for
-``resume``/``discard``. A bad option or a port in use: one line on stderr and exit
-status 2; a helper or ledger failure (e.g. ``ledger_corrupt``): one line and status 1.
+``resume``/``discard``; at start the server prints how many runs it holds from before
+and how to decide them, and at a graceful shutdown which runs it leaves held
+(:mod:`examples.web.held`). A bad option, a port in use or a ledger the event log
+refuses (``ledger_corrupt``: damage, named by table, key and column, and the file is
+left byte-identical, design §6.11): one line on stderr and exit status 2; a helper
+failure: one line and status 1.
 
 Progress: each helper handler reports ``ctx.progress(fraction)``; the pool actor hands
 the progress frames to the runner's callback (design §3.9), which reports them to the
@@ -79,11 +83,12 @@ from actors import (
     count_field,
     duration_field,
 )
-from actors.errors import ActorError, InvalidCommand
+from actors.errors import ActorError, InvalidCommand, LedgerError
 
 from ..web.api import BUILTIN_HANDLERS
 from ..web.cli import OneLineParser, count, describe, leaf
 from ..web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
+from ..web.held import held_at_start, left_held
 from ..web.launch import add_server_options, announce, front_door_config, listening
 from ..web.pool_recovery import PoolRecovery, RecoveryConfig
 from ..web.serverinfo import info_file
@@ -114,6 +119,8 @@ __all__ = [
 
 LOGGER = logging.getLogger("examples.jobs.server")
 ROOT = Path(__file__).resolve().parents[2]
+#: The job server's TCP port unless ``--port`` says otherwise (also the client's default).
+DEFAULT_PORT = 8766
 #: Seconds (trio clock) a client's closing handshake may take: short, so a client that
 #: does not read cannot push the exit past grace + 1 s.
 CLOSE_TIMEOUT = 0.25
@@ -145,7 +152,7 @@ class JobServerConfig:
     """
 
     front_door: FrontDoorConfig = attrs.field(
-        factory=lambda: FrontDoorConfig(port=8766, close_timeout=CLOSE_TIMEOUT)
+        factory=lambda: FrontDoorConfig(port=DEFAULT_PORT, close_timeout=CLOSE_TIMEOUT)
     )
     """Where and how the websocket front door listens."""
     ledger: str | None = None
@@ -403,17 +410,34 @@ async def serve_jobs(
     config: JobServerConfig,
     *,
     sockets: Sequence[socket.socket] | None = None,
+    on_ready: Callable[[str, list[str]], object] | None = None,
+    client: str = "python -m examples.jobs.client",
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> int:
     """Run the job server until SIGINT/SIGTERM, then shut down gracefully (design §7.1).
 
-    ``task_status.started(url)`` once ready. Returns the signal's number once every
-    client is closed and every helper reaped.
+    Once ready: ``on_ready(url, held)`` (sync), where ``held`` are the lines telling
+    how many runs the ledger holds from before and how to decide them with ``client``
+    (:func:`examples.web.held.held_at_start`; none without a ledger), then
+    ``task_status.started(url)``. After the grace it prints which runs it leaves
+    unfinished (held at the next start with a ledger, design §6.10). Returns the
+    signal's number once every client is closed and every helper reaped.
     """
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_job_server(config, sockets=sockets) as server:
-            task_status.started(server.front.url)
-            return await shutdown_on_signal(server.front, signals, grace=config.grace)
+            url = server.front.url
+            held: list[str] = []
+            if config.ledger is not None:
+                port = server.front.port
+                where = "" if port == DEFAULT_PORT else f" --url {url}"
+                held = await held_at_start(server.runtime.eventlog, client=client + where)
+            if on_ready is not None:
+                on_ready(url, held)
+            task_status.started(url)
+            signum = await shutdown_on_signal(server.front, signals, grace=config.grace)
+            for line in await left_held(server.runtime.eventlog, ledger=config.ledger):
+                print(line, flush=True)
+            return signum
 
 
 def _parser() -> OneLineParser:
@@ -422,7 +446,7 @@ def _parser() -> OneLineParser:
         label="job_server",
         description="Run jobs in supervised helper processes, over a websocket API.",
     )
-    add_server_options(parser, port=8766)
+    add_server_options(parser, port=DEFAULT_PORT)
     add = parser.add_argument
     add("--files-root", default=None, metavar="DIR",
         help="hash_file reads only inside DIR (default: the current directory)")  # fmt: skip
@@ -450,9 +474,22 @@ def main(argv: list[str] | None = None) -> int:
 
         async def serve() -> None:
             async with trio.open_nursery() as nursery:
-                url = await nursery.start(functools.partial(serve_jobs, config, sockets=sockets))
-                announce(record, url, front_door.token)
+
+                def on_ready(url: str, held: list[str]) -> None:
+                    announce(record, url, front_door.token, extra=tuple(held))
+
+                await nursery.start(
+                    functools.partial(
+                        serve_jobs, config, sockets=sockets, on_ready=on_ready, client=client
+                    )
+                )
                 LOGGER.info("hash_file reads inside %s", config.files_root)
+
+        client = (  # the command a person types to decide held runs
+            "trio-actors-jobs-client"
+            if parser.prog.startswith("trio-actors-")
+            else "python -m examples.jobs.client"
+        )
 
         failure: BaseExceptionGroup[OSError | ActorError] | None = None
         try:
@@ -460,7 +497,11 @@ def main(argv: list[str] | None = None) -> int:
         except* (OSError, ActorError) as group:  # a helper or ledger failure
             failure = group
     if failure is not None:
-        print(f"job_server: {describe(leaf(failure))}", file=sys.stderr)
+        error = leaf(failure)
+        if isinstance(error, LedgerError):  # refused at boot: its message is the one line
+            print(f"job_server: {error}", file=sys.stderr)
+            return 2
+        print(f"job_server: {describe(error)}", file=sys.stderr)
         return 1
     return 0
 

@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 import trio  # noqa: E402
 
 from actors import open_runtime  # noqa: E402
-from actors.errors import ActorError, SourceError  # noqa: E402
+from actors.errors import ActorError, LedgerError, SourceError  # noqa: E402
 
 from ..web.cli import OneLineParser, count, describe, leaf, seconds  # noqa: E402
 from ..web.frontdoor import (  # noqa: E402
@@ -85,6 +85,7 @@ from ..web.frontdoor import (  # noqa: E402
     open_front_door,
     shutdown_on_signal,
 )
+from ..web.held import left_held, run_list  # noqa: E402
 from ..web.launch import (  # noqa: E402
     add_server_options,
     announce,
@@ -104,6 +105,8 @@ from .sample_db import (  # noqa: E402
 if TYPE_CHECKING:
     import socket
     from collections.abc import AsyncIterator, Callable, Sequence
+
+    from actors import BootReport
 
 __all__ = [
     "DASHBOARD",
@@ -198,6 +201,7 @@ async def open_preview_server(
     identity: dict[str, Any],
     *,
     sockets: Sequence[socket.socket] | None = None,
+    on_boot: Callable[[BootReport], object] | None = None,
 ) -> AsyncIterator[tuple[FrontDoor, PreviewApp]]:
     """Run the preview server for the duration of the block (design §7.2).
 
@@ -211,24 +215,31 @@ async def open_preview_server(
         identity: :func:`~examples.preview.app.open_database` of ``config.db``.
         sockets: Listening sockets bound beforehand (:func:`examples.web.cli.bind_sockets`),
             served instead of binding ``front_config``'s address.
+        on_boot: Called (sync) with the event log's boot report (the runs its ledger
+            holds from before, design §6.10) before the app discards them to draw
+            every run afresh.
 
     Raises:
         OSError: the address cannot be bound.
         HelperStartupError: (``helper_startup_failed``) a helper could not start.
+        LedgerError: (``ledger_corrupt``, ...) the event log refused the ledger; the
+            file is left untouched (design §6.11).
     """
     app = PreviewApp(config, identity)
     runtime_config = await trio.to_thread.run_sync(app.runtime_config)  # makes cache dirs
     page = Page(body=await trio.Path(DASHBOARD).read_bytes())
     pages = dict.fromkeys(DASHBOARD_PATHS, page)
-    async with (
-        open_runtime(runtime_config) as runtime,
-        app.running(runtime),
-        open_front_door(
-            runtime.eventlog, front_config, handlers=app.handlers, pages=pages, sockets=sockets
-        ) as front,
-    ):
-        front.on_disconnect(app.on_disconnect)
-        yield front, app
+    async with open_runtime(runtime_config) as runtime:
+        if on_boot is not None:
+            on_boot(await runtime.eventlog.boot_report())
+        async with (
+            app.running(runtime),
+            open_front_door(
+                runtime.eventlog, front_config, handlers=app.handlers, pages=pages, sockets=sockets
+            ) as front,
+        ):
+            front.on_disconnect(app.on_disconnect)
+            yield front, app
 
 
 async def serve_preview(
@@ -240,6 +251,7 @@ async def serve_preview(
     demo: Path | None = None,
     on_ready: Callable[[FrontDoor], object] | None = None,
     sockets: Sequence[socket.socket] | None = None,
+    on_boot: Callable[[BootReport], object] | None = None,
     task_status: trio.TaskStatus[FrontDoor] = trio.TASK_STATUS_IGNORED,
 ) -> tuple[int, bool]:
     """Run the preview server until SIGINT/SIGTERM, then shut down (design §7.1, §7.2).
@@ -258,6 +270,11 @@ async def serve_preview(
         on_ready: Called (sync) once the server is ready; a signal that came before is
             never reported after it (the start is stopped instead).
         sockets: Listening sockets bound beforehand (see :func:`open_preview_server`).
+        on_boot: Given the boot report before held runs are discarded (see
+            :func:`open_preview_server`).
+
+    After the shutdown it prints which runs it leaves unfinished, if any
+    (:func:`examples.web.held.left_held`).
 
     Returns:
         The signal's number and whether the server was ready, once every client is
@@ -288,10 +305,9 @@ async def serve_preview(
             guard.start_soon(route, signals)
             with starting:
                 async with (
-                    open_preview_server(config, front_config, identity, sockets=sockets) as (
-                        front,
-                        app,
-                    ),
+                    open_preview_server(
+                        config, front_config, identity, sockets=sockets, on_boot=on_boot
+                    ) as (front, app),
                     trio.open_nursery() as nursery,
                 ):
                     # A signal routed meanwhile has cancelled ``starting``: this
@@ -304,6 +320,9 @@ async def serve_preview(
                     if on_ready is not None:
                         on_ready(front)
                     signum = await _shutdown(front, app, receive, grace)
+                    ledger = None if config.ledger is None else str(config.ledger)
+                    for line in await left_held(front.eventlog, ledger=ledger):
+                        print(line, flush=True)
                     nursery.cancel_scope.cancel()
             guard.cancel_scope.cancel()
     if early:
@@ -415,17 +434,30 @@ def _serve(
         parser.error(str(exc))
 
     record = InfoFile("preview_server")  # written once ready, removed at exit
+    held: list[str] = []
+
+    def on_boot(report: BootReport) -> None:
+        # The app discards them (every run is drawn afresh): no decision is left to a person.
+        if config.ledger is not None:
+            ids = [run.run_id for run in report.survivors]
+            held.append(
+                f"held from before: {len(ids)} runs ({run_list(ids)}); discarded: the "
+                "preview draws every run afresh"
+                if ids
+                else "held from before: none"
+            )
 
     def on_ready(front: FrontDoor) -> None:
         token = front.config.token
         # A file:// page's origin is "null": it may connect only if that is allowed.
         as_file = NULL_ORIGIN in front.config.allowed_origins
+        file_line = (f"dashboard as a file: {dashboard_url(front.url, token)}",) if as_file else ()
         announce(
             record,
             front.url,
             token,
             dashboard=dashboard_page_url(front.url, token),
-            extra=(f"dashboard as a file: {dashboard_url(front.url, token)}",) if as_file else (),
+            extra=(*file_line, *held),
         )
 
     async def run() -> tuple[int, bool]:
@@ -437,6 +469,7 @@ def _serve(
             demo=demo,
             on_ready=on_ready,
             sockets=sockets,
+            on_boot=on_boot,
         )
 
     print(f"starting: {db} ({identity['run_count']} runs, {args.helpers} helpers)", flush=True)
@@ -448,6 +481,9 @@ def _serve(
         error = leaf(exc)
         if isinstance(error, KeyboardInterrupt):  # Ctrl-C before the signals were caught
             return _stopped_early(signal.SIGINT)
+        if isinstance(error, LedgerError):  # refused at boot: its message is the one line
+            print(f"preview_server: {error}", file=sys.stderr)
+            return 2
         if isinstance(error, OSError | ActorError):
             print(f"preview_server: {describe(error)}", file=sys.stderr)
             return 1

@@ -6,9 +6,10 @@ through the event-log actor's client (:class:`actors.EventLogClient`):
 ===============  =============================================  ===========================
 request          event-log call                                 answer
 ===============  =============================================  ===========================
-``submit``       ``submit(operation, arguments, request_id)``   ``receipt`` (§6.1-6.5)
-``cancel``       ``cancel(run_id, actor=conn.name)``            ``status_reply``, true state
-``status``       ``status(run_id)``                             ``status_reply``
+``submit``       ``submit(..., request_id, actor=conn.name)``   ``receipt`` (§6.1-6.5)
+``cancel``       ``cancel(run_id, conn.name, request_id=...)``  ``status_reply``, true state
+``status``       ``status(run_id, request_id=...)``             ``status_reply``
+``snapshot``     ``snapshot()``                                 ``snapshot_reply`` (§6.15)
 ``watch``        ``watch(cursor, limit=watch_limit)``           ``events``
 ``subscribe``    ``watch``, then ``subscribe`` (a port)         ``events`` + ``event`` pushes
 ``unsubscribe``  closes the port                                ``ok``
@@ -20,7 +21,13 @@ request          event-log call                                 answer
 
 Failures are :class:`~actors.errors.ActorError` subclasses; the front door turns each
 into an ``error`` answer with its ``code`` (e.g. ``unknown_run``, ``cursor_expired`` with
-``details.resume_from``, ``unsupported_operation``, ``request_conflict``).
+``details.resync == "snapshot"``, ``unsupported_operation``, ``request_conflict``,
+``ledger_unavailable`` with ``retry_after``).
+
+A connection's name (``ws-<id>@<peer>``) is the *actor* of its submits and cancels:
+each ``submit`` is a waiter of its run (design §6.14), and a ``cancel`` detaches the
+waiter its ``waiter`` names, else the waiters this connection submitted, else (a cancel
+from a connection that submitted none of them) every waiter.
 
 The request ids of ``submit`` are the event log's idempotency keys (design §6.3), shared
 by every client: a client should use unique ids (a UUID, say); retrying with the same id
@@ -68,6 +75,7 @@ def receipt_message(receipt: Receipt, request_id: str | None) -> messages.Receip
         retryable=receipt.retryable,
         depth=receipt.depth,
         bound=receipt.bound,
+        retry_after=receipt.retry_after,
     )
 
 
@@ -77,7 +85,8 @@ def status_message(status: RunStatus, request_id: str | None) -> messages.Status
     ``state`` is the event log's (``queued``, ``running``, ``finished``, ``cancelled``,
     ``held``); ``detail`` carries ``operation``, ``arguments``, ``revision``,
     ``snapshot_id``, ``request_id``, ``result``, ``error``, ``cancelled_by``,
-    ``interruptions`` and ``quarantined``.
+    ``interruptions``, ``quarantined`` and ``waiters`` (the requests waiting on the run,
+    design §6.14). ``request_id`` None: a run nested in a ``snapshot_reply``.
     """
     detail: dict[str, Any] = {
         "operation": status.operation,
@@ -90,6 +99,7 @@ def status_message(status: RunStatus, request_id: str | None) -> messages.Status
         "cancelled_by": status.cancelled_by,
         "interruptions": status.interruptions,
         "quarantined": status.quarantined,
+        "waiters": status.waiters,
     }
     return messages.StatusReply(
         request_id=request_id,
@@ -114,33 +124,62 @@ async def submit(conn: Connection, request: messages.Submit) -> messages.Message
         UnsupportedOperation: (``unsupported_operation``) unknown operation (§6.2).
         InvalidCommand: (``invalid_command``) fields outside the operation's schema.
         RequestConflict: (``request_conflict``) the request id was used for other content.
+        LedgerUnavailable: (``ledger_unavailable``) the ledger cannot commit now; the
+            answer's ``retry_after`` says when to retry (design §6.13, §6.16).
+
+    A refusal at capacity is a ``receipt`` (``pool_full``, with ``retry_after``), not an
+    error (design §6.5).
     """
     _check_admitting(conn)
     receipt = await conn.front.eventlog.submit(
-        request.operation, request.arguments, request_id=request.request_id
+        request.operation, request.arguments, request_id=request.request_id, actor=conn.name
     )
     conn.front.saw(receipt.event_cursor)
     return receipt_message(receipt, request.request_id)
 
 
 async def cancel(conn: Connection, request: messages.Cancel) -> messages.Message:
-    """``cancel`` → ``status_reply`` with the true state (design §6.7), by ``conn.name``.
+    """``cancel`` → ``status_reply`` with the true state (design §6.7, §6.14).
+
+    Detaches ``request.waiter`` if given, else the waiters ``conn`` submitted, else
+    every waiter; the answer is the run as the (first) detached request sees it.
 
     Raises:
         UnknownRun: (``unknown_run``) no such run.
+        InvalidCommand: (``invalid_command``) ``waiter`` did not join that run.
     """
-    status = await conn.front.eventlog.cancel(request.run_id, conn.name)
+    status = await conn.front.eventlog.cancel(request.run_id, conn.name, request_id=request.waiter)
     return status_message(status, request.request_id)
 
 
 async def status(conn: Connection, request: messages.Status) -> messages.Message:
-    """``status`` → ``status_reply``; needs no capacity (design §6.5).
+    """``status`` → ``status_reply``; needs no capacity (design §6.5, §6.14).
+
+    With ``waiter``: the run as that request sees it (``cancelled`` once detached).
 
     Raises:
         UnknownRun: (``unknown_run``) no such run.
+        InvalidCommand: (``invalid_command``) ``waiter`` did not join that run.
+        LedgerCorrupt: (``ledger_corrupt``) the run's ledger row is damaged (§6.11).
     """
-    run = await conn.front.eventlog.status(request.run_id)
+    run = await conn.front.eventlog.status(request.run_id, request_id=request.waiter)
     return status_message(run, request.request_id)
+
+
+async def snapshot(conn: Connection, request: messages.Snapshot) -> messages.Message:
+    """``snapshot`` → ``snapshot_reply``: every live run and its cursor (design §6.15).
+
+    Taken atomically by the event log; never waits for capacity. The documented way
+    back for a client that lost its place: subscribe with the reply's ``cursor``.
+    """
+    taken = await conn.front.eventlog.snapshot()
+    conn.front.saw(taken.cursor)
+    return messages.SnapshotReply(
+        request_id=request.request_id,
+        cursor=taken.cursor,
+        revision=taken.revision,
+        runs=tuple(status_message(run, None) for run in taken.runs),
+    )
 
 
 async def watch(conn: Connection, request: messages.Watch) -> messages.Message:
@@ -149,7 +188,8 @@ async def watch(conn: Connection, request: messages.Watch) -> messages.Message:
     Page with the returned ``cursor`` until it stops moving.
 
     Raises:
-        CursorExpired: (``cursor_expired``) outside the log; ``details.resume_from``.
+        CursorExpired: (``cursor_expired``) outside the log; ``details.resync`` is
+            ``"snapshot"``: take a ``snapshot`` and subscribe from its cursor (§6.15).
     """
     result = await conn.front.eventlog.watch(request.cursor, limit=conn.front.config.watch_limit)
     conn.front.saw(result.head)
@@ -169,7 +209,8 @@ async def subscribe(conn: Connection, request: messages.Subscribe) -> messages.M
 
     Raises:
         CursorExpired: (``cursor_expired``) ``cursor`` is outside the log;
-            ``details.resume_from`` is where to start from.
+            ``details.resync`` is ``"snapshot"``: take a ``snapshot`` and subscribe
+            from its cursor (design §6.15).
     """
     log = conn.front.eventlog
     conn.unsubscribe()
@@ -220,7 +261,9 @@ async def resume(conn: Connection, request: messages.Resume) -> messages.Message
         InvalidCommand: (``invalid_command``) the run is not held.
         AlreadyDecided: (``already_decided``) the run is finished or cancelled.
         UnknownRun: (``unknown_run``) no such run.
-        PoolFull: (``pool_full``) no capacity now; retry later.
+        PoolFull: (``pool_full``) no capacity now; ``retry_after`` says when to retry.
+        LedgerUnavailable: (``ledger_unavailable``) the ledger cannot commit now;
+            ``retry_after`` too (design §6.13).
     """
     _check_admitting(conn)
     log = conn.front.eventlog
@@ -253,6 +296,7 @@ BUILTIN_HANDLERS: Mapping[str, Handler] = {
     "submit": submit,
     "cancel": cancel,
     "status": status,
+    "snapshot": snapshot,
     "watch": watch,
     "subscribe": subscribe,
     "unsubscribe": unsubscribe,

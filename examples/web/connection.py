@@ -11,12 +11,19 @@ this module imports neither the front door nor the handlers. It runs two tasks:
 
 Everything the server sends goes through one bounded queue of ``send_queue`` encoded
 messages. Answers wait for room: a client that does not read only stops *its own*
-requests. Pushed events come from a bounded event-log port (design §6.9) through a pump task
-that also waits for room, so a slow client's backlog piles up in its port, never in the
-event log: once the port passes its bound, the port drops the backlog and the pump
-queues one ``resync_required`` message (after the events already queued, so the client
-sees no silent gap) and ends the subscription. The client reloads with ``watch`` and
-subscribes again. The event log and every other client go on at full speed.
+requests. Pushed events come from a bounded event-log port (design §6.9) through a pump
+task that also waits for room, so a slow client's backlog piles up in its port, never in
+the event log. Once the port passes its bound (or an extension push finds the queue
+full for ``push_timeout`` seconds), the client is dropped for falling behind: the writer
+sends ``resync_required`` next, ahead of everything still queued (which is dropped),
+with ``cursor`` = the newest event it was sent, then closes the connection with code
+4000 and the same cursor in the reason (design §7.4, :mod:`examples.web.closing`). The
+client resumes after that cursor (or takes a snapshot, design §6.15). The event log and
+every other client go on at full speed.
+
+A close frame from the client is honoured within ``close_timeout`` seconds even while a
+message to it is stuck: trio-websocket notes the close at once but cannot answer it
+while our send holds the stream, so a watcher bounds that send (design §7.4).
 
 Extension handlers (the preview server's ``select``/``visible``/``list_runs``) get the
 connection and may keep state in :attr:`Connection.data`, push their own messages with
@@ -37,6 +44,8 @@ from actors import ResyncRequired as PortResync
 from protocol import messages
 from protocol.codec import encode_message
 
+from .closing import KEEPALIVE_TIMEOUT, RESYNC_REQUIRED, with_cursor
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -49,6 +58,8 @@ if TYPE_CHECKING:
 __all__ = ["Connection", "ConnectionStatistics", "Server", "event_message", "wire_text"]
 
 LOGGER = logging.getLogger("examples.frontdoor")
+#: Seconds (trio clock) between looks at a stuck send for a close frame from the client.
+PEER_CLOSE_POLL = 0.05
 
 
 def wire_text(message: messages.Message) -> str:
@@ -131,13 +142,15 @@ class ConnectionStatistics:
     pushed: int
     """Events and extension messages queued as pushes."""
     resyncs: int
-    """Times the client was told ``resync_required``."""
+    """Times the client was told ``resync_required`` (then dropped, design §7.4)."""
     dropped: int
     """Extension pushes dropped because the queue stayed full."""
     subscribed: bool
     """True while events are pushed to this client."""
     pongs: int = 0
     """Keepalive pings the client answered (``ping_interval``, ``ping_timeout``)."""
+    cursor: int | None = None
+    """The newest event seq sent to the client, or None if none was (design §7.4)."""
 
 
 class Connection:
@@ -162,17 +175,21 @@ class Connection:
         self.name = f"ws-{conn_id}@{peer}"[:128]
         self.data: dict[str, Any] = {}
         bound = front.config.send_queue
-        self._send, self._receive = trio.open_memory_channel[str](bound)
+        # Each queued message with the event seq it brings the client to, if any.
+        self._send, self._receive = trio.open_memory_channel[tuple[str, int | None]](bound)
         self._bound = bound
         self._scope = trio.CancelScope()
         self._nursery: trio.Nursery | None = None
         self._close_code = 1000
         self._close_reason: str | None = None
+        self._close_cursor = False  # end the close reason with "; cursor=N"
         self._port: Port | None = None
         self._pump_scope: trio.CancelScope | None = None
         self._ports_opened = 0
-        self._resync_head: int | None = None
+        self._resync_head: int | None = None  # dropped for falling behind: notify, close
+        self._idle: trio.CancelScope | None = None  # the writer waiting for a message
         self._last_seq = 0
+        self._cursor: int | None = None  # the newest event seq sent
         self._after: list[Callable[[], object]] = []
         self._received = self._sent = self._errors = 0
         self._pushed = self._resyncs = self._dropped = 0
@@ -181,6 +198,7 @@ class Connection:
         self._sending: trio.CancelScope | None = None
         #: True once a message was cut off mid-send: no close frame may follow.
         self._cut = False
+        self._send_started = trio.lowlevel.ParkingLot()
 
     # -- life ---------------------------------------------------------------------------
 
@@ -196,6 +214,7 @@ class Connection:
                     self._nursery = nursery
                     nursery.start_soon(self._writer)
                     nursery.start_soon(self._keepalive)
+                    nursery.start_soon(self._watch_peer_close)
                     await self._reader()
                     self._finish_sending()
                     nursery.cancel_scope.cancel()
@@ -208,18 +227,35 @@ class Connection:
                 # TCP connection instead (the client sees an abnormal closure, 1006).
                 LOGGER.info("%s: a message was cut off; dropped without a close", self.name)
             else:
+                reason = self._close_reason
+                if self._close_cursor:  # known only now: after the last message sent
+                    reason = with_cursor(reason or "", self.cursor)
                 with trio.move_on_after(self.front.config.close_timeout, shield=True):
-                    await self.ws.aclose(self._close_code, self._close_reason)
+                    await self.ws.aclose(self._close_code, reason)
 
-    def close(self, code: int = 1000, reason: str | None = None) -> None:
+    def close(self, code: int = 1000, reason: str | None = None, *, cursor: bool = False) -> None:
         """Stop serving this client and close its websocket with ``code`` and ``reason``.
 
         Never waits; :meth:`run` performs the closing handshake. A message being sent
-        is finished first, for at most ``close_timeout`` seconds.
+        is finished first, for at most ``close_timeout`` seconds; nothing queued after
+        it is sent. With ``cursor``, the reason ends in ``; cursor=N`` (:attr:`cursor`
+        once that message is out, design §7.4). The first close decides the code.
         """
-        self._close_code, self._close_reason = code, reason
+        if not self._scope.cancel_called:
+            self._close_code, self._close_reason = code, reason
+            self._close_cursor = cursor
         self._finish_sending()
         self._scope.cancel()
+
+    @property
+    def cursor(self) -> int:
+        """Where this client resumes from (design §7.4).
+
+        The newest event seq it was sent (in an ``event``, an ``events`` answer or a
+        ``snapshot_reply``), or the newest seq the front door has seen if it was sent
+        none.
+        """
+        return self.front.head_hint if self._cursor is None else self._cursor
 
     def _finish_sending(self) -> None:
         # The message being sent may take close_timeout more seconds, no longer.
@@ -250,34 +286,71 @@ class Connection:
                 fn()
 
     async def _writer(self) -> None:
-        send_timeout = self.front.config.send_timeout
         try:
             while True:
                 if self._resync_head is not None:
-                    head, self._resync_head = self._resync_head, None
-                    text = wire_text(messages.ResyncRequired(head=head))
-                else:
-                    text = await self._receive.receive()
-                if self._scope.cancel_called:  # closing: start no new message
+                    await self._send_resync(self._resync_head)
                     return
-                # Shielded, so that a close never cuts a message in half (the close frame
-                # would land inside it); bounded by send_timeout, and by close_timeout
-                # once closing (_finish_sending). Cut anyway: no close frame follows.
-                sending = self._sending = trio.CancelScope(
-                    shield=True, deadline=trio.current_time() + send_timeout
-                )
-                try:
-                    with sending:
-                        await self.ws.send_message(text)
-                finally:
-                    self._sending = None
-                if sending.cancelled_caught:
-                    self._cut = True
-                    self._scope.cancel()
-                    return
-                self._sent += 1
+                with trio.CancelScope() as idle:
+                    self._idle = idle  # cancelled by _drop_behind: the notice goes first
+                    text, seq = await self._receive.receive()
+                self._idle = None
+                if idle.cancelled_caught:
+                    continue
+                if self._scope.cancel_called or not await self._send_one(text):
+                    return  # closing: start no new message; or cut off
+                if seq is not None and (self._cursor is None or seq > self._cursor):
+                    self._cursor = seq
         except ConnectionClosed:
             self._scope.cancel()
+
+    async def _send_one(self, text: str) -> bool:
+        # Shielded, so that a close never cuts a message in half (the close frame would
+        # land inside it); bounded by send_timeout, and by close_timeout once closing
+        # (_finish_sending). Cut anyway: False, and no close frame follows.
+        sending = self._sending = trio.CancelScope(
+            shield=True, deadline=trio.current_time() + self.front.config.send_timeout
+        )
+        self._send_started.unpark_all()
+        try:
+            with sending:
+                await self.ws.send_message(text)
+        finally:
+            self._sending = None
+        if sending.cancelled_caught:
+            self._cut = True
+            self._scope.cancel()
+            return False
+        self._sent += 1
+        return True
+
+    async def _send_resync(self, head: int) -> None:
+        # Ahead of whatever is still queued, which the client will never get: it resumes
+        # from the cursor instead (design §6.9, §7.4).
+        cursor = self.cursor
+        notice = messages.ResyncRequired(head=max(head, cursor), cursor=cursor)
+        LOGGER.info(
+            "%s fell behind: resync_required, closing (%d)", self.name, RESYNC_REQUIRED,
+            extra={"event": "client_dropped", "connection": self.name, "head": notice.head,
+                   "cursor": cursor},
+        )  # fmt: skip
+        if await self._send_one(wire_text(notice)):
+            self.close(RESYNC_REQUIRED, "resync required", cursor=True)
+
+    async def _watch_peer_close(self) -> None:
+        # A close frame from the client makes trio-websocket mark the connection closed
+        # at once, but its answer waits for the stream our stuck send holds, and nobody
+        # is woken: look while a send is in flight, and bound that send (design §7.4).
+        while True:
+            if self._sending is None:
+                await self._send_started.park()
+                continue
+            await trio.sleep(PEER_CLOSE_POLL)
+            if self._sending is not None and self.ws.closed is not None:
+                LOGGER.info("%s closed by the client during a send", self.name)
+                self._finish_sending()
+                self._scope.cancel()
+                return
 
     async def _keepalive(self) -> None:
         # A client that vanished without closing (a dead peer, a suspended laptop) or
@@ -293,11 +366,11 @@ class Connection:
                     return
                 self._pongs += 1
             if waited.cancelled_caught:
-                self.close(1011, "keepalive ping timeout")
+                self.close(KEEPALIVE_TIMEOUT, "keepalive ping timeout")
                 return
 
     async def _queue(self, message: messages.Message) -> None:
-        await self._send.send(wire_text(message))
+        await self._send.send((wire_text(message), _position(message)))
 
     # -- replies and pushes (extension API) ----------------------------------------------
 
@@ -320,17 +393,17 @@ class Connection:
 
         Returns:
             True if queued. False if the connection is closed, or the queue stayed full:
-            then the message is dropped and the client is marked resync-required (it
-            gets one ``resync_required`` message and its event subscription ends).
+            then the message is dropped and the client is dropped for falling behind
+            (:meth:`mark_resync`).
 
         Raises:
             TypeError: ``message`` is not a protocol message.
         """
-        text = wire_text(message)
+        item = (wire_text(message), _position(message))
         wait = self.front.config.push_timeout if timeout is None else timeout
         with trio.move_on_after(wait):
             try:
-                await self._send.send(text)
+                await self._send.send(item)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return False
             self._pushed += 1
@@ -340,13 +413,14 @@ class Connection:
         return False
 
     def push_nowait(self, message: messages.Message) -> bool:
-        """Like :meth:`push` without waiting: False (and resync-required) if full.
+        """Like :meth:`push` without waiting: False if full (and the client is dropped,
+        :meth:`mark_resync`).
 
         Raises:
             TypeError: ``message`` is not a protocol message.
         """
         try:
-            self._send.send_nowait(wire_text(message))
+            self._send.send_nowait((wire_text(message), _position(message)))
         except trio.WouldBlock:
             self._dropped += 1
             self.mark_resync()
@@ -357,21 +431,21 @@ class Connection:
         return True
 
     def mark_resync(self, head: int | None = None) -> None:
-        """Tell the client it missed messages: end its subscription, queue a notice.
+        """Drop the client for falling behind: it missed messages (design §6.9, §7.4).
 
-        ``resync_required`` with ``head`` (default: the newest event seq this front door
-        has seen) is queued, or, if the queue is full, sent by the writer before its next
-        queued message (design §6.9).
+        Ends its subscription; the writer then sends ``resync_required`` (``head``,
+        default the newest event seq this front door has seen, and ``cursor``, the
+        newest it sent this client) ahead of everything still queued, which is dropped,
+        and closes the connection with code 4000 and ``; cursor=N`` in the reason.
+        Never waits; idempotent.
         """
         self.unsubscribe()
+        if self._resync_head is not None or self._scope.cancel_called:
+            return
         self._resyncs += 1
-        head = max(self._last_seq, self.front.head_hint) if head is None else head
-        try:
-            self._send.send_nowait(wire_text(messages.ResyncRequired(head=head)))
-        except trio.WouldBlock:
-            self._resync_head = head  # the writer sends it before its next message
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+        self._resync_head = max(self._last_seq, self.front.head_hint) if head is None else head
+        if self._idle is not None:
+            self._idle.cancel()  # the writer was waiting for a message: the notice now
 
     # -- event subscription (design §6.9) ---------------------------------------------------
 
@@ -414,8 +488,7 @@ class Connection:
             try:
                 async for item in port:
                     if isinstance(item, PortResync):
-                        self._resyncs += 1
-                        await self._queue(messages.ResyncRequired(head=item.head))
+                        self.mark_resync(item.head)
                         break
                     self._last_seq = item.seq
                     self.front.saw(item.seq)
@@ -443,4 +516,14 @@ class Connection:
             dropped=self._dropped,
             subscribed=self.subscribed,
             pongs=self._pongs,
+            cursor=self._cursor,
         )
+
+
+def _position(message: messages.Message) -> int | None:
+    """The event seq a message brings its client to (design §7.4), if it carries one."""
+    if isinstance(message, messages.Event):
+        return message.seq
+    if isinstance(message, messages.Events | messages.SnapshotReply):
+        return message.cursor
+    return None

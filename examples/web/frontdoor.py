@@ -23,8 +23,9 @@ trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
   ``message``, ``retryable``, ``details.fields``), and the connection stays up.
 * **Bounded output**: each client has a send queue of ``send_queue`` messages and its
   event pushes come from an event-log port of ``subscriber_bound`` events; a client that
-  does not keep up is told ``resync_required`` and never slows the event log or other
-  clients (see :mod:`examples.web.connection`).
+  does not keep up is sent ``resync_required`` ahead of its backlog and closed with code
+  4000 and its resume cursor, and never slows the event log or other clients (see
+  :mod:`examples.web.connection`, :mod:`examples.web.closing`).
 * **Plain HTTP** on the same port (:mod:`examples.web.http`): ``pages`` maps paths
   (``/``) to pages served to a browser's ``GET``; other paths get 404. The websocket
   upgrade of any path works as before.
@@ -34,8 +35,9 @@ trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
 * **Graceful shutdown** (:meth:`FrontDoor.shutdown`, :func:`shutdown_on_signal`): stop
   accepting, refuse new work (``server_shutting_down``), wait up to ``grace`` seconds for
   the event log's queued and running runs, then close every websocket with code 1001
-  (going away). The caller then leaves its runtime, which stops the actors and reaps the
-  helper processes.
+  (going away) and ``; cursor=N`` in the reason: where that client resumes after the
+  restart (design §7.4). The caller then leaves its runtime, which stops the actors and
+  reaps the helper processes.
 
 Running one inside a nursery::
 
@@ -74,6 +76,7 @@ from protocol.codec import decode_client_message
 
 from .accept import Acceptor
 from .api import BUILTIN_HANDLERS
+from .closing import GOING_AWAY
 from .config import FrontDoorConfig, FrontDoorStatistics
 from .connection import Connection
 from .guard import Guard, Refusal
@@ -99,8 +102,6 @@ __all__ = [
 ]
 
 LOGGER = logging.getLogger("examples.frontdoor")
-#: Close code sent to every client when the server shuts down (RFC 6455 "going away").
-GOING_AWAY = 1001
 _REQUEST_TAGS = frozenset(messages.TAGS[cls] for cls in get_args(messages.ClientRequest))
 
 
@@ -195,7 +196,8 @@ class FrontDoor:
     def broadcast_nowait(self, message: messages.Message) -> int:
         """Push ``message`` to every client without waiting; return how many took it.
 
-        A client whose queue is full is marked resync-required instead.
+        A client whose queue is full is dropped for falling behind instead
+        (:meth:`Connection.mark_resync`: ``resync_required``, then close 4000).
         """
         return sum(conn.push_nowait(message) for conn in self.connections)
 
@@ -307,13 +309,17 @@ class FrontDoor:
             await trio.aclose_forcefully(stream)
 
     def close(self) -> None:
-        """Stop at once: close the listener and every client (code 1001); never waits."""
+        """Stop at once: close the listener and every client; never waits.
+
+        Each client gets code 1001 with ``; cursor=N`` in the reason: the newest event
+        it was sent, or :attr:`head_hint` (design §7.4).
+        """
         self._admitting = False
         self._listen_scope.cancel()
         for pending in self._pending:
             pending.cancel()
         for conn in self.connections:
-            conn.close(GOING_AWAY, "server shutting down")
+            conn.close(GOING_AWAY, "server shutting down", cursor=True)
 
     async def shutdown(self, *, grace: float) -> None:
         """Shut down gracefully within about ``grace`` seconds (design §7.1); a checkpoint.
@@ -321,9 +327,10 @@ class FrontDoor:
         Stops accepting clients and admitting work at once; waits until the event log
         has no queued or running run, at most ``grace`` seconds (trio clock), while
         connected clients can still watch their runs; then closes every client with code
-        1001 and waits (bounded by ``close_timeout``) until :meth:`serve` returned. Runs
-        still running afterwards are the caller's to stop: leaving the runtime cancels
-        them, and with a ledger they are survivors at the next boot (design §6.10).
+        1001 and its resume cursor (design §7.4) and waits (bounded by
+        ``close_timeout``) until :meth:`serve` returned. Runs still running afterwards
+        are the caller's to stop: leaving the runtime cancels them, and with a ledger
+        they are survivors at the next boot (design §6.10).
 
         Raises:
             ValueError: ``grace`` is not a valid duration (design §1.6).
@@ -346,6 +353,7 @@ class FrontDoor:
                 stats = await self.eventlog.statistics()
             except (AskTimeout, ActorStopped):
                 return  # the event log is gone or stuck: nothing left to wait for
+            self.saw(stats.head)  # the cursor of the clients that were sent no event
             if stats.queued + stats.running == 0:
                 return
             await trio.sleep(self.config.idle_poll)

@@ -149,3 +149,49 @@ async def first_line(stream: trio.abc.ReceiveStream) -> bytes:
             assert chunk, f"the server exited before printing a line: {line!r}"
             line += chunk
     return line
+
+
+# -- a websocket client written by hand (frames as bytes) ------------------------------
+
+#: An opening handshake written by hand: the test's "client" then goes silent.
+HANDSHAKE = (
+    "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+)
+
+
+async def raw_handshake(stream: trio.SocketStream) -> bytes:
+    """Send :data:`HANDSHAKE`; return what came back up to the end of the 101 head."""
+    port = stream.socket.getpeername()[1]
+    await stream.send_all(HANDSHAKE.format(port=port).encode())
+    received = b""
+    with trio.fail_after(5):
+        while b"\r\n\r\n" not in received:
+            received += await stream.receive_some(4096)
+    assert received.startswith(b"HTTP/1.1 101")
+    return received
+
+
+def client_frame(text: str | bytes, opcode: int = 0x1) -> bytes:
+    """One masked frame (text by default), as a client must send it (RFC 6455 §5.3)."""
+    data = text.encode() if isinstance(text, str) else text
+    assert len(data) < 126
+    mask = b"\x01\x02\x03\x04"
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+    return bytes([0x80 | opcode, 0x80 | len(data)]) + mask + masked
+
+
+def parse_frames(data: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
+    """Whole server frames ``(opcode, payload)`` and the bytes of an incomplete last one."""
+    frames = []
+    while len(data) >= 2:
+        size, head = data[1] & 0x7F, 2
+        if size == 126:
+            size, head = int.from_bytes(data[2:4], "big"), 4
+        elif size == 127:
+            size, head = int.from_bytes(data[2:10], "big"), 10
+        if len(data) < head + size:
+            break
+        frames.append((data[0] & 0x0F, data[head : head + size]))
+        data = data[head + size :]
+    return frames, data

@@ -10,9 +10,13 @@ in this process or as real subprocesses, on the real clock with short deadlines
 from __future__ import annotations
 
 import ast
+import contextlib
+import hashlib
 import json
 import re
+import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +24,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
-from frontdoor_support import TIMEOUT, assert_no_children
+from frontdoor_support import TIMEOUT, assert_no_children, first_line
 
+from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
 from examples.jobs.server import JobServerConfig, open_job_server
 from examples.jobs.server import main as job_server_main
 from examples.preview.client import main as preview_client_main
@@ -33,6 +38,8 @@ from examples.web.serverinfo import ENV_TOKEN
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from actors import RunStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token"
@@ -129,12 +136,71 @@ def test_a_port_in_use_is_one_line_and_nothing_is_written(
 def test_a_corrupt_ledger_is_one_line_with_its_code(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.db"
     ledger.write_bytes(b"not a database at all\n" * 64)
+    before = _checksums(tmp_path)
     done = _run("examples.jobs.server", "--port", "0", "--helpers", "1", "--ledger", str(ledger))
-    assert done.returncode == 1
+    assert done.returncode == 2
+    assert done.stdout == ""
     line = _one_line(done.stderr)
-    assert line.startswith("job_server: ledger "), line
-    assert line.endswith(" (ledger_corrupt)"), line
-    assert "LedgerCorrupt(" not in line
+    assert line == (
+        f"job_server: ledger {str(ledger)!r} is not a SQLite database (bad header); the file "
+        "was left untouched"
+    )
+    assert _checksums(tmp_path) == before
+
+
+def _checksums(folder: Path) -> dict[str, str]:
+    """Every file in ``folder`` (``-wal``/``-shm`` included) by name: its SHA-256."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+async def _finish(run: RunStatus, report: object) -> str:
+    return "done"
+
+
+async def _written_ledger(path: Path) -> None:
+    """A real ledger: one run submitted and finished, closed cleanly."""
+    actor = EventLogActor(
+        EventLogConfig(ledger_path=str(path)),
+        operations=[OperationSpec(name="sleep", fields={"seconds"})],
+        runners={"sleep": _finish},
+    )
+    async with trio.open_nursery() as nursery:
+        log = EventLogClient(await nursery.start(actor.run), timeout=TIMEOUT)
+        receipt = await log.submit("sleep", {"seconds": 0}, request_id="first")
+        with trio.fail_after(TIMEOUT):
+            while (await log.status(receipt.run_id)).state != "finished":  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        await log.ref.stop(TIMEOUT)
+
+
+@pytest.mark.parametrize("module", ["examples.jobs.server", "examples.preview.server"])
+async def test_a_damaged_ledger_refuses_the_start_and_stays_byte_identical(
+    tmp_path: Path, real_db: Path, module: str
+) -> None:
+    folder = tmp_path / "ledger"
+    folder.mkdir()
+    ledger = folder / "ledger.db"
+    await _written_ledger(ledger)
+    with contextlib.closing(sqlite3.connect(ledger)) as db, db:
+        db.execute("UPDATE events SET data = '{not json' WHERE seq = 2")
+    before = _checksums(folder)
+    assert list(before) == ["ledger.db"]  # closed cleanly: no -wal, no -shm
+    options = ["--port", "0", "--helpers", "1", "--ledger", str(ledger)]
+    if module == "examples.preview.server":
+        options += [str(real_db), "--cache-dir", str(tmp_path / "cache")]
+    with trio.fail_after(60):
+        done = await trio.run_process(
+            [sys.executable, "-m", module, *options], cwd=ROOT, capture_stdout=True,
+            capture_stderr=True, check=False,
+        )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    label = {"examples.jobs.server": "job_server", "examples.preview.server": "preview_server"}
+    assert _one_line(done.stderr.decode()) == (
+        f"{label[module]}: ledger {str(ledger)!r}: table events, seq 2, column data: "
+        "'{not json' is not valid JSON; the file was left untouched"
+    )
+    assert b"listening on" not in done.stdout
+    assert _checksums(folder) == before
 
 
 # -- clients ---------------------------------------------------------------------------
@@ -201,24 +267,44 @@ async def test_clients_against_a_job_server(tmp_path: Path) -> None:
         )
         assert done.returncode == 2
         assert "refused: HTTP 403, check --token" in _one_line(done.stderr.decode())
-        # A job that fails: the receipt first, then its events; exit status 1.
+        # A job that fails, for a person: admitted, then the verdict; exit status 1.
         done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN,
                              "submit", "crash")  # fmt: skip
         assert done.returncode == 1, done.stderr
-        lines = [json.loads(line) for line in done.stdout.decode().splitlines()]
-        assert lines[0]["type"] == "receipt"
-        assert lines[-1]["kind"] == "job_finished"
-        assert lines[-1]["data"]["verdict"] != "ok"
-        done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN,
+        lines = done.stdout.decode().splitlines()
+        run_id = int(lines[0].split()[1].rstrip(":"))
+        assert lines[0] == f"run {run_id}: submitted crash"
+        assert lines[-1].startswith(f"run {run_id}: failed: helper_exited: "), lines
+        assert done.stderr == b""
+        # --json: the receipt, the run's own events, its final status; exit status 0.
+        done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN, "--json",
                              "submit", "sleep", '{"seconds": 0}')  # fmt: skip
         assert done.returncode == 0, done.stderr
-        receipt = json.loads(done.stdout.decode().splitlines()[0])
-        assert receipt["type"] == "receipt"
-        # resume --override reaches the server (a finished run is already decided).
+        messages = [json.loads(line) for line in done.stdout.decode().splitlines()]
+        receipt, *events, final = messages
+        assert (receipt["type"], receipt["admitted"]) == ("receipt", True)
+        assert {m["run_id"] for m in events} == {receipt["run_id"]}  # only its own run
+        assert [m["kind"] for m in events][-1] == "job_finished"
+        assert (final["type"], final["state"]) == ("status_reply", "finished")
+        assert final["verdict"] == "ok"
+        # The same for a person: the result on its own line.
         done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN,
+                             "submit", "sleep", '{"seconds": 0.2}')  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.decode().splitlines()
+        assert lines[-2].endswith(": ok"), lines
+        assert lines[-1].startswith("result: {"), lines
+        # resume --override reaches the server (a finished run is already decided).
+        done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN, "--json",
                              "resume", "--override", str(receipt["run_id"]))  # fmt: skip
         assert done.returncode == 1, done.stderr
         assert json.loads(done.stdout.decode())["code"] == "already_decided"
+        assert _one_line(done.stderr.decode()).startswith("job_client: not resumed: already_")
+        # status, for a person: the verdict word.
+        done = await _client("examples.jobs.client", "--url", url, "--token", TOKEN,
+                             "status", str(run_id))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.decode().startswith(f"run {run_id}: failed: helper_exited")
 
         # The server goes away mid-stream: one line, exit status 1.
         async with trio.open_nursery() as nursery:
@@ -237,7 +323,13 @@ async def test_clients_against_a_job_server(tmp_path: Path) -> None:
     (done,) = results
     assert done.returncode == 1, done.stderr
     line = _one_line(done.stderr.decode())
-    assert "the server closed the connection (1001" in line, line
+    assert (
+        "the server closed the connection (1001 GOING_AWAY: server shutting down; cursor=" in line
+    )
+    assert line.endswith(
+        " did not finish: with a ledger the server holds it at its next start (resume or "
+        "discard it then)"
+    ), line
 
 
 # -- messages ----------------------------------------------------------------------------
@@ -283,3 +375,33 @@ def test_the_server_token_comes_from_the_flag_the_environment_or_chance(
     assert with_token("ws://127.0.0.1:1", "a b/c") == "ws://127.0.0.1:1/?token=a+b%2Fc"
     assert with_token("http://h:1/?select=4", "t") == "http://h:1/?select=4&token=t"
     assert with_token("ws://127.0.0.1:1", None) == "ws://127.0.0.1:1"
+
+
+async def test_the_preview_server_says_what_its_ledger_holds_from_before(
+    tmp_path: Path, real_db: Path
+) -> None:
+    ledger = tmp_path / "ledger.db"
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "examples.preview.server", str(real_db), "--port", "0",
+         "--helpers", "1", "--ledger", str(ledger), "--cache-dir", str(tmp_path / "cache")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert process.stdout is not None
+    try:
+        lines = [(await first_line(process.stdout)).decode() for _ in range(4)]
+        assert lines[0].startswith("starting: ")
+        assert lines[1].startswith("listening on ws://127.0.0.1:")
+        assert lines[2].startswith("dashboard: http://127.0.0.1:")
+        assert lines[3] == "held from before: none\n"
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(2 * TIMEOUT):
+            rest = b""
+            while chunk := await process.stdout.receive_some():
+                rest += chunk
+            assert await process.wait() == 0
+        assert rest == b""  # every run was decided at shutdown: none is left held
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        await process.stdout.aclose()

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-from frontdoor_support import Client, assert_no_children, open_client
+from frontdoor_support import (
+    Client,
+    assert_no_children,
+    client_frame,
+    open_client,
+    parse_frames,
+    raw_handshake,
+)
 from trio_websocket import (
     ConnectionClosed,
     ConnectionRejected,
@@ -26,11 +33,14 @@ from trio_websocket import (
 )
 
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
+from examples.web.closing import cursor_of
 from examples.web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
 from protocol import messages
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+
+    from examples.web.connection import ConnectionStatistics
 
 
 async def _echo(run, report):
@@ -275,38 +285,51 @@ async def test_a_token_is_checked_on_every_handshake():
         assert front.statistics().accepted == 2
 
 
-async def test_a_stalled_client_is_told_to_resync_while_a_fast_one_gets_every_event():
+async def test_a_stalled_client_is_dropped_with_its_cursor_while_a_fast_one_gets_every_event():
     config = FrontDoorConfig(send_queue=8, subscriber_bound=64, socket_send_buffer=4096)
     n = 600
     # The stalled client: a tiny receive buffer, and it stops reading after subscribing.
     stalled = {"receive_buffer": 4096, "message_queue_size": 1, "prefix": "s"}
-    async with (
-        serving(config) as front,
-        client(front) as fast,
-        open_client(front.port, **stalled) as slow,
-    ):
-        await slow.request("subscribe")
-        await fast.request("subscribe")
-        receipt = await fast.request("submit", operation="burst", arguments={"n": n})
-        events = await fast.events_until(receipt["run_id"], {"job_finished"})
-        # queued, started, a synthetic 0.0, n progress reports, finished: no gap.
-        assert [e["seq"] for e in events] == list(range(1, n + 5))
-        assert fast.pushed == []
-        # Now read the stalled client: contiguous events, then one resync notice.
-        received = []
-        while (message := await slow.next_push())["type"] == "event":
-            received.append(message["seq"])
-        assert message["type"] == "resync_required"
+    gone: list[ConnectionStatistics] = []
+    async with serving(config) as front, client(front) as fast:
+        front.on_disconnect(lambda conn: gone.append(conn.statistics()))
+        async with open_client(front.port, **stalled) as slow:
+            await slow.request("subscribe")
+            await fast.request("subscribe")
+            receipt = await fast.request("submit", operation="burst", arguments={"n": n})
+            events = await fast.events_until(receipt["run_id"], {"job_finished"})
+            # queued, started, a synthetic 0.0, n progress reports, finished: no gap.
+            assert [e["seq"] for e in events] == list(range(1, n + 5))
+            assert fast.pushed == []
+            # Now read the stalled client: contiguous events, the notice, the close.
+            received = []
+            while (notice := await slow.next_push())["type"] == "event":
+                received.append(notice["seq"])
+            with pytest.raises(ConnectionClosed) as closed:
+                await slow.read_until_closed()
+        assert notice["type"] == "resync_required"
         assert received == list(range(1, len(received) + 1))
         assert len(received) < n
-        assert message["head"] > received[-1]
-        stats = {conn.name[:4]: conn.statistics() for conn in front.connections}
-        assert (stats["ws-1"].resyncs, stats["ws-1"].subscribed) == (0, True)
-        assert (stats["ws-2"].resyncs, stats["ws-2"].subscribed) == (1, False)
-        # It reloads with watch and can subscribe again from where it is.
-        page = await slow.request("watch", cursor=received[-1])
-        assert page["events"][0]["seq"] == received[-1] + 1
-        assert (await slow.request("subscribe", cursor=page["cursor"]))["type"] == "events"
+        assert notice["cursor"] == received[-1]  # resume right after the last one it got
+        assert notice["head"] > received[-1]
+        assert slow.pushed == []  # nothing after the notice but the close
+        reason = closed.value.reason
+        assert (reason.code, reason.reason) == (4000, f"resync required; cursor={received[-1]}")
+        assert cursor_of(reason.reason) == received[-1]
+        with trio.fail_after(5):
+            while not gone:  # noqa: ASYNC110 - the hook runs after the closing handshake
+                await trio.sleep(0.01)
+        (dropped,) = gone
+        assert (dropped.resyncs, dropped.subscribed, dropped.cursor) == (1, False, received[-1])
+        # The notice went ahead of what was queued for it: those events never came.
+        assert dropped.pushed > len(received)
+        (kept,) = [conn.statistics() for conn in front.connections]
+        assert (kept.resyncs, kept.subscribed) == (0, True)
+        # It comes back and watches from its cursor: the next event, no gap.
+        async with client(front) as again:
+            page = await again.request("watch", cursor=received[-1])
+            assert page["events"][0]["seq"] == received[-1] + 1
+            assert (await again.request("subscribe", cursor=page["cursor"]))["type"] == "events"
 
 
 async def test_extension_handlers_answer_push_and_see_disconnects():
@@ -360,11 +383,11 @@ async def test_shutdown_refuses_new_work_waits_for_runs_then_closes_with_1001():
             assert (await c.request("status", run_id=run["run_id"]))["state"] == "running"
             with pytest.raises(ConnectionClosed) as closed:
                 await c.read_until_closed()
-            assert closed.value.reason.code == 1001
-            assert closed.value.reason.reason == "server shutting down"
-        # It waited for the run to finish before closing.
-        kinds = [m["kind"] for m in c.pushed if m["type"] == "event"]
-        assert kinds[-1] == "job_finished"
+        # It waited for the run to finish before closing, and says where to resume.
+        events = [m for m in c.pushed if m["type"] == "event"]
+        assert events[-1]["kind"] == "job_finished"
+        assert closed.value.reason.code == 1001
+        assert closed.value.reason.reason == f"server shutting down; cursor={events[-1]['seq']}"
         with pytest.raises((OSError, HandshakeError)):
             async with client(front):
                 pass
@@ -489,24 +512,6 @@ async def test_a_second_signal_cuts_the_grace_short():
 
 # -- keepalive ----------------------------------------------------------------------------
 
-#: An opening handshake written by hand: the test's "client" then goes silent.
-_HANDSHAKE = (
-    "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-)
-
-
-async def _raw_handshake(stream: trio.SocketStream) -> bytes:
-    """Send :data:`_HANDSHAKE`; return what came back up to the end of the 101 head."""
-    port = stream.socket.getpeername()[1]
-    await stream.send_all(_HANDSHAKE.format(port=port).encode())
-    received = b""
-    with trio.fail_after(5):
-        while b"\r\n\r\n" not in received:
-            received += await stream.receive_some(4096)
-    assert received.startswith(b"HTTP/1.1 101")
-    return received
-
 
 def _server_frames(data: bytes) -> list[tuple[int, bytes]]:
     """``(opcode, payload)`` of unmasked server frames with short payloads (< 126)."""
@@ -527,7 +532,7 @@ async def test_a_client_that_answers_pings_stays_and_a_silent_one_is_closed():
     async with serving(config) as front, client(front) as live:
         stream = await trio.open_tcp_stream("127.0.0.1", front.port)
         try:
-            received = await _raw_handshake(stream)
+            received = await raw_handshake(stream)
             with trio.fail_after(5):
                 while front.statistics().connections != 2:  # noqa: ASYNC110 (server state)
                     await trio.sleep(0.01)
@@ -561,31 +566,6 @@ def test_keepalive_settings_are_validated():
 # -- closing while a message is being sent -----------------------------------------------
 
 
-def _client_frame(text: str) -> bytes:
-    """One masked text frame, as a client must send it (RFC 6455 §5.3)."""
-    data = text.encode()
-    assert len(data) < 126
-    mask = b"\x01\x02\x03\x04"
-    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(data))
-    return bytes([0x81, 0x80 | len(data)]) + mask + masked
-
-
-def _parse_frames(data: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
-    """Whole server frames ``(opcode, payload)`` and the bytes of an incomplete last one."""
-    frames = []
-    while len(data) >= 2:
-        size, head = data[1] & 0x7F, 2
-        if size == 126:
-            size, head = int.from_bytes(data[2:4], "big"), 4
-        elif size == 127:
-            size, head = int.from_bytes(data[2:10], "big"), 10
-        if len(data) < head + size:
-            break
-        frames.append((data[0] & 0x0F, data[head : head + size]))
-        data = data[head + size :]
-    return frames, data
-
-
 async def _big_push_then_close(*, read_during_close: bool, close_timeout: float) -> bytes:
     """A raw client with a small receive buffer asks for a ~2 MB push; the server closes
     (1001) while that message is half sent; return every byte the client then gets."""
@@ -604,9 +584,9 @@ async def _big_push_then_close(*, read_during_close: bool, close_timeout: float)
         await sock.connect(("127.0.0.1", front.port))
         stream = trio.SocketStream(sock)
         try:
-            received = (await _raw_handshake(stream)).split(b"\r\n\r\n", 1)[1]
+            received = (await raw_handshake(stream)).split(b"\r\n\r\n", 1)[1]
             request = '{"type":"visible","request_id":"v","run_ids":[1]}'
-            await stream.send_all(_client_frame(request))
+            await stream.send_all(client_frame(request))
             with trio.fail_after(5):  # the push has started: its first 64 KiB are here
                 while len(received) < 65536:
                     received += await stream.receive_some(4096)
@@ -624,7 +604,7 @@ async def _big_push_then_close(*, read_during_close: bool, close_timeout: float)
 async def test_a_close_waits_for_the_message_being_sent_then_closes_cleanly():
     # close_timeout generous: the client reads the rest at once, however loaded.
     received = await _big_push_then_close(read_during_close=True, close_timeout=5.0)
-    frames, rest = _parse_frames(received)
+    frames, rest = parse_frames(received)
     assert rest == b""
     assert [opcode for opcode, _ in frames] == [0x1, 0x8]  # the whole push, then the close
     assert json.loads(frames[0][1])["data_b64"] == "A" * 2_000_000
@@ -633,7 +613,7 @@ async def test_a_close_waits_for_the_message_being_sent_then_closes_cleanly():
 
 async def test_a_message_cut_off_at_close_is_never_followed_by_a_close_frame():
     received = await _big_push_then_close(read_during_close=False, close_timeout=0.2)
-    frames, rest = _parse_frames(received)
+    frames, rest = parse_frames(received)
     assert frames == []  # the push never completed ...
     assert rest[0] == 0x81  # ... its frame is cut off, and nothing came after it:
     assert len(rest) < 2_000_000

@@ -187,9 +187,10 @@ async def test_a_failed_pool_is_restarted_after_the_backoff(caplog):
     ]
 
 
-async def _start_server(ledger: Path, grace: float) -> tuple[trio.Process, int, str]:
-    """Start ``python -m examples.jobs.server`` on a free port; return it, the port and
-    the resource with the token it printed (``/?token=...``)."""
+async def _start_server(ledger: Path, grace: float) -> tuple[trio.Process, int, str, str]:
+    """Start ``python -m examples.jobs.server`` on a free port; return it, the port,
+    the resource with the token it printed (``/?token=...``) and the line after it,
+    which tells the runs held from before."""
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "examples.jobs.server", "--port", "0", "--helpers", "1",
          "--ledger", str(ledger), "--grace", str(grace)],
@@ -199,44 +200,64 @@ async def _start_server(ledger: Path, grace: float) -> tuple[trio.Process, int, 
     line = await first_line(process.stdout)
     match = re.fullmatch(rb"listening on ws://127\.0\.0\.1:(\d+)(/\?token=[\w-]{32})\n", line)
     assert match, line
-    return process, int(match.group(1)), match.group(2).decode()
+    held = (await first_line(process.stdout)).decode().rstrip("\n")
+    return process, int(match.group(1)), match.group(2).decode(), held
 
 
-async def _stop(process: trio.Process, grace: float) -> float:
-    """SIGTERM the server; return how long it took to exit (seconds, trio clock)."""
+async def _stop(process: trio.Process, grace: float) -> tuple[float, str]:
+    """SIGTERM the server; return how long it took to exit (seconds, trio clock) and
+    what it printed meanwhile."""
     start = trio.current_time()
     process.send_signal(signal.SIGTERM)
+    printed = b""
+    assert process.stdout is not None
     with trio.fail_after(grace + 5.0):
+        while chunk := await process.stdout.receive_some():
+            printed += chunk
         await process.wait()
-    if process.stdout is not None:
-        await process.stdout.aclose()
-    return trio.current_time() - start
+    await process.stdout.aclose()
+    return trio.current_time() - start, printed.decode()
 
 
 async def test_sigterm_stops_within_grace_reaps_helpers_and_leaves_survivors(tmp_path):
     ledger = tmp_path / "ledger.db"
     grace = 1.0
-    process, port, resource = await _start_server(ledger, grace)
+    process, port, resource, held = await _start_server(ledger, grace)
+    assert held == "held from before: none"
     try:
         async with open_client(port, resource) as client:
             await client.request("subscribe", cursor=0)
             receipt = await client.request("submit", operation="sleep", arguments={"seconds": 60})
-            await client.events_until(receipt["run_id"], {"job_started"})
+            run_id = receipt["run_id"]
+            seen = await client.events_until(run_id, {"job_started"})
             helpers = children(process.pid)
             assert len(helpers) == 1
-            elapsed = await _stop(process, grace)
+            elapsed, printed = await _stop(process, grace)
             with pytest.raises(ConnectionClosed) as closed:
                 await client.read_until_closed()
-            assert closed.value.reason.code == 1001
+            # Going away, with where to resume: the last event this client was sent.
+            last = max(m["seq"] for m in [*seen, *client.pushed] if m["type"] == "event")
+            assert (closed.value.reason.code, closed.value.reason.reason) == (
+                1001, f"server shutting down; cursor={last}"
+            )  # fmt: skip
         assert process.returncode == 0
         assert elapsed < grace + 1.0
         assert all(pid_gone(pid) for pid in helpers)
+        assert printed == (
+            f"leaving 1 run unfinished: {run_id} (running); held at the next start with this "
+            "ledger: resume or discard it then\n"
+        )
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
     # The restarted server lists the unfinished run; nothing runs by itself (§6.10).
-    process, port, resource = await _start_server(ledger, grace)
+    process, port, resource, held = await _start_server(ledger, grace)
+    assert held == (
+        f"held from before: 1 run ({run_id}); nothing runs until you decide each: "
+        f"python -m examples.jobs.client --url ws://127.0.0.1:{port} resume ID, or "
+        f"python -m examples.jobs.client --url ws://127.0.0.1:{port} discard ID"
+    )
     try:
         async with open_client(port, resource) as client:
             report = await client.request("boot_report")
@@ -246,8 +267,9 @@ async def test_sigterm_stops_within_grace_reaps_helpers_and_leaves_survivors(tmp
             assert (status["state"], status["detail"]["interruptions"]) == ("held", 1)
             discarded = await client.request("discard", run_id=receipt["run_id"])
             assert discarded["state"] == "cancelled"
-        await _stop(process, grace)
+        _, printed = await _stop(process, grace)
         assert process.returncode == 0
+        assert printed == ""  # every run decided: nothing left held
     finally:
         if process.returncode is None:
             process.kill()

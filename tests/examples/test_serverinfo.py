@@ -150,11 +150,11 @@ async def test_a_default_start_writes_its_token_and_the_clients_find_it(tmp_path
         info = json.loads(path.read_text())
         assert (info["url"], info["pid"], info["token"]) == (url, process.pid, token)
 
-        done = await _run("examples.jobs.client", "--url", url, "boot_report")  # found
+        done = await _run("examples.jobs.client", "--url", url, "--json", "boot_report")  # found
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["type"] == "boot_report_reply"
         localhost = url.replace("127.0.0.1", "localhost")
-        done = await _run("examples.jobs.client", "--url", localhost, "status", "1")
+        done = await _run("examples.jobs.client", "--url", localhost, "--json", "status", "1")
         assert json.loads(done.stdout)["code"] == "unknown_run"  # connected, then answered
         done = await _run("examples.jobs.client", "--url", url, "--token", "wrong-token", "watch")
         assert done.returncode == 2
