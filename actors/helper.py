@@ -112,10 +112,15 @@ PROGRESS_INTERVAL: Final = 0.05
 #: * ``partial_frame``: send half a reply frame, then hang;
 #: * ``ignore_sigterm``: ignore SIGTERM (jobs run normally);
 #: * ``grandchild_ignores_sigterm``: at startup, start a grandchild (in the helper's
-#:   process group) that ignores SIGTERM; the ready info has its ``grandchild_pid``.
+#:   process group) that ignores SIGTERM; the ready info has its ``grandchild_pid``;
+#: * ``exit_at_startup``: write a line to stderr, then exit with
+#:   :data:`FAULT_EXIT_CODE` instead of answering the startup frame;
+#: * ``bad_ready``: answer the startup frame with a ``reply`` frame, then hang.
 FAULT_MODES: Final = frozenset(
     {
         "hang_startup",
+        "exit_at_startup",
+        "bad_ready",
         "crash_before_reply",
         "malformed_reply",
         "oversized_reply",
@@ -133,6 +138,7 @@ _CATEGORIES: Final = ("transient", "permanent", "stale")
 _CODE_CHARS: Final = "abcdefghijklmnopqrstuvwxyz0123456789_"
 _MAX_MESSAGE_BYTES: Final = 1024
 _READ_SIZE: Final = 65536  # a whole pipe buffer; more costs an mmap per read
+_PR_SET_CHILD_SUBREAPER: Final = 36  # <linux/prctl.h>
 _monotonic = time.monotonic
 
 
@@ -456,6 +462,24 @@ def _run_job(
     return ctx.shutdown_requested
 
 
+def _become_subreaper() -> bool:
+    """Keep orphaned descendants as our children (Linux; design §3.11); True if done.
+
+    Asked for by the parent when it finds the helper's tree through ``/proc``: an
+    orphan then stays in the tree instead of going to init. Costs about 1 ms (ctypes),
+    so only then.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
 def _protocol_exit(message: str) -> None:
     print(f"actors.helper: {message}; exiting", file=sys.stderr)
     sys.exit(PROTOCOL_EXIT_CODE)
@@ -525,7 +549,9 @@ def _serve(
     if fault is not None:
         from ._helpers._faults import at_startup
 
-        info.update(at_startup(fault))
+        info.update(at_startup(fault, stdio))
+    if settings.get("subreaper"):
+        info["subreaper"] = _become_subreaper()
     try:
         if on_startup is not None:
             info["info"] = on_startup(dict(settings.get("options") or {}))

@@ -1,58 +1,71 @@
 """A pool of N helper processes, each running at most one job at a time (design §3).
 
-Use :func:`open_helper_pool`::
+Use :func:`~actors._helpers._pool_open.open_helper_pool`::
 
     spec = HelperSpec(entry="my_pkg.helper:main")
     async with open_helper_pool(spec, size=2, timeouts=HelperTimeouts(reply=5)) as pool:
         result = await pool.run_job("metadata", {"run_id": 3})
         # progress reports (ctx.progress in the helper) go to a sync callback:
         result = await pool.run_job("scan", {"run_id": 3}, on_progress=print)
+        # every step the pool takes is an event (design §3.10):
+        with pool.events.subscribe() as stream:
+            async for event in stream:
+                print(event.kind, event.helper, event.pid)
 
 Each pool slot holds one helper incarnation at a time. A job takes a free slot (waiting
 at most ``acquire_timeout`` seconds), spawns a fresh incarnation there if the slot has
 none or its helper died (design §3.7), runs the job, and gives the slot back. A slot whose
-helper is quarantined (design §3.5 step 4) is given back only once the helper is reaped, so
+helper is quarantined (design §3.5 step 4) is given back only once the helper is gone, so
 no replacement is spawned before that. Replacements count against the restart intensity
 (design §1.4): more than ``max_restarts`` within ``restart_period`` seconds and the pool
-fails every job with :class:`~actors.errors.PoolFailed` until :meth:`HelperPool.restart`.
-A failed job is never replayed (design §3.4).
+fails every job with :class:`~actors.errors.PoolFailed` until :meth:`HelperPool.restart`
+(or, under a supervisor that restarts it, with the transient
+:class:`~actors.errors.PoolRestarting`). A failed job is never replayed (design §3.4).
 
 The job path is lean on purpose (it is most of a short job's cost): with a free slot and
-a ready helper a job takes no lock, opens one cancel scope (the reply deadline), spawns
-no task, and yields only while it waits for the reply; waiting for a slot, spawning and
-restarting are the slow path.
+a ready helper a job takes no lock, allocates nothing of its own (unless it has a
+``job_id``), opens a cancel scope only if it must wait for the reply, spawns no task,
+builds no event unless someone listens, and yields only while it waits for the reply;
+waiting for a slot, spawning and restarting are the slow path.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import math
 from collections import deque
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
 
+from .._core._config import validate_duration
 from ..errors import (
     ActorError,
+    DeadlineExceeded,
     ForcedTermination,
     HelperError,
     JobCancelled,
     PoolBusy,
     PoolClosed,
     PoolFailed,
+    PoolRestarting,
 )
+from ._containment import available_mode
+from ._events import PoolEvents
 from ._pool_config import PoolConfig, PoolSnapshot, PoolStatistics
 from ._process import HelperProcess
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Hashable
+    from collections.abc import Callable, Hashable
 
     from ._process import ProgressCallback
     from ._spec import HelperSpec
 
-__all__ = ["HelperPool", "PoolConfig", "PoolSnapshot", "PoolStatistics", "open_helper_pool"]
+__all__ = ["HelperPool", "PoolConfig", "PoolSnapshot", "PoolStatistics"]
+
+_INF: Final = math.inf
 
 
 @attrs.define(eq=False)
@@ -62,11 +75,13 @@ class _Slot:
     incarnation: int = 0
     spawned: bool = False  # a first incarnation exists since open/restart()
     epoch: int = 0
-    held: bool = False  # kept out of the free channel until its helper is reaped
+    held: bool = False  # kept out of the free channel until its helper is gone
+    spawning: bool = False  # a spawn runs in the pool's nursery; it releases the slot
+    release_pending: bool = False  # the job that began that spawn has gone
 
 
 class _Job:
-    """A running job's registration: what :meth:`HelperPool.cancel_job` must reach."""
+    """A job :meth:`HelperPool.cancel_job` or the close must reach off the fast path."""
 
     __slots__ = ("cancelled", "helper", "scope")
 
@@ -89,22 +104,45 @@ class _Waiter:
 
 
 class HelperPool:
-    """N supervised helper processes (design §3). Create with :func:`open_helper_pool`."""
+    """N supervised helper processes (design §3). Create with :func:`open_helper_pool`.
 
-    def __init__(self, spec: HelperSpec, config: PoolConfig, nursery: trio.Nursery) -> None:
+    Attributes:
+        events: The pool's :class:`~actors._helpers._events.PoolEvents` (design §3.10).
+        recovering: Set by a supervisor that restarts the pool when it fails: the
+            failure then reads ``PoolRestarting`` (transient) instead of ``PoolFailed``.
+    """
+
+    def __init__(
+        self,
+        spec: HelperSpec,
+        config: PoolConfig,
+        nursery: trio.Nursery,
+        *,
+        events: PoolEvents | None = None,
+    ) -> None:
         self.spec = spec
         self.config = config
+        self.events = events if events is not None else PoolEvents(spec.name)
+        self.recovering = False
+        #: Called (sync, never waits) when an incarnation that had been ready has
+        #: exited, but not during the close; the pool actor tells the scheduler (§4.8).
+        self.on_helper_exit: Callable[[], None] | None = None
+        self.containment = available_mode(spec.containment)
         self._nursery = nursery
         self._slots = [_Slot(index) for index in range(config.size)]
         # Free slots and the jobs waiting for one (FIFO; a released slot goes to the
         # first waiter directly). Bounded by construction: at most ``size`` slots.
         self._free: deque[_Slot] = deque(self._slots)
         self._waiters: deque[_Waiter] = deque()
-        self._jobs: dict[Hashable, _Job] = {}
+        self._jobs: dict[Hashable, _Job] = {}  # jobs with an id
+        self._slow: set[_Job] = set()  # jobs waiting for a slot or a spawn
+        self._spawning: set[trio.CancelScope] = set()  # spawns under way (the close ends them)
+        self._running = 0
         self._no_jobs: trio.Event | None = None
         self._restart_times: deque[float] = deque()
         self._epoch = 0
         self._failed = False
+        self._failed_event = trio.Event()
         self._closing = False
         self._closed = False
         self._closed_event = trio.Event()
@@ -120,6 +158,8 @@ class HelperPool:
         *,
         job_id: Hashable | None = None,
         on_progress: ProgressCallback | None = None,
+        deadline: float = _INF,
+        stall: float | None = None,
     ) -> Any:
         """Run one job on a free helper and return its result (design §3.4-3.7).
 
@@ -133,6 +173,10 @@ class HelperPool:
                 a float in ``[0, 1]``, ``note`` a str or None). It is called
                 synchronously on the event loop, in this task, and must not block; an
                 exception from it is logged and ignored, never fails the job.
+            deadline: Absolute deadline of the whole job (waiting for a slot included),
+                in seconds on trio's clock; none by default.
+            stall: Seconds the job may go without a progress report before it is
+                stopped (design §3.12); none by default. Any progress frame resets it.
 
         Returns:
             The handler's JSON result.
@@ -147,12 +191,19 @@ class HelperPool:
                 job ran.
             PoolFailed: (code ``pool_failed``) restart intensity was exceeded (design
                 §3.7); nothing runs until :meth:`restart`.
+            PoolRestarting: (code ``pool_restarting``) as ``PoolFailed``, but the
+                pool's supervisor restarts it by itself (:attr:`recovering`).
             PoolBusy: (code ``pool_busy``) no helper was free within
                 ``acquire_timeout`` seconds.
+            DeadlineExceeded: (code ``deadline_exceeded``) ``deadline`` passed; a job
+                already sent was stopped through the ladder first.
+            JobStalled: (code ``stalled``) no progress report within ``stall`` seconds.
             JobCancelled: (code ``cancelled``) :meth:`cancel_job` cancelled it and the
                 helper stopped without SIGKILL.
             ForcedTermination: (code ``forced_termination``) the job was cancelled or
                 timed out and its helper had to be SIGKILLed (``details["escalation"]``).
+            SignalFailed: (code ``signal_failed``) the ladder could not signal the
+                helper (``details``: ``pid``, ``errno``); its slot stays quarantined.
             ReplyTimeout: (code ``reply_timeout``) no reply within ``timeouts.reply``.
             HelperStartupError: (code ``helper_startup_failed``) a fresh helper did not
                 become ready.
@@ -163,81 +214,139 @@ class HelperPool:
             FrameTooLarge: (code ``frame_too_large``) the job or its reply is over the
                 size limit.
             HelperJobFailed: (the handler's code) the handler reported an error.
-            ValueError: ``job_id`` is already running, or ``operation`` is not a str of
-                1..128 characters.
+            ValueError: ``job_id`` is already running, ``stall`` is not a valid
+                duration, or ``operation`` is not a str of 1..128 characters.
         """
         if self._closing or self._failed:
             self._check_accepting()
+        if stall is not None:
+            stall = validate_duration("stall", stall, allow_zero=False)
+        free = self._free
+        if job_id is None and free and not self._waiters:
+            # The fast path: a free slot with a ready helper. No scope, no extra
+            # checkpoint (the helper's run_job is the checkpoint), nothing allocated.
+            slot = free[0]
+            helper = slot.helper
+            if helper is not None and slot.epoch == self._epoch and helper.usable:
+                free.popleft()
+                self._running += 1
+                self._started += 1
+                try:
+                    result = await helper.run_job(
+                        operation, payload, on_progress=on_progress, deadline=deadline, stall=stall
+                    )
+                except BaseException as exc:
+                    mapped = self._count_failure(exc, None, operation)
+                    if mapped is not None:
+                        raise mapped from None
+                    raise
+                finally:
+                    self._job_ended(slot)
+                self._succeeded += 1
+                return result
+        return await self._run_slow(operation, payload, job_id, on_progress, deadline, stall)
+
+    async def _run_slow(
+        self,
+        operation: str,
+        payload: Any,
+        job_id: Hashable | None,
+        on_progress: ProgressCallback | None,
+        deadline: float,
+        stall: float | None,
+    ) -> Any:
+        """:meth:`run_job` off the fast path: a job id, a wait, a spawn or a deadline."""
         job = _Job()
-        key: Hashable = job if job_id is None else job_id
-        jobs = self._jobs
-        if key in jobs:
-            raise ValueError(f"job id {job_id!r} is already running")
-        jobs[key] = job
+        if job_id is not None:
+            if job_id in self._jobs:
+                raise ValueError(f"job id {job_id!r} is already running")
+            self._jobs[job_id] = job
+        self._running += 1
+        slot = None
         try:
-            # Fast path: a free slot with a ready helper; no scope, no extra checkpoint
-            # (the helper's run_job is the checkpoint).
-            slot = helper = None
-            if self._free and not self._waiters:
-                slot = self._free.popleft()
-                helper = slot.helper
-                if helper is None or not helper.usable or slot.epoch != self._epoch:
-                    helper = None
-            if helper is None:
-                slot, helper = await self._prepare(job, slot, operation)
-            assert slot is not None
+            slot, helper = await self._prepare(job, operation, deadline)
             job.helper = helper
             self._started += 1
             try:
-                result = await helper.run_job(operation, payload, on_progress=on_progress)
-            except trio.Cancelled:
-                self._cancelled += 1
+                result = await helper.run_job(
+                    operation, payload, on_progress=on_progress, deadline=deadline, stall=stall
+                )
+            except BaseException as exc:
+                mapped = self._count_failure(exc, job, operation)
+                if mapped is not None:
+                    raise mapped from None
                 raise
-            except (JobCancelled, ForcedTermination):
-                if not job.cancelled:
-                    self._failures += 1
-                    raise
-                self._cancelled += 1  # cancel_job() or close
-                if self._closing:
-                    raise PoolClosed(f"the pool closed while job {operation!r} ran") from None
-                raise
-            except ActorError:
-                self._failures += 1
-                raise
-            finally:
-                self._release(slot)
             self._succeeded += 1
             return result
         finally:
-            del jobs[key]
-            if not jobs and self._no_jobs is not None:
-                self._no_jobs.set()
+            if job_id is not None:
+                del self._jobs[job_id]
+            if slot is None:
+                self._running -= 1
+                if not self._running and self._no_jobs is not None:
+                    self._no_jobs.set()
+            else:
+                self._job_ended(slot)
+
+    def _count_failure(
+        self, exc: BaseException, job: _Job | None, operation: str
+    ) -> BaseException | None:
+        """Count a job that raised ``exc``; return what to raise instead, if anything."""
+        if isinstance(exc, JobCancelled | ForcedTermination | DeadlineExceeded):
+            deadline = isinstance(exc, DeadlineExceeded)
+            if not (self._closing or deadline or (job is not None and job.cancelled)):
+                self._failures += 1
+                return None
+            self._cancelled += 1  # cancel_job(), the deadline, or the close
+            if self._closing and not deadline:
+                return self._closed_error(f"while job {operation!r} ran")
+        elif isinstance(exc, ActorError):
+            self._failures += 1
+        elif isinstance(exc, trio.Cancelled):
+            self._cancelled += 1
+        return None
+
+    def _job_ended(self, slot: _Slot) -> None:
+        helper = slot.helper
+        if helper is not None and helper.usable and not self._waiters and not self._closed:
+            self._free.append(slot)  # the common case of _release
+        else:
+            self._release(slot)
+        self._running -= 1
+        if not self._running and self._no_jobs is not None:
+            self._no_jobs.set()
 
     async def _prepare(
-        self, job: _Job, slot: _Slot | None, operation: str
+        self, job: _Job, operation: str, deadline: float
     ) -> tuple[_Slot, HelperProcess]:
         """The slow path: wait for a slot and (re)spawn its helper, cancellable by
-        :meth:`cancel_job` and close."""
-        scope = job.scope = trio.CancelScope()
-        with scope:
-            if slot is None:
+        :meth:`cancel_job` and close, bounded by ``deadline``."""
+        self._slow.add(job)
+        scope = job.scope = trio.CancelScope(deadline=deadline)
+        try:
+            with scope:
                 slot = await self._acquire()
-            try:
-                helper = await self._ready_helper(slot)
-            except ActorError:
-                self._failures += 1
-                self._release(slot)
-                raise
-            except BaseException:
-                self._release(slot)
-                raise
+                try:
+                    helper = await self._ready_helper(slot)
+                    if deadline <= trio.current_time():
+                        raise DeadlineExceeded(f"job {operation!r} passed its deadline")
+                except ActorError:
+                    self._failures += 1
+                    self._release(slot)
+                    raise
+                except BaseException:
+                    self._release(slot)
+                    raise
+                return slot, helper
+        finally:
             job.scope = None
-            return slot, helper
-        job.scope = None
-        # Only reached when ``scope`` itself was cancelled: cancel_job() or close.
+            self._slow.discard(job)
+        # Only reached when ``scope`` itself was cancelled: cancel_job(), close, deadline.
         self._cancelled += 1
         if self._closing:
-            raise PoolClosed(f"the pool closed while job {operation!r} waited")
+            raise self._closed_error(f"while job {operation!r} waited")
+        if not job.cancelled:
+            raise DeadlineExceeded(f"job {operation!r} passed its deadline while it waited")
         raise JobCancelled(f"job {operation!r} was cancelled", escalation=None)
 
     def cancel_job(self, job_id: Hashable) -> bool:
@@ -263,14 +372,25 @@ class HelperPool:
         if job.helper is not None:
             job.helper.cancel()
 
+    def _failure(self) -> HelperError:
+        text = (
+            f"more than {self.config.max_restarts} helper restarts within "
+            f"{self.config.restart_period:g} s"
+        )
+        if self.recovering:
+            return PoolRestarting(f"{text}; the pool is being restarted")
+        return PoolFailed(f"{text}; call restart()")
+
+    def _closed_error(self, when: str) -> HelperError:
+        if self.recovering and self._failed:
+            return PoolRestarting(f"the helper pool failed and is being restarted ({when})")
+        return PoolClosed(f"the helper pool closed {when}")
+
     def _check_accepting(self) -> None:
         if self._closing:
-            raise PoolClosed("the helper pool is closing or closed")
+            raise self._closed_error("before the job")
         if self._failed:
-            raise PoolFailed(
-                f"more than {self.config.max_restarts} helper restarts within "
-                f"{self.config.restart_period:g} s; call restart()"
-            )
+            raise self._failure()
 
     async def _acquire(self) -> _Slot:
         # Not a checkpoint when a slot is free (run_job checkpoints when it writes the
@@ -287,7 +407,7 @@ class HelperPool:
 
     async def _wait_for_slot(self) -> _Slot:
         if self._closing:
-            raise PoolClosed("the helper pool is closed")
+            raise self._closed_error("before the job")
         waiter = _Waiter()
         self._waiters.append(waiter)
         try:
@@ -301,7 +421,7 @@ class HelperPool:
             return slot
         self._forget(waiter)
         if self._closing:
-            raise PoolClosed("the helper pool closed while the job waited")
+            raise self._closed_error("while the job waited")
         raise PoolBusy(
             f"no helper became free within {self.config.acquire_timeout:g} s",
             size=self.config.size,
@@ -315,9 +435,12 @@ class HelperPool:
             self._release(slot)
 
     def _release(self, slot: _Slot) -> None:
+        if slot.spawning:
+            slot.release_pending = True  # the spawn gives the slot back when it ends
+            return
         helper = slot.helper
         if helper is not None and helper.quarantined:
-            slot.held = True  # design §3.5 step 4: back in the pool only once reaped
+            slot.held = True  # design §3.5 step 4: back in the pool only once gone
             return
         if self._closed:
             return
@@ -332,6 +455,8 @@ class HelperPool:
         if slot.held and slot.helper is helper:
             slot.held = False
             self._release(slot)
+        if self.on_helper_exit is not None and helper.ready is not None and not self._closing:
+            self.on_helper_exit()
 
     async def _ready_helper(self, slot: _Slot) -> HelperProcess:
         """Return the slot's usable helper, retiring and (re)spawning as needed."""
@@ -350,7 +475,10 @@ class HelperPool:
                 )
             helper.discard()
             slot.helper = None
-        if slot.spawned:
+            if self._closing:  # the close began while the old one was retired
+                raise self._closed_error("while a helper was replaced")
+        replaces = slot.spawned
+        if replaces:
             self._note_restart()
         slot.spawned = True
         slot.incarnation += 1
@@ -360,12 +488,45 @@ class HelperPool:
             self.config.timeouts,
             incarnation=slot.incarnation,
             label=f"{self.spec.name}#{slot.index}.{slot.incarnation}",
+            slot=slot.index,
+            events=self.events,
+            containment=self.containment,
+            replaces=replaces,
             on_exit=functools.partial(self._on_exit, slot),
         )
         slot.helper = helper
         self._spawns += 1
-        await helper.start(self._nursery)
+        # The spawn runs in the pool's nursery: a job cancelled while its helper
+        # starts does not kill that helper (a restart wasted, and counted against the
+        # intensity); the helper serves the next job instead.
+        started = trio.Event()
+        failure: list[HelperError] = []
+        slot.spawning = True
+        self._nursery.start_soon(self._spawn, slot, helper, started, failure)
+        await started.wait()
+        if failure:
+            raise failure[0]
         return helper
+
+    async def _spawn(
+        self, slot: _Slot, helper: HelperProcess, started: trio.Event, failure: list[HelperError]
+    ) -> None:
+        scope = trio.CancelScope()
+        self._spawning.add(scope)
+        try:
+            with scope:
+                await helper.start(self._nursery)
+        except HelperError as exc:
+            failure.append(exc)
+        finally:
+            self._spawning.discard(scope)
+            if scope.cancelled_caught and not failure:
+                failure.append(self._closed_error("while a helper started"))
+            slot.spawning = False
+            started.set()
+            if slot.release_pending:
+                slot.release_pending = False
+                self._release(slot)
 
     def _note_restart(self) -> None:
         """Count one replacement; fail the pool past the intensity (design §1.4, §3.7)."""
@@ -377,12 +538,20 @@ class HelperPool:
         self._restarts += 1
         if len(window) > self.config.max_restarts:
             self._failed = True
-            raise PoolFailed(
-                f"more than {self.config.max_restarts} helper restarts within "
-                f"{self.config.restart_period:g} s; call restart()",
+            self._failed_event.set()
+            error = self._failure()
+            self.events.emit(
+                "intensity_exceeded",
+                f"pool {self.spec.name!r}: {error.message}",
                 restarts=len(window),
                 period=self.config.restart_period,
+                max_restarts=self.config.max_restarts,
             )
+            raise error
+
+    async def wait_failed(self) -> None:
+        """Wait until the restart intensity is exceeded (design §3.7)."""
+        await self._failed_event.wait()
 
     # --- state ----------------------------------------------------------------------
 
@@ -415,6 +584,15 @@ class HelperPool:
 
     # --- open, restart, close -------------------------------------------------------
 
+    async def spawn_all(self) -> None:
+        """Start every slot's helper at once (an eager open, design §3.3).
+
+        Raises:
+            HelperStartupError: (code ``helper_startup_failed``) a spawn failed; so may
+                ``HelperExitedError`` (code ``helper_exited``).
+        """
+        await self._spawn_all(list(self._slots))
+
     async def _spawn_all(self, slots: list[_Slot]) -> None:
         errors: list[HelperError] = []
 
@@ -446,10 +624,12 @@ class HelperPool:
         if self._closing:
             raise PoolClosed("the helper pool is closing or closed")
         self._failed = False
+        self._failed_event = trio.Event()
         self._restart_times.clear()
         self._epoch += 1
         for slot in self._slots:
             slot.spawned = False  # the next spawn of each slot is not a restart
+        self.events.emit("pool_restarted", f"pool {self.spec.name!r} restarted", epoch=self._epoch)
         idle = list(self._free)
         self._free.clear()
         try:
@@ -464,13 +644,24 @@ class HelperPool:
             for slot in idle:
                 self._release(slot)
 
+    def hurry(self) -> None:
+        """Skip every grace left (a second Ctrl-C, design §3.13); never waits.
+
+        Every helper's whole tree gets SIGKILL now; what still runs (jobs' ladders, the
+        close) waits only the kill timeout for the reaps.
+        """
+        for slot in self._slots:
+            if slot.helper is not None:
+                slot.helper.hurry()
+
     async def aclose(self) -> None:
         """Close the pool now: cancel jobs, shut every helper down, reap (design §3.8).
 
         Idempotent; a second caller waits for the first close to finish. Runs
-        shielded, so it completes even if the caller is cancelled, and is bounded as
-        described in :func:`open_helper_pool`. Leaving the ``async with`` block does
-        the same; call this to close earlier (e.g. from an actor's ``on_stop``).
+        shielded, so it completes even if the caller is cancelled, and takes at most
+        ``timeouts.close_bound`` seconds (``cancel_grace + shutdown + terminate +
+        kill``; only ``kill`` after :meth:`hurry`). Leaving the ``async with`` block
+        does the same; call this to close earlier (e.g. from an actor's ``on_stop``).
         """
         with trio.CancelScope(shield=True):
             if self._closing:
@@ -485,17 +676,22 @@ class HelperPool:
         self._closing = True
         for waiter in self._waiters:
             waiter.event.set()  # each finds no slot and raises PoolClosed
-        timeouts = self.config.timeouts
-        if self._jobs:
-            self._no_jobs = trio.Event()
-            for job in self._jobs.values():
-                self._cancel(job)
-            with trio.move_on_after(timeouts.ladder + timeouts.shutdown + 1.0):
-                await self._no_jobs.wait()
+        for job in (*self._jobs.values(), *self._slow):
+            self._cancel(job)
+        for scope in self._spawning:
+            scope.cancel()  # the spawn kills its helper (bounded by kill)
+        # Every helper at once: a busy one's job runs its ladder in its own task
+        # (cancelled just now); then it is shut down if it is still there.
         async with trio.open_nursery() as nursery:
             for slot in self._slots:
                 if slot.helper is not None and not slot.helper.exited:
-                    nursery.start_soon(slot.helper.shutdown)
+                    slot.helper.cancel()
+                    nursery.start_soon(self._close_helper, slot.helper)
+        if self._running:
+            # Jobs still in their slow path (a spawn being killed): bounded by kill.
+            self._no_jobs = trio.Event()
+            with trio.move_on_after(self.config.timeouts.kill):
+                await self._no_jobs.wait()
         for slot in self._slots:
             if slot.helper is not None:
                 if not slot.helper.exited:  # pragma: no cover (an unkillable process)
@@ -504,61 +700,8 @@ class HelperPool:
         self._closed = True
         self._free.clear()
 
-
-@asynccontextmanager
-async def open_helper_pool(
-    spec: HelperSpec, config: PoolConfig | None = None, **fields: Any
-) -> AsyncIterator[HelperPool]:
-    """Open a pool of helper processes; close it on exit (design §3.1, §3.8).
-
-    Args:
-        spec: What each helper runs.
-        config: The pool's configuration; or give its fields as keywords instead
-            (``size=2, timeouts=HelperTimeouts(reply=5)``), not both.
-
-    Yields:
-        The :class:`HelperPool`.
-
-    Entering is a checkpoint; with ``eager`` (the default) it returns once every
-    helper is ready. Exiting is a checkpoint that runs shielded: it cancels running jobs
-    (design §3.5 ladder each), sends every helper a shutdown frame, waits up to
-    ``timeouts.shutdown`` seconds, escalates (SIGTERM, SIGKILL), and returns when every
-    helper is reaped, so no child and no zombie remains; it takes at most about
-    ``cancel_grace + terminate + kill + shutdown + 1`` plus ``shutdown + terminate +
-    kill`` seconds.
-
-    Raises:
-        HelperStartupError: (code ``helper_startup_failed``) an eager spawn failed
-            (the helpers already started are closed).
-        HelperExitedError: (code ``helper_exited``) an eager helper exited in startup.
-        ValueError: a configuration field is out of range.
-        TypeError: both ``config`` and keyword fields were given.
-    """
-    if config is None:
-        config = PoolConfig(**fields)
-    elif fields:
-        raise TypeError("give either config or its fields as keywords, not both")
-    try:
-        async with trio.open_nursery() as nursery:
-            pool = HelperPool(spec, config, nursery)
-            try:
-                if config.eager:
-                    await pool._spawn_all(list(pool._slots))
-                yield pool
-            finally:
-                await pool.aclose()
-    except BaseExceptionGroup as group:
-        # The nursery holds only watcher tasks, which never raise: a group carries the
-        # body's (or the spawn's) exception. Re-raise a lone one bare, so that
-        # ``except HelperStartupError`` around the ``async with`` works.
-        leaf = _sole_exception(group)
-        if leaf is None:
-            raise
-        raise leaf from None
-
-
-def _sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    leaf: BaseException = group
-    while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
-        leaf = leaf.exceptions[0]
-    return None if isinstance(leaf, BaseExceptionGroup) else leaf
+    async def _close_helper(self, helper: HelperProcess) -> None:
+        with trio.move_on_after(self.config.timeouts.close_bound):
+            await helper.wait_job_done()
+        if not helper.exited:
+            await helper.shutdown()

@@ -1,36 +1,28 @@
 """One helper process incarnation, seen from the parent (design §3.2-3.8).
 
-A :class:`HelperProcess` spawns one child in its own session (so its process group can
-be signalled as a whole), performs the startup handshake, runs jobs one at a time, and
-stops the child through the escalation ladder of design §3.5:
-
-1. a cancel frame for the job's exact generation; a terminal reply within
-   ``cancel_grace`` ends the job cooperatively and the helper stays usable;
-2. otherwise SIGTERM to the process group, and up to ``terminate`` seconds to be reaped;
-3. otherwise SIGKILL to the process group, and up to ``kill`` seconds to be reaped;
-4. otherwise the incarnation is *quarantined*: no replacement may be spawned until a
-   watcher task finally reaps it.
-
-Every step is a ``move_on_after`` deadline; the steps that run while the caller is being
-cancelled are shielded, so the ladder always completes, and it is bounded by
-``cancel_grace + terminate + kill`` seconds. A watcher task (in the pool's nursery) waits
-for the process to exit, reaps it, and sweeps its process group with SIGKILL so no
-grandchild survives the helper.
+A :class:`HelperProcess` spawns one child in its own session, inside a process-tree
+containment (:mod:`actors._helpers._containment`: a cgroup, the ``/proc`` tree, or the
+process group), performs the startup handshake, runs jobs one at a time, and is stopped
+by its :class:`~actors._helpers._ladder.Ladder` (the escalation ladder of design §3.5).
+Its :class:`~actors._helpers._reaper.Reaper`, a task in the pool's nursery, reaps it and
+sweeps its tree, and its :class:`~actors._helpers._stderr.StderrTail` forwards its
+stderr to logging and keeps the tail for its errors. Every step is a
+:class:`~actors._helpers._events.PoolEvent` (design §3.10).
 
 While a job runs the helper may send ``progress`` frames before its reply; each is
 fenced like the reply (design §2.3: a progress frame of another session, generation or
-operation is a protocol violation and retires the helper by force) and handed to the
-job's ``on_progress`` callback, on the event loop, in the job's task.
+operation is a protocol violation and retires the helper by force), handed to the
+job's ``on_progress`` callback, on the event loop, in the job's task, and resets the
+job's optional ``stall`` timeout (design §3.12).
 
 How the child starts without trio, attrs or cattrs: see ``actors._helpers._spec.BOOTSTRAP``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import math
 import os
-import signal
 import subprocess
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
@@ -48,14 +40,20 @@ from protocol.framing import DEFAULT_MAX_REQUEST
 
 from .._core._lifecycle import HelperEvent, HelperState, new_helper_lifecycle
 from ..errors import (
+    ActorError,
     HelperExitedError,
     HelperStartupError,
     ProtocolError,
     ProtocolViolation,
 )
+from ._containment import ProcessTree, available_mode
+from ._events import LOGGER, PoolEvents
+from ._ladder import Ladder
 from ._outcomes import answer_error, exited_error, stopped_error
 from ._pipe import HelperPipe, PipeGone
-from ._spec import MIN_FRAME_LIMIT, HelperSnapshot
+from ._reaper import Reaper
+from ._spec import HelperSnapshot
+from ._stderr import StderrTail
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -70,7 +68,12 @@ if TYPE_CHECKING:
 __all__ = ["HelperProcess"]
 
 _JOB_KINDS: Final = ("reply", "progress")
-_log = logging.getLogger(__name__)
+_IDLE: Final = HelperState.IDLE
+_JOB_SENT: Final = HelperEvent.JOB_SENT
+_REPLIED: Final = HelperEvent.REPLIED
+_DEBUG: Final = logging.DEBUG
+_INF: Final = math.inf
+_checkpoint_if_cancelled: Final = trio.lowlevel.checkpoint_if_cancelled
 
 
 class HelperProcess:
@@ -84,8 +87,13 @@ class HelperProcess:
         spec: What to run.
         timeouts: Deadlines, seconds on trio's clock.
         incarnation: This process's number within its pool slot (1, 2, ...).
-        label: Name used in errors and snapshots.
-        on_exit: Called (synchronously, from the watcher task) once the process is reaped.
+        label: Name used in errors, snapshots, events and log records.
+        slot: The pool slot it serves (for events), or None.
+        events: Where its events go (default: a hub of its own, so only logging).
+        containment: ``cgroup``, ``tree`` or ``group`` (design §3.11); by default what
+            the spec's ``containment`` resolves to here.
+        replaces: True if it replaces an earlier incarnation of its slot (a restart).
+        on_exit: Called (synchronously, from the reaper task) once it has exited.
     """
 
     def __init__(
@@ -95,34 +103,49 @@ class HelperProcess:
         *,
         incarnation: int = 1,
         label: str | None = None,
+        slot: int | None = None,
+        events: PoolEvents | None = None,
+        containment: str | None = None,
+        replaces: bool = False,
         on_exit: Callable[[HelperProcess], None] | None = None,
     ) -> None:
         self.spec = spec
         self.timeouts = timeouts
         self.incarnation = incarnation
         self.label = label or f"{spec.name}.{incarnation}"
+        self.slot = slot
         self.session = new_session()
         #: The *ready* frame's payload (pid, handlers, heavy_modules, info), once ready.
         self.ready: Any = None
         self.jobs_run = 0
         #: The last ladder step a stopped job needed: ``cooperative``, ``exited``,
-        #: ``sigterm``, ``sigkill`` or ``quarantined`` (None if no job was stopped).
+        #: ``sigterm``, ``sigkill``, ``quarantined`` or ``signal_failed`` (None if no
+        #: job was stopped).
         self.last_escalation: str | None = None
+        self._events = events if events is not None else PoolEvents(spec.name)
+        self._replaces = replaces
         self._on_exit = on_exit
         self._machine = new_helper_lifecycle(self.label)
         self._process: trio.Process | None = None
         self._pipe: HelperPipe | None = None
+        self._stderr: StderrTail | None = None
+        mode = containment or available_mode(spec.containment)
+        self._tree = ProcessTree(mode, self.session)
+        self._ladder = Ladder(self)
+        self._reaper = Reaper(self)
         self._generation = 0
         self._active: tuple[int, str] | None = None
-        # The active job's scope (its deadline is the reply timeout) and whether
-        # :meth:`cancel` (rather than the deadline) cancelled it.
+        # The active job's scope (its deadline: the earliest of the reply timeout, the
+        # caller's deadline and the stall timeout) and whether :meth:`cancel` (rather
+        # than a deadline) cancelled it.
         self._job_scope: trio.CancelScope | None = None
         self._cancel_requested = False
+        self._reply_at = self._deadline_at = self._stall_at = _INF
+        self._stall: float | None = None
+        self._job_done: trio.Event | None = None
+        self._stopping = False
         self._exited = trio.Event()
         self._returncode: int | None = None
-        # Shielded so that outside cancellation cannot stop the reaping; only
-        # :meth:`abandon` cancels it (a quarantined process we finally give up on).
-        self._watch_scope = trio.CancelScope(shield=True)
 
     # --- properties -----------------------------------------------------------------
 
@@ -133,17 +156,29 @@ class HelperProcess:
 
     @property
     def pid(self) -> int | None:
-        """The child's pid (also its process group id), or None before the spawn."""
+        """The child's pid (also its process group and session id), or None before the
+        spawn."""
         return None if self._process is None else self._process.pid
 
     @property
+    def containment(self) -> str:
+        """How its process tree is held: ``cgroup``, ``tree`` or ``group`` (§3.11)."""
+        return self._tree.mode
+
+    @property
     def exited(self) -> bool:
-        """True once the process is reaped."""
+        """True once the process is reaped and nothing of its tree is left (§3.11)."""
         return self._exited.is_set()
 
     @property
+    def escaped(self) -> list[int]:
+        """Pids of its tree that outlived the sweep after its exit (design §3.11)."""
+        return self._reaper.escaped
+
+    @property
     def quarantined(self) -> bool:
-        """True if the kill timeout passed and the process is still not reaped."""
+        """True while it cannot be replaced: not reaped within the kill timeout, a
+        signal could not be delivered, or part of its tree outlived the sweep."""
         return self._machine.state is HelperState.QUARANTINED
 
     @property
@@ -154,7 +189,7 @@ class HelperProcess:
     @property
     def usable(self) -> bool:
         """True if the helper is ready for a job."""
-        return self._machine.state is HelperState.IDLE and not (
+        return self._machine.state is _IDLE and not (
             self._pipe is not None and self._pipe.send_broken
         )
 
@@ -177,27 +212,43 @@ class HelperProcess:
             ready=self.ready,
         )
 
+    def _emit(self, kind: str, text: str, *, level: int | None = None, **details: Any) -> None:
+        pid = self.pid
+        self._events.emit(
+            kind,
+            f"{self.label} (pid {pid}): {text}",
+            level=level,
+            slot=self.slot,
+            helper=self.label,
+            incarnation=self.incarnation,
+            pid=pid,
+            **details,
+        )
+
     # --- start ----------------------------------------------------------------------
 
     async def start(self, nursery: trio.Nursery) -> None:
         """Spawn the child and wait for *ready* (design §3.3).
 
-        The child starts in a new session; a watcher task that reaps it is started in
-        ``nursery``. Cancellation kills the child (shielded, bounded by ``kill``).
+        The child starts in a new session, inside its containment; a reaper task and a
+        stderr reader are started in ``nursery``. Cancellation kills the child
+        (shielded, bounded by ``kill``).
 
         Args:
-            nursery: Where the watcher task runs; it must outlive this helper.
+            nursery: Where the reaper and the stderr reader run; it must outlive this
+                helper.
 
         Raises:
             HelperStartupError: (code ``helper_startup_failed``) the program could not
                 be executed, no *ready* came within ``timeouts.startup`` seconds, the
-                *ready* frame was wrong, or the entry's ``on_startup`` failed (then
-                ``details["record"]`` has its error record). The child was killed.
+                first frame was not a good *ready*, or the entry's ``on_startup``
+                failed (then ``details["record"]`` has its error record). The child
+                was killed. ``details["reason"]`` says which.
             HelperExitedError: (code ``helper_exited``) the child exited during
-                startup; ``details`` has ``exit_code`` and ``signal``.
+                startup; ``details`` has ``exit_code``, ``signal`` and ``stderr`` (the
+                last 4 KiB it wrote).
         """
         try:
-            # The child reads its startup frame under the default request limit.
             frame = self._encode(
                 "startup",
                 0,
@@ -208,34 +259,57 @@ class HelperProcess:
                     "fault": self.spec.fault,
                     "max_request": self.spec.max_request,
                     "max_reply": self.spec.max_reply,
+                    "subreaper": self._tree.mode == "tree",
                 },
             )
         except ProtocolError as exc:
-            self._machine.process_event(HelperEvent.REAPED)
-            self._exited.set()
-            raise HelperStartupError(
-                f"{self.label}: startup options do not fit a frame: {exc.message}",
-                reason=exc.code,
+            self._never_started()
+            raise self._startup_failed(
+                f"startup options do not fit a frame: {exc.message}", reason=exc.code
             ) from None
-        env = None if self.spec.env is None else {**os.environ, **self.spec.env}
+        tree = self._tree
+        tree.prepare()
+        env = {**os.environ, **(self.spec.env or {}), **tree.environment()}
         try:
             self._process = await trio.lowlevel.open_process(
                 self.spec.command(),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env=env,
                 cwd=self.spec.cwd,
                 start_new_session=True,
             )
         except OSError as exc:
-            self._machine.process_event(HelperEvent.REAPED)
-            self._exited.set()
-            raise HelperStartupError(f"{self.label}: could not start: {exc}") from None
-        stdin, stdout = self._process.stdin, self._process.stdout
+            tree.close()
+            self._never_started()
+            raise self._startup_failed(f"could not start: {exc}", reason="exec_failed") from None
+        tree.adopt(self._process.pid)
+        stdin, stdout, stderr = self._process.stdin, self._process.stdout, self._process.stderr
         assert isinstance(stdin, trio.lowlevel.FdStream)
         assert isinstance(stdout, trio.lowlevel.FdStream)
+        assert isinstance(stderr, trio.lowlevel.FdStream)
         self._pipe = HelperPipe(stdin, stdout, max_reply=self.spec.max_reply)
-        nursery.start_soon(self._watch)
+        self._stderr = StderrTail(
+            stderr,
+            {
+                "pool": self._events.name,
+                "helper": self.label,
+                "slot": self.slot,
+                "incarnation": self.incarnation,
+                "pid": self._process.pid,
+            },
+        )
+        self._emit(
+            "spawned",
+            f"spawned (incarnation {self.incarnation}, containment {tree.mode})"
+            + (", replacing an earlier incarnation" if self._replaces else ""),
+            level=logging.WARNING if self._replaces else None,
+            containment=tree.mode,
+            replaces=self._replaces,
+        )
+        nursery.start_soon(self._reaper.run)
+        nursery.start_soon(self._stderr.run)
         done = False
         try:
             await self._handshake(frame)
@@ -243,7 +317,16 @@ class HelperProcess:
         finally:
             if not done and not self.exited:
                 with trio.CancelScope(shield=True):
-                    await self._escalate(sigterm_first=False)
+                    await self._ladder.escalate(sigterm_first=False)
+
+    def _never_started(self) -> None:
+        self._machine.process_event(HelperEvent.REAPED)
+        self._exited.set()
+
+    def _startup_failed(self, message: str, **details: Any) -> HelperStartupError:
+        error = HelperStartupError(f"{self.label}: {message}", **details)
+        self._emit("startup_failed", message, **{k: v for k, v in details.items() if k != "record"})
+        return error
 
     async def _handshake(self, frame: bytes) -> None:
         try:
@@ -257,34 +340,47 @@ class HelperProcess:
                     operation="startup",
                 )
         except PipeGone:
-            await self._wait_exit_after_eof()
-            raise self._exited_error("exited during startup") from None
+            await self._ladder.wait_exit_after_eof()
+            error = self._exited_error("exited during startup", tail=True)
+            self._emit(
+                "startup_failed",
+                f"exited during startup ({error.message})",
+                reason="exited",
+                **error.details,
+            )
+            raise error from None
         except ProtocolError as exc:  # malformed, or a ProtocolViolation of the fence
-            raise HelperStartupError(
-                f"{self.label}: bad ready frame: {exc.message}", reason=exc.code
+            raise self._startup_failed(
+                f"bad ready frame: {exc.message}", reason="bad_ready", detail=exc.code
             ) from None
         if deadline.cancelled_caught:
-            raise HelperStartupError(
-                f"{self.label}: no ready frame within {self.timeouts.startup:g} s",
-                reason="startup_timeout",
+            raise self._startup_failed(
+                f"no ready frame within {self.timeouts.startup:g} s", reason="startup_timeout"
             )
         payload = ready.payload if isinstance(ready.payload, dict) else {}
         if ready.status != "ok":
             assert ready.error is not None
-            raise HelperStartupError(
-                f"{self.label}: on_startup failed: {ready.error['message']}",
+            raise self._startup_failed(
+                f"on_startup failed: {ready.error['message']}",
                 reason="on_startup_failed",
                 record=ready.error,
             )
         self.ready = payload
         self._machine.process_event(HelperEvent.READY)
+        self._emit("ready", "ready", subreaper=payload.get("subreaper"))
 
     # --- jobs -----------------------------------------------------------------------
 
     async def run_job(
-        self, operation: str, payload: Any = None, *, on_progress: ProgressCallback | None = None
+        self,
+        operation: str,
+        payload: Any = None,
+        *,
+        on_progress: ProgressCallback | None = None,
+        deadline: float = _INF,
+        stall: float | None = None,
     ) -> Any:
-        """Run one job on this helper and return its result (design §3.4-3.6).
+        """Run one job on this helper and return its result (design §3.4-3.6, §3.12).
 
         Args:
             operation: The handler's name, 1..128 characters.
@@ -293,6 +389,10 @@ class HelperProcess:
                 frame of this job (``fraction`` in ``[0, 1]``, ``note`` a str or None),
                 synchronously on the event loop while the job runs; it must not block.
                 An exception from it is logged and ignored (the job goes on).
+            deadline: The caller's absolute deadline, seconds on trio's clock (none by
+                default): past it the job is stopped like a cancelled one.
+            stall: Seconds the job may go without a progress report (none by default);
+                past it the job is stopped (design §3.12).
 
         Returns:
             The handler's JSON result.
@@ -313,9 +413,16 @@ class HelperProcess:
             ReplyTimeout: (code ``reply_timeout``) no reply within ``timeouts.reply``
                 seconds; the helper was stopped (cooperatively or by SIGTERM) and
                 retired. A later reply is never accepted.
+            JobStalled: (code ``stalled``) no progress report within ``stall`` seconds;
+                the helper was stopped through the ladder.
+            DeadlineExceeded: (code ``deadline_exceeded``) ``deadline`` passed; the
+                helper was stopped through the ladder.
             ForcedTermination: (code ``forced_termination``) as ``ReplyTimeout`` or
                 ``JobCancelled``, but SIGKILL was needed (``details["escalation"]`` is
                 ``sigkill`` or ``quarantined``).
+            SignalFailed: (code ``signal_failed``) a signal of the ladder could not be
+                delivered; ``details`` has ``pid``, ``signal``, ``errno``; the helper is
+                quarantined until it is gone.
             ProtocolViolation: (code ``protocol_violation``) the reply or a progress
                 frame was malformed or failed the envelope checks (design §2.3); the
                 helper was killed.
@@ -325,30 +432,32 @@ class HelperProcess:
             ProtocolError: (code ``protocol_error``) ``payload`` is not
                 JSON-compatible; nothing was sent.
             HelperExitedError: (code ``helper_exited``) the helper exited or closed its
-                pipe; ``details`` has ``exit_code`` and ``signal``.
+                pipe; ``details`` has ``exit_code``, ``signal`` and ``escaped``.
             ValueError: ``operation`` is not a str of 1..128 characters; nothing was sent.
         """
-        if not self.usable:
+        pipe = self._pipe
+        machine = self._machine
+        if machine.state is not _IDLE or pipe is None or pipe.send_broken:
             raise RuntimeError(f"{self.label} is {self.state.value}, not ready for a job")
         # A cancel point (cancelled here: the job was never sent). The schedule point
         # comes with the reply: the wait for it, or a shielded checkpoint when it is
         # already there. No extra pass of the run loop per job.
-        await trio.lowlevel.checkpoint_if_cancelled()
+        await _checkpoint_if_cancelled()
         generation = self._generation + 1
         if generation > MAX_GENERATION:  # pragma: no cover (2**53 jobs)
             raise RuntimeError(f"{self.label}: generations exhausted")
         frame = encode_positional(
             "job", self.session, generation, operation, None, payload, None, self.spec.max_request
         )
-        deadline = trio.current_time() + self.timeouts.reply
         self._generation = generation
         self._active = (generation, operation)
-        self._machine.process_event(HelperEvent.JOB_SENT)
+        machine.process_event(_JOB_SENT)
         self.jobs_run += 1
         self.last_escalation = None
         self._cancel_requested = False
-        pipe = self._pipe
-        assert pipe is not None
+        self._stall = stall
+        if self._events.active or LOGGER.isEnabledFor(_DEBUG):
+            self._emit("job_started", f"job {generation} ({operation})", generation=generation)
         try:
             # No checkpoint before the write: once JOB_SENT, the frame is out.
             written = pipe.write_nowait(frame)
@@ -359,7 +468,16 @@ class HelperProcess:
                 reply = self._reply_nowait(generation, operation, on_progress)
             if reply is None:
                 # design §3.6: every wait for the reply is inside the deadline's scope.
-                scope = self._job_scope = trio.CancelScope(deadline=deadline)
+                now = trio.current_time()
+                self._reply_at = reply_at = now + self.timeouts.reply
+                self._deadline_at = deadline
+                limit = reply_at if reply_at < deadline else deadline
+                if stall is None:
+                    self._stall_at = _INF
+                else:
+                    self._stall_at = stall_at = now + stall
+                    limit = stall_at if stall_at < limit else limit
+                scope = self._job_scope = trio.CancelScope(deadline=limit)
                 if self._cancel_requested:  # cancel() came from an early progress report
                     scope.cancel()
                 with scope:
@@ -378,25 +496,18 @@ class HelperProcess:
                     # the schedule point): keep its word, as the waiting path does.
                     self._machine.process_event(HelperEvent.REPLIED)
                     self.last_escalation = "cooperative"
-                    raise stopped_error(
-                        self.label,
-                        generation,
-                        operation,
-                        escalation="cooperative",
-                        cancelled=True,
-                        reply_timeout=self.timeouts.reply,
-                    )
+                    raise self._stopped_error(generation, operation, "cooperative", "cancelled")
         except trio.Cancelled:
             with trio.CancelScope(shield=True):
-                await self._stop_job(parent_timeout=False)
+                await self._ladder.stop_job(parent_timeout=False, reason="caller_cancelled")
             raise
         except PipeGone:
             with trio.CancelScope(shield=True):
-                await self._wait_exit_after_eof()
+                await self._ladder.wait_exit_after_eof()
             raise self._exited_error(f"exited during job {generation} ({operation})") from None
         except ProtocolError as exc:
             with trio.CancelScope(shield=True):
-                await self._escalate(sigterm_first=False)
+                await self._ladder.escalate(sigterm_first=False)
             if isinstance(exc, ProtocolViolation) or exc.code == "frame_too_large":
                 raise
             raise ProtocolViolation(
@@ -406,8 +517,10 @@ class HelperProcess:
         finally:
             self._active = None
             self._job_scope = None
+            if self._job_done is not None:
+                self._job_done.set()
         assert reply is not None  # else the scope caught a cancel and _job_stopped raised
-        self._machine.process_event(HelperEvent.REPLIED)
+        machine.process_event(_REPLIED)
         if reply.status == "ok":
             return reply.payload
         raise answer_error(self.label, reply)
@@ -424,7 +537,7 @@ class HelperProcess:
         scope = self._job_scope
         if self._active is None or self._cancel_requested:
             return False
-        if scope is not None and scope.cancel_called:  # the reply deadline already fired
+        if scope is not None and scope.cancel_called:  # a deadline already fired
             return False
         self._cancel_requested = True
         if scope is not None:
@@ -433,18 +546,45 @@ class HelperProcess:
         # after a reply already there): run_job sees the flag there.
         return True
 
+    async def wait_job_done(self) -> None:
+        """Wait until no job runs on this helper (its ladder included)."""
+        while self._active is not None:
+            self._job_done = trio.Event()
+            await self._job_done.wait()
+        await trio.lowlevel.checkpoint()
+
     async def _job_stopped(self, generation: int, operation: str) -> NoReturn:
         """The job's scope was cancelled: run the ladder, raise what ended the job."""
-        cancelled = self._cancel_requested
+        if self._cancel_requested:
+            cause = "cancelled"
+        else:
+            # The scope's deadline was the earliest of the three: which one was it?
+            fired = min(self._reply_at, self._deadline_at, self._stall_at)
+            if fired == self._stall_at and self._stall is not None:
+                cause = "stalled"
+            elif fired == self._deadline_at and self._deadline_at < self._reply_at:
+                cause = "deadline"
+            else:
+                cause = "reply_timeout"
         with trio.CancelScope(shield=True):
-            escalation = await self._stop_job(parent_timeout=not cancelled)
-        raise stopped_error(
+            escalation = await self._ladder.stop_job(
+                parent_timeout=cause == "reply_timeout", reason=cause
+            )
+        raise self._stopped_error(generation, operation, escalation, cause)
+
+    def _stopped_error(
+        self, generation: int, operation: str, escalation: str, cause: str
+    ) -> ActorError:
+        failure = self._ladder.signal_failure if escalation == "signal_failed" else None
+        return stopped_error(
             self.label,
             generation,
             operation,
             escalation=escalation,
-            cancelled=cancelled,
+            cause=cause,
             reply_timeout=self.timeouts.reply,
+            stall=self._stall,
+            signal_failure=failure,
         )
 
     async def _receive_reply(
@@ -484,106 +624,46 @@ class HelperProcess:
         self, body: bytes, generation: int, operation: str, on_progress: ProgressCallback | None
     ) -> Envelope | None:
         """Fence one frame of the job; return it if it is the reply, else hand its
-        progress to ``on_progress`` (an exception from which is logged and ignored)."""
+        progress to ``on_progress`` (an exception from which is logged and ignored)
+        and push the stall deadline back (design §3.12)."""
         env = decode_positional(body, self.session, _JOB_KINDS, generation, operation)
         if env.kind == "reply":
             return env
+        if self._stall is not None:
+            self._stall_at = trio.current_time() + self._stall
+            scope = self._job_scope
+            if scope is not None and not scope.cancel_called:
+                scope.deadline = min(self._reply_at, self._deadline_at, self._stall_at)
         if on_progress is not None:
             try:
                 on_progress(env.payload["fraction"], env.payload.get("note"))
             except Exception:
-                _log.exception("%s: on_progress raised; ignored", self.label)
+                LOGGER.exception("%s: on_progress raised; ignored", self.label)
         return None
-
-    async def _stop_job(self, *, parent_timeout: bool) -> str:
-        """Run the ladder of design §3.5 for the active job; return the last step used.
-
-        Never raises (but ``InvalidTransition`` on a bug); must run shielded.
-        """
-        assert self._active is not None
-        generation, operation = self._active
-        escalation = "cooperative"
-        if self._pipe is not None and self._pipe.send_broken:
-            escalation = await self._escalate(sigterm_first=True)
-        else:
-            self._machine.process_event(HelperEvent.CANCEL_SENT)
-            cancel = self._encode("cancel", generation, operation, MIN_FRAME_LIMIT)
-            try:
-                with trio.move_on_after(self.timeouts.cancel_grace) as grace:
-                    await self._send(cancel)
-                    await self._receive_reply(generation, operation, None)
-                    self._machine.process_event(HelperEvent.REPLIED)
-                if grace.cancelled_caught:
-                    escalation = await self._escalate(sigterm_first=True)
-            except PipeGone:
-                await self._wait_exit_after_eof()
-                escalation = "exited"
-            except ProtocolError:
-                escalation = await self._escalate(sigterm_first=False)
-        if escalation == "cooperative" and parent_timeout:
-            # design §3.6: a helper that missed the reply deadline is retired.
-            await self.shutdown()
-        self.last_escalation = escalation
-        return escalation
 
     # --- stopping -------------------------------------------------------------------
 
     async def shutdown(self) -> str:
         """Stop the helper politely, escalating if needed (design §3.8); never raises.
 
-        Sends a shutdown frame and waits up to ``timeouts.shutdown`` seconds for the
-        exit, then SIGTERM / SIGKILL as in design §3.5. Bounded by
-        ``shutdown + terminate + kill`` seconds; shield it if it runs during
-        cancellation.
+        See :meth:`actors._helpers._ladder.Ladder.shutdown`: bounded by ``shutdown +
+        terminate + kill`` seconds; shield it if it runs during cancellation.
 
         Returns:
-            ``"exited"`` (already gone), ``"shutdown"``, ``"sigterm"``, ``"sigkill"`` or
-            ``"quarantined"``.
+            ``"exited"``, ``"shutdown"``, ``"sigterm"``, ``"sigkill"``,
+            ``"quarantined"`` or ``"signal_failed"``.
         """
-        if self._process is None or self.exited:
-            return "exited"
-        if self.usable:
-            self._machine.process_event(HelperEvent.SHUTDOWN_SENT)
-            with trio.move_on_after(self.timeouts.shutdown):
-                with contextlib.suppress(PipeGone):
-                    await self._send(
-                        self._encode("shutdown", self._generation, "shutdown", MIN_FRAME_LIMIT)
-                    )
-                await self._exited.wait()
-            if self.exited:
-                return "shutdown"
-        return await self._escalate(sigterm_first=self.state is not HelperState.QUARANTINED)
+        self._stopping = True
+        return await self._ladder.shutdown()
 
-    async def _wait_exit_after_eof(self) -> None:
-        """The pipe ended: give the process ``terminate`` seconds to exit, then escalate."""
-        with trio.move_on_after(self.timeouts.terminate):
-            await self._exited.wait()
-        if not self.exited:
-            await self._escalate(sigterm_first=True)
-
-    async def _escalate(self, *, sigterm_first: bool) -> str:
-        """SIGTERM → terminate timeout → SIGKILL → kill timeout → quarantine (§3.5)."""
-        if self.exited:
-            return "exited"
-        if sigterm_first:
-            self._signal_group(signal.SIGTERM)
-            self._machine.process_event(HelperEvent.SIGTERM_SENT)
-            with trio.move_on_after(self.timeouts.terminate):
-                await self._exited.wait()
-            if self.exited:
-                return "sigterm"
-        self._signal_group(signal.SIGKILL)
-        self._machine.process_event(HelperEvent.SIGKILL_SENT)
-        with trio.move_on_after(self.timeouts.kill):
-            await self._exited.wait()
-        if self.exited:
-            return "sigkill"
-        self._machine.process_event(HelperEvent.KILL_TIMED_OUT)
-        return "quarantined"
+    def hurry(self) -> None:
+        """Skip every grace left: SIGKILL the whole tree now (design §3.13)."""
+        self._stopping = True
+        self._ladder.hurry()
 
     def abandon(self) -> None:
         """Stop waiting to reap a quarantined process (the pool's close gives up)."""
-        self._watch_scope.cancel()
+        self._reaper.abandon()
 
     def discard(self) -> None:
         """Close the parent's ends of the pipes; call once the helper is of no use."""
@@ -592,28 +672,8 @@ class HelperProcess:
                 if stream is not None:
                     # On POSIX these are trio FdStreams, whose close() is sync.
                     stream.close()  # type: ignore[union-attr]
-
-    def _signal_group(self, sig: signal.Signals) -> None:
-        if self._process is None or self.exited:
-            return
-        _killpg(self._process.pid, sig)
-
-    async def _watch(self) -> None:
-        """Wait for the process to exit, reap it, sweep its group (runs in the nursery)."""
-        assert self._process is not None
-        with self._watch_scope:
-            await self._process.wait()
-        if self._watch_scope.cancelled_caught:
-            return
-        self._returncode = self._process.returncode
-        # The leader is reaped; anything left in its group (a grandchild that ignored
-        # SIGTERM, or that the helper never stopped) goes now. The group id cannot have
-        # been reused while members remain.
-        _killpg(self._process.pid, signal.SIGKILL)
-        self._machine.process_event(HelperEvent.REAPED)
-        self._exited.set()
-        if self._on_exit is not None:
-            self._on_exit(self)
+        if self._stderr is not None:
+            self._stderr.close()
 
     # --- I/O ------------------------------------------------------------------------
 
@@ -637,14 +697,18 @@ class HelperProcess:
         assert self._pipe is not None
         return await self._pipe.receive()
 
-    def _exited_error(self, what: str) -> HelperExitedError:
-        return exited_error(f"{self.label}: {what}", self._returncode, self.state.value)
+    def _exited_error(self, what: str, *, tail: bool = False) -> HelperExitedError:
+        stderr = None
+        if tail and self._stderr is not None:
+            self._stderr.drain_nowait()
+            stderr = self._stderr.text()
+        return exited_error(
+            f"{self.label}: {what}",
+            self._returncode,
+            self.state.value,
+            stderr=stderr,
+            escaped=self._reaper.escaped,
+        )
 
     def __repr__(self) -> str:
         return f"<HelperProcess {self.label} pid={self.pid} {self.state.value}>"
-
-
-def _killpg(pgid: int, sig: signal.Signals) -> None:
-    """Signal a process group; a group that no longer exists is not an error."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)

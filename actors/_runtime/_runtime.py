@@ -31,7 +31,8 @@ from .._core._config import duration_field
 from .._eventlog._actor import EventLogActor, EventLogClient
 from .._eventlog._types import EventLogConfig, OperationSpec
 from .._helpers._pool import PoolConfig
-from .._helpers._pool_actor import PoolActor, PoolHandle
+from .._helpers._pool_actor import PoolActor
+from .._helpers._pool_handle import PoolHandle
 from .._helpers._spec import HelperSpec
 from .._renderer._renderer import Renderer, RendererConfig, RenderFn
 from .._scheduler._actor import SchedulerActor

@@ -1,0 +1,232 @@
+"""The pool actor's handle: what callers (and ``runtime.pool``) use (design §3, §1.7).
+
+:class:`PoolHandle` wraps the pool actor's ref. Its control requests (snapshot,
+statistics, restart, cancel by id) are asks through the mailbox. Its jobs take a
+*direct path*: the handle asks the actor once (per actor incarnation) for a lease, then
+runs each job in the caller's own task, on the actor's pool, as ``trio.run_process``
+runs a process in its caller's task. The actor still owns the helpers: it bounds the
+jobs in flight (``max_jobs``), gives them its stop's grace, and closes the pool (which
+cancels them, each through its ladder) when it stops. Why: a job through the mailbox
+costs three more passes of the run loop and a task, more than the whole round trip of
+a short job; and a job in the caller's task is stopped by the caller's own cancel
+scope, ladder included, before the caller goes on (no cancel message can be lost).
+
+Given a :class:`RefSource` instead of a ref (the runtime does this), the handle follows
+the actor across restarts: a job that arrives while the actor is being restarted waits
+for the new incarnation, within its own timeout.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any, Protocol
+
+import trio
+
+from .._core._config import MAX_DURATION, validate_duration
+from .._core._ref import ActorRef
+from ..errors import ActorStopped, AskTimeout, DeadlineExceeded, PoolClosed
+from ._pool_actor import CancelJob, GetLease, GetSnapshot, GetStatistics, RestartPool
+
+if TYPE_CHECKING:
+    from collections.abc import Hashable
+
+    from ._pool_actor import PoolActor
+    from ._pool_config import PoolSnapshot, PoolStatistics
+    from ._process import ProgressCallback
+
+__all__ = ["PoolHandle", "RefSource"]
+
+_job_ids = itertools.count(1)
+
+
+class RefSource(Protocol):
+    """Where a handle finds the current incarnation of a restartable actor (§1.7)."""
+
+    def current(self) -> ActorRef | None:
+        """The running incarnation's ref, or None while it is being restarted."""
+
+    async def wait(self, deadline: float) -> ActorRef:
+        """Wait (until ``deadline``, trio clock) for a running incarnation.
+
+        Raises:
+            ActorStopped: (code ``actor_stopped``) none will come (the tree stops).
+            AskTimeout: (code ``ask_timeout``) none came before ``deadline``.
+        """
+
+
+class _FixedRef:
+    """The :class:`RefSource` of one ref that never changes."""
+
+    def __init__(self, ref: ActorRef) -> None:
+        self.ref = ref
+
+    def current(self) -> ActorRef | None:
+        return self.ref
+
+    async def wait(self, deadline: float) -> ActorRef:
+        await trio.lowlevel.checkpoint()
+        return self.ref
+
+
+class PoolHandle:
+    """A facade over the pool actor (design §3); see the module docstring.
+
+    Args:
+        ref: The ref returned by ``nursery.start(PoolActor(...).run)``, or a
+            :class:`RefSource` that follows the actor across restarts.
+    """
+
+    def __init__(self, ref: ActorRef | RefSource) -> None:
+        self._source: RefSource = _FixedRef(ref) if isinstance(ref, ActorRef) else ref
+        self._lease: PoolActor | None = None
+        self._lease_ref: ActorRef | None = None
+
+    @property
+    def ref(self) -> ActorRef:
+        """The pool actor's current ref (its last one while it is restarted).
+
+        Raises:
+            ActorStopped: (code ``actor_stopped``) no incarnation has run yet.
+        """
+        ref = self._source.current() or self._lease_ref
+        if ref is None:
+            raise ActorStopped("the pool actor is not running", actor="pool")
+        return ref
+
+    async def run_job(
+        self,
+        operation: str,
+        payload: Any = None,
+        *,
+        timeout: float,  # noqa: ASYNC109
+        on_progress: ProgressCallback | None = None,
+        stall: float | None = None,
+    ) -> Any:
+        """Run one job and return its result, within ``timeout`` seconds (trio clock).
+
+        The job runs in this task (see the module docstring). If the caller is
+        cancelled or the timeout passes, the job's escalation ladder runs first
+        (design §3.5, at most ``timeouts.ladder`` seconds), so when this returns or
+        raises, the job has really ended. To see the pool's own ``ReplyTimeout`` rather
+        than ``AskTimeout``, give a ``timeout`` above ``timeouts.reply``.
+
+        Args:
+            operation: The handler's name.
+            payload: JSON-compatible arguments.
+            timeout: Longest wait for the result (for a free helper, or for the pool
+                actor's restart, included), in seconds (trio clock).
+            on_progress: Optional ``on_progress(fraction, note)``: called for each
+                progress report of the job (``fraction`` a float in ``[0, 1]``, ``note``
+                a str or None), in this task. It is sync and must not block; an
+                exception from it is logged and ignored. Never called after this
+                method has returned or raised.
+            stall: Seconds the job may go without a progress report (design §3.12);
+                none by default.
+
+        Raises:
+            AskTimeout: (code ``ask_timeout``) no result within ``timeout``; the job
+                was stopped.
+            ValueError: ``timeout`` or ``stall`` is invalid (design §1.6).
+            ActorStopped: (code ``actor_stopped``) the pool actor is stopped (or
+                stopped while the job ran).
+            ActorError: whatever the job failed with, as in
+                :meth:`actors._helpers._pool.HelperPool.run_job` (``JobCancelled``,
+                ``ReplyTimeout``, ``JobStalled``, ``ForcedTermination``,
+                ``SignalFailed``, ``HelperExitedError``, ``ProtocolViolation``,
+                ``PoolFailed``, ``PoolRestarting``, ``PoolBusy``, ...).
+        """
+        kind = type(timeout)
+        if (kind is float or kind is int) and 0 < timeout <= MAX_DURATION:
+            seconds = float(timeout)
+        else:
+            seconds = validate_duration("timeout", timeout, allow_zero=False)
+        deadline = trio.current_time() + seconds
+        actor = self._lease
+        if actor is None or not actor.accepting or self._source.current() is not self._lease_ref:
+            actor = await self._renew(deadline, seconds)
+        actor.check_room()
+        actor.direct += 1
+        try:
+            return await actor.pool.run_job(
+                operation, payload, on_progress=on_progress, deadline=deadline, stall=stall
+            )
+        except DeadlineExceeded as exc:
+            raise AskTimeout(
+                f"actor {actor.name!r} did not answer within {seconds:g} s",
+                actor=actor.name,
+                timeout=seconds,
+                escalation=exc.details.get("escalation"),
+            ) from None
+        except PoolClosed:
+            if actor.accepting:
+                raise
+            raise ActorStopped(f"actor {actor.name!r} stopped", actor=actor.name) from None
+        finally:
+            actor.direct_done()
+
+    async def _renew(self, deadline: float, seconds: float) -> PoolActor:
+        """Lease the pool of the actor's current incarnation (one ask per incarnation)."""
+        with trio.move_on_after(max(0.0, deadline - trio.current_time())) as waited:
+            ref = await self._source.wait(deadline)
+        if waited.cancelled_caught:
+            raise AskTimeout(
+                f"actor 'pool' was not running within {seconds:g} s",
+                actor="pool",
+                timeout=seconds,
+            )
+        left = deadline - trio.current_time()
+        if left <= 0:
+            raise AskTimeout(
+                f"actor {ref.name!r} did not answer within {seconds:g} s",
+                actor=ref.name,
+                timeout=seconds,
+            )
+        actor: PoolActor = await ref.ask(GetLease(), timeout=left)
+        if not actor.accepting:
+            raise ActorStopped(f"actor {ref.name!r} stopped", actor=ref.name)
+        self._lease, self._lease_ref = actor, ref
+        return actor
+
+    async def cancel_job(self, job_id: Hashable, *, timeout: float = 5.0) -> bool:  # noqa: ASYNC109
+        """Cancel a job started by a :class:`RunJob` message; True if it was running.
+
+        ``timeout`` in seconds. (A job of :meth:`run_job` is cancelled by cancelling
+        its caller.)
+
+        Raises:
+            AskTimeout: (code ``ask_timeout``) no answer within ``timeout``.
+            ActorStopped: (code ``actor_stopped``) the pool actor is stopped.
+        """
+        result: bool = await self.ref.ask(CancelJob(job_id=job_id), timeout=timeout)
+        return result
+
+    async def snapshot(self, *, timeout: float = 5.0) -> PoolSnapshot:  # noqa: ASYNC109
+        """Return the pool's liveness snapshot (design §3.8); ``timeout`` in seconds.
+
+        Raises:
+            AskTimeout: (code ``ask_timeout``) no answer within ``timeout``.
+            ActorStopped: (code ``actor_stopped``) the pool actor is stopped.
+        """
+        result: PoolSnapshot = await self.ref.ask(GetSnapshot(), timeout=timeout)
+        return result
+
+    async def statistics(self, *, timeout: float = 5.0) -> PoolStatistics:  # noqa: ASYNC109
+        """Return the pool's counters; ``timeout`` in seconds.
+
+        Raises:
+            AskTimeout: (code ``ask_timeout``) no answer within ``timeout``.
+            ActorStopped: (code ``actor_stopped``) the pool actor is stopped.
+        """
+        result: PoolStatistics = await self.ref.ask(GetStatistics(), timeout=timeout)
+        return result
+
+    async def restart(self, *, timeout: float = 30.0) -> None:  # noqa: ASYNC109
+        """Restart the pool (design §3.7); ``timeout`` in seconds.
+
+        Raises:
+            AskTimeout: (code ``ask_timeout``) not done within ``timeout``.
+            PoolClosed: (code ``pool_closed``) the pool is closing.
+            HelperStartupError: (code ``helper_startup_failed``) an eager respawn failed.
+        """
+        await self.ref.ask(RestartPool(), timeout=timeout)
