@@ -51,6 +51,7 @@ _PROC: Final = Path("/proc")
 _TICKS: Final = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 #: Pause between two looks at a process that cannot be waited on (no pidfd), seconds.
 _POLL: Final = 0.005
+_NONE: Final = ("", 0, 0, 0, -1)
 
 
 def _kill(pid: int, sig: int) -> None:
@@ -190,6 +191,7 @@ class ProcessTree:
         #: The leader has been reaped: its pid may be reused (see :meth:`mark_reaped`).
         self.reaped = False
         self._reaped_at = 0
+        self._known: dict[int, int] = {}  # pid -> start ticks, seen while the leader lived
         self._marker = f"\0{TAG_ENV}={tag}\0".encode()
         self._since = 0
         self._cgroup: Path | None = None
@@ -268,12 +270,30 @@ class ProcessTree:
             and (before is None or start < before)
         }
         found |= {pid for pid in table if pid not in found and _has_tag(pid, self._marker)}
+        if self.reaped:
+            # Seen in the tree while the leader lived (the same process: same start).
+            found |= {
+                pid for pid, start in self._known.items() if table.get(pid, _NONE)[4] == start
+            }
         grew = True
         while grew:  # and everything below what was found
             more = {pid for pid, stat in table.items() if pid not in found and stat[1] in found}
             found |= more
             grew = bool(more)
-        return sorted(pid for pid in found if table[pid][0] != "Z")
+        alive = sorted(pid for pid in found if table[pid][0] != "Z")
+        if not self.reaped:
+            self._known.update((pid, table[pid][4]) for pid in alive if pid != leader)
+        return alive
+
+    def remember(self) -> None:
+        """Look at the tree now, while the leader lives (``tree`` mode; never waits).
+
+        An orphan is the helper's child only while the helper lives (it is their
+        subreaper); once the helper exits they go to init, and only this look still
+        knows them. The ladder and the shutdown call it before they stop the helper.
+        """
+        if self.mode == "tree" and not self.reaped and self.leader is not None:
+            self._scan()
 
     def signal(self, sig: int) -> list[tuple[int, int]]:
         """Send ``sig`` to every live process of the tree; never waits.

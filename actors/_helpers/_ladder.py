@@ -185,6 +185,7 @@ class Ladder:
         helper = self._helper
         if helper._process is None or helper.exited:
             return "exited"
+        helper._tree.remember()  # orphans of its tree are findable only while it lives
         if helper.usable and not self.hurried:
             helper._machine.process_event(HelperEvent.SHUTDOWN_SENT)
             with self._wait(helper.timeouts.shutdown):
@@ -227,6 +228,13 @@ class Ladder:
             return "exited"
         if helper.state is HelperState.QUARANTINED and self.signal_failure is not None:
             return "signal_failed"
+        if helper._reaper.reaped:
+            # The leader is gone; the reaper is sweeping its tree (design §3.11).
+            with trio.move_on_after(helper.timeouts.kill):
+                await helper._exited.wait()
+            return "exited" if helper.exited else "quarantined"
+        if helper.state is HelperState.QUARANTINED:
+            sigterm_first = False  # it was SIGKILLed already
         if sigterm_first and not self.hurried:
             if not self._signal(signal.SIGTERM):
                 return "signal_failed"
