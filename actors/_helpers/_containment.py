@@ -52,6 +52,7 @@ _TICKS: Final = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 #: Pause between two looks at a process that cannot be waited on (no pidfd), seconds.
 _POLL: Final = 0.005
 _NONE: Final = ("", 0, 0, 0, -1)
+_PREFIX: Final = "trio-actors."
 
 
 def _kill(pid: int, sig: int) -> None:
@@ -71,11 +72,17 @@ class _CgroupRoot:
         self.path: Path | None = None
         self.users = 0
 
-    def get(self) -> Path | None:
+    def available(self) -> bool:
         if not self.checked:
             self.checked = True
             self.path = _find_cgroup_root()
-        if self.path is not None and not self.path.exists():
+        return self.path is not None
+
+    def get(self) -> Path | None:
+        if not self.available():
+            return None
+        assert self.path is not None
+        if not self.path.exists():
             try:
                 self.path.mkdir()
             except OSError:
@@ -106,7 +113,8 @@ def _find_cgroup_root() -> Path | None:
         if right.split(" ", 1)[0] == "cgroup2":
             mount = Path(left.split()[4])
             base = mount / own.lstrip("/")
-            root = base / f"trio-actors.{os.getpid()}"
+            _remove_stale(base)
+            root = base / f"{_PREFIX}{os.getpid()}"
             try:
                 root.mkdir(exist_ok=True)
                 probe = root / "probe"
@@ -114,11 +122,29 @@ def _find_cgroup_root() -> Path | None:
                 has_procs = (probe / "cgroup.procs").exists()
                 probe.rmdir()
             except OSError:
-                with contextlib.suppress(OSError):
-                    root.rmdir()
-                return None
+                has_procs = False
+            with contextlib.suppress(OSError):
+                root.rmdir()  # made again when a helper needs it
             return root if has_procs else None
     return None
+
+
+def _remove_stale(base: Path) -> None:
+    """Remove the empty cgroups left by processes of ours that no longer exist (one
+    killed before it could clean up); a cgroup that still holds a process stays."""
+    try:
+        entries = list(base.glob(f"{_PREFIX}*"))
+    except OSError:
+        return
+    for root in entries:
+        owner = root.name.removeprefix(_PREFIX)
+        if not owner.isdigit() or Path(f"/proc/{owner}").exists():
+            continue
+        with contextlib.suppress(OSError):
+            for helper in root.iterdir():
+                if helper.is_dir():
+                    helper.rmdir()
+            root.rmdir()
 
 
 _cgroups = _CgroupRoot()
@@ -135,10 +161,10 @@ def available_mode(requested: str) -> str:
     if requested not in CONTAINMENT_MODES:
         raise ValueError(f"containment must be one of {CONTAINMENT_MODES}, got {requested!r}")
     if requested == "auto":
-        if _cgroups.get() is not None:
+        if _cgroups.available():
             return "cgroup"
         return "tree" if _LINUX else "group"
-    if requested == "cgroup" and _cgroups.get() is None:
+    if requested == "cgroup" and not _cgroups.available():
         raise ValueError("containment 'cgroup': no writable cgroup v2 here")
     if requested == "tree" and not _LINUX:
         raise ValueError("containment 'tree' needs Linux (/proc)")

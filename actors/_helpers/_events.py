@@ -11,10 +11,11 @@ restart intensity exceeded and pool restarted. :class:`PoolEvents` hands each to
 * the ``actors.helpers`` logger, at the level of :data:`LEVELS` (a restart or a SIGKILL
   is a WARNING, a quarantine an ERROR), with the record's fields as ``extra``.
 
-Nothing is built when nobody listens: the pool asks :meth:`PoolEvents.wanted` (one
-attribute test and ``Logger.isEnabledFor``) before it gathers an event's fields, so the
-per-job ``job_started`` costs a job nothing when no subscriber and no DEBUG handler
-exists.
+Nothing is built when nobody listens: :meth:`PoolEvents.emit` builds a record only for
+a subscriber that wants its kind or a logger enabled for its level, and the job path
+tests :attr:`PoolEvents.jobs_watched` and ``Logger.isEnabledFor`` before it gathers the
+fields of a ``job_started``, so a job costs nothing more when no subscriber wants that
+kind and no DEBUG handler exists.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import trio
 from .._core._config import validate_count
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
     from types import TracebackType
 
 __all__ = ["LEVELS", "POOL_EVENT_KINDS", "PoolEvent", "PoolEventStream", "PoolEvents"]
@@ -121,10 +122,12 @@ class PoolEventStream:
     hub is closed and the buffer is empty.
     """
 
-    def __init__(self, hub: PoolEvents, bound: int) -> None:
+    def __init__(self, hub: PoolEvents, bound: int, kinds: frozenset[str]) -> None:
         self._hub = hub
         self._buffer: deque[PoolEvent] = deque()
         self._bound = bound
+        self.kinds = kinds
+        """The kinds this subscriber receives."""
         self._wake = trio.Event()
         self.dropped = 0
         """Events lost because this subscriber fell ``bound`` events behind."""
@@ -200,30 +203,44 @@ class PoolEvents:
         self._streams: list[PoolEventStream] = []
         self._seq = 0
         self.active = False
-        """True while at least one subscriber exists (read on the job path)."""
+        """True while at least one subscriber exists."""
+        self.jobs_watched = False
+        """True while a subscriber wants ``job_started`` (read on the job path)."""
         self.closed = False
         self.pools_opened = 0
         """Pools opened on this hub so far."""
 
-    def subscribe(self, *, bound: int = 256) -> PoolEventStream:
+    def subscribe(
+        self, *, bound: int = 256, kinds: Iterable[str] = POOL_EVENT_KINDS
+    ) -> PoolEventStream:
         """Start a subscription; use the result as a context manager.
 
         Args:
             bound: Events buffered for this subscriber (``1..65536``); past it the
                 oldest are dropped (counted, and visible as a gap in ``seq``).
+            kinds: The kinds wanted (all by default). Leaving out ``job_started``
+                keeps the job path free of events.
 
         Raises:
-            ValueError: ``bound`` is out of range.
+            ValueError: ``bound`` is out of range, or ``kinds`` has an unknown kind.
         """
-        stream = PoolEventStream(self, validate_count("bound", bound, minimum=1, maximum=65536))
+        wanted = frozenset(kinds)
+        if not wanted <= POOL_EVENT_KINDS:
+            raise ValueError(f"unknown event kinds {sorted(wanted - POOL_EVENT_KINDS)}")
+        bound = validate_count("bound", bound, minimum=1, maximum=65536)
+        stream = PoolEventStream(self, bound, wanted)
         self._streams.append(stream)
-        self.active = True
+        self._update()
         return stream
 
     def _unsubscribe(self, stream: PoolEventStream) -> None:
         if stream in self._streams:
             self._streams.remove(stream)
+        self._update()
+
+    def _update(self) -> None:
         self.active = bool(self._streams)
+        self.jobs_watched = any("job_started" in stream.kinds for stream in self._streams)
 
     def close(self) -> None:
         """End every subscription once its buffer is read (idempotent)."""
@@ -234,6 +251,10 @@ class PoolEvents:
     def wanted(self, level: int = logging.DEBUG) -> bool:
         """True if an event logged at ``level`` would reach anyone (never waits)."""
         return self.active or LOGGER.isEnabledFor(level)
+
+    def wants_jobs(self) -> bool:
+        """True if a ``job_started`` event would reach anyone (the job path asks)."""
+        return self.jobs_watched or LOGGER.isEnabledFor(logging.DEBUG)
 
     def emit(
         self,
@@ -276,7 +297,8 @@ class PoolEvents:
                 details=details,
             )
             for stream in self._streams:
-                stream._put(event)
+                if kind in stream.kinds:
+                    stream._put(event)
         if LOGGER.isEnabledFor(level):
             extra = {
                 "event": kind,

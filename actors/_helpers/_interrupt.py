@@ -73,8 +73,19 @@ async def second_interrupt(hurry: Callable[[], None]) -> AsyncIterator[None]:
 
 
 def sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    """The only leaf of a chain of one-item exception groups, or None."""
-    leaf: BaseException = group
+    """What an ``open_*`` block raises instead of ``group``, or None to keep the group.
+
+    A ``KeyboardInterrupt`` anywhere in it wins (Ctrl-C leaves bare, whatever else
+    failed meanwhile, design §3.13); otherwise the only leaf of a chain of one-item
+    groups.
+    """
+    interrupts, _ = group.split(KeyboardInterrupt)
+    if interrupts is not None:
+        leaf: BaseException = interrupts
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        return leaf
+    leaf = group
     while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
         leaf = leaf.exceptions[0]
     return None if isinstance(leaf, BaseExceptionGroup) else leaf

@@ -549,6 +549,11 @@ class HelperPool:
             )
             raise error
 
+    @property
+    def failed(self) -> bool:
+        """True while the restart intensity is exceeded (until :meth:`restart`)."""
+        return self._failed
+
     async def wait_failed(self) -> None:
         """Wait until the restart intensity is exceeded (design §3.7)."""
         await self._failed_event.wait()

@@ -237,6 +237,17 @@ class PoolActor(Actor):
             raise RuntimeError("the pool actor is not running")
         return self._pool
 
+    def hurry(self) -> None:
+        """Skip every grace left (a second Ctrl-C, design §3.13); never waits."""
+        if self._pool is not None:
+            self._pool.hurry()
+
+    @property
+    def restarting(self) -> bool:
+        """True once the pool failed and this actor's supervisor will restart it
+        (``on_failure="escalate"``): a handle waits for the next incarnation."""
+        return self.on_failure == "escalate" and self._pool is not None and self._pool.failed
+
     @property
     def accepting(self) -> bool:
         """True while the actor takes jobs (its mailbox is open)."""

@@ -46,8 +46,9 @@ class RefSource(Protocol):
     def current(self) -> ActorRef | None:
         """The running incarnation's ref, or None while it is being restarted."""
 
-    async def wait(self, deadline: float) -> ActorRef:
-        """Wait (until ``deadline``, trio clock) for a running incarnation.
+    async def wait(self, deadline: float, *, other_than: ActorRef | None = None) -> ActorRef:
+        """Wait (until ``deadline``, trio clock) for a running incarnation, other than
+        ``other_than`` if given (that one is failing).
 
         Raises:
             ActorStopped: (code ``actor_stopped``) none will come (the tree stops).
@@ -64,7 +65,7 @@ class _FixedRef:
     def current(self) -> ActorRef | None:
         return self.ref
 
-    async def wait(self, deadline: float) -> ActorRef:
+    async def wait(self, deadline: float, *, other_than: ActorRef | None = None) -> ActorRef:
         await trio.lowlevel.checkpoint()
         return self.ref
 
@@ -143,7 +144,7 @@ class PoolHandle:
             seconds = validate_duration("timeout", timeout, allow_zero=False)
         deadline = trio.current_time() + seconds
         actor = self._lease
-        if actor is None or not actor.accepting or self._source.current() is not self._lease_ref:
+        if actor is None or not actor.accepting or actor.restarting:
             actor = await self._renew(deadline, seconds)
         actor.check_room()
         actor.direct += 1
@@ -166,27 +167,35 @@ class PoolHandle:
             actor.direct_done()
 
     async def _renew(self, deadline: float, seconds: float) -> PoolActor:
-        """Lease the pool of the actor's current incarnation (one ask per incarnation)."""
-        with trio.move_on_after(max(0.0, deadline - trio.current_time())) as waited:
-            ref = await self._source.wait(deadline)
-        if waited.cancelled_caught:
-            raise AskTimeout(
-                f"actor 'pool' was not running within {seconds:g} s",
-                actor="pool",
-                timeout=seconds,
-            )
-        left = deadline - trio.current_time()
-        if left <= 0:
-            raise AskTimeout(
-                f"actor {ref.name!r} did not answer within {seconds:g} s",
-                actor=ref.name,
-                timeout=seconds,
-            )
-        actor: PoolActor = await ref.ask(GetLease(), timeout=left)
-        if not actor.accepting:
-            raise ActorStopped(f"actor {ref.name!r} stopped", actor=ref.name)
-        self._lease, self._lease_ref = actor, ref
-        return actor
+        """Lease the pool of the actor's current incarnation (one ask per incarnation).
+
+        An incarnation whose pool failed and is being restarted is skipped: the job
+        waits for the next one (within its deadline), never runs twice.
+        """
+        failing = self._lease_ref if self._lease is not None and self._lease.restarting else None
+        while True:
+            with trio.move_on_at(deadline) as waited:
+                ref = await self._source.wait(deadline, other_than=failing)
+            if waited.cancelled_caught:
+                raise AskTimeout(
+                    f"actor 'pool' was not running within {seconds:g} s",
+                    actor="pool",
+                    timeout=seconds,
+                )
+            left = deadline - trio.current_time()
+            if left <= 0:
+                raise AskTimeout(
+                    f"actor {ref.name!r} did not answer within {seconds:g} s",
+                    actor=ref.name,
+                    timeout=seconds,
+                )
+            actor: PoolActor = await ref.ask(GetLease(), timeout=left)
+            if actor.accepting and (not actor.restarting or isinstance(self._source, _FixedRef)):
+                self._lease, self._lease_ref = actor, ref
+                return actor
+            if isinstance(self._source, _FixedRef):
+                raise ActorStopped(f"actor {ref.name!r} stopped", actor=ref.name)
+            failing = ref
 
     async def cancel_job(self, job_id: Hashable, *, timeout: float = 5.0) -> bool:  # noqa: ASYNC109
         """Cancel a job started by a :class:`RunJob` message; True if it was running.

@@ -456,7 +456,7 @@ class HelperProcess:
         self.last_escalation = None
         self._cancel_requested = False
         self._stall = stall
-        if self._events.active or LOGGER.isEnabledFor(_DEBUG):
+        if self._events.jobs_watched or LOGGER.isEnabledFor(_DEBUG):
             self._emit("job_started", f"job {generation} ({operation})", generation=generation)
         try:
             # No checkpoint before the write: once JOB_SENT, the frame is out.
