@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Final
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 __all__ = ["CONTAINMENT_MODES", "TAG_ENV", "ProcessTree", "available_mode"]
 
@@ -362,6 +363,7 @@ class ProcessTree:
                 failures.append((pid, exc.errno or errno.EPERM))
         return failures
 
+    @enable_ki_protection
     async def sweep(self, grace: float) -> tuple[list[int], list[tuple[int, int]]]:
         """The leader is reaped: kill what is left and wait up to ``grace`` seconds.
 
@@ -392,6 +394,7 @@ class ProcessTree:
             _cgroups.release()
 
 
+@enable_ki_protection
 async def _wait_gone(pid: int) -> None:
     """Wait until ``pid`` has exited (it is not our child: no ``waitpid``)."""
     try:

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -28,6 +29,7 @@ _log = logging.getLogger("actors.helpers")
 
 
 @asynccontextmanager
+@enable_ki_protection
 async def second_interrupt(hurry: Callable[[], None]) -> AsyncIterator[None]:
     """Run the block (a shutdown) with SIGINT turned into ``hurry()`` (design §3.13).
 

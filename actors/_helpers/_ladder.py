@@ -29,6 +29,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from .._core._lifecycle import HelperEvent, HelperState
 from ..errors import ProtocolError
@@ -99,10 +100,12 @@ class Ladder:
             self._step.cancel()
         helper.cancel()
 
+    @enable_ki_protection
     async def stop_job(self, *, parent_timeout: bool, reason: str) -> str:
         async with self._exclusive():
             return await self._stop_job(parent_timeout=parent_timeout, reason=reason)
 
+    @enable_ki_protection
     async def _stop_job(self, *, parent_timeout: bool, reason: str) -> str:
         """Run the ladder for the active job; return the last step used.
 
@@ -166,10 +169,12 @@ class Ladder:
         helper.last_escalation = escalation
         return escalation
 
+    @enable_ki_protection
     async def shutdown(self) -> str:
         async with self._exclusive():
             return await self._shutdown()
 
+    @enable_ki_protection
     async def _shutdown(self) -> str:
         """Stop the helper politely, escalating if needed (design §3.8); never raises.
 
@@ -200,10 +205,12 @@ class Ladder:
             sigterm_first=helper.state is not HelperState.QUARANTINED and not self.hurried
         )
 
+    @enable_ki_protection
     async def wait_exit_after_eof(self) -> None:
         async with self._exclusive():
             await self._wait_exit_after_eof()
 
+    @enable_ki_protection
     async def _wait_exit_after_eof(self) -> None:
         """The pipe ended: give the process ``terminate`` seconds to exit, then escalate."""
         helper = self._helper
@@ -212,10 +219,12 @@ class Ladder:
         if not helper.exited:
             await self.escalate(sigterm_first=not self.hurried)
 
+    @enable_ki_protection
     async def escalate(self, *, sigterm_first: bool) -> str:
         async with self._exclusive():
             return await self._escalate(sigterm_first=sigterm_first)
 
+    @enable_ki_protection
     async def _escalate(self, *, sigterm_first: bool) -> str:
         """SIGTERM → terminate timeout → SIGKILL → kill timeout → quarantine (§3.5).
 

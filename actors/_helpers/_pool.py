@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from .._core._config import validate_duration
 from ..errors import (
@@ -151,6 +152,7 @@ class HelperPool:
 
     # --- jobs -----------------------------------------------------------------------
 
+    @enable_ki_protection
     async def run_job(
         self,
         operation: str,
@@ -246,6 +248,7 @@ class HelperPool:
                 return result
         return await self._run_slow(operation, payload, job_id, on_progress, deadline, stall)
 
+    @enable_ki_protection
     async def _run_slow(
         self,
         operation: str,
@@ -316,6 +319,7 @@ class HelperPool:
         if not self._running and self._no_jobs is not None:
             self._no_jobs.set()
 
+    @enable_ki_protection
     async def _prepare(
         self, job: _Job, operation: str, deadline: float
     ) -> tuple[_Slot, HelperProcess]:
@@ -392,6 +396,7 @@ class HelperPool:
         if self._failed:
             raise self._failure()
 
+    @enable_ki_protection
     async def _acquire(self) -> _Slot:
         # Not a checkpoint when a slot is free (run_job checkpoints when it writes the
         # job frame); this saves a scheduler pass per job.
@@ -405,6 +410,7 @@ class HelperPool:
             raise
         return slot
 
+    @enable_ki_protection
     async def _wait_for_slot(self) -> _Slot:
         if self._closing:
             raise self._closed_error("before the job")
@@ -458,6 +464,7 @@ class HelperPool:
         if self.on_helper_exit is not None and helper.ready is not None and not self._closing:
             self.on_helper_exit()
 
+    @enable_ki_protection
     async def _ready_helper(self, slot: _Slot) -> HelperProcess:
         """Return the slot's usable helper, retiring and (re)spawning as needed."""
         helper = slot.helper
@@ -508,6 +515,7 @@ class HelperPool:
             raise failure[0]
         return helper
 
+    @enable_ki_protection
     async def _spawn(
         self, slot: _Slot, helper: HelperProcess, started: trio.Event, failure: list[HelperError]
     ) -> None:
@@ -589,6 +597,7 @@ class HelperPool:
 
     # --- open, restart, close -------------------------------------------------------
 
+    @enable_ki_protection
     async def spawn_all(self) -> None:
         """Start every slot's helper at once (an eager open, design §3.3).
 
@@ -598,6 +607,7 @@ class HelperPool:
         """
         await self._spawn_all(list(self._slots))
 
+    @enable_ki_protection
     async def _spawn_all(self, slots: list[_Slot]) -> None:
         errors: list[HelperError] = []
 
@@ -613,6 +623,7 @@ class HelperPool:
         if errors:
             raise errors[0]
 
+    @enable_ki_protection
     async def restart(self) -> None:
         """Clear a failed state and start over with fresh incarnations (design §3.7).
 
@@ -659,6 +670,7 @@ class HelperPool:
             if slot.helper is not None:
                 slot.helper.hurry()
 
+    @enable_ki_protection
     async def aclose(self) -> None:
         """Close the pool now: cancel jobs, shut every helper down, reap (design §3.8).
 
@@ -677,6 +689,7 @@ class HelperPool:
             finally:
                 self._closed_event.set()
 
+    @enable_ki_protection
     async def _close(self) -> None:
         self._closing = True
         for waiter in self._waiters:
@@ -705,6 +718,7 @@ class HelperPool:
         self._closed = True
         self._free.clear()
 
+    @enable_ki_protection
     async def _close_helper(self, helper: HelperProcess) -> None:
         with trio.move_on_after(self.config.timeouts.close_bound):
             await helper.wait_job_done()

@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from .._core._actor import Actor
 from .._core._backoff import Backoff, BackoffTracker
 from .._core._config import validate_count
-from .._core._lifecycle import ActorState
 from ..errors import ActorError, InvalidCommand, PoolBusy, PoolFailed
 from ._events import PoolEvents
 from ._pool_config import PoolConfig
@@ -62,6 +62,7 @@ __all__ = [
     "ON_FAILURE",
     "CancelJob",
     "GetLease",
+    "PoolLease",
     "GetSnapshot",
     "GetStatistics",
     "PoolActor",
@@ -126,7 +127,37 @@ class RestartPool:
 
 @attrs.frozen(kw_only=True)
 class GetLease:
-    """Ask (in-process only): the actor itself, for a handle's direct job path."""
+    """Ask (in-process only): the actor's :class:`PoolLease`, for a handle's direct
+    job path."""
+
+
+class PoolLease:
+    """What a handle needs to run jobs on the pool actor's pool in its own task.
+
+    Made by the actor when its pool is open; one per actor incarnation. Every job, of
+    the mailbox or of a handle, counts in :attr:`in_flight` (bounded by ``max_jobs``).
+    """
+
+    __slots__ = ("escalates", "idle", "in_flight", "max_jobs", "pool", "ref")
+
+    def __init__(self, ref: ActorRef, pool: HelperPool, *, max_jobs: int, escalates: bool) -> None:
+        self.ref = ref
+        self.pool = pool
+        self.max_jobs = max_jobs
+        self.escalates = escalates
+        self.in_flight = 0
+        self.idle: trio.Event | None = None  # set when in_flight drops to 0, if waited on
+
+    def room(self) -> None:
+        """Raise ``PoolBusy`` (code ``pool_busy``) if ``max_jobs`` jobs are in flight."""
+        if self.in_flight >= self.max_jobs:
+            raise PoolBusy(f"{self.max_jobs} jobs are already in flight")
+
+    def ended(self) -> None:
+        """One job has ended."""
+        self.in_flight -= 1
+        if self.idle is not None and not self.in_flight:
+            self.idle.set()
 
 
 class PoolActor(Actor):
@@ -176,9 +207,7 @@ class PoolActor(Actor):
         self._notify = on_helper_exit
         self._pool: HelperPool | None = None
         self._running: set[Hashable] = set()
-        self.direct = 0
-        """Jobs running now through a handle's direct path (in their callers' tasks)."""
-        self._direct_done: trio.Event | None = None
+        self._lease: PoolLease | None = None
         self._exit_seen = trio.Event()
         self._services: list[trio.CancelScope] = []  # the failure watch, the notifier
 
@@ -208,20 +237,26 @@ class PoolActor(Actor):
             await super().run(task_status=task_status)
 
     async def on_start(self) -> None:
-        """Start the failure watch and the notifier (design §1.7, §4.8)."""
+        """Make the lease; start the failure watch and the notifier (§1.7, §4.8)."""
+        self._lease = PoolLease(
+            self.ref, self.pool, max_jobs=self.max_jobs, escalates=self.on_failure == "escalate"
+        )
         if self.on_failure != "hold":
             self.nursery.start_soon(self._service, self._watch_failure)
         if self._notify is not None:
             self.nursery.start_soon(self._service, self._notify_exits)
 
+    @enable_ki_protection
     async def on_drained(self) -> None:
         """Give jobs of the direct path the stop's grace too, then let the pool close."""
-        while self.direct:
-            self._direct_done = trio.Event()
-            await self._direct_done.wait()
+        lease = self._lease
+        while lease is not None and lease.in_flight:
+            lease.idle = trio.Event()
+            await lease.idle.wait()
         for scope in self._services:
             scope.cancel()
 
+    @enable_ki_protection
     async def on_stop(self) -> None:
         """Close the pool before the actor reports stopped (design §3.8).
 
@@ -242,28 +277,6 @@ class PoolActor(Actor):
         if self._pool is not None:
             self._pool.hurry()
 
-    @property
-    def restarting(self) -> bool:
-        """True once the pool failed and this actor's supervisor will restart it
-        (``on_failure="escalate"``): a handle waits for the next incarnation."""
-        return self.on_failure == "escalate" and self._pool is not None and self._pool.failed
-
-    @property
-    def accepting(self) -> bool:
-        """True while the actor takes jobs (its mailbox is open)."""
-        return self.state is ActorState.RUNNING or self.state is ActorState.STARTING
-
-    def check_room(self) -> None:
-        """Raise ``PoolBusy`` (code ``pool_busy``) if ``max_jobs`` jobs are in flight."""
-        if len(self._running) + self.direct >= self.max_jobs:
-            raise PoolBusy(f"{self.max_jobs} jobs are already in flight")
-
-    def direct_done(self) -> None:
-        """One job of the direct path has ended (the handle calls this)."""
-        self.direct -= 1
-        if not self.direct and self._direct_done is not None:
-            self._direct_done.set()
-
     async def handle(self, message: Any, reply: Reply) -> None:
         """Dispatch one message (see the message classes of this module).
 
@@ -278,7 +291,10 @@ class PoolActor(Actor):
                 raise InvalidCommand(
                     f"job id {message.job_id!r} is already running", fields=["job_id"]
                 )
-            self.check_room()
+            lease = self._lease
+            assert lease is not None
+            lease.room()
+            lease.in_flight += 1
             self._running.add(message.job_id)
             self.nursery.start_soon(self._run_job, message, reply)
         elif isinstance(message, CancelJob):
@@ -290,12 +306,13 @@ class PoolActor(Actor):
         elif isinstance(message, RestartPool):
             self.nursery.start_soon(self._restart, reply)
         elif isinstance(message, GetLease):
-            reply.send(self)
+            reply.send(self._lease)
         else:
             raise InvalidCommand(
                 f"the pool actor does not handle {type(message).__name__}", fields=["type"]
             )
 
+    @enable_ki_protection
     async def _run_job(self, message: RunJob, reply: Reply) -> None:
         try:
             result = await self.pool.run_job(
@@ -311,7 +328,10 @@ class PoolActor(Actor):
             reply.send(result)
         finally:
             self._running.discard(message.job_id)
+            assert self._lease is not None
+            self._lease.ended()
 
+    @enable_ki_protection
     async def _restart(self, reply: Reply) -> None:
         try:
             await self.pool.restart()
@@ -330,6 +350,7 @@ class PoolActor(Actor):
         with scope:
             await fn()
 
+    @enable_ki_protection
     async def _watch_failure(self) -> None:
         pool = self.pool
         while True:
@@ -364,6 +385,7 @@ class PoolActor(Actor):
                 self._exit_seen.set()
                 break
 
+    @enable_ki_protection
     async def _notify_exits(self) -> None:
         assert self._notify is not None
         while True:

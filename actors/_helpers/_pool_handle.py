@@ -18,12 +18,13 @@ for the new incarnation, within its own timeout.
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from .._core._config import MAX_DURATION, validate_duration
+from .._core._lifecycle import ActorState
 from .._core._ref import ActorRef
 from ..errors import ActorStopped, AskTimeout, DeadlineExceeded, PoolClosed
 from ._pool_actor import CancelJob, GetLease, GetSnapshot, GetStatistics, RestartPool
@@ -31,13 +32,13 @@ from ._pool_actor import CancelJob, GetLease, GetSnapshot, GetStatistics, Restar
 if TYPE_CHECKING:
     from collections.abc import Hashable
 
-    from ._pool_actor import PoolActor
+    from ._pool_actor import PoolLease
     from ._pool_config import PoolSnapshot, PoolStatistics
     from ._process import ProgressCallback
 
 __all__ = ["PoolHandle", "RefSource"]
 
-_job_ids = itertools.count(1)
+_RUNNING = ActorState.RUNNING
 
 
 class RefSource(Protocol):
@@ -80,8 +81,7 @@ class PoolHandle:
 
     def __init__(self, ref: ActorRef | RefSource) -> None:
         self._source: RefSource = _FixedRef(ref) if isinstance(ref, ActorRef) else ref
-        self._lease: PoolActor | None = None
-        self._lease_ref: ActorRef | None = None
+        self._lease: PoolLease | None = None
 
     @property
     def ref(self) -> ActorRef:
@@ -90,11 +90,12 @@ class PoolHandle:
         Raises:
             ActorStopped: (code ``actor_stopped``) no incarnation has run yet.
         """
-        ref = self._source.current() or self._lease_ref
+        ref = self._source.current() or (None if self._lease is None else self._lease.ref)
         if ref is None:
             raise ActorStopped("the pool actor is not running", actor="pool")
         return ref
 
+    @enable_ki_protection
     async def run_job(
         self,
         operation: str,
@@ -143,36 +144,45 @@ class PoolHandle:
         else:
             seconds = validate_duration("timeout", timeout, allow_zero=False)
         deadline = trio.current_time() + seconds
-        actor = self._lease
-        if actor is None or not actor.accepting or actor.restarting:
-            actor = await self._renew(deadline, seconds)
-        actor.check_room()
-        actor.direct += 1
+        lease = self._lease
+        if (
+            lease is None
+            or lease.ref.state is not _RUNNING
+            or (lease.escalates and lease.pool.failed)
+        ):
+            lease = await self._renew(deadline, seconds)
+        if lease.in_flight >= lease.max_jobs:
+            lease.room()  # raises PoolBusy
+        lease.in_flight += 1
         try:
-            return await actor.pool.run_job(
+            return await lease.pool.run_job(
                 operation, payload, on_progress=on_progress, deadline=deadline, stall=stall
             )
         except DeadlineExceeded as exc:
             raise AskTimeout(
-                f"actor {actor.name!r} did not answer within {seconds:g} s",
-                actor=actor.name,
+                f"actor {lease.ref.name!r} did not answer within {seconds:g} s",
+                actor=lease.ref.name,
                 timeout=seconds,
                 escalation=exc.details.get("escalation"),
             ) from None
         except PoolClosed:
-            if actor.accepting:
+            if lease.ref.state is _RUNNING:
                 raise
-            raise ActorStopped(f"actor {actor.name!r} stopped", actor=actor.name) from None
+            raise ActorStopped(f"actor {lease.ref.name!r} stopped", actor=lease.ref.name) from None
         finally:
-            actor.direct_done()
+            lease.in_flight -= 1
+            if lease.idle is not None and not lease.in_flight:
+                lease.idle.set()
 
-    async def _renew(self, deadline: float, seconds: float) -> PoolActor:
+    @enable_ki_protection
+    async def _renew(self, deadline: float, seconds: float) -> PoolLease:
         """Lease the pool of the actor's current incarnation (one ask per incarnation).
 
         An incarnation whose pool failed and is being restarted is skipped: the job
         waits for the next one (within its deadline), never runs twice.
         """
-        failing = self._lease_ref if self._lease is not None and self._lease.restarting else None
+        old = self._lease
+        failing = old.ref if old is not None and old.escalates and old.pool.failed else None
         while True:
             with trio.move_on_at(deadline) as waited:
                 ref = await self._source.wait(deadline, other_than=failing)
@@ -189,12 +199,12 @@ class PoolHandle:
                     actor=ref.name,
                     timeout=seconds,
                 )
-            actor: PoolActor = await ref.ask(GetLease(), timeout=left)
-            if actor.accepting and (not actor.restarting or isinstance(self._source, _FixedRef)):
-                self._lease, self._lease_ref = actor, ref
-                return actor
-            if isinstance(self._source, _FixedRef):
+            lease: PoolLease = await ref.ask(GetLease(), timeout=left)
+            if lease.ref.state is not _RUNNING:
                 raise ActorStopped(f"actor {ref.name!r} stopped", actor=ref.name)
+            if not (lease.escalates and lease.pool.failed) or isinstance(self._source, _FixedRef):
+                self._lease = lease
+                return lease
             failing = ref
 
     async def cancel_job(self, job_id: Hashable, *, timeout: float = 5.0) -> bool:  # noqa: ASYNC109

@@ -6,6 +6,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from ._interrupt import second_interrupt, sole_exception
 from ._pool import HelperPool
@@ -21,6 +22,7 @@ __all__ = ["open_helper_pool"]
 
 
 @asynccontextmanager
+@enable_ki_protection
 async def open_helper_pool(
     spec: HelperSpec,
     config: PoolConfig | None = None,

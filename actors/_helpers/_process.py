@@ -27,6 +27,7 @@ import subprocess
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from protocol.envelope import (
     MAX_GENERATION,
@@ -227,6 +228,7 @@ class HelperProcess:
 
     # --- start ----------------------------------------------------------------------
 
+    @enable_ki_protection
     async def start(self, nursery: trio.Nursery) -> None:
         """Spawn the child and wait for *ready* (design §3.3).
 
@@ -328,6 +330,7 @@ class HelperProcess:
         self._emit("startup_failed", message, **{k: v for k, v in details.items() if k != "record"})
         return error
 
+    @enable_ki_protection
     async def _handshake(self, frame: bytes) -> None:
         try:
             with trio.move_on_after(self.timeouts.startup) as deadline:
@@ -371,6 +374,7 @@ class HelperProcess:
 
     # --- jobs -----------------------------------------------------------------------
 
+    @enable_ki_protection
     async def run_job(
         self,
         operation: str,
@@ -497,7 +501,7 @@ class HelperProcess:
                     self._machine.process_event(HelperEvent.REPLIED)
                     self.last_escalation = "cooperative"
                     raise self._stopped_error(generation, operation, "cooperative", "cancelled")
-        except trio.Cancelled:
+        except (trio.Cancelled, KeyboardInterrupt):  # Ctrl-C in the task that waits
             with trio.CancelScope(shield=True):
                 await self._ladder.stop_job(parent_timeout=False, reason="caller_cancelled")
             raise
@@ -546,6 +550,7 @@ class HelperProcess:
         # after a reply already there): run_job sees the flag there.
         return True
 
+    @enable_ki_protection
     async def wait_job_done(self) -> None:
         """Wait until no job runs on this helper (its ladder included)."""
         while self._active is not None:
@@ -553,6 +558,7 @@ class HelperProcess:
             await self._job_done.wait()
         await trio.lowlevel.checkpoint()
 
+    @enable_ki_protection
     async def _job_stopped(self, generation: int, operation: str) -> NoReturn:
         """The job's scope was cancelled: run the ladder, raise what ended the job."""
         if self._cancel_requested:
@@ -587,6 +593,7 @@ class HelperProcess:
             signal_failure=failure,
         )
 
+    @enable_ki_protection
     async def _receive_reply(
         self,
         generation: int,
@@ -643,6 +650,7 @@ class HelperProcess:
 
     # --- stopping -------------------------------------------------------------------
 
+    @enable_ki_protection
     async def shutdown(self) -> str:
         """Stop the helper politely, escalating if needed (design §3.8); never raises.
 

@@ -16,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from .._core._lifecycle import HelperEvent, HelperState
 from ._containment import _wait_gone
@@ -50,6 +51,7 @@ class Reaper:
         """Stop waiting (the pool's close gives up on an unkillable process)."""
         self._scope.cancel()
 
+    @enable_ki_protection
     async def run(self) -> None:
         """Wait, reap, sweep, then mark the helper exited (runs in the pool's nursery)."""
         helper = self._helper

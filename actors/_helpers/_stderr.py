@@ -16,6 +16,7 @@ import os
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 if TYPE_CHECKING:
     from trio.lowlevel import FdStream
@@ -45,6 +46,7 @@ class StderrTail:
         self._line = bytearray()
         self.closed = False
 
+    @enable_ki_protection
     async def run(self) -> None:
         """Read until end of file or :meth:`close` (run it in a nursery)."""
         while True:

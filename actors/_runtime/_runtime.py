@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from .._core._backoff import Backoff
 from .._core._config import count_field, duration_field
@@ -230,6 +231,7 @@ class Runtime:
         )
         return self._scheduler.made(actor)
 
+    @enable_ki_protection
     async def _tell_scheduler(self) -> None:
         """A helper incarnation ended: results tied to it are invalid (design §4.8)."""
         ref = self._scheduler.ref
@@ -245,6 +247,7 @@ class Runtime:
                 self.nursery.start_soon(self._pump, actor, self._events_send.clone())
         self.sink.append(f"actor_{event.kind.removeprefix('child_')}", event.to_dict())
 
+    @enable_ki_protection
     async def _pump(self, actor: SchedulerActor, send: trio.MemorySendChannel[Any]) -> None:
         """Pass one scheduler incarnation's events on to :attr:`scheduler_events`."""
         async with send:
@@ -254,6 +257,7 @@ class Runtime:
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return  # nobody reads any more
 
+    @enable_ki_protection
     async def _forward_pool_events(self, stream: PoolEventStream) -> None:
         """Write the pool's events to the event log (design §3.10)."""
         with stream:
@@ -338,6 +342,7 @@ class Runtime:
         if actor is not None:
             actor.hurry()
 
+    @enable_ki_protection
     async def _close(self) -> None:
         for child in self._children.values():
             child.close()  # no restart is coming: callers waiting for one give up
@@ -347,6 +352,7 @@ class Runtime:
 
 
 @asynccontextmanager
+@enable_ki_protection
 async def open_runtime(config: RuntimeConfig) -> AsyncIterator[Runtime]:
     """Start the four system actors under their supervisors; stop them all at the end.
 

@@ -33,6 +33,7 @@ async def execute(job, runtime):
 def render(observation, kind, options, check_cancel):
     return b""
 
+@trio.lowlevel.enable_ki_protection  # Ctrl-C goes to the main task, not this reporter
 async def watch(stream, runtime):
     async for event in stream:
         if event.kind == "job_started":
@@ -40,6 +41,7 @@ async def watch(stream, runtime):
             print("pids", *pids, flush=True)
         print(event.kind, flush=True)
 
+@trio.lowlevel.enable_ki_protection
 async def job(runtime):
     with contextlib.suppress(ActorError):
         await runtime.pool.run_job("sleep", 300, timeout=300)
