@@ -138,7 +138,6 @@ _CATEGORIES: Final = ("transient", "permanent", "stale")
 _CODE_CHARS: Final = "abcdefghijklmnopqrstuvwxyz0123456789_"
 _MAX_MESSAGE_BYTES: Final = 1024
 _READ_SIZE: Final = 65536  # a whole pipe buffer; more costs an mmap per read
-_PR_SET_CHILD_SUBREAPER: Final = 36  # <linux/prctl.h>
 _monotonic = time.monotonic
 
 
@@ -462,24 +461,6 @@ def _run_job(
     return ctx.shutdown_requested
 
 
-def _become_subreaper() -> bool:
-    """Keep orphaned descendants as our children (Linux; design §3.11); True if done.
-
-    Asked for by the parent when it finds the helper's tree through ``/proc``: an
-    orphan then stays in the tree instead of going to init. Costs about 1 ms (ctypes),
-    so only then.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
-
-
 def _protocol_exit(message: str) -> None:
     print(f"actors.helper: {message}; exiting", file=sys.stderr)
     sys.exit(PROTOCOL_EXIT_CODE)
@@ -551,7 +532,9 @@ def _serve(
 
         info.update(at_startup(fault, stdio))
     if settings.get("subreaper"):
-        info["subreaper"] = _become_subreaper()
+        from ._helpers._subreaper import become_subreaper  # only for tree containment
+
+        info["subreaper"] = become_subreaper()
     try:
         if on_startup is not None:
             info["info"] = on_startup(dict(settings.get("options") or {}))

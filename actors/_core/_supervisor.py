@@ -42,19 +42,28 @@ No task outlives the supervisor's nursery.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import attrs
 import trio
 
-from protocol.errors import describe_exception
-
-from ..errors import ActorError, RestartIntensityExceeded
+from ..errors import RestartIntensityExceeded
 from ._actor import _only_cancelled
 from ._backoff import Backoff, BackoffTracker
 from ._config import validate_count, validate_duration
 from ._lifecycle import ActorEvent, ActorState, new_actor_lifecycle
 from ._ref import enter_owner, inside, leave_owner
+from ._supervisor_spec import (
+    BRUTAL_KILL,
+    STRATEGIES,
+    ChildInfo,
+    ChildRef,
+    ChildSpec,
+    RestartType,
+    Runnable,
+    Strategy,
+    SupervisorEvent,
+    exit_reason,
+)
 
 if TYPE_CHECKING:
     import random
@@ -76,130 +85,13 @@ __all__ = [
 
 _log = logging.getLogger("actors.supervisor")
 
-Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
-RestartType = Literal["permanent", "transient", "temporary"]
-
-#: ``ChildSpec.shutdown`` value meaning "cancel the child at once".
-BRUTAL_KILL: Final = "brutal_kill"
-
-_STRATEGIES: Final = ("one_for_one", "one_for_all", "rest_for_one")
-_RESTART_TYPES: Final = ("permanent", "transient", "temporary")
-
-
-class ChildRef(Protocol):
-    """What a supervisor needs of a running child: an ``ActorRef`` or ``SupervisorRef``."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def state(self) -> ActorState: ...
-
-    async def stop(self, grace: float = ...) -> None: ...
-
-
-class _Child_(Protocol):
-    """What ``ChildSpec.start`` makes: an :class:`Actor` or a :class:`Supervisor`."""
-
-    async def run(self, *, task_status: trio.TaskStatus[Any] = ...) -> None: ...
-
-
-@attrs.frozen(kw_only=True)
-class SupervisorEvent:
-    """One decision of a supervisor (design §1.7), given to its ``on_event``."""
-
-    kind: str
-    """``child_started``, ``child_exited`` (it ended by itself), ``child_stopped`` (its
-    supervisor stopped it: a sibling's restart, or the supervisor's own stop),
-    ``child_restarting`` or ``intensity_exceeded``."""
-    supervisor: str
-    """The supervisor's name."""
-    child: str
-    """The child's id."""
-    incarnation: int
-    """The child's incarnation the event is about (1 for its first start)."""
-    time: float
-    """When, seconds on trio's clock."""
-    ref: ChildRef | None = None
-    """``child_started``: the new incarnation's ref."""
-    reason: str | None = None
-    """``child_exited``: ``"normal"``, or the error's code (an ``ActorError``) or type."""
-    message: str | None = None
-    """``child_exited``: the error, bounded to 1 KiB, or None after a normal exit."""
-    delay: float | None = None
-    """``child_restarting``: seconds of backoff before the restart."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The event as JSON-compatible data (the ref left out)."""
-        return attrs.asdict(self, filter=lambda attribute, value: attribute.name != "ref")
-
-
-def _check_id(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"id must be a non-empty str, got {value!r}")
-
-
-def _shutdown_converter(value: object) -> object:
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= 10**300:
-        return float(value)
-    return value  # the validator names junk (and an int too large for a float)
-
-
-def _check_shutdown(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value == BRUTAL_KILL and isinstance(value, str):
-        return
-    validate_duration("shutdown", value)
-
-
-@attrs.frozen
-class ChildSpec:
-    """How to start, restart and stop one child of a :class:`Supervisor` (design §1.4).
-
-    Raises:
-        ValueError: ``id`` is empty, ``restart`` is unknown, or ``shutdown`` is neither
-            ``"brutal_kill"`` nor a valid duration (design §1.6; names ``shutdown``).
-        TypeError: ``start`` is not callable.
-    """
-
-    id: str = attrs.field(validator=_check_id)
-    """Unique name of the child within its supervisor."""
-    start: Callable[[], Actor | Supervisor] = attrs.field(validator=attrs.validators.is_callable())
-    """Makes a fresh actor (or supervisor) instance for each incarnation (e.g. the
-    actor class)."""
-    restart: RestartType = attrs.field(
-        default="permanent", validator=attrs.validators.in_(_RESTART_TYPES)
-    )
-    """``permanent``, ``transient`` or ``temporary``."""
-    shutdown: float | Literal["brutal_kill"] = attrs.field(
-        default=5.0, converter=_shutdown_converter, validator=_check_shutdown
-    )
-    """Grace in seconds (trio clock) for ``ActorRef.stop``, or ``"brutal_kill"``."""
-
-
-@attrs.frozen(kw_only=True)
-class ChildInfo:
-    """One row of :meth:`SupervisorRef.which_children`."""
-
-    id: str
-    """The child's id."""
-    state: ActorState
-    """Lifecycle state of the current (or last) incarnation."""
-    restart: RestartType
-    """The child's restart type."""
-    restarts: int
-    """How many times this child was started again after its first start."""
-    incarnation: int
-    """1 for the first start, then +1 per restart."""
-    ref: ChildRef | None
-    """The current incarnation's ref; None if it failed before it could start."""
-
 
 class _Incarnation:
     """One run of a child: one actor instance, in its own cancel scope."""
 
     __slots__ = ("actor", "done", "error", "number", "ref", "scope", "started", "stopping")
 
-    def __init__(self, number: int, actor: _Child_) -> None:
+    def __init__(self, number: int, actor: Runnable) -> None:
         self.number = number
         self.actor = actor
         self.ref: ChildRef | None = None
@@ -270,8 +162,8 @@ class Supervisor:
         rng: random.Random | None = None,
         on_event: Callable[[SupervisorEvent], object] | None = None,
     ) -> None:
-        if strategy not in _STRATEGIES:
-            raise ValueError(f"strategy must be one of {_STRATEGIES}, got {strategy!r}")
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         self._max_restarts = validate_count("max_restarts", max_restarts, minimum=0)
         self._period = validate_duration("period", period, allow_zero=False)
         policy = backoff if backoff is not None else Backoff()
@@ -391,7 +283,7 @@ class Supervisor:
             inc.done.set()
             self._report(child, inc)
             return
-        inc = _Incarnation(number, cast("_Child_", actor))
+        inc = _Incarnation(number, cast("Runnable", actor))
         child.current = inc
         try:
             ref = await self._nursery.start(self._run_child, child, inc)
@@ -471,7 +363,7 @@ class Supervisor:
             return  # stale: already replaced or stopped on purpose
         inc.stopping = True  # decided once
         abnormal = inc.error is not None
-        reason, message = _reason(inc.error)
+        reason, message = exit_reason(inc.error)
         self._event(
             "child_exited",
             child,
@@ -674,11 +566,3 @@ class SupervisorRef:
 
     def __repr__(self) -> str:
         return f"<SupervisorRef {self.name!r} {self.state.value}>"
-
-
-def _reason(error: BaseException | None) -> tuple[str, str | None]:
-    """``("normal", None)``, or the error's code (or type) and bounded text."""
-    if error is None:
-        return "normal", None
-    code = error.code if isinstance(error, ActorError) else type(error).__name__
-    return code, describe_exception(error)

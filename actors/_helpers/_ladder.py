@@ -125,7 +125,7 @@ class Ladder:
         if self.hurried or (pipe is not None and pipe.send_broken):
             escalation = await self.escalate(sigterm_first=not self.hurried)
         else:
-            helper._machine.process_event(HelperEvent.CANCEL_SENT)
+            helper._advance(HelperEvent.CANCEL_SENT)
             helper._emit(
                 "cancel_sent",
                 f"cancel sent for job {generation} ({operation}): {reason}",
@@ -138,7 +138,7 @@ class Ladder:
                 with self._wait(helper.timeouts.cancel_grace) as grace:
                     await helper._send(cancel)
                     reply = await helper._receive_reply(generation, operation, None)
-                    helper._machine.process_event(HelperEvent.REPLIED)
+                    helper._advance(HelperEvent.REPLIED)
                 if grace.cancelled_caught:
                     helper._emit(
                         "grace_expired",
@@ -192,7 +192,7 @@ class Ladder:
             return "exited"
         helper._tree.remember()  # orphans of its tree are findable only while it lives
         if helper.usable and not self.hurried:
-            helper._machine.process_event(HelperEvent.SHUTDOWN_SENT)
+            helper._advance(HelperEvent.SHUTDOWN_SENT)
             with self._wait(helper.timeouts.shutdown):
                 with contextlib.suppress(PipeGone):
                     await helper._send(
@@ -247,7 +247,7 @@ class Ladder:
         if sigterm_first and not self.hurried:
             if not self._signal(signal.SIGTERM):
                 return "signal_failed"
-            helper._machine.process_event(HelperEvent.SIGTERM_SENT)
+            helper._advance(HelperEvent.SIGTERM_SENT)
             helper._emit("sigterm_sent", "SIGTERM sent to its process tree")
             with self._wait(helper.timeouts.terminate):
                 await helper._exited.wait()
@@ -255,7 +255,7 @@ class Ladder:
                 return "sigterm"
         if not self._signal(signal.SIGKILL):
             return "signal_failed"
-        helper._machine.process_event(HelperEvent.SIGKILL_SENT)
+        helper._advance(HelperEvent.SIGKILL_SENT)
         helper._emit("sigkill_sent", "SIGKILL sent to its process tree")
         # Not hurried: the kill timeout is what a second Ctrl-C still waits for.
         with trio.move_on_after(helper.timeouts.kill):
@@ -263,7 +263,7 @@ class Ladder:
         if helper.exited:
             return "sigkill"
         if helper.state is not HelperState.QUARANTINED:
-            helper._machine.process_event(HelperEvent.KILL_TIMED_OUT)
+            helper._advance(HelperEvent.KILL_TIMED_OUT)
             helper._emit(
                 "quarantined",
                 f"not reaped within {helper.timeouts.kill:g} s of SIGKILL; quarantined",
@@ -285,7 +285,7 @@ class Ladder:
                 name = errno_module.errorcode.get(code, str(code))
                 self.signal_failure = (pid, code, sig.name)
                 if helper.state is not HelperState.QUARANTINED:
-                    helper._machine.process_event(HelperEvent.SIGNAL_FAILED)
+                    helper._advance(HelperEvent.SIGNAL_FAILED)
                 helper._emit(
                     "signal_failed",
                     f"{sig.name} could not be delivered ({name}); quarantined until it is gone",

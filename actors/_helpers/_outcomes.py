@@ -52,7 +52,6 @@ def exited_error(
     what: str,
     returncode: int | None,
     state: str,
-    *,
     stderr: str | None = None,
     escaped: Sequence[int] = (),
 ) -> HelperExitedError:

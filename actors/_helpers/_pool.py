@@ -4,11 +4,8 @@ Use :func:`~actors._helpers._pool_open.open_helper_pool`::
 
     spec = HelperSpec(entry="my_pkg.helper:main")
     async with open_helper_pool(spec, size=2, timeouts=HelperTimeouts(reply=5)) as pool:
-        result = await pool.run_job("metadata", {"run_id": 3})
-        # progress reports (ctx.progress in the helper) go to a sync callback:
         result = await pool.run_job("scan", {"run_id": 3}, on_progress=print)
-        # every step the pool takes is an event (design §3.10):
-        with pool.events.subscribe() as stream:
+        with pool.events.subscribe() as stream:  # every step it takes (design §3.10)
             async for event in stream:
                 print(event.kind, event.helper, event.pid)
 
@@ -32,12 +29,10 @@ waiting for a slot, spawning and restarting are the slow path.
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final
 
-import attrs
 import trio
 from trio.lowlevel import enable_ki_protection
 
@@ -56,29 +51,17 @@ from ..errors import (
 from ._containment import available_mode
 from ._events import PoolEvents
 from ._pool_config import PoolConfig, PoolSnapshot, PoolStatistics
-from ._process import HelperProcess
+from ._spawner import Slot, Spawner
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
 
-    from ._process import ProgressCallback
+    from ._process import HelperProcess, ProgressCallback
     from ._spec import HelperSpec
 
 __all__ = ["HelperPool", "PoolConfig", "PoolSnapshot", "PoolStatistics"]
 
 _INF: Final = math.inf
-
-
-@attrs.define(eq=False)
-class _Slot:
-    index: int
-    helper: HelperProcess | None = None
-    incarnation: int = 0
-    spawned: bool = False  # a first incarnation exists since open/restart()
-    epoch: int = 0
-    held: bool = False  # kept out of the free channel until its helper is gone
-    spawning: bool = False  # a spawn runs in the pool's nursery; it releases the slot
-    release_pending: bool = False  # the job that began that spawn has gone
 
 
 class _Job:
@@ -101,7 +84,7 @@ class _Waiter:
 
     def __init__(self) -> None:
         self.event = trio.Event()
-        self.slot: _Slot | None = None
+        self.slot: Slot | None = None
 
 
 class HelperPool:
@@ -130,17 +113,15 @@ class HelperPool:
         self.on_helper_exit: Callable[[], None] | None = None
         self.containment = available_mode(spec.containment)
         self._nursery = nursery
-        self._slots = [_Slot(index) for index in range(config.size)]
+        self._slots = [Slot(index) for index in range(config.size)]
         # Free slots and the jobs waiting for one (FIFO; a released slot goes to the
         # first waiter directly). Bounded by construction: at most ``size`` slots.
-        self._free: deque[_Slot] = deque(self._slots)
+        self._free: deque[Slot] = deque(self._slots)
         self._waiters: deque[_Waiter] = deque()
         self._jobs: dict[Hashable, _Job] = {}  # jobs with an id
         self._slow: set[_Job] = set()  # jobs waiting for a slot or a spawn
-        self._spawning: set[trio.CancelScope] = set()  # spawns under way (the close ends them)
         self._running = 0
         self._no_jobs: trio.Event | None = None
-        self._restart_times: deque[float] = deque()
         self._epoch = 0
         self._failed = False
         self._failed_event = trio.Event()
@@ -148,7 +129,7 @@ class HelperPool:
         self._closed = False
         self._closed_event = trio.Event()
         self._started = self._succeeded = self._failures = self._cancelled = 0
-        self._spawns = self._restarts = 0
+        self._spawner = Spawner(self)
 
     # --- jobs -----------------------------------------------------------------------
 
@@ -224,12 +205,12 @@ class HelperPool:
         if stall is not None:
             stall = validate_duration("stall", stall, allow_zero=False)
         free = self._free
-        if job_id is None and free and not self._waiters:
+        if free and job_id is None and not self._waiters:
             # The fast path: a free slot with a ready helper. No scope, no extra
             # checkpoint (the helper's run_job is the checkpoint), nothing allocated.
             slot = free[0]
             helper = slot.helper
-            if helper is not None and slot.epoch == self._epoch and helper.usable:
+            if helper is not None and helper.idle and slot.epoch == self._epoch:
                 free.popleft()
                 self._running += 1
                 self._started += 1
@@ -243,12 +224,17 @@ class HelperPool:
                         raise mapped from None
                     raise
                 finally:
-                    self._job_ended(slot)
+                    self._running -= 1
+                    if helper.idle and not self._waiters and not self._closed:
+                        free.append(slot)  # the common case of _release
+                    else:
+                        self._release(slot)
+                    if self._no_jobs is not None and not self._running:
+                        self._no_jobs.set()
                 self._succeeded += 1
                 return result
         return await self._run_slow(operation, payload, job_id, on_progress, deadline, stall)
 
-    @enable_ki_protection
     async def _run_slow(
         self,
         operation: str,
@@ -309,7 +295,7 @@ class HelperPool:
             self._cancelled += 1
         return None
 
-    def _job_ended(self, slot: _Slot) -> None:
+    def _job_ended(self, slot: Slot) -> None:
         helper = slot.helper
         if helper is not None and helper.usable and not self._waiters and not self._closed:
             self._free.append(slot)  # the common case of _release
@@ -322,7 +308,7 @@ class HelperPool:
     @enable_ki_protection
     async def _prepare(
         self, job: _Job, operation: str, deadline: float
-    ) -> tuple[_Slot, HelperProcess]:
+    ) -> tuple[Slot, HelperProcess]:
         """The slow path: wait for a slot and (re)spawn its helper, cancellable by
         :meth:`cancel_job` and close, bounded by ``deadline``."""
         self._slow.add(job)
@@ -331,7 +317,7 @@ class HelperPool:
             with scope:
                 slot = await self._acquire()
                 try:
-                    helper = await self._ready_helper(slot)
+                    helper = await self._spawner.ready_helper(slot)
                     if deadline <= trio.current_time():
                         raise DeadlineExceeded(f"job {operation!r} passed its deadline")
                 except ActorError:
@@ -397,7 +383,7 @@ class HelperPool:
             raise self._failure()
 
     @enable_ki_protection
-    async def _acquire(self) -> _Slot:
+    async def _acquire(self) -> Slot:
         # Not a checkpoint when a slot is free (run_job checkpoints when it writes the
         # job frame); this saves a scheduler pass per job.
         slot = self._free.popleft() if self._free and not self._waiters else None
@@ -411,7 +397,7 @@ class HelperPool:
         return slot
 
     @enable_ki_protection
-    async def _wait_for_slot(self) -> _Slot:
+    async def _wait_for_slot(self) -> Slot:
         if self._closing:
             raise self._closed_error("before the job")
         waiter = _Waiter()
@@ -440,7 +426,7 @@ class HelperPool:
         if slot is not None:
             self._release(slot)
 
-    def _release(self, slot: _Slot) -> None:
+    def _release(self, slot: Slot) -> None:
         if slot.spawning:
             slot.release_pending = True  # the spawn gives the slot back when it ends
             return
@@ -457,105 +443,12 @@ class HelperPool:
         else:
             self._free.append(slot)
 
-    def _on_exit(self, slot: _Slot, helper: HelperProcess) -> None:
+    def _on_exit(self, slot: Slot, helper: HelperProcess) -> None:
         if slot.held and slot.helper is helper:
             slot.held = False
             self._release(slot)
         if self.on_helper_exit is not None and helper.ready is not None and not self._closing:
             self.on_helper_exit()
-
-    @enable_ki_protection
-    async def _ready_helper(self, slot: _Slot) -> HelperProcess:
-        """Return the slot's usable helper, retiring and (re)spawning as needed."""
-        helper = slot.helper
-        if helper is not None and helper.usable and slot.epoch == self._epoch:
-            return helper
-        if helper is not None:
-            if not helper.exited:
-                with trio.CancelScope(shield=True):
-                    await helper.shutdown()
-            if not helper.exited:  # pragma: no cover (needs an unkillable process)
-                raise ForcedTermination(
-                    f"{helper.label} could not be retired; it is quarantined",
-                    escalation="quarantined",
-                    parent_timeout=False,
-                )
-            helper.discard()
-            slot.helper = None
-            if self._closing:  # the close began while the old one was retired
-                raise self._closed_error("while a helper was replaced")
-        replaces = slot.spawned
-        if replaces:
-            self._note_restart()
-        slot.spawned = True
-        slot.incarnation += 1
-        slot.epoch = self._epoch
-        helper = HelperProcess(
-            self.spec,
-            self.config.timeouts,
-            incarnation=slot.incarnation,
-            label=f"{self.spec.name}#{slot.index}.{slot.incarnation}",
-            slot=slot.index,
-            events=self.events,
-            containment=self.containment,
-            replaces=replaces,
-            on_exit=functools.partial(self._on_exit, slot),
-        )
-        slot.helper = helper
-        self._spawns += 1
-        # The spawn runs in the pool's nursery: a job cancelled while its helper
-        # starts does not kill that helper (a restart wasted, and counted against the
-        # intensity); the helper serves the next job instead.
-        started = trio.Event()
-        failure: list[HelperError] = []
-        slot.spawning = True
-        self._nursery.start_soon(self._spawn, slot, helper, started, failure)
-        await started.wait()
-        if failure:
-            raise failure[0]
-        return helper
-
-    @enable_ki_protection
-    async def _spawn(
-        self, slot: _Slot, helper: HelperProcess, started: trio.Event, failure: list[HelperError]
-    ) -> None:
-        scope = trio.CancelScope()
-        self._spawning.add(scope)
-        try:
-            with scope:
-                await helper.start(self._nursery)
-        except HelperError as exc:
-            failure.append(exc)
-        finally:
-            self._spawning.discard(scope)
-            if scope.cancelled_caught and not failure:
-                failure.append(self._closed_error("while a helper started"))
-            slot.spawning = False
-            started.set()
-            if slot.release_pending:
-                slot.release_pending = False
-                self._release(slot)
-
-    def _note_restart(self) -> None:
-        """Count one replacement; fail the pool past the intensity (design §1.4, §3.7)."""
-        now = trio.current_time()
-        window = self._restart_times
-        while window and window[0] <= now - self.config.restart_period:
-            window.popleft()
-        window.append(now)
-        self._restarts += 1
-        if len(window) > self.config.max_restarts:
-            self._failed = True
-            self._failed_event.set()
-            error = self._failure()
-            self.events.emit(
-                "intensity_exceeded",
-                f"pool {self.spec.name!r}: {error.message}",
-                restarts=len(window),
-                period=self.config.restart_period,
-                max_restarts=self.config.max_restarts,
-            )
-            raise error
 
     @property
     def failed(self) -> bool:
@@ -591,8 +484,8 @@ class HelperPool:
             jobs_succeeded=self._succeeded,
             jobs_failed=self._failures,
             jobs_cancelled=self._cancelled,
-            spawns=self._spawns,
-            restarts=self._restarts,
+            spawns=self._spawner.spawns,
+            restarts=self._spawner.restarts,
         )
 
     # --- open, restart, close -------------------------------------------------------
@@ -605,23 +498,7 @@ class HelperPool:
             HelperStartupError: (code ``helper_startup_failed``) a spawn failed; so may
                 ``HelperExitedError`` (code ``helper_exited``).
         """
-        await self._spawn_all(list(self._slots))
-
-    @enable_ki_protection
-    async def _spawn_all(self, slots: list[_Slot]) -> None:
-        errors: list[HelperError] = []
-
-        async def spawn(slot: _Slot) -> None:
-            try:
-                await self._ready_helper(slot)
-            except HelperError as exc:
-                errors.append(exc)
-
-        async with trio.open_nursery() as nursery:
-            for slot in slots:
-                nursery.start_soon(spawn, slot)
-        if errors:
-            raise errors[0]
+        await self._spawner.spawn(list(self._slots))
 
     @enable_ki_protection
     async def restart(self) -> None:
@@ -641,7 +518,7 @@ class HelperPool:
             raise PoolClosed("the helper pool is closing or closed")
         self._failed = False
         self._failed_event = trio.Event()
-        self._restart_times.clear()
+        self._spawner.restart_times.clear()
         self._epoch += 1
         for slot in self._slots:
             slot.spawned = False  # the next spawn of each slot is not a restart
@@ -650,7 +527,7 @@ class HelperPool:
         self._free.clear()
         try:
             if self.config.eager:
-                await self._spawn_all(idle)
+                await self._spawner.spawn(idle)
             else:
                 async with trio.open_nursery() as nursery:
                     for slot in idle:
@@ -696,7 +573,7 @@ class HelperPool:
             waiter.event.set()  # each finds no slot and raises PoolClosed
         for job in (*self._jobs.values(), *self._slow):
             self._cancel(job)
-        for scope in self._spawning:
+        for scope in self._spawner.spawning:
             scope.cancel()  # the spawn kills its helper (bounded by kill)
         # Every helper at once: a busy one's job runs its ladder in its own task
         # (cancelled just now); then it is shut down if it is still there.

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import subprocess
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import trio
@@ -31,19 +29,16 @@ from trio.lowlevel import enable_ki_protection
 
 from protocol.envelope import (
     MAX_GENERATION,
-    decode_fenced,
     decode_positional,
     encode_fields,
     encode_positional,
     new_session,
 )
-from protocol.framing import DEFAULT_MAX_REQUEST
 
 from .._core._lifecycle import HelperEvent, HelperState, new_helper_lifecycle
 from ..errors import (
     ActorError,
     HelperExitedError,
-    HelperStartupError,
     ProtocolError,
     ProtocolViolation,
 )
@@ -54,7 +49,7 @@ from ._outcomes import answer_error, exited_error, stopped_error
 from ._pipe import HelperPipe, PipeGone
 from ._reaper import Reaper
 from ._spec import HelperSnapshot
-from ._stderr import StderrTail
+from ._startup import Startup
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -62,6 +57,7 @@ if TYPE_CHECKING:
     from protocol.envelope import Envelope
 
     from ._spec import HelperSpec, HelperTimeouts
+    from ._stderr import StderrTail
 
     #: ``on_progress(fraction, note)``: a sync callable run on the event loop.
     ProgressCallback = Callable[[float, str | None], object]
@@ -116,6 +112,7 @@ class HelperProcess:
         self.label = label or f"{spec.name}.{incarnation}"
         self.slot = slot
         self.session = new_session()
+        self._max_request = spec.max_request
         #: The *ready* frame's payload (pid, handlers, heavy_modules, info), once ready.
         self.ready: Any = None
         self.jobs_run = 0
@@ -127,6 +124,9 @@ class HelperProcess:
         self._replaces = replaces
         self._on_exit = on_exit
         self._machine = new_helper_lifecycle(self.label)
+        self.idle = False
+        """True exactly while the state is ``IDLE`` (read on the job path, where a
+        property costs too much); kept by :meth:`_advance`."""
         self._process: trio.Process | None = None
         self._pipe: HelperPipe | None = None
         self._stderr: StderrTail | None = None
@@ -190,9 +190,13 @@ class HelperProcess:
     @property
     def usable(self) -> bool:
         """True if the helper is ready for a job."""
-        return self._machine.state is _IDLE and not (
-            self._pipe is not None and self._pipe.send_broken
-        )
+        return self.idle and not (self._pipe is not None and self._pipe.send_broken)
+
+    def _advance(self, event: HelperEvent) -> HelperState:
+        """Apply ``event`` to the lifecycle (design §3) and keep :attr:`idle` true to it."""
+        state = self._machine.process_event(event)
+        self.idle = state is _IDLE
+        return state
 
     def snapshot(self) -> HelperSnapshot:
         """Return this incarnation's liveness without waiting (design §3.8)."""
@@ -250,127 +254,7 @@ class HelperProcess:
                 startup; ``details`` has ``exit_code``, ``signal`` and ``stderr`` (the
                 last 4 KiB it wrote).
         """
-        try:
-            frame = self._encode(
-                "startup",
-                0,
-                "startup",
-                DEFAULT_MAX_REQUEST,
-                payload={
-                    "options": self.spec.options,
-                    "fault": self.spec.fault,
-                    "max_request": self.spec.max_request,
-                    "max_reply": self.spec.max_reply,
-                    "subreaper": self._tree.mode == "tree",
-                },
-            )
-        except ProtocolError as exc:
-            self._never_started()
-            raise self._startup_failed(
-                f"startup options do not fit a frame: {exc.message}", reason=exc.code
-            ) from None
-        tree = self._tree
-        tree.prepare()
-        env = {**os.environ, **(self.spec.env or {}), **tree.environment()}
-        try:
-            self._process = await trio.lowlevel.open_process(
-                self.spec.command(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=self.spec.cwd,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            tree.close()
-            self._never_started()
-            raise self._startup_failed(f"could not start: {exc}", reason="exec_failed") from None
-        tree.adopt(self._process.pid)
-        stdin, stdout, stderr = self._process.stdin, self._process.stdout, self._process.stderr
-        assert isinstance(stdin, trio.lowlevel.FdStream)
-        assert isinstance(stdout, trio.lowlevel.FdStream)
-        assert isinstance(stderr, trio.lowlevel.FdStream)
-        self._pipe = HelperPipe(stdin, stdout, max_reply=self.spec.max_reply)
-        self._stderr = StderrTail(
-            stderr,
-            {
-                "pool": self._events.name,
-                "helper": self.label,
-                "slot": self.slot,
-                "incarnation": self.incarnation,
-                "pid": self._process.pid,
-            },
-        )
-        self._emit(
-            "spawned",
-            f"spawned (incarnation {self.incarnation}, containment {tree.mode})"
-            + (", replacing an earlier incarnation" if self._replaces else ""),
-            level=logging.WARNING if self._replaces else None,
-            containment=tree.mode,
-            replaces=self._replaces,
-        )
-        nursery.start_soon(self._reaper.run)
-        nursery.start_soon(self._stderr.run)
-        done = False
-        try:
-            await self._handshake(frame)
-            done = True
-        finally:
-            if not done and not self.exited:
-                with trio.CancelScope(shield=True):
-                    await self._ladder.escalate(sigterm_first=False)
-
-    def _never_started(self) -> None:
-        self._machine.process_event(HelperEvent.REAPED)
-        self._exited.set()
-
-    def _startup_failed(self, message: str, **details: Any) -> HelperStartupError:
-        error = HelperStartupError(f"{self.label}: {message}", **details)
-        self._emit("startup_failed", message, **{k: v for k, v in details.items() if k != "record"})
-        return error
-
-    @enable_ki_protection
-    async def _handshake(self, frame: bytes) -> None:
-        try:
-            with trio.move_on_after(self.timeouts.startup) as deadline:
-                await self._send(frame)
-                ready = decode_fenced(
-                    await self._receive(),
-                    session=self.session,
-                    kinds=("ready",),
-                    generation=0,
-                    operation="startup",
-                )
-        except PipeGone:
-            await self._ladder.wait_exit_after_eof()
-            error = self._exited_error("exited during startup", tail=True)
-            self._emit(
-                "startup_failed",
-                f"exited during startup ({error.message})",
-                reason="exited",
-                **error.details,
-            )
-            raise error from None
-        except ProtocolError as exc:  # malformed, or a ProtocolViolation of the fence
-            raise self._startup_failed(
-                f"bad ready frame: {exc.message}", reason="bad_ready", detail=exc.code
-            ) from None
-        if deadline.cancelled_caught:
-            raise self._startup_failed(
-                f"no ready frame within {self.timeouts.startup:g} s", reason="startup_timeout"
-            )
-        payload = ready.payload if isinstance(ready.payload, dict) else {}
-        if ready.status != "ok":
-            assert ready.error is not None
-            raise self._startup_failed(
-                f"on_startup failed: {ready.error['message']}",
-                reason="on_startup_failed",
-                record=ready.error,
-            )
-        self.ready = payload
-        self._machine.process_event(HelperEvent.READY)
-        self._emit("ready", "ready", subreaper=payload.get("subreaper"))
+        await Startup(self).run(nursery)
 
     # --- jobs -----------------------------------------------------------------------
 
@@ -440,8 +324,7 @@ class HelperProcess:
             ValueError: ``operation`` is not a str of 1..128 characters; nothing was sent.
         """
         pipe = self._pipe
-        machine = self._machine
-        if machine.state is not _IDLE or pipe is None or pipe.send_broken:
+        if not self.idle or pipe is None or pipe.send_broken:
             raise RuntimeError(f"{self.label} is {self.state.value}, not ready for a job")
         # A cancel point (cancelled here: the job was never sent). The schedule point
         # comes with the reply: the wait for it, or a shielded checkpoint when it is
@@ -451,11 +334,13 @@ class HelperProcess:
         if generation > MAX_GENERATION:  # pragma: no cover (2**53 jobs)
             raise RuntimeError(f"{self.label}: generations exhausted")
         frame = encode_positional(
-            "job", self.session, generation, operation, None, payload, None, self.spec.max_request
+            "job", self.session, generation, operation, None, payload, None, self._max_request
         )
         self._generation = generation
         self._active = (generation, operation)
-        machine.process_event(_JOB_SENT)
+        machine = self._machine
+        machine.process_event(_JOB_SENT)  # BUSY (what _advance does, inlined)
+        self.idle = False
         self.jobs_run += 1
         self.last_escalation = None
         self._cancel_requested = False
@@ -463,13 +348,15 @@ class HelperProcess:
         if self._events.jobs_watched or LOGGER.isEnabledFor(_DEBUG):
             self._emit("job_started", f"job {generation} ({operation})", generation=generation)
         try:
-            # No checkpoint before the write: once JOB_SENT, the frame is out.
+            # No checkpoint before the write: once JOB_SENT, the frame is out. A helper
+            # on this CPU may have answered already: then nothing waits, so no deadline
+            # applies (and no cancel scope is needed).
             written = pipe.write_nowait(frame)
-            reply = None
-            if written == len(frame):
-                # A helper on this CPU may have answered already: then nothing waits,
-                # so no deadline applies (and no cancel scope is needed).
-                reply = self._reply_nowait(generation, operation, on_progress)
+            reply = (
+                self._reply_nowait(generation, operation, on_progress)
+                if written == len(frame)
+                else None
+            )
             if reply is None:
                 # design §3.6: every wait for the reply is inside the deadline's scope.
                 now = trio.current_time()
@@ -498,7 +385,7 @@ class HelperProcess:
                 if self._cancel_requested:
                     # cancel() said True (from a progress report, or another task at
                     # the schedule point): keep its word, as the waiting path does.
-                    self._machine.process_event(HelperEvent.REPLIED)
+                    self._advance(HelperEvent.REPLIED)
                     self.last_escalation = "cooperative"
                     raise self._stopped_error(generation, operation, "cooperative", "cancelled")
         except (trio.Cancelled, KeyboardInterrupt):  # Ctrl-C in the task that waits
@@ -519,15 +406,14 @@ class HelperProcess:
                 **exc.details,
             ) from None
         finally:
-            self._active = None
-            self._job_scope = None
+            self._active = self._job_scope = None
             if self._job_done is not None:
                 self._job_done.set()
-        assert reply is not None  # else the scope caught a cancel and _job_stopped raised
-        machine.process_event(_REPLIED)
-        if reply.status == "ok":
-            return reply.payload
-        raise answer_error(self.label, reply)
+        # (reply is set: else the scope caught a cancel and _job_stopped raised)
+        self.idle = machine.process_event(_REPLIED) is _IDLE
+        if reply.status == "ok":  # type: ignore[union-attr]
+            return reply.payload  # type: ignore[union-attr]
+        raise answer_error(self.label, reply)  # type: ignore[arg-type]
 
     def cancel(self) -> bool:
         """Cancel the running job; never waits (design §3.5).
@@ -612,30 +498,27 @@ class HelperProcess:
         while True:
             body = await self._pipe.receive(known_empty=known_empty)
             known_empty = False
-            reply = self._take(body, generation, operation, on_progress)
-            if reply is not None:
-                return reply
+            env = decode_positional(body, self.session, _JOB_KINDS, generation, operation)
+            if env.kind == "reply":
+                return env
+            self._progress(env, on_progress)
 
     def _reply_nowait(
         self, generation: int, operation: str, on_progress: ProgressCallback | None
     ) -> Envelope | None:
         """The job's reply if it is already here (fenced; progress handed on), else None."""
-        assert self._pipe is not None
-        while (body := self._pipe.receive_nowait()) is not None:
-            reply = self._take(body, generation, operation, on_progress)
-            if reply is not None:
-                return reply
+        receive = self._pipe.receive_nowait  # type: ignore[union-attr]  # a job runs: set
+        session = self.session
+        while (body := receive()) is not None:
+            env = decode_positional(body, session, _JOB_KINDS, generation, operation)
+            if env.kind == "reply":
+                return env
+            self._progress(env, on_progress)
         return None
 
-    def _take(
-        self, body: bytes, generation: int, operation: str, on_progress: ProgressCallback | None
-    ) -> Envelope | None:
-        """Fence one frame of the job; return it if it is the reply, else hand its
-        progress to ``on_progress`` (an exception from which is logged and ignored)
-        and push the stall deadline back (design §3.12)."""
-        env = decode_positional(body, self.session, _JOB_KINDS, generation, operation)
-        if env.kind == "reply":
-            return env
+    def _progress(self, env: Envelope, on_progress: ProgressCallback | None) -> None:
+        """A progress frame: push the stall deadline back (design §3.12), then hand it
+        to ``on_progress`` (an exception from which is logged and ignored)."""
         if self._stall is not None:
             self._stall_at = trio.current_time() + self._stall
             scope = self._job_scope
@@ -646,7 +529,6 @@ class HelperProcess:
                 on_progress(env.payload["fraction"], env.payload.get("note"))
             except Exception:
                 LOGGER.exception("%s: on_progress raised; ignored", self.label)
-        return None
 
     # --- stopping -------------------------------------------------------------------
 
@@ -706,17 +588,10 @@ class HelperProcess:
         return await self._pipe.receive()
 
     def _exited_error(self, what: str, *, tail: bool = False) -> HelperExitedError:
-        stderr = None
-        if tail and self._stderr is not None:
-            self._stderr.drain_nowait()
-            stderr = self._stderr.text()
-        return exited_error(
-            f"{self.label}: {what}",
-            self._returncode,
-            self.state.value,
-            stderr=stderr,
-            escaped=self._reaper.escaped,
-        )
+        # ``tail``: with the last 4 KiB of its stderr (it died before ready, §3.3).
+        stderr = self._stderr.tail() if tail and self._stderr is not None else None
+        state, escaped = self.state.value, self._reaper.escaped
+        return exited_error(f"{self.label}: {what}", self._returncode, state, stderr, escaped)
 
     def __repr__(self) -> str:
         return f"<HelperProcess {self.label} pid={self.pid} {self.state.value}>"

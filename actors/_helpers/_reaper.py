@@ -68,7 +68,7 @@ class Reaper:
             if survivors:
                 self.escaped = survivors
                 if helper.state is not HelperState.QUARANTINED:
-                    helper._machine.process_event(HelperEvent.ESCAPED)
+                    helper._advance(HelperEvent.ESCAPED)
                 helper._emit(
                     "escaped",
                     f"{len(survivors)} process(es) of its tree outlived SIGKILL by "
@@ -91,7 +91,7 @@ class Reaper:
             HelperState.TERMINATING,
             HelperState.KILLING,
         )
-        helper._machine.process_event(HelperEvent.REAPED)
+        helper._advance(HelperEvent.REAPED)
         helper._exited.set()
         details = exit_details(helper._returncode)
         helper._emit(

@@ -77,6 +77,11 @@ class StderrTail:
         """The tail: the last :data:`TAIL_BYTES` bytes of stderr, as text."""
         return self._tail.decode("utf-8", errors="replace")
 
+    def tail(self) -> str:
+        """:meth:`drain_nowait`, then :meth:`text`: all the helper wrote so far."""
+        self.drain_nowait()
+        return self.text()
+
     def last_line(self) -> str:
         """The last non-empty line of the tail, or ``""``."""
         for line in reversed(self.text().splitlines()):
