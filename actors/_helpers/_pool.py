@@ -215,9 +215,8 @@ class HelperPool:
                 self._running += 1
                 self._started += 1
                 try:
-                    result = await helper.run_job(
-                        operation, payload, on_progress=on_progress, deadline=deadline, stall=stall
-                    )
+                    # Positional: keywords cost a hot path more.
+                    result = await helper.run_job(operation, payload, on_progress, deadline, stall)
                 except BaseException as exc:
                     mapped = self._count_failure(exc, None, operation)
                     if mapped is not None:

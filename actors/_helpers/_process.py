@@ -263,7 +263,6 @@ class HelperProcess:
         self,
         operation: str,
         payload: Any = None,
-        *,
         on_progress: ProgressCallback | None = None,
         deadline: float = _INF,
         stall: float | None = None,
