@@ -32,6 +32,8 @@ from ._core._supervisor import ChildInfo as ChildInfo
 from ._core._supervisor import ChildSpec as ChildSpec
 from ._core._supervisor import Supervisor as Supervisor
 from ._core._supervisor import SupervisorRef as SupervisorRef
+from ._core._supervisor import SupervisorEvent as SupervisorEvent
+from ._core._supervisor import ChildRef as ChildRef
 
 
 from ._helpers._spec import HelperSnapshot as HelperSnapshot
@@ -149,6 +151,8 @@ __all__ = [
     "BackoffTracker",
     "Supervisor",
     "SupervisorRef",
+    "SupervisorEvent",
+    "ChildRef",
     "ChildSpec",
     "ChildInfo",
     "BRUTAL_KILL",
