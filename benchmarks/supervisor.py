@@ -54,6 +54,7 @@ interleaved so both see the same machine load.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -212,65 +213,72 @@ async def _drain(stream) -> None:
         pass
 
 
+async def _echo_process(*argv: str) -> trio.Process:
+    return await trio.lowlevel.open_process(
+        [sys.executable, *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+        env=child_env(),
+    )
+
+
+async def _close_echo(process: trio.Process) -> None:
+    assert process.stdin is not None
+    await process.stdin.aclose()
+    await process.wait()
+
+
 async def bench_round_trip() -> dict[str, Figures]:
-    """Interleaved rounds of each round trip."""
+    """Interleaved rounds of each round trip, each round with fresh processes.
+
+    Fresh processes every round: one process can be lastingly slower than another of
+    the same program (its hash seed, its memory layout), and a median over rounds that
+    all use the same processes would keep that luck.
+    """
+    names = ("raw", "codec", "pool", "actor", "watched")
+    figures = {name: Figures() for name in names}
     # The raw echo carries as many bytes as a job frame, so only the machinery differs.
     frame = encode_fields(
         kind="job", session=new_session(), generation=1000, operation="echo", payload=1000
     )
-    raw = await trio.lowlevel.open_process(
-        [sys.executable, "-c", RAW_ECHO],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        start_new_session=True,
-        env=child_env(),
-    )
-    session = new_session()
-    codec = await trio.lowlevel.open_process(
-        [sys.executable, "-c", CODEC_ECHO, str(ROOT / "actors"), str(ROOT / "protocol"), session],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        start_new_session=True,
-        env=child_env(),
-    )
-    names = ("raw", "codec", "pool", "actor", "watched")
-    figures = {name: Figures() for name in names}
-    async with (
-        open_helper_pool(SPEC) as pool,
-        open_helper_pool(SPEC) as watched,
-        trio.open_nursery() as nursery,
-    ):
-        actor = PoolActor(SPEC, PoolConfig())
-        ref = await nursery.start(actor.run)
-        handle = PoolHandle(ref)
-        stream = watched.events.subscribe(bound=4096)
-        nursery.start_soon(_drain, stream)
-        pid = {
-            "raw": raw.pid,
-            "codec": codec.pid,
-            "pool": pool.snapshot().helpers[0].pid,
-            "actor": actor.pool.snapshot().helpers[0].pid,
-            "watched": watched.snapshot().helpers[0].pid,
-        }
-        runs = {
-            "raw": lambda: raw_round_trip(raw, frame),
-            "pool": lambda: pool_round_trip(pool),
-            "actor": lambda: actor_round_trip(handle),
-            "watched": lambda: pool_round_trip(watched),
-        }
-        for index in range(ROUNDS):
-            runs["codec"] = lambda index=index: codec_round_trip(
-                codec, session, 1 + index * ROUND_TRIPS
-            )
+    for _ in range(ROUNDS):
+        session = new_session()
+        raw = await _echo_process("-c", RAW_ECHO)
+        codec = await _echo_process(
+            "-c", CODEC_ECHO, str(ROOT / "actors"), str(ROOT / "protocol"), session
+        )
+        async with (
+            open_helper_pool(SPEC) as pool,
+            open_helper_pool(SPEC) as watched,
+            trio.open_nursery() as nursery,
+        ):
+            actor = PoolActor(SPEC, PoolConfig())
+            ref = await nursery.start(actor.run)
+            handle = PoolHandle(ref)
+            stream = watched.events.subscribe(bound=4096)
+            nursery.start_soon(_drain, stream)
+            runs = {
+                "raw": (functools.partial(raw_round_trip, raw, frame), raw.pid),
+                "codec": (functools.partial(codec_round_trip, codec, session, 1), codec.pid),
+                "pool": (functools.partial(pool_round_trip, pool), pool.snapshot().helpers[0].pid),
+                "actor": (
+                    functools.partial(actor_round_trip, handle),
+                    actor.pool.snapshot().helpers[0].pid,
+                ),
+                "watched": (
+                    functools.partial(pool_round_trip, watched),
+                    watched.snapshot().helpers[0].pid,
+                ),
+            }
             for name in names:
-                await figures[name].measure(runs[name], pid[name])
-        stream.close()
-        await ref.stop()
-        nursery.cancel_scope.cancel()
-    for process in (raw, codec):
-        assert process.stdin is not None
-        await process.stdin.aclose()
-        await process.wait()
+                run, pid = runs[name]
+                await figures[name].measure(run, pid)
+            stream.close()
+            await ref.stop()
+            nursery.cancel_scope.cancel()
+        await _close_echo(raw)
+        await _close_echo(codec)
     return figures
 
 

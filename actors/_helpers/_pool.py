@@ -120,7 +120,7 @@ class HelperPool:
         self._waiters: deque[_Waiter] = deque()
         self._jobs: dict[Hashable, _Job] = {}  # jobs with an id
         self._slow: set[_Job] = set()  # jobs waiting for a slot or a spawn
-        self._running = 0
+        self._retired_jobs = 0  # jobs_run of the incarnations replaced so far
         self._no_jobs: trio.Event | None = None
         self._epoch = 0
         self._failed = False
@@ -128,7 +128,7 @@ class HelperPool:
         self._closing = False
         self._closed = False
         self._closed_event = trio.Event()
-        self._started = self._succeeded = self._failures = self._cancelled = 0
+        self._succeeded = self._failures = self._cancelled = 0
         self._spawner = Spawner(self)
 
     # --- jobs -----------------------------------------------------------------------
@@ -212,8 +212,6 @@ class HelperPool:
             helper = slot.helper
             if helper is not None and helper.idle and slot.epoch == self._epoch:
                 free.popleft()
-                self._running += 1
-                self._started += 1
                 try:
                     # Positional: keywords cost a hot path more.
                     result = await helper.run_job(operation, payload, on_progress, deadline, stall)
@@ -223,13 +221,10 @@ class HelperPool:
                         raise mapped from None
                     raise
                 finally:
-                    self._running -= 1
                     if helper.idle and not self._waiters and not self._closed:
                         free.append(slot)  # the common case of _release
                     else:
                         self._release(slot)
-                    if self._no_jobs is not None and not self._running:
-                        self._no_jobs.set()
                 self._succeeded += 1
                 return result
         return await self._run_slow(operation, payload, job_id, on_progress, deadline, stall)
@@ -249,16 +244,12 @@ class HelperPool:
             if job_id in self._jobs:
                 raise ValueError(f"job id {job_id!r} is already running")
             self._jobs[job_id] = job
-        self._running += 1
         slot = None
         try:
             slot, helper = await self._prepare(job, operation, deadline)
             job.helper = helper
-            self._started += 1
             try:
-                result = await helper.run_job(
-                    operation, payload, on_progress=on_progress, deadline=deadline, stall=stall
-                )
+                result = await helper.run_job(operation, payload, on_progress, deadline, stall)
             except BaseException as exc:
                 mapped = self._count_failure(exc, job, operation)
                 if mapped is not None:
@@ -269,12 +260,8 @@ class HelperPool:
         finally:
             if job_id is not None:
                 del self._jobs[job_id]
-            if slot is None:
-                self._running -= 1
-                if not self._running and self._no_jobs is not None:
-                    self._no_jobs.set()
-            else:
-                self._job_ended(slot)
+            if slot is not None:
+                self._release(slot)
 
     def _count_failure(
         self, exc: BaseException, job: _Job | None, operation: str
@@ -293,16 +280,6 @@ class HelperPool:
         elif isinstance(exc, trio.Cancelled):
             self._cancelled += 1
         return None
-
-    def _job_ended(self, slot: Slot) -> None:
-        helper = slot.helper
-        if helper is not None and helper.usable and not self._waiters and not self._closed:
-            self._free.append(slot)  # the common case of _release
-        else:
-            self._release(slot)
-        self._running -= 1
-        if not self._running and self._no_jobs is not None:
-            self._no_jobs.set()
 
     @enable_ki_protection
     async def _prepare(
@@ -330,6 +307,8 @@ class HelperPool:
         finally:
             job.scope = None
             self._slow.discard(job)
+            if not self._slow and self._no_jobs is not None:
+                self._no_jobs.set()
         # Only reached when ``scope`` itself was cancelled: cancel_job(), close, deadline.
         self._cancelled += 1
         if self._closing:
@@ -479,7 +458,8 @@ class HelperPool:
             idle=len(self._free),
             busy=sum(1 for slot in self._slots if slot.helper is not None and slot.helper.busy),
             waiting=len(self._waiters),
-            jobs_started=self._started,
+            jobs_started=self._retired_jobs
+            + sum(slot.helper.jobs_run for slot in self._slots if slot.helper is not None),
             jobs_succeeded=self._succeeded,
             jobs_failed=self._failures,
             jobs_cancelled=self._cancelled,
@@ -581,7 +561,7 @@ class HelperPool:
                 if slot.helper is not None and not slot.helper.exited:
                     slot.helper.cancel()
                     nursery.start_soon(self._close_helper, slot.helper)
-        if self._running:
+        if self._slow:
             # Jobs still in their slow path (a spawn being killed): bounded by kill.
             self._no_jobs = trio.Event()
             with trio.move_on_after(self.config.timeouts.kill):

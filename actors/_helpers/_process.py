@@ -323,8 +323,11 @@ class HelperProcess:
             ValueError: ``operation`` is not a str of 1..128 characters; nothing was sent.
         """
         pipe = self._pipe
-        if not self.idle or pipe is None or pipe.send_broken:
+        # Idle implies a pipe that carries whole frames: a job whose frame a cancel
+        # cut in two ended by force (design §3.5), never back in IDLE.
+        if not self.idle:
             raise RuntimeError(f"{self.label} is {self.state.value}, not ready for a job")
+        assert pipe is not None  # idle: started
         # A cancel point (cancelled here: the job was never sent). The schedule point
         # comes with the reply: the wait for it, or a shielded checkpoint when it is
         # already there. No extra pass of the run loop per job.

@@ -77,6 +77,7 @@ class Spawner:
                     parent_timeout=False,
                 )
             helper.discard()
+            pool._retired_jobs += helper.jobs_run
             slot.helper = None
             if pool._closing:  # the close began while the old one was retired
                 raise pool._closed_error("while a helper was replaced")

@@ -130,6 +130,12 @@ async def test_what_cannot_be_killed_is_reported_as_escaped_and_quarantines(monk
             protected.append(grandchild)
             with pytest.raises(HelperExitedError) as caught:
                 await pool.run_job("crash", 3)
+            events = []
+            with trio.fail_after(10):  # the sweep reports it (it may end after the job)
+                async for event in stream:
+                    events.append(event)
+                    if event.kind == "escaped":
+                        break
             helper = pool.snapshot().helpers[0]
             assert (helper.quarantined, helper.exit_code) == (True, 3)
             protected.clear()
@@ -138,14 +144,14 @@ async def test_what_cannot_be_killed_is_reported_as_escaped_and_quarantines(monk
             with trio.fail_after(5):
                 while pool.statistics().idle == 0:  # noqa: ASYNC110 (the reaper frees it)
                     await trio.sleep(0.01)
-        events = []
         while (event := stream.receive_nowait()) is not None:
             events.append(event)
     escaped = [e for e in events if e.kind == "escaped"]
     assert [e.details["pids"] for e in escaped] == [[grandchild]]
     assert escaped[0].details["undeliverable"] == [[grandchild, errno.EPERM]]
-    assert caught.value.details["escaped"] == [grandchild]
-    assert "escaped" in caught.value.message
+    if "escaped" in caught.value.details:  # when the sweep ended before the job did
+        assert caught.value.details["escaped"] == [grandchild]
+        assert "escaped" in caught.value.message
     kinds = [e.kind for e in events]
     assert kinds[kinds.index("escaped") :] == ["escaped", "reaped", "released"]
 
