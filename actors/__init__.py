@@ -32,6 +32,8 @@ from ._core._supervisor import ChildInfo as ChildInfo
 from ._core._supervisor import ChildSpec as ChildSpec
 from ._core._supervisor import Supervisor as Supervisor
 from ._core._supervisor import SupervisorRef as SupervisorRef
+from ._core._supervisor import SupervisorEvent as SupervisorEvent
+from ._core._supervisor import ChildRef as ChildRef
 
 
 from ._helpers._spec import HelperSnapshot as HelperSnapshot
@@ -43,14 +45,20 @@ from ._helpers._pool import HelperPool as HelperPool
 from ._helpers._pool import PoolConfig as PoolConfig
 from ._helpers._pool import PoolSnapshot as PoolSnapshot
 from ._helpers._pool import PoolStatistics as PoolStatistics
-from ._helpers._pool import open_helper_pool as open_helper_pool
+from ._helpers._pool_open import open_helper_pool as open_helper_pool
+from ._helpers._events import POOL_EVENT_KINDS as POOL_EVENT_KINDS
+from ._helpers._events import PoolEvent as PoolEvent
+from ._helpers._events import PoolEvents as PoolEvents
+from ._helpers._events import PoolEventStream as PoolEventStream
+from ._helpers._containment import CONTAINMENT_MODES as CONTAINMENT_MODES
 from ._helpers._pool_actor import CancelJob as CancelJob
 from ._helpers._pool_actor import GetSnapshot as GetSnapshot
 from ._helpers._pool_actor import GetStatistics as GetStatistics
 from ._helpers._pool_actor import RestartPool as RestartPool
 from ._helpers._pool_actor import RunJob as RunJob
 from ._helpers._pool_actor import PoolActor as PoolActor
-from ._helpers._pool_actor import PoolHandle as PoolHandle
+from ._helpers._pool_handle import PoolHandle as PoolHandle
+from ._helpers._pool_handle import RefSource as RefSource
 
 # isort: split
 from ._scheduler._cache import CacheStatistics as CacheStatistics
@@ -151,6 +159,8 @@ __all__ = [
     "BackoffTracker",
     "Supervisor",
     "SupervisorRef",
+    "SupervisorEvent",
+    "ChildRef",
     "ChildSpec",
     "ChildInfo",
     "BRUTAL_KILL",
@@ -164,8 +174,14 @@ __all__ = [
     "PoolSnapshot",
     "PoolStatistics",
     "open_helper_pool",
+    "PoolEvent",
+    "PoolEvents",
+    "PoolEventStream",
+    "POOL_EVENT_KINDS",
+    "CONTAINMENT_MODES",
     "PoolActor",
     "PoolHandle",
+    "RefSource",
     "RunJob",
     "CancelJob",
     "GetSnapshot",

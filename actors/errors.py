@@ -54,6 +54,9 @@ __all__ = [
     "PoolClosed",
     "PoolFailed",
     "PoolBusy",
+    "PoolRestarting",
+    "JobStalled",
+    "SignalFailed",
     "DeadlineExceeded",
     "StaleResult",
     "RenderError",
@@ -246,6 +249,44 @@ class PoolBusy(HelperError):
 
     code = "pool_busy"
     category = "transient"
+
+
+class PoolRestarting(HelperError):
+    """The pool exceeded its restart intensity and is being restarted (design §1.7, §3.7).
+
+    Raised to jobs cut off by, or arriving during, an automatic recovery: the pool's
+    supervisor (the runtime's tree, or the pool actor's own ``on_failure="restart"``)
+    restarts it after a capped backoff, so a later retry may succeed; ``details`` may
+    have ``retry_after`` (seconds). Unlike :class:`PoolFailed`, nobody needs to call
+    ``restart()``.
+    """
+
+    code = "pool_restarting"
+    category = "transient"
+
+
+class JobStalled(HelperError):
+    """The job sent no progress report within its ``stall`` timeout (design §3.12).
+
+    The helper was stopped through the ladder (``details["escalation"]``) and
+    ``details["stall"]`` is the timeout in seconds. Unlike :class:`ReplyTimeout`, which
+    bounds the whole job, this bounds the silence between two progress reports, as the
+    heartbeat timeout of a Temporal activity does. Transient: a retry may make progress.
+    """
+
+    code = "stalled"
+
+
+class SignalFailed(HelperError):
+    """A signal of the escalation ladder could not be delivered (design §3.5, §3.11).
+
+    ``details`` has ``pid``, ``signal`` and ``errno`` (e.g. ``EPERM``). Nothing is
+    known to have stopped the helper, so unlike :class:`ForcedTermination` the job did
+    not end by force and unlike :class:`JobCancelled` the helper did not agree: its slot
+    stays quarantined until the process is gone.
+    """
+
+    code = "signal_failed"
 
 
 # --- scheduler and renderer (design §4, §5) -----------------------------------------------

@@ -112,10 +112,15 @@ PROGRESS_INTERVAL: Final = 0.05
 #: * ``partial_frame``: send half a reply frame, then hang;
 #: * ``ignore_sigterm``: ignore SIGTERM (jobs run normally);
 #: * ``grandchild_ignores_sigterm``: at startup, start a grandchild (in the helper's
-#:   process group) that ignores SIGTERM; the ready info has its ``grandchild_pid``.
+#:   process group) that ignores SIGTERM; the ready info has its ``grandchild_pid``;
+#: * ``exit_at_startup``: write a line to stderr, then exit with
+#:   :data:`FAULT_EXIT_CODE` instead of answering the startup frame;
+#: * ``bad_ready``: answer the startup frame with a ``reply`` frame, then hang.
 FAULT_MODES: Final = frozenset(
     {
         "hang_startup",
+        "exit_at_startup",
+        "bad_ready",
         "crash_before_reply",
         "malformed_reply",
         "oversized_reply",
@@ -525,7 +530,11 @@ def _serve(
     if fault is not None:
         from ._helpers._faults import at_startup
 
-        info.update(at_startup(fault))
+        info.update(at_startup(fault, stdio))
+    if settings.get("subreaper"):
+        from ._helpers._subreaper import become_subreaper  # only for tree containment
+
+        info["subreaper"] = become_subreaper()
     try:
         if on_startup is not None:
             info["info"] = on_startup(dict(settings.get("options") or {}))

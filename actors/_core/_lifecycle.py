@@ -221,6 +221,8 @@ def new_actor_lifecycle(name: str) -> StateMachine[ActorState, ActorEvent]:
 # SIGTERM_SENT and SIGKILL_SENT are legal from every live state (a startup failure, a
 # protocol violation or a close may escalate at any point), and REAPED (the process was
 # waited for) is legal from every state but EXITED: a helper can die at any moment.
+# SIGNAL_FAILED (a signal could not be delivered) and ESCAPED (the leader is reaped but
+# part of its tree outlived the kill timeout) quarantine it from any live state.
 
 
 class HelperState(_Enum):
@@ -271,7 +273,13 @@ class HelperEvent(_Enum):
     KILL_TIMED_OUT = "kill_timed_out"
     """The kill timeout passed without the process being reaped."""
     REAPED = "reaped"
-    """The process was waited for; it no longer exists."""
+    """The process was waited for and nothing of its tree is left (design §3.11)."""
+    SIGNAL_FAILED = "signal_failed"
+    """A signal of the ladder could not be delivered (e.g. EPERM): quarantined until the
+    process is gone."""
+    ESCAPED = "escaped"
+    """The leader was reaped but part of its tree outlived the kill timeout: quarantined
+    until that part is gone too (design §3.11)."""
 
 
 def _build_helper_table() -> dict[HelperState, dict[HelperEvent, HelperState]]:
@@ -292,6 +300,8 @@ def _build_helper_table() -> dict[HelperState, dict[HelperEvent, HelperState]]:
     for state, row in table.items():
         if state.live:
             row[e.REAPED] = h.EXITED
+            row[e.SIGNAL_FAILED] = h.QUARANTINED
+            row[e.ESCAPED] = h.QUARANTINED
             row[e.SIGKILL_SENT] = h.KILLING
             if state not in (h.KILLING, h.QUARANTINED):
                 row[e.SIGTERM_SENT] = h.TERMINATING

@@ -21,6 +21,13 @@ exit, according to:
 * the child's **shutdown**: a grace period in seconds (``ActorRef.stop(grace)``) or
   ``"brutal_kill"`` (its cancel scope is cancelled at once).
 
+A child may itself be a :class:`Supervisor` (a supervision tree, design §1.7): its
+``run`` is started like an actor's, and its :class:`SupervisorRef` stops it.
+
+Every decision is a log record of the ``actors.supervisor`` logger (a child that
+exited abnormally and its restart: WARNING; intensity exceeded: ERROR; a start: DEBUG)
+and, given ``on_event``, a :class:`SupervisorEvent` (design §1.7).
+
 Usage::
 
     sup = Supervisor([ChildSpec("cache", Cache), ChildSpec("db", Db)],
@@ -34,9 +41,9 @@ No task outlives the supervisor's nursery.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+import logging
+from typing import TYPE_CHECKING, Any, cast
 
-import attrs
 import trio
 
 from ..errors import RestartIntensityExceeded
@@ -45,91 +52,38 @@ from ._backoff import Backoff, BackoffTracker
 from ._config import validate_count, validate_duration
 from ._lifecycle import ActorEvent, ActorState, new_actor_lifecycle
 from ._ref import enter_owner, inside, leave_owner
+from ._supervisor_spec import (
+    BRUTAL_KILL,
+    STRATEGIES,
+    ChildInfo,
+    ChildRef,
+    ChildSpec,
+    RestartType,
+    Runnable,
+    Strategy,
+    SupervisorEvent,
+    exit_reason,
+)
 
 if TYPE_CHECKING:
     import random
     from collections.abc import Callable, Sequence
 
     from ._actor import Actor
-    from ._ref import ActorRef
 
 __all__ = [
     "BRUTAL_KILL",
     "ChildInfo",
+    "ChildRef",
     "ChildSpec",
     "RestartType",
     "Strategy",
     "Supervisor",
+    "SupervisorEvent",
     "SupervisorRef",
 ]
 
-Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
-RestartType = Literal["permanent", "transient", "temporary"]
-
-#: ``ChildSpec.shutdown`` value meaning "cancel the child at once".
-BRUTAL_KILL: Final = "brutal_kill"
-
-_STRATEGIES: Final = ("one_for_one", "one_for_all", "rest_for_one")
-_RESTART_TYPES: Final = ("permanent", "transient", "temporary")
-
-
-def _check_id(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"id must be a non-empty str, got {value!r}")
-
-
-def _shutdown_converter(value: object) -> object:
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= 10**300:
-        return float(value)
-    return value  # the validator names junk (and an int too large for a float)
-
-
-def _check_shutdown(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value == BRUTAL_KILL and isinstance(value, str):
-        return
-    validate_duration("shutdown", value)
-
-
-@attrs.frozen
-class ChildSpec:
-    """How to start, restart and stop one child of a :class:`Supervisor` (design §1.4).
-
-    Raises:
-        ValueError: ``id`` is empty, ``restart`` is unknown, or ``shutdown`` is neither
-            ``"brutal_kill"`` nor a valid duration (design §1.6; names ``shutdown``).
-        TypeError: ``start`` is not callable.
-    """
-
-    id: str = attrs.field(validator=_check_id)
-    """Unique name of the child within its supervisor."""
-    start: Callable[[], Actor] = attrs.field(validator=attrs.validators.is_callable())
-    """Makes a fresh actor instance for each incarnation (e.g. the actor class)."""
-    restart: RestartType = attrs.field(
-        default="permanent", validator=attrs.validators.in_(_RESTART_TYPES)
-    )
-    """``permanent``, ``transient`` or ``temporary``."""
-    shutdown: float | Literal["brutal_kill"] = attrs.field(
-        default=5.0, converter=_shutdown_converter, validator=_check_shutdown
-    )
-    """Grace in seconds (trio clock) for ``ActorRef.stop``, or ``"brutal_kill"``."""
-
-
-@attrs.frozen(kw_only=True)
-class ChildInfo:
-    """One row of :meth:`SupervisorRef.which_children`."""
-
-    id: str
-    """The child's id."""
-    state: ActorState
-    """Lifecycle state of the current (or last) incarnation."""
-    restart: RestartType
-    """The child's restart type."""
-    restarts: int
-    """How many times this child was started again after its first start."""
-    incarnation: int
-    """1 for the first start, then +1 per restart."""
-    ref: ActorRef | None
-    """The current incarnation's ref; None if it failed before it could start."""
+_log = logging.getLogger("actors.supervisor")
 
 
 class _Incarnation:
@@ -137,10 +91,10 @@ class _Incarnation:
 
     __slots__ = ("actor", "done", "error", "number", "ref", "scope", "started", "stopping")
 
-    def __init__(self, number: int, actor: Actor) -> None:
+    def __init__(self, number: int, actor: Runnable) -> None:
         self.number = number
         self.actor = actor
-        self.ref: ActorRef | None = None
+        self.ref: ChildRef | None = None
         self.scope = trio.CancelScope()
         self.done = trio.Event()
         self.error: BaseException | None = None
@@ -153,11 +107,11 @@ class _StartedRelay:
 
     __slots__ = ("_inc", "_status")
 
-    def __init__(self, inc: _Incarnation, status: trio.TaskStatus[ActorRef]) -> None:
+    def __init__(self, inc: _Incarnation, status: trio.TaskStatus[ChildRef]) -> None:
         self._inc = inc
         self._status = status
 
-    def started(self, value: ActorRef | None = None) -> None:
+    def started(self, value: ChildRef | None = None) -> None:
         assert value is not None
         self._inc.ref = value
         self._inc.started = True
@@ -173,7 +127,7 @@ class _Child:
         self.tracker = tracker
         self.restarts = 0
         self.current: _Incarnation | None = None
-        self.last_ref: ActorRef | None = None
+        self.last_ref: ChildRef | None = None
 
 
 class Supervisor:
@@ -186,8 +140,10 @@ class Supervisor:
             supervisor gives up.
         period: The intensity window, seconds on the trio clock (``0 < period <= 300``).
         backoff: Delay policy before each restart (default: base 25 ms, cap 1 s).
-        name: Used in errors and reprs.
+        name: Used in errors, reprs, events and log records.
         rng: Random source for the backoff's jitter (seed it for deterministic tests).
+        on_event: Called (sync, must not block; an exception from it is logged and
+            ignored) with a :class:`SupervisorEvent` for each decision.
 
     Raises:
         ValueError: a duplicate id, an unknown strategy, a bad ``max_restarts`` or an
@@ -204,9 +160,10 @@ class Supervisor:
         backoff: Backoff | None = None,
         name: str = "supervisor",
         rng: random.Random | None = None,
+        on_event: Callable[[SupervisorEvent], object] | None = None,
     ) -> None:
-        if strategy not in _STRATEGIES:
-            raise ValueError(f"strategy must be one of {_STRATEGIES}, got {strategy!r}")
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         self._max_restarts = validate_count("max_restarts", max_restarts, minimum=0)
         self._period = validate_duration("period", period, allow_zero=False)
         policy = backoff if backoff is not None else Backoff()
@@ -222,6 +179,7 @@ class Supervisor:
         self._by_id = {child.spec.id: child for child in self._children}
         self._strategy = strategy
         self._name = name
+        self._on_event = on_event
         self._lifecycle = new_actor_lifecycle(name)
         self._ran = False
         self._nursery: trio.Nursery | None = None
@@ -325,7 +283,7 @@ class Supervisor:
             inc.done.set()
             self._report(child, inc)
             return
-        inc = _Incarnation(number, actor)
+        inc = _Incarnation(number, cast("Runnable", actor))
         child.current = inc
         try:
             ref = await self._nursery.start(self._run_child, child, inc)
@@ -334,15 +292,16 @@ class Supervisor:
             self._report(child, inc)
             return
         child.last_ref = ref
+        self._event("child_started", child, number, logging.DEBUG, ref=ref)
 
     async def _run_child(
         self,
         child: _Child,
         inc: _Incarnation,
         *,
-        task_status: trio.TaskStatus[ActorRef] = trio.TASK_STATUS_IGNORED,
+        task_status: trio.TaskStatus[ChildRef] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        relay = cast("trio.TaskStatus[ActorRef]", _StartedRelay(inc, task_status))
+        relay = cast("trio.TaskStatus[ChildRef]", _StartedRelay(inc, task_status))
         try:
             with inc.scope:
                 await inc.actor.run(task_status=relay)
@@ -367,6 +326,7 @@ class Supervisor:
         inc.stopping = True
         if inc.done.is_set():
             return
+        self._event("child_stopped", child, inc.number, logging.DEBUG)
         shutdown = child.spec.shutdown
         if shutdown == BRUTAL_KILL or inc.ref is None:
             inc.scope.cancel()
@@ -403,6 +363,15 @@ class Supervisor:
             return  # stale: already replaced or stopped on purpose
         inc.stopping = True  # decided once
         abnormal = inc.error is not None
+        reason, message = exit_reason(inc.error)
+        self._event(
+            "child_exited",
+            child,
+            inc.number,
+            logging.WARNING if abnormal else logging.INFO,
+            reason=reason,
+            message=message,
+        )
         restart = child.spec.restart
         if restart == "temporary" or (restart == "transient" and not abnormal):
             return
@@ -410,6 +379,7 @@ class Supervisor:
         self._restart_times = [t for t in self._restart_times if t >= now - self._period]
         self._restart_times.append(now)
         if len(self._restart_times) > self._max_restarts:
+            self._event("intensity_exceeded", child, inc.number, logging.ERROR)
             self._lifecycle.process_event(ActorEvent.STOP)
             await self._stop_children(self._children)
             raise RestartIntensityExceeded(
@@ -428,10 +398,53 @@ class Supervisor:
         else:
             group = self._children[child.index :]
         await self._stop_children([c for c in group if c is not child])
-        await trio.sleep(child.tracker.next_delay(now))
+        delay = child.tracker.next_delay(now)
+        self._event("child_restarting", child, inc.number + 1, logging.WARNING, delay=delay)
+        await trio.sleep(delay)
         for member in group:
             if member is child or member.spec.restart != "temporary":
                 await self._start(member)
+
+    def _event(self, kind: str, child: _Child, incarnation: int, level: int, **fields: Any) -> None:
+        """Log one decision and give it to ``on_event`` (design §1.7); never raises."""
+        if _log.isEnabledFor(level):
+            text = {
+                "child_started": "started",
+                "child_exited": f"exited ({fields.get('reason')})",
+                "child_stopped": "stopped by its supervisor",
+                "child_restarting": f"restarting in {fields.get('delay', 0):g} s",
+                "intensity_exceeded": f"more than {self._max_restarts} restarts within "
+                f"{self._period:g} s: giving up",
+            }[kind]
+            _log.log(
+                level,
+                "supervisor %r: child %r (incarnation %d) %s",
+                self._name,
+                child.spec.id,
+                incarnation,
+                text,
+                extra={
+                    "event": kind,
+                    "supervisor": self._name,
+                    "child": child.spec.id,
+                    "incarnation": incarnation,
+                    "time": trio.current_time(),
+                    **{f"child_{key}": value for key, value in fields.items() if key != "ref"},
+                },
+            )
+        if self._on_event is not None:
+            event = SupervisorEvent(
+                kind=kind,
+                supervisor=self._name,
+                child=child.spec.id,
+                incarnation=incarnation,
+                time=trio.current_time(),
+                **fields,
+            )
+            try:
+                self._on_event(event)
+            except Exception:
+                _log.exception("supervisor %r: on_event raised; ignored", self._name)
 
     # --- used by SupervisorRef ---------------------------------------------------------
 
@@ -471,7 +484,7 @@ class SupervisorRef:
         """Restart decisions taken so far (one per restart, whatever the strategy)."""
         return self._sup._restart_events
 
-    def child(self, id: str) -> ActorRef:
+    def child(self, id: str) -> ChildRef:
         """Return the ref of the child's current incarnation (or its last one).
 
         Raises:
@@ -535,6 +548,17 @@ class SupervisorRef:
             await trio.lowlevel.checkpoint()
             return
         await sup._stopped.wait()
+
+    def stop_nowait(self, grace: float = 5.0) -> None:
+        """Request a stop like :meth:`stop`, without waiting for it (design §1.3).
+
+        A later, shorter grace wins: ``stop_nowait(0)`` during a stop cancels every
+        child that is left at once (a second Ctrl-C, design §3.13).
+
+        Raises:
+            ValueError: ``grace`` is invalid (design §1.6; names ``grace``).
+        """
+        self._sup._request_stop(validate_duration("grace", grace))
 
     async def wait_stopped(self) -> None:
         """Wait until the supervisor's ``run`` has ended (stopped or failed)."""

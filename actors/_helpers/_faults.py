@@ -29,9 +29,25 @@ __all__ = ["at_startup", "faulty_reply", "hang"]
 _HANG_STEP = 3600.0
 
 
-def at_startup(fault: str) -> dict[str, Any]:
+def at_startup(fault: str, stdio: _Stdio) -> dict[str, Any]:
     """Apply the startup part of ``fault``; return what to add to the ready info."""
     if fault == "hang_startup":
+        hang()
+    if fault == "exit_at_startup":
+        print("fault exit_at_startup: giving up before ready", file=sys.stderr, flush=True)
+        os._exit(FAULT_EXIT_CODE)
+    if fault == "bad_ready":
+        assert stdio.session is not None
+        stdio.write(
+            encode_fields(
+                kind="reply",
+                session=stdio.session,
+                generation=0,
+                operation="startup",
+                status="ok",
+                max_size=stdio.max_reply,
+            )
+        )
         hang()
     if fault == "ignore_sigterm":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -8,20 +8,27 @@ place.
 
 from __future__ import annotations
 
+import errno as errno_module
 import signal
 from typing import TYPE_CHECKING, Any
 
 from ..errors import (
+    ActorError,
+    DeadlineExceeded,
     ErrorRecord,
     ForcedTermination,
     HelperError,
     HelperExitedError,
     HelperJobFailed,
     JobCancelled,
+    JobStalled,
     ReplyTimeout,
+    SignalFailed,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from protocol.envelope import Envelope
 
 __all__ = ["answer_error", "exit_details", "exited_error", "stopped_error"]
@@ -41,8 +48,19 @@ def exit_details(returncode: int | None) -> dict[str, Any]:
     return {"exit_code": returncode, "signal": name}
 
 
-def exited_error(what: str, returncode: int | None, state: str) -> HelperExitedError:
-    """The helper exited (or closed its pipe) during ``what`` (design §3.3, §3.7)."""
+def exited_error(
+    what: str,
+    returncode: int | None,
+    state: str,
+    stderr: str | None = None,
+    escaped: Sequence[int] = (),
+) -> HelperExitedError:
+    """The helper exited (or closed its pipe) during ``what`` (design §3.3, §3.7).
+
+    ``details`` has ``exit_code`` and ``signal``; ``escaped`` (pids of its tree that
+    outlived it, design §3.11) when there are any; and, when given, ``stderr`` (its
+    tail, at most 4 KiB), whose last line also ends the message.
+    """
     details = exit_details(returncode)
     if details["signal"]:
         how = f"killed by {details['signal']}"
@@ -50,7 +68,16 @@ def exited_error(what: str, returncode: int | None, state: str) -> HelperExitedE
         how = f"not reaped ({state})"
     else:
         how = f"exit code {returncode}"
-    return HelperExitedError(f"{what}: {how}", **details)
+    message = f"{what}: {how}"
+    if escaped:
+        details["escaped"] = list(escaped)
+        message += f"; {len(escaped)} process(es) of its tree escaped: {list(escaped)}"
+    if stderr is not None:
+        details["stderr"] = stderr
+        last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "")
+        if last:
+            message += f"; stderr: {last[:400]}"
+    return HelperExitedError(message, **details)
 
 
 def stopped_error(
@@ -59,18 +86,47 @@ def stopped_error(
     operation: str,
     *,
     escalation: str,
-    cancelled: bool,
+    cause: str,
     reply_timeout: float,
-) -> HelperError:
-    """A job stopped by the ladder: cancelled by request, or past its reply deadline.
+    stall: float | None = None,
+    signal_failure: tuple[int, int, str] | None = None,
+) -> ActorError:
+    """A job stopped by the ladder, and why (design §3.5, §3.6, §3.12).
 
-    ``JobCancelled`` (cancelled, no SIGKILL), ``ReplyTimeout`` (deadline, no SIGKILL),
-    otherwise ``ForcedTermination``; ``details`` has ``escalation`` (the last step) and,
-    but for ``JobCancelled``, ``parent_timeout`` (design §3.5, §3.6).
+    ``cause`` is ``cancelled`` (by request), ``reply_timeout``, ``stalled`` or
+    ``deadline`` (the caller's). A signal that could not be delivered gives
+    ``SignalFailed`` whatever the cause. Otherwise: ``JobStalled`` and
+    ``DeadlineExceeded`` say their cause whatever the last step; a cancel is
+    ``JobCancelled`` and a missed reply deadline ``ReplyTimeout``, unless SIGKILL was
+    needed (``ForcedTermination``). ``details`` has ``escalation`` (the last step)
+    and, for the reply deadline and forced ends, ``parent_timeout``.
     """
     job = f"{label}: job {generation} ({operation})"
+    if signal_failure is not None:
+        pid, code, sig = signal_failure
+        name = errno_module.errorcode.get(code, str(code))
+        return SignalFailed(
+            f"{job} could not be stopped: {sig} to pid {pid} failed ({name}); the helper "
+            f"is quarantined until it is gone",
+            escalation=escalation,
+            pid=pid,
+            signal=sig,
+            errno=code,
+            error=name,
+            cause=cause,
+        )
+    if cause == "stalled":
+        return JobStalled(
+            f"{job} sent no progress for {stall:g} s; stopped by {escalation}",
+            escalation=escalation,
+            stall=stall,
+        )
+    if cause == "deadline":
+        return DeadlineExceeded(
+            f"{job} passed its deadline; stopped by {escalation}", escalation=escalation
+        )
     killed = escalation in _KILLED
-    if cancelled:
+    if cause == "cancelled":
         if not killed:
             return JobCancelled(f"{job} was cancelled", escalation=escalation)
         return ForcedTermination(

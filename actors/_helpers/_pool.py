@@ -1,72 +1,71 @@
 """A pool of N helper processes, each running at most one job at a time (design §3).
 
-Use :func:`open_helper_pool`::
+Use :func:`~actors._helpers._pool_open.open_helper_pool`::
 
     spec = HelperSpec(entry="my_pkg.helper:main")
     async with open_helper_pool(spec, size=2, timeouts=HelperTimeouts(reply=5)) as pool:
-        result = await pool.run_job("metadata", {"run_id": 3})
-        # progress reports (ctx.progress in the helper) go to a sync callback:
         result = await pool.run_job("scan", {"run_id": 3}, on_progress=print)
+        with pool.events.subscribe() as stream:  # every step it takes (design §3.10)
+            async for event in stream:
+                print(event.kind, event.helper, event.pid)
 
 Each pool slot holds one helper incarnation at a time. A job takes a free slot (waiting
 at most ``acquire_timeout`` seconds), spawns a fresh incarnation there if the slot has
 none or its helper died (design §3.7), runs the job, and gives the slot back. A slot whose
-helper is quarantined (design §3.5 step 4) is given back only once the helper is reaped, so
+helper is quarantined (design §3.5 step 4) is given back only once the helper is gone, so
 no replacement is spawned before that. Replacements count against the restart intensity
 (design §1.4): more than ``max_restarts`` within ``restart_period`` seconds and the pool
-fails every job with :class:`~actors.errors.PoolFailed` until :meth:`HelperPool.restart`.
-A failed job is never replayed (design §3.4).
+fails every job with :class:`~actors.errors.PoolFailed` until :meth:`HelperPool.restart`
+(or, under a supervisor that restarts it, with the transient
+:class:`~actors.errors.PoolRestarting`). A failed job is never replayed (design §3.4).
 
 The job path is lean on purpose (it is most of a short job's cost): with a free slot and
-a ready helper a job takes no lock, opens one cancel scope (the reply deadline), spawns
-no task, and yields only while it waits for the reply; waiting for a slot, spawning and
-restarting are the slow path.
+a ready helper a job takes no lock, allocates nothing of its own (unless it has a
+``job_id``), opens a cancel scope only if it must wait for the reply, spawns no task,
+builds no event unless someone listens, and yields only while it waits for the reply;
+waiting for a slot, spawning and restarting are the slow path.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
+import math
 from collections import deque
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-import attrs
 import trio
+from trio.lowlevel import enable_ki_protection
 
+from .._core._config import validate_duration
 from ..errors import (
     ActorError,
+    DeadlineExceeded,
     ForcedTermination,
     HelperError,
     JobCancelled,
     PoolBusy,
     PoolClosed,
     PoolFailed,
+    PoolRestarting,
 )
+from ._containment import available_mode
+from ._events import PoolEvents
 from ._pool_config import PoolConfig, PoolSnapshot, PoolStatistics
-from ._process import HelperProcess
+from ._spawner import Slot, Spawner
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Hashable
+    from collections.abc import Callable, Hashable
 
-    from ._process import ProgressCallback
+    from ._process import HelperProcess, ProgressCallback
     from ._spec import HelperSpec
 
-__all__ = ["HelperPool", "PoolConfig", "PoolSnapshot", "PoolStatistics", "open_helper_pool"]
+__all__ = ["HelperPool", "PoolConfig", "PoolSnapshot", "PoolStatistics"]
 
-
-@attrs.define(eq=False)
-class _Slot:
-    index: int
-    helper: HelperProcess | None = None
-    incarnation: int = 0
-    spawned: bool = False  # a first incarnation exists since open/restart()
-    epoch: int = 0
-    held: bool = False  # kept out of the free channel until its helper is reaped
+_INF: Final = math.inf
 
 
 class _Job:
-    """A running job's registration: what :meth:`HelperPool.cancel_job` must reach."""
+    """A job :meth:`HelperPool.cancel_job` or the close must reach off the fast path."""
 
     __slots__ = ("cancelled", "helper", "scope")
 
@@ -85,34 +84,56 @@ class _Waiter:
 
     def __init__(self) -> None:
         self.event = trio.Event()
-        self.slot: _Slot | None = None
+        self.slot: Slot | None = None
 
 
 class HelperPool:
-    """N supervised helper processes (design §3). Create with :func:`open_helper_pool`."""
+    """N supervised helper processes (design §3). Create with :func:`open_helper_pool`.
 
-    def __init__(self, spec: HelperSpec, config: PoolConfig, nursery: trio.Nursery) -> None:
+    Attributes:
+        events: The pool's :class:`~actors._helpers._events.PoolEvents` (design §3.10).
+        recovering: Set by a supervisor that restarts the pool when it fails: the
+            failure then reads ``PoolRestarting`` (transient) instead of ``PoolFailed``.
+    """
+
+    def __init__(
+        self,
+        spec: HelperSpec,
+        config: PoolConfig,
+        nursery: trio.Nursery,
+        *,
+        events: PoolEvents | None = None,
+    ) -> None:
         self.spec = spec
         self.config = config
+        self.events = events if events is not None else PoolEvents(spec.name)
+        self.recovering = False
+        #: Called (sync, never waits) when an incarnation that had been ready has
+        #: exited, but not during the close; the pool actor tells the scheduler (§4.8).
+        self.on_helper_exit: Callable[[], None] | None = None
+        self.containment = available_mode(spec.containment)
         self._nursery = nursery
-        self._slots = [_Slot(index) for index in range(config.size)]
+        self._slots = [Slot(index) for index in range(config.size)]
         # Free slots and the jobs waiting for one (FIFO; a released slot goes to the
         # first waiter directly). Bounded by construction: at most ``size`` slots.
-        self._free: deque[_Slot] = deque(self._slots)
+        self._free: deque[Slot] = deque(self._slots)
         self._waiters: deque[_Waiter] = deque()
-        self._jobs: dict[Hashable, _Job] = {}
+        self._jobs: dict[Hashable, _Job] = {}  # jobs with an id
+        self._slow: set[_Job] = set()  # jobs waiting for a slot or a spawn
+        self._retired_jobs = 0  # jobs_run of the incarnations replaced so far
         self._no_jobs: trio.Event | None = None
-        self._restart_times: deque[float] = deque()
         self._epoch = 0
         self._failed = False
+        self._failed_event = trio.Event()
         self._closing = False
         self._closed = False
         self._closed_event = trio.Event()
-        self._started = self._succeeded = self._failures = self._cancelled = 0
-        self._spawns = self._restarts = 0
+        self._succeeded = self._failures = self._cancelled = 0
+        self._spawner = Spawner(self)
 
     # --- jobs -----------------------------------------------------------------------
 
+    @enable_ki_protection
     async def run_job(
         self,
         operation: str,
@@ -120,6 +141,8 @@ class HelperPool:
         *,
         job_id: Hashable | None = None,
         on_progress: ProgressCallback | None = None,
+        deadline: float = _INF,
+        stall: float | None = None,
     ) -> Any:
         """Run one job on a free helper and return its result (design §3.4-3.7).
 
@@ -133,6 +156,10 @@ class HelperPool:
                 a float in ``[0, 1]``, ``note`` a str or None). It is called
                 synchronously on the event loop, in this task, and must not block; an
                 exception from it is logged and ignored, never fails the job.
+            deadline: Absolute deadline of the whole job (waiting for a slot included),
+                in seconds on trio's clock; none by default.
+            stall: Seconds the job may go without a progress report before it is
+                stopped (design §3.12); none by default. Any progress frame resets it.
 
         Returns:
             The handler's JSON result.
@@ -147,12 +174,19 @@ class HelperPool:
                 job ran.
             PoolFailed: (code ``pool_failed``) restart intensity was exceeded (design
                 §3.7); nothing runs until :meth:`restart`.
+            PoolRestarting: (code ``pool_restarting``) as ``PoolFailed``, but the
+                pool's supervisor restarts it by itself (:attr:`recovering`).
             PoolBusy: (code ``pool_busy``) no helper was free within
                 ``acquire_timeout`` seconds.
+            DeadlineExceeded: (code ``deadline_exceeded``) ``deadline`` passed; a job
+                already sent was stopped through the ladder first.
+            JobStalled: (code ``stalled``) no progress report within ``stall`` seconds.
             JobCancelled: (code ``cancelled``) :meth:`cancel_job` cancelled it and the
                 helper stopped without SIGKILL.
             ForcedTermination: (code ``forced_termination``) the job was cancelled or
                 timed out and its helper had to be SIGKILLed (``details["escalation"]``).
+            SignalFailed: (code ``signal_failed``) the ladder could not signal the
+                helper (``details``: ``pid``, ``errno``); its slot stays quarantined.
             ReplyTimeout: (code ``reply_timeout``) no reply within ``timeouts.reply``.
             HelperStartupError: (code ``helper_startup_failed``) a fresh helper did not
                 become ready.
@@ -163,81 +197,124 @@ class HelperPool:
             FrameTooLarge: (code ``frame_too_large``) the job or its reply is over the
                 size limit.
             HelperJobFailed: (the handler's code) the handler reported an error.
-            ValueError: ``job_id`` is already running, or ``operation`` is not a str of
-                1..128 characters.
+            ValueError: ``job_id`` is already running, ``stall`` is not a valid
+                duration, or ``operation`` is not a str of 1..128 characters.
         """
         if self._closing or self._failed:
             self._check_accepting()
-        job = _Job()
-        key: Hashable = job if job_id is None else job_id
-        jobs = self._jobs
-        if key in jobs:
-            raise ValueError(f"job id {job_id!r} is already running")
-        jobs[key] = job
-        try:
-            # Fast path: a free slot with a ready helper; no scope, no extra checkpoint
-            # (the helper's run_job is the checkpoint).
-            slot = helper = None
-            if self._free and not self._waiters:
-                slot = self._free.popleft()
-                helper = slot.helper
-                if helper is None or not helper.usable or slot.epoch != self._epoch:
-                    helper = None
-            if helper is None:
-                slot, helper = await self._prepare(job, slot, operation)
-            assert slot is not None
-            job.helper = helper
-            self._started += 1
-            try:
-                result = await helper.run_job(operation, payload, on_progress=on_progress)
-            except trio.Cancelled:
-                self._cancelled += 1
-                raise
-            except (JobCancelled, ForcedTermination):
-                if not job.cancelled:
-                    self._failures += 1
+        if stall is not None:
+            stall = validate_duration("stall", stall, allow_zero=False)
+        free = self._free
+        if free and job_id is None and not self._waiters:
+            # The fast path: a free slot with a ready helper. No scope, no extra
+            # checkpoint (the helper's run_job is the checkpoint), nothing allocated.
+            slot = free[0]
+            helper = slot.helper
+            if helper is not None and helper.idle and slot.epoch == self._epoch:
+                free.popleft()
+                try:
+                    # Positional: keywords cost a hot path more.
+                    result = await helper.run_job(operation, payload, on_progress, deadline, stall)
+                except BaseException as exc:
+                    mapped = self._count_failure(exc, None, operation)
+                    if mapped is not None:
+                        raise mapped from None
                     raise
-                self._cancelled += 1  # cancel_job() or close
-                if self._closing:
-                    raise PoolClosed(f"the pool closed while job {operation!r} ran") from None
+                finally:
+                    if helper.idle and not self._waiters and not self._closed:
+                        free.append(slot)  # the common case of _release
+                    else:
+                        self._release(slot)
+                self._succeeded += 1
+                return result
+        return await self._run_slow(operation, payload, job_id, on_progress, deadline, stall)
+
+    async def _run_slow(
+        self,
+        operation: str,
+        payload: Any,
+        job_id: Hashable | None,
+        on_progress: ProgressCallback | None,
+        deadline: float,
+        stall: float | None,
+    ) -> Any:
+        """:meth:`run_job` off the fast path: a job id, a wait, a spawn or a deadline."""
+        job = _Job()
+        if job_id is not None:
+            if job_id in self._jobs:
+                raise ValueError(f"job id {job_id!r} is already running")
+            self._jobs[job_id] = job
+        slot = None
+        try:
+            slot, helper = await self._prepare(job, operation, deadline)
+            job.helper = helper
+            try:
+                result = await helper.run_job(operation, payload, on_progress, deadline, stall)
+            except BaseException as exc:
+                mapped = self._count_failure(exc, job, operation)
+                if mapped is not None:
+                    raise mapped from None
                 raise
-            except ActorError:
-                self._failures += 1
-                raise
-            finally:
-                self._release(slot)
             self._succeeded += 1
             return result
         finally:
-            del jobs[key]
-            if not jobs and self._no_jobs is not None:
-                self._no_jobs.set()
+            if job_id is not None:
+                del self._jobs[job_id]
+            if slot is not None:
+                self._release(slot)
 
-    async def _prepare(
-        self, job: _Job, slot: _Slot | None, operation: str
-    ) -> tuple[_Slot, HelperProcess]:
-        """The slow path: wait for a slot and (re)spawn its helper, cancellable by
-        :meth:`cancel_job` and close."""
-        scope = job.scope = trio.CancelScope()
-        with scope:
-            if slot is None:
-                slot = await self._acquire()
-            try:
-                helper = await self._ready_helper(slot)
-            except ActorError:
+    def _count_failure(
+        self, exc: BaseException, job: _Job | None, operation: str
+    ) -> BaseException | None:
+        """Count a job that raised ``exc``; return what to raise instead, if anything."""
+        if isinstance(exc, JobCancelled | ForcedTermination | DeadlineExceeded):
+            deadline = isinstance(exc, DeadlineExceeded)
+            if not (self._closing or deadline or (job is not None and job.cancelled)):
                 self._failures += 1
-                self._release(slot)
-                raise
-            except BaseException:
-                self._release(slot)
-                raise
+                return None
+            self._cancelled += 1  # cancel_job(), the deadline, or the close
+            if self._closing and not deadline:
+                return self._closed_error(f"while job {operation!r} ran")
+        elif isinstance(exc, ActorError):
+            self._failures += 1
+        elif isinstance(exc, trio.Cancelled):
+            self._cancelled += 1
+        return None
+
+    @enable_ki_protection
+    async def _prepare(
+        self, job: _Job, operation: str, deadline: float
+    ) -> tuple[Slot, HelperProcess]:
+        """The slow path: wait for a slot and (re)spawn its helper, cancellable by
+        :meth:`cancel_job` and close, bounded by ``deadline``."""
+        self._slow.add(job)
+        scope = job.scope = trio.CancelScope(deadline=deadline)
+        try:
+            with scope:
+                slot = await self._acquire()
+                try:
+                    helper = await self._spawner.ready_helper(slot)
+                    if deadline <= trio.current_time():
+                        raise DeadlineExceeded(f"job {operation!r} passed its deadline")
+                except ActorError:
+                    self._failures += 1
+                    self._release(slot)
+                    raise
+                except BaseException:
+                    self._release(slot)
+                    raise
+                return slot, helper
+        finally:
             job.scope = None
-            return slot, helper
-        job.scope = None
-        # Only reached when ``scope`` itself was cancelled: cancel_job() or close.
+            self._slow.discard(job)
+            if not self._slow and self._no_jobs is not None:
+                self._no_jobs.set()
+        # Only reached when ``scope`` itself was cancelled: cancel_job(), close, deadline.
         self._cancelled += 1
         if self._closing:
-            raise PoolClosed(f"the pool closed while job {operation!r} waited")
+            raise self._closed_error(f"while job {operation!r} waited")
+        if not job.cancelled:
+            raise DeadlineExceeded(f"job {operation!r} passed its deadline while it waited")
         raise JobCancelled(f"job {operation!r} was cancelled", escalation=None)
 
     def cancel_job(self, job_id: Hashable) -> bool:
@@ -263,16 +340,28 @@ class HelperPool:
         if job.helper is not None:
             job.helper.cancel()
 
+    def _failure(self) -> HelperError:
+        text = (
+            f"more than {self.config.max_restarts} helper restarts within "
+            f"{self.config.restart_period:g} s"
+        )
+        if self.recovering:
+            return PoolRestarting(f"{text}; the pool is being restarted")
+        return PoolFailed(f"{text}; call restart()")
+
+    def _closed_error(self, when: str) -> HelperError:
+        if self.recovering and self._failed:
+            return PoolRestarting(f"the helper pool failed and is being restarted ({when})")
+        return PoolClosed(f"the helper pool closed {when}")
+
     def _check_accepting(self) -> None:
         if self._closing:
-            raise PoolClosed("the helper pool is closing or closed")
+            raise self._closed_error("before the job")
         if self._failed:
-            raise PoolFailed(
-                f"more than {self.config.max_restarts} helper restarts within "
-                f"{self.config.restart_period:g} s; call restart()"
-            )
+            raise self._failure()
 
-    async def _acquire(self) -> _Slot:
+    @enable_ki_protection
+    async def _acquire(self) -> Slot:
         # Not a checkpoint when a slot is free (run_job checkpoints when it writes the
         # job frame); this saves a scheduler pass per job.
         slot = self._free.popleft() if self._free and not self._waiters else None
@@ -285,9 +374,10 @@ class HelperPool:
             raise
         return slot
 
-    async def _wait_for_slot(self) -> _Slot:
+    @enable_ki_protection
+    async def _wait_for_slot(self) -> Slot:
         if self._closing:
-            raise PoolClosed("the helper pool is closed")
+            raise self._closed_error("before the job")
         waiter = _Waiter()
         self._waiters.append(waiter)
         try:
@@ -301,7 +391,7 @@ class HelperPool:
             return slot
         self._forget(waiter)
         if self._closing:
-            raise PoolClosed("the helper pool closed while the job waited")
+            raise self._closed_error("while the job waited")
         raise PoolBusy(
             f"no helper became free within {self.config.acquire_timeout:g} s",
             size=self.config.size,
@@ -314,10 +404,13 @@ class HelperPool:
         if slot is not None:
             self._release(slot)
 
-    def _release(self, slot: _Slot) -> None:
+    def _release(self, slot: Slot) -> None:
+        if slot.spawning:
+            slot.release_pending = True  # the spawn gives the slot back when it ends
+            return
         helper = slot.helper
         if helper is not None and helper.quarantined:
-            slot.held = True  # design §3.5 step 4: back in the pool only once reaped
+            slot.held = True  # design §3.5 step 4: back in the pool only once gone
             return
         if self._closed:
             return
@@ -328,61 +421,21 @@ class HelperPool:
         else:
             self._free.append(slot)
 
-    def _on_exit(self, slot: _Slot, helper: HelperProcess) -> None:
+    def _on_exit(self, slot: Slot, helper: HelperProcess) -> None:
         if slot.held and slot.helper is helper:
             slot.held = False
             self._release(slot)
+        if self.on_helper_exit is not None and helper.ready is not None and not self._closing:
+            self.on_helper_exit()
 
-    async def _ready_helper(self, slot: _Slot) -> HelperProcess:
-        """Return the slot's usable helper, retiring and (re)spawning as needed."""
-        helper = slot.helper
-        if helper is not None and helper.usable and slot.epoch == self._epoch:
-            return helper
-        if helper is not None:
-            if not helper.exited:
-                with trio.CancelScope(shield=True):
-                    await helper.shutdown()
-            if not helper.exited:  # pragma: no cover (needs an unkillable process)
-                raise ForcedTermination(
-                    f"{helper.label} could not be retired; it is quarantined",
-                    escalation="quarantined",
-                    parent_timeout=False,
-                )
-            helper.discard()
-            slot.helper = None
-        if slot.spawned:
-            self._note_restart()
-        slot.spawned = True
-        slot.incarnation += 1
-        slot.epoch = self._epoch
-        helper = HelperProcess(
-            self.spec,
-            self.config.timeouts,
-            incarnation=slot.incarnation,
-            label=f"{self.spec.name}#{slot.index}.{slot.incarnation}",
-            on_exit=functools.partial(self._on_exit, slot),
-        )
-        slot.helper = helper
-        self._spawns += 1
-        await helper.start(self._nursery)
-        return helper
+    @property
+    def failed(self) -> bool:
+        """True while the restart intensity is exceeded (until :meth:`restart`)."""
+        return self._failed
 
-    def _note_restart(self) -> None:
-        """Count one replacement; fail the pool past the intensity (design §1.4, §3.7)."""
-        now = trio.current_time()
-        window = self._restart_times
-        while window and window[0] <= now - self.config.restart_period:
-            window.popleft()
-        window.append(now)
-        self._restarts += 1
-        if len(window) > self.config.max_restarts:
-            self._failed = True
-            raise PoolFailed(
-                f"more than {self.config.max_restarts} helper restarts within "
-                f"{self.config.restart_period:g} s; call restart()",
-                restarts=len(window),
-                period=self.config.restart_period,
-            )
+    async def wait_failed(self) -> None:
+        """Wait until the restart intensity is exceeded (design §3.7)."""
+        await self._failed_event.wait()
 
     # --- state ----------------------------------------------------------------------
 
@@ -405,31 +458,28 @@ class HelperPool:
             idle=len(self._free),
             busy=sum(1 for slot in self._slots if slot.helper is not None and slot.helper.busy),
             waiting=len(self._waiters),
-            jobs_started=self._started,
+            jobs_started=self._retired_jobs
+            + sum(slot.helper.jobs_run for slot in self._slots if slot.helper is not None),
             jobs_succeeded=self._succeeded,
             jobs_failed=self._failures,
             jobs_cancelled=self._cancelled,
-            spawns=self._spawns,
-            restarts=self._restarts,
+            spawns=self._spawner.spawns,
+            restarts=self._spawner.restarts,
         )
 
     # --- open, restart, close -------------------------------------------------------
 
-    async def _spawn_all(self, slots: list[_Slot]) -> None:
-        errors: list[HelperError] = []
+    @enable_ki_protection
+    async def spawn_all(self) -> None:
+        """Start every slot's helper at once (an eager open, design §3.3).
 
-        async def spawn(slot: _Slot) -> None:
-            try:
-                await self._ready_helper(slot)
-            except HelperError as exc:
-                errors.append(exc)
+        Raises:
+            HelperStartupError: (code ``helper_startup_failed``) a spawn failed; so may
+                ``HelperExitedError`` (code ``helper_exited``).
+        """
+        await self._spawner.spawn(list(self._slots))
 
-        async with trio.open_nursery() as nursery:
-            for slot in slots:
-                nursery.start_soon(spawn, slot)
-        if errors:
-            raise errors[0]
-
+    @enable_ki_protection
     async def restart(self) -> None:
         """Clear a failed state and start over with fresh incarnations (design §3.7).
 
@@ -446,15 +496,17 @@ class HelperPool:
         if self._closing:
             raise PoolClosed("the helper pool is closing or closed")
         self._failed = False
-        self._restart_times.clear()
+        self._failed_event = trio.Event()
+        self._spawner.restart_times.clear()
         self._epoch += 1
         for slot in self._slots:
             slot.spawned = False  # the next spawn of each slot is not a restart
+        self.events.emit("pool_restarted", f"pool {self.spec.name!r} restarted", epoch=self._epoch)
         idle = list(self._free)
         self._free.clear()
         try:
             if self.config.eager:
-                await self._spawn_all(idle)
+                await self._spawner.spawn(idle)
             else:
                 async with trio.open_nursery() as nursery:
                     for slot in idle:
@@ -464,13 +516,25 @@ class HelperPool:
             for slot in idle:
                 self._release(slot)
 
+    def hurry(self) -> None:
+        """Skip every grace left (a second Ctrl-C, design §3.13); never waits.
+
+        Every helper's whole tree gets SIGKILL now; what still runs (jobs' ladders, the
+        close) waits only the kill timeout for the reaps.
+        """
+        for slot in self._slots:
+            if slot.helper is not None:
+                slot.helper.hurry()
+
+    @enable_ki_protection
     async def aclose(self) -> None:
         """Close the pool now: cancel jobs, shut every helper down, reap (design §3.8).
 
         Idempotent; a second caller waits for the first close to finish. Runs
-        shielded, so it completes even if the caller is cancelled, and is bounded as
-        described in :func:`open_helper_pool`. Leaving the ``async with`` block does
-        the same; call this to close earlier (e.g. from an actor's ``on_stop``).
+        shielded, so it completes even if the caller is cancelled, and takes at most
+        ``timeouts.close_bound`` seconds (``cancel_grace + shutdown + terminate +
+        kill``; only ``kill`` after :meth:`hurry`). Leaving the ``async with`` block
+        does the same; call this to close earlier (e.g. from an actor's ``on_stop``).
         """
         with trio.CancelScope(shield=True):
             if self._closing:
@@ -481,21 +545,27 @@ class HelperPool:
             finally:
                 self._closed_event.set()
 
+    @enable_ki_protection
     async def _close(self) -> None:
         self._closing = True
         for waiter in self._waiters:
             waiter.event.set()  # each finds no slot and raises PoolClosed
-        timeouts = self.config.timeouts
-        if self._jobs:
-            self._no_jobs = trio.Event()
-            for job in self._jobs.values():
-                self._cancel(job)
-            with trio.move_on_after(timeouts.ladder + timeouts.shutdown + 1.0):
-                await self._no_jobs.wait()
+        for job in (*self._jobs.values(), *self._slow):
+            self._cancel(job)
+        for scope in self._spawner.spawning:
+            scope.cancel()  # the spawn kills its helper (bounded by kill)
+        # Every helper at once: a busy one's job runs its ladder in its own task
+        # (cancelled just now); then it is shut down if it is still there.
         async with trio.open_nursery() as nursery:
             for slot in self._slots:
                 if slot.helper is not None and not slot.helper.exited:
-                    nursery.start_soon(slot.helper.shutdown)
+                    slot.helper.cancel()
+                    nursery.start_soon(self._close_helper, slot.helper)
+        if self._slow:
+            # Jobs still in their slow path (a spawn being killed): bounded by kill.
+            self._no_jobs = trio.Event()
+            with trio.move_on_after(self.config.timeouts.kill):
+                await self._no_jobs.wait()
         for slot in self._slots:
             if slot.helper is not None:
                 if not slot.helper.exited:  # pragma: no cover (an unkillable process)
@@ -504,61 +574,9 @@ class HelperPool:
         self._closed = True
         self._free.clear()
 
-
-@asynccontextmanager
-async def open_helper_pool(
-    spec: HelperSpec, config: PoolConfig | None = None, **fields: Any
-) -> AsyncIterator[HelperPool]:
-    """Open a pool of helper processes; close it on exit (design §3.1, §3.8).
-
-    Args:
-        spec: What each helper runs.
-        config: The pool's configuration; or give its fields as keywords instead
-            (``size=2, timeouts=HelperTimeouts(reply=5)``), not both.
-
-    Yields:
-        The :class:`HelperPool`.
-
-    Entering is a checkpoint; with ``eager`` (the default) it returns once every
-    helper is ready. Exiting is a checkpoint that runs shielded: it cancels running jobs
-    (design §3.5 ladder each), sends every helper a shutdown frame, waits up to
-    ``timeouts.shutdown`` seconds, escalates (SIGTERM, SIGKILL), and returns when every
-    helper is reaped, so no child and no zombie remains; it takes at most about
-    ``cancel_grace + terminate + kill + shutdown + 1`` plus ``shutdown + terminate +
-    kill`` seconds.
-
-    Raises:
-        HelperStartupError: (code ``helper_startup_failed``) an eager spawn failed
-            (the helpers already started are closed).
-        HelperExitedError: (code ``helper_exited``) an eager helper exited in startup.
-        ValueError: a configuration field is out of range.
-        TypeError: both ``config`` and keyword fields were given.
-    """
-    if config is None:
-        config = PoolConfig(**fields)
-    elif fields:
-        raise TypeError("give either config or its fields as keywords, not both")
-    try:
-        async with trio.open_nursery() as nursery:
-            pool = HelperPool(spec, config, nursery)
-            try:
-                if config.eager:
-                    await pool._spawn_all(list(pool._slots))
-                yield pool
-            finally:
-                await pool.aclose()
-    except BaseExceptionGroup as group:
-        # The nursery holds only watcher tasks, which never raise: a group carries the
-        # body's (or the spawn's) exception. Re-raise a lone one bare, so that
-        # ``except HelperStartupError`` around the ``async with`` works.
-        leaf = _sole_exception(group)
-        if leaf is None:
-            raise
-        raise leaf from None
-
-
-def _sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    leaf: BaseException = group
-    while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
-        leaf = leaf.exceptions[0]
-    return None if isinstance(leaf, BaseExceptionGroup) else leaf
+    @enable_ki_protection
+    async def _close_helper(self, helper: HelperProcess) -> None:
+        with trio.move_on_after(self.config.timeouts.close_bound):
+            await helper.wait_job_done()
+        if not helper.exited:
+            await helper.shutdown()

@@ -1,57 +1,85 @@
-"""The system *supervisor* actor: the helper pool behind a mailbox (design §3, intro).
+"""The helper-pool actor: the helper pool behind a mailbox (design §3, §1.7).
 
-Other actors talk to it only through its bounded mailbox. It owns one
-:class:`~actors._helpers._pool.HelperPool`, opened around the actor's whole life (so the pool is
-ready before ``nursery.start`` returns the ref, and closed, every helper reaped, before
-``run`` returns). Each :class:`RunJob` runs in its own task in the actor's nursery, so
-the mailbox stays responsive: a :class:`CancelJob` reaches the pool while the job runs
-and triggers the escalation ladder for that job only (design §3.5).
+Other actors talk to it through its bounded mailbox and through
+:class:`~actors._helpers._pool_handle.PoolHandle`. It owns one
+:class:`~actors._helpers._pool.HelperPool`, opened around the actor's whole life (so the
+pool is ready before ``nursery.start`` returns the ref, and closed, every helper reaped,
+before ``run`` returns). A :class:`RunJob` message runs in its own task in the actor's
+nursery, so the mailbox stays responsive: a :class:`CancelJob` reaches the pool while
+the job runs and triggers the escalation ladder for that job only (design §3.5).
 
-Callers normally use :class:`PoolHandle`::
+Callers normally use :class:`~actors._helpers._pool_handle.PoolHandle`, whose jobs run
+in the caller's own task (see there: the mailbox hop would cost more than a short job)::
 
     ref = await nursery.start(PoolActor(spec, PoolConfig(size=2)).run)
-    supervisor = PoolHandle(ref)
-    result = await supervisor.run_job("metadata", {"run_id": 3}, timeout=15)
+    pool = PoolHandle(ref)
+    result = await pool.run_job("metadata", {"run_id": 3}, timeout=15)
 
-Progress (``ctx.progress(fraction, note)`` in the helper) reaches the caller through a
-callback carried by the :class:`RunJob` message: the job's task in the supervisor's
-nursery calls it for each progress frame, so progress never passes through (or blocks)
-the mailbox. The callback is sync, runs on the event loop, and must not block; an
-exception from it is logged and ignored.
+**When the pool fails** (its restart intensity is exceeded, design §3.7),
+``on_failure`` decides:
+
+``"hold"`` (the default)
+    jobs fail with :class:`~actors.errors.PoolFailed` until :class:`RestartPool`;
+``"restart"``
+    the actor restarts the pool itself after a capped exponential backoff
+    (``recovery``); meanwhile jobs fail with the transient
+    :class:`~actors.errors.PoolRestarting`;
+``"escalate"``
+    the actor fails (``run`` raises ``PoolFailed``) so that its supervisor restarts it
+    with its own policy; this is what the runtime does (design §1.7).
+
+Whenever a helper incarnation that had been ready ends (but not at the close), and when
+the pool restarts, the actor awaits ``on_helper_exit`` (coalesced, in its nursery): the
+runtime passes one that tells the scheduler ``HelperRestarted`` (design §4.8).
 """
 
 from __future__ import annotations
 
-import contextlib
-import itertools
-from typing import TYPE_CHECKING, Any
+import logging
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from .._core._actor import Actor
+from .._core._backoff import Backoff, BackoffTracker
 from .._core._config import validate_count
-from ..errors import ActorError, ActorStopped, AskTimeout, InvalidCommand, MailboxFull, PoolBusy
-from ._pool import HelperPool, PoolConfig, PoolSnapshot, PoolStatistics, open_helper_pool
+from ..errors import ActorError, InvalidCommand, PoolBusy, PoolFailed
+from ._events import PoolEvents
+from ._pool_config import PoolConfig
+from ._pool_open import open_helper_pool
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable
+    from collections.abc import Awaitable, Callable, Hashable
 
     from .._core._ref import ActorRef, Reply
+    from ._pool import HelperPool
     from ._process import ProgressCallback
     from ._spec import HelperSpec
 
 __all__ = [
+    "ON_FAILURE",
     "CancelJob",
+    "GetLease",
+    "PoolLease",
     "GetSnapshot",
     "GetStatistics",
+    "PoolActor",
     "RestartPool",
     "RunJob",
-    "PoolActor",
-    "PoolHandle",
 ]
 
-_job_ids = itertools.count(1)
+#: Values of ``PoolActor(on_failure=...)``.
+ON_FAILURE: Final = ("hold", "restart", "escalate")
+#: Seconds ``on_helper_exit`` may take each time (trio clock).
+NOTIFY_TIMEOUT: Final = 5.0
+
+_log = logging.getLogger("actors.helpers")
+
+
+def _default_recovery() -> Backoff:
+    return Backoff(base=1.0, cap=30.0, reset_after=60.0)
 
 
 @attrs.frozen(kw_only=True)
@@ -59,7 +87,7 @@ class RunJob:
     """Ask: run one job on a helper; the answer is its result (design §3.4)."""
 
     job_id: Hashable
-    """Key for :class:`CancelJob`; unique among the supervisor's running jobs."""
+    """Key for :class:`CancelJob`; unique among the pool actor's running jobs."""
     operation: str = attrs.field(validator=attrs.validators.instance_of(str))
     """The handler's name."""
     payload: Any = None
@@ -70,6 +98,8 @@ class RunJob:
     """``on_progress(fraction, note)`` for the job's progress reports, or None. Called
     in the job's task in the pool actor's nursery (never in ``handle``): sync, must not
     block; an exception from it is logged and ignored (design §3.9)."""
+    stall: float | None = None
+    """Seconds the job may go without a progress report (design §3.12), or None."""
 
 
 @attrs.frozen(kw_only=True)
@@ -95,29 +125,91 @@ class RestartPool:
     """Ask: clear a failed pool and start fresh incarnations (design §3.7)."""
 
 
+@attrs.frozen(kw_only=True)
+class GetLease:
+    """Ask (in-process only): the actor's :class:`PoolLease`, for a handle's direct
+    job path."""
+
+
+class PoolLease:
+    """What a handle needs to run jobs on the pool actor's pool in its own task.
+
+    Made by the actor when its pool is open; one per actor incarnation. Every job, of
+    the mailbox or of a handle, counts in :attr:`in_flight` (bounded by ``max_jobs``).
+    """
+
+    __slots__ = ("escalates", "idle", "in_flight", "max_jobs", "pool", "ref")
+
+    def __init__(self, ref: ActorRef, pool: HelperPool, *, max_jobs: int, escalates: bool) -> None:
+        self.ref = ref
+        self.pool = pool
+        self.max_jobs = max_jobs
+        self.escalates = escalates
+        self.in_flight = 0
+        self.idle: trio.Event | None = None  # set when in_flight drops to 0, if waited on
+
+    def room(self) -> None:
+        """Raise ``PoolBusy`` (code ``pool_busy``) if ``max_jobs`` jobs are in flight."""
+        if self.in_flight >= self.max_jobs:
+            raise PoolBusy(f"{self.max_jobs} jobs are already in flight")
+
+    def ended(self) -> None:
+        """One job has ended."""
+        self.in_flight -= 1
+        if self.idle is not None and not self.in_flight:
+            self.idle.set()
+
+
 class PoolActor(Actor):
     """The system actor that supervises helper processes (design §3).
 
     Args:
         spec: What each helper runs.
         config: Pool size, timeouts and restart intensity (default :class:`PoolConfig`).
-        max_jobs: Most :class:`RunJob` tasks at once (running or waiting for a helper);
-            past it a ``RunJob`` fails at once with ``PoolBusy`` (code ``pool_busy``).
+        max_jobs: Most jobs at once (running or waiting for a helper, through the
+            mailbox or a handle); past it a job fails at once with ``PoolBusy`` (code
+            ``pool_busy``).
+        events: The event hub of its pools (design §3.10); give one to keep a
+            subscription across restarts of the actor. Default: a hub of its own.
+        on_failure: ``"hold"``, ``"restart"`` or ``"escalate"`` (see the module
+            docstring).
+        recovery: The backoff before each restart when ``on_failure="restart"``
+            (default: 1 s doubling to 30 s, reset after 60 quiet seconds).
+        on_helper_exit: Awaited (coalesced, at most :data:`NOTIFY_TIMEOUT` seconds
+            each time) after a ready helper incarnation ended or the pool restarted.
 
     Raises:
-        ValueError: ``max_jobs`` is not an int in ``[1, 4096]``.
+        ValueError: ``max_jobs`` is not an int in ``[1, 4096]``, or ``on_failure`` is
+            unknown.
     """
 
     name = "pool"
 
     def __init__(
-        self, spec: HelperSpec, config: PoolConfig | None = None, *, max_jobs: int = 64
+        self,
+        spec: HelperSpec,
+        config: PoolConfig | None = None,
+        *,
+        max_jobs: int = 64,
+        events: PoolEvents | None = None,
+        on_failure: str = "hold",
+        recovery: Backoff | None = None,
+        on_helper_exit: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
+        if on_failure not in ON_FAILURE:
+            raise ValueError(f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}")
         self.spec = spec
         self.config = PoolConfig() if config is None else config
         self.max_jobs = validate_count("max_jobs", max_jobs, minimum=1, maximum=4096)
+        self.events = events if events is not None else PoolEvents(spec.name)
+        self.on_failure = on_failure
+        self._tracker = BackoffTracker(recovery or _default_recovery())
+        self._notify = on_helper_exit
         self._pool: HelperPool | None = None
         self._running: set[Hashable] = set()
+        self._lease: PoolLease | None = None
+        self._exit_seen = trio.Event()
+        self._services: list[trio.CancelScope] = []  # the failure watch, the notifier
 
     async def run(
         self, *, task_status: trio.TaskStatus[ActorRef] = trio.TASK_STATUS_IGNORED
@@ -130,14 +222,41 @@ class PoolActor(Actor):
         Raises:
             HelperStartupError: (code ``helper_startup_failed``) an eager helper did
                 not start; ``HelperExitedError`` (code ``helper_exited``) likewise.
+            PoolFailed: (code ``pool_failed``) with ``on_failure="escalate"``: the
+                pool's restart intensity was exceeded.
             RuntimeError: this instance already ran.
         """
         if self._pool is not None:
             raise RuntimeError(f"actor {self.name!r} already ran; make a new instance")
-        async with open_helper_pool(self.spec, self.config) as pool:
+        async with open_helper_pool(self.spec, self.config, events=self.events) as pool:
+            pool.recovering = self.on_failure != "hold"
+            pool.on_helper_exit = self._helper_exited
             self._pool = pool
+            if self.events.pools_opened > 1:
+                self._exit_seen.set()  # a pool again: every old incarnation has ended
             await super().run(task_status=task_status)
 
+    async def on_start(self) -> None:
+        """Make the lease; start the failure watch and the notifier (§1.7, §4.8)."""
+        self._lease = PoolLease(
+            self.ref, self.pool, max_jobs=self.max_jobs, escalates=self.on_failure == "escalate"
+        )
+        if self.on_failure != "hold":
+            self.nursery.start_soon(self._service, self._watch_failure)
+        if self._notify is not None:
+            self.nursery.start_soon(self._service, self._notify_exits)
+
+    @enable_ki_protection
+    async def on_drained(self) -> None:
+        """Give jobs of the direct path the stop's grace too, then let the pool close."""
+        lease = self._lease
+        while lease is not None and lease.in_flight:
+            lease.idle = trio.Event()
+            await lease.idle.wait()
+        for scope in self._services:
+            scope.cancel()
+
+    @enable_ki_protection
     async def on_stop(self) -> None:
         """Close the pool before the actor reports stopped (design §3.8).
 
@@ -153,6 +272,11 @@ class PoolActor(Actor):
             raise RuntimeError("the pool actor is not running")
         return self._pool
 
+    def hurry(self) -> None:
+        """Skip every grace left (a second Ctrl-C, design §3.13); never waits."""
+        if self._pool is not None:
+            self._pool.hurry()
+
     async def handle(self, message: Any, reply: Reply) -> None:
         """Dispatch one message (see the message classes of this module).
 
@@ -167,8 +291,10 @@ class PoolActor(Actor):
                 raise InvalidCommand(
                     f"job id {message.job_id!r} is already running", fields=["job_id"]
                 )
-            if len(self._running) >= self.max_jobs:
-                raise PoolBusy(f"{self.max_jobs} jobs are already in flight")
+            lease = self._lease
+            assert lease is not None
+            lease.room()
+            lease.in_flight += 1
             self._running.add(message.job_id)
             self.nursery.start_soon(self._run_job, message, reply)
         elif isinstance(message, CancelJob):
@@ -179,11 +305,14 @@ class PoolActor(Actor):
             reply.send(pool.statistics())
         elif isinstance(message, RestartPool):
             self.nursery.start_soon(self._restart, reply)
+        elif isinstance(message, GetLease):
+            reply.send(self._lease)
         else:
             raise InvalidCommand(
                 f"the pool actor does not handle {type(message).__name__}", fields=["type"]
             )
 
+    @enable_ki_protection
     async def _run_job(self, message: RunJob, reply: Reply) -> None:
         try:
             result = await self.pool.run_job(
@@ -191,6 +320,7 @@ class PoolActor(Actor):
                 message.payload,
                 job_id=message.job_id,
                 on_progress=message.on_progress,
+                stall=message.stall,
             )
         except ActorError as exc:
             reply.fail(exc)
@@ -198,7 +328,10 @@ class PoolActor(Actor):
             reply.send(result)
         finally:
             self._running.discard(message.job_id)
+            assert self._lease is not None
+            self._lease.ended()
 
+    @enable_ki_protection
     async def _restart(self, reply: Reply) -> None:
         try:
             await self.pool.restart()
@@ -206,120 +339,65 @@ class PoolActor(Actor):
             reply.fail(exc)
         else:
             reply.send(None)
+            self._exit_seen.set()
 
+    def _helper_exited(self) -> None:
+        self._exit_seen.set()
 
-class _ProgressRelay:
-    """Forwards progress to the caller's callback while the caller still waits."""
+    async def _service(self, fn: Callable[[], Awaitable[None]]) -> None:
+        scope = trio.CancelScope()
+        self._services.append(scope)
+        with scope:
+            await fn()
 
-    __slots__ = ("callback", "live")
+    @enable_ki_protection
+    async def _watch_failure(self) -> None:
+        pool = self.pool
+        while True:
+            await pool.wait_failed()
+            if self.on_failure == "escalate":
+                # The actor fails; its supervisor restarts it (design §1.7).
+                raise PoolFailed(
+                    f"pool {self.spec.name!r} exceeded its restart intensity "
+                    f"({self.config.max_restarts} within {self.config.restart_period:g} s)",
+                    max_restarts=self.config.max_restarts,
+                    period=self.config.restart_period,
+                )
+            while True:
+                delay = self._tracker.next_delay(trio.current_time())
+                _log.warning(
+                    "pool %r failed: restarting it in %g s",
+                    self.spec.name,
+                    delay,
+                    extra={"pool": self.spec.name, "delay": delay},
+                )
+                await trio.sleep(delay)
+                try:
+                    await pool.restart()
+                except ActorError as exc:
+                    _log.warning(
+                        "pool %r: restart failed (%s); trying again",
+                        self.spec.name,
+                        exc,
+                        extra={"pool": self.spec.name, "code": exc.code},
+                    )
+                    continue
+                self._exit_seen.set()
+                break
 
-    def __init__(self, callback: ProgressCallback) -> None:
-        self.callback = callback
-        self.live = True
-
-    def __call__(self, fraction: float, note: str | None) -> None:
-        if self.live:
-            self.callback(fraction, note)
-
-
-class PoolHandle:
-    """A thin facade over the supervisor's :class:`~actors.ActorRef` (design §3).
-
-    Args:
-        ref: The ref returned by ``nursery.start(PoolActor(...).run)``.
-    """
-
-    def __init__(self, ref: ActorRef) -> None:
-        self.ref = ref
-
-    async def run_job(
-        self,
-        operation: str,
-        payload: Any = None,
-        *,
-        timeout: float,  # noqa: ASYNC109
-        on_progress: ProgressCallback | None = None,
-    ) -> Any:
-        """Run one job and return its result, within ``timeout`` seconds (trio clock).
-
-        If the caller is cancelled or the timeout passes, a :class:`CancelJob` is
-        try-sent so the job's escalation ladder runs (design §3.5); the late result is
-        dropped (ask fencing). If the mailbox is full at that moment the cancel is lost
-        and the job ends at its own reply deadline (design §3.6). To see the pool's own
-        ``ReplyTimeout`` rather than ``AskTimeout``, give a ``timeout`` above
-        ``timeouts.reply + timeouts.ladder``.
-
-        Args:
-            operation: The handler's name.
-            payload: JSON-compatible arguments.
-            timeout: Longest wait for the result, in seconds (trio clock).
-            on_progress: Optional ``on_progress(fraction, note)``: called for each
-                progress report of the job (``fraction`` a float in ``[0, 1]``, ``note``
-                a str or None), from the job's task in the pool actor's nursery. It is
-                sync and must not block; an exception from it is logged and ignored.
-                It is never called after this method has returned or raised.
-
-        Raises:
-            AskTimeout: (code ``ask_timeout``) no result within ``timeout``.
-            ValueError: ``timeout`` is invalid (design §1.6).
-            ActorStopped: (code ``actor_stopped``) the pool actor is stopped.
-            ActorError: whatever the job failed with, as in
-                :meth:`actors._helpers._pool.HelperPool.run_job` (``JobCancelled``,
-                ``ReplyTimeout``, ``ForcedTermination``, ``HelperExitedError``,
-                ``ProtocolViolation``, ``PoolFailed``, ``PoolBusy``, ...).
-        """
-        job_id = ("job", next(_job_ids))
-        relay = None if on_progress is None else _ProgressRelay(on_progress)
-        request = RunJob(job_id=job_id, operation=operation, payload=payload, on_progress=relay)
-        try:
-            return await self.ref.ask(request, timeout=timeout)
-        except (AskTimeout, trio.Cancelled):
-            self._cancel_nowait(job_id)
-            raise
-        finally:
-            if relay is not None:
-                relay.live = False
-
-    def _cancel_nowait(self, job_id: Hashable) -> None:
-        with contextlib.suppress(MailboxFull, ActorStopped):
-            self.ref.try_send(CancelJob(job_id=job_id))
-
-    async def cancel_job(self, job_id: Hashable, *, timeout: float = 5.0) -> bool:  # noqa: ASYNC109
-        """Cancel a job by id; True if it was running. ``timeout`` in seconds.
-
-        Raises:
-            AskTimeout: (code ``ask_timeout``) no answer within ``timeout``.
-            ActorStopped: (code ``actor_stopped``) the pool actor is stopped.
-        """
-        result: bool = await self.ref.ask(CancelJob(job_id=job_id), timeout=timeout)
-        return result
-
-    async def snapshot(self, *, timeout: float = 5.0) -> PoolSnapshot:  # noqa: ASYNC109
-        """Return the pool's liveness snapshot (design §3.8); ``timeout`` in seconds.
-
-        Raises:
-            AskTimeout: (code ``ask_timeout``) no answer within ``timeout``.
-            ActorStopped: (code ``actor_stopped``) the pool actor is stopped.
-        """
-        result: PoolSnapshot = await self.ref.ask(GetSnapshot(), timeout=timeout)
-        return result
-
-    async def statistics(self, *, timeout: float = 5.0) -> PoolStatistics:  # noqa: ASYNC109
-        """Return the pool's counters; ``timeout`` in seconds.
-
-        Raises:
-            AskTimeout: (code ``ask_timeout``) no answer within ``timeout``.
-            ActorStopped: (code ``actor_stopped``) the pool actor is stopped.
-        """
-        result: PoolStatistics = await self.ref.ask(GetStatistics(), timeout=timeout)
-        return result
-
-    async def restart(self, *, timeout: float = 30.0) -> None:  # noqa: ASYNC109
-        """Restart the pool (design §3.7); ``timeout`` in seconds.
-
-        Raises:
-            AskTimeout: (code ``ask_timeout``) not done within ``timeout``.
-            PoolClosed: (code ``pool_closed``) the pool is closing.
-            HelperStartupError: (code ``helper_startup_failed``) an eager respawn failed.
-        """
-        await self.ref.ask(RestartPool(), timeout=timeout)
+    @enable_ki_protection
+    async def _notify_exits(self) -> None:
+        assert self._notify is not None
+        while True:
+            await self._exit_seen.wait()
+            self._exit_seen = trio.Event()
+            with trio.move_on_after(NOTIFY_TIMEOUT):
+                try:
+                    await self._notify()
+                except ActorError as exc:
+                    _log.warning(
+                        "pool %r: telling of an ended helper failed: %s",
+                        self.spec.name,
+                        exc,
+                        extra={"pool": self.spec.name, "code": exc.code},
+                    )

@@ -1,61 +1,55 @@
 """One helper process incarnation, seen from the parent (design §3.2-3.8).
 
-A :class:`HelperProcess` spawns one child in its own session (so its process group can
-be signalled as a whole), performs the startup handshake, runs jobs one at a time, and
-stops the child through the escalation ladder of design §3.5:
-
-1. a cancel frame for the job's exact generation; a terminal reply within
-   ``cancel_grace`` ends the job cooperatively and the helper stays usable;
-2. otherwise SIGTERM to the process group, and up to ``terminate`` seconds to be reaped;
-3. otherwise SIGKILL to the process group, and up to ``kill`` seconds to be reaped;
-4. otherwise the incarnation is *quarantined*: no replacement may be spawned until a
-   watcher task finally reaps it.
-
-Every step is a ``move_on_after`` deadline; the steps that run while the caller is being
-cancelled are shielded, so the ladder always completes, and it is bounded by
-``cancel_grace + terminate + kill`` seconds. A watcher task (in the pool's nursery) waits
-for the process to exit, reaps it, and sweeps its process group with SIGKILL so no
-grandchild survives the helper.
+A :class:`HelperProcess` spawns one child in its own session, inside a process-tree
+containment (:mod:`actors._helpers._containment`: a cgroup, the ``/proc`` tree, or the
+process group), performs the startup handshake, runs jobs one at a time, and is stopped
+by its :class:`~actors._helpers._ladder.Ladder` (the escalation ladder of design §3.5).
+Its :class:`~actors._helpers._reaper.Reaper`, a task in the pool's nursery, reaps it and
+sweeps its tree, and its :class:`~actors._helpers._stderr.StderrTail` forwards its
+stderr to logging and keeps the tail for its errors. Every step is a
+:class:`~actors._helpers._events.PoolEvent` (design §3.10).
 
 While a job runs the helper may send ``progress`` frames before its reply; each is
 fenced like the reply (design §2.3: a progress frame of another session, generation or
-operation is a protocol violation and retires the helper by force) and handed to the
-job's ``on_progress`` callback, on the event loop, in the job's task.
+operation is a protocol violation and retires the helper by force), handed to the
+job's ``on_progress`` callback, on the event loop, in the job's task, and resets the
+job's optional ``stall`` timeout (design §3.12).
 
 How the child starts without trio, attrs or cattrs: see ``actors._helpers._spec.BOOTSTRAP``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import signal
-import subprocess
+import math
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from protocol.envelope import (
     MAX_GENERATION,
-    decode_fenced,
     decode_positional,
     encode_fields,
     encode_positional,
     new_session,
 )
-from protocol.framing import DEFAULT_MAX_REQUEST
 
 from .._core._lifecycle import HelperEvent, HelperState, new_helper_lifecycle
 from ..errors import (
+    ActorError,
     HelperExitedError,
-    HelperStartupError,
     ProtocolError,
     ProtocolViolation,
 )
+from ._containment import ProcessTree, available_mode
+from ._events import LOGGER, PoolEvents
+from ._ladder import Ladder
 from ._outcomes import answer_error, exited_error, stopped_error
 from ._pipe import HelperPipe, PipeGone
-from ._spec import MIN_FRAME_LIMIT, HelperSnapshot
+from ._reaper import Reaper
+from ._spec import HelperSnapshot
+from ._startup import Startup
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -63,6 +57,7 @@ if TYPE_CHECKING:
     from protocol.envelope import Envelope
 
     from ._spec import HelperSpec, HelperTimeouts
+    from ._stderr import StderrTail
 
     #: ``on_progress(fraction, note)``: a sync callable run on the event loop.
     ProgressCallback = Callable[[float, str | None], object]
@@ -70,7 +65,12 @@ if TYPE_CHECKING:
 __all__ = ["HelperProcess"]
 
 _JOB_KINDS: Final = ("reply", "progress")
-_log = logging.getLogger(__name__)
+_IDLE: Final = HelperState.IDLE
+_JOB_SENT: Final = HelperEvent.JOB_SENT
+_REPLIED: Final = HelperEvent.REPLIED
+_DEBUG: Final = logging.DEBUG
+_INF: Final = math.inf
+_checkpoint_if_cancelled: Final = trio.lowlevel.checkpoint_if_cancelled
 
 
 class HelperProcess:
@@ -84,8 +84,13 @@ class HelperProcess:
         spec: What to run.
         timeouts: Deadlines, seconds on trio's clock.
         incarnation: This process's number within its pool slot (1, 2, ...).
-        label: Name used in errors and snapshots.
-        on_exit: Called (synchronously, from the watcher task) once the process is reaped.
+        label: Name used in errors, snapshots, events and log records.
+        slot: The pool slot it serves (for events), or None.
+        events: Where its events go (default: a hub of its own, so only logging).
+        containment: ``cgroup``, ``tree`` or ``group`` (design §3.11); by default what
+            the spec's ``containment`` resolves to here.
+        replaces: True if it replaces an earlier incarnation of its slot (a restart).
+        on_exit: Called (synchronously, from the reaper task) once it has exited.
     """
 
     def __init__(
@@ -95,34 +100,53 @@ class HelperProcess:
         *,
         incarnation: int = 1,
         label: str | None = None,
+        slot: int | None = None,
+        events: PoolEvents | None = None,
+        containment: str | None = None,
+        replaces: bool = False,
         on_exit: Callable[[HelperProcess], None] | None = None,
     ) -> None:
         self.spec = spec
         self.timeouts = timeouts
         self.incarnation = incarnation
         self.label = label or f"{spec.name}.{incarnation}"
+        self.slot = slot
         self.session = new_session()
+        self._max_request = spec.max_request
         #: The *ready* frame's payload (pid, handlers, heavy_modules, info), once ready.
         self.ready: Any = None
         self.jobs_run = 0
         #: The last ladder step a stopped job needed: ``cooperative``, ``exited``,
-        #: ``sigterm``, ``sigkill`` or ``quarantined`` (None if no job was stopped).
+        #: ``sigterm``, ``sigkill``, ``quarantined`` or ``signal_failed`` (None if no
+        #: job was stopped).
         self.last_escalation: str | None = None
+        self._events = events if events is not None else PoolEvents(spec.name)
+        self._replaces = replaces
         self._on_exit = on_exit
         self._machine = new_helper_lifecycle(self.label)
+        self.idle = False
+        """True exactly while the state is ``IDLE`` (read on the job path, where a
+        property costs too much); kept by :meth:`_advance`."""
         self._process: trio.Process | None = None
         self._pipe: HelperPipe | None = None
+        self._stderr: StderrTail | None = None
+        mode = containment or available_mode(spec.containment)
+        self._tree = ProcessTree(mode, self.session)
+        self._ladder = Ladder(self)
+        self._reaper = Reaper(self)
         self._generation = 0
         self._active: tuple[int, str] | None = None
-        # The active job's scope (its deadline is the reply timeout) and whether
-        # :meth:`cancel` (rather than the deadline) cancelled it.
+        # The active job's scope (its deadline: the earliest of the reply timeout, the
+        # caller's deadline and the stall timeout) and whether :meth:`cancel` (rather
+        # than a deadline) cancelled it.
         self._job_scope: trio.CancelScope | None = None
         self._cancel_requested = False
+        self._reply_at = self._deadline_at = self._stall_at = _INF
+        self._stall: float | None = None
+        self._job_done: trio.Event | None = None
+        self._stopping = False
         self._exited = trio.Event()
         self._returncode: int | None = None
-        # Shielded so that outside cancellation cannot stop the reaping; only
-        # :meth:`abandon` cancels it (a quarantined process we finally give up on).
-        self._watch_scope = trio.CancelScope(shield=True)
 
     # --- properties -----------------------------------------------------------------
 
@@ -133,17 +157,29 @@ class HelperProcess:
 
     @property
     def pid(self) -> int | None:
-        """The child's pid (also its process group id), or None before the spawn."""
+        """The child's pid (also its process group and session id), or None before the
+        spawn."""
         return None if self._process is None else self._process.pid
 
     @property
+    def containment(self) -> str:
+        """How its process tree is held: ``cgroup``, ``tree`` or ``group`` (§3.11)."""
+        return self._tree.mode
+
+    @property
     def exited(self) -> bool:
-        """True once the process is reaped."""
+        """True once the process is reaped and nothing of its tree is left (§3.11)."""
         return self._exited.is_set()
 
     @property
+    def escaped(self) -> list[int]:
+        """Pids of its tree that outlived the sweep after its exit (design §3.11)."""
+        return self._reaper.escaped
+
+    @property
     def quarantined(self) -> bool:
-        """True if the kill timeout passed and the process is still not reaped."""
+        """True while it cannot be replaced: not reaped within the kill timeout, a
+        signal could not be delivered, or part of its tree outlived the sweep."""
         return self._machine.state is HelperState.QUARANTINED
 
     @property
@@ -154,9 +190,13 @@ class HelperProcess:
     @property
     def usable(self) -> bool:
         """True if the helper is ready for a job."""
-        return self._machine.state is HelperState.IDLE and not (
-            self._pipe is not None and self._pipe.send_broken
-        )
+        return self.idle and not (self._pipe is not None and self._pipe.send_broken)
+
+    def _advance(self, event: HelperEvent) -> HelperState:
+        """Apply ``event`` to the lifecycle (design §3) and keep :attr:`idle` true to it."""
+        state = self._machine.process_event(event)
+        self.idle = state is _IDLE
+        return state
 
     def snapshot(self) -> HelperSnapshot:
         """Return this incarnation's liveness without waiting (design §3.8)."""
@@ -177,114 +217,57 @@ class HelperProcess:
             ready=self.ready,
         )
 
+    def _emit(self, kind: str, text: str, *, level: int | None = None, **details: Any) -> None:
+        pid = self.pid
+        self._events.emit(
+            kind,
+            f"{self.label} (pid {pid}): {text}",
+            level=level,
+            slot=self.slot,
+            helper=self.label,
+            incarnation=self.incarnation,
+            pid=pid,
+            **details,
+        )
+
     # --- start ----------------------------------------------------------------------
 
+    @enable_ki_protection
     async def start(self, nursery: trio.Nursery) -> None:
         """Spawn the child and wait for *ready* (design §3.3).
 
-        The child starts in a new session; a watcher task that reaps it is started in
-        ``nursery``. Cancellation kills the child (shielded, bounded by ``kill``).
+        The child starts in a new session, inside its containment; a reaper task and a
+        stderr reader are started in ``nursery``. Cancellation kills the child
+        (shielded, bounded by ``kill``).
 
         Args:
-            nursery: Where the watcher task runs; it must outlive this helper.
+            nursery: Where the reaper and the stderr reader run; it must outlive this
+                helper.
 
         Raises:
             HelperStartupError: (code ``helper_startup_failed``) the program could not
                 be executed, no *ready* came within ``timeouts.startup`` seconds, the
-                *ready* frame was wrong, or the entry's ``on_startup`` failed (then
-                ``details["record"]`` has its error record). The child was killed.
+                first frame was not a good *ready*, or the entry's ``on_startup``
+                failed (then ``details["record"]`` has its error record). The child
+                was killed. ``details["reason"]`` says which.
             HelperExitedError: (code ``helper_exited``) the child exited during
-                startup; ``details`` has ``exit_code`` and ``signal``.
+                startup; ``details`` has ``exit_code``, ``signal`` and ``stderr`` (the
+                last 4 KiB it wrote).
         """
-        try:
-            # The child reads its startup frame under the default request limit.
-            frame = self._encode(
-                "startup",
-                0,
-                "startup",
-                DEFAULT_MAX_REQUEST,
-                payload={
-                    "options": self.spec.options,
-                    "fault": self.spec.fault,
-                    "max_request": self.spec.max_request,
-                    "max_reply": self.spec.max_reply,
-                },
-            )
-        except ProtocolError as exc:
-            self._machine.process_event(HelperEvent.REAPED)
-            self._exited.set()
-            raise HelperStartupError(
-                f"{self.label}: startup options do not fit a frame: {exc.message}",
-                reason=exc.code,
-            ) from None
-        env = None if self.spec.env is None else {**os.environ, **self.spec.env}
-        try:
-            self._process = await trio.lowlevel.open_process(
-                self.spec.command(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env=env,
-                cwd=self.spec.cwd,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            self._machine.process_event(HelperEvent.REAPED)
-            self._exited.set()
-            raise HelperStartupError(f"{self.label}: could not start: {exc}") from None
-        stdin, stdout = self._process.stdin, self._process.stdout
-        assert isinstance(stdin, trio.lowlevel.FdStream)
-        assert isinstance(stdout, trio.lowlevel.FdStream)
-        self._pipe = HelperPipe(stdin, stdout, max_reply=self.spec.max_reply)
-        nursery.start_soon(self._watch)
-        done = False
-        try:
-            await self._handshake(frame)
-            done = True
-        finally:
-            if not done and not self.exited:
-                with trio.CancelScope(shield=True):
-                    await self._escalate(sigterm_first=False)
-
-    async def _handshake(self, frame: bytes) -> None:
-        try:
-            with trio.move_on_after(self.timeouts.startup) as deadline:
-                await self._send(frame)
-                ready = decode_fenced(
-                    await self._receive(),
-                    session=self.session,
-                    kinds=("ready",),
-                    generation=0,
-                    operation="startup",
-                )
-        except PipeGone:
-            await self._wait_exit_after_eof()
-            raise self._exited_error("exited during startup") from None
-        except ProtocolError as exc:  # malformed, or a ProtocolViolation of the fence
-            raise HelperStartupError(
-                f"{self.label}: bad ready frame: {exc.message}", reason=exc.code
-            ) from None
-        if deadline.cancelled_caught:
-            raise HelperStartupError(
-                f"{self.label}: no ready frame within {self.timeouts.startup:g} s",
-                reason="startup_timeout",
-            )
-        payload = ready.payload if isinstance(ready.payload, dict) else {}
-        if ready.status != "ok":
-            assert ready.error is not None
-            raise HelperStartupError(
-                f"{self.label}: on_startup failed: {ready.error['message']}",
-                reason="on_startup_failed",
-                record=ready.error,
-            )
-        self.ready = payload
-        self._machine.process_event(HelperEvent.READY)
+        await Startup(self).run(nursery)
 
     # --- jobs -----------------------------------------------------------------------
 
+    @enable_ki_protection
     async def run_job(
-        self, operation: str, payload: Any = None, *, on_progress: ProgressCallback | None = None
+        self,
+        operation: str,
+        payload: Any = None,
+        on_progress: ProgressCallback | None = None,
+        deadline: float = _INF,
+        stall: float | None = None,
     ) -> Any:
-        """Run one job on this helper and return its result (design §3.4-3.6).
+        """Run one job on this helper and return its result (design §3.4-3.6, §3.12).
 
         Args:
             operation: The handler's name, 1..128 characters.
@@ -293,6 +276,10 @@ class HelperProcess:
                 frame of this job (``fraction`` in ``[0, 1]``, ``note`` a str or None),
                 synchronously on the event loop while the job runs; it must not block.
                 An exception from it is logged and ignored (the job goes on).
+            deadline: The caller's absolute deadline, seconds on trio's clock (none by
+                default): past it the job is stopped like a cancelled one.
+            stall: Seconds the job may go without a progress report (none by default);
+                past it the job is stopped (design §3.12).
 
         Returns:
             The handler's JSON result.
@@ -313,9 +300,16 @@ class HelperProcess:
             ReplyTimeout: (code ``reply_timeout``) no reply within ``timeouts.reply``
                 seconds; the helper was stopped (cooperatively or by SIGTERM) and
                 retired. A later reply is never accepted.
+            JobStalled: (code ``stalled``) no progress report within ``stall`` seconds;
+                the helper was stopped through the ladder.
+            DeadlineExceeded: (code ``deadline_exceeded``) ``deadline`` passed; the
+                helper was stopped through the ladder.
             ForcedTermination: (code ``forced_termination``) as ``ReplyTimeout`` or
                 ``JobCancelled``, but SIGKILL was needed (``details["escalation"]`` is
                 ``sigkill`` or ``quarantined``).
+            SignalFailed: (code ``signal_failed``) a signal of the ladder could not be
+                delivered; ``details`` has ``pid``, ``signal``, ``errno``; the helper is
+                quarantined until it is gone.
             ProtocolViolation: (code ``protocol_violation``) the reply or a progress
                 frame was malformed or failed the envelope checks (design §2.3); the
                 helper was killed.
@@ -325,41 +319,58 @@ class HelperProcess:
             ProtocolError: (code ``protocol_error``) ``payload`` is not
                 JSON-compatible; nothing was sent.
             HelperExitedError: (code ``helper_exited``) the helper exited or closed its
-                pipe; ``details`` has ``exit_code`` and ``signal``.
+                pipe; ``details`` has ``exit_code``, ``signal`` and ``escaped``.
             ValueError: ``operation`` is not a str of 1..128 characters; nothing was sent.
         """
-        if not self.usable:
+        pipe = self._pipe
+        # Idle implies a pipe that carries whole frames: a job whose frame a cancel
+        # cut in two ended by force (design §3.5), never back in IDLE.
+        if not self.idle:
             raise RuntimeError(f"{self.label} is {self.state.value}, not ready for a job")
+        assert pipe is not None  # idle: started
         # A cancel point (cancelled here: the job was never sent). The schedule point
         # comes with the reply: the wait for it, or a shielded checkpoint when it is
         # already there. No extra pass of the run loop per job.
-        await trio.lowlevel.checkpoint_if_cancelled()
+        await _checkpoint_if_cancelled()
         generation = self._generation + 1
         if generation > MAX_GENERATION:  # pragma: no cover (2**53 jobs)
             raise RuntimeError(f"{self.label}: generations exhausted")
         frame = encode_positional(
-            "job", self.session, generation, operation, None, payload, None, self.spec.max_request
+            "job", self.session, generation, operation, None, payload, None, self._max_request
         )
-        deadline = trio.current_time() + self.timeouts.reply
         self._generation = generation
         self._active = (generation, operation)
-        self._machine.process_event(HelperEvent.JOB_SENT)
+        machine = self._machine
+        machine.process_event(_JOB_SENT)  # BUSY (what _advance does, inlined)
+        self.idle = False
         self.jobs_run += 1
         self.last_escalation = None
         self._cancel_requested = False
-        pipe = self._pipe
-        assert pipe is not None
+        self._stall = stall
+        if self._events.jobs_watched or LOGGER.isEnabledFor(_DEBUG):
+            self._emit("job_started", f"job {generation} ({operation})", generation=generation)
         try:
-            # No checkpoint before the write: once JOB_SENT, the frame is out.
+            # No checkpoint before the write: once JOB_SENT, the frame is out. A helper
+            # on this CPU may have answered already: then nothing waits, so no deadline
+            # applies (and no cancel scope is needed).
             written = pipe.write_nowait(frame)
-            reply = None
-            if written == len(frame):
-                # A helper on this CPU may have answered already: then nothing waits,
-                # so no deadline applies (and no cancel scope is needed).
-                reply = self._reply_nowait(generation, operation, on_progress)
+            reply = (
+                self._reply_nowait(generation, operation, on_progress)
+                if written == len(frame)
+                else None
+            )
             if reply is None:
                 # design §3.6: every wait for the reply is inside the deadline's scope.
-                scope = self._job_scope = trio.CancelScope(deadline=deadline)
+                now = trio.current_time()
+                self._reply_at = reply_at = now + self.timeouts.reply
+                self._deadline_at = deadline
+                limit = reply_at if reply_at < deadline else deadline
+                if stall is None:
+                    self._stall_at = _INF
+                else:
+                    self._stall_at = stall_at = now + stall
+                    limit = stall_at if stall_at < limit else limit
+                scope = self._job_scope = trio.CancelScope(deadline=limit)
                 if self._cancel_requested:  # cancel() came from an early progress report
                     scope.cancel()
                 with scope:
@@ -376,27 +387,20 @@ class HelperProcess:
                 if self._cancel_requested:
                     # cancel() said True (from a progress report, or another task at
                     # the schedule point): keep its word, as the waiting path does.
-                    self._machine.process_event(HelperEvent.REPLIED)
+                    self._advance(HelperEvent.REPLIED)
                     self.last_escalation = "cooperative"
-                    raise stopped_error(
-                        self.label,
-                        generation,
-                        operation,
-                        escalation="cooperative",
-                        cancelled=True,
-                        reply_timeout=self.timeouts.reply,
-                    )
-        except trio.Cancelled:
+                    raise self._stopped_error(generation, operation, "cooperative", "cancelled")
+        except (trio.Cancelled, KeyboardInterrupt):  # Ctrl-C in the task that waits
             with trio.CancelScope(shield=True):
-                await self._stop_job(parent_timeout=False)
+                await self._ladder.stop_job(parent_timeout=False, reason="caller_cancelled")
             raise
         except PipeGone:
             with trio.CancelScope(shield=True):
-                await self._wait_exit_after_eof()
+                await self._ladder.wait_exit_after_eof()
             raise self._exited_error(f"exited during job {generation} ({operation})") from None
         except ProtocolError as exc:
             with trio.CancelScope(shield=True):
-                await self._escalate(sigterm_first=False)
+                await self._ladder.escalate(sigterm_first=False)
             if isinstance(exc, ProtocolViolation) or exc.code == "frame_too_large":
                 raise
             raise ProtocolViolation(
@@ -404,13 +408,14 @@ class HelperProcess:
                 **exc.details,
             ) from None
         finally:
-            self._active = None
-            self._job_scope = None
-        assert reply is not None  # else the scope caught a cancel and _job_stopped raised
-        self._machine.process_event(HelperEvent.REPLIED)
-        if reply.status == "ok":
-            return reply.payload
-        raise answer_error(self.label, reply)
+            self._active = self._job_scope = None
+            if self._job_done is not None:
+                self._job_done.set()
+        # (reply is set: else the scope caught a cancel and _job_stopped raised)
+        self.idle = machine.process_event(_REPLIED) is _IDLE
+        if reply.status == "ok":  # type: ignore[union-attr]
+            return reply.payload  # type: ignore[union-attr]
+        raise answer_error(self.label, reply)  # type: ignore[arg-type]
 
     def cancel(self) -> bool:
         """Cancel the running job; never waits (design §3.5).
@@ -424,7 +429,7 @@ class HelperProcess:
         scope = self._job_scope
         if self._active is None or self._cancel_requested:
             return False
-        if scope is not None and scope.cancel_called:  # the reply deadline already fired
+        if scope is not None and scope.cancel_called:  # a deadline already fired
             return False
         self._cancel_requested = True
         if scope is not None:
@@ -433,20 +438,50 @@ class HelperProcess:
         # after a reply already there): run_job sees the flag there.
         return True
 
+    @enable_ki_protection
+    async def wait_job_done(self) -> None:
+        """Wait until no job runs on this helper (its ladder included)."""
+        while self._active is not None:
+            self._job_done = trio.Event()
+            await self._job_done.wait()
+        await trio.lowlevel.checkpoint()
+
+    @enable_ki_protection
     async def _job_stopped(self, generation: int, operation: str) -> NoReturn:
         """The job's scope was cancelled: run the ladder, raise what ended the job."""
-        cancelled = self._cancel_requested
+        if self._cancel_requested:
+            cause = "cancelled"
+        else:
+            # The scope's deadline was the earliest of the three: which one was it?
+            fired = min(self._reply_at, self._deadline_at, self._stall_at)
+            if fired == self._stall_at and self._stall is not None:
+                cause = "stalled"
+            elif fired == self._deadline_at and self._deadline_at < self._reply_at:
+                cause = "deadline"
+            else:
+                cause = "reply_timeout"
         with trio.CancelScope(shield=True):
-            escalation = await self._stop_job(parent_timeout=not cancelled)
-        raise stopped_error(
+            escalation = await self._ladder.stop_job(
+                parent_timeout=cause == "reply_timeout", reason=cause
+            )
+        raise self._stopped_error(generation, operation, escalation, cause)
+
+    def _stopped_error(
+        self, generation: int, operation: str, escalation: str, cause: str
+    ) -> ActorError:
+        failure = self._ladder.signal_failure if escalation == "signal_failed" else None
+        return stopped_error(
             self.label,
             generation,
             operation,
             escalation=escalation,
-            cancelled=cancelled,
+            cause=cause,
             reply_timeout=self.timeouts.reply,
+            stall=self._stall,
+            signal_failure=failure,
         )
 
+    @enable_ki_protection
     async def _receive_reply(
         self,
         generation: int,
@@ -465,125 +500,62 @@ class HelperProcess:
         while True:
             body = await self._pipe.receive(known_empty=known_empty)
             known_empty = False
-            reply = self._take(body, generation, operation, on_progress)
-            if reply is not None:
-                return reply
+            env = decode_positional(body, self.session, _JOB_KINDS, generation, operation)
+            if env.kind == "reply":
+                return env
+            self._progress(env, on_progress)
 
     def _reply_nowait(
         self, generation: int, operation: str, on_progress: ProgressCallback | None
     ) -> Envelope | None:
         """The job's reply if it is already here (fenced; progress handed on), else None."""
-        assert self._pipe is not None
-        while (body := self._pipe.receive_nowait()) is not None:
-            reply = self._take(body, generation, operation, on_progress)
-            if reply is not None:
-                return reply
+        receive = self._pipe.receive_nowait  # type: ignore[union-attr]  # a job runs: set
+        session = self.session
+        while (body := receive()) is not None:
+            env = decode_positional(body, session, _JOB_KINDS, generation, operation)
+            if env.kind == "reply":
+                return env
+            self._progress(env, on_progress)
         return None
 
-    def _take(
-        self, body: bytes, generation: int, operation: str, on_progress: ProgressCallback | None
-    ) -> Envelope | None:
-        """Fence one frame of the job; return it if it is the reply, else hand its
-        progress to ``on_progress`` (an exception from which is logged and ignored)."""
-        env = decode_positional(body, self.session, _JOB_KINDS, generation, operation)
-        if env.kind == "reply":
-            return env
+    def _progress(self, env: Envelope, on_progress: ProgressCallback | None) -> None:
+        """A progress frame: push the stall deadline back (design §3.12), then hand it
+        to ``on_progress`` (an exception from which is logged and ignored)."""
+        if self._stall is not None:
+            self._stall_at = trio.current_time() + self._stall
+            scope = self._job_scope
+            if scope is not None and not scope.cancel_called:
+                scope.deadline = min(self._reply_at, self._deadline_at, self._stall_at)
         if on_progress is not None:
             try:
                 on_progress(env.payload["fraction"], env.payload.get("note"))
             except Exception:
-                _log.exception("%s: on_progress raised; ignored", self.label)
-        return None
-
-    async def _stop_job(self, *, parent_timeout: bool) -> str:
-        """Run the ladder of design §3.5 for the active job; return the last step used.
-
-        Never raises (but ``InvalidTransition`` on a bug); must run shielded.
-        """
-        assert self._active is not None
-        generation, operation = self._active
-        escalation = "cooperative"
-        if self._pipe is not None and self._pipe.send_broken:
-            escalation = await self._escalate(sigterm_first=True)
-        else:
-            self._machine.process_event(HelperEvent.CANCEL_SENT)
-            cancel = self._encode("cancel", generation, operation, MIN_FRAME_LIMIT)
-            try:
-                with trio.move_on_after(self.timeouts.cancel_grace) as grace:
-                    await self._send(cancel)
-                    await self._receive_reply(generation, operation, None)
-                    self._machine.process_event(HelperEvent.REPLIED)
-                if grace.cancelled_caught:
-                    escalation = await self._escalate(sigterm_first=True)
-            except PipeGone:
-                await self._wait_exit_after_eof()
-                escalation = "exited"
-            except ProtocolError:
-                escalation = await self._escalate(sigterm_first=False)
-        if escalation == "cooperative" and parent_timeout:
-            # design §3.6: a helper that missed the reply deadline is retired.
-            await self.shutdown()
-        self.last_escalation = escalation
-        return escalation
+                LOGGER.exception("%s: on_progress raised; ignored", self.label)
 
     # --- stopping -------------------------------------------------------------------
 
+    @enable_ki_protection
     async def shutdown(self) -> str:
         """Stop the helper politely, escalating if needed (design §3.8); never raises.
 
-        Sends a shutdown frame and waits up to ``timeouts.shutdown`` seconds for the
-        exit, then SIGTERM / SIGKILL as in design §3.5. Bounded by
-        ``shutdown + terminate + kill`` seconds; shield it if it runs during
-        cancellation.
+        See :meth:`actors._helpers._ladder.Ladder.shutdown`: bounded by ``shutdown +
+        terminate + kill`` seconds; shield it if it runs during cancellation.
 
         Returns:
-            ``"exited"`` (already gone), ``"shutdown"``, ``"sigterm"``, ``"sigkill"`` or
-            ``"quarantined"``.
+            ``"exited"``, ``"shutdown"``, ``"sigterm"``, ``"sigkill"``,
+            ``"quarantined"`` or ``"signal_failed"``.
         """
-        if self._process is None or self.exited:
-            return "exited"
-        if self.usable:
-            self._machine.process_event(HelperEvent.SHUTDOWN_SENT)
-            with trio.move_on_after(self.timeouts.shutdown):
-                with contextlib.suppress(PipeGone):
-                    await self._send(
-                        self._encode("shutdown", self._generation, "shutdown", MIN_FRAME_LIMIT)
-                    )
-                await self._exited.wait()
-            if self.exited:
-                return "shutdown"
-        return await self._escalate(sigterm_first=self.state is not HelperState.QUARANTINED)
+        self._stopping = True
+        return await self._ladder.shutdown()
 
-    async def _wait_exit_after_eof(self) -> None:
-        """The pipe ended: give the process ``terminate`` seconds to exit, then escalate."""
-        with trio.move_on_after(self.timeouts.terminate):
-            await self._exited.wait()
-        if not self.exited:
-            await self._escalate(sigterm_first=True)
-
-    async def _escalate(self, *, sigterm_first: bool) -> str:
-        """SIGTERM → terminate timeout → SIGKILL → kill timeout → quarantine (§3.5)."""
-        if self.exited:
-            return "exited"
-        if sigterm_first:
-            self._signal_group(signal.SIGTERM)
-            self._machine.process_event(HelperEvent.SIGTERM_SENT)
-            with trio.move_on_after(self.timeouts.terminate):
-                await self._exited.wait()
-            if self.exited:
-                return "sigterm"
-        self._signal_group(signal.SIGKILL)
-        self._machine.process_event(HelperEvent.SIGKILL_SENT)
-        with trio.move_on_after(self.timeouts.kill):
-            await self._exited.wait()
-        if self.exited:
-            return "sigkill"
-        self._machine.process_event(HelperEvent.KILL_TIMED_OUT)
-        return "quarantined"
+    def hurry(self) -> None:
+        """Skip every grace left: SIGKILL the whole tree now (design §3.13)."""
+        self._stopping = True
+        self._ladder.hurry()
 
     def abandon(self) -> None:
         """Stop waiting to reap a quarantined process (the pool's close gives up)."""
-        self._watch_scope.cancel()
+        self._reaper.abandon()
 
     def discard(self) -> None:
         """Close the parent's ends of the pipes; call once the helper is of no use."""
@@ -592,28 +564,8 @@ class HelperProcess:
                 if stream is not None:
                     # On POSIX these are trio FdStreams, whose close() is sync.
                     stream.close()  # type: ignore[union-attr]
-
-    def _signal_group(self, sig: signal.Signals) -> None:
-        if self._process is None or self.exited:
-            return
-        _killpg(self._process.pid, sig)
-
-    async def _watch(self) -> None:
-        """Wait for the process to exit, reap it, sweep its group (runs in the nursery)."""
-        assert self._process is not None
-        with self._watch_scope:
-            await self._process.wait()
-        if self._watch_scope.cancelled_caught:
-            return
-        self._returncode = self._process.returncode
-        # The leader is reaped; anything left in its group (a grandchild that ignored
-        # SIGTERM, or that the helper never stopped) goes now. The group id cannot have
-        # been reused while members remain.
-        _killpg(self._process.pid, signal.SIGKILL)
-        self._machine.process_event(HelperEvent.REAPED)
-        self._exited.set()
-        if self._on_exit is not None:
-            self._on_exit(self)
+        if self._stderr is not None:
+            self._stderr.close()
 
     # --- I/O ------------------------------------------------------------------------
 
@@ -637,14 +589,11 @@ class HelperProcess:
         assert self._pipe is not None
         return await self._pipe.receive()
 
-    def _exited_error(self, what: str) -> HelperExitedError:
-        return exited_error(f"{self.label}: {what}", self._returncode, self.state.value)
+    def _exited_error(self, what: str, *, tail: bool = False) -> HelperExitedError:
+        # ``tail``: with the last 4 KiB of its stderr (it died before ready, §3.3).
+        stderr = self._stderr.tail() if tail and self._stderr is not None else None
+        state, escaped = self.state.value, self._reaper.escaped
+        return exited_error(f"{self.label}: {what}", self._returncode, state, stderr, escaped)
 
     def __repr__(self) -> str:
         return f"<HelperProcess {self.label} pid={self.pid} {self.state.value}>"
-
-
-def _killpg(pgid: int, sig: signal.Signals) -> None:
-    """Signal a process group; a group that no longer exists is not an error."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)

@@ -18,6 +18,7 @@ from protocol.framing import DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST, MAX_FRAME_L
 
 from .._core._config import duration_field
 from ..helper import FAULT_MODES
+from ._containment import CONTAINMENT_MODES
 
 __all__ = ["BOOTSTRAP", "HelperSnapshot", "HelperSpec", "HelperTimeouts"]
 
@@ -129,6 +130,21 @@ class HelperTimeouts:
         """Longest a cancelled job's escalation can take: grace + terminate + kill."""
         return self.cancel_grace + self.terminate + self.kill
 
+    @property
+    def shutdown_bound(self) -> float:
+        """Longest a helper's shutdown can take: shutdown + terminate + kill (§3.8)."""
+        return self.shutdown + self.terminate + self.kill
+
+    @property
+    def close_bound(self) -> float:
+        """Longest a pool's close can take (design §3.13), in seconds.
+
+        ``cancel_grace + shutdown + terminate + kill``: every helper at once, a busy
+        one first through its job's ladder (whose cooperative end leaves it to the
+        shutdown), then through its shutdown.
+        """
+        return self.cancel_grace + self.shutdown + self.terminate + self.kill
+
 
 @attrs.frozen(kw_only=True)
 class HelperSpec:
@@ -142,7 +158,7 @@ class HelperSpec:
     Raises:
         ValueError: neither or both of ``entry``/``argv``; a malformed ``entry``;
             ``options`` not JSON-compatible; an unknown ``fault``; a limit outside
-            ``[4096, 2**32-1]`` bytes.
+            ``[4096, 2**32-1]`` bytes; an unknown ``containment``.
     """
 
     entry: str | None = attrs.field(default=None, validator=_check_entry)
@@ -165,6 +181,11 @@ class HelperSpec:
     """Largest job frame payload, in bytes (design §2.2)."""
     max_reply: int = attrs.field(default=DEFAULT_MAX_REPLY, validator=_check_limit)
     """Largest reply frame payload, in bytes (design §2.2)."""
+    containment: str = attrs.field(
+        default="auto", validator=attrs.validators.in_(CONTAINMENT_MODES)
+    )
+    """How the helper's process tree is held (design §3.11): ``auto`` (the strongest
+    this platform allows), ``cgroup``, ``tree`` or ``group``."""
 
     def __attrs_post_init__(self) -> None:
         if (self.entry is None) == (self.argv is None):

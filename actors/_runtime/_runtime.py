@@ -1,11 +1,16 @@
-"""``open_runtime``: the four system actors in one nursery (design §1.1).
+"""``open_runtime``: the four system actors as a supervision tree (design §1.1, §1.7).
 
 The runtime starts, in this order, the **event log** (§6), the **pool actor** with its
-helper pool (§3), the **renderer** (§5) and the **scheduler** (§4), each as an actor task
-in one nursery that the ``async with`` block owns. They talk only through their bounded
-mailboxes; the :class:`Runtime` object holds the handles. Leaving the block stops them
-in reverse order, each within its shutdown grace, and the nursery does not exit before
-every task has ended and every helper process is reaped (§3.8)::
+helper pool (§3), the **renderer** (§5) and the **scheduler** (§4), as children of the
+project's OTP :class:`~actors.Supervisor` (the tree and why it has that shape:
+:mod:`actors._runtime._tree`). They talk only through their mailboxes and the
+:class:`Runtime`'s handles, which follow each actor across its restarts. A helper pool
+that exceeds its restart intensity fails its actor, and the tree restarts it after a
+capped backoff; the pool actor then tells the scheduler ``HelperRestarted``. Every step
+of the pool and every decision of the tree is a log record and an event in the event
+log. Leaving the block stops the tree in reverse order within ``shutdown_grace``
+seconds; the nursery does not exit before every task has ended and every helper
+process (and its tree) is gone (§3.8, §3.11)::
 
     config = RuntimeConfig(
         helper=HelperSpec(entry="myapp.helper:main"),
@@ -17,34 +22,57 @@ every task has ended and every helper process is reaped (§3.8)::
         receipt = await runtime.eventlog.submit("preview", {"run_id": 1})
         async for notice in runtime.scheduler_events:
             ...
+
+**Shutdown bound** (design §3.13): leaving the block takes at most
+:attr:`RuntimeConfig.shutdown_bound` seconds, ``shutdown_grace + cancel_grace +
+shutdown + terminate + kill`` (the helper timeouts): the actors drain within the grace,
+and the pool's close, which runs shielded, may take its own bound after it. A Ctrl-C
+during that shutdown skips every grace that is left: the actors are cancelled and every
+helper tree gets SIGKILL, so the rest takes at most ``kill`` seconds; then
+``KeyboardInterrupt`` is raised. A ``KeyboardInterrupt`` leaves ``open_runtime`` bare,
+never in an exception group.
 """
 
 from __future__ import annotations
 
+import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
+from trio.lowlevel import enable_ki_protection
 
-from .._core._config import duration_field
+from .._core._backoff import Backoff
+from .._core._config import count_field, duration_field
+from .._core._supervisor import ChildSpec
 from .._eventlog._actor import EventLogActor, EventLogClient
 from .._eventlog._types import EventLogConfig, OperationSpec
+from .._helpers._events import POOL_EVENT_KINDS, PoolEvents, PoolEventStream
+from .._helpers._interrupt import second_interrupt, sole_exception
 from .._helpers._pool import PoolConfig
-from .._helpers._pool_actor import PoolActor, PoolHandle
+from .._helpers._pool_actor import PoolActor
+from .._helpers._pool_handle import PoolHandle
 from .._helpers._spec import HelperSpec
 from .._renderer._renderer import Renderer, RendererConfig, RenderFn
-from .._scheduler._actor import SchedulerActor
+from .._scheduler._actor import HelperRestarted, SchedulerActor
 from .._scheduler._state import RunInfo, SchedulerConfig
+from ._eventlog_sink import EventLogSink
+from ._tree import LiveChild, build_tree, route
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
     from .._core._ref import ActorRef
+    from .._core._supervisor import Supervisor, SupervisorEvent, SupervisorRef
     from .._eventlog._runs import Runner
     from .._scheduler._cache import PayloadCache
 
 __all__ = ["Runtime", "RuntimeConfig", "open_runtime"]
+
+_log = logging.getLogger("actors.runtime")
+#: Seconds (trio clock) the pool actor's notice to the scheduler may wait for room.
+_NOTICE_TIMEOUT = 2.0
 
 
 def _callable(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -52,13 +80,25 @@ def _callable(instance: object, attribute: attrs.Attribute[Any], value: object) 
         raise ValueError(f"{attribute.name} must be callable, got {value!r}")
 
 
+def _default_restart() -> Backoff:
+    return Backoff(base=1.0, cap=30.0, reset_after=60.0)
+
+
+def _kinds(value: Any) -> frozenset[str]:
+    kinds = frozenset(value)
+    unknown = kinds - POOL_EVENT_KINDS
+    if unknown:
+        raise ValueError(f"pool_events has unknown kinds {sorted(unknown)}")
+    return kinds
+
+
 @attrs.frozen(kw_only=True)
 class RuntimeConfig:
     """Everything :func:`open_runtime` needs; validated at construction (design §1.6).
 
     Raises:
-        ValueError: a duration or count is out of range, or a callable is not callable;
-            the message names the field.
+        ValueError: a duration or count is out of range, a callable is not callable,
+            or ``pool_events`` names an unknown kind; the message names the field.
     """
 
     helper: HelperSpec = attrs.field(validator=attrs.validators.instance_of(HelperSpec))
@@ -91,84 +131,266 @@ class RuntimeConfig:
     runners: Mapping[str, Runner] | None = None
     """Operations the event log runs itself (design §6.6), by name."""
     shutdown_grace: float = duration_field(5.0)
-    """Seconds each actor gets to drain when the runtime closes (trio clock)."""
-
-
-@attrs.define(eq=False)
-class Runtime:
-    """The handles of a running runtime; made by :func:`open_runtime` only."""
-
-    config: RuntimeConfig
-    nursery: trio.Nursery
-    """The runtime's nursery: an embedder may start its own tasks here (they are
-    cancelled when the runtime closes)."""
-    eventlog: EventLogClient = attrs.field(init=False)
-    """The event log's facade (design §6)."""
-    eventlog_ref: ActorRef = attrs.field(init=False)
-    pool: PoolHandle = attrs.field(init=False)
-    """The pool actor's facade: ``run_job``, ``snapshot``, ``restart`` (design §3)."""
-    pool_ref: ActorRef = attrs.field(init=False)
-    renderer: ActorRef = attrs.field(init=False)
-    """The renderer's ref: ask it ``Render(...)`` (design §5)."""
-    scheduler: ActorRef = attrs.field(init=False)
-    """The scheduler's ref: send it ``SetPriority``, ``SourceChanged``, ... (design §4)."""
-    scheduler_actor: SchedulerActor = attrs.field(init=False)
+    """Seconds the actors get, all together, to drain when the runtime closes (trio
+    clock); the pool's close may take its own bound after it (design §3.13)."""
+    restart: Backoff = attrs.field(
+        factory=_default_restart, validator=attrs.validators.instance_of(Backoff)
+    )
+    """The tree's backoff before restarting a system actor (design §1.4, §1.7): by
+    default 1 s doubling to 30 s, back to 1 s after a quiet minute. A failed helper
+    pool is recovered with it."""
+    max_restarts: int = count_field(10, minimum=0)
+    """Restarts each supervisor of the tree allows within ``restart_period``; one more
+    and the runtime fails (``RestartIntensityExceeded``). With the default backoff a
+    pool that keeps failing is retried every 30 s without ever exceeding it."""
+    restart_period: float = duration_field(60.0, allow_zero=False)
+    """The intensity window of the tree's supervisors, in seconds."""
+    pool_events: frozenset[str] = attrs.field(default=POOL_EVENT_KINDS, converter=_kinds)
+    """Kinds of :class:`~actors.PoolEvent` also written to the event log (as
+    ``helper_<kind>``); leave out ``job_started`` to keep one event per job out."""
 
     @property
-    def scheduler_events(self) -> trio.MemoryReceiveChannel[Any]:
-        """The scheduler's published/parked/failed notices, in order (one reader).
-
-        Someone must read it: a reader that stops reading holds back the scheduler's
-        workers (never its mailbox).
-        """
-        return self.scheduler_actor.events
-
-    def refs(self) -> list[ActorRef]:
-        """The four actors' refs in start order."""
-        return [self.eventlog_ref, self.pool_ref, self.renderer, self.scheduler]
+    def shutdown_bound(self) -> float:
+        """Longest the close of the runtime takes, in seconds (design §3.13)."""
+        return self.shutdown_grace + self.pool.timeouts.close_bound
 
 
-@asynccontextmanager
-async def open_runtime(config: RuntimeConfig) -> AsyncIterator[Runtime]:
-    """Start the four system actors; stop them all when the block ends (design §1).
+class Runtime:
+    """The handles of a running runtime; made by :func:`open_runtime` only.
 
-    Entering is a checkpoint and waits until every actor is running and every eager
-    helper replied *ready* (so a helper that cannot start fails here, not later).
-    Exiting stops the scheduler, renderer, pool actor and event log in that order, each
-    within ``config.shutdown_grace`` seconds, then waits for the nursery: no task and no
-    helper process is left (design §3.8).
-
-    Raises:
-        HelperStartupError: (code ``helper_startup_failed``) a helper did not get ready.
-        HelperExitedError: (code ``helper_exited``) a helper exited during startup.
-        LedgerCorrupt: (code ``ledger_corrupt``) the ledger file is damaged.
-        LedgerVersionError: (code ``ledger_version_unsupported``) newer ledger schema.
+    Each handle follows its actor across restarts (design §1.7): read ``runtime.x``
+    each time rather than keeping what it returned.
     """
-    async with trio.open_nursery() as nursery:
-        runtime = Runtime(config, nursery)
-        runtime.eventlog_ref = await nursery.start(
-            EventLogActor(config.eventlog, operations=config.operations, runners=config.runners).run
+
+    def __init__(self, config: RuntimeConfig, nursery: trio.Nursery) -> None:
+        self.config = config
+        self.nursery = nursery
+        """The runtime's nursery: an embedder may start its own tasks here (they are
+        cancelled when the runtime closes)."""
+        self.pool_events = PoolEvents(config.helper.name)
+        """The helper pool's events, across its restarts (design §3.10)."""
+        self._eventlog: LiveChild[EventLogActor] = LiveChild("event_log")
+        self._pool: LiveChild[PoolActor] = LiveChild("pool")
+        self._renderer: LiveChild[Renderer] = LiveChild("renderer")
+        self._scheduler: LiveChild[SchedulerActor] = LiveChild("scheduler")
+        self._children = {
+            child.name: child
+            for child in (self._eventlog, self._pool, self._renderer, self._scheduler)
+        }
+        self._client: EventLogClient | None = None
+        self.pool = PoolHandle(self._pool)
+        """The pool actor's handle: ``run_job``, ``snapshot``, ``restart`` (design §3)."""
+        self.sink = EventLogSink(lambda: self._eventlog.instance)
+        """Where the pool's and the tree's events are appended to the event log."""
+        self._events_send, self._events_receive = trio.open_memory_channel[Any](64)
+        grace = config.shutdown_grace
+        self.tree: Supervisor = build_tree(
+            ChildSpec("event_log", self._new_event_log, shutdown=grace),
+            [
+                ChildSpec("pool", self._new_pool, shutdown=grace),
+                ChildSpec("renderer", self._new_renderer, shutdown=grace),
+                ChildSpec("scheduler", self._new_scheduler, shutdown=grace),
+            ],
+            max_restarts=config.max_restarts,
+            period=config.restart_period,
+            backoff=config.restart,
+            grace=grace,
+            on_event=self._on_event,
         )
-        runtime.eventlog = EventLogClient(runtime.eventlog_ref)
-        runtime.pool_ref = await nursery.start(PoolActor(config.helper, config.pool).run)
-        runtime.pool = PoolHandle(runtime.pool_ref)
-        runtime.renderer = await nursery.start(Renderer(config.render_fn, config.renderer).run)
-        runtime.scheduler_actor = SchedulerActor(
+
+    # --- the children ---------------------------------------------------------------
+
+    def _new_event_log(self) -> EventLogActor:
+        config = self.config
+        actor = EventLogActor(config.eventlog, operations=config.operations, runners=config.runners)
+        return self._eventlog.made(actor)
+
+    def _new_pool(self) -> PoolActor:
+        actor = PoolActor(
+            self.config.helper,
+            self.config.pool,
+            events=self.pool_events,
+            on_failure="escalate",
+            on_helper_exit=self._tell_scheduler,
+        )
+        return self._pool.made(actor)
+
+    def _new_renderer(self) -> Renderer:
+        return self._renderer.made(Renderer(self.config.render_fn, self.config.renderer))
+
+    def _new_scheduler(self) -> SchedulerActor:
+        config = self.config
+        actor = SchedulerActor(
             config.execute,
-            runtime,
+            self,
             runs=config.runs,
             source=config.source,
             config=config.scheduler,
             payload_cache=config.payload_cache,
             renderer_version=config.renderer_version,
         )
-        runtime.scheduler = await nursery.start(runtime.scheduler_actor.run)
-        try:
-            yield runtime
-        finally:
-            # Shielded: closing must finish even when the block was cancelled; every
-            # stop is itself bounded by the grace, so this cannot hang.
-            with trio.CancelScope(shield=True):
-                for ref in reversed(runtime.refs()):
-                    await ref.stop(config.shutdown_grace)
-            nursery.cancel_scope.cancel()
+        return self._scheduler.made(actor)
+
+    @enable_ki_protection
+    async def _tell_scheduler(self) -> None:
+        """A helper incarnation ended: results tied to it are invalid (design §4.8)."""
+        ref = self._scheduler.ref
+        if ref is not None:
+            with trio.move_on_after(_NOTICE_TIMEOUT):
+                await ref.send(HelperRestarted())
+
+    def _on_event(self, event: SupervisorEvent) -> None:
+        route(self._children, event)
+        if event.kind == "child_started" and event.child == "scheduler":
+            actor = self._scheduler.instance
+            if actor is not None:
+                self.nursery.start_soon(self._pump, actor, self._events_send.clone())
+        self.sink.append(f"actor_{event.kind.removeprefix('child_')}", event.to_dict())
+
+    @enable_ki_protection
+    async def _pump(self, actor: SchedulerActor, send: trio.MemorySendChannel[Any]) -> None:
+        """Pass one scheduler incarnation's events on to :attr:`scheduler_events`."""
+        async with send:
+            async for notice in actor.events:
+                try:
+                    await send.send(notice)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return  # nobody reads any more
+
+    @enable_ki_protection
+    async def _forward_pool_events(self, stream: PoolEventStream) -> None:
+        """Write the pool's events to the event log (design §3.10)."""
+        with stream:
+            async for event in stream:
+                self.sink.append(f"helper_{event.kind}", event.to_dict())
+
+    # --- the handles ----------------------------------------------------------------
+
+    @property
+    def supervisor(self) -> SupervisorRef:
+        """The root of the tree (design §1.7): ``which_children``, ``restarts``."""
+        return self.tree.ref
+
+    @property
+    def eventlog(self) -> EventLogClient:
+        """The event log's client (design §6), for its current incarnation."""
+        ref = self.eventlog_ref
+        if self._client is None or self._client.ref is not ref:
+            self._client = EventLogClient(ref)
+        return self._client
+
+    @property
+    def eventlog_ref(self) -> ActorRef:
+        """The event log's ref (its current incarnation, or its last one)."""
+        return self._ref(self._eventlog)
+
+    @property
+    def pool_ref(self) -> ActorRef:
+        """The pool actor's ref (its current incarnation, or its last one)."""
+        return self._ref(self._pool)
+
+    @property
+    def renderer(self) -> ActorRef:
+        """The renderer's ref: ask it ``Render(...)`` (design §5)."""
+        return self._ref(self._renderer)
+
+    @property
+    def scheduler(self) -> ActorRef:
+        """The scheduler's ref: send it ``SetPriority``, ``SourceChanged``, ... (§4)."""
+        return self._ref(self._scheduler)
+
+    @property
+    def scheduler_actor(self) -> SchedulerActor:
+        """The scheduler's current actor object (for in-process inspection).
+
+        Raises:
+            RuntimeError: the scheduler is being restarted.
+        """
+        actor = self._scheduler.instance
+        if actor is None:
+            raise RuntimeError("the scheduler is not running")
+        return actor
+
+    @property
+    def scheduler_events(self) -> trio.MemoryReceiveChannel[Any]:
+        """The scheduler's published/parked/failed notices, in order (one reader).
+
+        Someone must read it: a reader that stops reading holds back the scheduler's
+        workers (never its mailbox). It goes on across restarts of the scheduler and
+        ends when the runtime closes.
+        """
+        return self._events_receive
+
+    def refs(self) -> list[ActorRef]:
+        """The four actors' refs in start order."""
+        return [self.eventlog_ref, self.pool_ref, self.renderer, self.scheduler]
+
+    @staticmethod
+    def _ref(child: LiveChild[Any]) -> ActorRef:
+        ref = child.ref or child.last_ref
+        if ref is None:
+            raise RuntimeError(f"the {child.name} has not started")
+        return ref
+
+    # --- closing --------------------------------------------------------------------
+
+    def _hurry(self) -> None:
+        """A second Ctrl-C: cancel the actors now, SIGKILL every helper tree."""
+        _log.warning("Ctrl-C during the shutdown: stopping at once")
+        self.tree.ref.stop_nowait(0.0)
+        actor = self._pool.instance or self._pool.pending
+        if actor is not None:
+            actor.hurry()
+
+    @enable_ki_protection
+    async def _close(self) -> None:
+        for child in self._children.values():
+            child.close()  # no restart is coming: callers waiting for one give up
+        await self.tree.ref.stop(self.config.shutdown_grace)
+        self.pool_events.close()
+        self._events_send.close()
+
+
+@asynccontextmanager
+@enable_ki_protection
+async def open_runtime(config: RuntimeConfig) -> AsyncIterator[Runtime]:
+    """Start the four system actors under their supervisors; stop them all at the end.
+
+    Entering is a checkpoint and waits until every actor is running and every eager
+    helper replied *ready* (so a helper that cannot start fails here, not later).
+    Exiting (shielded) stops the scheduler, renderer, pool actor and event log in that
+    order, all within ``config.shutdown_grace`` seconds, then waits for the nursery:
+    no task and no helper process is left (design §3.8); it takes at most
+    ``config.shutdown_bound`` seconds, or ``kill`` seconds after a Ctrl-C during it
+    (design §3.13). See the module docstring.
+
+    Raises:
+        HelperStartupError: (code ``helper_startup_failed``) a helper did not get ready.
+        HelperExitedError: (code ``helper_exited``) a helper exited during startup.
+        LedgerCorrupt: (code ``ledger_corrupt``) the ledger file is damaged.
+        LedgerVersionError: (code ``ledger_version_unsupported``) newer ledger schema.
+        RestartIntensityExceeded: (code ``restart_intensity_exceeded``) a supervisor of
+            the tree gave up: a system actor kept failing.
+        KeyboardInterrupt: Ctrl-C, bare.
+    """
+    try:
+        async with trio.open_nursery() as nursery:
+            runtime = Runtime(config, nursery)
+            if config.pool_events:  # before the first spawn
+                stream = runtime.pool_events.subscribe(bound=1024, kinds=config.pool_events)
+                nursery.start_soon(runtime._forward_pool_events, stream)
+            await nursery.start(runtime.tree.run)
+            try:
+                yield runtime
+            finally:
+                # Shielded: closing must finish even when the block was cancelled; it
+                # is bounded (see the module docstring).
+                with trio.CancelScope(shield=True):
+                    async with second_interrupt(runtime._hurry):
+                        await runtime._close()
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        leaf = sole_exception(group)
+        if leaf is None:
+            raise
+        raise leaf from None

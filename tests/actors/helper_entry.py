@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from typing import Any
@@ -139,9 +140,56 @@ def give_up(payload: Any, ctx: JobContext) -> Any:
     raise CancelRequested("gave up on its own")
 
 
+#: A grandchild that ignores SIGTERM and sleeps (it is killed by the tests' helpers).
+STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
+
+#: A process that leaves the helper's session, forks a SIGTERM-ignoring daemon, prints
+#: its pid and exits at once: the daemon is orphaned (a double fork).
+DAEMONIZE = (
+    "import os, signal, time\n"
+    "os.setsid()\n"
+    "pid = os.fork()\n"
+    "if pid:\n"
+    "    print(pid, flush=True)\n"
+    "    os._exit(0)\n"
+    "os.dup2(os.open(os.devnull, os.O_RDWR), 1)\n"  # let the parent's read end
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "time.sleep(300)\n"
+)
+
+
+def spawn_setsid(payload: Any, ctx: JobContext) -> Any:
+    """Start a grandchild in a session of its own that ignores SIGTERM; its pid."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", STUBBORN], start_new_session=True, stdin=subprocess.DEVNULL
+    )
+    return child.pid
+
+
+def spawn_daemon(payload: Any, ctx: JobContext) -> Any:
+    """Double-fork a daemon with an empty environment (no tag); the daemon's pid.
+
+    With ``payload`` true, the daemon keeps the helper's environment instead.
+    """
+    out = subprocess.run(
+        [sys.executable, "-c", DAEMONIZE],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=None if payload else {},
+        check=True,
+    )
+    return int(out.stdout)
+
+
 def on_startup(options: dict[str, Any]) -> Any:
     if options.get("fail_startup"):
         raise JobError("cannot open the database", code="source_unreadable")
+    if "stderr_bytes" in options:  # say a lot on stderr, then die before ready
+        line = "x" * 99 + "\n"
+        sys.stderr.write(line * (int(options["stderr_bytes"]) // 100))
+        sys.stderr.write("the last words\n")
+        sys.stderr.flush()
+        os._exit(int(options.get("exit_code", 3)))
     return {"opened": options.get("db", "nothing"), "pid": os.getpid()}
 
 
@@ -165,6 +213,8 @@ HANDLERS = {
     "progress_bad": progress_bad,
     "progress_then": progress_then,
     "give_up": give_up,
+    "spawn_setsid": spawn_setsid,
+    "spawn_daemon": spawn_daemon,
 }
 
 

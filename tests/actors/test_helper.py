@@ -145,7 +145,14 @@ async def test_unknown_fault_mode_from_the_environment_exits_with_status_2():
     with pytest.raises(HelperExitedError) as caught:
         async with open_helper_pool(bad, timeouts=FAST):
             pytest.fail("the pool must not open")  # pragma: no cover
-    assert caught.value.details == {"exit_code": 2, "signal": None}
+    assert caught.value.details == {
+        "exit_code": 2,
+        "signal": None,
+        "stderr": "actors.helper: unknown fault mode 'no_such_fault'; exiting\n",
+    }
+    assert caught.value.message.endswith(
+        "stderr: actors.helper: unknown fault mode 'no_such_fault'; exiting"
+    )
 
 
 async def test_a_helper_whose_parent_is_gone_exits_with_one_line_not_a_traceback():

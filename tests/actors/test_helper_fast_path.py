@@ -462,14 +462,14 @@ async def test_a_failing_callback_is_logged_and_ignored_on_both_paths(race, capl
     def on_progress(fraction: float, note: str | None) -> None:
         raise RuntimeError("the callback is broken")
 
-    caplog.set_level(logging.ERROR, logger="actors._helpers._process")
+    caplog.set_level(logging.ERROR, logger="actors.helpers")
     job = {"reports": [[0.5, "a"], [1.0, "b"]], "result": "done"}
     async with open_helper_pool(spec(), timeouts=FAST) as pool:
         size = progress_size("progress_then", 0.5, "a") + progress_size("progress_then", 1, "b")
         race.arm(size + reply_size("progress_then", "done"))
         assert await pool.run_job("progress_then", job, on_progress=on_progress) == "done"
     assert race.looks == [race.found]
-    messages = [r.getMessage() for r in caplog.records if r.name == "actors._helpers._process"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "actors.helpers"]
     assert len(messages) == 2
     assert all("on_progress raised" in m for m in messages)
 

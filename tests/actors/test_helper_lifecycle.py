@@ -26,6 +26,12 @@ S = HelperState
         ([E.READY, E.SHUTDOWN_SENT, E.REAPED], S.EXITED),
         ([E.SIGKILL_SENT, E.REAPED], S.EXITED),
         ([E.READY, E.JOB_SENT, E.REAPED], S.EXITED),
+        # design §3.5: a signal that cannot be delivered quarantines until it is gone
+        ([E.READY, E.JOB_SENT, E.CANCEL_SENT, E.SIGNAL_FAILED], S.QUARANTINED),
+        ([E.READY, E.JOB_SENT, E.CANCEL_SENT, E.SIGNAL_FAILED, E.REAPED], S.EXITED),
+        # design §3.11: the leader is reaped but part of its tree outlived the sweep
+        ([E.READY, E.JOB_SENT, E.ESCAPED], S.QUARANTINED),
+        ([E.READY, E.SHUTDOWN_SENT, E.ESCAPED, E.SIGKILL_SENT, E.REAPED], S.EXITED),
     ],
 )
 def test_the_ladder_and_the_happy_paths(events, final):

@@ -25,7 +25,7 @@ from actors import (
     ReplyTimeout,
     open_helper_pool,
 )
-from actors._helpers import _process as helper_process_module
+from actors._helpers import _containment as containment_module
 from actors._helpers._process import HelperProcess
 from protocol import PROTOCOL_VERSION
 
@@ -253,18 +253,19 @@ async def test_reply_timeout_that_needs_sigkill_is_forced_termination():
 
 async def test_unkillable_helper_is_quarantined_until_reaped(monkeypatch, nursery):
     # Make SIGKILL "not work" so step 4 of the ladder is reached, then let it through.
+    # (Process-group containment: the group is the only way a signal goes.)
     blocked: list[int] = []
-    real_killpg = helper_process_module._killpg
+    real_killpg = containment_module._killpg
 
     def killpg(pgid: int, sig: int) -> None:
         if sig == 9 and not blocked:
             blocked.append(pgid)
             return
-        real_killpg(pgid, sig)  # type: ignore[arg-type]
+        real_killpg(pgid, sig)
 
-    monkeypatch.setattr(helper_process_module, "_killpg", killpg)
+    monkeypatch.setattr(containment_module, "_killpg", killpg)
     timeouts = HelperTimeouts(reply=0.2, cancel_grace=0.1, terminate=0.1, kill=0.2)
-    helper = HelperProcess(spec(fault="ignore_sigterm"), timeouts)
+    helper = HelperProcess(spec(fault="ignore_sigterm", containment="group"), timeouts)
     await helper.start(nursery)
     with pytest.raises(ForcedTermination) as caught:
         await helper.run_job("sleep", 30)

@@ -81,14 +81,14 @@ async def test_a_failing_callback_is_logged_and_never_fails_the_job(caplog):
         calls.append(fraction)
         raise RuntimeError("the callback is broken")
 
-    caplog.set_level(logging.ERROR, logger="actors._helpers._process")
+    caplog.set_level(logging.ERROR, logger="actors.helpers")
     async with open_helper_pool(spec(), timeouts=FAST) as pool:
         result = await pool.run_job(
             "progress", {"steps": 2, "pause": 0.06}, on_progress=on_progress
         )
     assert result == "done"
     assert calls == [0.5, 1.0]
-    messages = [r.getMessage() for r in caplog.records if r.name == "actors._helpers._process"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "actors.helpers"]
     assert len(messages) == 2
     assert all("on_progress raised" in m for m in messages)
 
@@ -142,30 +142,35 @@ async def test_no_progress_is_delivered_once_the_caller_gave_up():
     assert helper.exit_code == -15  # the ladder went on to SIGTERM
 
 
-class _FakeRef:
-    """Answers a RunJob ask at once, keeping the message (its progress relay)."""
+async def test_the_handle_runs_the_job_in_the_callers_task(nursery):
+    # The handle's direct path: progress comes in the caller's own task, so none can
+    # come once run_job has returned.
+    ref = await nursery.start(PoolActor(spec(), PoolConfig(size=1, timeouts=FAST)).run)
+    handle = PoolHandle(ref)
+    tasks: list[object] = []
+    result = await handle.run_job(
+        "progress",
+        {"steps": 2, "pause": 0.06},
+        timeout=10,
+        on_progress=lambda fraction, note: tasks.append(trio.lowlevel.current_task()),
+    )
+    assert result == "done"
+    assert tasks == [trio.lowlevel.current_task()] * 2
+    await ref.stop()
 
-    def __init__(self) -> None:
-        self.messages: list[RunJob] = []
 
-    async def ask(self, message: RunJob, *, timeout: float) -> str:  # noqa: ASYNC109
-        self.messages.append(message)
-        if message.on_progress is not None:
-            message.on_progress(0.5, "while the caller waits")
-        return "result"
-
-
-async def test_the_handle_stops_relaying_progress_when_run_job_returns():
-    ref = _FakeRef()
+async def test_a_run_job_message_relays_progress_from_the_actors_task(nursery):
+    ref = await nursery.start(PoolActor(spec(), PoolConfig(size=1, timeouts=FAST)).run)
     reports, on_progress = recorder()
-    handle = PoolHandle(ref)  # type: ignore[arg-type]
-    assert await handle.run_job("x", timeout=1, on_progress=on_progress) == "result"
-    [message] = ref.messages
-    assert message.on_progress is not None
-    message.on_progress(1.0, "after the caller left")  # a late report from the job task
-    assert reports == [(0.5, "while the caller waits")]
-    assert await handle.run_job("y", timeout=1) == "result"
-    assert ref.messages[1].on_progress is None
+    message = RunJob(
+        job_id="m",
+        operation="progress",
+        payload={"steps": 2, "pause": 0.06},
+        on_progress=on_progress,
+    )
+    assert await ref.ask(message, timeout=10) == "done"
+    assert reports == [(0.5, "step 1"), (1.0, "step 2")]
+    await ref.stop()
 
 
 async def test_a_caller_that_gave_up_gets_no_progress_and_the_job_is_cancelled(nursery):
@@ -178,10 +183,8 @@ async def test_a_caller_that_gave_up_gets_no_progress_and_the_job_is_cancelled(n
         )
     seen = len(reports)
     assert seen <= 7  # at most one report per 50 ms of the 0.3 s
-    # The CancelJob was try-sent; wait (bounded) for the ladder to end the job.
-    with trio.fail_after(5):
-        while (await supervisor.statistics()).jobs_cancelled == 0:  # noqa: ASYNC110
-            await trio.sleep(0.01)
+    # The job's ladder ran before AskTimeout was raised.
+    assert (await supervisor.statistics()).jobs_cancelled == 1
     assert len(reports) == seen
     assert await supervisor.run_job("echo", 1, timeout=5) == 1  # the helper stayed
     await ref.stop()

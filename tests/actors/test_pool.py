@@ -27,7 +27,7 @@ from actors import (
     PoolFailed,
     open_helper_pool,
 )
-from actors._helpers import _process as helper_process_module
+from actors._helpers import _containment as containment_module
 
 
 @pytest.fixture(autouse=True)
@@ -195,18 +195,18 @@ async def test_lazy_pool_spawns_at_the_first_job():
 async def test_quarantined_helper_blocks_its_slot_until_reaped(monkeypatch):
     # Make SIGKILL "not work" once, so the ladder quarantines the helper.
     blocked: list[int] = []
-    real_killpg = helper_process_module._killpg
+    real_killpg = containment_module._killpg
 
     def killpg(pgid: int, sig: int) -> None:
         if sig == signal.SIGKILL and not blocked:
             blocked.append(pgid)
             return
-        real_killpg(pgid, sig)  # type: ignore[arg-type]
+        real_killpg(pgid, sig)
 
-    monkeypatch.setattr(helper_process_module, "_killpg", killpg)
+    monkeypatch.setattr(containment_module, "_killpg", killpg)
     timeouts = HelperTimeouts(reply=0.2, cancel_grace=0.1, terminate=0.1, kill=0.2)
     async with open_helper_pool(
-        spec(fault="ignore_sigterm"), timeouts=timeouts, acquire_timeout=0.2
+        spec(fault="ignore_sigterm", containment="group"), timeouts=timeouts, acquire_timeout=0.2
     ) as pool:
         with pytest.raises(ForcedTermination) as caught:
             await pool.run_job("sleep", 30)

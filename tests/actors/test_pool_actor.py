@@ -16,6 +16,7 @@ from helper_support import FAST, assert_no_children, spec
 from actors import (
     ActorStopped,
     AskTimeout,
+    Backoff,
     HelperExitedError,
     HelperJobFailed,
     HelperStartupError,
@@ -25,6 +26,7 @@ from actors import (
     PoolConfig,
     PoolFailed,
     PoolHandle,
+    PoolRestarting,
     RunJob,
 )
 
@@ -162,3 +164,36 @@ async def test_startup_failure_fails_nursery_start(nursery):
     timeouts = HelperTimeouts(startup=0.3, kill=0.5)
     with pytest.raises(HelperStartupError):
         await _start(nursery, PoolConfig(timeouts=timeouts), fault="hang_startup")
+
+
+async def test_a_failed_pool_recovers_by_itself_with_on_failure_restart(nursery):
+    told: list[float] = []
+
+    async def on_helper_exit() -> None:
+        told.append(trio.current_time())
+        await trio.lowlevel.checkpoint()
+
+    config = PoolConfig(size=1, timeouts=FAST, max_restarts=0)
+    actor = PoolActor(
+        spec(),
+        config,
+        on_failure="restart",
+        recovery=Backoff(base=0.05, cap=0.1, reset_after=60.0),
+        on_helper_exit=on_helper_exit,
+    )
+    handle = PoolHandle(await nursery.start(actor.run))
+    with pytest.raises(HelperExitedError):
+        await handle.run_job("crash", 4, timeout=5)
+    with pytest.raises(PoolRestarting):  # transient: the actor restarts the pool itself
+        await handle.run_job("echo", 1, timeout=5)
+    with trio.fail_after(10):
+        while (await handle.snapshot()).failed:  # noqa: ASYNC110 (the backoff runs)
+            await trio.sleep(0.01)
+    assert await handle.run_job("echo", 2, timeout=5) == 2
+    assert len(told) >= 1  # the crashed incarnation, and the restart
+    await handle.ref.stop()
+
+
+async def test_on_failure_is_validated():
+    with pytest.raises(ValueError, match="on_failure"):
+        PoolActor(spec(), on_failure="sometimes")

@@ -6,19 +6,26 @@ test checks that no child process or zombie is left once the runtime has closed.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import zlib
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from helper_support import FAST, assert_no_children, spec
 
 from actors import (
+    ActorError,
     ActorState,
+    Backoff,
+    HelperExitedError,
+    HelperTimeouts,
     Kind,
     OperationSpec,
     PoolConfig,
+    PoolRestarting,
     Published,
     Render,
     RunInfo,
@@ -130,3 +137,86 @@ async def test_config_is_validated() -> None:
         config(shutdown_grace=float("nan"))
     with pytest.raises(ValueError, match="execute"):
         config(execute=42)
+
+
+async def test_a_failed_pool_is_restarted_by_the_tree_and_the_scheduler_is_told():
+    cfg = config(
+        pool=PoolConfig(size=1, timeouts=FAST, max_restarts=0),
+        runs=[],
+        restart=Backoff(base=0.05, cap=0.1, reset_after=60.0),
+    )
+    with trio.fail_after(30):
+        async with open_runtime(cfg) as runtime:
+            first = runtime.pool_ref
+            with pytest.raises(HelperExitedError):
+                await runtime.pool.run_job("crash", 3, timeout=10)
+            with pytest.raises(PoolRestarting) as caught:  # the replacement is one too many
+                await runtime.pool.run_job("echo", 1, timeout=10)
+            assert await runtime.pool.run_job("echo", 2, timeout=10) == 2  # after the restart
+            assert runtime.pool_ref is not first
+            assert runtime.scheduler_actor.scheduler.incarnation >= 1  # HelperRestarted
+            watched = await runtime.eventlog.watch(0)
+    assert (caught.value.code, caught.value.category) == ("pool_restarting", "transient")
+    kinds = [e.kind for e in watched.events]
+    tail = kinds[kinds.index("helper_intensity_exceeded") :]
+    assert [k for k in tail if k.startswith("actor_")][:3] == [
+        "actor_exited",
+        "actor_restarting",
+        "actor_started",
+    ]
+    assert "helper_pool_restarted" in tail
+    exited = next(e for e in watched.events if e.kind == "actor_exited")
+    assert (exited.data["child"], exited.data["reason"]) == ("pool", "pool_failed")
+    assert_no_children()
+
+
+async def test_every_helper_step_is_an_event_in_the_event_log():
+    with trio.fail_after(30):
+        async with open_runtime(config(runs=[])) as runtime:
+            assert await runtime.pool.run_job("echo", 1, timeout=10) == 1
+            watched = await runtime.eventlog.watch(0)
+    helper = [e for e in watched.events if e.kind.startswith("helper_")]
+    assert [e.kind for e in helper][:4] == [
+        "helper_spawned",
+        "helper_spawned",
+        "helper_ready",
+        "helper_ready",
+    ] or [e.kind for e in helper][:2] == ["helper_spawned", "helper_ready"]
+    started = [e for e in helper if e.kind == "helper_job_started"]
+    assert len(started) == 1
+    assert {"helper", "incarnation", "pid", "generation", "time"} <= set(started[0].data)
+    assert started[0].run_id is None
+    assert_no_children()
+
+
+async def test_a_keyboard_interrupt_leaves_the_runtime_bare():
+    with pytest.raises(KeyboardInterrupt):
+        async with open_runtime(config(runs=[])):
+            raise KeyboardInterrupt
+    assert_no_children()
+
+
+async def test_the_close_takes_at_most_the_shutdown_bound():
+    timeouts = HelperTimeouts(cancel_grace=0.2, shutdown=0.2, terminate=0.2, kill=0.5)
+    cfg = config(
+        helper=spec(fault="ignore_sigterm"),
+        pool=PoolConfig(size=1, timeouts=timeouts),
+        runs=[],
+        shutdown_grace=0.3,
+    )
+    assert cfg.shutdown_bound == pytest.approx(0.3 + 0.2 + 0.2 + 0.2 + 0.5)
+    with trio.fail_after(30):
+        async with open_runtime(cfg) as runtime:
+            # A job that answers no cancel, on a helper that ignores SIGTERM.
+            runtime.nursery.start_soon(_ignore_errors, runtime.pool.run_job, "sleep", 30)
+            await trio.testing.wait_all_tasks_blocked()
+            start = trio.current_time()
+        elapsed = trio.current_time() - start
+    # Its ladder (grace, SIGTERM ignored, SIGKILL) ran, within the bound.
+    assert 0.2 + 0.2 <= elapsed <= cfg.shutdown_bound + 0.2
+    assert_no_children()
+
+
+async def _ignore_errors(fn, *args) -> None:
+    with contextlib.suppress(ActorError):
+        await fn(*args, timeout=60)

@@ -1,0 +1,161 @@
+"""What a :class:`~actors._core._supervisor.Supervisor` is given and reports (design §1.4, §1.7).
+
+The child specs (:class:`ChildSpec`), the rows of ``which_children`` (:class:`ChildInfo`)
+and the decisions given to ``on_event`` (:class:`SupervisorEvent`), as data; kept apart
+from the supervisor's logic.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+
+import attrs
+
+from protocol.errors import describe_exception
+
+from ..errors import ActorError
+from ._config import validate_duration
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import trio
+
+    from ._actor import Actor
+    from ._lifecycle import ActorState
+    from ._supervisor import Supervisor
+
+__all__ = [
+    "BRUTAL_KILL",
+    "ChildInfo",
+    "ChildRef",
+    "ChildSpec",
+    "RestartType",
+    "Strategy",
+    "SupervisorEvent",
+]
+
+Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
+RestartType = Literal["permanent", "transient", "temporary"]
+
+#: ``ChildSpec.shutdown`` value meaning "cancel the child at once".
+BRUTAL_KILL: Final = "brutal_kill"
+
+STRATEGIES: Final = ("one_for_one", "one_for_all", "rest_for_one")
+RESTART_TYPES: Final = ("permanent", "transient", "temporary")
+
+
+class ChildRef(Protocol):
+    """What a supervisor needs of a running child: an ``ActorRef`` or ``SupervisorRef``."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def state(self) -> ActorState: ...
+
+    async def stop(self, grace: float = ...) -> None: ...
+
+
+class Runnable(Protocol):
+    """What ``ChildSpec.start`` makes: an :class:`Actor` or a :class:`Supervisor`."""
+
+    async def run(self, *, task_status: trio.TaskStatus[Any] = ...) -> None: ...
+
+
+@attrs.frozen(kw_only=True)
+class SupervisorEvent:
+    """One decision of a supervisor (design §1.7), given to its ``on_event``."""
+
+    kind: str
+    """``child_started``, ``child_exited`` (it ended by itself), ``child_stopped`` (its
+    supervisor stopped it: a sibling's restart, or the supervisor's own stop),
+    ``child_restarting`` or ``intensity_exceeded``."""
+    supervisor: str
+    """The supervisor's name."""
+    child: str
+    """The child's id."""
+    incarnation: int
+    """The child's incarnation the event is about (1 for its first start)."""
+    time: float
+    """When, seconds on trio's clock."""
+    ref: ChildRef | None = None
+    """``child_started``: the new incarnation's ref."""
+    reason: str | None = None
+    """``child_exited``: ``"normal"``, or the error's code (an ``ActorError``) or type."""
+    message: str | None = None
+    """``child_exited``: the error, bounded to 1 KiB, or None after a normal exit."""
+    delay: float | None = None
+    """``child_restarting``: seconds of backoff before the restart."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as JSON-compatible data (the ref left out)."""
+        return attrs.asdict(self, filter=lambda attribute, value: attribute.name != "ref")
+
+
+def _check_id(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"id must be a non-empty str, got {value!r}")
+
+
+def _shutdown_converter(value: object) -> object:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= 10**300:
+        return float(value)
+    return value  # the validator names junk (and an int too large for a float)
+
+
+def _check_shutdown(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value == BRUTAL_KILL and isinstance(value, str):
+        return
+    validate_duration("shutdown", value)
+
+
+@attrs.frozen
+class ChildSpec:
+    """How to start, restart and stop one child of a :class:`Supervisor` (design §1.4).
+
+    Raises:
+        ValueError: ``id`` is empty, ``restart`` is unknown, or ``shutdown`` is neither
+            ``"brutal_kill"`` nor a valid duration (design §1.6; names ``shutdown``).
+        TypeError: ``start`` is not callable.
+    """
+
+    id: str = attrs.field(validator=_check_id)
+    """Unique name of the child within its supervisor."""
+    start: Callable[[], Actor | Supervisor] = attrs.field(validator=attrs.validators.is_callable())
+    """Makes a fresh actor (or supervisor) instance for each incarnation (e.g. the
+    actor class)."""
+    restart: RestartType = attrs.field(
+        default="permanent", validator=attrs.validators.in_(RESTART_TYPES)
+    )
+    """``permanent``, ``transient`` or ``temporary``."""
+    shutdown: float | Literal["brutal_kill"] = attrs.field(
+        default=5.0, converter=_shutdown_converter, validator=_check_shutdown
+    )
+    """Grace in seconds (trio clock) for ``ActorRef.stop``, or ``"brutal_kill"``."""
+
+
+@attrs.frozen(kw_only=True)
+class ChildInfo:
+    """One row of :meth:`SupervisorRef.which_children`."""
+
+    id: str
+    """The child's id."""
+    state: ActorState
+    """Lifecycle state of the current (or last) incarnation."""
+    restart: RestartType
+    """The child's restart type."""
+    restarts: int
+    """How many times this child was started again after its first start."""
+    incarnation: int
+    """1 for the first start, then +1 per restart."""
+    ref: ChildRef | None
+    """The current incarnation's ref; None if it failed before it could start."""
+
+
+def exit_reason(error: BaseException | None) -> tuple[str, str | None]:
+    """``("normal", None)``, or the error's code (or type) and bounded text."""
+    if error is None:
+        return "normal", None
+    code = error.code if isinstance(error, ActorError) else type(error).__name__
+    return code, describe_exception(error)

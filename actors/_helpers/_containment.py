@@ -1,0 +1,414 @@
+"""Finding and killing everything a helper started, wherever it went (design §3.11).
+
+A helper runs in its own session and process group, but its descendants can leave both
+(``setsid()``, a double fork) or be orphaned when the helper dies. A
+:class:`ProcessTree` keeps track of one helper's whole tree, by the strongest means the
+platform offers:
+
+``cgroup`` (Linux, where a cgroup v2 directory can be made under the parent's own
+    cgroup): the helper is moved into a cgroup of its own right after the spawn (before
+    its interpreter has run any code); every descendant is born there and cannot leave
+    it without privileges. SIGKILL goes to all at once (``cgroup.kill``) and
+    ``cgroup.procs`` says exactly what is left.
+``tree`` (Linux without a writable cgroup): ``/proc`` is searched for the helper's
+    descendants: processes started after it that are in its session or process group,
+    that carry its tag in their environment (inherited, so ``setsid()`` does not lose
+    it), or whose parent is one of those. The helper also makes itself a *child
+    subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), so an orphaned grandchild stays its
+    child while it lives. The parent process never becomes a subreaper: it would then
+    inherit orphans of every process tree of its embedding program and would have to
+    reap them, stealing exit statuses from code it does not own.
+``group`` (other POSIX systems): the process group only. A descendant that left the
+    group is not found, so it can be neither killed nor reported.
+
+A helper counts as exited only when its leader is reaped **and** nothing of its tree is
+left (:meth:`ProcessTree.sweep`); what cannot be killed within the kill timeout is
+reported as *escaped* (an event and an error detail), never left silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Final
+
+import trio
+from trio.lowlevel import enable_ki_protection
+
+__all__ = ["CONTAINMENT_MODES", "TAG_ENV", "ProcessTree", "available_mode"]
+
+#: Values of ``HelperSpec.containment``.
+CONTAINMENT_MODES: Final = ("auto", "cgroup", "tree", "group")
+#: Environment variable that marks every process of one helper's tree (``tree`` mode).
+TAG_ENV: Final = "ACTORS_HELPER_TREE"
+
+_LINUX: Final = sys.platform.startswith("linux")
+_PROC: Final = Path("/proc")
+_TICKS: Final = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+#: Pause between two looks at a process that cannot be waited on (no pidfd), seconds.
+_POLL: Final = 0.005
+_NONE: Final = ("", 0, 0, 0, -1)
+_PREFIX: Final = "trio-actors."
+
+
+def _kill(pid: int, sig: int) -> None:
+    """``os.kill``; the one place signals leave (tests patch it to simulate EPERM)."""
+    os.kill(pid, sig)
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    os.killpg(pgid, sig)
+
+
+class _CgroupRoot:
+    """Where this process may make cgroups: a directory of its own cgroup v2, if any."""
+
+    def __init__(self) -> None:
+        self.checked = False
+        self.path: Path | None = None
+        self.users = 0
+
+    def available(self) -> bool:
+        if not self.checked:
+            self.checked = True
+            self.path = _find_cgroup_root()
+        return self.path is not None
+
+    def get(self) -> Path | None:
+        if not self.available():
+            return None
+        assert self.path is not None
+        if not self.path.exists():
+            try:
+                self.path.mkdir()
+            except OSError:
+                self.path = None
+        return self.path
+
+    def release(self) -> None:
+        self.users -= 1
+        if self.users == 0 and self.path is not None:
+            with contextlib.suppress(OSError):
+                self.path.rmdir()  # recreated on demand; left alone while not empty
+
+
+def _find_cgroup_root() -> Path | None:
+    if not _LINUX:
+        return None
+    try:
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+        own = next(
+            line[3:].strip()
+            for line in Path("/proc/self/cgroup").read_text().splitlines()
+            if line.startswith("0::")
+        )
+    except (OSError, StopIteration):
+        return None
+    for line in mounts:
+        left, _, right = line.partition(" - ")
+        if right.split(" ", 1)[0] == "cgroup2":
+            mount = Path(left.split()[4])
+            base = mount / own.lstrip("/")
+            _remove_stale(base)
+            root = base / f"{_PREFIX}{os.getpid()}"
+            try:
+                root.mkdir(exist_ok=True)
+                probe = root / "probe"
+                probe.mkdir()
+                has_procs = (probe / "cgroup.procs").exists()
+                probe.rmdir()
+            except OSError:
+                has_procs = False
+            with contextlib.suppress(OSError):
+                root.rmdir()  # made again when a helper needs it
+            return root if has_procs else None
+    return None
+
+
+def _remove_stale(base: Path) -> None:
+    """Remove the empty cgroups left by processes of ours that no longer exist (one
+    killed before it could clean up); a cgroup that still holds a process stays."""
+    try:
+        entries = list(base.glob(f"{_PREFIX}*"))
+    except OSError:
+        return
+    for root in entries:
+        owner = root.name.removeprefix(_PREFIX)
+        if not owner.isdigit() or Path(f"/proc/{owner}").exists():
+            continue
+        with contextlib.suppress(OSError):
+            for helper in root.iterdir():
+                if helper.is_dir():
+                    helper.rmdir()
+            root.rmdir()
+
+
+_cgroups = _CgroupRoot()
+
+
+def available_mode(requested: str) -> str:
+    """The containment mode to use for ``requested`` (``auto`` picks the strongest).
+
+    Raises:
+        ValueError: ``requested`` is not one of :data:`CONTAINMENT_MODES`, or names a
+            mode this platform does not have (``cgroup`` without a writable cgroup v2,
+            ``tree`` off Linux).
+    """
+    if requested not in CONTAINMENT_MODES:
+        raise ValueError(f"containment must be one of {CONTAINMENT_MODES}, got {requested!r}")
+    if requested == "auto":
+        if _cgroups.available():
+            return "cgroup"
+        return "tree" if _LINUX else "group"
+    if requested == "cgroup" and not _cgroups.available():
+        raise ValueError("containment 'cgroup': no writable cgroup v2 here")
+    if requested == "tree" and not _LINUX:
+        raise ValueError("containment 'tree' needs Linux (/proc)")
+    return requested
+
+
+def _boot_ticks() -> int:
+    """Now, in the clock ticks since boot that ``/proc/PID/stat`` start times use."""
+    clock = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+    return int(time.clock_gettime(clock) * _TICKS)
+
+
+def _stat(pid: int) -> tuple[str, int, int, int, int] | None:
+    """(state, ppid, pgrp, session, start ticks) of ``pid``, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            text = file.read()
+    except OSError:
+        return None
+    fields = text[text.rindex(b")") + 2 :].split()
+    return (
+        fields[0].decode(),
+        int(fields[1]),
+        int(fields[2]),
+        int(fields[3]),
+        int(fields[19]),
+    )
+
+
+def _has_tag(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            return marker in file.read()
+    except OSError:
+        return False
+
+
+class ProcessTree:
+    """One helper's process tree: signal it, list it, sweep it (design §3.11).
+
+    Args:
+        mode: ``cgroup``, ``tree`` or ``group`` (see :func:`available_mode`).
+        tag: A value unique to this helper (its session id), for :data:`TAG_ENV`.
+    """
+
+    def __init__(self, mode: str, tag: str) -> None:
+        self.mode = mode
+        self.tag = tag
+        self.leader: int | None = None
+        #: The leader has been reaped: its pid may be reused (see :meth:`mark_reaped`).
+        self.reaped = False
+        self._reaped_at = 0
+        self._known: dict[int, int] = {}  # pid -> start ticks, seen while the leader lived
+        self._marker = f"\0{TAG_ENV}={tag}\0".encode()
+        self._since = 0
+        self._cgroup: Path | None = None
+
+    def environment(self) -> dict[str, str]:
+        """Variables the helper must be started with (its tree's tag)."""
+        return {TAG_ENV: self.tag}
+
+    def prepare(self) -> None:
+        """Make what the spawn needs (the cgroup); call right before spawning.
+
+        Falls back to ``tree`` mode if the cgroup cannot be made.
+        """
+        self._since = _boot_ticks() - 1
+        if self.mode != "cgroup":
+            return
+        root = _cgroups.get()
+        if root is not None:
+            path = root / f"helper.{self.tag[:16]}"
+            try:
+                path.mkdir()
+            except OSError:
+                pass
+            else:
+                _cgroups.users += 1
+                self._cgroup = path
+                return
+        self.mode = "tree"
+
+    def adopt(self, pid: int) -> None:
+        """Take the just-spawned helper ``pid`` in (into its cgroup, if any)."""
+        self.leader = pid
+        if self._cgroup is not None:
+            # An OSError: e.g. it already exited, so there is nothing to contain.
+            with contextlib.suppress(OSError):
+                (self._cgroup / "cgroup.procs").write_text(str(pid))
+
+    def mark_reaped(self) -> None:
+        """The leader was just reaped: from now on its pid is not proof of membership."""
+        self.reaped = True
+        self._reaped_at = _boot_ticks()
+
+    def members(self) -> list[int]:
+        """Live processes of the tree (the leader too while it lives); never waits."""
+        if self.leader is None:
+            return []
+        if self._cgroup is not None:
+            try:
+                text = (self._cgroup / "cgroup.procs").read_text()
+            except OSError:
+                return []
+            return [int(line) for line in text.split()]
+        if self.mode == "tree":
+            return self._scan()
+        return []
+
+    def _scan(self) -> list[int]:
+        leader = self.leader
+        assert leader is not None
+        me = os.getpid()
+        table: dict[int, tuple[str, int, int, int, int]] = {}
+        for entry in os.listdir(_PROC):
+            if entry.isdigit():
+                pid = int(entry)
+                stat = _stat(pid)
+                # Only processes started since the helper can belong to its tree.
+                if stat is not None and pid != me and (pid == leader or stat[4] >= self._since):
+                    table[pid] = stat
+        # After the reap the leader's pid may be reused: a process (or group, or
+        # session) with that id counts only if it started before the reap.
+        before = self._reaped_at if self.reaped else None
+        found = {
+            pid
+            for pid, (_, _, pgrp, session, start) in table.items()
+            if (pid == leader or pgrp == leader or session == leader)
+            and (before is None or start < before)
+        }
+        found |= {pid for pid in table if pid not in found and _has_tag(pid, self._marker)}
+        if self.reaped:
+            # Seen in the tree while the leader lived (the same process: same start).
+            found |= {
+                pid for pid, start in self._known.items() if table.get(pid, _NONE)[4] == start
+            }
+        grew = True
+        while grew:  # and everything below what was found
+            more = {pid for pid, stat in table.items() if pid not in found and stat[1] in found}
+            found |= more
+            grew = bool(more)
+        alive = sorted(pid for pid in found if table[pid][0] != "Z")
+        if not self.reaped:
+            self._known.update((pid, table[pid][4]) for pid in alive if pid != leader)
+        return alive
+
+    def remember(self) -> None:
+        """Look at the tree now, while the leader lives (``tree`` mode; never waits).
+
+        An orphan is the helper's child only while the helper lives (it is their
+        subreaper); once the helper exits they go to init, and only this look still
+        knows them. The ladder and the shutdown call it before they stop the helper.
+        """
+        if self.mode == "tree" and not self.reaped and self.leader is not None:
+            self._scan()
+
+    def signal(self, sig: int) -> list[tuple[int, int]]:
+        """Send ``sig`` to every live process of the tree; never waits.
+
+        Returns:
+            ``(pid, errno)`` of each process the signal could not reach (e.g.
+            ``EPERM``); a process that is already gone is not a failure.
+        """
+        failures: list[tuple[int, int]] = []
+        leader = self.leader
+        if leader is None:
+            return failures
+        if self._cgroup is not None and sig == signal.SIGKILL:
+            try:
+                (self._cgroup / "cgroup.kill").write_text("1")
+            except OSError:  # a kernel before 5.14: one process at a time below
+                pass
+            else:
+                return failures
+        if not self.reaped:
+            # The group first: one call that covers the helper's own children. Not once
+            # the leader is reaped: its pid (the group's id) may then be reused.
+            try:
+                _killpg(leader, sig)
+            except ProcessLookupError:
+                pass
+            except OSError as exc:
+                if self.mode == "group":
+                    failures.append((leader, exc.errno or errno.EPERM))
+        elif self.mode == "group":
+            # Nothing better here: a member left in the group keeps its id in use.
+            with contextlib.suppress(OSError):
+                _killpg(leader, sig)
+        for pid in self.members():
+            try:
+                _kill(pid, sig)
+            except ProcessLookupError:
+                continue
+            except OSError as exc:
+                failures.append((pid, exc.errno or errno.EPERM))
+        return failures
+
+    @enable_ki_protection
+    async def sweep(self, grace: float) -> tuple[list[int], list[tuple[int, int]]]:
+        """The leader is reaped: kill what is left and wait up to ``grace`` seconds.
+
+        Returns:
+            ``(survivors, failures)``: pids still alive when the time ran out (escaped),
+            and ``(pid, errno)`` of each SIGKILL that could not be delivered.
+        """
+        failures: dict[int, int] = {}
+        with trio.move_on_after(grace):
+            while True:
+                left = self.members()
+                if not left:
+                    return [], sorted(failures.items())
+                for pid, code in self.signal(signal.SIGKILL):
+                    failures[pid] = code
+                for pid in left:
+                    await _wait_gone(pid)
+        return self.members(), sorted(failures.items())
+
+    def close(self) -> None:
+        """Remove the cgroup (once empty; a populated one is left in place)."""
+        if self._cgroup is not None:
+            try:
+                self._cgroup.rmdir()
+            except OSError:
+                return
+            self._cgroup = None
+            _cgroups.release()
+
+
+@enable_ki_protection
+async def _wait_gone(pid: int) -> None:
+    """Wait until ``pid`` has exited (it is not our child: no ``waitpid``)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        await trio.lowlevel.checkpoint()
+        return
+    except (AttributeError, OSError):  # no pidfd here: look again now and then
+        while True:
+            stat = _stat(pid)
+            if stat is None or stat[0] == "Z":
+                return
+            await trio.sleep(_POLL)
+    try:
+        await trio.lowlevel.wait_readable(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,297 @@
+"""How a helper is stopped: the escalation ladder of design §3.5, and shutdown (§3.8).
+
+:class:`Ladder` is the part of a :class:`~actors._helpers._process.HelperProcess` that
+stops it:
+
+1. a cancel frame for the job's exact generation; a terminal reply within
+   ``cancel_grace`` ends the job cooperatively and the helper stays usable;
+2. otherwise SIGTERM to the helper's whole tree, and up to ``terminate`` seconds to be
+   reaped;
+3. otherwise SIGKILL to the tree, and up to ``kill`` seconds to be reaped;
+4. otherwise the incarnation is *quarantined*: no replacement may be spawned until the
+   reaper task finally reaps it.
+
+Every step is a deadline from the configuration, and it runs shielded (the caller may be
+cancelled meanwhile), so a job's ladder is bounded by ``cancel_grace + terminate +
+kill`` seconds and a shutdown by ``shutdown + terminate + kill``. A signal that cannot
+be delivered to the helper (e.g. EPERM) ends the ladder at once as ``signal_failed``
+and quarantines the helper until it is gone. :meth:`Ladder.hurry` (a second Ctrl-C,
+design §3.13) skips what is left of every grace: SIGKILL now, then the kill timeout.
+Each step is an event and a log record (design §3.10).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno as errno_module
+import signal
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import trio
+from trio.lowlevel import enable_ki_protection
+
+from .._core._lifecycle import HelperEvent, HelperState
+from ..errors import ProtocolError
+from ._pipe import PipeGone
+from ._spec import MIN_FRAME_LIMIT
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from ._process import HelperProcess
+
+__all__ = ["Ladder"]
+
+
+class Ladder:
+    """The stopping part of one helper incarnation (see the module docstring).
+
+    Args:
+        helper: The incarnation it stops.
+    """
+
+    def __init__(self, helper: HelperProcess) -> None:
+        self._helper = helper
+        self.hurried = False
+        """Every grace is skipped from now on (a second Ctrl-C)."""
+        self.signal_failure: tuple[int, int, str] | None = None
+        """``(pid, errno, signal name)`` of the signal that could not be delivered."""
+        self._step: trio.CancelScope | None = None
+        # The task stopping the helper now; another one waits for it (a close meeting
+        # a retirement or a failed start), then finds the helper gone.
+        self._owner: trio.lowlevel.Task | None = None
+        self._released: trio.Event | None = None
+
+    @asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        task = trio.lowlevel.current_task()
+        if self._owner is task:  # nested: a step of the same stop
+            yield
+            return
+        while self._owner is not None:  # bounded: the other stop is a bounded ladder
+            if self._released is None:
+                self._released = trio.Event()
+            await self._released.wait()
+        self._owner = task
+        try:
+            yield
+        finally:
+            self._owner = None
+            if self._released is not None:
+                self._released.set()
+                self._released = None
+
+    def _wait(self, seconds: float) -> trio.CancelScope:
+        """A step's deadline: ``seconds`` from now, or at once when hurried."""
+        scope = trio.move_on_after(0 if self.hurried else seconds)
+        self._step = scope
+        return scope
+
+    def hurry(self) -> None:
+        """Skip every grace left (design §3.13): SIGKILL the tree now; never waits."""
+        helper = self._helper
+        if self.hurried or helper.exited:
+            return
+        self.hurried = True
+        if helper._process is not None:
+            helper._tree.signal(signal.SIGKILL)
+        if self._step is not None:
+            self._step.cancel()
+        helper.cancel()
+
+    @enable_ki_protection
+    async def stop_job(self, *, parent_timeout: bool, reason: str) -> str:
+        async with self._exclusive():
+            return await self._stop_job(parent_timeout=parent_timeout, reason=reason)
+
+    @enable_ki_protection
+    async def _stop_job(self, *, parent_timeout: bool, reason: str) -> str:
+        """Run the ladder for the active job; return the last step used.
+
+        Never raises (but ``InvalidTransition`` on a bug); must run shielded.
+
+        Args:
+            parent_timeout: The reply deadline started it: a helper that answers the
+                cancel is retired all the same (design §3.6).
+            reason: Why, for the events: ``cancelled``, ``reply_timeout``, ``stalled``,
+                ``deadline`` or ``caller_cancelled``.
+        """
+        helper = self._helper
+        assert helper._active is not None
+        generation, operation = helper._active
+        pipe = helper._pipe
+        escalation = "cooperative"
+        if self.hurried or (pipe is not None and pipe.send_broken):
+            escalation = await self.escalate(sigterm_first=not self.hurried)
+        else:
+            helper._advance(HelperEvent.CANCEL_SENT)
+            helper._emit(
+                "cancel_sent",
+                f"cancel sent for job {generation} ({operation}): {reason}",
+                generation=generation,
+                operation=operation,
+                reason=reason,
+            )
+            cancel = helper._encode("cancel", generation, operation, MIN_FRAME_LIMIT)
+            try:
+                with self._wait(helper.timeouts.cancel_grace) as grace:
+                    await helper._send(cancel)
+                    reply = await helper._receive_reply(generation, operation, None)
+                    helper._advance(HelperEvent.REPLIED)
+                if grace.cancelled_caught:
+                    helper._emit(
+                        "grace_expired",
+                        f"no answer to the cancel of job {generation} within "
+                        f"{helper.timeouts.cancel_grace:g} s",
+                        generation=generation,
+                        grace=helper.timeouts.cancel_grace,
+                    )
+                    escalation = await self.escalate(sigterm_first=not self.hurried)
+                elif reply.status != "cancelled":
+                    # The job's own answer came after the cancel: its result is not
+                    # taken (the caller was told it was stopped).
+                    helper._emit(
+                        "late_reply_dropped",
+                        f"the reply of job {generation} came after its {reason}; dropped",
+                        generation=generation,
+                        status=reply.status,
+                        reason=reason,
+                    )
+            except PipeGone:
+                await self.wait_exit_after_eof()
+                escalation = "exited"
+            except ProtocolError:
+                escalation = await self.escalate(sigterm_first=False)
+        if escalation == "cooperative" and parent_timeout:
+            # design §3.6: a helper that missed the reply deadline is retired.
+            await self.shutdown()
+        helper.last_escalation = escalation
+        return escalation
+
+    @enable_ki_protection
+    async def shutdown(self) -> str:
+        async with self._exclusive():
+            return await self._shutdown()
+
+    @enable_ki_protection
+    async def _shutdown(self) -> str:
+        """Stop the helper politely, escalating if needed (design §3.8); never raises.
+
+        Sends a shutdown frame and waits up to ``timeouts.shutdown`` seconds for the
+        exit, then SIGTERM / SIGKILL as in design §3.5. Bounded by
+        ``shutdown + terminate + kill`` seconds; shield it if it runs during
+        cancellation.
+
+        Returns:
+            ``"exited"`` (already gone), ``"shutdown"``, ``"sigterm"``, ``"sigkill"``,
+            ``"quarantined"`` or ``"signal_failed"``.
+        """
+        helper = self._helper
+        if helper._process is None or helper.exited:
+            return "exited"
+        helper._tree.remember()  # orphans of its tree are findable only while it lives
+        if helper.usable and not self.hurried:
+            helper._advance(HelperEvent.SHUTDOWN_SENT)
+            with self._wait(helper.timeouts.shutdown):
+                with contextlib.suppress(PipeGone):
+                    await helper._send(
+                        helper._encode("shutdown", helper._generation, "shutdown", MIN_FRAME_LIMIT)
+                    )
+                await helper._exited.wait()
+            if helper.exited:
+                return "shutdown"
+        return await self.escalate(
+            sigterm_first=helper.state is not HelperState.QUARANTINED and not self.hurried
+        )
+
+    @enable_ki_protection
+    async def wait_exit_after_eof(self) -> None:
+        async with self._exclusive():
+            await self._wait_exit_after_eof()
+
+    @enable_ki_protection
+    async def _wait_exit_after_eof(self) -> None:
+        """The pipe ended: give the process ``terminate`` seconds to exit, then escalate."""
+        helper = self._helper
+        with self._wait(helper.timeouts.terminate):
+            await helper._exited.wait()
+        if not helper.exited:
+            await self.escalate(sigterm_first=not self.hurried)
+
+    @enable_ki_protection
+    async def escalate(self, *, sigterm_first: bool) -> str:
+        async with self._exclusive():
+            return await self._escalate(sigterm_first=sigterm_first)
+
+    @enable_ki_protection
+    async def _escalate(self, *, sigterm_first: bool) -> str:
+        """SIGTERM → terminate timeout → SIGKILL → kill timeout → quarantine (§3.5).
+
+        Returns:
+            ``"exited"``, ``"sigterm"``, ``"sigkill"``, ``"quarantined"`` or
+            ``"signal_failed"`` (the helper itself could not be signalled).
+        """
+        helper = self._helper
+        if helper.exited:
+            return "exited"
+        if helper.state is HelperState.QUARANTINED and self.signal_failure is not None:
+            return "signal_failed"
+        if helper._reaper.reaped:
+            # The leader is gone; the reaper is sweeping its tree (design §3.11).
+            with trio.move_on_after(helper.timeouts.kill):
+                await helper._exited.wait()
+            return "exited" if helper.exited else "quarantined"
+        if helper.state is HelperState.QUARANTINED:
+            sigterm_first = False  # it was SIGKILLed already
+        if sigterm_first and not self.hurried:
+            if not self._signal(signal.SIGTERM):
+                return "signal_failed"
+            helper._advance(HelperEvent.SIGTERM_SENT)
+            helper._emit("sigterm_sent", "SIGTERM sent to its process tree")
+            with self._wait(helper.timeouts.terminate):
+                await helper._exited.wait()
+            if helper.exited:
+                return "sigterm"
+        if not self._signal(signal.SIGKILL):
+            return "signal_failed"
+        helper._advance(HelperEvent.SIGKILL_SENT)
+        helper._emit("sigkill_sent", "SIGKILL sent to its process tree")
+        # Not hurried: the kill timeout is what a second Ctrl-C still waits for.
+        with trio.move_on_after(helper.timeouts.kill):
+            await helper._exited.wait()
+        if helper.exited:
+            return "sigkill"
+        if helper.state is not HelperState.QUARANTINED:
+            helper._advance(HelperEvent.KILL_TIMED_OUT)
+            helper._emit(
+                "quarantined",
+                f"not reaped within {helper.timeouts.kill:g} s of SIGKILL; quarantined",
+                kill=helper.timeouts.kill,
+            )
+        return "quarantined"
+
+    def _signal(self, sig: signal.Signals) -> bool:
+        """Signal the helper's tree; False (and quarantined) if the helper itself
+        could not be reached. A descendant that cannot be reached is reported when the
+        tree is swept (design §3.11)."""
+        helper = self._helper
+        if helper._process is None or helper.exited:
+            return True
+        failures = helper._tree.signal(sig)
+        pid = helper._process.pid
+        for failed_pid, code in failures:
+            if failed_pid == pid and not helper._reaper.reaped:
+                name = errno_module.errorcode.get(code, str(code))
+                self.signal_failure = (pid, code, sig.name)
+                if helper.state is not HelperState.QUARANTINED:
+                    helper._advance(HelperEvent.SIGNAL_FAILED)
+                helper._emit(
+                    "signal_failed",
+                    f"{sig.name} could not be delivered ({name}); quarantined until it is gone",
+                    signal=sig.name,
+                    errno=code,
+                    error=name,
+                )
+                return False
+        return True

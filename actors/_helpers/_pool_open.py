@@ -1,0 +1,96 @@
+"""Opening a helper pool: :func:`open_helper_pool` (design §3.1, §3.8, §3.13)."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import trio
+from trio.lowlevel import enable_ki_protection
+
+from ._interrupt import second_interrupt, sole_exception
+from ._pool import HelperPool
+from ._pool_config import PoolConfig
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from ._events import PoolEvents
+    from ._spec import HelperSpec
+
+__all__ = ["open_helper_pool"]
+
+
+@asynccontextmanager
+@enable_ki_protection
+async def open_helper_pool(
+    spec: HelperSpec,
+    config: PoolConfig | None = None,
+    *,
+    events: PoolEvents | None = None,
+    **fields: Any,
+) -> AsyncIterator[HelperPool]:
+    """Open a pool of helper processes; close it on exit (design §3.1, §3.8).
+
+    Args:
+        spec: What each helper runs.
+        config: The pool's configuration; or give its fields as keywords instead
+            (``size=2, timeouts=HelperTimeouts(reply=5)``), not both.
+        events: The event hub to report to (design §3.10); by default the pool makes
+            its own (:attr:`HelperPool.events`), closed with the pool.
+
+    Yields:
+        The :class:`HelperPool`.
+
+    Entering is a checkpoint; with ``eager`` (the default) it returns once every
+    helper is ready. Exiting is a checkpoint that runs shielded: it cancels running jobs
+    (design §3.5 ladder each), sends every helper a shutdown frame, waits up to
+    ``timeouts.shutdown`` seconds, escalates (SIGTERM, SIGKILL), and returns when every
+    helper is reaped and nothing of its tree is left, so no child and no zombie remains;
+    it takes at most ``timeouts.close_bound`` seconds (``cancel_grace + shutdown +
+    terminate + kill``), and only ``kill`` after a second Ctrl-C (design §3.13). A
+    ``KeyboardInterrupt`` leaves it bare, not in an exception group.
+
+    Raises:
+        HelperStartupError: (code ``helper_startup_failed``) an eager spawn failed
+            (the helpers already started are closed).
+        HelperExitedError: (code ``helper_exited``) an eager helper exited in startup.
+        ValueError: a configuration field is out of range, or ``spec.containment``
+            names a mode this platform does not have.
+        TypeError: both ``config`` and keyword fields were given.
+    """
+    if config is None:
+        config = PoolConfig(**fields)
+    elif fields:
+        raise TypeError("give either config or its fields as keywords, not both")
+    own_events = events is None
+    try:
+        async with trio.open_nursery() as nursery:
+            pool = HelperPool(spec, config, nursery, events=events)
+            opened = pool.events.pools_opened
+            pool.events.pools_opened += 1
+            if opened:
+                pool.events.emit(
+                    "pool_restarted", f"pool {spec.name!r} opened again", opened=opened + 1
+                )
+            try:
+                if config.eager:
+                    await pool.spawn_all()
+                yield pool
+            finally:
+                # Shielded: the close must run whatever cancelled the block; a Ctrl-C
+                # meanwhile skips its graces (design §3.13).
+                with trio.CancelScope(shield=True):
+                    async with second_interrupt(pool.hurry):
+                        await pool.aclose()
+                if own_events:
+                    pool.events.close()
+    except BaseExceptionGroup as group:
+        # The nursery holds only reaper and stderr tasks, which never raise: a group
+        # carries the body's (or the spawn's) exception. Re-raise a lone one bare, so
+        # that ``except HelperStartupError`` (or KeyboardInterrupt) around the
+        # ``async with`` works.
+        leaf = sole_exception(group)
+        if leaf is None:
+            raise
+        raise leaf from None

@@ -1,0 +1,174 @@
+"""How the pool's helpers are (re)spawned, and how often (design §3.3, §3.7).
+
+:class:`Spawner` is the part of a :class:`~actors._helpers._pool.HelperPool` that gives a
+slot a usable helper: it retires the slot's old incarnation (shutdown, then the
+ladder), counts the replacement against the restart intensity (design §1.4: past it the
+pool fails), and starts the new incarnation. The start runs in the pool's nursery, not
+in the job's task: a job cancelled while its helper starts does not kill that helper (a
+restart wasted, and counted against the intensity); the helper serves the next job.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+from trio.lowlevel import enable_ki_protection
+
+from ..errors import ForcedTermination, HelperError
+from ._process import HelperProcess
+
+if TYPE_CHECKING:
+    from ._pool import HelperPool
+
+__all__ = ["Slot", "Spawner"]
+
+
+@attrs.define(eq=False)
+class Slot:
+    """One place of the pool: its current helper incarnation and what it is doing."""
+
+    index: int
+    helper: HelperProcess | None = None
+    incarnation: int = 0
+    spawned: bool = False  # a first incarnation exists since open/restart()
+    epoch: int = 0
+    held: bool = False  # kept out of the free channel until its helper is gone
+    spawning: bool = False  # a spawn runs in the pool's nursery; it releases the slot
+    release_pending: bool = False  # the job that began that spawn has gone
+
+
+class Spawner:
+    """The spawning part of a pool (see the module docstring).
+
+    Args:
+        pool: The pool it spawns for.
+    """
+
+    def __init__(self, pool: HelperPool) -> None:
+        self._pool = pool
+        self.restart_times: deque[float] = deque()
+        """When each replacement within the intensity window happened (trio clock)."""
+        self.spawning: set[trio.CancelScope] = set()
+        """Starts under way (the pool's close cancels them)."""
+        self.spawns = 0
+        """Helper processes started."""
+        self.restarts = 0
+        """Spawns that replaced an earlier incarnation."""
+
+    @enable_ki_protection
+    async def ready_helper(self, slot: Slot) -> HelperProcess:
+        """Return the slot's usable helper, retiring and (re)spawning as needed."""
+        pool = self._pool
+        helper = slot.helper
+        if helper is not None and helper.usable and slot.epoch == pool._epoch:
+            return helper
+        if helper is not None:
+            if not helper.exited:
+                with trio.CancelScope(shield=True):
+                    await helper.shutdown()
+            if not helper.exited:  # pragma: no cover (needs an unkillable process)
+                raise ForcedTermination(
+                    f"{helper.label} could not be retired; it is quarantined",
+                    escalation="quarantined",
+                    parent_timeout=False,
+                )
+            helper.discard()
+            pool._retired_jobs += helper.jobs_run
+            slot.helper = None
+            if pool._closing:  # the close began while the old one was retired
+                raise pool._closed_error("while a helper was replaced")
+        replaces = slot.spawned
+        if replaces:
+            self.note_restart()
+        slot.spawned = True
+        slot.incarnation += 1
+        slot.epoch = pool._epoch
+        helper = HelperProcess(
+            pool.spec,
+            pool.config.timeouts,
+            incarnation=slot.incarnation,
+            label=f"{pool.spec.name}#{slot.index}.{slot.incarnation}",
+            slot=slot.index,
+            events=pool.events,
+            containment=pool.containment,
+            replaces=replaces,
+            on_exit=functools.partial(pool._on_exit, slot),
+        )
+        slot.helper = helper
+        self.spawns += 1
+        # The spawn runs in the pool's nursery: a job cancelled while its helper
+        # starts does not kill that helper (a restart wasted, and counted against the
+        # intensity); the helper serves the next job instead.
+        started = trio.Event()
+        failure: list[HelperError] = []
+        slot.spawning = True
+        pool._nursery.start_soon(self._spawn, slot, helper, started, failure)
+        await started.wait()
+        if failure:
+            raise failure[0]
+        return helper
+
+    @enable_ki_protection
+    async def _spawn(
+        self, slot: Slot, helper: HelperProcess, started: trio.Event, failure: list[HelperError]
+    ) -> None:
+        pool = self._pool
+        scope = trio.CancelScope()
+        self.spawning.add(scope)
+        try:
+            with scope:
+                await helper.start(pool._nursery)
+        except HelperError as exc:
+            failure.append(exc)
+        finally:
+            self.spawning.discard(scope)
+            if scope.cancelled_caught and not failure:
+                failure.append(pool._closed_error("while a helper started"))
+            slot.spawning = False
+            started.set()
+            if slot.release_pending:
+                slot.release_pending = False
+                pool._release(slot)
+
+    def note_restart(self) -> None:
+        """Count one replacement; fail the pool past the intensity (design §1.4, §3.7)."""
+        pool = self._pool
+        now = trio.current_time()
+        window = self.restart_times
+        while window and window[0] <= now - pool.config.restart_period:
+            window.popleft()
+        window.append(now)
+        self.restarts += 1
+        if len(window) > pool.config.max_restarts:
+            pool._failed = True
+            pool._failed_event.set()
+            error = pool._failure()
+            pool.events.emit(
+                "intensity_exceeded",
+                f"pool {pool.spec.name!r}: {error.message}",
+                restarts=len(window),
+                period=pool.config.restart_period,
+                max_restarts=pool.config.max_restarts,
+            )
+            raise error
+
+    @enable_ki_protection
+    async def spawn(self, slots: list[Slot]) -> None:
+        """Start the helpers of ``slots`` at once; raise the first failure."""
+        errors: list[HelperError] = []
+
+        async def spawn(slot: Slot) -> None:
+            try:
+                await self.ready_helper(slot)
+            except HelperError as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            for slot in slots:
+                nursery.start_soon(spawn, slot)
+        if errors:
+            raise errors[0]
