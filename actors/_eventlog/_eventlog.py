@@ -57,6 +57,7 @@ Event kinds and their ``data``:
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -89,6 +90,8 @@ if TYPE_CHECKING:
 __all__ = ["EventLog", "EventLogStatistics", "open_event_log", "single_leaf"]
 
 _log = logging.getLogger("actors.eventlog")
+#: Kind prefixes of the event log's own events; :meth:`EventLog.record` refuses them.
+_RESERVED_PREFIXES = ("job_", "admission_", "request_", "revision_")
 
 
 class EventLog:
@@ -450,6 +453,41 @@ class EventLog:
             InvalidCommand: (``invalid_command``) ``cursor`` or ``limit`` is not an int.
         """
         return await self._journal.watch(cursor, self.config.window if limit is None else limit)
+
+    def record(self, kind: str, data: Mapping[str, Any]) -> int:
+        """Append a log-wide event that belongs to no run; return its seq (design §6.8).
+
+        For what the runtime's other parts did (a helper spawned or killed, a supervisor
+        restarting a child: design §3.10, §1.7), so subscribers see it in the same ordered
+        log as the runs. O(1), never waits; with a ledger the event is durable like any
+        other.
+
+        Args:
+            kind: snake_case, at most 64 characters, and none of the log's own kinds
+                (those starting ``job_``, ``admission_``, ``request_`` or ``revision_``).
+            data: A JSON-compatible mapping (no NaN or infinity).
+
+        Raises:
+            ValueError: ``kind`` malformed or reserved, or ``data`` not JSON-compatible.
+            ActorStopped: (code ``actor_stopped``) the event log is not running.
+        """
+        self._check_open()
+        if (
+            not isinstance(kind, str)
+            or not 0 < len(kind) <= 64
+            or not kind.replace("_", "a").isalnum()
+            or not kind.isascii()
+            or kind != kind.lower()
+        ):
+            raise ValueError(f"kind must be a snake_case name of <= 64 chars, got {kind!r:.80}")
+        if kind.startswith(_RESERVED_PREFIXES):
+            raise ValueError(f"kind {kind!r} is one of the event log's own kinds")
+        try:
+            payload = dict(data)
+            json.dumps(payload, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"data must be a JSON-compatible mapping: {exc}") from None
+        return self._journal.emit(kind, None, payload)
 
     def subscribe(self, name: str | None = None, **options: Unpack[PortOptions]) -> Port:
         """Open a bounded subscriber port (design §6.9); it receives every event from now on.

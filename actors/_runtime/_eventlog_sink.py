@@ -56,13 +56,8 @@ class EventLogSink:
         if actor is None or actor.state is not ActorState.RUNNING or not actor.log.writable:
             self.dropped += 1
             return False
-        log = actor.log
-        record = getattr(log, "record", None)
         try:
-            if record is not None:
-                record(kind, data)
-            else:
-                log._emit(kind, None, data)
+            actor.log.record(kind, data)
         except Exception:  # a full or broken ledger must not break the runtime
             _log.exception("could not append %s to the event log", kind)
             self.dropped += 1

@@ -55,7 +55,8 @@ from .._helpers._pool_actor import PoolActor
 from .._helpers._pool_handle import PoolHandle
 from .._helpers._spec import HelperSpec
 from .._renderer._renderer import Renderer, RendererConfig, RenderFn
-from .._scheduler._actor import HelperRestarted, SchedulerActor
+from .._scheduler._actor import SchedulerActor
+from .._scheduler._messages import HelperRestarted
 from .._scheduler._state import RunInfo, SchedulerConfig
 from ._eventlog_sink import EventLogSink
 from ._tree import LiveChild, build_tree, route
