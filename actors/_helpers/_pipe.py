@@ -126,7 +126,10 @@ class HelperPipe:
                 raise PipeGone from None
             if not data:
                 raise PipeGone
-            frames.extend(self._decoder.feed(data))
+            got = self._decoder.feed(data)
+            if len(got) == 1:  # the usual read: one whole frame, no queue needed
+                return got[0]
+            frames.extend(got)
         return frames.popleft()
 
     async def receive(self, *, known_empty: bool = False) -> bytes:

@@ -38,6 +38,9 @@ from .._core._supervisor import ChildSpec, Supervisor
 from ..errors import ActorStopped, AskTimeout
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._core._backoff import Backoff
     from .._core._supervisor import SupervisorEvent
 
 __all__ = ["LiveChild", "build_tree"]
@@ -136,9 +139,9 @@ def build_tree(
     *,
     max_restarts: int,
     period: float,
-    backoff: Any,
+    backoff: Backoff,
     grace: float,
-    on_event: Any,
+    on_event: Callable[[SupervisorEvent], object],
 ) -> Supervisor:
     """The supervisor of the runtime (see the module docstring)."""
 

@@ -104,7 +104,7 @@ async def test_a_second_ctrl_c_skips_every_grace_and_leaves_a_bare_keyboard_inte
                     os.kill(pid, signal.SIGKILL)
         await process.stdout.aclose()
         await process.stderr.aclose()
-    assert elapsed < KILL + 2.0  # the graces are 30 s each
+    assert elapsed < KILL + 3.0  # the graces are 30 s each
     assert process.returncode == -signal.SIGINT  # the interpreter died of KeyboardInterrupt
     text = errors.decode()
     assert "KeyboardInterrupt" in text
@@ -139,7 +139,7 @@ async def test_hurry_cuts_a_pools_close_to_the_kill_timeout():
             pool.hurry()
             await pool.aclose()  # waits for the first close
             elapsed = trio.current_time() - start
-    assert elapsed < KILL + 0.5
+    assert elapsed < KILL + 1.0  # not the 30 s graces
     assert pid_gone(pid)
     assert_no_children()
 

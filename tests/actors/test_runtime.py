@@ -1,4 +1,4 @@
-"""open_runtime: the four system actors in one nursery, wired over their mailboxes.
+"""open_runtime: the four system actors under their supervision tree (design §1.7).
 
 Real helper processes, so the real clock with short timeouts (STYLE rule 21); every
 test checks that no child process or zombie is left once the runtime has closed.
