@@ -440,7 +440,7 @@ def _run_job(
             answer["payload"] = result
         elif status == "error":
             answer["error"] = error
-        if faulty_reply(stdio, fault, job, answer):
+        if faulty_reply(stdio, fault, job, answer, FAULT_EXIT_CODE):
             return ctx.shutdown_requested
     session, generation, operation = job.session, job.generation, job.operation
     try:
@@ -530,7 +530,7 @@ def _serve(
     if fault is not None:
         from ._helpers._faults import at_startup
 
-        info.update(at_startup(fault, stdio))
+        info.update(at_startup(fault, stdio, FAULT_EXIT_CODE))
     if settings.get("subreaper"):
         from ._helpers._subreaper import become_subreaper  # only for tree containment
 

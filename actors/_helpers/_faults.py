@@ -14,28 +14,33 @@ import time
 
 from protocol.envelope import PROTOCOL_VERSION, encode_fields, new_session
 
-from ..helper import FAULT_EXIT_CODE
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Protocol
 
     from protocol.envelope import Envelope
 
-    from ..helper import _Stdio
+    class _Stdio(Protocol):
+        """What the helper library's frame output offers a fault mode."""
+
+        max_reply: int
+        session: str | None
+
+        def write(self, data: bytes) -> None: ...
+
 
 __all__ = ["at_startup", "faulty_reply", "hang"]
 
 _HANG_STEP = 3600.0
 
 
-def at_startup(fault: str, stdio: _Stdio) -> dict[str, Any]:
+def at_startup(fault: str, stdio: _Stdio, exit_code: int) -> dict[str, Any]:
     """Apply the startup part of ``fault``; return what to add to the ready info."""
     if fault == "hang_startup":
         hang()
     if fault == "exit_at_startup":
         print("fault exit_at_startup: giving up before ready", file=sys.stderr, flush=True)
-        os._exit(FAULT_EXIT_CODE)
+        os._exit(exit_code)
     if fault == "bad_ready":
         assert stdio.session is not None
         stdio.write(
@@ -76,7 +81,9 @@ def _start_sigterm_ignoring_grandchild() -> int:
     return child.pid
 
 
-def faulty_reply(stdio: _Stdio, fault: str, job: Envelope, answer: dict[str, Any]) -> bool:
+def faulty_reply(
+    stdio: _Stdio, fault: str, job: Envelope, answer: dict[str, Any], exit_code: int
+) -> bool:
     """Send the broken reply of ``fault`` instead of ``answer``; False if not a reply fault."""
     fields: dict[str, Any] = {
         "kind": "reply",
@@ -86,7 +93,7 @@ def faulty_reply(stdio: _Stdio, fault: str, job: Envelope, answer: dict[str, Any
         **answer,
     }
     if fault == "crash_before_reply":
-        os._exit(FAULT_EXIT_CODE)
+        os._exit(exit_code)
     if fault == "malformed_reply":
         stdio.write(len(b"not json").to_bytes(4, "big") + b"not json")
     elif fault == "oversized_reply":
