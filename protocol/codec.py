@@ -130,7 +130,7 @@ def make_converter() -> cattrs.Converter:
     not ints); ``tuple[X, ...]`` only from JSON arrays; and tagged unions
     (``tag_name="type"``) for :data:`ClientRequest`, :data:`ServerMessage` and
     :data:`Message`. Optional fields added after the first release
-    (:data:`protocol.messages.ADDED_OPTIONAL`, e.g. ``retry_after``) are left out of the
+    (marked ``ADDED_OPTIONAL`` in their metadata, e.g. ``retry_after``) are left out of the
     JSON while ``None``. The module keeps one for its functions; build your own only to
     extend it.
 

@@ -65,3 +65,34 @@ def test_embed_snippet_without_an_argument_draws_its_own_sample(tmp_path: Path) 
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == "thumbs/run4-thumbnail.png"
     assert {p.suffix for p in (tmp_path / "thumbs").iterdir()} == {".png"}
+
+
+def test_supervisor_snippet_restarts_the_crashed_child(tmp_path: Path) -> None:
+    result = run(snippet('ChildSpec("db", Db'), tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "child_started cache 1 ",
+        "child_started db 1 ",
+        "cached get",
+        "child_exited db 1 RuntimeError",
+        "child_restarting db 2 ",
+        "child_started db 2 ",
+        "child_stopped db 2 ",
+        "child_stopped cache 1 ",
+    ]
+    # The abnormal exit and the restart are WARNING records (logging's last resort).
+    assert "child 'db' (incarnation 1) exited (RuntimeError)" in result.stderr
+
+
+def test_helper_snippets_run_a_job_and_show_the_ladder(tmp_path: Path) -> None:
+    """The helper saved as ``myapp/helper.py`` and the parent program run beside it."""
+    (tmp_path / "myapp").mkdir()
+    (tmp_path / "myapp" / "helper.py").write_text(snippet("# myapp/helper.py"))
+    result = run(snippet("open_helper_pool(spec, config)"), tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "{'count': 9592}" in lines
+    kinds = [line.split()[0] for line in lines[lines.index("{'count': 9592}") + 1 :]]
+    # The first job, the second job, and the second one's cancel frame when its caller
+    # gave up (the ladder's first rung: the helper checks and stops).
+    assert kinds == ["job_started", "job_started", "cancel_sent"]

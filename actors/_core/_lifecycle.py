@@ -239,13 +239,13 @@ class HelperState(_Enum):
     SHUTTING_DOWN = "shutting_down"
     """A shutdown frame was sent; the exit is awaited (design §3.8)."""
     TERMINATING = "terminating"
-    """SIGTERM went to the process group (design §3.5 step 2)."""
+    """SIGTERM went to the helper's process tree (design §3.5 step 2, §3.11)."""
     KILLING = "killing"
-    """SIGKILL went to the process group (design §3.5 step 3)."""
+    """SIGKILL went to the helper's process tree (design §3.5 step 3, §3.11)."""
     QUARANTINED = "quarantined"
     """Not reaped within the kill timeout; no replacement until it is (design §3.5 step 4)."""
     EXITED = "exited"
-    """Reaped: the process is gone, and so is its process group."""
+    """Reaped: the process is gone, and so is its process tree (design §3.11)."""
 
     @property
     def live(self) -> bool:
@@ -267,9 +267,9 @@ class HelperEvent(_Enum):
     SHUTDOWN_SENT = "shutdown_sent"
     """A shutdown frame was written."""
     SIGTERM_SENT = "sigterm_sent"
-    """SIGTERM was sent to the process group."""
+    """SIGTERM was sent to the helper's process tree."""
     SIGKILL_SENT = "sigkill_sent"
-    """SIGKILL was sent to the process group."""
+    """SIGKILL was sent to the helper's process tree."""
     KILL_TIMED_OUT = "kill_timed_out"
     """The kill timeout passed without the process being reaped."""
     REAPED = "reaped"

@@ -8,7 +8,7 @@ restart intensity exceeded and pool restarted. :class:`PoolEvents` hands each to
 * every subscriber (:meth:`PoolEvents.subscribe`): a bounded buffer per subscriber; one
   that falls behind loses its oldest events, counted in :attr:`PoolEventStream.dropped`
   and visible as a gap in ``seq``, and never slows the pool;
-* the ``actors.helpers`` logger, at the level of :data:`LEVELS` (a restart or a SIGKILL
+* the ``actors.helpers`` logger, at the level of ``LEVELS`` (a restart or a SIGKILL
   is a WARNING, a quarantine an ERROR), with the record's fields as ``extra``.
 
 Nothing is built when nobody listens: :meth:`PoolEvents.emit` builds a record only for
@@ -274,7 +274,7 @@ class PoolEvents:
         Args:
             kind: One of :data:`POOL_EVENT_KINDS`.
             text: The log message (a sentence about this helper).
-            level: The log level, if not the kind's own (:data:`LEVELS`).
+            level: The log level, if not the kind's own (design §3.10).
             slot, helper, incarnation, pid, generation: Who it concerns.
             **details: More JSON-compatible facts (``exit_code``, ``reason``, ...).
         """

@@ -175,7 +175,7 @@ class PoolActor(Actor):
             docstring).
         recovery: The backoff before each restart when ``on_failure="restart"``
             (default: 1 s doubling to 30 s, reset after 60 quiet seconds).
-        on_helper_exit: Awaited (coalesced, at most :data:`NOTIFY_TIMEOUT` seconds
+        on_helper_exit: Awaited (coalesced, at most ``NOTIFY_TIMEOUT`` (5) seconds
             each time) after a ready helper incarnation ended or the pool restarted.
 
     Raises:

@@ -1,6 +1,6 @@
 """What a helper runs and its deadlines: spec, timeouts, snapshot (design §3.1-3.3, §3.8).
 
-Also the child bootstrap (:data:`BOOTSTRAP`), the argv that starts a Python-entry helper
+Also the child bootstrap (``BOOTSTRAP``), the argv that starts a Python-entry helper
 without importing trio, attrs or cattrs.
 """
 
@@ -151,9 +151,9 @@ class HelperSpec:
     """What to run as a helper and how (design §3.1, §3.9).
 
     Exactly one of ``entry`` and ``argv`` is given. ``entry`` runs a Python function in
-    a fresh interpreter (``python``) that imports only the standard library and
-    :mod:`actors.helper` (see :data:`BOOTSTRAP`); ``argv`` runs any program that speaks
-    the helper protocol on its stdin/stdout.
+    a fresh interpreter (``python``), started through a small bootstrap that imports only
+    the standard library and :mod:`actors.helper`, never trio, attrs or cattrs (design
+    §3.3); ``argv`` runs any program that speaks the helper protocol on its stdin/stdout.
 
     Raises:
         ValueError: neither or both of ``entry``/``argv``; a malformed ``entry``;

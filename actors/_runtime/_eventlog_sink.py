@@ -9,10 +9,10 @@ and ``actor_<kind>`` (``actor_started``, ``actor_exited``, ``actor_restarting``,
 
 :class:`EventLogSink` is the one place that knows how: the event log's client API has
 no call that appends a log-wide event, so it appends through the running
-:class:`~actors._eventlog._eventlog.EventLog` itself (``record(kind, data)`` if it has
-one, else the log's own append), in this process, without waiting (design §6.8: an
-append is O(1)). While the event log is being restarted nothing can be appended: those
-events are counted in :attr:`EventLogSink.dropped` (and stay in the logging records).
+:class:`~actors._eventlog._eventlog.EventLog` itself (:meth:`~actors.EventLog.record`),
+in this process, without waiting (design §6.8: an append is O(1)). While the event log
+is being restarted nothing can be appended: those events are counted in
+:attr:`EventLogSink.dropped` (and stay in the logging records).
 """
 
 from __future__ import annotations
