@@ -20,8 +20,9 @@ operation           arguments            what it shows
 ==================  ===================  ==============================================
 
 More than ``max_restarts`` helper crashes within ``restart_period`` seconds fail the pool
-(jobs fail with ``pool_failed``, design §1.4, §3.7); the server logs it once and restarts
-the pool after a capped exponential backoff (:mod:`examples.web.pool_recovery`).
+(design §1.4, §3.7); the pool actor (``on_failure="restart"``) logs it and restarts
+the pool itself after a capped exponential backoff (``pool_backoff``); jobs caught in
+between fail with the transient ``pool_restarting``.
 
 ``hash_file`` reads only inside the files root (``--files-root DIR``, default the
 directory the server was started in): the path, relative to the root or absolute, is
@@ -71,6 +72,7 @@ import attrs
 import trio
 
 from actors import (
+    Backoff,
     EventLogActor,
     EventLogClient,
     EventLogConfig,
@@ -79,6 +81,7 @@ from actors import (
     OperationSpec,
     PoolActor,
     PoolConfig,
+    PoolEvents,
     PoolHandle,
     count_field,
     duration_field,
@@ -90,7 +93,6 @@ from ..web.cli import OneLineParser, count, describe, leaf
 from ..web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
 from ..web.held import held_at_start, left_held
 from ..web.launch import add_server_options, announce, front_door_config, listening
-from ..web.pool_recovery import PoolRecovery, RecoveryConfig
 from ..web.serverinfo import info_file
 from .helper import MAX_LIMIT, MAX_SLEEP, OUTSIDE_ROOT, resolve_inside
 
@@ -176,10 +178,12 @@ class JobServerConfig:
     (restart intensity, design §1.4)."""
     restart_period: float = duration_field(10.0, allow_zero=False)
     """Sliding window of the restart intensity, in seconds (trio clock)."""
-    pool_recovery: RecoveryConfig = attrs.field(
-        factory=RecoveryConfig, validator=attrs.validators.instance_of(RecoveryConfig)
+    pool_backoff: Backoff = attrs.field(
+        factory=lambda: Backoff(base=1.0, cap=30.0, reset_after=60.0),
+        validator=attrs.validators.instance_of(Backoff),
     )
-    """How a failed pool is restarted (backoff 1 s doubling to 30 s, design §1.4, §3.7)."""
+    """Seconds (trio clock) the pool actor waits before restarting a failed pool: 1 s
+    doubling to 30 s, back to 1 s after a quiet minute (design §1.4, §3.7)."""
     files_root: Path = attrs.field(factory=Path.cwd, converter=_files_root)
     """The directory ``hash_file`` may read inside (resolved; default: the current
     directory when the config is made), design §7.3."""
@@ -197,7 +201,6 @@ class HelperRunner:
     Args:
         pool: The pool actor's handle.
         job_timeout: Seconds (trio clock) a job may take, escalation included.
-        recovery: Told every job error: a ``PoolFailed`` starts its recovery episode.
         files_root: Given to ``hash_file`` jobs as their ``root`` (design §7.3).
     """
 
@@ -206,12 +209,10 @@ class HelperRunner:
         pool: PoolHandle,
         *,
         job_timeout: float,
-        recovery: PoolRecovery | None = None,
         files_root: Path | None = None,
     ) -> None:
         self.pool = pool
         self.job_timeout = job_timeout
-        self.recovery = recovery
         self.files_root = files_root if files_root is not None else Path.cwd()
 
     async def __call__(self, run: RunStatus, report: Callable[..., None]) -> Any:
@@ -220,7 +221,9 @@ class HelperRunner:
         Raises:
             ActorError: what the job failed with, e.g. ``HelperExitedError``
                 (``helper_exited``), ``HelperJobFailed`` (the handler's code, e.g.
-                ``source_unreadable``), ``ReplyTimeout`` (``reply_timeout``).
+                ``source_unreadable``), ``ReplyTimeout`` (``reply_timeout``),
+                ``PoolRestarting`` (``pool_restarting``: the pool failed and is being
+                restarted).
         """
 
         def on_progress(fraction: float, note: str | None) -> None:
@@ -230,17 +233,12 @@ class HelperRunner:
         arguments = dict(run.arguments)
         if run.operation == "hash_file":  # the helper checks the path against it again
             arguments["root"] = str(self.files_root)
-        try:
-            return await self.pool.run_job(
-                run.operation,
-                arguments,
-                timeout=self.job_timeout,
-                on_progress=on_progress,
-            )
-        except ActorError as exc:
-            if self.recovery is not None:
-                self.recovery.note(exc)
-            raise
+        return await self.pool.run_job(
+            run.operation,
+            arguments,
+            timeout=self.job_timeout,
+            on_progress=on_progress,
+        )
 
 
 @attrs.define(eq=False)
@@ -253,8 +251,9 @@ class JobRuntime:
     pool: PoolHandle
     """The pool actor's handle (design §3): ``snapshot()`` shows the helpers."""
     pool_ref: ActorRef
-    recovery: PoolRecovery
-    """Restarts the pool after it failed (:mod:`examples.web.pool_recovery`)."""
+    pool_events: PoolEvents
+    """The pool's events (design §3.10): subscribe to follow its helpers and its
+    restarts (``intensity_exceeded``, ``pool_restarted``)."""
 
 
 def helper_spec() -> HelperSpec:
@@ -266,6 +265,7 @@ def helper_spec() -> HelperSpec:
 async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]:
     """Start the pool actor (helper pool) and the event log (with its runners).
 
+    The pool actor restarts a failed pool itself, after ``config.pool_backoff``.
     Entering waits until every helper is ready and the ledger is open. Leaving stops the
     event log (running jobs are cancelled; with a ledger they are survivors at the next
     boot), then the pool actor: every helper is reaped before the block exits (§3.8).
@@ -282,15 +282,14 @@ async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]
         restart_period=config.restart_period,
     )
     async with trio.open_nursery() as nursery:
-        pool_ref = await nursery.start(PoolActor(helper_spec(), pool).run)
+        pool_actor = PoolActor(
+            helper_spec(), pool, on_failure="restart", recovery=config.pool_backoff
+        )
+        pool_ref = await nursery.start(pool_actor.run)
         pool_handle = PoolHandle(pool_ref)
-        recovery = PoolRecovery(pool_handle.restart, config.pool_recovery)
-        recovery_scope = trio.CancelScope()
-        nursery.start_soon(_serve_recovery, recovery, recovery_scope)
         runner = HelperRunner(
             pool_handle,
             job_timeout=config.job_timeout + timeouts.ladder + 1.0,
-            recovery=recovery,
             files_root=config.files_root,
         )
         log_config = EventLogConfig(ledger_path=config.ledger, max_concurrency=config.helpers)
@@ -303,12 +302,11 @@ async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]
             eventlog_ref=eventlog_ref,
             pool=pool_handle,
             pool_ref=pool_ref,
-            recovery=recovery,
+            pool_events=pool_actor.events,
         )
         try:
             yield runtime
         finally:
-            recovery_scope.cancel()  # no pool restart while the server stops
             with trio.CancelScope(shield=True):  # each stop is bounded by its grace
                 LOGGER.info("stopping the event log")
                 await eventlog_ref.stop(config.stop_grace)
@@ -316,11 +314,6 @@ async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]
                 await pool_ref.stop(config.stop_grace)
                 LOGGER.info("stopped")
             nursery.cancel_scope.cancel()
-
-
-async def _serve_recovery(recovery: PoolRecovery, scope: trio.CancelScope) -> None:
-    with scope:
-        await recovery.run()
 
 
 def _check_arguments(operation: str, arguments: dict[str, Any]) -> None:

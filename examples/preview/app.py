@@ -49,11 +49,9 @@ the bottom up, each depends only on parts listed before it:
   the selected and visible runs (``SetPriority``);
 * :mod:`~examples.preview.revisions`: :class:`~examples.preview.revisions.Revisions`,
   asks the scheduler for new revisions (changed data, redraws);
-* :mod:`~examples.preview.helper_watch`:
-  :class:`~examples.preview.helper_watch.HelperWatch`, counts ended helper incarnations;
 * :mod:`~examples.preview.helper_jobs`:
-  :class:`~examples.preview.helper_jobs.HelperJobs`, helper jobs, helper restarts and
-  the pool's recovery;
+  :class:`~examples.preview.helper_jobs.HelperJobs`, helper jobs, and the redraws after
+  the runtime restarted a failed pool;
 * :mod:`~examples.preview.live_images`:
   :class:`~examples.preview.live_images.LiveImages`, draws runs being written;
 * :mod:`~examples.preview.claim_runner`:
@@ -117,7 +115,6 @@ if TYPE_CHECKING:
 
     from ..web.api import Handler
     from ..web.connection import Connection
-    from ..web.pool_recovery import PoolRecovery
     from .runs import RunRecord
 
 
@@ -164,13 +161,7 @@ class PreviewApp:
         self._table = table = RunTable()
         self._selection = selection = Selection(link)
         self._revisions = revisions = Revisions(table, link)
-        self._helpers = helpers = HelperJobs(
-            link,
-            revisions,
-            job_timeout=config.job_timeout,
-            ask_timeout=config.ask_timeout,
-            recovery=config.pool_recovery,
-        )
+        self._helpers = helpers = HelperJobs(link, revisions, job_timeout=config.job_timeout)
         self._live = live = LiveImages(
             link, table, self.images, selection, job_timeout=config.job_timeout
         )
@@ -254,9 +245,9 @@ class PreviewApp:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._bridge.run, runtime.scheduler_events)
             await nursery.start(self._clients.run)
-            await self._helpers.baseline()
-            nursery.start_soon(self._helpers.watch)
-            nursery.start_soon(self._helpers.recovery.run)
+            # One pending restart is enough: each one redraws every affected run.
+            restarts = runtime.pool_events.subscribe(bound=1, kinds={"pool_restarted"})
+            nursery.start_soon(self._helpers.redraw_after_restarts, restarts)
             await self._jobs.discard_held()
             await self._probe.add_new(trio.current_time())
             await self._revisions.reconcile([])
@@ -326,13 +317,3 @@ class PreviewApp:
     def probes(self) -> int:
         """Change probes that succeeded."""
         return self._probe.probes
-
-    @property
-    def helper_restarts(self) -> int:
-        """Helper incarnations seen ending (each one told to the scheduler)."""
-        return self._helpers.restarts
-
-    @property
-    def pool_recovery(self) -> PoolRecovery:
-        """Restarts the helper pool after it failed (design §1.4, §3.7)."""
-        return self._helpers.recovery

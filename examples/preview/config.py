@@ -13,8 +13,6 @@ import attrs
 
 from actors import HelperTimeouts, count_field, duration_field
 
-from ..web.pool_recovery import RecoveryConfig
-
 __all__ = ["RENDER_SLACK", "PreviewConfig"]
 
 #: Seconds (trio clock) an ask of the renderer may take beyond the drawing's deadline.
@@ -72,11 +70,6 @@ class PreviewConfig:
     """Helper deadlines (design §3.2); the startup imports numpy, so it is generous. The
     shutdown steps are short: a hung (e.g. stopped) helper is killed within about
     0.7 s, so the server still exits within its grace + 1 s."""
-    pool_recovery: RecoveryConfig = attrs.field(
-        factory=RecoveryConfig, validator=attrs.validators.instance_of(RecoveryConfig)
-    )
-    """How a failed helper pool is restarted (backoff 1 s doubling to 30 s, design §1.4,
-    §3.7; :mod:`examples.web.pool_recovery`)."""
     helper_faults: dict[str, Any] | None = None
     """For tests only: the helpers' ``faults`` startup option (see
     :mod:`examples.preview.helper`), e.g. a read that crashes its helper once."""

@@ -3,8 +3,9 @@
 A run's revision (design §4.1, §4.8) moves when the database changes (the change probe
 saw a new change token: ``SourceChanged``, or ``Reconcile`` when runs were added) and
 when its images are to be drawn again although the data did not change (a client's
-``submit`` of ``preview``, or a helper pool that was restarted after ``pool_failed``):
-such a *redraw* asks for the revision ``<token>~r<N>``, N counting up per app.
+``submit`` of ``preview``, or a helper pool restarted after work failed with
+``pool_restarting``): such a *redraw* asks for the revision ``<token>~r<N>``, N
+counting up per app.
 
 Each run's ``requested`` revision is set before the ask: the scheduler's notices of the
 old revision may be read while the ask is in flight, and must already see the new one

@@ -30,10 +30,9 @@ from frontdoor_support import (
 )
 from trio_websocket import ConnectionClosed
 
-from actors._core._backoff import Backoff
+from actors import Backoff
 from examples.jobs.server import JobServerConfig, open_job_server
 from examples.web.frontdoor import FrontDoorConfig
-from examples.web.pool_recovery import RecoveryConfig
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -156,34 +155,35 @@ async def test_a_crash_fails_the_run_and_the_next_job_gets_a_fresh_helper():
 
 async def test_a_failed_pool_is_restarted_after_the_backoff(caplog):
     # Restart intensity 1 within 30 s: the third crash job finds the pool failed. The
-    # server restarts it once, after the 1 s backoff; then a normal job succeeds.
-    recovery = RecoveryConfig(backoff=Backoff(base=1.0, cap=2.0, reset_after=30.0))
-    async with job_server(max_restarts=1, restart_period=30.0, pool_recovery=recovery) as (
+    # pool actor restarts it once, after the 1 s backoff; then a normal job succeeds.
+    backoff = Backoff(base=1.0, cap=2.0, reset_after=30.0)
+    async with job_server(max_restarts=1, restart_period=30.0, pool_backoff=backoff) as (
         server,
         client,
     ):
-        codes = []
-        for _ in range(5):
-            submitted_at = trio.current_time()  # the pool fails after this
-            events = await run_to_end(client, "crash")
-            codes.append(events[-1]["data"]["error"]["code"])
-            if codes[-1] == "pool_failed":
-                break
-        assert codes == ["helper_exited", "helper_exited", "pool_failed"]
-        pool = server.runtime.recovery
-        assert pool.recovering
-        with trio.fail_after(TIMEOUT):
-            await pool.wait_idle()
-        assert trio.current_time() - submitted_at >= 1.0  # the backoff's first step
-        after = await run_to_end(client, "count_primes", limit=10)
-        assert after[-1]["kind"] == "job_finished"
-        assert after[-1]["data"]["result"]["count"] == 4
-        assert (pool.episodes, pool.restarts) == (1, 1)
+        kinds = {"intensity_exceeded", "pool_restarted"}
+        with server.runtime.pool_events.subscribe(kinds=kinds) as pool_events:
+            codes = []
+            for _ in range(5):
+                events = await run_to_end(client, "crash")
+                codes.append(events[-1]["data"]["error"]["code"])
+                if codes[-1] == "pool_restarting":
+                    break
+            assert codes == ["helper_exited", "helper_exited", "pool_restarting"]
+            with trio.fail_after(TIMEOUT):
+                failed = await pool_events.receive()
+                restarted = await pool_events.receive()
+            assert (failed.kind, restarted.kind) == ("intensity_exceeded", "pool_restarted")
+            assert restarted.time - failed.time >= 1.0  # the backoff's first step
+            after = await run_to_end(client, "count_primes", limit=10)
+            assert after[-1]["kind"] == "job_finished"
+            assert after[-1]["data"]["result"]["count"] == 4
+            assert pool_events.receive_nowait() is None  # one failure, one restart
+            assert pool_events.dropped == 0
         assert not (await server.runtime.pool.snapshot()).failed
-    warnings = [r.getMessage() for r in caplog.records if r.name == "examples.pool_recovery"]
-    assert [w for w in warnings if "pool failed" in w] == [
-        "helper pool failed (more than 1 helper restarts within 30 s; call restart());"
-        " restarting it after a backoff"
+    warnings = [r.getMessage() for r in caplog.records if r.name == "actors.helpers"]
+    assert [w for w in warnings if "restarting it in" in w] == [
+        "pool 'job-helper' failed: restarting it in 1 s"
     ]
 
 

@@ -19,18 +19,19 @@ import trio.testing
 from PIL import Image
 
 from actors import (
-    Backoff,
     CancelRender,
     Claim,
     Failed,
-    HelperRestarted,
     Invalidated,
     Parked,
+    PoolEvents,
     Produced,
     Progressive,
     Published,
     Receipt,
     Render,
+    Retrying,
+    RunInfo,
     RunStarted,
     SchedulerConfig,
     SchedulerJob,
@@ -41,13 +42,12 @@ from actors._scheduler._scheduler import Scheduler
 from actors.errors import (
     AskTimeout,
     ErrorRecord,
-    HelperExitedError,
     PoolFailed,
+    PoolRestarting,
     UnknownRun,
     WorkCancelled,
 )
 from examples.preview.app import PreviewApp, PreviewConfig
-from examples.preview.helper_watch import HelperWatch
 from examples.preview.kinds import PREVIEW_KINDS
 from examples.preview.push import ClientPusher, ImageStore, StoredImage, png_size
 from examples.preview.run_table import RunTable
@@ -59,7 +59,6 @@ from examples.preview.runs import (
     summary_message,
     verdict_of,
 )
-from examples.web.pool_recovery import RecoveryConfig
 from protocol import messages
 
 GUID = "d61e7d4e-0000-0000-0000-01a22b205d20"
@@ -130,26 +129,11 @@ class FakeStatus:
     state: str
 
 
-@attrs.frozen
-class FakeHelper:
-    incarnation: int
-    alive: bool = True
-
-
-@attrs.frozen
-class FakeSnapshot:
-    helpers: tuple[FakeHelper | None, ...]
-
-
 class FakePool:
     def __init__(self) -> None:
         self.reads: list[int] = []
         self.answer: dict[str, Any] = observation("incomplete")
         self.error: Exception | None = None
-        self.pool = FakeSnapshot(helpers=(FakeHelper(1), FakeHelper(1)))
-        self.snapshots = 0
-        self.restarts: list[float] = []  # when each restart was asked (virtual time)
-        self.restart_errors: list[Exception] = []  # raised by the next restarts, in order
 
     async def run_job(self, operation: str, payload: Any, *, timeout: float) -> Any:  # noqa: ASYNC109
         assert operation == "read_run"
@@ -158,21 +142,6 @@ class FakePool:
         if self.error is not None:
             raise self.error
         return self.answer
-
-    async def snapshot(self, *, timeout: float = 5.0) -> FakeSnapshot:  # noqa: ASYNC109
-        await trio.lowlevel.checkpoint()
-        self.snapshots += 1
-        return self.pool
-
-    async def restart(self, *, timeout: float = 30.0) -> None:  # noqa: ASYNC109
-        await trio.lowlevel.checkpoint()
-        self.restarts.append(trio.current_time())
-        if self.restart_errors:
-            raise self.restart_errors.pop(0)
-        self.error = None
-        self.pool = FakeSnapshot(
-            helpers=tuple(FakeHelper(h.incarnation + 1) for h in self.pool.helpers if h)
-        )
 
 
 @attrs.define
@@ -664,124 +633,71 @@ async def test_a_run_cancelled_while_queued_is_not_started_again(
     assert runtime.eventlog.calls == [("submit", 12, 1)]  # no start, no new run, no finish
 
 
-# --- helper restarts (design §4.8) ---------------------------------------------------------------
+# --- helper and pool restarts: the runtime's (design §1.7, §3.7, §4.8) --------------------------
 
 
-def test_helper_watch_counts_each_ended_incarnation_once() -> None:
-    watch = HelperWatch()
-    snap = FakeSnapshot
-    assert watch.update(snap(helpers=(FakeHelper(1), None))) == 0  # the baseline
-    assert watch.update(snap(helpers=(FakeHelper(1), FakeHelper(1)))) == 0
-    assert watch.update(snap(helpers=(FakeHelper(1, alive=False), FakeHelper(1)))) == 1
-    assert watch.update(snap(helpers=(FakeHelper(1, alive=False), FakeHelper(1)))) == 0
-    assert watch.update(snap(helpers=(FakeHelper(2), FakeHelper(1)))) == 0  # its replacement
-    assert watch.update(snap(helpers=(FakeHelper(4), FakeHelper(2)))) == 2  # unseen ends
-    assert watch.update(snap(helpers=(FakeHelper(5, alive=False), FakeHelper(2)))) == 2  # 4, 5
+def test_the_preview_kinds_retry_work_that_failed_with_pool_restarting() -> None:
+    # The runtime restarts a failed pool by itself; a read caught in between fails with
+    # pool_restarting, which the scheduler retries after its backoff, then publishes.
+    scheduler = Scheduler(
+        [RunInfo(run_id=12, guid=GUID, revision=TOKEN)],
+        source="src",
+        config=SchedulerConfig(kinds=PREVIEW_KINDS),
+    )
+    first = scheduler.claim(0.0)
+    assert first is not None
+    assert (first.kind, first.attempt) == ("metadata", 1)
+    events = scheduler.fail(first.claim_id, PoolRestarting("being restarted"), now=0.0)
+    assert [(type(e), e.attempt, e.not_before) for e in events] == [(Retrying, 1, 0.025)]
+    assert scheduler.claim(0.0) is None  # not before the backoff
+    again = scheduler.claim(0.025)
+    assert again is not None
+    assert (again.kind, again.attempt) == ("metadata", 2)
+    published = scheduler.complete(again.claim_id, observation(), now=0.3)
+    assert [(type(e), e.kind, e.attempt) for e in published] == [(Published, "metadata", 2)]
 
 
-async def test_a_helper_crash_tells_the_scheduler_once(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    app, runtime, _ = make_app()
-    pool_fake = runtime.pool
-    app._helpers._watch.update(pool_fake.pool)  # type: ignore[arg-type]
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(app._helpers.watch)
-        assert await app.helper_job("read_run", {"run_id": 12}) == pool_fake.answer
-        await trio.testing.wait_all_tasks_blocked()
-        assert pool_fake.snapshots == 0  # nothing failed: nothing to look at
-
-        pool_fake.error = HelperExitedError("helper#0.1 exited during job 3", exit_code=70)
-        pool_fake.pool = FakeSnapshot(helpers=(FakeHelper(1, alive=False), FakeHelper(1)))
-        with pytest.raises(HelperExitedError):
-            await app.helper_job("read_run", {"run_id": 12})
-        await trio.testing.wait_all_tasks_blocked()
-        assert runtime.scheduler.asked == [HelperRestarted()]
-        assert app.helper_restarts == 1
-
-        pool_fake.pool = FakeSnapshot(helpers=(FakeHelper(2), FakeHelper(1)))  # respawned
-        with pytest.raises(HelperExitedError):  # a failure that did not end a helper
-            await app.helper_job("read_run", {"run_id": 12})
-        await trio.testing.wait_all_tasks_blocked()
-        assert runtime.scheduler.asked == [HelperRestarted()]
-        assert pool_fake.snapshots == 2
-        nursery.cancel_scope.cancel()
-
-
-async def test_a_failed_pool_is_restarted_once_per_episode_after_a_backoff(
+async def test_a_pool_restart_redraws_the_runs_that_failed_with_pool_restarting(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    backoff = Backoff(base=1.0, cap=4.0, reset_after=20.0)
-    app, runtime, record = make_app(pool_recovery=RecoveryConfig(backoff=backoff))
-    pool_fake, scheduler = runtime.pool, runtime.scheduler
-    app._helpers._watch.update(pool_fake.pool)  # type: ignore[arg-type]
-
-    async def fail_reads(count: int) -> None:
-        pool_fake.error = PoolFailed("more than 5 helper restarts within 10 s")
-        async with trio.open_nursery() as jobs:  # concurrent jobs: one episode
-            for _ in range(count):
-                jobs.start_soon(read_expecting_failure)
-
-    async def read_expecting_failure() -> None:
-        with pytest.raises(PoolFailed):
-            await app.helper_job("read_run", {"run_id": 12})
-
+    app, runtime, record = make_app()
+    other = app._table.register(
+        {"run_id": 13, "guid": f"{GUID}#13", "revision": "t13"}, trio.current_time()
+    )
+    record.errors["metadata"] = PoolRestarting("being restarted").to_record()
+    other.errors["metadata"] = ErrorRecord(
+        category="permanent", code="source_unreadable", message="bad"
+    )
+    hub = PoolEvents("preview-helper")
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(app._helpers.watch)
-        nursery.start_soon(app.pool_recovery.run)
-        record.errors["metadata"] = PoolFailed("pool failed").to_record()
-        await fail_reads(3)  # fail at 0.25
-        assert app.pool_recovery.recovering
+        nursery.start_soon(
+            app._helpers.redraw_after_restarts, hub.subscribe(kinds={"pool_restarted"})
+        )
         await trio.testing.wait_all_tasks_blocked()
-        await trio.sleep(1.0)  # the backoff's first step: 1 s
+        hub.emit("reaped", "helper#0.1 exited")  # not a restart of the pool
         await trio.testing.wait_all_tasks_blocked()
-        assert pool_fake.restarts == [1.25]
-        assert not app.pool_recovery.recovering
-        # Fenced once (the retired incarnations are counted, not told again), and the
-        # run that failed with pool_failed is asked again at a new revision.
-        assert scheduler.asked == [
-            HelperRestarted(),
-            SourceChanged(run_id=12, revision=f"{TOKEN}~r1"),
-        ]
-        assert app.helper_restarts == 2
-        assert await app.helper_job("read_run", {"run_id": 12}) == pool_fake.answer  # 1.5
+        assert runtime.scheduler.asked == []
 
-        await fail_reads(2)  # at 1.75, within the quiet period: 2 s
-        await trio.sleep(2.0)
+        hub.emit("pool_restarted", "pool 'preview-helper' opened again", opened=2)
         await trio.testing.wait_all_tasks_blocked()
-        assert pool_fake.restarts == [1.25, 3.75]
+        # Only the run whose work failed with pool_restarting, at a new revision.
+        assert runtime.scheduler.asked == [SourceChanged(run_id=12, revision=f"{TOKEN}~r1")]
+        assert record.requested == f"{TOKEN}~r1"
 
-        pool_fake.restart_errors = [AskTimeout("restart took too long")]
-        await fail_reads(1)  # at 4.0: 4 s (the cap); the restart fails, again after 4 s
-        await trio.sleep(8.0)
+        runtime.scheduler.error = AskTimeout("no answer")  # logged; the task goes on
+        hub.emit("pool_restarted", "pool 'preview-helper' opened again", opened=3)
         await trio.testing.wait_all_tasks_blocked()
-        assert pool_fake.restarts == [1.25, 3.75, 8.0, 12.0]
-
-        await trio.sleep(20.0)  # quiet: the backoff starts again at 1 s
-        await fail_reads(1)  # at 32.25
-        await trio.sleep(1.0)
+        runtime.scheduler.error = None
+        hub.emit("pool_restarted", "pool 'preview-helper' opened again", opened=4)
         await trio.testing.wait_all_tasks_blocked()
-        assert pool_fake.restarts == [1.25, 3.75, 8.0, 12.0, 33.25]
-        assert (app.pool_recovery.episodes, app.pool_recovery.restarts) == (4, 4)
-        nursery.cancel_scope.cancel()
-    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert warnings == [
-        "helper pool failed (more than 5 helper restarts within 10 s); restarting it after"
-        " a backoff",
-    ] * 3 + [
-        "helper pool restart failed (restart took too long); trying again",
-        "helper pool failed (more than 5 helper restarts within 10 s); restarting it after"
-        " a backoff",
+        assert runtime.scheduler.asked[1:] == [SourceChanged(run_id=12, revision=f"{TOKEN}~r3")]
+        hub.close()  # the runtime closes: the task ends
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "examples.preview" and r.levelname == "WARNING"
     ]
-
-
-def test_recovery_durations_are_validated() -> None:
-    with pytest.raises(ValueError, match="restart_timeout"):
-        RecoveryConfig(restart_timeout=0.0)
-    with pytest.raises(ValueError, match="cap"):
-        RecoveryConfig(backoff=Backoff(base=2.0, cap=1.0))
-    with pytest.raises(TypeError):
-        PreviewConfig(db="x.db", pool_recovery=1.0)  # type: ignore[arg-type]
+    assert warnings == ["after the helper pool restart: no answer"]
 
 
 # --- the run list ---------------------------------------------------------------------------
