@@ -161,7 +161,7 @@ class Ladder:
 
     @enable_ki_protection
     async def stop_job(
-        self, generation: int, operation: str, *, parent_timeout: bool, reason: str
+        self, generation: int, operation: str, *, parent_timeout: bool = False, reason: str
     ) -> str:
         async with self._exclusive():
             return await self._stop_job(

@@ -37,14 +37,13 @@ from protocol.envelope import (
 from .._core._lifecycle import HelperEvent, HelperState, new_helper_lifecycle
 from ..errors import (
     ActorError,
-    HelperExitedError,
     ProtocolError,
     ProtocolViolation,
 )
 from ._containment import ProcessTree, available_mode
 from ._events import LOGGER, PoolEvents
 from ._ladder import Ladder
-from ._outcomes import answer_error, exited_error, stopped_error
+from ._outcomes import answer_error, stopped_error
 from ._pipe import HelperPipe, PipeGone
 from ._reaper import Reaper
 from ._spec import HelperSnapshot
@@ -120,7 +119,6 @@ class HelperProcess:
         #: job was stopped).
         self.last_escalation: str | None = None
         self._events = events if events is not None else PoolEvents(spec.name)
-        self._replaces = replaces
         self._machine = new_helper_lifecycle(self.label)
         self.idle = False
         """True exactly while the state is ``IDLE`` (read on the job path, where a
@@ -131,20 +129,29 @@ class HelperProcess:
         mode = containment or available_mode(spec.containment)
         self._tree = ProcessTree(mode, self.session)
         self._reaper = Reaper(
-            self._tree,
-            kill=timeouts.kill,
-            state=lambda: self._machine.state,
+            self,
+            tree=self._tree,
             advance=self._advance,
             emit=self._emit,
             on_exit=None if on_exit is None else lambda: on_exit(self),
         )
-        self._exited = self._reaper.exited
         self._ladder = Ladder(
             self,
             tree=self._tree,
             reaper=self._reaper,
             pipe=lambda: self._pipe,
             receive_reply=self._receive_reply,
+            advance=self._advance,
+            emit=self._emit,
+        )
+        self._startup = Startup(
+            self,
+            pool=self._events.name,
+            replaces=replaces,
+            tree=self._tree,
+            reaper=self._reaper,
+            ladder=self._ladder,
+            on_spawn=self._spawned,
             advance=self._advance,
             emit=self._emit,
         )
@@ -180,7 +187,7 @@ class HelperProcess:
     @property
     def exited(self) -> bool:
         """True once the process is reaped and nothing of its tree is left (§3.11)."""
-        return self._exited.is_set()
+        return self._reaper.exited.is_set()
 
     @property
     def escaped(self) -> list[int]:
@@ -265,18 +272,7 @@ class HelperProcess:
                 startup; ``details`` has ``exit_code``, ``signal`` and ``stderr`` (the
                 last 4 KiB it wrote).
         """
-        await Startup(
-            self,
-            pool=self._events.name,
-            replaces=self._replaces,
-            tree=self._tree,
-            reaper=self._reaper,
-            ladder=self._ladder,
-            on_spawn=self._spawned,
-            exited_error=self._exited_error,
-            advance=self._advance,
-            emit=self._emit,
-        ).run(nursery)
+        await self._startup.run(nursery)
 
     def _spawned(self, process: trio.Process, pipe: HelperPipe, stderr: StderrTail) -> None:
         self._process, self._pipe, self._stderr = process, pipe, stderr
@@ -417,14 +413,13 @@ class HelperProcess:
                     raise self._stopped_error(generation, operation, "cooperative", "cancelled")
         except (trio.Cancelled, KeyboardInterrupt):  # Ctrl-C in the task that waits
             with trio.CancelScope(shield=True):
-                await self._ladder.stop_job(
-                    generation, operation, parent_timeout=False, reason="caller_cancelled"
-                )
+                await self._ladder.stop_job(generation, operation, reason="caller_cancelled")
             raise
         except PipeGone:
             with trio.CancelScope(shield=True):
                 await self._ladder.wait_exit_after_eof()
-            raise self._exited_error(f"exited during job {generation} ({operation})") from None
+            what = f"exited during job {generation} ({operation})"
+            raise self._reaper.exited_error(what) from None
         except ProtocolError as exc:
             with trio.CancelScope(shield=True):
                 await self._ladder.escalate(sigterm_first=False)
@@ -595,12 +590,6 @@ class HelperProcess:
             self._stderr.close()
 
     # --- I/O ------------------------------------------------------------------------
-
-    def _exited_error(self, what: str, *, tail: bool = False) -> HelperExitedError:
-        # ``tail``: with the last 4 KiB of its stderr (it died before ready, §3.3).
-        stderr = self._stderr.tail() if tail and self._stderr is not None else None
-        state, escaped, code = self.state.value, self._reaper.escaped, self._reaper.returncode
-        return exited_error(f"{self.label}: {what}", code, state, stderr, escaped)
 
     def __repr__(self) -> str:
         return f"<HelperProcess {self.label} pid={self.pid} {self.state.value}>"

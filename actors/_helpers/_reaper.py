@@ -13,31 +13,46 @@ pool's close giving up on an unkillable process) stops it.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 from trio.lowlevel import enable_ki_protection
 
 from .._core._lifecycle import HelperEvent, HelperState
 from ._containment import _wait_gone
-from ._outcomes import exit_details
+from ._outcomes import exit_details, exited_error
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ..errors import HelperExitedError
     from ._containment import ProcessTree
+    from ._spec import HelperTimeouts
     from ._stderr import StderrTail
 
-__all__ = ["Reaper"]
+__all__ = ["ReapedHelper", "Reaper"]
+
+
+class ReapedHelper(Protocol):
+    """What the reaper reads of the helper it reaps (its public face)."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def timeouts(self) -> HelperTimeouts: ...
+
+    @property
+    def state(self) -> HelperState: ...
 
 
 class Reaper:
     """Waits for one helper's exit and sweeps its tree (see the module docstring).
 
     Args:
-        tree: The helper's process tree (its containment).
-        kill: Seconds (trio clock) the sweep gives the tree to go after SIGKILL.
-        state: The helper's lifecycle state now.
+        helper: The incarnation it reaps (its ``timeouts.kill``: seconds on trio's
+            clock the sweep gives the tree to go after SIGKILL).
+        tree: Its process tree (its containment).
         advance: Applies an event to the helper's lifecycle (design §3).
         emit: Reports a step: ``emit(kind, text, *, level=None, **details)``, an event
             and a log record (design §3.10).
@@ -46,17 +61,16 @@ class Reaper:
 
     def __init__(
         self,
-        tree: ProcessTree,
+        helper: ReapedHelper,
         *,
-        kill: float,
-        state: Callable[[], HelperState],
+        tree: ProcessTree,
         advance: Callable[[HelperEvent], HelperState],
         emit: Callable[..., None],
         on_exit: Callable[[], object] | None,
     ) -> None:
+        self._helper = helper
         self._tree = tree
-        self._kill = kill
-        self._state = state
+        self._kill = helper.timeouts.kill
         self._advance = advance
         self._emit = emit
         self._on_exit = on_exit
@@ -76,6 +90,13 @@ class Reaper:
         # Shielded so that outside cancellation cannot stop the reaping; only
         # :meth:`abandon` cancels it (a quarantined process we finally give up on).
         self._scope = trio.CancelScope(shield=True)
+
+    def exited_error(self, what: str, stderr: str | None = None) -> HelperExitedError:
+        """The error of the helper's exit during ``what`` (design §3.3, §3.7): its exit
+        code, its escaped pids and, when given, ``stderr`` (the tail it wrote)."""
+        helper = self._helper
+        state = helper.state.value
+        return exited_error(f"{helper.label}: {what}", self.returncode, state, stderr, self.escaped)
 
     def never_started(self) -> None:
         """The helper could not be spawned: it is exited at once, with nothing to reap."""
@@ -105,7 +126,7 @@ class Reaper:
             self.undeliverable = failures
             if survivors:
                 self.escaped = survivors
-                if self._state() is not HelperState.QUARANTINED:
+                if self._helper.state is not HelperState.QUARANTINED:
                     advance(HelperEvent.ESCAPED)
                 emit(
                     "escaped",
@@ -122,7 +143,7 @@ class Reaper:
             return
         tree.close()
         stderr.drain_nowait()
-        state = self._state()
+        state = self._helper.state
         quarantined = state is HelperState.QUARANTINED
         expected = self.stopping or state in (
             HelperState.SHUTTING_DOWN,

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .._core._lifecycle import HelperState
-    from ..errors import HelperExitedError
     from ._containment import ProcessTree
     from ._ladder import Ladder
     from ._reaper import Reaper
@@ -80,7 +79,6 @@ class Startup:
         reaper: Its reaper, started here in the nursery (told if it never started).
         ladder: Its ladder, which kills it if the start fails.
         on_spawn: ``on_spawn(process, pipe, stderr)``: hands the spawned child over.
-        exited_error: ``exited_error(what, tail=True)``: the error of its exit.
         advance: Applies an event to its lifecycle (design §3).
         emit: Reports a step: ``emit(kind, text, *, level=None, **details)``, an event
             and a log record (design §3.10).
@@ -96,7 +94,6 @@ class Startup:
         reaper: Reaper,
         ladder: Ladder,
         on_spawn: Callable[[trio.Process, HelperPipe, StderrTail], None],
-        exited_error: Callable[..., HelperExitedError],
         advance: Callable[[HelperEvent], HelperState],
         emit: Callable[..., None],
     ) -> None:
@@ -108,10 +105,10 @@ class Startup:
         self._reaper = reaper
         self._ladder = ladder
         self._on_spawn = on_spawn
-        self._exited_error = exited_error
         self._advance = advance
         self._emit = emit
         self._pipe: HelperPipe | None = None
+        self._tail: StderrTail | None = None
 
     @enable_ki_protection
     async def run(self, nursery: trio.Nursery) -> None:
@@ -160,7 +157,7 @@ class Startup:
         assert isinstance(stdout, trio.lowlevel.FdStream)
         assert isinstance(stderr, trio.lowlevel.FdStream)
         pipe = self._pipe = HelperPipe(stdin, stdout, max_reply=helper.spec.max_reply)
-        tail = StderrTail(
+        tail = self._tail = StderrTail(
             stderr,
             {
                 "pool": self._pool,
@@ -199,8 +196,9 @@ class Startup:
     @enable_ki_protection
     async def _handshake(self, frame: bytes) -> None:
         helper = self._helper
-        pipe = self._pipe
+        pipe, tail = self._pipe, self._tail
         assert pipe is not None  # spawned
+        assert tail is not None
         try:
             with trio.move_on_after(self._startup) as deadline:
                 await pipe.send(frame)
@@ -213,7 +211,8 @@ class Startup:
                 )
         except PipeGone:
             await self._ladder.wait_exit_after_eof()
-            error = self._exited_error("exited during startup", tail=True)
+            # With the last 4 KiB of its stderr: it died before ready (design §3.3).
+            error = self._reaper.exited_error("exited during startup", tail.tail())
             self._emit(
                 "startup_failed",
                 f"exited during startup ({error.message})",
