@@ -589,7 +589,5 @@ class HelperProcess:
         if self._stderr is not None:
             self._stderr.close()
 
-    # --- I/O ------------------------------------------------------------------------
-
     def __repr__(self) -> str:
         return f"<HelperProcess {self.label} pid={self.pid} {self.state.value}>"
