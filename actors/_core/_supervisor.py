@@ -283,7 +283,7 @@ class Supervisor:
             inc.done.set()
             self._report(child, inc)
             return
-        inc = _Incarnation(number, cast("Runnable", actor))
+        inc = _Incarnation(number, actor)
         child.current = inc
         try:
             ref = await self._nursery.start(self._run_child, child, inc)

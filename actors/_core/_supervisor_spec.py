@@ -21,9 +21,7 @@ if TYPE_CHECKING:
 
     import trio
 
-    from ._actor import Actor
     from ._lifecycle import ActorState
-    from ._supervisor import Supervisor
 
 __all__ = [
     "BRUTAL_KILL",
@@ -122,7 +120,7 @@ class ChildSpec:
 
     id: str = attrs.field(validator=_check_id)
     """Unique name of the child within its supervisor."""
-    start: Callable[[], Actor | Supervisor] = attrs.field(validator=attrs.validators.is_callable())
+    start: Callable[[], Runnable] = attrs.field(validator=attrs.validators.is_callable())
     """Makes a fresh actor (or supervisor) instance for each incarnation (e.g. the
     actor class)."""
     restart: RestartType = attrs.field(

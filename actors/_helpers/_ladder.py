@@ -26,10 +26,12 @@ import contextlib
 import errno as errno_module
 import signal
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 from trio.lowlevel import enable_ki_protection
+
+from protocol.envelope import encode_fields
 
 from .._core._lifecycle import HelperEvent, HelperState
 from ..errors import ProtocolError
@@ -37,22 +39,79 @@ from ._pipe import PipeGone
 from ._spec import MIN_FRAME_LIMIT
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
-    from ._process import HelperProcess
+    from protocol.envelope import Envelope
 
-__all__ = ["Ladder"]
+    from ._containment import ProcessTree
+    from ._pipe import HelperPipe
+    from ._reaper import Reaper
+    from ._spec import HelperTimeouts
+
+__all__ = ["Ladder", "StoppedHelper"]
+
+
+class StoppedHelper(Protocol):
+    """What the ladder reads of the helper it stops (its public face)."""
+
+    last_escalation: str | None
+
+    @property
+    def timeouts(self) -> HelperTimeouts: ...
+
+    @property
+    def session(self) -> str: ...
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def state(self) -> HelperState: ...
+
+    @property
+    def exited(self) -> bool: ...
+
+    @property
+    def usable(self) -> bool: ...
+
+    def cancel(self) -> bool: ...
 
 
 class Ladder:
     """The stopping part of one helper incarnation (see the module docstring).
 
     Args:
-        helper: The incarnation it stops.
+        helper: The incarnation it stops (its ``timeouts``: seconds on trio's clock).
+        tree: Its process tree, which the signals go to.
+        reaper: Its reaper: whether the leader is reaped yet, and the event of its exit.
+        pipe: Its frame pipe now (None before the spawn).
+        receive_reply: ``receive_reply(generation, operation)``: the job's fenced
+            reply (its progress frames handled as the job's).
+        advance: Applies an event to its lifecycle (design §3).
+        emit: Reports a step: ``emit(kind, text, *, level=None, **details)``, an event
+            and a log record (design §3.10).
     """
 
-    def __init__(self, helper: HelperProcess) -> None:
+    def __init__(
+        self,
+        helper: StoppedHelper,
+        *,
+        tree: ProcessTree,
+        reaper: Reaper,
+        pipe: Callable[[], HelperPipe | None],
+        receive_reply: Callable[[int, str], Awaitable[Envelope]],
+        advance: Callable[[HelperEvent], HelperState],
+        emit: Callable[..., None],
+    ) -> None:
         self._helper = helper
+        self._timeouts = helper.timeouts
+        self._tree = tree
+        self._reaper = reaper
+        self._exited = reaper.exited
+        self._pipe = pipe
+        self._receive_reply = receive_reply
+        self._advance = advance
+        self._emit = emit
         self.hurried = False
         """Every grace is skipped from now on (a second Ctrl-C)."""
         self.signal_failure: tuple[int, int, str] | None = None
@@ -94,64 +153,71 @@ class Ladder:
         if self.hurried or helper.exited:
             return
         self.hurried = True
-        if helper._process is not None:
-            helper._tree.signal(signal.SIGKILL)
+        if helper.pid is not None:
+            self._tree.signal(signal.SIGKILL)
         if self._step is not None:
             self._step.cancel()
         helper.cancel()
 
     @enable_ki_protection
-    async def stop_job(self, *, parent_timeout: bool, reason: str) -> str:
+    async def stop_job(
+        self, generation: int, operation: str, *, parent_timeout: bool = False, reason: str
+    ) -> str:
         async with self._exclusive():
-            return await self._stop_job(parent_timeout=parent_timeout, reason=reason)
+            return await self._stop_job(
+                generation, operation, parent_timeout=parent_timeout, reason=reason
+            )
 
     @enable_ki_protection
-    async def _stop_job(self, *, parent_timeout: bool, reason: str) -> str:
+    async def _stop_job(
+        self, generation: int, operation: str, *, parent_timeout: bool, reason: str
+    ) -> str:
         """Run the ladder for the active job; return the last step used.
 
         Never raises (but ``InvalidTransition`` on a bug); must run shielded.
 
         Args:
+            generation: The active job's generation.
+            operation: The active job's operation.
             parent_timeout: The reply deadline started it: a helper that answers the
                 cancel is retired all the same (design §3.6).
             reason: Why, for the events: ``cancelled``, ``reply_timeout``, ``stalled``,
                 ``deadline`` or ``caller_cancelled``.
         """
         helper = self._helper
-        assert helper._active is not None
-        generation, operation = helper._active
-        pipe = helper._pipe
+        timeouts = self._timeouts
+        pipe = self._pipe()
         escalation = "cooperative"
         if self.hurried or (pipe is not None and pipe.send_broken):
             escalation = await self.escalate(sigterm_first=not self.hurried)
         else:
-            helper._advance(HelperEvent.CANCEL_SENT)
-            helper._emit(
+            self._advance(HelperEvent.CANCEL_SENT)
+            self._emit(
                 "cancel_sent",
                 f"cancel sent for job {generation} ({operation}): {reason}",
                 generation=generation,
                 operation=operation,
                 reason=reason,
             )
-            cancel = helper._encode("cancel", generation, operation, MIN_FRAME_LIMIT)
+            cancel = self._encode("cancel", generation, operation)
             try:
-                with self._wait(helper.timeouts.cancel_grace) as grace:
-                    await helper._send(cancel)
-                    reply = await helper._receive_reply(generation, operation, None)
-                    helper._advance(HelperEvent.REPLIED)
+                with self._wait(timeouts.cancel_grace) as grace:
+                    await self._send(cancel)
+                    reply = await self._receive_reply(generation, operation)
+                    self._advance(HelperEvent.REPLIED)
                 if grace.cancelled_caught:
-                    helper._emit(
+                    self._emit(
                         "grace_expired",
                         f"no answer to the cancel of job {generation} within "
-                        f"{helper.timeouts.cancel_grace:g} s",
+                        f"{timeouts.cancel_grace:g} s",
                         generation=generation,
-                        grace=helper.timeouts.cancel_grace,
+                        grace=timeouts.cancel_grace,
                     )
                     escalation = await self.escalate(sigterm_first=not self.hurried)
                 elif reply.status != "cancelled":
                     # The job's own answer came after the cancel: its result is not
                     # taken (the caller was told it was stopped).
-                    helper._emit(
+                    self._emit(
                         "late_reply_dropped",
                         f"the reply of job {generation} came after its {reason}; dropped",
                         generation=generation,
@@ -165,17 +231,17 @@ class Ladder:
                 escalation = await self.escalate(sigterm_first=False)
         if escalation == "cooperative" and parent_timeout:
             # design §3.6: a helper that missed the reply deadline is retired.
-            await self.shutdown()
+            await self.shutdown(generation)
         helper.last_escalation = escalation
         return escalation
 
     @enable_ki_protection
-    async def shutdown(self) -> str:
+    async def shutdown(self, generation: int) -> str:
         async with self._exclusive():
-            return await self._shutdown()
+            return await self._shutdown(generation)
 
     @enable_ki_protection
-    async def _shutdown(self) -> str:
+    async def _shutdown(self, generation: int) -> str:
         """Stop the helper politely, escalating if needed (design §3.8); never raises.
 
         Sends a shutdown frame and waits up to ``timeouts.shutdown`` seconds for the
@@ -183,22 +249,23 @@ class Ladder:
         ``shutdown + terminate + kill`` seconds; shield it if it runs during
         cancellation.
 
+        Args:
+            generation: The helper's latest job generation (the shutdown frame's).
+
         Returns:
             ``"exited"`` (already gone), ``"shutdown"``, ``"sigterm"``, ``"sigkill"``,
             ``"quarantined"`` or ``"signal_failed"``.
         """
         helper = self._helper
-        if helper._process is None or helper.exited:
+        if helper.pid is None or helper.exited:
             return "exited"
-        helper._tree.remember()  # orphans of its tree are findable only while it lives
+        self._tree.remember()  # orphans of its tree are findable only while it lives
         if helper.usable and not self.hurried:
-            helper._advance(HelperEvent.SHUTDOWN_SENT)
-            with self._wait(helper.timeouts.shutdown):
+            self._advance(HelperEvent.SHUTDOWN_SENT)
+            with self._wait(self._timeouts.shutdown):
                 with contextlib.suppress(PipeGone):
-                    await helper._send(
-                        helper._encode("shutdown", helper._generation, "shutdown", MIN_FRAME_LIMIT)
-                    )
-                await helper._exited.wait()
+                    await self._send(self._encode("shutdown", generation, "shutdown"))
+                await self._exited.wait()
             if helper.exited:
                 return "shutdown"
         return await self.escalate(
@@ -213,10 +280,9 @@ class Ladder:
     @enable_ki_protection
     async def _wait_exit_after_eof(self) -> None:
         """The pipe ended: give the process ``terminate`` seconds to exit, then escalate."""
-        helper = self._helper
-        with self._wait(helper.timeouts.terminate):
-            await helper._exited.wait()
-        if not helper.exited:
+        with self._wait(self._timeouts.terminate):
+            await self._exited.wait()
+        if not self._helper.exited:
             await self.escalate(sigterm_first=not self.hurried)
 
     @enable_ki_protection
@@ -232,42 +298,42 @@ class Ladder:
             ``"exited"``, ``"sigterm"``, ``"sigkill"``, ``"quarantined"`` or
             ``"signal_failed"`` (the helper itself could not be signalled).
         """
-        helper = self._helper
+        helper, timeouts, exited = self._helper, self._timeouts, self._exited
         if helper.exited:
             return "exited"
         if helper.state is HelperState.QUARANTINED and self.signal_failure is not None:
             return "signal_failed"
-        if helper._reaper.reaped:
+        if self._reaper.reaped:
             # The leader is gone; the reaper is sweeping its tree (design §3.11).
-            with trio.move_on_after(helper.timeouts.kill):
-                await helper._exited.wait()
+            with trio.move_on_after(timeouts.kill):
+                await exited.wait()
             return "exited" if helper.exited else "quarantined"
         if helper.state is HelperState.QUARANTINED:
             sigterm_first = False  # it was SIGKILLed already
         if sigterm_first and not self.hurried:
             if not self._signal(signal.SIGTERM):
                 return "signal_failed"
-            helper._advance(HelperEvent.SIGTERM_SENT)
-            helper._emit("sigterm_sent", "SIGTERM sent to its process tree")
-            with self._wait(helper.timeouts.terminate):
-                await helper._exited.wait()
+            self._advance(HelperEvent.SIGTERM_SENT)
+            self._emit("sigterm_sent", "SIGTERM sent to its process tree")
+            with self._wait(timeouts.terminate):
+                await exited.wait()
             if helper.exited:
                 return "sigterm"
         if not self._signal(signal.SIGKILL):
             return "signal_failed"
-        helper._advance(HelperEvent.SIGKILL_SENT)
-        helper._emit("sigkill_sent", "SIGKILL sent to its process tree")
+        self._advance(HelperEvent.SIGKILL_SENT)
+        self._emit("sigkill_sent", "SIGKILL sent to its process tree")
         # Not hurried: the kill timeout is what a second Ctrl-C still waits for.
-        with trio.move_on_after(helper.timeouts.kill):
-            await helper._exited.wait()
+        with trio.move_on_after(timeouts.kill):
+            await exited.wait()
         if helper.exited:
             return "sigkill"
         if helper.state is not HelperState.QUARANTINED:
-            helper._advance(HelperEvent.KILL_TIMED_OUT)
-            helper._emit(
+            self._advance(HelperEvent.KILL_TIMED_OUT)
+            self._emit(
                 "quarantined",
-                f"not reaped within {helper.timeouts.kill:g} s of SIGKILL; quarantined",
-                kill=helper.timeouts.kill,
+                f"not reaped within {timeouts.kill:g} s of SIGKILL; quarantined",
+                kill=timeouts.kill,
             )
         return "quarantined"
 
@@ -276,17 +342,17 @@ class Ladder:
         could not be reached. A descendant that cannot be reached is reported when the
         tree is swept (design §3.11)."""
         helper = self._helper
-        if helper._process is None or helper.exited:
+        pid = helper.pid
+        if pid is None or helper.exited:
             return True
-        failures = helper._tree.signal(sig)
-        pid = helper._process.pid
+        failures = self._tree.signal(sig)
         for failed_pid, code in failures:
-            if failed_pid == pid and not helper._reaper.reaped:
+            if failed_pid == pid and not self._reaper.reaped:
                 name = errno_module.errorcode.get(code, str(code))
                 self.signal_failure = (pid, code, sig.name)
                 if helper.state is not HelperState.QUARANTINED:
-                    helper._advance(HelperEvent.SIGNAL_FAILED)
-                helper._emit(
+                    self._advance(HelperEvent.SIGNAL_FAILED)
+                self._emit(
                     "signal_failed",
                     f"{sig.name} could not be delivered ({name}); quarantined until it is gone",
                     signal=sig.name,
@@ -295,3 +361,17 @@ class Ladder:
                 )
                 return False
         return True
+
+    def _encode(self, kind: str, generation: int, operation: str) -> bytes:
+        return encode_fields(
+            kind=kind,
+            session=self._helper.session,
+            generation=generation,
+            operation=operation,
+            max_size=MIN_FRAME_LIMIT,
+        )
+
+    async def _send(self, frame: bytes) -> None:
+        pipe = self._pipe()
+        assert pipe is not None  # a helper with a job or a pid has its pipe
+        await pipe.send(frame)

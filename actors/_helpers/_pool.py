@@ -120,7 +120,6 @@ class HelperPool:
         self._waiters: deque[_Waiter] = deque()
         self._jobs: dict[Hashable, _Job] = {}  # jobs with an id
         self._slow: set[_Job] = set()  # jobs waiting for a slot or a spawn
-        self._retired_jobs = 0  # jobs_run of the incarnations replaced so far
         self._no_jobs: trio.Event | None = None
         self._epoch = 0
         self._failed = False
@@ -129,7 +128,16 @@ class HelperPool:
         self._closed = False
         self._closed_event = trio.Event()
         self._succeeded = self._failures = self._cancelled = 0
-        self._spawner = Spawner(self)
+        self._spawner = Spawner(
+            self,
+            nursery,
+            epoch=lambda: self._epoch,
+            closing=lambda: self._closing,
+            closed_error=self._closed_error,
+            on_exit=self._on_exit,
+            release=self._release,
+            fail=self._fail,
+        )
 
     # --- jobs -----------------------------------------------------------------------
 
@@ -349,6 +357,12 @@ class HelperPool:
             return PoolRestarting(f"{text}; the pool is being restarted")
         return PoolFailed(f"{text}; call restart()")
 
+    def _fail(self) -> HelperError:
+        # The restart intensity is exceeded (design §3.7): every job fails until restart().
+        self._failed = True
+        self._failed_event.set()
+        return self._failure()
+
     def _closed_error(self, when: str) -> HelperError:
         if self.recovering and self._failed:
             return PoolRestarting(f"the helper pool failed and is being restarted ({when})")
@@ -458,7 +472,7 @@ class HelperPool:
             idle=len(self._free),
             busy=sum(1 for slot in self._slots if slot.helper is not None and slot.helper.busy),
             waiting=len(self._waiters),
-            jobs_started=self._retired_jobs
+            jobs_started=self._spawner.retired_jobs
             + sum(slot.helper.jobs_run for slot in self._slots if slot.helper is not None),
             jobs_succeeded=self._succeeded,
             jobs_failed=self._failures,

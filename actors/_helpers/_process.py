@@ -30,7 +30,6 @@ from trio.lowlevel import enable_ki_protection
 from protocol.envelope import (
     MAX_GENERATION,
     decode_positional,
-    encode_fields,
     encode_positional,
     new_session,
 )
@@ -38,14 +37,13 @@ from protocol.envelope import (
 from .._core._lifecycle import HelperEvent, HelperState, new_helper_lifecycle
 from ..errors import (
     ActorError,
-    HelperExitedError,
     ProtocolError,
     ProtocolViolation,
 )
 from ._containment import ProcessTree, available_mode
 from ._events import LOGGER, PoolEvents
 from ._ladder import Ladder
-from ._outcomes import answer_error, exited_error, stopped_error
+from ._outcomes import answer_error, stopped_error
 from ._pipe import HelperPipe, PipeGone
 from ._reaper import Reaper
 from ._spec import HelperSnapshot
@@ -121,8 +119,6 @@ class HelperProcess:
         #: job was stopped).
         self.last_escalation: str | None = None
         self._events = events if events is not None else PoolEvents(spec.name)
-        self._replaces = replaces
-        self._on_exit = on_exit
         self._machine = new_helper_lifecycle(self.label)
         self.idle = False
         """True exactly while the state is ``IDLE`` (read on the job path, where a
@@ -132,8 +128,33 @@ class HelperProcess:
         self._stderr: StderrTail | None = None
         mode = containment or available_mode(spec.containment)
         self._tree = ProcessTree(mode, self.session)
-        self._ladder = Ladder(self)
-        self._reaper = Reaper(self)
+        self._reaper = Reaper(
+            self,
+            tree=self._tree,
+            advance=self._advance,
+            emit=self._emit,
+            on_exit=None if on_exit is None else lambda: on_exit(self),
+        )
+        self._ladder = Ladder(
+            self,
+            tree=self._tree,
+            reaper=self._reaper,
+            pipe=lambda: self._pipe,
+            receive_reply=self._receive_reply,
+            advance=self._advance,
+            emit=self._emit,
+        )
+        self._startup = Startup(
+            self,
+            pool=self._events.name,
+            replaces=replaces,
+            tree=self._tree,
+            reaper=self._reaper,
+            ladder=self._ladder,
+            on_spawn=self._spawned,
+            advance=self._advance,
+            emit=self._emit,
+        )
         self._generation = 0
         self._active: tuple[int, str] | None = None
         # The active job's scope (its deadline: the earliest of the reply timeout, the
@@ -144,9 +165,6 @@ class HelperProcess:
         self._reply_at = self._deadline_at = self._stall_at = _INF
         self._stall: float | None = None
         self._job_done: trio.Event | None = None
-        self._stopping = False
-        self._exited = trio.Event()
-        self._returncode: int | None = None
 
     # --- properties -----------------------------------------------------------------
 
@@ -169,7 +187,7 @@ class HelperProcess:
     @property
     def exited(self) -> bool:
         """True once the process is reaped and nothing of its tree is left (§3.11)."""
-        return self._exited.is_set()
+        return self._reaper.exited.is_set()
 
     @property
     def escaped(self) -> list[int]:
@@ -212,7 +230,7 @@ class HelperProcess:
             unreaped=state
             in (HelperState.TERMINATING, HelperState.KILLING, HelperState.QUARANTINED),
             quarantined=state is HelperState.QUARANTINED,
-            exit_code=self._returncode,
+            exit_code=self._reaper.returncode,
             jobs_run=self.jobs_run,
             ready=self.ready,
         )
@@ -254,7 +272,10 @@ class HelperProcess:
                 startup; ``details`` has ``exit_code``, ``signal`` and ``stderr`` (the
                 last 4 KiB it wrote).
         """
-        await Startup(self).run(nursery)
+        await self._startup.run(nursery)
+
+    def _spawned(self, process: trio.Process, pipe: HelperPipe, stderr: StderrTail) -> None:
+        self._process, self._pipe, self._stderr = process, pipe, stderr
 
     # --- jobs -----------------------------------------------------------------------
 
@@ -392,12 +413,13 @@ class HelperProcess:
                     raise self._stopped_error(generation, operation, "cooperative", "cancelled")
         except (trio.Cancelled, KeyboardInterrupt):  # Ctrl-C in the task that waits
             with trio.CancelScope(shield=True):
-                await self._ladder.stop_job(parent_timeout=False, reason="caller_cancelled")
+                await self._ladder.stop_job(generation, operation, reason="caller_cancelled")
             raise
         except PipeGone:
             with trio.CancelScope(shield=True):
                 await self._ladder.wait_exit_after_eof()
-            raise self._exited_error(f"exited during job {generation} ({operation})") from None
+            what = f"exited during job {generation} ({operation})"
+            raise self._reaper.exited_error(what) from None
         except ProtocolError as exc:
             with trio.CancelScope(shield=True):
                 await self._ladder.escalate(sigterm_first=False)
@@ -462,7 +484,7 @@ class HelperProcess:
                 cause = "reply_timeout"
         with trio.CancelScope(shield=True):
             escalation = await self._ladder.stop_job(
-                parent_timeout=cause == "reply_timeout", reason=cause
+                generation, operation, parent_timeout=cause == "reply_timeout", reason=cause
             )
         raise self._stopped_error(generation, operation, escalation, cause)
 
@@ -486,7 +508,7 @@ class HelperProcess:
         self,
         generation: int,
         operation: str,
-        on_progress: ProgressCallback | None,
+        on_progress: ProgressCallback | None = None,
         *,
         known_empty: bool = False,
     ) -> Envelope:
@@ -545,12 +567,12 @@ class HelperProcess:
             ``"exited"``, ``"shutdown"``, ``"sigterm"``, ``"sigkill"``,
             ``"quarantined"`` or ``"signal_failed"``.
         """
-        self._stopping = True
-        return await self._ladder.shutdown()
+        self._reaper.stopping = True
+        return await self._ladder.shutdown(self._generation)
 
     def hurry(self) -> None:
         """Skip every grace left: SIGKILL the whole tree now (design §3.13)."""
-        self._stopping = True
+        self._reaper.stopping = True
         self._ladder.hurry()
 
     def abandon(self) -> None:
@@ -566,34 +588,6 @@ class HelperProcess:
                     stream.close()  # type: ignore[union-attr]
         if self._stderr is not None:
             self._stderr.close()
-
-    # --- I/O ------------------------------------------------------------------------
-
-    def _encode(
-        self, kind: str, generation: int, operation: str, max_size: int, **fields: Any
-    ) -> bytes:
-        return encode_fields(
-            kind=kind,
-            session=self.session,
-            generation=generation,
-            operation=operation,
-            max_size=max_size,
-            **fields,
-        )
-
-    async def _send(self, frame: bytes, *, checkpoint: bool = True) -> None:
-        assert self._pipe is not None
-        await self._pipe.send(frame, checkpoint=checkpoint)
-
-    async def _receive(self) -> bytes:
-        assert self._pipe is not None
-        return await self._pipe.receive()
-
-    def _exited_error(self, what: str, *, tail: bool = False) -> HelperExitedError:
-        # ``tail``: with the last 4 KiB of its stderr (it died before ready, §3.3).
-        stderr = self._stderr.tail() if tail and self._stderr is not None else None
-        state, escaped = self.state.value, self._reaper.escaped
-        return exited_error(f"{self.label}: {what}", self._returncode, state, stderr, escaped)
 
     def __repr__(self) -> str:
         return f"<HelperProcess {self.label} pid={self.pid} {self.state.value}>"

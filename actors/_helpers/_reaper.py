@@ -13,30 +13,74 @@ pool's close giving up on an unkillable process) stops it.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 from trio.lowlevel import enable_ki_protection
 
 from .._core._lifecycle import HelperEvent, HelperState
 from ._containment import _wait_gone
-from ._outcomes import exit_details
+from ._outcomes import exit_details, exited_error
 
 if TYPE_CHECKING:
-    from ._process import HelperProcess
+    from collections.abc import Callable
 
-__all__ = ["Reaper"]
+    from ..errors import HelperExitedError
+    from ._containment import ProcessTree
+    from ._spec import HelperTimeouts
+    from ._stderr import StderrTail
+
+__all__ = ["ReapedHelper", "Reaper"]
+
+
+class ReapedHelper(Protocol):
+    """What the reaper reads of the helper it reaps (its public face)."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def timeouts(self) -> HelperTimeouts: ...
+
+    @property
+    def state(self) -> HelperState: ...
 
 
 class Reaper:
     """Waits for one helper's exit and sweeps its tree (see the module docstring).
 
     Args:
-        helper: The incarnation it reaps.
+        helper: The incarnation it reaps (its ``timeouts.kill``: seconds on trio's
+            clock the sweep gives the tree to go after SIGKILL).
+        tree: Its process tree (its containment).
+        advance: Applies an event to the helper's lifecycle (design §3).
+        emit: Reports a step: ``emit(kind, text, *, level=None, **details)``, an event
+            and a log record (design §3.10).
+        on_exit: Called (synchronously) once the helper has exited, or None.
     """
 
-    def __init__(self, helper: HelperProcess) -> None:
+    def __init__(
+        self,
+        helper: ReapedHelper,
+        *,
+        tree: ProcessTree,
+        advance: Callable[[HelperEvent], HelperState],
+        emit: Callable[..., None],
+        on_exit: Callable[[], object] | None,
+    ) -> None:
         self._helper = helper
+        self._tree = tree
+        self._kill = helper.timeouts.kill
+        self._advance = advance
+        self._emit = emit
+        self._on_exit = on_exit
+        self.exited = trio.Event()
+        """Set once the helper is reaped and nothing of its tree is left (or it never
+        started)."""
+        self.stopping = False
+        """The helper is being stopped on purpose: its exit is expected."""
+        self.returncode: int | None = None
+        """The leader's exit status once reaped (negative: killed by that signal)."""
         self.reaped = False
         """The leader was waited for (its tree may still be swept)."""
         self.escaped: list[int] = []
@@ -47,32 +91,47 @@ class Reaper:
         # :meth:`abandon` cancels it (a quarantined process we finally give up on).
         self._scope = trio.CancelScope(shield=True)
 
+    def exited_error(self, what: str, stderr: str | None = None) -> HelperExitedError:
+        """The error of the helper's exit during ``what`` (design §3.3, §3.7): its exit
+        code, its escaped pids and, when given, ``stderr`` (the tail it wrote)."""
+        helper = self._helper
+        state = helper.state.value
+        return exited_error(f"{helper.label}: {what}", self.returncode, state, stderr, self.escaped)
+
+    def never_started(self) -> None:
+        """The helper could not be spawned: it is exited at once, with nothing to reap."""
+        self._advance(HelperEvent.REAPED)
+        self.exited.set()
+
     def abandon(self) -> None:
         """Stop waiting (the pool's close gives up on an unkillable process)."""
         self._scope.cancel()
 
     @enable_ki_protection
-    async def run(self) -> None:
-        """Wait, reap, sweep, then mark the helper exited (runs in the pool's nursery)."""
-        helper = self._helper
-        process = helper._process
-        assert process is not None
-        tree = helper._tree
+    async def run(self, process: trio.Process, stderr: StderrTail) -> None:
+        """Wait, reap, sweep, then mark the helper exited (runs in the pool's nursery).
+
+        Args:
+            process: The helper's leader process.
+            stderr: Its stderr reader, drained once the tree is gone.
+        """
+        tree = self._tree
+        advance, emit, kill = self._advance, self._emit, self._kill
         with self._scope:
             await process.wait()
             self.reaped = True
-            helper._returncode = process.returncode
+            self.returncode = process.returncode
             tree.mark_reaped()
-            survivors, failures = await tree.sweep(helper.timeouts.kill)
+            survivors, failures = await tree.sweep(kill)
             self.undeliverable = failures
             if survivors:
                 self.escaped = survivors
-                if helper.state is not HelperState.QUARANTINED:
-                    helper._advance(HelperEvent.ESCAPED)
-                helper._emit(
+                if self._helper.state is not HelperState.QUARANTINED:
+                    advance(HelperEvent.ESCAPED)
+                emit(
                     "escaped",
                     f"{len(survivors)} process(es) of its tree outlived SIGKILL by "
-                    f"{helper.timeouts.kill:g} s: {survivors}; quarantined until they are gone",
+                    f"{kill:g} s: {survivors}; quarantined until they are gone",
                     pids=survivors,
                     undeliverable=[list(item) for item in failures],
                     containment=tree.mode,
@@ -83,28 +142,28 @@ class Reaper:
             tree.close()
             return
         tree.close()
-        if helper._stderr is not None:
-            helper._stderr.drain_nowait()
-        quarantined = helper.state is HelperState.QUARANTINED
-        expected = helper._stopping or helper.state in (
+        stderr.drain_nowait()
+        state = self._helper.state
+        quarantined = state is HelperState.QUARANTINED
+        expected = self.stopping or state in (
             HelperState.SHUTTING_DOWN,
             HelperState.TERMINATING,
             HelperState.KILLING,
         )
-        helper._advance(HelperEvent.REAPED)
-        helper._exited.set()
-        details = exit_details(helper._returncode)
-        helper._emit(
+        advance(HelperEvent.REAPED)
+        self.exited.set()
+        details = exit_details(self.returncode)
+        emit(
             "reaped",
-            _describe(details, helper._returncode),
+            _describe(details, self.returncode),
             level=None if expected and not quarantined else logging.WARNING,
             **details,
             escaped=self.escaped,
         )
         if quarantined:
-            helper._emit("released", "gone at last: released from quarantine")
-        if helper._on_exit is not None:
-            helper._on_exit(helper)
+            emit("released", "gone at last: released from quarantine")
+        if self._on_exit is not None:
+            self._on_exit()
 
 
 def _describe(details: dict[str, object], returncode: int | None) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import trio
@@ -22,9 +22,29 @@ from ..errors import ForcedTermination, HelperError
 from ._process import HelperProcess
 
 if TYPE_CHECKING:
-    from ._pool import HelperPool
+    from collections.abc import Callable
 
-__all__ = ["Slot", "Spawner"]
+    from ._events import PoolEvents
+    from ._pool_config import PoolConfig
+    from ._spec import HelperSpec
+
+__all__ = ["Slot", "SpawningPool", "Spawner"]
+
+
+class SpawningPool(Protocol):
+    """What the spawner reads of its pool (its public face)."""
+
+    @property
+    def spec(self) -> HelperSpec: ...
+
+    @property
+    def config(self) -> PoolConfig: ...
+
+    @property
+    def events(self) -> PoolEvents: ...
+
+    @property
+    def containment(self) -> str: ...
 
 
 @attrs.define(eq=False)
@@ -46,10 +66,38 @@ class Spawner:
 
     Args:
         pool: The pool it spawns for.
+        nursery: The pool's nursery: the starts, and the helpers' reapers, run there.
+        epoch: The pool's restart count now (a helper of an older epoch is replaced).
+        closing: Whether the pool's close has begun.
+        closed_error: ``closed_error(when)``: the error of a job the close ended.
+        on_exit: ``on_exit(slot, helper)``: called once a helper has exited.
+        release: Gives a slot back to the pool.
+        fail: Marks the pool failed (the restart intensity is exceeded) and returns
+            the error for the job that found it.
     """
 
-    def __init__(self, pool: HelperPool) -> None:
+    def __init__(
+        self,
+        pool: SpawningPool,
+        nursery: trio.Nursery,
+        *,
+        epoch: Callable[[], int],
+        closing: Callable[[], bool],
+        closed_error: Callable[[str], HelperError],
+        on_exit: Callable[[Slot, HelperProcess], None],
+        release: Callable[[Slot], None],
+        fail: Callable[[], HelperError],
+    ) -> None:
         self._pool = pool
+        self._nursery = nursery
+        self._epoch = epoch
+        self._closing = closing
+        self._closed_error = closed_error
+        self._on_exit = on_exit
+        self._release = release
+        self._fail = fail
+        self.retired_jobs = 0
+        """Jobs run by the incarnations replaced so far."""
         self.restart_times: deque[float] = deque()
         """When each replacement within the intensity window happened (trio clock)."""
         self.spawning: set[trio.CancelScope] = set()
@@ -64,7 +112,7 @@ class Spawner:
         """Return the slot's usable helper, retiring and (re)spawning as needed."""
         pool = self._pool
         helper = slot.helper
-        if helper is not None and helper.usable and slot.epoch == pool._epoch:
+        if helper is not None and helper.usable and slot.epoch == self._epoch():
             return helper
         if helper is not None:
             if not helper.exited:
@@ -77,16 +125,16 @@ class Spawner:
                     parent_timeout=False,
                 )
             helper.discard()
-            pool._retired_jobs += helper.jobs_run
+            self.retired_jobs += helper.jobs_run
             slot.helper = None
-            if pool._closing:  # the close began while the old one was retired
-                raise pool._closed_error("while a helper was replaced")
+            if self._closing():  # the close began while the old one was retired
+                raise self._closed_error("while a helper was replaced")
         replaces = slot.spawned
         if replaces:
             self.note_restart()
         slot.spawned = True
         slot.incarnation += 1
-        slot.epoch = pool._epoch
+        slot.epoch = self._epoch()
         helper = HelperProcess(
             pool.spec,
             pool.config.timeouts,
@@ -96,7 +144,7 @@ class Spawner:
             events=pool.events,
             containment=pool.containment,
             replaces=replaces,
-            on_exit=functools.partial(pool._on_exit, slot),
+            on_exit=functools.partial(self._on_exit, slot),
         )
         slot.helper = helper
         self.spawns += 1
@@ -106,7 +154,7 @@ class Spawner:
         started = trio.Event()
         failure: list[HelperError] = []
         slot.spawning = True
-        pool._nursery.start_soon(self._spawn, slot, helper, started, failure)
+        self._nursery.start_soon(self._spawn, slot, helper, started, failure)
         await started.wait()
         if failure:
             raise failure[0]
@@ -116,23 +164,22 @@ class Spawner:
     async def _spawn(
         self, slot: Slot, helper: HelperProcess, started: trio.Event, failure: list[HelperError]
     ) -> None:
-        pool = self._pool
         scope = trio.CancelScope()
         self.spawning.add(scope)
         try:
             with scope:
-                await helper.start(pool._nursery)
+                await helper.start(self._nursery)
         except HelperError as exc:
             failure.append(exc)
         finally:
             self.spawning.discard(scope)
             if scope.cancelled_caught and not failure:
-                failure.append(pool._closed_error("while a helper started"))
+                failure.append(self._closed_error("while a helper started"))
             slot.spawning = False
             started.set()
             if slot.release_pending:
                 slot.release_pending = False
-                pool._release(slot)
+                self._release(slot)
 
     def note_restart(self) -> None:
         """Count one replacement; fail the pool past the intensity (design §1.4, §3.7)."""
@@ -144,9 +191,7 @@ class Spawner:
         window.append(now)
         self.restarts += 1
         if len(window) > pool.config.max_restarts:
-            pool._failed = True
-            pool._failed_event.set()
-            error = pool._failure()
+            error = self._fail()
             pool.events.emit(
                 "intensity_exceeded",
                 f"pool {pool.spec.name!r}: {error.message}",

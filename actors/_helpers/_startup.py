@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from protocol.envelope import decode_fenced
+from protocol.envelope import decode_fenced, encode_fields
 from protocol.framing import DEFAULT_MAX_REQUEST
 
 from .._core._lifecycle import HelperEvent
@@ -29,9 +29,43 @@ from ._pipe import HelperPipe, PipeGone
 from ._stderr import StderrTail
 
 if TYPE_CHECKING:
-    from ._process import HelperProcess
+    from collections.abc import Callable
 
-__all__ = ["Startup"]
+    from .._core._lifecycle import HelperState
+    from ._containment import ProcessTree
+    from ._ladder import Ladder
+    from ._reaper import Reaper
+    from ._spec import HelperSpec, HelperTimeouts
+
+__all__ = ["StartingHelper", "Startup"]
+
+
+class StartingHelper(Protocol):
+    """What the startup reads of the helper it starts (its public face), and ``ready``,
+    which it sets to the *ready* frame's payload."""
+
+    ready: Any
+
+    @property
+    def spec(self) -> HelperSpec: ...
+
+    @property
+    def timeouts(self) -> HelperTimeouts: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def slot(self) -> int | None: ...
+
+    @property
+    def incarnation(self) -> int: ...
+
+    @property
+    def session(self) -> str: ...
+
+    @property
+    def exited(self) -> bool: ...
 
 
 class Startup:
@@ -39,39 +73,72 @@ class Startup:
 
     Args:
         helper: The incarnation it starts.
+        pool: The pool's name (for its stderr records).
+        replaces: True if it replaces an earlier incarnation of its slot.
+        tree: Its process tree (its containment), prepared here.
+        reaper: Its reaper, started here in the nursery (told if it never started).
+        ladder: Its ladder, which kills it if the start fails.
+        on_spawn: ``on_spawn(process, pipe, stderr)``: hands the spawned child over.
+        advance: Applies an event to its lifecycle (design §3).
+        emit: Reports a step: ``emit(kind, text, *, level=None, **details)``, an event
+            and a log record (design §3.10).
     """
 
-    def __init__(self, helper: HelperProcess) -> None:
+    def __init__(
+        self,
+        helper: StartingHelper,
+        *,
+        pool: str,
+        replaces: bool,
+        tree: ProcessTree,
+        reaper: Reaper,
+        ladder: Ladder,
+        on_spawn: Callable[[trio.Process, HelperPipe, StderrTail], None],
+        advance: Callable[[HelperEvent], HelperState],
+        emit: Callable[..., None],
+    ) -> None:
         self._helper = helper
+        self._pool = pool
+        self._replaces = replaces
+        self._startup = helper.timeouts.startup
+        self._tree = tree
+        self._reaper = reaper
+        self._ladder = ladder
+        self._on_spawn = on_spawn
+        self._advance = advance
+        self._emit = emit
+        self._pipe: HelperPipe | None = None
+        self._tail: StderrTail | None = None
 
     @enable_ki_protection
     async def run(self, nursery: trio.Nursery) -> None:
         """Spawn the child and wait for *ready*; see :meth:`HelperProcess.start`."""
         helper = self._helper
         try:
-            frame = helper._encode(
-                "startup",
-                0,
-                "startup",
-                DEFAULT_MAX_REQUEST,
+            frame = encode_fields(
+                kind="startup",
+                session=helper.session,
+                generation=0,
+                operation="startup",
+                max_size=DEFAULT_MAX_REQUEST,
                 payload={
                     "options": helper.spec.options,
                     "fault": helper.spec.fault,
                     "max_request": helper.spec.max_request,
                     "max_reply": helper.spec.max_reply,
-                    "subreaper": helper._tree.mode == "tree",
+                    "subreaper": self._tree.mode == "tree",
                 },
             )
         except ProtocolError as exc:
-            self._never_started()
+            self._reaper.never_started()
             raise self._failed(
                 f"startup options do not fit a frame: {exc.message}", reason=exc.code
             ) from None
-        tree = helper._tree
+        tree = self._tree
         tree.prepare()
         env = {**os.environ, **(helper.spec.env or {}), **tree.environment()}
         try:
-            helper._process = await trio.lowlevel.open_process(
+            process = await trio.lowlevel.open_process(
                 helper.spec.command(),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -82,38 +149,36 @@ class Startup:
             )
         except OSError as exc:
             tree.close()
-            self._never_started()
+            self._reaper.never_started()
             raise self._failed(f"could not start: {exc}", reason="exec_failed") from None
-        tree.adopt(helper._process.pid)
-        stdin, stdout, stderr = (
-            helper._process.stdin,
-            helper._process.stdout,
-            helper._process.stderr,
-        )
+        tree.adopt(process.pid)
+        stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
         assert isinstance(stdin, trio.lowlevel.FdStream)
         assert isinstance(stdout, trio.lowlevel.FdStream)
         assert isinstance(stderr, trio.lowlevel.FdStream)
-        helper._pipe = HelperPipe(stdin, stdout, max_reply=helper.spec.max_reply)
-        helper._stderr = StderrTail(
+        pipe = self._pipe = HelperPipe(stdin, stdout, max_reply=helper.spec.max_reply)
+        tail = self._tail = StderrTail(
             stderr,
             {
-                "pool": helper._events.name,
+                "pool": self._pool,
                 "helper": helper.label,
                 "slot": helper.slot,
                 "incarnation": helper.incarnation,
-                "pid": helper._process.pid,
+                "pid": process.pid,
             },
         )
-        helper._emit(
+        self._on_spawn(process, pipe, tail)
+        replaces = self._replaces
+        self._emit(
             "spawned",
             f"spawned (incarnation {helper.incarnation}, containment {tree.mode})"
-            + (", replacing an earlier incarnation" if helper._replaces else ""),
-            level=logging.WARNING if helper._replaces else None,
+            + (", replacing an earlier incarnation" if replaces else ""),
+            level=logging.WARNING if replaces else None,
             containment=tree.mode,
-            replaces=helper._replaces,
+            replaces=replaces,
         )
-        nursery.start_soon(helper._reaper.run)
-        nursery.start_soon(helper._stderr.run)
+        nursery.start_soon(self._reaper.run, process, tail)
+        nursery.start_soon(tail.run)
         done = False
         try:
             await self._handshake(frame)
@@ -121,38 +186,34 @@ class Startup:
         finally:
             if not done and not helper.exited:
                 with trio.CancelScope(shield=True):
-                    await helper._ladder.escalate(sigterm_first=False)
-
-    def _never_started(self) -> None:
-        helper = self._helper
-        helper._advance(HelperEvent.REAPED)
-        helper._exited.set()
+                    await self._ladder.escalate(sigterm_first=False)
 
     def _failed(self, message: str, **details: Any) -> HelperStartupError:
-        helper = self._helper
-        error = HelperStartupError(f"{helper.label}: {message}", **details)
-        helper._emit(
-            "startup_failed", message, **{k: v for k, v in details.items() if k != "record"}
-        )
+        error = HelperStartupError(f"{self._helper.label}: {message}", **details)
+        self._emit("startup_failed", message, **{k: v for k, v in details.items() if k != "record"})
         return error
 
     @enable_ki_protection
     async def _handshake(self, frame: bytes) -> None:
         helper = self._helper
+        pipe, tail = self._pipe, self._tail
+        assert pipe is not None  # spawned
+        assert tail is not None
         try:
-            with trio.move_on_after(helper.timeouts.startup) as deadline:
-                await helper._send(frame)
+            with trio.move_on_after(self._startup) as deadline:
+                await pipe.send(frame)
                 ready = decode_fenced(
-                    await helper._receive(),
+                    await pipe.receive(),
                     session=helper.session,
                     kinds=("ready",),
                     generation=0,
                     operation="startup",
                 )
         except PipeGone:
-            await helper._ladder.wait_exit_after_eof()
-            error = helper._exited_error("exited during startup", tail=True)
-            helper._emit(
+            await self._ladder.wait_exit_after_eof()
+            # With the last 4 KiB of its stderr: it died before ready (design §3.3).
+            error = self._reaper.exited_error("exited during startup", tail.tail())
+            self._emit(
                 "startup_failed",
                 f"exited during startup ({error.message})",
                 reason="exited",
@@ -165,7 +226,7 @@ class Startup:
             ) from None
         if deadline.cancelled_caught:
             raise self._failed(
-                f"no ready frame within {helper.timeouts.startup:g} s", reason="startup_timeout"
+                f"no ready frame within {self._startup:g} s", reason="startup_timeout"
             )
         payload = ready.payload if isinstance(ready.payload, dict) else {}
         if ready.status != "ok":
@@ -176,5 +237,5 @@ class Startup:
                 record=ready.error,
             )
         helper.ready = payload
-        helper._advance(HelperEvent.READY)
-        helper._emit("ready", "ready", subreaper=payload.get("subreaper"))
+        self._advance(HelperEvent.READY)
+        self._emit("ready", "ready", subreaper=payload.get("subreaper"))
