@@ -27,6 +27,7 @@ __all__ = [
     "encodes_as_utf8",
     "loads",
     "parse",
+    "scan",
 ]
 
 #: Matches a JSON ``\\uXXXX`` escape of a UTF-16 surrogate (U+D800..U+DFFF): JSON text
@@ -114,6 +115,10 @@ _loads = _decoder.decode
 # per frame (leading and trailing whitespace, which our encoder never writes).
 # ``scan_once`` is set in ``JSONDecoder.__init__`` but missing from typeshed.
 _scan: Callable[[str, int], tuple[Any, int]] = _decoder.scan_once  # type: ignore[attr-defined]
+#: ``scan(text, 0)`` → ``(value, end)``: the strict C scanner, for a caller that inlines
+#: :func:`parse`'s common case (it must hand anything but a plain, whole value, or a
+#: text holding ``\\u``, to :func:`parse`). Raises ``StopIteration`` on no value.
+scan: Final = _scan
 
 
 def loads(text: str) -> Any:

@@ -60,7 +60,7 @@ from ._envelope_wire import (
     STATUS_CODES,
     STATUS_NAMES,
 )
-from ._strict_json import SURROGATE_ESCAPE, dumps_value, encodes_as_utf8, parse
+from ._strict_json import SURROGATE_ESCAPE, dumps_value, encodes_as_utf8, parse, scan
 from .errors import FrameTooLarge, ProtocolError, ProtocolViolation
 from .framing import DEFAULT_MAX_REPLY, MAX_FRAME_LIMIT, _check_limit
 
@@ -105,6 +105,13 @@ _PLAIN_STATUSES: Final = ("ok", "cancelled")
 #: converts it once. Cleared when it grows past a bound (helpers come and go).
 _known_sessions: dict[str, bytes] = {}
 _MAX_KNOWN_SESSIONS: Final = 256
+
+
+#: Operations that passed validation → their UTF-8 bytes: the hot path encodes a job's
+#: operation once, and fences a reply's operation by comparing bytes (no decode). The
+#: same few names recur; cleared when it grows past a bound.
+_known_operations: dict[str, bytes] = {}
+_MAX_KNOWN_OPERATIONS: Final = 256
 
 
 def _learn_session(session: str) -> bytes:
@@ -228,13 +235,19 @@ def encode_positional(
             raw_session = _learn_session(session)
     if type(max_size) is not int or not 0 <= max_size <= MAX_FRAME_LIMIT:
         _check_limit(max_size)  # raises the TypeError/ValueError that names it
-    try:
-        op = operation.encode()
-    except UnicodeEncodeError:
-        raise ProtocolError(
-            "envelope field 'operation' is not valid Unicode (a lone surrogate)",
-            field="operation",
-        ) from None
+    op = _known_operations.get(operation)
+    if op is None:
+        try:
+            op = operation.encode()
+        except UnicodeEncodeError:
+            raise ProtocolError(
+                "envelope field 'operation' is not valid Unicode (a lone surrogate)",
+                field="operation",
+            ) from None
+        if type(operation) is str:  # validated above; a subclass could compare oddly
+            if len(_known_operations) >= _MAX_KNOWN_OPERATIONS:
+                _known_operations.clear()
+            _known_operations[operation] = op
     try:
         body = b"" if payload is None else dumps_value(payload).encode()
     except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError too
@@ -265,7 +278,8 @@ def encode_positional(
         len(op),
         len(body),
     )
-    return head + op + body + record
+    frame = head + op + body
+    return frame + record if record else frame
 
 
 def decode_envelope(payload: bytes) -> Envelope:
@@ -417,18 +431,33 @@ def decode_positional(
                 or (kind == "reply" and (status_code == 1 or status_code == 3))
             )
         ):
-            try:
-                op: str | None = str(payload[_HEAD : _HEAD + op_size], "utf-8")
-            except UnicodeDecodeError:
-                op = None
-            if (
-                op is not None
-                and 0 < len(op) <= MAX_OPERATION_LENGTH
-                and (operation is None or op == operation)
-            ):
-                body = None if body_size == 0 else parse(payload[_HEAD + op_size : end], "payload")
-                status = STATUS_NAMES[status_code]
-                return trusted(version, kind, session, g, op, status, body, None)
+            start = _HEAD + op_size
+            op: str | None = None
+            if operation is not None:
+                # A known operation was validated when its job was encoded: equal
+                # bytes are the same (valid) name, without decoding them.
+                if payload[_HEAD:start] == _known_operations.get(operation):
+                    op = operation
+            else:
+                try:
+                    op = str(payload[_HEAD:start], "utf-8")
+                except UnicodeDecodeError:
+                    op = None
+                else:
+                    op = op if 0 < len(op) <= MAX_OPERATION_LENGTH else None
+            if op is not None:
+                body = None
+                if body_size:
+                    # parse() inlined for the plain case; anything else (bad UTF-8,
+                    # not JSON, trailing bytes, a \u escape to check) goes through it.
+                    try:
+                        text = str(payload[start:end], "utf-8")
+                        body, stop = scan(text, 0)
+                    except (ValueError, RecursionError, StopIteration):
+                        text, stop = "", -1
+                    if stop != len(text) or "\\u" in text:
+                        body = parse(payload[start:end], "payload")
+                return trusted(version, kind, session, g, op, STATUS_NAMES[status_code], body, None)
     env = decode_envelope(payload)
     _fence(env, session, kinds, generation, operation)
     return env

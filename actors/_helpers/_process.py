@@ -356,8 +356,9 @@ class HelperProcess:
         generation = self._generation + 1
         if generation > MAX_GENERATION:  # pragma: no cover (2**53 jobs)
             raise RuntimeError(f"{self.label}: generations exhausted")
+        session = self.session
         frame = encode_positional(
-            "job", self.session, generation, operation, None, payload, None, self._max_request
+            "job", session, generation, operation, None, payload, None, self._max_request
         )
         self._generation = generation
         self._active = (generation, operation)
@@ -375,11 +376,8 @@ class HelperProcess:
             # on this CPU may have answered already: then nothing waits, so no deadline
             # applies (and no cancel scope is needed).
             written = pipe.write_nowait(frame)
-            reply = (
-                self._reply_nowait(generation, operation, on_progress)
-                if written == len(frame)
-                else None
-            )
+            sent = written == len(frame)  # and then, if no reply, the pipe is known empty
+            reply = self._reply_nowait(generation, operation, on_progress) if sent else None
             if reply is None:
                 # design §3.6: every wait for the reply is inside the deadline's scope.
                 now = trio.current_time()
@@ -395,11 +393,17 @@ class HelperProcess:
                 if self._cancel_requested:  # cancel() came from an early progress report
                     scope.cancel()
                 with scope:
-                    if written < len(frame):
+                    known_empty = sent
+                    if not sent:
                         await pipe.send_rest(frame, written)
-                    reply = await self._receive_reply(
-                        generation, operation, on_progress, known_empty=written == len(frame)
-                    )
+                    while reply is None:  # _receive_reply, inlined: one coroutine less
+                        body = await pipe.receive(known_empty=known_empty)
+                        known_empty = False
+                        env = decode_positional(body, session, _JOB_KINDS, generation, operation)
+                        if env.kind == "reply":
+                            reply = env
+                        else:
+                            self._progress(env, on_progress)
                 if scope.cancelled_caught:
                     await self._job_stopped(generation, operation)
             else:
@@ -505,23 +509,17 @@ class HelperProcess:
 
     @enable_ki_protection
     async def _receive_reply(
-        self,
-        generation: int,
-        operation: str,
-        on_progress: ProgressCallback | None = None,
-        *,
-        known_empty: bool = False,
+        self, generation: int, operation: str, on_progress: ProgressCallback | None = None
     ) -> Envelope:
         """Return the job's reply; hand its progress frames to ``on_progress`` meanwhile.
 
         Every frame is fenced (design §2.3): a reply or progress frame of another
-        session, generation or operation raises ``ProtocolViolation``.
-        ``known_empty``: the pipe was just found empty (wait without reading first).
+        session, generation or operation raises ``ProtocolViolation``. (The job's own
+        wait in :meth:`run_job` is this loop inlined.)
         """
         assert self._pipe is not None
         while True:
-            body = await self._pipe.receive(known_empty=known_empty)
-            known_empty = False
+            body = await self._pipe.receive()
             env = decode_positional(body, self.session, _JOB_KINDS, generation, operation)
             if env.kind == "reply":
                 return env
