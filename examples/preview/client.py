@@ -9,8 +9,13 @@ It connects, subscribes to the event log (from the start, so it sees every run's
 ``job_queued`` ... ``job_finished``), asks ``list_runs``, selects ``RUN`` (so the
 server draws it first), and saves every ``payload`` it receives as
 ``DIR/run<id>-<kind>.png`` (a newer revision overwrites an older one). It stops when
-every run with rows has its thumbnail and preview, or when ``--timeout`` seconds have
-passed, and prints one line per image: run, kind, revision, width x height, bytes, the
+every run of the newest run list is settled (:meth:`Collection.missing`), or when
+``--timeout`` seconds have passed: a run is settled once its current event-log run
+finished and every image that run published came, at the finished revision or newer
+(so an empty run's images count, and a kind that failed is not waited for); a run still
+being written needs only its newest images. On ``resync_required`` it subscribes again
+from the last event it saw and asks ``list_runs`` again (every image is pushed again).
+It prints one line per image: run, kind, revision, width x height, bytes, the
 run's event-log run (``job``) and its status (from the newest ``run_list``, or from
 the ``job_finished`` event of that event-log run if it came later). Exit status 0 when
 every image came, 1 on timeout or when the server went away meanwhile, 2 for a bad
@@ -46,6 +51,8 @@ __all__ = ["Collection", "SavedImage", "collect", "main"]
 
 #: Largest server message read, in bytes (a 640 x 480 preview is well under it).
 MAX_MESSAGE = 4 * 1024 * 1024
+#: The image kinds the preview server draws for each run.
+IMAGE_KINDS = ("thumbnail", "preview")
 
 
 @attrs.frozen(kw_only=True)
@@ -75,21 +82,51 @@ class Collection:
     jobs: dict[int, int] = attrs.field(factory=dict)
     """Event-log run id → database run id (from ``job_queued``)."""
     finished: dict[int, dict[str, Any]] = attrs.field(factory=dict)
-    """Database run id → the ``data`` of its newest ``job_finished`` event."""
+    """Database run id → the ``data`` of its newest ``job_finished`` or ``job_cancelled``
+    event, with ``kind`` (which of the two) and ``job`` (its event-log run)."""
     errors: list[messages.ErrorReply] = attrs.field(factory=list)
     """Error answers received."""
     complete: bool = False
-    """True when every run with rows had its thumbnail and preview."""
+    """True when every run was settled (:meth:`missing` was empty)."""
 
     def missing(self) -> list[tuple[int, str]]:
-        """(run, kind) images still expected: runs with rows, both kinds."""
-        return [
-            (run_id, kind)
-            for run_id, run in sorted(self.runs.items())
-            if run.rows > 0
-            for kind in ("thumbnail", "preview")
-            if (run_id, kind) not in self.images
-        ]
+        """What is still expected, as (run, ``thumbnail``/``preview``/``job_finished``).
+
+        For each run of the newest run list, in run order (design §7.2):
+
+        * its current event-log run ended with ``job_finished``: each image kind the
+          result lists as ``published``, at the result's ``revision`` or newer (the
+          finish can overtake the last image: they are pushed by different tasks);
+          ended with ``job_cancelled``: nothing more;
+        * still being written (``completed`` false) and not ended: a thumbnail and a
+          preview of any revision once it has rows (its newest live images: the run
+          may be written for hours);
+        * otherwise its ``job_finished``: only the finish tells which images will come
+          (an empty run has images too; a kind that failed has none).
+        """
+        wanted: list[tuple[int, str]] = []
+        for run_id, run in sorted(self.runs.items()):
+            finish = self._finish(run_id)
+            if finish is not None:
+                kinds, revision = _published(finish)
+            elif not run.completed:
+                kinds, revision = (IMAGE_KINDS if run.rows > 0 else ()), 0
+            else:
+                wanted.append((run_id, "job_finished"))
+                continue
+            for kind in kinds:
+                image = self.images.get((run_id, kind))
+                if image is None or image.revision < revision:
+                    wanted.append((run_id, kind))
+        return wanted
+
+    def _finish(self, run_id: int) -> dict[str, Any] | None:
+        """The end (``job_finished``/``job_cancelled`` data) of the run's newest
+        event-log run, or None while it is open (or unknown)."""
+        data = self.finished.get(run_id)
+        if data is not None and data.get("job") == self.job(run_id):
+            return data
+        return None
 
     def job(self, run_id: int) -> int | None:
         """The run's newest event-log run (from ``run_list`` or the events), or None."""
@@ -105,18 +142,25 @@ class Collection:
         run when it came, else the newest ``run_list``'s ``status`` (so a client that
         connects late needs no old events).
         """
-        data = self.finished.get(run_id)
-        if data is not None and data.get("job") == self.job(run_id):
+        data = self._finish(run_id)
+        if data is not None:
             if data["kind"] == "job_cancelled":
                 return "cancelled"
-            result = data.get("result") or {}
+            result = _result(data)
             return str(result.get("status") or data.get("verdict"))
         run = self.runs.get(run_id)
         if run is not None and run.status is not None:
             return run.status
         return "-"
 
+    @property
+    def cursor(self) -> int:
+        """The ``seq`` of the newest event seen (0 if none): where to subscribe again."""
+        return self.events[-1].seq if self.events else 0
+
     def _note_event(self, event: messages.Event) -> None:
+        if event.seq <= self.cursor:
+            return  # already seen (a subscription again after resync_required)
         self.events.append(event)
         if event.run_id is None:
             return
@@ -128,6 +172,31 @@ class Collection:
             self.finished[self.jobs[event.run_id]] = {
                 **event.data, "kind": event.kind, "job": event.run_id,
             }  # fmt: skip
+
+
+def _result(finish: dict[str, Any]) -> dict[str, Any]:
+    """The ``result`` object of a ``job_finished`` event's data ({} if absent or not one)."""
+    result = finish.get("result")
+    return result if isinstance(result, dict) else {}
+
+
+def _published(finish: dict[str, Any]) -> tuple[tuple[str, ...], int]:
+    """The image kinds a run's ended event-log run published, and their revision.
+
+    A ``job_cancelled`` published nothing more. A ``job_finished`` whose result has no
+    ``published`` list (not this server's) is taken to have published both kinds.
+    """
+    if finish.get("kind") == "job_cancelled":
+        return (), 0
+    result = _result(finish)
+    published = result.get("published")
+    kinds: tuple[str, ...] = IMAGE_KINDS
+    if isinstance(published, list):
+        kinds = tuple(kind for kind in IMAGE_KINDS if kind in published)
+    revision = result.get("revision")
+    if isinstance(revision, bool) or not isinstance(revision, int):
+        revision = 0
+    return kinds, revision
 
 
 async def collect(
@@ -178,6 +247,11 @@ async def collect(
                     seen._note_event(message)
                 elif isinstance(message, messages.Payload):
                     seen.images[message.run_id, message.kind] = await _save(out, message)
+                elif isinstance(message, messages.ResyncRequired):
+                    # Events or pushes were dropped (design §6.9): the subscription
+                    # ended, and the run list or an image may be gone.
+                    await send("subscribe", cursor=seen.cursor)
+                    await send("list_runs")
                 elif isinstance(message, messages.ErrorReply):
                     seen.errors.append(message)
                     print(f"error {message.code}: {message.message}", file=sys.stderr)

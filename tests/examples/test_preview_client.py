@@ -1,0 +1,255 @@
+"""The preview command-line client against a scripted server (design §7.2).
+
+Each test plays one fixed sequence of server messages to :func:`collect` over a real
+loopback websocket, so the order the client sees is exact and the tests need no
+helpers, no renderer and no timing: a client that stops too early closes the
+connection before the script ends (``played`` says where), one that waits for
+something that never comes runs into its ``timeout``, which only a failing test
+reaches.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pytest
+import trio
+from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
+
+from examples.preview.client import Collection, collect, listing
+from protocol import messages
+from protocol.codec import encode_message
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+#: Seconds (trio clock) a client may take; only a failing test waits this long.
+TIMEOUT = 10.0
+BOTH = ["metadata", "thumbnail", "preview"]
+
+
+@attrs.frozen
+class Expect:
+    """A script step: the client's next message has this ``type`` and these fields."""
+
+    type: str
+    fields: dict[str, Any] = attrs.field(factory=dict)
+
+
+Step = Expect | messages.Message
+
+
+@attrs.define
+class ScriptedServer:
+    """A websocket peer that plays ``script``, then holds the connection open."""
+
+    script: list[Step]
+    played: int = 0
+    """Steps done; less than ``len(script)`` if the client closed early."""
+    requests: list[dict[str, Any]] = attrs.field(factory=list)
+
+    async def handle(self, request: WebSocketRequest) -> None:
+        ws = await request.accept()
+        try:
+            for step in self.script:
+                if isinstance(step, Expect):
+                    message = json.loads(await ws.get_message())
+                    self.requests.append(message)
+                    assert message["type"] == step.type, message
+                    for name, value in step.fields.items():
+                        assert message[name] == value, (name, message)
+                else:
+                    await ws.send_message(encode_message(step))
+                self.played += 1
+            while True:  # requests after the script are only recorded
+                self.requests.append(json.loads(await ws.get_message()))
+        except ConnectionClosed:
+            return
+
+
+async def play(
+    nursery: trio.Nursery, tmp_path: Path, script: list[Step]
+) -> tuple[Collection, ScriptedServer]:
+    """Run :func:`collect` against ``script``; check that it settled and played it all."""
+    server = ScriptedServer(script)
+    listener = await nursery.start(
+        lambda task_status: serve_websocket(
+            server.handle, "127.0.0.1", 0, None, handler_nursery=nursery,
+            task_status=task_status,
+        )
+    )  # fmt: skip
+    seen = await collect(f"ws://127.0.0.1:{listener.port}", tmp_path, timeout=TIMEOUT)
+    assert seen.complete, seen.missing()
+    assert seen.missing() == []
+    assert server.played == len(script), "the client stopped before the script ended"
+    return seen, server
+
+
+def summary(run_id: int, *, rows: int, completed: bool = True, job: int | None = None,
+            status: str | None = None) -> messages.RunSummary:  # fmt: skip
+    return messages.RunSummary(
+        run_id=run_id, name=f"run {run_id}", experiment="e", completed=completed,
+        rows=rows, status=status, job_run_id=job,
+    )  # fmt: skip
+
+
+def run_list(*runs: messages.RunSummary) -> messages.RunList:
+    return messages.RunList(request_id=None, runs=runs)
+
+
+def queued(seq: int, job: int, run_id: int) -> messages.Event:
+    data = {"operation": "preview", "arguments": {"run_id": run_id}}
+    return messages.Event(seq=seq, kind="job_queued", run_id=job, data=data)
+
+
+def finished(seq: int, job: int, verdict: str, **result: Any) -> messages.Event:
+    data = {"verdict": verdict, "result": result}
+    return messages.Event(seq=seq, kind="job_finished", run_id=job, data=data)
+
+
+def events(*items: messages.Event) -> messages.Events:
+    return messages.Events(request_id=None, events=items, cursor=max(e.seq for e in items))
+
+
+def image(run_id: int, kind: str, revision: int) -> messages.Payload:
+    """A payload whose bytes name it (the client saves bytes, it draws nothing)."""
+    data = f"{run_id}-{kind}-r{revision}".encode()
+    width, height = (160, 120) if kind == "thumbnail" else (640, 480)
+    return messages.Payload(
+        run_id=run_id, kind=kind, revision=revision, mime="image/png",
+        data_b64=base64.b64encode(data).decode(), width=width, height=height,
+    )  # fmt: skip
+
+
+def saved(tmp_path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(tmp_path.iterdir())}
+
+
+def statuses(seen: Collection) -> dict[int, str]:
+    return {int(line.split()[0]): line.split()[-1] for line in listing(seen)[1:]}
+
+
+OPENING: list[Step] = [Expect("subscribe", {"cursor": 0}), Expect("list_runs")]
+
+
+async def test_an_empty_run_and_every_status_are_waited_for(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    # A run without rows still gets images, and each status comes with its finish: the
+    # images of run 1 came first, and the client must not stop there.
+    seen, _ = await play(nursery, tmp_path, [
+        *OPENING,
+        events(queued(1, 101, 1), queued(2, 102, 2)),
+        run_list(summary(1, rows=5, job=101), summary(2, rows=0, job=102)),
+        image(1, "thumbnail", 1), image(1, "preview", 1),
+        finished(3, 101, "ok", status="ok", revision=1, published=BOTH),
+        image(2, "thumbnail", 1), image(2, "preview", 1),
+        finished(4, 102, "empty", status="empty", revision=1, published=BOTH),
+    ])  # fmt: skip
+    assert list(saved(tmp_path)) == [
+        "run1-preview.png", "run1-thumbnail.png", "run2-preview.png", "run2-thumbnail.png",
+    ]  # fmt: skip
+    assert statuses(seen) == {1: "ok", 2: "empty"}
+
+
+async def test_a_finish_ahead_of_its_images_waits_for_their_revision(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    # The event pump and the image pusher are separate tasks: the finish of revision 2
+    # can come while the client holds revision 1.
+    seen, _ = await play(nursery, tmp_path, [
+        *OPENING,
+        events(queued(1, 101, 1)),
+        run_list(summary(1, rows=5, job=101)),
+        image(1, "thumbnail", 1), image(1, "preview", 1),
+        finished(2, 101, "ok", status="ok", revision=2, published=BOTH),
+        image(1, "thumbnail", 2), image(1, "preview", 2),
+    ])  # fmt: skip
+    assert saved(tmp_path) == {
+        "run1-preview.png": b"1-preview-r2",
+        "run1-thumbnail.png": b"1-thumbnail-r2",
+    }
+    assert [image.revision for image in seen.images.values()] == [2, 2]
+
+
+async def test_runs_that_will_send_nothing_more_are_not_waited_for(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    # Run 1's thumbnail failed (only its preview was published); run 2 was cancelled;
+    # run 3 is being written (its newest live images do); run 4 is being written and has
+    # no rows yet. Nothing else will come, and the client stops without its timeout.
+    start = trio.current_time()
+    seen, _ = await play(nursery, tmp_path, [
+        *OPENING,
+        events(
+            queued(1, 101, 1), queued(2, 102, 2), queued(3, 103, 3), queued(4, 104, 4),
+            finished(5, 101, "failed", status="ok", revision=1,
+                     published=["metadata", "preview"], failed=["thumbnail"]),
+            messages.Event(seq=6, kind="job_cancelled", run_id=102, data={"by": "t"}),
+        ),
+        run_list(
+            summary(1, rows=5, job=101), summary(2, rows=5, job=102),
+            summary(3, rows=5, completed=False, job=103, status="progressive"),
+            summary(4, rows=0, completed=False, job=104, status="progressive"),
+        ),
+        image(1, "preview", 1),
+        image(3, "thumbnail", 1), image(3, "preview", 1),
+    ])  # fmt: skip
+    assert trio.current_time() - start < TIMEOUT
+    assert list(saved(tmp_path)) == ["run1-preview.png", "run3-preview.png", "run3-thumbnail.png"]
+    assert statuses(seen) == {1: "ok", 3: "progressive"}
+    assert seen.status(2) == "cancelled"
+
+
+async def test_resync_required_subscribes_again_from_the_last_event(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    # The server dropped pushes: the subscription ended and an image may be lost. An
+    # event queued before the notice still arrives after it, and again in the answer.
+    seen, server = await play(nursery, tmp_path, [
+        *OPENING,
+        events(queued(1, 101, 1)),
+        run_list(summary(1, rows=5, job=101)),
+        messages.ResyncRequired(head=3),
+        queued(2, 102, 2),
+        Expect("subscribe", {"cursor": 1}),
+        Expect("list_runs"),
+        events(queued(2, 102, 2), finished(3, 101, "ok", status="ok", revision=1,
+                                           published=BOTH)),
+        run_list(summary(1, rows=5, job=101), summary(2, rows=5, completed=False, job=102)),
+        image(1, "thumbnail", 1), image(1, "preview", 1),
+        image(2, "thumbnail", 1), image(2, "preview", 1),
+    ])  # fmt: skip
+    assert [event.seq for event in seen.events] == [1, 2, 3]
+    assert seen.jobs == {101: 1, 102: 2}
+    assert statuses(seen)[1] == "ok"
+    assert [r["type"] for r in server.requests] == [
+        "subscribe",
+        "list_runs",
+        "subscribe",
+        "list_runs",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        ({"revision": 3, "published": ["preview"]}, [(1, "preview")]),
+        ({"revision": True, "published": "thumbnail"}, [(1, "thumbnail"), (1, "preview")]),
+        (["not", "an", "object"], [(1, "thumbnail"), (1, "preview")]),
+    ],
+)
+def test_the_finish_result_names_the_images_to_wait_for(
+    result: Any, expected: list[tuple[int, str]]
+) -> None:
+    seen = Collection(runs={1: summary(1, rows=5, job=101)})
+    seen._note_event(queued(1, 101, 1))
+    assert seen.missing() == [(1, "job_finished")]
+    seen._note_event(
+        messages.Event(seq=2, kind="job_finished", run_id=101,
+                       data={"verdict": "ok", "result": result})
+    )  # fmt: skip
+    assert seen.missing() == expected
