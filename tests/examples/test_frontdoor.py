@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
+import trio.testing
 from frontdoor_support import (
     Client,
     assert_no_children,
@@ -58,7 +59,10 @@ async def _burst(run, report):
     for i in range(n):
         report((i + 1) / n)
         if i % 4 == 3:
-            await trio.sleep(0.001)  # paced: a fast client keeps up, a stalled one cannot
+            # Paced by the readers, not by the clock: every task that can run (the fast
+            # client's reader, the connections' senders) has run before the next four,
+            # so a fast client keeps up on any machine and a stalled one cannot.
+            await trio.testing.wait_all_tasks_blocked()
     return n
 
 
