@@ -326,7 +326,7 @@ class PayloadInvalid(RenderError):
 
 
 class SourceError(ActorError):
-    """A data source could not be read: missing file, not SQLite, not the QCoDeS schema."""
+    """A data source could not be read: missing, damaged, or not in the format expected."""
 
     code = "source_unreadable"
     category = "permanent"

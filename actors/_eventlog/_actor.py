@@ -16,7 +16,7 @@ message, each an ``ask`` under the client's timeout::
     async with trio.open_nursery() as nursery:
         ref = await nursery.start(EventLogActor(config, operations=ops).run)
         log = EventLogClient(ref, timeout=5.0)
-        receipt = await log.submit("preview", {"run_id": 3}, request_id="r-1")
+        receipt = await log.submit("index", {"path": "data/a.csv"}, request_id="r-1")
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ def _names(value: Iterable[str]) -> frozenset[str]:
 class OperationSpec:
     """One operation the event log accepts, and its argument schema (design §6.2, §6.4).
 
-    Example: ``OperationSpec(name="preview", fields={"run_id"}, required={"run_id"})``.
+    Example: ``OperationSpec(name="index", fields={"path"}, required={"path"})``.
     """
 
     name: str = attrs.field(validator=_name)

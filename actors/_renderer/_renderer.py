@@ -2,8 +2,8 @@
 
 Generic: it is built with a ``render_fn(observation, kind, options, check_cancel) ->
 bytes`` and a :class:`RendererConfig` whose ``check_payload`` is the embedder's check of
-a payload's content (the preview server passes its PNG drawing and PNG check); it knows
-no payload format. Each :class:`Render` ask becomes one task in the actor's nursery:
+a payload's content (an example application passes its own drawing and format check);
+it knows no payload format. Each :class:`Render` ask becomes one task in the actor's nursery:
 
 1. wait for a job slot (at most ``max_jobs`` at once; the handler waits, so a busy
    renderer pushes back on its mailbox) and then for a lane (``threads`` of them);
@@ -28,13 +28,13 @@ so a wedged render never holds up the renderer's shutdown. Each abandonment is a
 
 Usage::
 
-    config = RendererConfig(threads=2, mime="image/png", check_payload=check_png)
+    config = RendererConfig(threads=2, mime="image/png", check_payload=check_image)
     ref = await nursery.start(Renderer(render, config).run)
     done = await ref.ask(
-        Render(observation=obs, kind="preview", deadline=trio.current_time() + 5),
+        Render(observation=obs, kind="summary", deadline=trio.current_time() + 5),
         timeout=6,
     )
-    done.data  # the payload; done.width, done.height from check_png
+    done.data  # the payload; done.width, done.height from check_image
 """
 
 from __future__ import annotations

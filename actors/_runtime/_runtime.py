@@ -16,10 +16,10 @@ process (and its tree) is gone (§3.8, §3.11)::
         helper=HelperSpec(entry="myapp.helper:main"),
         render_fn=my_render,
         execute=my_execute,          # async my_execute(job, runtime) -> result
-        operations=[OperationSpec(name="preview", fields=("run_id",))],
+        operations=[OperationSpec(name="index", fields=("run_id",))],
     )
     async with open_runtime(config) as runtime:
-        receipt = await runtime.eventlog.submit("preview", {"run_id": 1})
+        receipt = await runtime.eventlog.submit("index", {"run_id": 1})
         async for notice in runtime.scheduler_events:
             ...
 

@@ -3,20 +3,20 @@
 Wiring (for the runtime)::
 
     KINDS = (
-        Kind(name="metadata", helper=True, progressive=True),       # read the source
-        Kind(name="thumbnail", needs=("metadata",), cached=True),   # draw from it
-        Kind(name="preview", needs=("metadata",), cached=True,
+        Kind(name="read", helper=True, progressive=True),       # read the source
+        Kind(name="summary", needs=("read",), cached=True),     # derive from it
+        Kind(name="report", needs=("read",), cached=True,
              retry=RetryPolicy(maximum_attempts=3, overall_timeout=60)),
     )
 
     async def execute(job: SchedulerJob, pool_ref, renderer_ref) -> Any:
         claim = job.claim                    # run_id, guid, kind, revision, deadline...
-        if claim.kind == "metadata":         # read the source (a helper-process job);
+        if claim.kind == "read":             # read the source (a helper-process job);
             return await read_run(pool_ref, claim)   # Progressive(partial) if still
                                                      # being written
-        observation = job.inputs.get("metadata") or await read_run(pool_ref, claim)
+        observation = job.inputs.get("read") or await read_run(pool_ref, claim)
         rendered = await render(renderer_ref, observation, claim)
-        return Produced(rendered.data, at=rendered.produced_at)  # judged by when drawn
+        return Produced(rendered.data, at=rendered.produced_at)  # judged by when made
 
     actor = SchedulerActor(
         execute, pool_ref, renderer_ref,            # fn, *args (design §1.2 style)

@@ -223,7 +223,7 @@ class PayloadKey:
     guid: str = attrs.field(validator=_check_text)
     """The run's GUID."""
     kind: str = attrs.field(validator=_check_text)
-    """``thumbnail`` or ``preview`` (any kind works)."""
+    """The kind of work, as declared (e.g. ``"summary"``)."""
     revision: str = attrs.field(validator=_check_text)
     """Source revision the payload was drawn from."""
     renderer_version: str = attrs.field(validator=_check_text)

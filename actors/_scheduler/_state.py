@@ -194,7 +194,7 @@ class RunInfo:
     """One run as the source lists it (design §4.1)."""
 
     run_id: int = attrs.field(validator=_check_run_id)
-    """Stable id of the run (e.g. the QCoDeS ``run_id``)."""
+    """Stable id of the run (e.g. a database row id)."""
     guid: str = attrs.field(validator=_check_revision)
     """Globally unique id of the run; fences results across sources (design §4.8)."""
     revision: str = attrs.field(validator=_check_revision)
