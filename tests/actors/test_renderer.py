@@ -14,7 +14,6 @@ import io
 import shutil
 import struct
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -334,36 +333,75 @@ def test_validate_payload():
         validate_payload(b"x", min_bytes=2, max_bytes=200)
 
 
-async def test_a_payload_produced_in_time_is_a_success_though_noticed_late(nursery):
-    """The thread has the payload 0.2 s into a 0.5 s deadline, but the event loop is
-    blocked until 0.6 s: the verdict follows the thread's own record (design §4.14)."""
-    started = threading.Event()
-    ready_at = []
+class WorkerReadClock(trio.abc.Clock):
+    """A clock moved by hand (a ``MockClock`` inside) that tells when a worker thread
+    has read it."""
+
+    def __init__(self) -> None:
+        self.mock = trio.testing.MockClock()
+        self.read_by_worker = threading.Event()
+
+    def start_clock(self) -> None:
+        self.mock.start_clock()
+
+    def current_time(self) -> float:
+        now = self.mock.current_time()
+        if threading.current_thread() is not threading.main_thread():
+            self.read_by_worker.set()
+        return now
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        return self.mock.deadline_to_sleep_time(deadline)
+
+    def jump(self, seconds: float) -> None:
+        self.mock.jump(seconds)
+
+
+@pytest.fixture
+def worker_read_clock() -> WorkerReadClock:
+    return WorkerReadClock()
+
+
+async def test_a_payload_produced_in_time_is_a_success_though_noticed_late(
+    nursery, worker_read_clock
+):
+    """The thread has the payload 0.25 s into a 0.5 s deadline, but the event loop is
+    blocked until 0.75 s: the verdict follows the thread's own record (design §4.14).
+
+    Virtual time, moved by hand (binary fractions, so the sums are exact): the clock
+    reads 0.25 s past the request when the thread finishes, and the loop only runs
+    again at 0.75 s.
+    """
+    clock = worker_read_clock
+    started, release = threading.Event(), threading.Event()
 
     def draw(observation, kind, options, check_cancel):
         started.set()
-        time.sleep(0.2)  # the drawing's workload
-        ready_at.append(time.perf_counter())
+        assert release.wait(WAIT)  # the drawing's workload ends when the test says so
         return tiny_png()
 
     ref = await nursery.start(Renderer(draw, PNG).run)
+    start = trio.current_time()
     async with trio.open_nursery() as inner:
         answer = {}
 
         async def asker():
-            answer["deadline"] = deadline = trio.current_time() + 0.5
-            answer["done"] = await ref.ask(request(deadline), timeout=WAIT)
+            answer["done"] = await ref.ask(request(start + 0.5), timeout=WAIT)
             answer["at"] = trio.current_time()
 
         inner.start_soon(asker)
         await wait_for(started)
-        # The event loop is busy elsewhere (blocked on purpose): it notices late.
-        time.sleep(0.6)  # noqa: ASYNC251
+        # From here the event loop is busy elsewhere (blocked on purpose): the thread
+        # records its payload at 0.25 s, and the loop runs again only at 0.75 s.
+        clock.jump(0.25)
+        release.set()
+        assert clock.read_by_worker.wait(WAIT)  # blocks the loop, on purpose
+        clock.jump(0.5)
     done = answer["done"]
     assert isinstance(done, Rendered)
     assert (done.width, done.height) == (3, 2)
-    assert answer["at"] > answer["deadline"]  # answered after the deadline...
-    assert done.produced_at <= answer["deadline"]  # ...but made before it
+    assert done.produced_at == start + 0.25  # made before the deadline...
+    assert answer["at"] == start + 0.75  # ...answered after it
     await ref.stop()
 
 

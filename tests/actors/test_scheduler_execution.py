@@ -1,18 +1,18 @@
 """One execution per (run, kind) and truthful deadlines in the scheduler actor (§4.13, §4.14).
 
-Under ``autojump_clock`` with exact virtual times, except the disk-cache test, whose
-worker thread does real file I/O (real clock; its timing only has to exceed a 0.1 s
-deadline, which a 0.3 s sleep inside the write does by construction).
+Under ``autojump_clock`` with exact virtual times.
 """
 
 from __future__ import annotations
 
 import math
 import random
+import threading
 import time
 
 import pytest
 import trio
+import trio.testing
 from scheduler_support import config, running, settled
 
 from actors import (
@@ -207,25 +207,38 @@ async def test_the_deadline_race_mislabels_nothing_in_1000_attempts(autojump_clo
     assert 300 < sum(label == "ok" for label in labels.values()) < 700  # both sides raced
 
 
-class SlowDisk(DiskCache):
-    """A disk cache whose writes take 0.3 s (real time, in the worker thread)."""
+class HeldDisk(DiskCache):
+    """A disk cache whose writes wait, in the worker thread, until the test lets go."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.entered = threading.Event()
+        self.release = threading.Event()
 
     def put(self, key, data):
-        time.sleep(0.3)
+        self.entered.set()
+        assert self.release.wait(10)
         return super().put(key, data)
 
 
-async def test_cache_writes_are_outside_the_attempts_deadline(tmp_path):
+async def test_cache_writes_are_outside_the_attempts_deadline(tmp_path, mock_clock):
+    """The write is still going 0.3 s (virtual, moved by hand) into an attempt with a
+    0.1 s deadline: the attempt has already ended, so nothing is retried or failed."""
+
     async def execute(job):
         return b"payload"
 
     cache = PayloadCache()
-    cache.disk = SlowDisk(tmp_path, max_bytes=100_000)
+    cache.disk = disk = HeldDisk(tmp_path, max_bytes=100_000)
     cfg = config(
         kinds=(Kind(name="thumbnail", cached=True, retry=RetryPolicy(attempt_timeout=0.1)),),
         deadline_grace=0,
     )
     async with running(execute, runs=ONE, config=cfg, payload_cache=cache) as (_a, _r, rec):
+        assert await trio.to_thread.run_sync(disk.entered.wait, 10)
+        mock_clock.jump(0.3)
+        await trio.testing.wait_all_tasks_blocked()  # a deadline that fired has acted
+        disk.release.set()
         await rec.until(settled(1), seconds=10)
     assert [p.result for p in rec.of(Published)] == [b"payload"]
     assert not rec.of(Retrying)
