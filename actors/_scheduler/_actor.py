@@ -135,6 +135,8 @@ class SchedulerActor(Actor):
         payload_to_bytes: What to store in the payload cache for a result (None: do
             not cache it); default: bytes-like results as bytes.
         payload_from_bytes: Rebuild a result from cached bytes; default: the bytes.
+            A callback that raises is logged and counted, and the result stays
+            uncached (design §4.10); it never stops the actor.
         rng: Random source for retry jitter (design §4.12); seed it for reproducible
             delays.
 
@@ -189,6 +191,7 @@ class SchedulerActor(Actor):
         self._cancelled_stale = 0
         self._stopped = 0
         self._disk_errors = 0
+        self._callback_errors = 0
 
     # --- public surface ----------------------------------------------------------------------
 
@@ -268,6 +271,7 @@ class SchedulerActor(Actor):
             else payloads.disk.statistics(),
             disk_errors=self._disk_errors,
             stopped=self._stopped,
+            callback_errors=self._callback_errors,
         )
 
     # --- internals: the end of the message loop -------------------------------------------------
@@ -412,26 +416,61 @@ class SchedulerActor(Actor):
         assert payloads is not None
         data = payloads.memory.get(key)
         if data is None and payloads.disk is not None:
-            try:
-                data = await trio.to_thread.run_sync(payloads.disk.get, key)
-            except OSError:
-                self._disk_errors += 1
+            data = await self._disk("read", payloads.disk.get, key)
             if data is not None:
                 payloads.memory.put(key, data, len(data))
-        return _MISSING if data is None else self._from_bytes(data)
+        if data is None:
+            return _MISSING
+        try:
+            return self._from_bytes(data)
+        except Exception as exc:  # the embedder's callback: a miss, not a crash
+            self._callback_failed("payload_from_bytes", key.kind, exc)
+            payloads.memory.discard(key)
+            return _MISSING
 
     async def _store(self, key: PayloadKey, result: Any) -> None:
         payloads = self._payloads
         assert payloads is not None
-        data = self._to_bytes(result)
+        try:
+            data = self._to_bytes(result)
+        except Exception as exc:  # the embedder's callback: the result stays uncached
+            self._callback_failed("payload_to_bytes", key.kind, exc)
+            return
         if data is None:
             return
         payloads.memory.put(key, data, len(data))
         if payloads.disk is not None:
+            await self._disk("write", payloads.disk.put, key, data)
+
+    async def _disk(self, what: str, call: Callable[..., Any], *args: Any) -> Any:
+        """One payload-cache disk call in a worker thread, bounded by
+        ``cache_io_timeout``: an error or a timeout is a miss / a skipped write."""
+        timeout = self._core.config.cache_io_timeout
+        with trio.move_on_after(timeout):
             try:
-                await trio.to_thread.run_sync(payloads.disk.put, key, data)
-            except OSError:
+                return await trio.to_thread.run_sync(call, *args, abandon_on_cancel=True)
+            except OSError as exc:
                 self._disk_errors += 1
+                LOGGER.warning(
+                    "payload cache %s failed: %s", what, exc,
+                    extra={"scheduler_event": "cache_io_failed", "io": what,
+                           "errno": exc.errno},
+                )  # fmt: skip
+                return None
+        self._disk_errors += 1
+        LOGGER.warning(
+            "payload cache %s took longer than %.3g s; abandoned", what, timeout,
+            extra={"scheduler_event": "cache_io_timeout", "io": what, "timeout": timeout},
+        )  # fmt: skip
+        return None
+
+    def _callback_failed(self, name: str, kind: str, exc: Exception) -> None:
+        self._callback_errors += 1
+        LOGGER.error(
+            "%s raised for a %s result: %r; the result is kept uncached", name, kind, exc,
+            exc_info=exc,
+            extra={"scheduler_event": "callback_failed", "callback": name, "kind": kind},
+        )  # fmt: skip
 
     def _cancel_stale(self, claim_ids: list[int]) -> None:
         for claim_id in claim_ids:
@@ -454,11 +493,14 @@ class SchedulerActor(Actor):
                 and source is not None
                 and graph.index[event.kind] in graph.feeds
             ):
-                self._observations.put(
-                    (source, event.guid, event.kind, event.revision),
-                    event.result,
-                    self._observation_size(event.result),
-                )
+                try:
+                    size = self._observation_size(event.result)
+                except Exception as exc:  # the embedder's callback: not kept, not a crash
+                    self._callback_failed("observation_size", event.kind, exc)
+                else:
+                    self._observations.put(
+                        (source, event.guid, event.kind, event.revision), event.result, size
+                    )
             self._emit_one(event)
 
     def _emit_one(self, event: Any) -> None:

@@ -84,6 +84,10 @@ class SchedulerConfig:
     produced in time but still on its way is judged by when it was produced (§4.14)."""
     page_interval: float = duration_field(0.010)
     """Least seconds between two progressive pages (design §4.5)."""
+    cache_io_timeout: float = duration_field(5.0, allow_zero=False)
+    """Seconds a payload-cache disk read or write may take; a slower one is abandoned
+    (its worker thread finishes on its own) and counts as a miss or a skipped write
+    (design §4.10)."""
     aging_after: int = count_field(8, minimum=1)
     """Consecutive claims of better tiers before one last-tier root item (design §4.4)."""
     page_after: int = count_field(3, minimum=0)

@@ -188,6 +188,10 @@ class SchedulerActorStatistics:
     payload_memory: CacheStatistics | None
     payload_disk: DiskCacheStatistics | None
     disk_errors: int
-    """Disk cache reads or writes that failed with ``OSError`` (treated as misses)."""
+    """Disk cache reads or writes that failed with ``OSError`` or took longer than
+    ``cache_io_timeout`` (treated as misses or skipped writes)."""
     stopped: int = 0
     """Attempts the actor cancelled at their deadline plus grace (design §4.14)."""
+    callback_errors: int = 0
+    """Calls of the embedder's ``observation_size``, ``payload_to_bytes`` or
+    ``payload_from_bytes`` that raised (logged; the result is kept uncached)."""
