@@ -192,6 +192,7 @@ class SchedulerActor(Actor):
         self._stopped = 0
         self._disk_errors = 0
         self._callback_errors = 0
+        self._reader_gone = False
 
     # --- public surface ----------------------------------------------------------------------
 
@@ -433,10 +434,13 @@ class SchedulerActor(Actor):
         assert payloads is not None
         try:
             data = self._to_bytes(result)
+            if data is None:
+                return
+            if not isinstance(data, bytes | bytearray | memoryview):
+                raise TypeError(f"returned {type(data).__name__}, not bytes or None")
+            data = bytes(data)
         except Exception as exc:  # the embedder's callback: the result stays uncached
             self._callback_failed("payload_to_bytes", key.kind, exc)
-            return
-        if data is None:
             return
         payloads.memory.put(key, data, len(data))
         if payloads.disk is not None:
@@ -449,12 +453,12 @@ class SchedulerActor(Actor):
         with trio.move_on_after(timeout):
             try:
                 return await trio.to_thread.run_sync(call, *args, abandon_on_cancel=True)
-            except OSError as exc:
+            except Exception as exc:  # OSError, or a damaged entry met by the reader
                 self._disk_errors += 1
                 LOGGER.warning(
-                    "payload cache %s failed: %s", what, exc,
+                    "payload cache %s failed: %r", what, exc,
                     extra={"scheduler_event": "cache_io_failed", "io": what,
-                           "errno": exc.errno},
+                           "errno": getattr(exc, "errno", None)},
                 )  # fmt: skip
                 return None
         self._disk_errors += 1
@@ -495,6 +499,8 @@ class SchedulerActor(Actor):
             ):
                 try:
                     size = self._observation_size(event.result)
+                    if type(size) is not int or size < 0:
+                        raise TypeError(f"returned {size!r}, not a byte count (int >= 0)")
                 except Exception as exc:  # the embedder's callback: not kept, not a crash
                     self._callback_failed("observation_size", event.kind, exc)
                 else:
@@ -520,7 +526,13 @@ class SchedulerActor(Actor):
                     try:
                         await send.send(outbox[0])
                     except trio.BrokenResourceError:
-                        outbox.clear()  # nobody reads any more: drop quietly
+                        if not self._reader_gone:  # said once; later events go the same way
+                            self._reader_gone = True
+                            LOGGER.warning(
+                                "the events reader is gone; events are dropped from now on",
+                                extra={"scheduler_event": "events_dropped"},
+                            )
+                        outbox.clear()
                     else:
                         outbox.popleft()
                     self._room.set()

@@ -90,10 +90,10 @@ def judge(claim: Claim, attempt: Attempt, *, stale: bool) -> tuple[Any, ErrorRec
         attempt: What :func:`run_attempt` recorded.
         stale: The actor cancelled the attempt because it became stale.
     """
+    if attempt.returned and (stale or attempt.produced_at <= claim.deadline):
+        return attempt.value, None  # a stale result is fenced by the core
     what = f"{claim.kind} of run {claim.run_id} (attempt {claim.attempt})"
     if attempt.returned:
-        if stale or attempt.produced_at <= claim.deadline:
-            return attempt.value, None  # a stale result is fenced by the core
         late = attempt.produced_at - claim.deadline
         error = DeadlineExceeded(f"{what}: its result came {late:.3g} s after its deadline")
         return None, error.to_record()

@@ -20,8 +20,22 @@ __all__ = ["LOGGER", "log_event"]
 LOGGER = logging.getLogger("actors.scheduler")
 
 
+_LEVELS: dict[type, int] = {
+    Published: logging.INFO,
+    Failed: logging.WARNING,
+    Retrying: logging.INFO,
+    Dropped: logging.DEBUG,
+    Parked: logging.DEBUG,
+    Invalidated: logging.INFO,
+    Settled: logging.DEBUG,
+}
+
+
 def log_event(event: Any) -> None:
     """Write one record for ``event`` (a core event or a stopped attempt's note)."""
+    level = _LEVELS.get(type(event))
+    if level is None or not LOGGER.isEnabledFor(level):
+        return  # nothing is built for a record nobody keeps
     if isinstance(event, Published):
         fields = _fields(event, "published", attempt=event.attempt)
         LOGGER.info(

@@ -42,6 +42,33 @@ async def test_a_raising_observation_size_keeps_the_actor_and_the_results(autoju
     assert any(getattr(r, "callback", None) == "observation_size" for r in caplog.records)
 
 
+@pytest.mark.parametrize("size", [-1, 2.5, "big", None])
+async def test_an_observation_size_that_is_not_a_byte_count_is_a_callback_error(
+    autojump_clock, size
+):
+    kwargs = {"runs": runs(1), "observation_size": lambda _result: size}
+    async with running(execute, **kwargs) as (_a, ref, rec):
+        await rec.until(settled(1))
+        stats = await ref.ask(GetSchedulerStatistics(), timeout=5)
+    assert published(rec) == EVERY_KIND
+    assert stats.callback_errors >= 1
+    assert stats.observations.entries == 0
+
+
+@pytest.mark.parametrize("data", [7, "text", ["b"]])
+async def test_payload_to_bytes_returning_no_bytes_is_a_callback_error(mock_clock, tmp_path, data):
+    """A clock that stands still: the disk reads (misses) take no virtual time."""
+    cache = PayloadCache(directory=tmp_path, disk_max_bytes=100_000)
+    kwargs = {"runs": runs(1), "payload_cache": cache, "payload_to_bytes": lambda _r: data,
+              "config": config(page_interval=0)}  # fmt: skip
+    async with running(execute, **kwargs) as (_a, ref, rec):
+        await rec.until(settled(1))
+        stats = await ref.ask(GetSchedulerStatistics(), timeout=5)
+    assert published(rec) == EVERY_KIND
+    assert (stats.callback_errors, stats.disk_errors) == (2, 0)
+    assert stats.payload_memory.entries == stats.payload_disk.entries == 0
+
+
 async def test_a_raising_payload_to_bytes_publishes_uncached(autojump_clock, caplog):
     caplog.set_level(logging.ERROR, logger="actors.scheduler")
     cache = PayloadCache()
