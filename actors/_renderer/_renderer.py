@@ -108,7 +108,7 @@ class Renderer(Actor):
 
         Raises:
             DeadlineExceeded: (code ``deadline_exceeded``) no job slot freed up before
-                the :class:`Render` deadline.
+                the :class:`Render` deadline (or ``job_timeout``, whichever is first).
             RenderError: (code ``render_failed``) an unknown message, or a ``job_id``
                 that is already running.
         """
@@ -127,7 +127,9 @@ class Renderer(Actor):
     async def _accept(self, request: Render, reply: Reply) -> None:
         if request.job_id is not None and request.job_id in self._jobs:
             raise RenderError(f"render job {request.job_id!r} is already running")
-        with trio.move_on_at(request.deadline) as waited:
+        # A far deadline does not hold the mailbox longer than a job may run.
+        wait_until = min(request.deadline, trio.current_time() + self.config.job_timeout)
+        with trio.move_on_at(wait_until) as waited:
             await self._slots.acquire()
         if waited.cancelled_caught:
             self._counts["deadline"] += 1

@@ -161,6 +161,27 @@ async def test_job_timeout_caps_a_far_deadline(nursery, jump_clock):
     await ref.stop()
 
 
+async def test_waiting_for_a_job_slot_is_capped_by_job_timeout(nursery, jump_clock):
+    """The one slot is busy with a job cut at ``job_timeout`` (1.5 s): a second request
+    with a far deadline gives up waiting for the slot at 1.5 s too, with the slot
+    wait's own error, instead of holding the mailbox until its deadline."""
+    cfg = RendererConfig(job_timeout=1.5, max_jobs=1)
+    ref = await nursery.start(Renderer(Blocker(), cfg).run)
+    start = trio.current_time()
+    async with trio.open_nursery() as inner:
+        inner.start_soon(ask_and_fail, ref, start + 100.0)
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(DeadlineExceeded, match="waiting for a job slot"):
+            await ref.ask(request(start + 100.0), timeout=200.0)
+        assert trio.current_time() == start + 1.5  # the slot wait's own cap
+    await ref.stop()
+
+
+async def ask_and_fail(ref, deadline: float) -> None:
+    with pytest.raises(DeadlineExceeded):
+        await ref.ask(request(deadline), timeout=200.0)
+
+
 async def test_past_deadline_is_refused_without_drawing(nursery, jump_clock):
     blocker = Blocker()
     ref = await nursery.start(Renderer(blocker).run)
