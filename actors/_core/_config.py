@@ -117,3 +117,15 @@ def _to_float_unless_bool(value: object) -> object:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= _FLOAT_INT_LIMIT:
         return float(value)
     return value
+
+
+def check_hashable(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """attrs validator: ``value`` is hashable (an id that keys a table of running jobs).
+
+    Raises:
+        ValueError: it is not; the message names the field.
+    """
+    try:
+        hash(value)
+    except TypeError:
+        raise ValueError(f"{attribute.name} must be hashable, got {show_value(value)}") from None

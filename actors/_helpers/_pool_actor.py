@@ -44,7 +44,7 @@ from trio.lowlevel import enable_ki_protection
 
 from .._core._actor import Actor
 from .._core._backoff import Backoff, BackoffTracker
-from .._core._config import validate_count
+from .._core._config import check_hashable, show_value, validate_count, validate_duration
 from ..errors import ActorError, InvalidCommand, PoolBusy, PoolFailed
 from ._events import PoolEvents
 from ._pool_config import PoolConfig
@@ -82,14 +82,23 @@ def _default_recovery() -> Backoff:
     return Backoff(base=1.0, cap=30.0, reset_after=60.0)
 
 
+def _check_operation(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str) or not 1 <= len(value) <= 128:
+        raise ValueError(f"operation must be a str of 1..128 characters, got {show_value(value)}")
+
+
+def _optional_stall(value: object) -> float | None:
+    return None if value is None else validate_duration("stall", value, allow_zero=False)
+
+
 @attrs.frozen(kw_only=True)
 class RunJob:
     """Ask: run one job on a helper; the answer is its result (design §3.4)."""
 
-    job_id: Hashable
+    job_id: Hashable = attrs.field(validator=check_hashable)
     """Key for :class:`CancelJob`; unique among the pool actor's running jobs."""
-    operation: str = attrs.field(validator=attrs.validators.instance_of(str))
-    """The handler's name."""
+    operation: str = attrs.field(validator=_check_operation)
+    """The handler's name, 1..128 characters."""
     payload: Any = None
     """JSON-compatible arguments."""
     on_progress: ProgressCallback | None = attrs.field(
@@ -98,7 +107,7 @@ class RunJob:
     """``on_progress(fraction, note)`` for the job's progress reports, or None. Called
     in the job's task in the pool actor's nursery (never in ``handle``): sync, must not
     block; an exception from it is logged and ignored (design §3.9)."""
-    stall: float | None = None
+    stall: float | None = attrs.field(default=None, converter=_optional_stall)
     """Seconds the job may go without a progress report (design §3.12), or None."""
 
 
@@ -324,6 +333,8 @@ class PoolActor(Actor):
             )
         except ActorError as exc:
             reply.fail(exc)
+        except (ValueError, TypeError) as exc:  # one job's bad arguments stay its own
+            reply.fail(InvalidCommand(f"the job could not run: {exc}", fields=["payload"]))
         else:
             reply.send(result)
         finally:
@@ -400,4 +411,12 @@ class PoolActor(Actor):
                         self.spec.name,
                         exc,
                         extra={"pool": self.spec.name, "code": exc.code},
+                    )
+                except Exception as exc:  # the embedder's callback: logged, never fatal
+                    _log.error(
+                        "pool %r: on_helper_exit raised %r",
+                        self.spec.name,
+                        exc,
+                        exc_info=exc,
+                        extra={"pool": self.spec.name, "code": "callback_failed"},
                     )

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from .._core._config import count_field, duration_field, show_value
+from .._core._config import check_hashable, count_field, duration_field, show_value
 
 __all__ = [
     "CancelRender",
@@ -46,14 +46,6 @@ def _check_kind(instance: object, attribute: attrs.Attribute[str], value: object
 def _check_text(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
     if not isinstance(value, str) or not value or len(value) > 255:
         raise ValueError(f"{attribute.name} must be a str of 1..255 characters, got {value!r}")
-
-
-def _check_job_id(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    # The renderer keys its running jobs by it: an unhashable one must not get that far.
-    try:
-        hash(value)
-    except TypeError:
-        raise ValueError(f"{attribute.name} must be hashable, got {show_value(value)}") from None
 
 
 def _check_callable(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -126,7 +118,7 @@ class Render:
     """Absolute deadline, seconds on trio's clock (``trio.current_time()``)."""
     options: Mapping[str, Any] = attrs.field(factory=dict, converter=_options)
     """Options passed to ``render_fn``."""
-    job_id: Hashable | None = attrs.field(default=None, validator=_check_job_id)
+    job_id: Hashable | None = attrs.field(default=None, validator=check_hashable)
     """Name for :class:`CancelRender` (hashable); None if the job need not be
     cancellable."""
 
@@ -141,7 +133,7 @@ class CancelRender:
         ValueError: ``job_id`` is not hashable.
     """
 
-    job_id: Hashable = attrs.field(validator=_check_job_id)
+    job_id: Hashable = attrs.field(validator=check_hashable)
 
 
 @attrs.frozen(kw_only=True)

@@ -197,3 +197,38 @@ async def test_a_failed_pool_recovers_by_itself_with_on_failure_restart(nursery)
 async def test_on_failure_is_validated():
     with pytest.raises(ValueError, match="on_failure"):
         PoolActor(spec(), on_failure="sometimes")
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"job_id": [1], "operation": "echo"}, "job_id must be hashable"),
+        ({"job_id": 1, "operation": ""}, "operation must be a str of 1..128"),
+        ({"job_id": 1, "operation": "x" * 129}, "operation must be a str of 1..128"),
+        ({"job_id": 1, "operation": 7}, "operation must be a str of 1..128"),
+        ({"job_id": 1, "operation": "echo", "stall": -1}, "stall"),
+        ({"job_id": 1, "operation": "echo", "stall": 0}, "stall"),
+    ],
+)
+def test_run_job_messages_are_checked_where_they_are_made(fields, words):
+    with pytest.raises(ValueError, match=words):
+        RunJob(**fields)
+
+
+async def test_a_raising_on_helper_exit_is_logged_and_the_actor_goes_on(nursery, caplog):
+    calls: list[int] = []
+
+    async def on_helper_exit() -> None:
+        calls.append(1)
+        raise RuntimeError("embedder bug")
+
+    actor = PoolActor(spec(), PoolConfig(size=1, timeouts=FAST), on_helper_exit=on_helper_exit)
+    handle = PoolHandle(await nursery.start(actor.run))
+    with pytest.raises(HelperExitedError):
+        await handle.run_job("crash", 4, timeout=5)
+    with trio.fail_after(10):
+        while not calls:  # noqa: ASYNC110 (the exit is noticed by the pool's reaper)
+            await trio.sleep(0.01)
+    assert await handle.run_job("echo", 2, timeout=5) == 2  # the actor still serves
+    assert any("on_helper_exit raised" in r.getMessage() for r in caplog.records)
+    await handle.ref.stop()
