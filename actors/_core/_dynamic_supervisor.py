@@ -21,7 +21,6 @@ import trio
 from ..errors import TooManyChildren
 from ._config import validate_count
 from ._supervisor import Supervisor
-from ._supervisor_ref import SupervisorRef
 from ._supervisor_spec import ChildCounts, ChildInfo, ChildSpec
 
 if TYPE_CHECKING:
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
     from ._backoff import Backoff
     from ._lifecycle import ActorState
     from ._live_ref import LiveRef
+    from ._supervisor_ref import SupervisorRef
     from ._supervisor_spec import AutoShutdown, Runnable, SupervisorEvent
 
 __all__ = ["DynamicSupervisor", "DynamicSupervisorRef"]

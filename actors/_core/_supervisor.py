@@ -297,9 +297,7 @@ class Supervisor:
                 started yet.
         """
         if self._closing or self._nursery is None:
-            raise ActorStopped(
-                f"supervisor {self.name!r} is not running", actor=self.name
-            )
+            raise ActorStopped(f"supervisor {self.name!r} is not running", actor=self.name)
         return self._nursery
 
     async def start_first(self, child: Child) -> None:
@@ -405,7 +403,7 @@ class Supervisor:
             else:  # another kind of child: its longest grace
                 await ref.stop(MAX_DURATION)
         else:
-            await ref.stop(cast("float", shutdown))
+            await ref.stop(shutdown)
         await inc.done.wait()
 
     async def _kill_children(self, children: Sequence[Child]) -> None:
@@ -417,6 +415,13 @@ class Supervisor:
                 await inc.done.wait()
 
     async def _stop_children(self, children: Sequence[Child]) -> None:
+        if self.forget_stopped:
+            # A dynamic supervisor's children are alike and independent: OTP stops a
+            # simple_one_for_one's children all at once, so the slowest bounds it.
+            async with trio.open_nursery() as nursery:
+                for child in list(children):
+                    nursery.start_soon(self.stop_child, child, GONE)
+            return
         for child in reversed(list(children)):
             await self.stop_child(child, GONE)
 
@@ -547,4 +552,3 @@ class Supervisor:
 
     def __repr__(self) -> str:
         return f"<Supervisor {self.name!r} {self.lifecycle.state.value}>"
-

@@ -98,10 +98,7 @@ class EventReporter:
         if kind == "restart_failed":
             return f"failed to restart ({fields.get('reason')}): the round is retried from it"
         if kind == "intensity_exceeded":
-            return (
-                f"more than {self._max_restarts} restarts within {self._period:g} s: "
-                "giving up"
-            )
+            return f"more than {self._max_restarts} restarts within {self._period:g} s: giving up"
         return {
             "child_started": "started",
             "child_stopped": "stopped by its supervisor",

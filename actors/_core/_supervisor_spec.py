@@ -124,7 +124,9 @@ def _check_shutdown(instance: object, attribute: attrs.Attribute[Any], value: ob
     validate_duration("shutdown", value)
 
 
-def _check_significant(instance: ChildSpec, attribute: attrs.Attribute[bool], value: object) -> None:
+def _check_significant(
+    instance: ChildSpec, attribute: attrs.Attribute[bool], value: object
+) -> None:
     if not isinstance(value, bool):
         raise TypeError(f"significant must be a bool, got {value!r}")
     if value and instance.restart == "permanent":
