@@ -3,7 +3,8 @@
 OTP's suite drives its children (``supervisor_1``) from outside: ``exit(Pid, Reason)``
 makes one end with a reason. Ours are actors told what to do by message: ``"crash"``
 raises in the handler (an abnormal exit), ``"exit"`` stops the actor itself (a normal
-exit), ``"busy"`` keeps the handler busy (so a graceful stop must wait or kill). A
+exit), ``"busy"`` keeps the handler busy (so a graceful stop must kill it), ``"slow"``
+keeps it busy for 5 s (a graceful stop waits for it, or kills it at its grace). A
 :class:`Plan` says which incarnations of a child fail to start. Every start, stop and
 failed start is written to a :class:`Board` with its trio time.
 """
@@ -40,12 +41,11 @@ class Board:
 class Worker(Actor):
     """An OTP ``supervisor_1`` child; answers ``"ping"`` with its incarnation."""
 
-    def __init__(self, cid: str, board: Board, k: int, *, fail: bool, stop_delay: float) -> None:
+    def __init__(self, cid: str, board: Board, k: int, *, fail: bool) -> None:
         self.cid = cid
         self.board = board
         self.k = k
         self.fail = fail
-        self.stop_delay = stop_delay
         self.name = f"{cid}#{k}"
 
     async def on_start(self) -> None:
@@ -62,12 +62,13 @@ class Worker(Actor):
             reply.send("exiting")
         elif message == "busy":
             await trio.sleep(1000)
+        elif message == "slow":
+            await trio.sleep(5)
+            self.board.note("slow_done", self.cid, self.k)
         else:
             reply.send((message, self.k))
 
     async def on_stop(self) -> None:
-        if self.stop_delay:
-            await trio.sleep(self.stop_delay)  # a slow clean-up, bounded by its shutdown
         self.board.note("stop", self.cid, self.k)
 
 
@@ -78,14 +79,13 @@ class Plan:
     cid: str
     board: Board
     fail: set[int] = attrs.field(factory=set)
-    stop_delay: float = 0.0
     made: int = 0
 
     def __call__(self, *args: Any) -> Worker:
         self.made += 1
         k = self.made
         fails = k in self.fail or "error" in args  # OTP's start_child(Sup, [error])
-        return Worker(self.cid, self.board, k, fail=fails, stop_delay=self.stop_delay)
+        return Worker(self.cid, self.board, k, fail=fails)
 
 
 def child(
@@ -96,9 +96,8 @@ def child(
     fail: set[int] | None = None,
     shutdown: float | str = 1.0,
     significant: bool = False,
-    stop_delay: float = 0.0,
 ) -> ChildSpec:
-    plan = Plan(cid, board, fail if fail is not None else set(), stop_delay)
+    plan = Plan(cid, board, fail if fail is not None else set())
     return ChildSpec(
         cid,
         plan,
