@@ -205,15 +205,18 @@ class LiveRef(Generic[MsgT, ReplyT]):
     async def _resolve(self, deadline: float) -> ActorRef[MsgT, ReplyT]:
         # Wait (until ``deadline``) for a running incarnation that takes messages.
         child = self._child
+        waited = False
         with trio.move_on_at(deadline):
             while True:
                 ref = self._actor_ref(child.running_ref())
                 if ref is not None:
                     return ref
                 if child.status in (STOPPED, GONE):
-                    await trio.lowlevel.checkpoint()
+                    if not waited:
+                        await trio.lowlevel.checkpoint()
                     raise self._absent()
                 await child.changed.wait()
+                waited = True
         raise self._restarting()
 
     async def _wait_replaced(self, ref: ActorRef[Any, Any], deadline: float) -> None:
