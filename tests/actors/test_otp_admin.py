@@ -131,7 +131,11 @@ async def test_sup_start_fail_names_the_child(autojump_clock: trio.testing.MockC
     assert str(error) == "supervisor 'top': child 'bad' failed to start: OSError: bad cannot start"
     assert error.details == {"supervisor": "top", "child": "bad", "reason": "OSError"}
     assert isinstance(error.__cause__, OSError)
-    assert board.entries == [(0, "start", "ok", 1), (0, "fail_start", "bad", 1), (0, "stop", "ok", 1)]
+    assert board.entries == [
+        (0, "start", "ok", 1),
+        (0, "fail_start", "bad", 1),
+        (0, "stop", "ok", 1),
+    ]
 
 
 async def test_start_child_failure_names_the_child_and_keeps_no_spec(

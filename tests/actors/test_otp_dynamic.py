@@ -175,7 +175,9 @@ async def test_start_child_error_argument_fails_start(
     assert counts(ref) == [1, 1, 0, 1]
 
 
-async def test_count_children(autojump_clock: trio.testing.MockClock, nursery: trio.Nursery) -> None:
+async def test_count_children(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
     """Ports supervisor_SUITE:count_children (100 temporary children, not 1000)."""
     board = Board()
     ref: DynamicSupervisorRef = await nursery.start(
@@ -291,7 +293,9 @@ async def test_significant_terminated_by_supervisor_does_not_shut_down(
     """
     board = Board()
     children = [child("child1", board), child("sig", board, "transient", significant=True)]
-    ref: SupervisorRef = await nursery.start(Supervisor(children, auto_shutdown="any_significant").run)
+    ref: SupervisorRef = await nursery.start(
+        Supervisor(children, auto_shutdown="any_significant").run
+    )
     await ref.terminate_child("sig")
     await settle()
     assert ref.state is ActorState.RUNNING

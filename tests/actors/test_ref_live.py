@@ -115,7 +115,9 @@ async def test_send_waits_at_most_restart_wait(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
     board = Board()
-    sup = Supervisor([child("cache", board, fail={2, 3, 4, 5, 6})], restart_wait=0.1, max_restarts=9)
+    sup = Supervisor(
+        [child("cache", board, fail={2, 3, 4, 5, 6})], restart_wait=0.1, max_restarts=9
+    )
     ref: SupervisorRef = await nursery.start(sup.run)
     live = ref.child("cache")
     await crashed(live)
