@@ -39,12 +39,13 @@ __all__ = ["DynamicSupervisor", "DynamicSupervisorRef"]
 class DynamicSupervisor:
     """Starts children of one spec on demand, and restarts each alone (design §1.10).
 
+    ``max_restarts``, ``period``, ``backoff``, ``name``, ``rng``, ``on_event``,
+    ``auto_shutdown`` and ``restart_wait`` are those of :class:`Supervisor`.
+
     Args:
         template: The spec of every child; its ``start`` takes the arguments given to
             ``start_child``; its id prefixes the children's ids.
         max_children: At most this many children at once (``>= 1``), or None.
-        max_restarts, period, backoff, name, rng, on_event, auto_shutdown,
-            restart_wait: As for :class:`Supervisor`.
 
     Raises:
         TypeError: ``template`` is not a :class:`ChildSpec`.
@@ -84,7 +85,7 @@ class DynamicSupervisor:
             auto_shutdown=auto_shutdown,
             restart_wait=restart_wait,
         )
-        self._supervisor.forget_stopped = True
+        self._supervisor._forget_stopped = True
         self._numbers = itertools.count(1)
         self._ref = DynamicSupervisorRef(self)
 
@@ -107,7 +108,7 @@ class DynamicSupervisor:
         await self._supervisor.run(task_status=relay)
 
     def __repr__(self) -> str:
-        return f"<DynamicSupervisor {self._supervisor.name!r}>"
+        return f"<DynamicSupervisor {self._supervisor._name!r}>"
 
 
 class _Relay:
@@ -164,7 +165,7 @@ class DynamicSupervisorRef:
         """
         dyn = self._dyn
         limit = dyn._max_children
-        if limit is not None and len(dyn._supervisor.children) >= limit:
+        if limit is not None and len(dyn._supervisor._children) >= limit:
             await trio.lowlevel.checkpoint()
             raise TooManyChildren(
                 f"dynamic supervisor {self.name!r} already has {limit} children",

@@ -163,28 +163,28 @@ class Supervisor:
         self._rng = rng
         self._strategy = strategy
         self._auto_shutdown = auto_shutdown
-        self.name = name
-        self.report = EventReporter(name, on_event, max_restarts=self._max_restarts,
+        self._name = name
+        self._report = EventReporter(name, on_event, max_restarts=self._max_restarts,
                                      period=self._period)  # fmt: skip
-        self.children: list[Child] = []
-        self.by_id: dict[str, Child] = {}
+        self._children: list[Child] = []
+        self._by_id: dict[str, Child] = {}
         for index, spec in enumerate(children):
             if not isinstance(spec, ChildSpec):
                 raise TypeError(f"children[{index}] must be a ChildSpec, got {spec!r}")
-            if spec.id in self.by_id:
+            if spec.id in self._by_id:
                 raise ValueError(f"duplicate child id {spec.id!r}")
-            self.add(spec)
+            self._add(spec)
         #: A dynamic supervisor forgets a child that will not run again (OTP's
         #: ``simple_one_for_one``); set by :class:`DynamicSupervisor`.
-        self.forget_stopped = False
-        self.lifecycle = new_actor_lifecycle(name)
+        self._forget_stopped = False
+        self._lifecycle = new_actor_lifecycle(name)
         self._ran = False
         self._closing = False
         self._nursery: trio.Nursery | None = None
         self._restart_times: list[float] = []
-        self.restart_events = 0
+        self._restart_events = 0
         # One decision at a time: the restart loop and every SupervisorRef call.
-        self.lock = trio.Lock()
+        self._lock = trio.Lock()
         # Children whose current incarnation exited and awaits a decision (insertion
         # ordered; bounded by the number of children) and the loop's doorbell.
         self._pending: dict[Child, None] = {}
@@ -192,7 +192,7 @@ class Supervisor:
         self._loop_scope = trio.CancelScope()
         self._shutdown_scope: trio.CancelScope | None = None
         self._stop_deadline = math.inf
-        self.stopped = trio.Event()
+        self._stopped = trio.Event()
         self._ref = SupervisorRef(self)
 
     @property
@@ -220,7 +220,7 @@ class Supervisor:
                 ``nursery.start``.
         """
         if self._ran:
-            raise RuntimeError(f"supervisor {self.name!r} already ran; make a new one")
+            raise RuntimeError(f"supervisor {self._name!r} already ran; make a new one")
         self._ran = True
         failure: BaseException | None = None
         # Children inherit the mark, so a child's ``stop()`` of us does not wait for itself.
@@ -229,16 +229,16 @@ class Supervisor:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 try:
-                    for child in list(self.children):
-                        await self.start_first(child)
+                    for child in list(self._children):
+                        await self._start_first(child)
                 except Exception as exc:
                     failure = exc
                     self._closing = True
-                    self.lifecycle.process_event(ActorEvent.STOP)
-                    await self._stop_children(self.children)
+                    self._lifecycle.process_event(ActorEvent.STOP)
+                    await self._stop_children(self._children)
                 else:
-                    if self.lifecycle.state is ActorState.STARTING:
-                        self.lifecycle.process_event(ActorEvent.STARTED)
+                    if self._lifecycle.state is ActorState.STARTING:
+                        self._lifecycle.process_event(ActorEvent.STARTED)
                     task_status.started(self._ref)
                     try:
                         with self._loop_scope:
@@ -249,47 +249,47 @@ class Supervisor:
                         self._closing = True
                         with trio.CancelScope(deadline=self._stop_deadline) as scope:
                             self._shutdown_scope = scope
-                            await self._stop_children(self.children)
+                            await self._stop_children(self._children)
                 # Whatever is left (the stop grace ran out) is cancelled, still one
                 # child at a time in reverse start order; then nothing can remain.
-                await self._kill_children(self.children)
+                await self._kill_children(self._children)
                 nursery.cancel_scope.cancel()
         except BaseException as exc:
             failure = failure or exc
             raise
         finally:
             self._closing = True
-            self.lifecycle.process_event(ActorEvent.STOP)
+            self._lifecycle.process_event(ActorEvent.STOP)
             crashed = failure is not None and not _only_cancelled(failure)
-            self.lifecycle.process_event(ActorEvent.CRASHED if crashed else ActorEvent.FINISHED)
+            self._lifecycle.process_event(ActorEvent.CRASHED if crashed else ActorEvent.FINISHED)
             self._nursery = None
-            for child in self.children:
+            for child in self._children:
                 child.set_status(GONE)
-            self.stopped.set()
+            self._stopped.set()
             leave_owner(owner_token)
         if failure is not None:
             raise failure
 
     # --- the children ------------------------------------------------------------------
 
-    def add(self, spec: ChildSpec) -> Child:
+    def _add(self, spec: ChildSpec) -> Child:
         tracker = BackoffTracker(self._policy, rng=self._rng)
-        child = Child(spec, tracker, supervisor=self.name, restart_wait=self._restart_wait)
-        self.children.append(child)
-        self.by_id[spec.id] = child
+        child = Child(spec, tracker, supervisor=self._name, restart_wait=self._restart_wait)
+        self._children.append(child)
+        self._by_id[spec.id] = child
         return child
 
-    def forget(self, child: Child, *, report: bool = True) -> None:
+    def _forget(self, child: Child, *, report: bool = True) -> None:
         # OTP keeps no spec of a temporary child that ended, nor of a deleted one.
-        if self.by_id.get(child.id) is child:
-            del self.by_id[child.id]
-            self.children.remove(child)
+        if self._by_id.get(child.id) is child:
+            del self._by_id[child.id]
+            self._children.remove(child)
             child.set_status(GONE)
             if report:
                 number = 0 if child.current is None else child.current.number
-                self.report.event("child_deleted", child.id, number)
+                self._report.event("child_deleted", child.id, number)
 
-    def check_open(self) -> trio.Nursery:
+    def _check_open(self) -> trio.Nursery:
         """The nursery children run in, while the supervisor takes calls.
 
         Raises:
@@ -297,10 +297,10 @@ class Supervisor:
                 started yet.
         """
         if self._closing or self._nursery is None:
-            raise ActorStopped(f"supervisor {self.name!r} is not running", actor=self.name)
+            raise ActorStopped(f"supervisor {self._name!r} is not running", actor=self._name)
         return self._nursery
 
-    async def start_first(self, child: Child) -> None:
+    async def _start_first(self, child: Child) -> None:
         """Start ``child`` outside a restart round (its first start, or ``restart_child``).
 
         Raises:
@@ -314,8 +314,8 @@ class Supervisor:
         reason, message = exit_reason(error)
         child.set_status(STOPPED)
         raise ChildStartFailed(
-            f"supervisor {self.name!r}: child {child.id!r} failed to start: {message}",
-            supervisor=self.name,
+            f"supervisor {self._name!r}: child {child.id!r} failed to start: {message}",
+            supervisor=self._name,
             child=child.id,
             reason=reason,
         ) from error
@@ -323,7 +323,7 @@ class Supervisor:
     async def _start(self, child: Child) -> bool:
         # Start one new incarnation; True once it runs. A failure is kept as the
         # incarnation's error (it never becomes an exit to decide on).
-        nursery = self.check_open()
+        nursery = self._check_open()
         number = 1 if child.current is None else child.current.number + 1
         if number > 1:
             child.restarts += 1
@@ -344,7 +344,7 @@ class Supervisor:
             return False
         child.type = "worker" if isinstance(ref, ActorRef) else "supervisor"
         child.set_status(RUNNING)
-        self.report.event("child_started", child.id, number, ref=ref)
+        self._report.event("child_started", child.id, number, ref=ref)
         return True
 
     async def _run_child(
@@ -376,11 +376,11 @@ class Supervisor:
         elif restart == "permanent" or inc.error is not None:
             child.set_status(RESTARTING)
         else:
-            child.set_status(GONE if self.forget_stopped else STOPPED)
+            child.set_status(GONE if self._forget_stopped else STOPPED)
         self._pending[child] = None
         self._doorbell.set()
 
-    async def stop_child(self, child: Child, status: str) -> None:
+    async def _stop_child(self, child: Child, status: str) -> None:
         """Stop ``child``'s incarnation per its ``shutdown``; it moves to ``status``."""
         child.set_status(status)
         inc = child.current
@@ -389,7 +389,7 @@ class Supervisor:
         inc.stopping = True
         if inc.done.is_set():
             return
-        self.report.event("child_stopped", child.id, inc.number)
+        self._report.event("child_stopped", child.id, inc.number)
         shutdown = child.spec.shutdown
         ref = inc.ref
         if shutdown == BRUTAL_KILL or ref is None:
@@ -399,7 +399,7 @@ class Supervisor:
             if isinstance(ref, ActorRef):
                 ref._cell.request_stop(math.inf)
             elif isinstance(ref, SupervisorRef):
-                ref._sup.request_stop(math.inf)
+                ref._sup._request_stop(math.inf)
             else:  # another kind of child: its longest grace
                 await ref.stop(MAX_DURATION)
         else:
@@ -415,15 +415,15 @@ class Supervisor:
                 await inc.done.wait()
 
     async def _stop_children(self, children: Sequence[Child]) -> None:
-        if self.forget_stopped:
+        if self._forget_stopped:
             # A dynamic supervisor's children are alike and independent: OTP stops a
             # simple_one_for_one's children all at once, so the slowest bounds it.
             async with trio.open_nursery() as nursery:
                 for child in list(children):
-                    nursery.start_soon(self.stop_child, child, GONE)
+                    nursery.start_soon(self._stop_child, child, GONE)
             return
         for child in reversed(list(children)):
-            await self.stop_child(child, GONE)
+            await self._stop_child(child, GONE)
 
     # --- the decision loop -------------------------------------------------------------
 
@@ -434,26 +434,26 @@ class Supervisor:
                 await self._doorbell.wait()
             child = next(iter(self._pending))
             del self._pending[child]
-            async with self.lock:
+            async with self._lock:
                 if await self._on_exit(child):
                     return  # auto shutdown
 
     async def _on_exit(self, child: Child) -> bool:
         # True when the supervisor shuts itself down (auto_shutdown).
         inc = child.current
-        if inc is None or inc.stopping or not inc.done.is_set() or child.id not in self.by_id:
+        if inc is None or inc.stopping or not inc.done.is_set() or child.id not in self._by_id:
             return False  # stale: already replaced, stopped on purpose, or forgotten
         inc.stopping = True  # decided once
         abnormal = inc.error is not None
         reason, message = exit_reason(inc.error)
-        self.report.event(
+        self._report.event(
             "child_exited", child.id, inc.number, abnormal=abnormal, reason=reason,
             message=message,
         )  # fmt: skip
         restart = child.spec.restart
         if restart == "temporary" or (restart == "transient" and not abnormal):
-            if restart == "temporary" or self.forget_stopped:
-                self.forget(child)
+            if restart == "temporary" or self._forget_stopped:
+                self._forget(child)
             return self._auto_shutdown_due(child)
         await self._restart(child)
         return False
@@ -462,12 +462,12 @@ class Supervisor:
         if not child.spec.significant or self._auto_shutdown == "never":
             return False
         if self._auto_shutdown == "all_significant" and any(
-            c.spec.significant and c.status not in (STOPPED, GONE) for c in self.children
+            c.spec.significant and c.status not in (STOPPED, GONE) for c in self._children
         ):
             return False
         number = 0 if child.current is None else child.current.number
-        self.report.event("auto_shutdown", child.id, number)
-        self.lifecycle.process_event(ActorEvent.STOP)
+        self._report.event("auto_shutdown", child.id, number)
+        self._lifecycle.process_event(ActorEvent.STOP)
         return True
 
     async def _restart(self, child: Child) -> None:
@@ -486,17 +486,17 @@ class Supervisor:
         self._restart_times = [t for t in self._restart_times if t >= now - self._period]
         self._restart_times.append(now)
         if len(self._restart_times) <= self._max_restarts:
-            self.restart_events += 1
+            self._restart_events += 1
             return
         number = 0 if child.current is None else child.current.number
-        self.report.event("intensity_exceeded", child.id, number)
+        self._report.event("intensity_exceeded", child.id, number)
         self._closing = True
-        self.lifecycle.process_event(ActorEvent.STOP)
-        await self._stop_children(self.children)
+        self._lifecycle.process_event(ActorEvent.STOP)
+        await self._stop_children(self._children)
         raise RestartIntensityExceeded(
-            f"supervisor {self.name!r}: more than {self._max_restarts} restarts "
+            f"supervisor {self._name!r}: more than {self._max_restarts} restarts "
             f"within {self._period:g} s (last: child {child.id!r})",
-            supervisor=self.name,
+            supervisor=self._name,
             child=child.id,
             max_restarts=self._max_restarts,
             period=self._period,
@@ -507,27 +507,27 @@ class Supervisor:
         if self._strategy == "one_for_one":
             group = [target]
         elif self._strategy == "one_for_all":
-            group = list(self.children)
+            group = list(self._children)
         else:
-            group = self.children[self.children.index(target) :]
+            group = self._children[self._children.index(target) :]
         for member in reversed(group):
             if member is not target:
                 temporary = member.spec.restart == "temporary"
-                await self.stop_child(member, GONE if temporary else RESTARTING)
+                await self._stop_child(member, GONE if temporary else RESTARTING)
                 if temporary:
-                    self.forget(member)
-        group = [member for member in group if member.id in self.by_id]
+                    self._forget(member)
+        group = [member for member in group if member.id in self._by_id]
         target.set_status(RESTARTING)
         number = 1 if target.current is None else target.current.number + 1
         delay = target.tracker.next_delay(trio.current_time())
-        self.report.event("child_restarting", target.id, number, delay=delay)
+        self._report.event("child_restarting", target.id, number, delay=delay)
         await trio.sleep(delay)
         for member in group:
             if not await self._start(member):
                 inc = member.current
                 reason, message = exit_reason(None if inc is None else inc.error)
                 member.set_status(RESTARTING)
-                self.report.event(
+                self._report.event(
                     "restart_failed", member.id, 0 if inc is None else inc.number,
                     reason=reason, message=message,
                 )  # fmt: skip
@@ -536,12 +536,12 @@ class Supervisor:
 
     # --- used by SupervisorRef ---------------------------------------------------------
 
-    def running_inside(self) -> bool:
+    def _running_inside(self) -> bool:
         """True if the current task runs this supervisor's code (a child's)."""
         return inside(self)
 
-    def request_stop(self, grace: float) -> None:
-        self.lifecycle.process_event(ActorEvent.STOP)
+    def _request_stop(self, grace: float) -> None:
+        self._lifecycle.process_event(ActorEvent.STOP)
         self._closing = True
         deadline = trio.current_time() + grace
         if deadline < self._stop_deadline:
@@ -551,4 +551,4 @@ class Supervisor:
         self._loop_scope.cancel()
 
     def __repr__(self) -> str:
-        return f"<Supervisor {self.name!r} {self.lifecycle.state.value}>"
+        return f"<Supervisor {self._name!r} {self._lifecycle.state.value}>"

@@ -31,29 +31,29 @@ __all__ = ["SupervisorCore", "SupervisorRef"]
 class SupervisorCore(Protocol):
     """What :class:`SupervisorRef` needs of the supervisor it drives."""
 
-    name: str
-    lifecycle: StateMachine[ActorState, ActorEvent]
-    restart_events: int
-    lock: trio.Lock
-    children: list[Child]
-    by_id: dict[str, Child]
-    stopped: trio.Event
-    forget_stopped: bool
-    report: EventReporter
+    _name: str
+    _lifecycle: StateMachine[ActorState, ActorEvent]
+    _restart_events: int
+    _lock: trio.Lock
+    _children: list[Child]
+    _by_id: dict[str, Child]
+    _stopped: trio.Event
+    _forget_stopped: bool
+    _report: EventReporter
 
-    def add(self, spec: ChildSpec) -> Child: ...
+    def _add(self, spec: ChildSpec) -> Child: ...
 
-    def forget(self, child: Child, *, report: bool = ...) -> None: ...
+    def _forget(self, child: Child, *, report: bool = ...) -> None: ...
 
-    def check_open(self) -> trio.Nursery: ...
+    def _check_open(self) -> trio.Nursery: ...
 
-    async def start_first(self, child: Child) -> None: ...
+    async def _start_first(self, child: Child) -> None: ...
 
-    async def stop_child(self, child: Child, status: str) -> None: ...
+    async def _stop_child(self, child: Child, status: str) -> None: ...
 
-    def request_stop(self, grace: float) -> None: ...
+    def _request_stop(self, grace: float) -> None: ...
 
-    def running_inside(self) -> bool: ...
+    def _running_inside(self) -> bool: ...
 
 
 class SupervisorRef:
@@ -67,17 +67,17 @@ class SupervisorRef:
     @property
     def name(self) -> str:
         """The supervisor's name."""
-        return self._sup.name
+        return self._sup._name
 
     @property
     def state(self) -> ActorState:
         """``running``, then ``stopping``, then ``stopped`` (or ``failed``)."""
-        return self._sup.lifecycle.state
+        return self._sup._lifecycle.state
 
     @property
     def restarts(self) -> int:
         """Restarts counted so far (one per restart round, retried rounds included)."""
-        return self._sup.restart_events
+        return self._sup._restart_events
 
     # --- the name registry (design §1.9) ----------------------------------------------
 
@@ -145,16 +145,16 @@ class SupervisorRef:
         if not isinstance(spec, ChildSpec):
             raise TypeError(f"spec must be a ChildSpec, got {spec!r}")
         sup = self._sup
-        async with sup.lock:
-            sup.check_open()
-            existing = sup.by_id.get(spec.id)
+        async with sup._lock:
+            sup._check_open()
+            existing = sup._by_id.get(spec.id)
             if existing is not None:
                 raise self._exists(existing)
-            child = sup.add(spec)
+            child = sup._add(spec)
             try:
-                await sup.start_first(child)
+                await sup._start_first(child)
             except BaseException:
-                sup.forget(child, report=False)
+                sup._forget(child, report=False)
                 raise
             return self.child(spec.id)
 
@@ -170,13 +170,13 @@ class SupervisorRef:
             ActorStopped: (code ``actor_stopped``) the supervisor is not running.
         """
         sup = self._sup
-        async with sup.lock:
-            sup.check_open()
+        async with sup._lock:
+            sup._check_open()
             child = self._get(id)
-            forget = child.spec.restart == "temporary" or sup.forget_stopped
-            await sup.stop_child(child, GONE if forget else STOPPED)
+            forget = child.spec.restart == "temporary" or sup._forget_stopped
+            await sup._stop_child(child, GONE if forget else STOPPED)
             if forget:
-                sup.forget(child)
+                sup._forget(child)
 
     async def restart_child(self, id: str) -> LiveRef[Any, Any]:
         """Start child ``id`` again after ``terminate_child`` (OTP ``restart_child/2``).
@@ -194,13 +194,13 @@ class SupervisorRef:
             ActorStopped: (code ``actor_stopped``) the supervisor is not running.
         """
         sup = self._sup
-        async with sup.lock:
-            sup.check_open()
+        async with sup._lock:
+            sup._check_open()
             child = self._get(id)
             if child.status != STOPPED:
                 raise ChildRunning(f"child {id!r} of {self.name!r} is running", child=id)
             try:
-                await sup.start_first(child)
+                await sup._start_first(child)
             except ChildStartFailed:
                 child.set_status(STOPPED)
                 raise
@@ -217,17 +217,17 @@ class SupervisorRef:
             ActorStopped: (code ``actor_stopped``) the supervisor is not running.
         """
         sup = self._sup
-        async with sup.lock:
-            sup.check_open()
+        async with sup._lock:
+            sup._check_open()
             child = self._get(id)
             if child.status != STOPPED:
                 raise ChildRunning(f"child {id!r} of {self.name!r} is running", child=id)
-            sup.forget(child)
+            sup._forget(child)
 
     def which_children(self) -> list[ChildInfo]:
         """Describe every child, in start order; never waits (OTP ``which_children/1``)."""
         rows: list[ChildInfo] = []
-        for child in self._sup.children:
+        for child in self._sup._children:
             inc = child.current
             if inc is None:
                 state = ActorState.STARTING
@@ -251,7 +251,7 @@ class SupervisorRef:
 
     def count_children(self) -> ChildCounts:
         """OTP's ``count_children/1``: specs, active, supervisors, workers; never waits."""
-        children = self._sup.children
+        children = self._sup._children
         supervisors = sum(1 for child in children if child.type == "supervisor")
         return ChildCounts(
             specs=len(children),
@@ -279,11 +279,11 @@ class SupervisorRef:
         """
         seconds = validate_duration("grace", grace)
         sup = self._sup
-        sup.request_stop(seconds)
-        if sup.running_inside() and not sup.stopped.is_set():
+        sup._request_stop(seconds)
+        if sup._running_inside() and not sup._stopped.is_set():
             await trio.lowlevel.checkpoint()
             return
-        await sup.stopped.wait()
+        await sup._stopped.wait()
 
     def stop_nowait(self, grace: float = 5.0) -> None:
         """Request a stop like :meth:`stop`, without waiting for it (design §1.3).
@@ -294,16 +294,16 @@ class SupervisorRef:
         Raises:
             ValueError: ``grace`` is invalid (design §1.6; names ``grace``).
         """
-        self._sup.request_stop(validate_duration("grace", grace))
+        self._sup._request_stop(validate_duration("grace", grace))
 
     async def wait_stopped(self) -> None:
         """Wait until the supervisor's ``run`` has ended (stopped or failed)."""
-        await self._sup.stopped.wait()
+        await self._sup._stopped.wait()
 
     # --- internals -------------------------------------------------------------------
 
     def _get(self, id: str) -> Child:
-        child = self._sup.by_id.get(id)
+        child = self._sup._by_id.get(id)
         if child is None:
             raise ChildNotFound(
                 f"supervisor {self.name!r} has no child {id!r}", supervisor=self.name, child=id
