@@ -180,6 +180,7 @@ class Supervisor:
         self._lifecycle = new_actor_lifecycle(name)
         self._ran = False
         self._closing = False
+        self._stop_requested = False
         self._nursery: trio.Nursery | None = None
         self._restart_times: list[float] = []
         self._restart_events = 0
@@ -218,6 +219,8 @@ class Supervisor:
                 the child and the reason, its ``__cause__`` is the error; the children
                 already started were stopped in reverse order first. Raised by
                 ``nursery.start``.
+            ActorStopped: (code ``actor_stopped``) :meth:`SupervisorRef.stop` was
+                called while the children were starting; those started were stopped.
         """
         if self._ran:
             raise RuntimeError(f"supervisor {self._name!r} already ran; make a new one")
@@ -247,6 +250,7 @@ class Supervisor:
                         failure = exc  # children already stopped, in reverse order
                     else:
                         self._closing = True
+                        self._report.event("shutdown", "", 0)
                         with trio.CancelScope(deadline=self._stop_deadline) as scope:
                             self._shutdown_scope = scope
                             await self._stop_children(self._children)
@@ -260,7 +264,9 @@ class Supervisor:
         finally:
             self._closing = True
             self._lifecycle.process_event(ActorEvent.STOP)
-            crashed = failure is not None and not _only_cancelled(failure)
+            # Stopped while its children were starting: stopped, not failed (as Actor).
+            stopped_early = isinstance(failure, ActorStopped) and self._stop_requested
+            crashed = failure is not None and not _only_cancelled(failure) and not stopped_early
             self._lifecycle.process_event(ActorEvent.CRASHED if crashed else ActorEvent.FINISHED)
             self._nursery = None
             for child in self._children:
@@ -289,8 +295,8 @@ class Supervisor:
                 number = 0 if child.current is None else child.current.number
                 self._report.event("child_deleted", child.id, number)
 
-    def _check_open(self) -> trio.Nursery:
-        """The nursery children run in, while the supervisor takes calls.
+    def _check_open(self) -> None:
+        """Raise unless the supervisor takes calls (it runs and is not stopping).
 
         Raises:
             ActorStopped: (code ``actor_stopped``) it is stopping or stopped, or not
@@ -298,7 +304,6 @@ class Supervisor:
         """
         if self._closing or self._nursery is None:
             raise ActorStopped(f"supervisor {self._name!r} is not running", actor=self._name)
-        return self._nursery
 
     async def _start_first(self, child: Child) -> None:
         """Start ``child`` outside a restart round (its first start, or ``restart_child``).
@@ -323,7 +328,12 @@ class Supervisor:
     async def _start(self, child: Child) -> bool:
         # Start one new incarnation; True once it runs. A failure is kept as the
         # incarnation's error (it never becomes an exit to decide on).
-        nursery = self._check_open()
+        nursery = self._nursery
+        if self._closing or nursery is None:
+            # A stop was requested since our last checkpoint: inside the decision loop
+            # its cancellation lands here; during the first starts, we fail to start.
+            await trio.lowlevel.checkpoint()
+            raise ActorStopped(f"supervisor {self._name!r} is stopping", actor=self._name)
         number = 1 if child.current is None else child.current.number + 1
         if number > 1:
             child.restarts += 1
@@ -441,7 +451,7 @@ class Supervisor:
     async def _on_exit(self, child: Child) -> bool:
         # True when the supervisor shuts itself down (auto_shutdown).
         inc = child.current
-        if inc is None or inc.stopping or not inc.done.is_set() or child.id not in self._by_id:
+        if inc is None or inc.stopping or not inc.done.is_set() or child not in self._children:
             return False  # stale: already replaced, stopped on purpose, or forgotten
         inc.stopping = True  # decided once
         abnormal = inc.error is not None
@@ -543,6 +553,7 @@ class Supervisor:
     def _request_stop(self, grace: float) -> None:
         self._lifecycle.process_event(ActorEvent.STOP)
         self._closing = True
+        self._stop_requested = True
         deadline = trio.current_time() + grace
         if deadline < self._stop_deadline:
             self._stop_deadline = deadline

@@ -2,7 +2,8 @@
 
 Each decision is a record of the ``actors.supervisor`` logger, with its fields as
 ``extra``, and, given ``on_event``, a :class:`SupervisorEvent`. Levels: a start, a stop
-by the supervisor and a deletion DEBUG; a normal exit and an auto shutdown INFO; an
+by the supervisor and a deletion DEBUG; a normal exit, an auto shutdown and the
+supervisor's own shutdown INFO; an
 abnormal exit, a restart round and a failed restart WARNING; giving up ERROR.
 """
 
@@ -27,6 +28,7 @@ _LEVELS = {
     "child_stopped": logging.DEBUG,
     "child_deleted": logging.DEBUG,
     "auto_shutdown": logging.INFO,
+    "shutdown": logging.INFO,
     "child_restarting": logging.WARNING,
     "restart_failed": logging.WARNING,
     "intensity_exceeded": logging.ERROR,
@@ -59,7 +61,20 @@ class EventReporter:
             level = logging.WARNING if abnormal else logging.INFO
         else:
             level = _LEVELS[kind]
-        if _log.isEnabledFor(level):
+        if kind == "shutdown" and _log.isEnabledFor(level):
+            _log.log(
+                level,
+                "supervisor %r: stopping its children",
+                self._name,
+                extra={
+                    "event": kind,
+                    "supervisor": self._name,
+                    "child": child,
+                    "incarnation": incarnation,
+                    "time": trio.current_time(),
+                },
+            )
+        elif _log.isEnabledFor(level):
             _log.log(
                 level,
                 "supervisor %r: child %r (incarnation %d) %s",

@@ -81,14 +81,16 @@ class SupervisorEvent:
     own stop), ``child_restarting`` (a restart round begins), ``restart_failed`` (a
     restart attempt failed to start the child; the round is retried from it),
     ``child_deleted`` (``delete_child``, or a temporary child's end removed its spec),
-    ``intensity_exceeded`` or ``auto_shutdown`` (a significant child ended, design
-    §1.10)."""
+    ``intensity_exceeded``, ``auto_shutdown`` (a significant child ended, design
+    §1.10) or ``shutdown`` (the supervisor stops its children: a stop was asked for, or
+    an auto shutdown)."""
     supervisor: str
     """The supervisor's name."""
     child: str
-    """The child's id."""
+    """The child's id (empty for ``shutdown``)."""
     incarnation: int
-    """The child's incarnation the event is about (1 for its first start)."""
+    """The child's incarnation the event is about (1 for its first start; 0 for
+    ``shutdown``)."""
     time: float
     """When, seconds on trio's clock."""
     ref: ChildRef | None = None

@@ -15,6 +15,7 @@ from otp_support import Board, child, settle
 
 from actors import (
     INFINITY,
+    Actor,
     ActorState,
     ActorStopped,
     ChildAlreadyPresent,
@@ -22,6 +23,7 @@ from actors import (
     ChildRunning,
     ChildSpec,
     ChildStartFailed,
+    Reply,
     Supervisor,
     SupervisorRef,
 )
@@ -273,3 +275,29 @@ async def test_sup_stop(
         (stopped_at, "stop", "child2", 1),
         (stopped_at, "stop", "child1", 1),
     ]
+
+
+async def test_a_stop_while_the_children_start_fails_the_start_as_stopped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Not an OTP case: ``stop`` during the first starts (design §1.3's rule for actors).
+
+    The starting supervisor's ``nursery.start`` fails with ``ActorStopped``, the child
+    already started is stopped, the next is never started, and the state is
+    ``stopped``, not ``failed``.
+    """
+    board = Board()
+
+    class Stopper(Actor):
+        async def on_start(self) -> None:
+            sup.ref.stop_nowait()
+
+        async def handle(self, message: object, reply: Reply[object]) -> None:
+            reply.send(message)
+
+    sup = Supervisor([child("a", board), ChildSpec("stopper", Stopper), child("b", board)])
+    with pytest.RaisesGroup(ActorStopped):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(sup.run)
+    assert board.entries == [(0, "start", "a", 1), (0, "stop", "a", 1)]
+    assert sup.ref.state is ActorState.STOPPED

@@ -256,7 +256,7 @@ async def test_significant_any(
     assert ref.state is ActorState.STOPPED
     kinds = [e.kind for e in events if e.time == 0 and e.kind != "child_started"]
     if shuts_down:
-        assert kinds[-2:] == ["auto_shutdown", "child_stopped"]  # then child1 is stopped
+        assert kinds[-3:] == ["auto_shutdown", "shutdown", "child_stopped"]  # child1's stop
         assert board.since(0)[-1] == (0, "stop", "child1", 1)
     else:
         assert "auto_shutdown" not in kinds
