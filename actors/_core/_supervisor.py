@@ -14,7 +14,8 @@ restarts them when they exit, as OTP's ``supervisor`` does:
   it ends, even when a sibling's restart stopped it);
 * **restart rounds**: a round starts the children of its group in start order; when
   one of them fails to start, the round is aborted there and a new round is run *from
-  that child* (``restart_failed``), exactly as OTP's ``try_again_restart``;
+  that child* (``restart_failed``) as the next decision in turn, exactly as OTP's
+  ``try_again_restart`` message;
 * the **restart intensity**: every round, the retried ones included, is one restart
   (OTP's ``add_restart``); more than ``max_restarts`` within ``period`` seconds
   (inclusive) and the supervisor gives up: it stops all children in reverse start
@@ -186,9 +187,10 @@ class Supervisor:
         self._restart_events = 0
         # One decision at a time: the restart loop and every SupervisorRef call.
         self._lock = trio.Lock()
-        # Children whose current incarnation exited and awaits a decision (insertion
-        # ordered; bounded by the number of children) and the loop's doorbell.
-        self._pending: dict[Child, None] = {}
+        # What awaits a decision, in order (bounded by the number of children): a child
+        # whose incarnation exited (False), or one whose restart failed and is to be
+        # tried again (True, OTP's try_again_restart message); and the loop's doorbell.
+        self._pending: dict[Child, bool] = {}
         self._doorbell = trio.Event()
         self._loop_scope = trio.CancelScope()
         self._shutdown_scope: trio.CancelScope | None = None
@@ -387,7 +389,7 @@ class Supervisor:
             child.set_status(RESTARTING)
         else:
             child.set_status(GONE if self._forget_stopped else STOPPED)
-        self._pending[child] = None
+        self._pending[child] = False
         self._doorbell.set()
 
     async def _stop_child(self, child: Child, status: str) -> None:
@@ -442,10 +444,15 @@ class Supervisor:
             while not self._pending:
                 self._doorbell = trio.Event()
                 await self._doorbell.wait()
-            child = next(iter(self._pending))
+            child, retry = next(iter(self._pending.items()))
             del self._pending[child]
+            # Calls waiting for the lock come in between, as OTP's messages do between
+            # two tries: a terminate_child can end a restart loop that keeps failing.
             async with self._lock:
-                if await self._on_exit(child):
+                if retry:
+                    if child in self._children and child.status == RESTARTING:
+                        await self._restart(child)
+                elif await self._on_exit(child):
                     return  # auto shutdown
 
     async def _on_exit(self, child: Child) -> bool:
@@ -481,15 +488,13 @@ class Supervisor:
         return True
 
     async def _restart(self, child: Child) -> None:
-        # OTP's restart/2 with try_again_restart: each round is one restart; a round
-        # aborted by a failed start is run again from the child that failed.
-        target = child
-        while True:
-            await self._add_restart(target)
-            failed = await self._round(target)
-            if failed is None:
-                return
-            target = failed
+        # OTP's restart/2: one round, one restart. A round aborted by a failed start is
+        # tried again from the child that failed, as the next decision in turn.
+        await self._add_restart(child)
+        failed = await self._round(child)
+        if failed is not None:
+            self._pending[failed] = True
+            self._doorbell.set()
 
     async def _add_restart(self, child: Child) -> None:
         now = trio.current_time()

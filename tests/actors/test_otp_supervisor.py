@@ -424,3 +424,28 @@ async def test_child_unlink_terminate_child_does_not_hang(
     assert await live.ask("ping", timeout=1) == ("ping", 2)
     with pytest.raises(ChildRunning):
         await ref.restart_child("naughty")
+
+
+async def test_hanging_restart_loop(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """Ports supervisor_SUITE:hanging_restart_loop: calls are served between two tries.
+
+    child1's restarts keep failing; the supervisor still answers, and a terminate_child
+    taken between two tries ends the loop (the retry is dropped), as OTP's
+    try_again_restart message does. Ours waits for the round under way: each round
+    holds its backoff (25, 50, 100 ms ...).
+    """
+    board = Board()
+    sup = Supervisor([child("child1", board, fail=set(range(2, 99)))], max_restarts=50)
+    ref: SupervisorRef = await nursery.start(sup.run)
+    await crash(ref, "child1")
+    await trio.sleep(0.1)  # the rounds at 0.025 and 0.075 failed; the third is under way
+    assert [r.running for r in ref.which_children()] == [False]
+    await ref.terminate_child("child1")
+    assert trio.current_time() == pytest.approx(0.175)  # the third round's end
+    await settle()
+    assert board.kinds("fail_start") == [("child1", 2), ("child1", 3), ("child1", 4)]
+    assert ref.restarts == 3
+    assert counts(ref) == [1, 0, 0, 1]
+    assert ref.state is ActorState.RUNNING
