@@ -27,13 +27,18 @@ from ._core._lifecycle import StateMachine as StateMachine
 from ._core._mailbox import MailboxStatistics as MailboxStatistics
 from ._core._ref import ActorRef as ActorRef
 from ._core._ref import Reply as Reply
-from ._core._supervisor import BRUTAL_KILL as BRUTAL_KILL
-from ._core._supervisor import ChildInfo as ChildInfo
-from ._core._supervisor import ChildSpec as ChildSpec
+from ._core._live_ref import LiveRef as LiveRef
+from ._core._supervisor_spec import BRUTAL_KILL as BRUTAL_KILL
+from ._core._supervisor_spec import INFINITY as INFINITY
+from ._core._supervisor_spec import ChildCounts as ChildCounts
+from ._core._supervisor_spec import ChildInfo as ChildInfo
+from ._core._supervisor_spec import ChildSpec as ChildSpec
+from ._core._supervisor_spec import SupervisorEvent as SupervisorEvent
+from ._core._supervisor_spec import ChildRef as ChildRef
 from ._core._supervisor import Supervisor as Supervisor
-from ._core._supervisor import SupervisorRef as SupervisorRef
-from ._core._supervisor import SupervisorEvent as SupervisorEvent
-from ._core._supervisor import ChildRef as ChildRef
+from ._core._supervisor_ref import SupervisorRef as SupervisorRef
+from ._core._dynamic_supervisor import DynamicSupervisor as DynamicSupervisor
+from ._core._dynamic_supervisor import DynamicSupervisorRef as DynamicSupervisorRef
 
 
 from ._helpers._spec import HelperSnapshot as HelperSnapshot
@@ -157,13 +162,18 @@ __all__ = [
     "MailboxStatistics",
     "Backoff",
     "BackoffTracker",
+    "LiveRef",
     "Supervisor",
     "SupervisorRef",
+    "DynamicSupervisor",
+    "DynamicSupervisorRef",
     "SupervisorEvent",
     "ChildRef",
     "ChildSpec",
     "ChildInfo",
+    "ChildCounts",
     "BRUTAL_KILL",
+    "INFINITY",
     "HelperSpec",
     "HelperTimeouts",
     "HelperSnapshot",

@@ -77,6 +77,7 @@ def test_supervisor_snippet_restarts_the_crashed_child(tmp_path: Path) -> None:
         "child_exited db 1 RuntimeError",
         "child_restarting db 2 ",
         "child_started db 2 ",
+        "shutdown  0 ",
         "child_stopped db 2 ",
         "child_stopped cache 1 ",
     ]

@@ -58,6 +58,7 @@ from .._renderer._renderer import Renderer, RendererConfig, RenderFn
 from .._scheduler._actor import SchedulerActor
 from .._scheduler._messages import HelperRestarted
 from .._scheduler._state import RunInfo, SchedulerConfig
+from ..errors import ChildStartFailed
 from ._eventlog_sink import EventLogSink
 from ._tree import LiveChild, build_tree, route
 
@@ -380,7 +381,13 @@ async def open_runtime(config: RuntimeConfig) -> AsyncIterator[Runtime]:
             if config.pool_events:  # before the first spawn
                 stream = runtime.pool_events.subscribe(bound=1024, kinds=config.pool_events)
                 nursery.start_soon(runtime._forward_pool_events, stream)
-            await nursery.start(runtime.tree.run)
+            try:
+                await nursery.start(runtime.tree.run)
+            except ChildStartFailed as exc:
+                # The tree names the system actor that failed; callers match the cause.
+                root = exc.root_cause
+                root.add_note(str(exc))
+                raise root from None
             try:
                 yield runtime
             finally:
