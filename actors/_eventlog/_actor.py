@@ -4,14 +4,15 @@
 mailbox: every request is one of the message classes below, answered through ``ask``.
 Requests are decided in mailbox order; those that wait (for durability or a ledger read:
 ``Submit``, ``Start``, ``Cancel``, ``Status``, ``Watch``, ``Resume``, ``Discard``,
-``CheckDrift``) are then awaited in a task of the actor's nursery, so one slow commit
+``CheckDrift``, ``QueryFinished``) are then awaited in a task of the actor's nursery, so one slow commit
 never stalls the mailbox. At most ``max_pending`` such tasks exist at once (more waits:
 back-pressure). ``Start`` is answered once the run's ``running`` state is durable, so a
 crash caused by the work it starts is always counted as an interruption (design §6.10).
 ``Progress`` and ``Finish`` are answered at once (their rows commit within one batch).
 
 :class:`EventLogClient` wraps an :class:`~actors.ActorRef` with one async method per
-message, each an ``ask`` under the client's timeout::
+message, each an ``ask`` under the client's timeout (and :meth:`EventLogClient.recover`,
+a loop of them)::
 
     async with trio.open_nursery() as nursery:
         ref = await nursery.start(EventLogActor(config, operations=ops).run)
@@ -30,6 +31,7 @@ from .._core._actor import Actor
 from .._core._config import validate_duration
 from ..errors import ActorError, InvalidCommand
 from ._eventlog import EventLog, single_leaf
+from ._survivors import recover_survivors
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -38,7 +40,9 @@ if TYPE_CHECKING:
     from .._core._ref import ActorRef, Reply
     from ._operations import Runner
     from ._ports import Port, PortOptions, PortStatistics
+    from ._finished import FinishedRunsPage
     from ._statistics import EventLogStatistics
+    from ._survivors import Decision, Recovered, Survivor
     from ._types import (
         BootReport,
         Drift,
@@ -62,6 +66,8 @@ __all__ = [
     "GetBootReport",
     "GetStatistics",
     "Progress",
+    "QueryFinished",
+    "Record",
     "Resume",
     "SetPortEnabled",
     "Start",
@@ -198,6 +204,24 @@ class CheckDrift:
 
 
 @attrs.frozen(kw_only=True)
+class Record:
+    """Append a log-wide event (design §6.8); answered with its seq."""
+
+    kind: str
+    data: Mapping[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class QueryFinished:
+    """One page of decided runs (design §6.18); answered with a ``FinishedRunsPage``."""
+
+    after: int = 0
+    limit: int | None = None
+    state: str | None = None
+    verdict: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class GetStatistics:
     """Answered with the log's :class:`EventLogStatistics`."""
 
@@ -322,6 +346,20 @@ class EventLogActor(Actor):
                 await self._later(reply, log.discard, message.run_id, actor=message.actor)
             case CheckDrift():
                 await self._later(reply, log.check_drift, message.run_id, message.current)
+            case Record():
+                try:
+                    reply.send(log.record(message.kind, message.data))
+                except ValueError as exc:  # the caller's bad input, never the actor's crash
+                    reply.fail(InvalidCommand(str(exc)[:500], fields=["kind", "data"]))
+            case QueryFinished():
+                await self._later(
+                    reply,
+                    log.finished_runs,
+                    after=message.after,
+                    limit=message.limit,
+                    state=message.state,
+                    verdict=message.verdict,
+                )
             case GetStatistics():
                 reply.send(log.statistics())
             case _:
@@ -360,6 +398,13 @@ class EventLogActor(Actor):
 
 class EventLogClient:
     """Async methods over an event-log :class:`~actors.ActorRef` (each one ``ask``).
+
+    Every method is async, also where :class:`EventLog`'s twin is sync (it never
+    waits there, but here it crosses the mailbox), and answers after the actor decided.
+
+    After a restart, decide the runs the ledger held unfinished with one call,
+    :meth:`recover` (design §6.17); list what finished, also before the restart, with
+    :meth:`finished_runs` (design §6.18).
 
     Args:
         ref: The event-log actor's ref.
@@ -468,3 +513,104 @@ class EventLogClient:
     async def statistics(self) -> EventLogStatistics:
         """See :meth:`EventLog.statistics`."""
         return cast("EventLogStatistics", await self._ask(GetStatistics()))
+
+    async def record(self, kind: str, data: Mapping[str, Any]) -> int:
+        """See :meth:`EventLog.record` (design §6.8); returns the event's seq.
+
+        Raises:
+            InvalidCommand: (``invalid_command``) ``kind`` malformed or reserved, or
+                ``data`` not JSON-compatible (``details["fields"]`` names them).
+        """
+        return cast("int", await self._ask(Record(kind=kind, data=data)))
+
+    async def recover(
+        self,
+        decide: Callable[[Survivor], Awaitable[Decision]],
+        *,
+        current: Mapping[str, Any] | None = None,
+        actor: str = "local",
+    ) -> tuple[Recovered, ...]:
+        """Decide every run held after a restart, and carry each decision out (§6.17).
+
+        For each held run, oldest first, ``decide`` gets a :class:`~actors.Survivor`:
+        its status (``interruptions``, ``quarantined``, operation, arguments) and its
+        drift against ``current``. It returns ``"resume"``, ``"override"`` (resume even
+        if quarantined), ``"discard"`` or ``"keep"`` (leave it held; a later call asks
+        again). A decision the log refuses is reported in that run's
+        :class:`~actors.Recovered` (``error``), and the next run is decided::
+
+            async def decide(survivor: Survivor) -> Decision:
+                if survivor.drift.drifted or survivor.status.quarantined:
+                    return "discard"
+                return "resume"
+
+            for outcome in await client.recover(decide):
+                print(outcome.run_id, outcome.decision, outcome.status.state, outcome.error)
+
+        Args:
+            decide: Called once per held run, in the caller's task.
+            current: The ingredients to compare each run's with (``check_drift``);
+                default: the log's current revision.
+            actor: Who discards (kept as ``cancelled_by``).
+
+        Returns:
+            One :class:`~actors.Recovered` per held run, by run id.
+
+        Raises:
+            InvalidCommand: (``invalid_command``) ``decide`` returned something else
+                (``details["fields"] == ["decide"]``), or a bad ``current`` or ``actor``.
+            AskTimeout: (``ask_timeout``) one request took longer than the timeout.
+            ActorStopped: (``actor_stopped``) the log stopped; runs not yet decided stay
+                held (as they do when ``decide`` raises, which propagates).
+        """
+        report = await self.boot_report()
+        return await recover_survivors(
+            report.survivors,
+            decide,
+            check_drift=self.check_drift,
+            resume=lambda run_id, override: self.resume(run_id, override=override),
+            discard=lambda run_id, by: self.discard(run_id, actor=by),
+            current=current,
+            actor=actor,
+        )
+
+    async def finished_runs(
+        self,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        state: str | None = None,
+        verdict: str | None = None,
+    ) -> FinishedRunsPage:
+        """One page of finished or cancelled runs and their results (design §6.18).
+
+        Served from the ledger (so it lists runs decided before a restart and beyond
+        ``retain_runs``), once what is staged has committed; without a ledger, from the
+        decided runs memory still holds. Pages go by run id: pass the page's ``cursor``
+        as ``after`` while ``more``::
+
+            after = 0
+            while True:
+                page = await client.finished_runs(after=after, limit=100, state="finished")
+                for run in page.runs:
+                    print(run.run_id, run.operation, run.verdict, run.result)
+                for damaged in page.damaged:  # a damaged row, named, never a crash
+                    print(damaged.run_id, damaged.error.code)
+                if not page.more:
+                    break
+                after = page.cursor
+
+        Args:
+            after: Run id after which to list (0: from the first run).
+            limit: The most runs in the page, 1..``finished_runs_limit`` (default: that).
+            state: ``finished`` or ``cancelled`` only; None for both.
+            verdict: Only runs with this verdict (e.g. ``ok``).
+
+        Raises:
+            InvalidCommand: (``invalid_command``) a bad ``after``, ``limit``, ``state`` or
+                ``verdict`` (``details["fields"]`` names it).
+            LedgerError: (``ledger_error``) SQLite failed.
+            AskTimeout: (``ask_timeout``), ActorStopped: (``actor_stopped``).
+        """
+        message = QueryFinished(after=after, limit=limit, state=state, verdict=verdict)
+        return cast("FinishedRunsPage", await self._ask(message))

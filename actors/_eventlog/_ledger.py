@@ -569,6 +569,24 @@ class Ledger:
             events.append(event)
         return events
 
+    async def fetch_decided_runs(
+        self, after: int, limit: int, states: tuple[str, ...], verdict: str | None
+    ) -> list[tuple[Any, ...]]:
+        """Return up to ``limit`` committed ``runs`` rows decided in ``states``, by run id
+        after ``after``; raw (``RUN_COLUMNS`` order): the caller checks each (§6.11, §6.18).
+
+        Raises:
+            LedgerError: (``ledger_error``) SQLite failed.
+        """
+        marks = ", ".join("?" * len(states))
+        sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE run_id > ? AND state IN ({marks})"
+        params: tuple[Any, ...] = (after, *states)
+        if verdict is not None:
+            sql += " AND verdict = ?"
+            params += (verdict,)
+        rows = await self._query(sql + " ORDER BY run_id LIMIT ?", (*params, limit))
+        return [tuple(row) for row in rows]
+
     async def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         return await self._read(lambda conn: conn.execute(sql, params).fetchall())
 

@@ -149,6 +149,10 @@ class Runs:
         """The runs queued, running or held, by run id."""
         return sorted((run for run in self._runs.values() if not run.terminal), key=_run_id)
 
+    def decided(self, after: int) -> list[Run]:
+        """The finished or cancelled runs memory holds with a run id above ``after``."""
+        return sorted((r for r in self._runs.values() if r.terminal and r.run_id > after), key=_run_id)
+
     def unfinished(self) -> list[int]:
         """The ids of the runs neither finished nor cancelled (held at the next boot)."""
         return [run_id for run_id, run in self._runs.items() if not run.terminal]
