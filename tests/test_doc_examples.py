@@ -151,5 +151,8 @@ def test_the_documentation_examples_type_check_under_mypy_strict(tmp_path: Path)
         if example is None:
             problems.append(line)  # an error outside the blocks (a broken import)
             continue
-        problems.append(f"{example.source}:{example.line + int(match['line']) - 1}: {match['rest']}")
-    assert done.returncode == 0 and not problems, "\n".join(problems + [done.stderr])
+        problems.append(
+            f"{example.source}:{example.line + int(match['line']) - 1}: {match['rest']}"
+        )
+    assert not problems, "\n".join([*problems, done.stderr])
+    assert done.returncode == 0, done.stderr

@@ -4,10 +4,11 @@
 mailbox: every request is one of the message classes below, answered through ``ask``.
 Requests are decided in mailbox order; those that wait (for durability or a ledger read:
 ``Submit``, ``Start``, ``Cancel``, ``Status``, ``Watch``, ``Resume``, ``Discard``,
-``CheckDrift``, ``QueryFinished``) are then awaited in a task of the actor's nursery, so one slow commit
-never stalls the mailbox. At most ``max_pending`` such tasks exist at once (more waits:
-back-pressure). ``Start`` is answered once the run's ``running`` state is durable, so a
-crash caused by the work it starts is always counted as an interruption (design §6.10).
+``CheckDrift``, ``QueryFinished``) are then awaited in a task of the actor's nursery, so
+one slow commit never stalls the mailbox. At most ``max_pending`` such tasks exist at once
+(more waits: back-pressure). ``Start`` is answered once the run's ``running`` state is
+durable, so a crash caused by the work it starts is always counted as an interruption
+(design §6.10).
 ``Progress`` and ``Finish`` are answered at once (their rows commit within one batch).
 
 :class:`EventLogClient` wraps an :class:`~actors.ActorRef` with one async method per
@@ -38,9 +39,9 @@ if TYPE_CHECKING:
     from typing import Unpack
 
     from .._core._ref import ActorRef, Reply
+    from ._finished import FinishedRunsPage
     from ._operations import Runner
     from ._ports import Port, PortOptions, PortStatistics
-    from ._finished import FinishedRunsPage
     from ._statistics import EventLogStatistics
     from ._survivors import Decision, Recovered, Survivor
     from ._types import (

@@ -112,7 +112,9 @@ class FinishedRuns:
         """One page of decided runs; see :meth:`actors.EventLog.finished_runs`."""
         maximum = self._config.finished_runs_limit
         if type(after) is not int or after < 0:
-            raise InvalidCommand(f"after must be a run id >= 0, got {after!r:.40}", fields=["after"])
+            raise InvalidCommand(
+                f"after must be a run id >= 0, got {after!r:.40}", fields=["after"]
+            )
         if limit is None:
             limit = maximum
         elif type(limit) is not int or not 1 <= limit <= maximum:

@@ -151,7 +151,9 @@ class Runs:
 
     def decided(self, after: int) -> list[Run]:
         """The finished or cancelled runs memory holds with a run id above ``after``."""
-        return sorted((r for r in self._runs.values() if r.terminal and r.run_id > after), key=_run_id)
+        return sorted(
+            (r for r in self._runs.values() if r.terminal and r.run_id > after), key=_run_id
+        )
 
     def unfinished(self) -> list[int]:
         """The ids of the runs neither finished nor cancelled (held at the next boot)."""

@@ -76,7 +76,9 @@ async def test_pages_of_finished_runs_survive_a_restart_and_memory_forgetting(
             (3, "job", {"n": 3}),
         ]
         assert (first.cursor, first.more) == (3, True)
-        second = await log.finished_runs(after=first.cursor, limit=2, state="finished", verdict="ok")
+        second = await log.finished_runs(
+            after=first.cursor, limit=2, state="finished", verdict="ok"
+        )
         assert [r.run_id for r in second.runs] == [5]
         assert (second.cursor, second.more) == (5, False)
         failed = (await log.finished_runs(verdict="failed")).runs
@@ -84,7 +86,9 @@ async def test_pages_of_finished_runs_survive_a_restart_and_memory_forgetting(
             (2, {"category": "permanent", "code": "bad", "message": "x"})
         ]
         cancelled = (await log.finished_runs(state="cancelled")).runs
-        assert [(r.run_id, r.cancelled_by, r.arguments) for r in cancelled] == [(4, "ops", {"n": 4})]
+        assert [(r.run_id, r.cancelled_by, r.arguments) for r in cancelled] == [
+            (4, "ops", {"n": 4})
+        ]
         empty = await log.finished_runs(after=5)
         assert (empty.runs, empty.cursor, empty.more) == ((), 5, False)
         # A run decided now is listed at once: the query waits for its commit.
