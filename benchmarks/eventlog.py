@@ -366,7 +366,7 @@ def build_ledger(path: str, events: int, runs: int) -> None:
     )
     conn.executemany(
         "INSERT INTO runs VALUES (?, ?, 'job', ?, 0, 's', 'finished', 'ok', '{}', NULL, NULL,"
-        " 1.0, 0)",
+        " 1.0, 0, NULL)",
         ((i, f"r{i}", f'{{"n":{i}}}') for i in range(1, runs + 1)),
     )
     conn.executemany(

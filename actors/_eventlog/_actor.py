@@ -220,6 +220,7 @@ class QueryFinished:
     limit: int | None = None
     state: str | None = None
     verdict: str | None = None
+    since: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -360,6 +361,7 @@ class EventLogActor(Actor):
                     limit=message.limit,
                     state=message.state,
                     verdict=message.verdict,
+                    since=message.since,
                 )
             case GetStatistics():
                 reply.send(log.statistics())
@@ -582,6 +584,7 @@ class EventLogClient:
         limit: int | None = None,
         state: str | None = None,
         verdict: str | None = None,
+        since: float | None = None,
     ) -> FinishedRunsPage:
         """One page of finished or cancelled runs and their results (design §6.18).
 
@@ -606,12 +609,14 @@ class EventLogClient:
             limit: The most runs in the page, 1..``finished_runs_limit`` (default: that).
             state: ``finished`` or ``cancelled`` only; None for both.
             verdict: Only runs with this verdict (e.g. ``ok``).
+            since: Only runs decided at or after this time, in seconds since the epoch
+                (wall clock, like ``time.time()``; ``finished_at``).
 
         Raises:
-            InvalidCommand: (``invalid_command``) a bad ``after``, ``limit``, ``state`` or
-                ``verdict`` (``details["fields"]`` names it).
+            InvalidCommand: (``invalid_command``) a bad ``after``, ``limit``, ``state``,
+                ``verdict`` or ``since`` (``details["fields"]`` names it).
             LedgerError: (``ledger_error``) SQLite failed.
             AskTimeout: (``ask_timeout``), ActorStopped: (``actor_stopped``).
         """
-        message = QueryFinished(after=after, limit=limit, state=state, verdict=verdict)
+        message = QueryFinished(after=after, limit=limit, state=state, verdict=verdict, since=since)
         return cast("FinishedRunsPage", await self._ask(message))

@@ -600,12 +600,13 @@ class EventLog:
         limit: int | None = None,
         state: str | None = None,
         verdict: str | None = None,
+        since: float | None = None,
     ) -> FinishedRunsPage:
         """One page of finished or cancelled runs by run id after ``after`` (design §6.18).
 
         See :meth:`actors.EventLogClient.finished_runs`.
         """
-        return await self._finished.query(after, limit, state, verdict)
+        return await self._finished.query(after, limit, state, verdict, since)
 
     def statistics(self) -> EventLogStatistics:
         """Return the event log's counters."""

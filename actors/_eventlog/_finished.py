@@ -11,6 +11,7 @@ reported in the page as that run's error and the rows around it are served.
 from __future__ import annotations
 
 import logging
+import math
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -58,6 +59,9 @@ class FinishedRun:
     """``{"category", "code", "message"}`` when it failed."""
     cancelled_by: str | None
     """Who cancelled or discarded it."""
+    finished_at: float | None
+    """When it was decided: seconds since the epoch (wall clock); None for a run decided
+    before the ledger recorded it (a ledger of schema version 2 or older)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return the fields as a JSON-compatible dict."""
@@ -108,6 +112,7 @@ class FinishedRuns:
         limit: int | None = None,
         state: str | None = None,
         verdict: str | None = None,
+        since: float | None = None,
     ) -> FinishedRunsPage:
         """One page of decided runs; see :meth:`actors.EventLog.finished_runs`."""
         maximum = self._config.finished_runs_limit
@@ -127,13 +132,23 @@ class FinishedRuns:
             )
         if verdict is not None:
             check_text("verdict", verdict, 64)
+        if since is not None and (
+            isinstance(since, bool)
+            or not isinstance(since, int | float)
+            or not math.isfinite(since)
+            or since < 0
+        ):
+            raise InvalidCommand(
+                f"since must be a time >= 0 in seconds since the epoch, got {since!r:.40}",
+                fields=["since"],
+            )
         states = _DECIDED if state is None else (state,)
         ledger = self._ledger
         if ledger is None:
             await trio.lowlevel.checkpoint()
-            return self._from_memory(after, limit, states, verdict)
+            return self._from_memory(after, limit, states, verdict, since)
         await ledger.settle_for_read()
-        rows = await ledger.fetch_decided_runs(after, limit + 1, states, verdict)
+        rows = await ledger.fetch_decided_runs(after, limit + 1, states, verdict, since)
         found: list[FinishedRun] = []
         damaged: list[DamagedRun] = []
         for row in rows[:limit]:
@@ -148,12 +163,19 @@ class FinishedRuns:
         )
 
     def _from_memory(
-        self, after: int, limit: int, states: tuple[str, ...], verdict: str | None
+        self,
+        after: int,
+        limit: int,
+        states: tuple[str, ...],
+        verdict: str | None,
+        since: float | None,
     ) -> FinishedRunsPage:
         matching = [
             run
             for run in self._runs.decided(after)
-            if run.state in states and (verdict is None or run.verdict == verdict)
+            if run.state in states
+            and (verdict is None or run.verdict == verdict)
+            and (since is None or (run.finished_at is not None and run.finished_at >= since))
         ]
         page = [_finished(_fields(run)) for run in matching[:limit]]
         return FinishedRunsPage(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,9 @@ __all__ = ["Runs"]
 _NOTE_LIMIT = 256
 
 _log = logging.getLogger("actors.eventlog")
+#: When a run is decided (``finished_at``, design §6.18): a date for people and queries,
+#: so the wall clock, not trio's.
+_wall_clock = time.time
 
 
 def _run_id(run: Run) -> int:
@@ -501,6 +505,7 @@ class Runs:
         return self._settle(run)
 
     def _settle(self, run: Run) -> Ticket | None:
+        run.finished_at = _wall_clock()
         if run.key is not None and self._inflight.get(run.key) == run.run_id:
             del self._inflight[run.key]
         run.key = None

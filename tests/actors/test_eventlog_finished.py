@@ -54,9 +54,21 @@ async def decide_five(log: EventLogClient) -> None:
     await log.cancel(4, "ops")
 
 
+class WallClock:
+    """Stands in for the wall clock the log stamps decisions with: 1000.0, 1001.0, ..."""
+
+    def __init__(self) -> None:
+        self.now = 999.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
 async def test_pages_of_finished_runs_survive_a_restart_and_memory_forgetting(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr("actors._eventlog._runs._wall_clock", WallClock())
     config = cfg(tmp_path / "ledger.db", retain_runs=0)  # memory keeps no decided run
     async with client(config) as log:
         await decide_five(log)
@@ -69,6 +81,8 @@ async def test_pages_of_finished_runs_survive_a_restart_and_memory_forgetting(
             (5, "finished", "ok"),
         ]
         assert (page.cursor, page.more, page.damaged) == (5, False, ())
+        # Decided in the order 1, 3, 5, 2, 4 (see decide_five): one second apart.
+        assert [r.finished_at for r in page.runs] == [1000.0, 1003.0, 1001.0, 1004.0, 1002.0]
     async with client(config) as log:  # a new process: only the ledger knows them
         first = await log.finished_runs(limit=2, state="finished", verdict="ok")
         assert [(r.run_id, r.operation, r.result) for r in first.runs] == [
@@ -89,6 +103,8 @@ async def test_pages_of_finished_runs_survive_a_restart_and_memory_forgetting(
         assert [(r.run_id, r.cancelled_by, r.arguments) for r in cancelled] == [
             (4, "ops", {"n": 4})
         ]
+        recent = await log.finished_runs(since=1002.5)
+        assert [(r.run_id, r.finished_at) for r in recent.runs] == [(2, 1003.0), (4, 1004.0)]
         empty = await log.finished_runs(after=5)
         assert (empty.runs, empty.cursor, empty.more) == ((), 5, False)
         # A run decided now is listed at once: the query waits for its commit.
@@ -99,8 +115,11 @@ async def test_pages_of_finished_runs_survive_a_restart_and_memory_forgetting(
         assert [(r.run_id, r.state) for r in page.runs] == [(6, "cancelled"), (7, "finished")]
 
 
+@pytest.mark.parametrize(
+    ("column", "value"), [("result", "'[1,'"), ("finished_at", "'yesterday'"), ("state", "1")]
+)
 async def test_a_damaged_row_is_named_in_the_page_and_the_others_are_served(
-    tmp_path: Path,
+    tmp_path: Path, column: str, value: str
 ) -> None:
     path = tmp_path / "ledger.db"
     async with client(cfg(path, retain_runs=0)) as log:
@@ -108,7 +127,7 @@ async def test_a_damaged_row_is_named_in_the_page_and_the_others_are_served(
         await log.status(5)  # a ledger read: everything decided so far is committed
         conn = sqlite3.connect(path, isolation_level=None, timeout=5)
         try:
-            conn.execute("UPDATE runs SET result = '[1,' WHERE run_id = 3")
+            conn.execute(f"UPDATE runs SET {column} = {value} WHERE run_id = 3")
         finally:
             conn.close()
         page = await log.finished_runs(limit=4)
@@ -116,12 +135,15 @@ async def test_a_damaged_row_is_named_in_the_page_and_the_others_are_served(
         assert [d.run_id for d in page.damaged] == [3]
         error = page.damaged[0].error
         assert error.code == "ledger_corrupt"
-        assert "table runs, run_id 3, column result" in error.message
+        assert f"table runs, run_id 3, column {column}" in error.message
         assert (page.cursor, page.more) == (4, True)
         assert (await log.statistics()).queued == 1  # the actor keeps serving
 
 
-async def test_without_a_ledger_the_runs_memory_holds_are_listed() -> None:
+async def test_without_a_ledger_the_runs_memory_holds_are_listed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("actors._eventlog._runs._wall_clock", WallClock())
     async with open_event_log(cfg(None, retain_runs=3), operations=OPS) as log:
         for n in range(1, 6):
             await log.submit("job", {"n": n})
@@ -131,6 +153,7 @@ async def test_without_a_ledger_the_runs_memory_holds_are_listed() -> None:
         assert (page.cursor, page.more) == (4, True)
         rest = await log.finished_runs(after=page.cursor)
         assert ([r.run_id for r in rest.runs], rest.more) == ([5], False)
+        assert [r.run_id for r in (await log.finished_runs(since=1003.0)).runs] == [4, 5]
 
 
 @pytest.mark.parametrize(
@@ -143,6 +166,9 @@ async def test_without_a_ledger_the_runs_memory_holds_are_listed() -> None:
         ({"limit": 2.0}, "limit"),
         ({"state": "running"}, "state"),
         ({"verdict": ""}, "verdict"),
+        ({"since": -1.0}, "since"),
+        ({"since": float("nan")}, "since"),
+        ({"since": "yesterday"}, "since"),
     ],
 )
 async def test_a_bad_query_names_its_field(kwargs: dict[str, Any], field: str) -> None:
