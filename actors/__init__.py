@@ -107,7 +107,7 @@ from ._eventlog._eventlog import EventLog as EventLog
 from ._eventlog._statistics import EventLogStatistics as EventLogStatistics
 from ._eventlog._eventlog import open_event_log as open_event_log
 from ._eventlog._actor import EventLogActor as EventLogActor
-from ._eventlog._actor import EventLogClient as EventLogClient
+from ._eventlog._client import EventLogClient as EventLogClient
 from ._eventlog._admission import Admission as Admission
 from ._eventlog._types import VERDICT_NOT_RUN as VERDICT_NOT_RUN
 from ._eventlog._types import VERDICT_OK as VERDICT_OK

@@ -55,7 +55,8 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from actors._eventlog._actor import EventLogActor, EventLogClient
+from actors._eventlog._actor import EventLogActor
+from actors._eventlog._client import EventLogClient
 from actors._eventlog._eventlog import EventLog, open_event_log
 from actors._eventlog._ledger import Ledger
 from actors._eventlog._ledger_schema import SCHEMA

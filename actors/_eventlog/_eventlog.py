@@ -91,11 +91,11 @@ if TYPE_CHECKING:
     from ._survivors import Decision, Recovered, Survivor
     from ._types import BootReport, Drift, OperationSpec, Receipt, RunStatus, WatchResult
 
-__all__ = ["EventLog", "EventLogStatistics", "open_event_log", "single_leaf"]
+__all__ = ["RESERVED_PREFIXES", "EventLog", "EventLogStatistics", "open_event_log", "single_leaf"]
 
 _log = logging.getLogger("actors.eventlog")
 #: Kind prefixes of the event log's own events; :meth:`EventLog.record` refuses them.
-_RESERVED_PREFIXES = ("job_", "admission_", "request_", "revision_")
+RESERVED_PREFIXES = ("job_", "admission_", "request_", "revision_")
 
 
 class EventLog:
@@ -487,7 +487,7 @@ class EventLog:
             ActorStopped: (code ``actor_stopped``) the event log is not running.
         """
         self._check_open()
-        return self._journal.emit(check_kind(kind, _RESERVED_PREFIXES), None, json_mapping(data))
+        return self._journal.emit(check_kind(kind, RESERVED_PREFIXES), None, json_mapping(data))
 
     def subscribe(self, name: str | None = None, **options: Unpack[PortOptions]) -> Port:
         """Open a bounded subscriber port (design §6.9); it receives every event from now on.
