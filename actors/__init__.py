@@ -112,12 +112,18 @@ from ._eventlog._eventlog import EventLog as EventLog
 from ._eventlog._statistics import EventLogStatistics as EventLogStatistics
 from ._eventlog._eventlog import open_event_log as open_event_log
 from ._eventlog._actor import EventLogActor as EventLogActor
-from ._eventlog._actor import EventLogClient as EventLogClient
+from ._eventlog._client import EventLogClient as EventLogClient
 from ._eventlog._admission import Admission as Admission
 from ._eventlog._types import VERDICT_NOT_RUN as VERDICT_NOT_RUN
 from ._eventlog._types import VERDICT_OK as VERDICT_OK
 from ._eventlog._types import BootReport as BootReport
 from ._eventlog._types import Drift as Drift
+from ._eventlog._survivors import Decision as Decision
+from ._eventlog._survivors import Recovered as Recovered
+from ._eventlog._survivors import Survivor as Survivor
+from ._eventlog._finished import DamagedRun as DamagedRun
+from ._eventlog._finished import FinishedRun as FinishedRun
+from ._eventlog._finished import FinishedRunsPage as FinishedRunsPage
 from ._eventlog._types import Event as Event
 from ._eventlog._types import EventLogConfig as EventLogConfig
 from ._eventlog._types import EventLogSnapshot as EventLogSnapshot
@@ -251,6 +257,12 @@ __all__ = [
     "WatchResult",
     "BootReport",
     "Drift",
+    "Decision",
+    "Recovered",
+    "Survivor",
+    "DamagedRun",
+    "FinishedRun",
+    "FinishedRunsPage",
     "VERDICT_OK",
     "VERDICT_NOT_RUN",
     "LedgerStatistics",

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidCommand
 
-__all__ = ["check_fraction", "check_text", "is_run_id"]
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["check_fraction", "check_kind", "check_text", "is_run_id", "json_mapping"]
 
 
 def is_run_id(value: object) -> bool:
@@ -51,3 +56,36 @@ def check_fraction(fraction: object) -> float:
             f"fraction must be a number in [0, 1], got {fraction!r}", fields=["fraction"]
         )
     return float(fraction)
+
+
+def check_kind(kind: object, reserved: tuple[str, ...]) -> str:
+    """Return an event kind: snake_case, 1..64 chars, not starting with ``reserved``.
+
+    Raises:
+        ValueError: otherwise (the message names ``kind``).
+    """
+    if (
+        not isinstance(kind, str)
+        or not 0 < len(kind) <= 64
+        or not kind.replace("_", "a").isalnum()
+        or not kind.isascii()
+        or kind != kind.lower()
+    ):
+        raise ValueError(f"kind must be a snake_case name of <= 64 chars, got {kind!r:.80}")
+    if kind.startswith(reserved):
+        raise ValueError(f"kind {kind!r} is one of the event log's own kinds")
+    return kind
+
+
+def json_mapping(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``data`` as a dict once it is known to encode as JSON (no NaN/infinity).
+
+    Raises:
+        ValueError: ``data`` is not a JSON-compatible mapping (the message names it).
+    """
+    try:
+        payload = dict(data)
+        json.dumps(payload, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"data must be a JSON-compatible mapping: {exc}") from None
+    return payload

@@ -57,7 +57,6 @@ Event kinds and their ``data``:
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -66,6 +65,8 @@ import trio
 
 from .._core._backoff import Backoff
 from ..errors import ActorStopped, LedgerError
+from ._checks import check_kind, json_mapping
+from ._finished import FinishedRuns
 from ._gate import AdmissionGate
 from ._intake import Intake
 from ._journal import Journal
@@ -75,23 +76,26 @@ from ._recovery import Recovery
 from ._requests import RequestStore
 from ._runs import Runs
 from ._statistics import EventLogStatistics
+from ._survivors import recover_survivors
 from ._types import EventLogConfig, EventLogSnapshot
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
     from typing import Unpack
 
     from ..errors import ErrorRecord
     from ._admission import Admission
+    from ._finished import FinishedRunsPage
     from ._operations import Runner
     from ._ports import Port, PortOptions, PortStatistics
+    from ._survivors import Decision, Recovered, Survivor
     from ._types import BootReport, Drift, OperationSpec, Receipt, RunStatus, WatchResult
 
-__all__ = ["EventLog", "EventLogStatistics", "open_event_log", "single_leaf"]
+__all__ = ["RESERVED_PREFIXES", "EventLog", "EventLogStatistics", "open_event_log", "single_leaf"]
 
 _log = logging.getLogger("actors.eventlog")
 #: Kind prefixes of the event log's own events; :meth:`EventLog.record` refuses them.
-_RESERVED_PREFIXES = ("job_", "admission_", "request_", "revision_")
+RESERVED_PREFIXES = ("job_", "admission_", "request_", "revision_")
 
 
 class EventLog:
@@ -99,6 +103,16 @@ class EventLog:
 
     Use :func:`open_event_log`, or ``await nursery.start(log.run)`` then
     ``await log.aclose()`` (the event-log actor does the latter).
+
+    Methods that may wait (for durability, a ledger read or capacity) are async and
+    always a checkpoint: ``submit``, ``cancel``, ``status``, ``watch``, ``resume``,
+    ``discard``, ``check_drift``, ``recover``, ``finished_runs``, ``flush``. Those that
+    decide in memory and never wait are sync (trio's rule: only what may block is
+    async), so the event-log actor serves them in mailbox order without a task:
+    ``start``, ``progress``, ``finish``, ``record``, ``subscribe``, ``snapshot``,
+    ``set_port_enabled``, ``apply_edit``, ``boot_report``, ``statistics``.
+    :class:`~actors.EventLogClient`, for everyone else, is async throughout: each of
+    its methods is an ``ask``.
 
     Args:
         config: Settings; ``config.ledger_path`` turns durability on.
@@ -155,6 +169,7 @@ class EventLog:
             journal=journal,
             check_open=self._check_open,
         )
+        self._finished = FinishedRuns(config, runs=runs, ledger=ledger)
         self._open = False
         self._started = False
         self._closing = trio.Event()
@@ -472,22 +487,7 @@ class EventLog:
             ActorStopped: (code ``actor_stopped``) the event log is not running.
         """
         self._check_open()
-        if (
-            not isinstance(kind, str)
-            or not 0 < len(kind) <= 64
-            or not kind.replace("_", "a").isalnum()
-            or not kind.isascii()
-            or kind != kind.lower()
-        ):
-            raise ValueError(f"kind must be a snake_case name of <= 64 chars, got {kind!r:.80}")
-        if kind.startswith(_RESERVED_PREFIXES):
-            raise ValueError(f"kind {kind!r} is one of the event log's own kinds")
-        try:
-            payload = dict(data)
-            json.dumps(payload, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"data must be a JSON-compatible mapping: {exc}") from None
-        return self._journal.emit(kind, None, payload)
+        return self._journal.emit(check_kind(kind, RESERVED_PREFIXES), None, json_mapping(data))
 
     def subscribe(self, name: str | None = None, **options: Unpack[PortOptions]) -> Port:
         """Open a bounded subscriber port (design §6.9); it receives every event from now on.
@@ -571,6 +571,42 @@ class EventLog:
                 that are not JSON.
         """
         return await self._recovery.check_drift(run_id, current)
+
+    async def recover(
+        self,
+        decide: Callable[[Survivor], Awaitable[Decision]],
+        *,
+        current: Mapping[str, Any] | None = None,
+        actor: str = "local",
+    ) -> tuple[Recovered, ...]:
+        """Decide every held run with ``decide`` and carry it out (design §6.17).
+
+        The in-process twin of :meth:`actors.EventLogClient.recover` (see there).
+        """
+        return await recover_survivors(
+            self.boot_report().survivors,
+            decide,
+            check_drift=self.check_drift,
+            resume=lambda run_id, override: self.resume(run_id, override=override),
+            discard=lambda run_id, by: self.discard(run_id, actor=by),
+            current=current,
+            actor=actor,
+        )
+
+    async def finished_runs(
+        self,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        state: str | None = None,
+        verdict: str | None = None,
+        since: float | None = None,
+    ) -> FinishedRunsPage:
+        """One page of finished or cancelled runs by run id after ``after`` (design §6.18).
+
+        See :meth:`actors.EventLogClient.finished_runs`.
+        """
+        return await self._finished.query(after, limit, state, verdict, since)
 
     def statistics(self) -> EventLogStatistics:
         """Return the event log's counters."""

@@ -47,6 +47,7 @@ from ._batch import Batch, Segment
 from ._connection import classify_error, keep_log, open_connection
 from ._ledger_schema import RUN_COLUMNS
 from ._rows import RowCheck, decode_event, decode_request, decode_run
+from ._types import TERMINAL_STATES
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -568,6 +569,38 @@ class Ledger:
                 raise check.corrupt(None, "row missing (seqs have no gaps)")
             events.append(event)
         return events
+
+    async def fetch_decided_runs(
+        self,
+        after: int,
+        limit: int,
+        states: tuple[str, ...],
+        verdict: str | None,
+        since: float | None,
+    ) -> list[tuple[Any, ...]]:
+        """Return up to ``limit`` committed ``runs`` rows decided in ``states`` (with
+        ``verdict``, at or after ``since``), by run id after ``after``; raw, in
+        ``RUN_COLUMNS`` order: the caller checks each (design §6.11, §6.18).
+
+        Raises:
+            LedgerError: (``ledger_error``) SQLite failed.
+        """
+        sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE run_id > ?"
+        params: tuple[Any, ...] = (after,)
+        if set(states) == TERMINAL_STATES:
+            # Not "IN (finished, cancelled)": a damaged state must be reported, not skipped.
+            sql += " AND state NOT IN ('queued', 'running', 'held')"
+        else:
+            sql += f" AND state IN ({', '.join('?' * len(states))})"
+            params += states
+        if verdict is not None:
+            sql += " AND verdict = ?"
+            params += (verdict,)
+        if since is not None:
+            sql += " AND finished_at >= ?"
+            params += (since,)
+        rows = await self._query(sql + " ORDER BY run_id LIMIT ?", (*params, limit))
+        return [tuple(row) for row in rows]
 
     async def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         return await self._read(lambda conn: conn.execute(sql, params).fetchall())

@@ -377,6 +377,8 @@ class EventLogConfig:
     """Bound on the canonical JSON of a run's result, in bytes of UTF-8."""
     quarantine_after: int = count_field(2, minimum=1)
     """Interruptions after which ``resume`` needs ``override=True`` (design §6.10)."""
+    finished_runs_limit: int = count_field(1000, minimum=1)
+    """The most runs one ``finished_runs`` page holds (its ``limit``, design §6.18)."""
     commit_linger: float = duration_field(0.0, maximum=0.010)
     """Seconds (trio clock) the ledger writer waits to grow a batch; <= 0.010 (§6.10)."""
     max_pending_rows: int = count_field(50_000, minimum=1)

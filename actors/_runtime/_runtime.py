@@ -46,7 +46,8 @@ from trio.lowlevel import enable_ki_protection
 from .._core._backoff import Backoff
 from .._core._config import count_field, duration_field
 from .._core._supervisor import ChildSpec
-from .._eventlog._actor import EventLogActor, EventLogClient
+from .._eventlog._actor import EventLogActor
+from .._eventlog._client import EventLogClient
 from .._eventlog._types import EventLogConfig, OperationSpec
 from .._helpers._events import POOL_EVENT_KINDS, PoolEvents, PoolEventStream
 from .._helpers._interrupt import second_interrupt, sole_exception
