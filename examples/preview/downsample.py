@@ -108,7 +108,8 @@ def grid_blocks(axis0: np.ndarray, axis1: np.ndarray, grid: np.ndarray, max_side
     f0 = max(1, math.ceil(n0 / max_side))
     f1 = max(1, math.ceil(n1 / max_side))
     if f0 == 1 and f1 == 1:
-        return Blocks(axis0=axis0, axis1=axis1, mean=grid, low=grid, high=grid, factors=(1, 1))
+        cells = np.where(np.isfinite(grid), grid, np.nan)  # ±Inf is no value, as below
+        return Blocks(axis0=axis0, axis1=axis1, mean=cells, low=cells, high=cells, factors=(1, 1))
     m0, m1 = math.ceil(n0 / f0), math.ceil(n1 / f1)
     padded = np.full((m0 * f0, m1 * f1), np.nan)
     padded[:n0, :n1] = grid
@@ -120,7 +121,8 @@ def grid_blocks(axis0: np.ndarray, axis1: np.ndarray, grid: np.ndarray, max_side
     high = np.where(finite, cells, -np.inf).max(axis=(1, 3))
     empty = counts == 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(empty, np.nan, sums / np.maximum(counts, 1))
+        # Clipped: rounding must never put a mean outside its block's own range.
+        mean = np.where(empty, np.nan, np.clip(sums / np.maximum(counts, 1), low, high))
     return Blocks(
         axis0=_axis_blocks(axis0, f0),
         axis1=_axis_blocks(axis1, f1),

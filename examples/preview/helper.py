@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 from actors.helper import JobError, serve
 
 from .qcodes.source import MAX_OBSERVATION_VALUES, QcodesSource, open_source
-from .run_data import MIN_BUCKETS, MIN_SIDE, run_data
+from .run_data import run_data
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -202,8 +202,8 @@ class PreviewHandlers:
         if "run_id" not in fields:
             raise _invalid("run_id is required")
         run_id = _int_field(fields, "run_id", None, 0, 2**53 - 1)
-        buckets = _int_field(fields, "buckets", 2000, MIN_BUCKETS, MAX_DATA_BUCKETS)
-        side = _int_field(fields, "side", 256, MIN_SIDE, MAX_DATA_SIDE)
+        buckets = _int_field(fields, "buckets", 2000, 1, MAX_DATA_BUCKETS)
+        side = _int_field(fields, "side", 256, 1, MAX_DATA_SIDE)
         max_bytes = _int_field(fields, "max_bytes", 960 * 1024, 1024, 2**31)
         with _database_errors():
             summary, series = self._open().read_series(run_id, check_cancel=ctx.check_cancel)

@@ -85,7 +85,9 @@ def run_data(
         if size <= max_bytes or (buckets <= MIN_BUCKETS and side <= MIN_SIDE):
             answer["bytes"] = size
             return answer
-        buckets, side = max(MIN_BUCKETS, buckets // 2), max(MIN_SIDE, side // 2)
+        # Never below the floors, nor above what was asked.
+        buckets = min(buckets, max(MIN_BUCKETS, buckets // 2))
+        side = min(side, max(MIN_SIDE, side // 2))
 
 
 def _header(item: dict[str, Any]) -> dict[str, Any]:
