@@ -93,8 +93,10 @@ def _run(
         "version": 3,
         "interdependencies": {"paramspecs": specs},
         "interdependencies_": {
-            "parameters": {n: {"name": n, "paramtype": "numeric", "label": lab, "unit": u}
-                           for n, lab, u in params},  # fmt: skip
+            "parameters": {
+                n: {"name": n, "paramtype": "numeric", "label": lab, "unit": u}
+                for n, lab, u in params
+            },
             "dependencies": dependencies,
             "inferences": {},
             "standalones": [],

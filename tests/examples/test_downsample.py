@@ -98,7 +98,8 @@ def test_a_grid_that_fits_is_kept_as_it_is() -> None:
     assert blocks.factors == (1, 1)
     assert blocks.mean[0].tolist() == [0.0, 1.0, 2.0, 3.0]
     assert math.isnan(blocks.mean[1, 2])  # an infinity is no value, as in a block
-    assert blocks.low is blocks.mean and blocks.high is blocks.mean
+    assert blocks.low is blocks.mean
+    assert blocks.high is blocks.mean
 
 
 def test_blocks_keep_mean_min_and_max() -> None:
@@ -135,9 +136,12 @@ def test_grid_properties(grid: np.ndarray, side: int) -> None:
     axis1 = np.arange(grid.shape[1], dtype=float)
     blocks = grid_blocks(axis0, axis1, grid, side)
     rows, cols = blocks.mean.shape
-    assert rows <= side and cols <= side
-    assert blocks.axis0.size == rows and blocks.axis1.size == cols
-    assert np.all(np.diff(blocks.axis0) > 0) and np.all(np.diff(blocks.axis1) > 0)
+    assert rows <= side
+    assert cols <= side
+    assert blocks.axis0.size == rows
+    assert blocks.axis1.size == cols
+    assert np.all(np.diff(blocks.axis0) > 0)
+    assert np.all(np.diff(blocks.axis1) > 0)
     finite = grid[np.isfinite(grid)]
     if finite.size:
         assert np.nanmax(blocks.high) == finite.max()

@@ -64,15 +64,18 @@ async def test_run_data_keeps_extremes_and_exact_values(explore_db: Path, tmp_pa
         reply = decode_server_message(json.dumps(raw))  # the strict codec accepts it
         assert isinstance(reply, RunDataReply)
         (trace,) = reply.series
-        assert trace.name == "signal" and trace.unit == "V"
-        assert trace.axes[0].name == "time" and trace.axes[0].unit == "s"
+        assert trace.name == "signal"
+        assert trace.unit == "V"
+        assert trace.axes[0].name == "time"
+        assert trace.axes[0].unit == "s"
         assert trace.source_shape == (SPIKE_POINTS,)
         assert trace.shape[0] <= 2 * config.data_buckets
         assert max(v for v in trace.values if v is not None) == SPIKE_VALUE
         xs = [x for x in trace.axes[0].values if x is not None]
         assert xs == sorted(xs)
         assert reply.buckets == config.data_buckets
-        assert reply.bytes <= config.data_bytes and size <= config.data_bytes + 1024
+        assert reply.bytes <= config.data_bytes
+        assert size <= config.data_bytes + 1024
 
         raw, _ = await _ask(client, run_id=MAP_RUN, side=64)
         reply = decode_server_message(json.dumps(raw))
@@ -93,7 +96,8 @@ async def test_run_data_keeps_extremes_and_exact_values(explore_db: Path, tmp_pa
         assert isinstance(reply, RunDataReply)
         (small,) = reply.series
         assert small.shape == (4, 5)  # 12 x 20 in blocks of 3 x 4
-        assert small.low[0] == 0.0 and small.high[0] == 2003.0  # rows 0-2, columns 0-3
+        assert small.low[0] == 0.0
+        assert small.high[0] == 2003.0
         assert small.values[0] == 1001.5
         assert small.axes[1].values[0] == 0.15  # the block's mean setpoint
     assert_no_children()
@@ -103,7 +107,8 @@ async def test_run_data_refuses_bad_requests(explore_db: Path, tmp_path: Path) -
     config = server_config(explore_db, tmp_path, helpers=1, data_buckets=500, data_side=64)
     async with preview_server(config) as (front, _), connect(front) as client:
         unknown, _ = await _ask(client, run_id=999)
-        assert unknown["type"] == "error" and unknown["code"] == "unknown_run"
+        assert unknown["type"] == "error"
+        assert unknown["code"] == "unknown_run"
         too_many, _ = await _ask(client, run_id=SPIKE_RUN, buckets=501)
         assert too_many["code"] == "invalid_command"
         assert too_many["details"]["fields"] == ["buckets"]
@@ -121,7 +126,8 @@ async def test_run_data_refuses_bad_requests(explore_db: Path, tmp_path: Path) -
             assert refused["code"] == "invalid_message", refused
             assert refused["details"]["fields"] == [path], refused
         answer, _ = await _ask(client, run_id=SPIKE_RUN)  # the connection still serves
-        assert answer["type"] == "run_data_reply" and answer["buckets"] == 500
+        assert answer["type"] == "run_data_reply"
+        assert answer["buckets"] == 500
     assert_no_children()
 
 
@@ -132,7 +138,8 @@ async def test_run_data_stays_within_its_byte_bound(explore_db: Path, tmp_path: 
         raw, size = await _ask(client, run_id=BIG_MAP_RUN)
         reply = decode_server_message(json.dumps(raw))
         assert isinstance(reply, RunDataReply)
-        assert reply.bytes <= bound and size <= bound + 1024
+        assert reply.bytes <= bound
+        assert size <= bound + 1024
         assert reply.side < config.data_side  # halved until it fit
         (grid,) = reply.series
         assert grid.source_shape == BIG_MAP_SHAPE
