@@ -56,7 +56,7 @@
           <select id="xseries" hidden></select><div id="xplot"></div>
           <div id="xreadout" class="note">&nbsp;</div>
           <div id="xcuts" style="display:flex;gap:8px"><div id="xcuth"></div><div id="xcutv"></div></div>`;
-        box.appendChild(div);
+        box.insertBefore(div, document.getElementById("facts"));  // below the preview
         div.querySelector("#xseries").onchange = (e) => { this.index = Number(e.target.value); this.draw(); };
       }
       const key = `${summary.run_id}:${summary.rows}:${summary.completed}`;
@@ -125,7 +125,8 @@
       const reduced = s.shape.join(" × ") !== s.source_shape.join(" × ");
       info.textContent = `${s.source_shape.join(" × ")} points` + (reduced ? ` shown as ${s.shape.join(" × ")}` +
         (s.shape.length === 2 ? " blocks (colour: block mean)" : " (min and max per bucket)") : "") +
-        (s.nonfinite ? ` · ${s.nonfinite} missing or non-finite` : "");
+        (s.nonfinite ? ` · ${s.nonfinite} missing or non-finite` : "") +
+        (s.shape.length === 2 ? ` · colour ${title(s)} ${extent(s.values).map(number).join(" … ")}` : "");
       this.plot = s.shape.length === 2 ? this.map(s) : this.trace(s);
       if (zoom && zoom.x.min !== null) {
         this.plot.batch(() => {
