@@ -19,6 +19,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import trio
 from explore_support import (
     MAP_COLUMNS,
     MAP_ROWS,
@@ -123,7 +124,7 @@ class Page:
     async def screenshot(self, path: Path) -> None:
         """A picture of the page (for a person looking into a failure)."""
         shot = await self.devtools.call("Page.captureScreenshot", self.session, format="png")
-        path.write_bytes(base64.b64decode(shot["data"]))
+        await trio.Path(path).write_bytes(base64.b64decode(shot["data"]))
 
     async def scales(self) -> dict[str, list[float]]:
         return await self.json(  # type: ignore[no-any-return]
@@ -192,7 +193,7 @@ async def test_zoom_hover_and_a_spike_in_a_long_trace(explore_db: Path, tmp_path
         )
         x, y_px = await page.at(point[0], point[1])
         assert await page.hover(x, y_px) == {"x": point[0], "y": point[1]}
-        index = int(round(point[0] / 1e-3))
+        index = round(point[0] / 1e-3)
         assert point[1] == pytest.approx(float(y[index]), rel=1e-6)  # the sample's own value
 
         await page.screenshot(tmp_path / "trace-zoomed.png")
