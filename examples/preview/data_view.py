@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .helper_jobs import HelperJobs
     from .run_table import RunTable
 
-__all__ = ["DataView"]
+__all__ = ["DataView", "data_reply"]
 
 LOGGER = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class DataView:
                    "max_bytes": self._max_bytes}  # fmt: skip
         found = await self._helpers.run_job("run_data", payload)
         try:
-            reply = _reply(request.request_id, found)
+            reply = data_reply(request.request_id, found)
         except (KeyError, TypeError, ValueError) as exc:
             raise SourceError(
                 f"run {request.run_id}: the helper's data does not check: {exc}"[:500]
@@ -136,7 +136,13 @@ def _series(found: dict[str, Any]) -> messages.DataSeries:
     )
 
 
-def _reply(request_id: str, found: Any) -> messages.RunDataReply:
+def data_reply(request_id: str, found: Any) -> messages.RunDataReply:
+    """The ``run_data_reply`` of the helper's answer ``found``, checked field by field.
+
+    Raises:
+        KeyError, TypeError, ValueError: ``found`` misses a field or a field does not
+            check (a :class:`~protocol.messages.FieldError` names it).
+    """
     if not isinstance(found, dict):
         raise TypeError("the answer is not an object")
     return messages.RunDataReply(
