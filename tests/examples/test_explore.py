@@ -260,4 +260,19 @@ async def test_a_map_hover_zoom_and_line_cuts(explore_db: Path, tmp_path: Path) 
         await page.js("document.getElementById('xseries').scrollIntoView()")
         await page.screenshot(tmp_path / "map.png")
 
+        # Every other kind of run is shown too: gaps for NaN and ±Inf, magnitude and
+        # phase, text levels, a run with no points, a big map in blocks.
+        for run in (2, 7, 8, 9, 6, 14):
+            await page.js(f"document.querySelector('[data-run=\"{run}\"]').click()")
+            await page.wait(f"(document.body.dataset.explore || '').startsWith('{run}:')")
+            if run == 2:
+                assert await page.js("explore.plot.data[1].filter((v) => v === null).length") == 5
+            if run == 7:
+                assert await page.js("document.getElementById('xseries').options.length") == 2
+        assert await page.js("document.body.dataset.explore") == "14:0:" + str(
+            await page.js("explore.data.bytes")
+        )
+        assert await page.js("explore.data.series[0].low.length") > 0
+        assert await page.js("document.body.dataset.errors || '0'") == "0"
+
     assert_no_children()

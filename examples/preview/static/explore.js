@@ -8,7 +8,7 @@
 (function () {
   const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
     [31, 158, 137], [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]];
-  const WIDTH = 640, HEIGHT = 320, CUT_WIDTH = 316, CUT_HEIGHT = 200;
+  const WIDTH = 640, HEIGHT = 320, CUT_WIDTH = 316, CUT_HEIGHT = 200, LOST_AFTER_MS = 30000;
 
   function colour(t) {
     const p = Math.min(Math.max(t, 0), 1) * (VIRIDIS.length - 1);
@@ -35,6 +35,10 @@
     for (const v of values) if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
     return lo <= hi ? [lo, hi === lo ? lo + 1 : hi] : [0, 1];
   }
+  function span(u, lo, hi) {  // a scale's range: never empty, never null (a flat or blank series)
+    if (lo === null || hi === null || !isFinite(lo) || !isFinite(hi)) return [0, 1];
+    return lo === hi ? [lo - Math.abs(lo || 1) / 2, hi + Math.abs(hi || 1) / 2] : [lo, hi];
+  }
   function edges(centres) {  // the outer edges of evenly drawn cells around the centres
     const [lo, hi] = extent(centres), n = centres.length;
     const half = n > 1 ? (hi - lo) / (n - 1) / 2 : 0.5;
@@ -43,7 +47,7 @@
 
   const explore = {
     runId: null, key: "", data: null, index: 0, plot: null, cuts: null, hover: null,
-    send: null, nextId: 1, pending: new Set(), wanted: "",
+    send: null, nextId: 1, pending: new Set(), wanted: "", asked: 0,
 
     // Called by the page whenever it shows the selected run.
     show(summary, send) {
@@ -64,12 +68,15 @@
         this.runId = summary.run_id; this.data = null; this.index = 0; this.clear();
       }
       this.wanted = key;
+      // An answer lost with its connection is asked again after a while.
+      if (this.pending.size && Date.now() - this.asked > LOST_AFTER_MS) this.pending.clear();
       if (key !== this.key && this.pending.size === 0) this.ask(key);
     },
 
     ask(key) {
       const id = `x${this.nextId++}`;
       this.key = key;
+      this.asked = Date.now();
       this.pending.add(id);
       this.send({type: "run_data", request_id: id, run_id: this.runId});
       document.getElementById("xinfo").textContent = "loading…";
@@ -140,7 +147,7 @@
     options(s, xAxis, yTitle, extra) {
       return {
         width: WIDTH, height: HEIGHT, legend: {show: false},
-        scales: {x: {time: false}, y: {range: (u, lo, hi) => [lo, hi]}},
+        scales: {x: {time: false, range: span}, y: {range: span}},
         axes: [{label: title(xAxis)}, {label: yTitle, size: 70}],
         cursor: {drag: {x: true, y: true, uni: 30}, points: {show: false}},
         ...extra,
