@@ -21,9 +21,8 @@ as JSON ``null``.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
-import attrs
 import numpy as np
 
 __all__ = ["Blocks", "grid_blocks", "json_numbers", "trace_extremes"]
@@ -66,9 +65,11 @@ def trace_extremes(y: np.ndarray, buckets: int) -> np.ndarray:
     return np.unique(keep[keep < n])  # sorted: the original order; one when min is max
 
 
-@attrs.frozen(kw_only=True)
-class Blocks:
-    """A grid reduced by :func:`grid_blocks`: block means, minima and maxima."""
+class Blocks(NamedTuple):
+    """A grid reduced by :func:`grid_blocks`: block means, minima and maxima.
+
+    A named tuple, not an attrs class: helper processes import no attrs (design §3.9).
+    """
 
     axis0: np.ndarray
     """Row centres (the mean setpoint of each block of rows), ascending."""
