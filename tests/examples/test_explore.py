@@ -216,6 +216,17 @@ async def test_a_map_hover_zoom_and_line_cuts(explore_db: Path, tmp_path: Path) 
         shape = await page.json("explore.data.series[0].shape")
         assert shape == [MAP_ROWS, MAP_COLUMNS]
 
+        # The heat map: viridis from the smallest value (row 0, column 0) to the largest.
+        corners = {(0, 0): [68, 1, 84], (MAP_ROWS - 1, MAP_COLUMNS - 1): [253, 231, 37]}
+        for (row, column), rgb in corners.items():
+            x, y = await page.at(column / 10, row / 100)
+            pixel = await page.json(
+                "(() => { const u = explore.plot, r = u.over.getBoundingClientRect();"
+                f" return [...u.ctx.getImageData(u.bbox.left + {x} - r.left,"
+                f" u.bbox.top + {y} - r.top, 1, 1).data]; }})()"
+            )
+            assert pixel == [*rgb, 255], (row, column)
+
         # Hover over cell (row 5, column 7): gate 0.7 V, bias 0.05 V, current 5007 A.
         x, y = await page.at(0.7, 0.05)
         hover = await page.hover(x, y)
