@@ -48,11 +48,11 @@ from .messages import Drawing as Drawing
 from .messages import ErrorReply as ErrorReply
 from .messages import Event as Event
 from .messages import Events as Events
+from .messages import ImageReady as ImageReady
 from .messages import ListRuns as ListRuns
 from .messages import ListRunTimes as ListRunTimes
 from .messages import Message as Message
 from .messages import OkReply as OkReply
-from .messages import Payload as Payload
 from .messages import Receipt as Receipt
 from .messages import Resume as Resume
 from .messages import ResyncRequired as ResyncRequired
@@ -123,7 +123,7 @@ _PROTOCOL_NAMES = [
     "OkReply",
     "RunList",
     "RunSummary",
-    "Payload",
+    "ImageReady",
     "ResyncRequired",
     "RunTime",
     "RunTimes",

@@ -30,7 +30,7 @@ Requests (:data:`ClientRequest`):
 
 Server → client (:data:`ServerMessage`): ``receipt``, ``event``, ``events``, ``error``
 (:class:`ErrorReply`), ``status_reply``, ``snapshot_reply``, ``boot_report_reply``,
-``ok``, ``run_list``, ``payload``, ``resync_required``, ``run_times``,
+``ok``, ``run_list``, ``image_ready``, ``resync_required``, ``run_times``,
 ``run_details_reply``, ``drawing``. Any request may instead be answered by ``error``.
 A refusal that may succeed later (a ``receipt`` with ``pool_full``, an ``error`` with
 ``ledger_unavailable``) says when to retry in ``retry_after`` (design §6.16).
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_JSON_INT",
+    "MAX_URL_LENGTH",
     "MAX_REQUEST_ID_LENGTH",
     "MAX_VISIBLE_RUNS",
     "TAGS",
@@ -69,11 +70,11 @@ __all__ = [
     "ErrorReply",
     "Event",
     "Events",
+    "ImageReady",
     "ListRunTimes",
     "ListRuns",
     "Message",
     "OkReply",
-    "Payload",
     "Receipt",
     "ResyncRequired",
     "Resume",
@@ -105,6 +106,8 @@ MAX_REQUEST_ID_LENGTH: Final = 128
 MAX_OPERATION_LENGTH: Final = 128
 #: Most run ids in one ``visible`` message.
 MAX_VISIBLE_RUNS: Final = 1024
+#: Longest URL (a path and query on the server), in characters.
+MAX_URL_LENGTH: Final = 2048
 #: Longest free-text field (names, states, mime types), in characters.
 MAX_TEXT_LENGTH: Final = 4096
 
@@ -214,6 +217,21 @@ def _one_of(*choices: str) -> Callable[..., None]:
             )
 
     return check
+
+
+def _path_url(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= MAX_URL_LENGTH
+        or not value.startswith("/")
+        or value.startswith("//")
+        or not all("!" <= char <= "~" for char in value)
+    ):
+        raise FieldError(
+            attribute.name,
+            f"must be a path on the server ('/...', printable ASCII, at most "
+            f"{MAX_URL_LENGTH} characters), got {value!r:.80}",
+        )
 
 
 def _request_id() -> Any:
@@ -672,23 +690,32 @@ class RunList:
 
 
 @attrs.frozen(kw_only=True)
-class Payload:
-    """A rendered image for a run, pushed by the preview server (design §5, §7.2)."""
+class ImageReady:
+    """A rendered image of a run is ready at ``url``, pushed by the preview server.
 
+    The image itself is fetched over HTTP from the same server (design §7.6): the URL
+    names the revision, so it never changes and a browser caches it.
+    """
+
+    db: str = attrs.field(validator=_text(64))
+    """The database's id (design §7.5)."""
     run_id: int = _run_id()
     """The run."""
     kind: str = attrs.field(validator=_code)
     """``thumbnail`` or ``preview``."""
     revision: int = attrs.field(validator=_count)
     """Source revision it was drawn from (design §4.8)."""
+    url: str = attrs.field(validator=_path_url)
+    """Where to ``GET`` it: a path and query on the server (``/db/.../preview.png?rev=N``),
+    to which the client adds its token."""
     mime: str = attrs.field(validator=_text(255))
     """Media type, e.g. ``image/png``."""
-    data_b64: str = attrs.field(validator=_text(2**31, min_length=0))
-    """The image bytes, standard base64."""
     width: int = attrs.field(validator=_count)
     """Image width, in pixels."""
     height: int = attrs.field(validator=_count)
     """Image height, in pixels."""
+    bytes: int = attrs.field(validator=_count)
+    """The image's size, in bytes."""
 
 
 @attrs.frozen(kw_only=True)
@@ -814,14 +841,17 @@ class Drawing:
     """How many slices the run has (0 for at most two dimensions)."""
     slice_label: str | None = attrs.field(default=None, validator=_optional(_text()))
     """The slice in words, e.g. ``magnet_field = 1 T · slice 6 of 6``."""
+    url: str = attrs.field(validator=_path_url)
+    """Where to ``GET`` the picture: a path on the server (design §7.6), to which the
+    client adds its token; held for a while (the newest drawings), never changed."""
     mime: str = attrs.field(validator=_text(255))
     """Media type, e.g. ``image/png``."""
-    data_b64: str = attrs.field(validator=_text(2**31, min_length=0))
-    """The image bytes, standard base64."""
     width: int = attrs.field(validator=_count)
     """Image width, in pixels."""
     height: int = attrs.field(validator=_count)
     """Image height, in pixels."""
+    bytes: int = attrs.field(validator=_count)
+    """The picture's size, in bytes."""
     report: dict[str, Any] = attrs.field(factory=dict, validator=_json_object)
     """The renderer's decisions: per panel each axis's scale, the reason, its range."""
 
@@ -857,7 +887,7 @@ ServerMessage = Union[  # noqa: UP007 - see above
     BootReportReply,
     OkReply,
     RunList,
-    Payload,
+    ImageReady,
     ResyncRequired,
     RunTimes,
     RunDetailsReply,

@@ -94,8 +94,11 @@ from .claim_runner import ClaimRunner
 from .clients import Clients
 from .config import PreviewConfig
 from .drawing.render import RENDERER_VERSION, render
+from .drawn_views import DrawnViews
 from .eventlog_runs import OPERATION, EventLogRuns
 from .helper_jobs import HelperJobs
+from .image_route import ImageRoute
+from .image_urls import database_id
 from .kinds import PNG_PAYLOADS, PREVIEW_KINDS
 from .live_images import LiveImages
 from .notice_bridge import NoticeBridge
@@ -115,6 +118,7 @@ if TYPE_CHECKING:
 
     from ..web.api import Handler
     from ..web.connection import Connection
+    from ..web.routes import Route
     from .runs import RunRecord
 
 
@@ -155,8 +159,12 @@ class PreviewApp:
     def __init__(self, config: PreviewConfig, identity: dict[str, Any]) -> None:
         self.config = config
         self.identity = identity
-        self.images = ImageStore(preview_bytes=config.preview_bytes)
+        self.db_id = database_id(config.db)
+        """The database's id in URLs and notices (design §7.5)."""
+        self.images = ImageStore(db=self.db_id, preview_bytes=config.preview_bytes)
         """The newest image per (run, kind)."""
+        self.views = DrawnViews()
+        """The newest pictures of ``draw``, held for their URLs (design §7.6)."""
         self._link = link = RuntimeLink(ask_timeout=config.ask_timeout)
         self._table = table = RunTable()
         self._selection = selection = Selection(link)
@@ -170,7 +178,9 @@ class PreviewApp:
         )
         self._jobs = jobs = EventLogRuns(link, table, claims)
         self._bridge = NoticeBridge(table, jobs, self.images, live)
-        views = RunViews(table, helpers, link, job_timeout=config.job_timeout)
+        views = RunViews(
+            table, helpers, link, self.views, db=self.db_id, job_timeout=config.job_timeout
+        )
         self._clients = clients = Clients(
             table,
             selection,
@@ -259,6 +269,12 @@ class PreviewApp:
                 nursery.cancel_scope.cancel()
 
     # -- what the server and the tests use ------------------------------------------------
+
+    @property
+    def routes(self) -> list[Route]:
+        """Front-door HTTP routes: this database's images by URL (design §7.6)."""
+        mine = {self.db_id: self}
+        return [ImageRoute(mine.get).route()]
 
     @property
     def handlers(self) -> dict[str, Handler]:

@@ -235,7 +235,12 @@ async def open_preview_server(
         async with (
             app.running(runtime),
             open_front_door(
-                runtime.eventlog, front_config, handlers=app.handlers, pages=pages, sockets=sockets
+                runtime.eventlog,
+                front_config,
+                handlers=app.handlers,
+                pages=pages,
+                routes=app.routes,
+                sockets=sockets,
             ) as front,
         ):
             front.on_disconnect(app.on_disconnect)
