@@ -141,9 +141,12 @@ async def preview_server(
 
 
 @asynccontextmanager
-async def connect(front: FrontDoor, prefix: str = "t") -> AsyncIterator[Client]:
-    """A test client connected to ``front``."""
-    async with open_websocket_url(front.url, max_message_size=4 * 1024 * 1024) as ws:
+async def connect(
+    front: FrontDoor, prefix: str = "t", *, token: str | None = None
+) -> AsyncIterator[Client]:
+    """A test client connected to ``front`` (with ``token`` in the address, if given)."""
+    url = front.url if token is None else f"{front.url}/?token={token}"
+    async with open_websocket_url(url, max_message_size=4 * 1024 * 1024) as ws:
         yield Client(ws, prefix)
 
 
