@@ -114,7 +114,7 @@ if TYPE_CHECKING:
     import os
     from collections.abc import AsyncIterator
 
-    from actors import Runtime, SchedulerJob
+    from actors import EventLogClient, Runtime, SchedulerJob
 
     from ..web.api import Handler
     from ..web.connection import Connection
@@ -127,7 +127,9 @@ __all__ = ["OPERATION", "OPERATIONS", "PreviewApp", "PreviewConfig", "open_datab
 ROOT = Path(__file__).resolve().parents[2]
 #: The operations the preview server's event log accepts (design §6.2).
 OPERATIONS = (
-    OperationSpec(name=OPERATION, fields=frozenset({"run_id"}), required=frozenset({"run_id"})),
+    OperationSpec(
+        name=OPERATION, fields=frozenset({"run_id", "db"}), required=frozenset({"run_id"})
+    ),
 )
 
 
@@ -176,7 +178,7 @@ class PreviewApp:
         self._claims = claims = ClaimRunner(
             table, helpers, live, job_timeout=config.job_timeout, stall_after=config.stall_after
         )
-        self._jobs = jobs = EventLogRuns(link, table, claims)
+        self._jobs = jobs = EventLogRuns(link, table, claims, db=self.db_id)
         self._bridge = NoticeBridge(table, jobs, self.images, live)
         views = RunViews(
             table, helpers, link, self.views, db=self.db_id, job_timeout=config.job_timeout
@@ -240,8 +242,13 @@ class PreviewApp:
         return self._link.runtime
 
     @asynccontextmanager
-    async def running(self, runtime: Runtime) -> AsyncIterator[PreviewApp]:
+    async def running(
+        self, runtime: Runtime, *, eventlog: EventLogClient | None = None
+    ) -> AsyncIterator[PreviewApp]:
         """Serve the database with ``runtime`` for the duration of the block.
+
+        Its runs are reported to ``eventlog``, default the runtime's own (a server of
+        several databases shares one event log, design §7.5).
 
         Entering (a checkpoint) discards event-log runs of a previous session that the
         ledger held (they are submitted afresh), lists the runs through a helper,
@@ -251,7 +258,7 @@ class PreviewApp:
         Raises:
             ActorError: the run list could not be read (e.g. ``SourceError``).
         """
-        self._link.attach(runtime)
+        self._link.attach(runtime, eventlog)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._bridge.run, runtime.scheduler_events)
             await nursery.start(self._clients.run)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from actors.errors import InvalidCommand
@@ -197,8 +198,17 @@ class Clients:
                 raise InvalidCommand(
                     "preview: arguments.run_id must be an integer", fields=["run_id"]
                 )
+            db = request.arguments.get("db", self._images.db)
+            if db != self._images.db:
+                raise InvalidCommand(
+                    f"preview: arguments.db {str(db)[:80]!r} is not the database in use "
+                    f"({self._images.db!r}; see use_database)",
+                    fields=["db"],
+                )
             self._table.check([run_id])
             record = self._table.runs[run_id]
+            # Its event-log run names the database, as every run of this app does.
+            request = attrs.evolve(request, arguments={**request.arguments, "db": db})
         reply = await BUILTIN_HANDLERS["submit"](conn, request)
         if (
             record is not None
