@@ -48,6 +48,12 @@ from .messages import Drawing as Drawing
 from .messages import ErrorReply as ErrorReply
 from .messages import Event as Event
 from .messages import Events as Events
+from .messages import DatabaseAdded as DatabaseAdded
+from .messages import DatabaseInfo as DatabaseInfo
+from .messages import DatabaseList as DatabaseList
+from .messages import DatabaseRemoved as DatabaseRemoved
+from .messages import ListDatabases as ListDatabases
+from .messages import UseDatabase as UseDatabase
 from .messages import ImageReady as ImageReady
 from .messages import ListRuns as ListRuns
 from .messages import ListRunTimes as ListRunTimes
@@ -113,6 +119,8 @@ _PROTOCOL_NAMES = [
     "ListRunTimes",
     "RunDetails",
     "Draw",
+    "ListDatabases",
+    "UseDatabase",
     "Receipt",
     "Event",
     "Events",
@@ -130,6 +138,10 @@ _PROTOCOL_NAMES = [
     "RunLink",
     "RunDetailsReply",
     "Drawing",
+    "DatabaseInfo",
+    "DatabaseList",
+    "DatabaseAdded",
+    "DatabaseRemoved",
     "DEFAULT_MAX_MESSAGE",
     "DEFAULT_MAX_SERVER_MESSAGE",
     "make_converter",

@@ -26,12 +26,15 @@ Requests (:data:`ClientRequest`):
 ``list_run_times``   every run's start and end (for sorting by date); ``run_times``
 ``run_details``      a run's times, snapshot, metadata and links (§7.2); ``run_details_reply``
 ``draw``             one picture of a run: a slice, a scale (§5.2, §7.2); ``drawing``
+``list_databases``   the preview server's databases (§7.5); ``database_list``
+``use_database``     switch this connection to another database (§7.5); ``ok``
 ===================  ==================================================================
 
 Server → client (:data:`ServerMessage`): ``receipt``, ``event``, ``events``, ``error``
 (:class:`ErrorReply`), ``status_reply``, ``snapshot_reply``, ``boot_report_reply``,
 ``ok``, ``run_list``, ``image_ready``, ``resync_required``, ``run_times``,
-``run_details_reply``, ``drawing``. Any request may instead be answered by ``error``.
+``run_details_reply``, ``drawing``, ``database_list``, ``database_added``,
+``database_removed``. Any request may instead be answered by ``error``.
 A refusal that may succeed later (a ``receipt`` with ``pool_full``, an ``error`` with
 ``ledger_unavailable``) says when to retry in ``retry_after`` (design §6.16).
 
@@ -64,6 +67,11 @@ __all__ = [
     "BootReportReply",
     "Cancel",
     "ClientRequest",
+    "DATABASE_STATES",
+    "DatabaseAdded",
+    "DatabaseInfo",
+    "DatabaseList",
+    "DatabaseRemoved",
     "Discard",
     "Draw",
     "Drawing",
@@ -71,6 +79,7 @@ __all__ = [
     "Event",
     "Events",
     "ImageReady",
+    "ListDatabases",
     "ListRunTimes",
     "ListRuns",
     "Message",
@@ -94,6 +103,7 @@ __all__ = [
     "Submit",
     "Subscribe",
     "Unsubscribe",
+    "UseDatabase",
     "Visible",
     "Watch",
 ]
@@ -430,6 +440,29 @@ class RunDetails:
     """The database's run id."""
 
 
+@attrs.frozen(kw_only=True)
+class ListDatabases:
+    """Ask for the preview server's databases (design §7.5). Answered by ``database_list``."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+
+
+@attrs.frozen(kw_only=True)
+class UseDatabase:
+    """Switch this connection to another database (design §7.5). Answered by ``ok``.
+
+    The run requests (``list_runs``, ``select``, ``draw``, ...) then concern that
+    database, and the image notices of the one used before stop; ask ``list_runs``
+    next. A database not started yet is started first (its helpers open it).
+    """
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    db: str = attrs.field(validator=_text(64))
+    """The database's id, from ``database_list``."""
+
+
 #: The value scales a ``draw`` may ask for (design §5.2).
 SCALES: Final = ("auto", "linear", "log", "symlog")
 #: The setpoint-axis scales a ``draw`` may ask for.
@@ -718,6 +751,58 @@ class ImageReady:
     """The image's size, in bytes."""
 
 
+#: The states of a database of the preview server (design §7.5).
+DATABASE_STATES: Final = ("ready", "idle", "starting", "error")
+
+
+@attrs.frozen(kw_only=True)
+class DatabaseInfo:
+    """One database of the preview server (design §7.5)."""
+
+    db: str = attrs.field(validator=_text(64))
+    """Its id: stable across restarts and safe in URLs (never the file's path)."""
+    name: str = attrs.field(validator=_text(255))
+    """The file's name, for people."""
+    state: str = attrs.field(validator=_one_of(*DATABASE_STATES))
+    """``ready`` (its helpers run), ``idle`` (readable, started on first use),
+    ``starting``, or ``error`` (unreadable, gone, or its helpers failed: see ``error``)."""
+    error: str | None = attrs.field(default=None, validator=_optional(_text()))
+    """Why it is in ``error``, in words; ``None`` otherwise."""
+    runs: int | None = attrs.field(default=None, validator=_optional(_count))
+    """Its run count when it was last checked; ``None`` if unknown."""
+
+
+@attrs.frozen(kw_only=True)
+class DatabaseList:
+    """Answer to ``list_databases`` (design §7.5)."""
+
+    request_id: str | None = _reply_id()
+    """The request's id."""
+    databases: tuple[DatabaseInfo, ...] = attrs.field(validator=_items_of(DatabaseInfo))
+    """Every database, in the order they were found."""
+    current: str | None = attrs.field(default=None, validator=_optional(_text(64)))
+    """The database this connection uses, or ``None`` if there is none."""
+
+
+@attrs.frozen(kw_only=True)
+class DatabaseAdded:
+    """Pushed when a database is found or its entry changes (design §7.5).
+
+    It replaces any earlier entry with the same ``db``.
+    """
+
+    database: DatabaseInfo = attrs.field(validator=attrs.validators.instance_of(DatabaseInfo))
+    """The database's entry."""
+
+
+@attrs.frozen(kw_only=True)
+class DatabaseRemoved:
+    """Pushed when a database's file is gone from a watched folder (design §7.5)."""
+
+    db: str = attrs.field(validator=_text(64))
+    """The id of the database no longer served."""
+
+
 @attrs.frozen(kw_only=True)
 class ResyncRequired:
     """The client fell behind its bounded queue; its backlog was dropped (design §6.9, §7.4).
@@ -875,6 +960,8 @@ ClientRequest = Union[  # noqa: UP007 - cattrs needs a typing.Union object at ru
     ListRunTimes,
     RunDetails,
     Draw,
+    ListDatabases,
+    UseDatabase,
 ]
 #: Every server → client message.
 ServerMessage = Union[  # noqa: UP007 - see above
@@ -892,6 +979,9 @@ ServerMessage = Union[  # noqa: UP007 - see above
     RunTimes,
     RunDetailsReply,
     Drawing,
+    DatabaseList,
+    DatabaseAdded,
+    DatabaseRemoved,
 ]
 #: Any message, either direction.
 Message = Union[ClientRequest, ServerMessage]  # noqa: UP007 - see above

@@ -9,6 +9,10 @@ from protocol import (
     BootReport,
     BootReportReply,
     Cancel,
+    DatabaseAdded,
+    DatabaseInfo,
+    DatabaseList,
+    DatabaseRemoved,
     Discard,
     Draw,
     Drawing,
@@ -16,6 +20,7 @@ from protocol import (
     Event,
     Events,
     ImageReady,
+    ListDatabases,
     ListRuns,
     ListRunTimes,
     OkReply,
@@ -37,6 +42,7 @@ from protocol import (
     Submit,
     Subscribe,
     Unsubscribe,
+    UseDatabase,
     Visible,
     Watch,
 )
@@ -202,4 +208,18 @@ EXAMPLES: list[typing.Any] = [
         bytes=15056,
         report={"panels": [{"x": {"scale": "linear"}}]},
     ),
+    ListDatabases(request_id="r21"),
+    UseDatabase(request_id="r22", db="qcodes_sample-1a2b3c4d"),
+    DatabaseList(
+        request_id="r21",
+        databases=(
+            DatabaseInfo(
+                db="qcodes_sample-1a2b3c4d", name="qcodes_sample.db", state="ready", runs=12
+            ),
+            DatabaseInfo(db="broken-0badc0de", name="broken.db", state="error", error="not SQLite"),
+        ),
+        current="qcodes_sample-1a2b3c4d",
+    ),
+    DatabaseAdded(database=DatabaseInfo(db="new-00c0ffee", name="new.db", state="idle", runs=3)),
+    DatabaseRemoved(db="new-00c0ffee"),
 ]
