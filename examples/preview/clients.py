@@ -160,9 +160,11 @@ class Clients:
 
     def on_disconnect(self, conn: Connection) -> None:
         """Stop the image pushes of a closed connection (a front-door hook)."""
-        scope = conn.data.get(_SCOPE)
+        scope = conn.data.pop(_SCOPE, None)
         if scope is not None:
             scope.cancel()
+        # A later list_runs (e.g. after use_database, design §7.5) starts a fresh pusher.
+        conn.data.pop(_PUSHER, None)
 
     async def on_select(self, conn: Connection, request: messages.Select) -> None:
         """``select`` → ``ok``: the selected run, atomically (design §4.2).

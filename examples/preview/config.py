@@ -70,6 +70,14 @@ class PreviewConfig:
     """Helper deadlines (design §3.2); the startup imports numpy, so it is generous. The
     shutdown steps are short: a hung (e.g. stopped) helper is killed within about
     0.7 s, so the server still exits within its grace + 1 s."""
+    max_databases: int = count_field(64, minimum=1, maximum=4096)
+    """Most databases one server serves (design §7.5); more found in a folder are left
+    out (each logged once)."""
+    scan_interval: float = duration_field(2.0, allow_zero=False)
+    """Seconds (trio clock) between looks at the watched folders for new or gone
+    databases (design §7.5)."""
+    open_timeout: float = duration_field(60.0, allow_zero=False)
+    """Seconds (trio clock) a ``use_database`` waits for the database's helpers to start."""
     helper_faults: dict[str, Any] | None = None
     """For tests only: the helpers' ``faults`` startup option (see
     :mod:`examples.preview.helper`), e.g. a read that crashes its helper once."""
