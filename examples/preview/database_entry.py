@@ -20,6 +20,8 @@ from protocol import messages
 from .image_urls import database_id
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from actors import EventLogClient
 
     from .app import PreviewApp
@@ -102,9 +104,10 @@ class DatabaseEntry:
         """Wait until the entry is ``ready`` or in ``error`` (no timeout of its own)."""
         await self._settled.wait()
 
-    async def serve(self, eventlog: EventLogClient) -> None:
+    async def serve(self, eventlog: EventLogClient, on_ready: Callable[[], object]) -> None:
         """Run the app's runtime, reporting to ``eventlog``, until :meth:`stop` or
-        cancelled; the entry is ``ready`` meanwhile (a checkpoint).
+        cancelled; the entry is ``ready`` meanwhile, and ``on_ready()`` is called once it
+        is (a checkpoint).
 
         Raises:
             ActorError: the runtime could not start (e.g. ``helper_startup_failed``).
@@ -120,6 +123,7 @@ class DatabaseEntry:
             ):
                 self.state = "ready"
                 self._settled.set()
+                on_ready()
                 await trio.sleep_forever()
 
     def stop(self) -> None:

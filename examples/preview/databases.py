@@ -67,7 +67,15 @@ __all__ = ["Databases", "find_databases"]
 LOGGER = logging.getLogger("examples.preview")
 #: ``conn.data`` key of the id of the database a connection uses.
 _CURRENT = "preview_db"
-_OWN_TAGS = ("list_databases", "use_database")
+#: Why a file is not served, by :class:`~actors.errors.SourceError` reason: what
+#: clients are told (never the path).
+_WHY = {
+    "missing": "the file is gone",
+    "not_a_file": "not a regular file",
+    "not_sqlite": "not an SQLite database",
+    "not_qcodes": "no QCoDeS runs table",
+    "unreadable": "unreadable",
+}
 
 
 def find_databases(paths: Sequence[Path]) -> list[Path]:
@@ -190,8 +198,8 @@ class Databases:
                 identity = await trio.to_thread.run_sync(
                     open_database, entry.path, abandon_on_cancel=True
                 )
-        except SourceError as exc:
-            entry.fail(exc.message)
+        except SourceError as exc:  # its message names the path: clients get words only
+            entry.fail(_WHY.get(str(exc.details.get("reason")), "unreadable"))
         except trio.TooSlowError:
             entry.fail(f"checking it took over {self._scan_timeout:g} s")
         else:
@@ -239,11 +247,12 @@ class Databases:
 
     async def _serve(self, entry: DatabaseEntry, eventlog: EventLogClient) -> None:
         try:
-            await entry.serve(eventlog)
+            await entry.serve(eventlog, on_ready=lambda: self._announce(entry))
         except Exception as exc:  # contained: one database's failure never stops the server
             LOGGER.warning("%s: cannot serve it: %r", entry.name, exc, extra={"database": entry.db})
             entry.fail(f"its helpers failed to start ({type(exc).__name__})")
-        self._announce(entry)
+            self._announce(entry)
+        # else: stopped (its file is gone), already announced as removed
 
     # -- what the front door uses -------------------------------------------------------
 
