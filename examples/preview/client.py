@@ -5,7 +5,9 @@ Usage::
     python -m examples.preview.client ws://127.0.0.1:8765 [--select RUN] [--out DIR]
                                       [--token T] [--timeout S]
 
-It connects, subscribes to the event log (from the start, so it sees every run's
+It connects, asks ``list_databases`` (a server of several databases, design §7.5: the
+session is about the one the connection uses, the first; the other databases' runs are
+skipped), subscribes to the event log (from the start, so it sees every run's
 ``job_queued`` ... ``job_finished``), asks ``list_runs``, selects ``RUN`` (so the
 server draws it first), and for every ``image_ready`` notice fetches the image from
 its URL over HTTP (design §7.6; one ``GET`` per image, the token in an ``Authorization``
@@ -90,6 +92,9 @@ class Collection:
     finished: dict[int, dict[str, Any]] = attrs.field(factory=dict)
     """Database run id → the ``data`` of its newest ``job_finished`` or ``job_cancelled``
     event, with ``kind`` (which of the two) and ``job`` (its event-log run)."""
+    db: str | None = None
+    """The database the session's runs are of (``database_list``'s ``current``); the
+    events and notices of other databases' runs are skipped (design §7.5)."""
     errors: list[messages.ErrorReply] = attrs.field(factory=list)
     """Error answers received."""
     complete: bool = False
@@ -171,8 +176,10 @@ class Collection:
         if event.run_id is None:
             return
         if event.kind == "job_queued":
-            run = event.data.get("arguments", {}).get("run_id")
-            if isinstance(run, int):
+            arguments = event.data.get("arguments", {})
+            run = arguments.get("run_id")
+            db = arguments.get("db")
+            if isinstance(run, int) and (db is None or self.db is None or db == self.db):
                 self.jobs[event.run_id] = run
         elif event.kind in ("job_finished", "job_cancelled") and event.run_id in self.jobs:
             self.finished[self.jobs[event.run_id]] = {
@@ -236,6 +243,7 @@ async def collect(
                 request = {"type": kind, "request_id": next(ids), **fields}
                 await ws.send_message(json.dumps(request, separators=(",", ":")))
 
+            await send("list_databases")  # answered first: whose runs the session sees
             await send("subscribe", cursor=0)
             await send("list_runs")
             if select is not None:
@@ -251,7 +259,11 @@ async def collect(
                         seen._note_event(event)
                 elif isinstance(message, messages.Event):
                     seen._note_event(message)
+                elif isinstance(message, messages.DatabaseList):
+                    seen.db = message.current
                 elif isinstance(message, messages.ImageReady):
+                    if seen.db is not None and message.db != seen.db:
+                        continue
                     saved = await _fetch(url, token, out, message)
                     if saved is not None:
                         seen.images[message.run_id, message.kind] = saved

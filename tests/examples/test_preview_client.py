@@ -154,7 +154,16 @@ def statuses(seen: Collection) -> dict[int, str]:
     return {int(line.split()[0]): line.split()[-1] for line in listing(seen)[1:]}
 
 
-OPENING: list[Step] = [Expect("subscribe", {"cursor": 0}), Expect("list_runs")]
+OPENING: list[Step] = [
+    Expect("list_databases"),
+    messages.DatabaseList(
+        request_id="c1",
+        databases=(messages.DatabaseInfo(db="t-1", name="t.db", state="ready"),),
+        current="t-1",
+    ),
+    Expect("subscribe", {"cursor": 0}),
+    Expect("list_runs"),
+]
 
 
 async def test_an_empty_run_and_every_status_are_waited_for(
@@ -249,6 +258,7 @@ async def test_resync_required_subscribes_again_from_the_last_event(
     assert seen.jobs == {101: 1, 102: 2}
     assert statuses(seen)[1] == "ok"
     assert [r["type"] for r in server.requests] == [
+        "list_databases",
         "subscribe",
         "list_runs",
         "subscribe",
@@ -275,3 +285,28 @@ def test_the_finish_result_names_the_images_to_wait_for(
                        data={"verdict": "ok", "result": result})
     )  # fmt: skip
     assert seen.missing() == expected
+
+
+async def test_runs_and_images_of_another_database_are_skipped(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    # One event log reports every database's runs (design §7.5): run 1 of "other-2" has
+    # the same run id as ours, and its finish must not settle ours.
+    other = messages.Event(
+        seq=2, kind="job_queued", run_id=201,
+        data={"operation": "preview", "arguments": {"run_id": 1, "db": "other-2"}},
+    )  # fmt: skip
+    foreign = attrs.evolve(image(1, "preview", 9), db="other-2", url="/db/other-2/x.png")
+    seen, server = await play(nursery, tmp_path, [
+        *OPENING,
+        events(queued(1, 101, 1), other, finished(3, 201, "ok", status="ok", revision=9,
+                                                   published=BOTH)),
+        run_list(summary(1, rows=5, job=101)),
+        foreign,
+        image(1, "thumbnail", 1), image(1, "preview", 1),
+        finished(4, 101, "ok", status="ok", revision=1, published=BOTH),
+    ])  # fmt: skip
+    assert seen.db == "t-1"
+    assert seen.jobs == {101: 1}
+    assert saved(tmp_path)["run1-preview.png"] == b"1-preview-r1"
+    assert server.fetched == ["/db/t-1/runs/1/thumbnail.png", "/db/t-1/runs/1/preview.png"]
