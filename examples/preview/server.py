@@ -8,7 +8,7 @@ the renderer draws PNGs and the event log pushes each run's progress. Run it::
     python -m examples.preview.server [PATH ...] [--host 127.0.0.1] [--port 8765]
         [--token T | --no-token] [--allow-origin ORIGIN] [--allow-host HOST]
         [--max-per-address N] [--helpers 2] [--cache-dir DIR] [--ledger PATH]
-        [--grace S] [--poll S] [--stall-after S] [--no-live-demo] [-v]
+        [--grace S] [--poll S] [--stall-after S] [--scan S] [--no-live-demo] [-v]
 
 It binds its port first of all: a port in use is refused with one line on stderr
 (suggesting ``--port 0``) and exit status 2 before anything is written. So is a bad
@@ -388,6 +388,8 @@ def _parser() -> OneLineParser:
     add("--poll", type=positive, default=0.5, help="seconds between change probes (0.5)")
     add("--stall-after", type=positive, default=30.0, help="seconds before an unchanged "
         "unfinished run is reported incomplete (30)")  # fmt: skip
+    add("--scan", type=positive, default=2.0, help="seconds between looks at the folders "
+        "for new or gone databases (2)")  # fmt: skip
     add("--no-live-demo", action="store_true", help="do not grow the sample's unfinished run")
     return parser
 
@@ -505,6 +507,7 @@ def _serve(
             ledger=args.ledger,
             poll_interval=args.poll,
             stall_after=args.stall_after,
+            scan_interval=args.scan,
             max_inflight=max(4096, 2 * int(identity["run_count"]) + 64),
         )
     except ValueError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import trio
 from frontdoor_support import TIMEOUT, assert_no_children
 from preview_support import (
@@ -26,6 +27,7 @@ from preview_support import (
 
 from examples.preview.databases import find_databases
 from examples.preview.image_urls import database_id
+from examples.preview.server import main as preview_server_main
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -122,3 +124,20 @@ async def test_two_databases_a_broken_file_and_one_added_while_running(
             ]  # fmt: skip
             assert listed["current"] == ids["b_second.db"]
     assert_no_children()
+
+
+def test_the_command_line_refuses_what_it_cannot_serve(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "broken.db").write_bytes(b"not a database")
+    assert preview_server_main([str(empty), "--port", "0"]) == 2
+    assert capsys.readouterr().err == (f"preview_server: no readable QCoDeS database in {empty}\n")
+    assert preview_server_main([str(empty), str(tmp_path / "missing.db"), "--port", "0"]) == 2
+    line = capsys.readouterr().err
+    assert line.startswith("preview_server: ")
+    assert line.count("\n") == 1
+    with pytest.raises(SystemExit):
+        preview_server_main(["--scan", "0"])
+    assert "argument --scan: must be > 0 seconds" in capsys.readouterr().err
