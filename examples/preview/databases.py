@@ -281,7 +281,10 @@ class Databases:
 
     def _routed(self, tag: str) -> Handler:
         async def handler(conn: Connection, request: Any) -> messages.Message | None:
-            app = self._current(conn).app
+            entry = self._current(conn)
+            app = entry.app
+            if app is None and self.primary.app is not None and tag in self.primary.app.handlers:
+                raise SourceError(f"database {entry.db!r} is not served: {entry.error}")
             own = None if app is None else app.handlers.get(tag)
             if own is None:
                 own = BUILTIN_HANDLERS.get(tag)
