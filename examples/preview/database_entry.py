@@ -49,6 +49,8 @@ class DatabaseEntry:
     """Its app, once started."""
     announced: bool = False
     """True once a ``database_added`` told the clients about it."""
+    kept: bool = False
+    """True while it stays listed, in error, after its file went away in use."""
     _settled: trio.Event = attrs.field(factory=trio.Event)
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
 

@@ -28,9 +28,10 @@ notifications; a scan runs in a worker thread within ``job_timeout``). A new fil
 checked (read-only, a moment) and announced with ``database_added``: ``idle``, or
 ``error`` with the reason (not SQLite, no QCoDeS ``runs`` table); an entry in error is
 checked again at each scan, so a file still being created becomes usable. A file that is
-gone is ``database_removed`` (a started one is stopped: its helpers are reaped). At
-most ``max_databases`` are served; more are logged once each and left out. The first
-database is never removed.
+gone is ``database_removed``; a started one is stopped (its helpers are reaped) and
+stays listed in ``error`` ("the file is gone") until the file is back, so a client
+looking at it is told why. At most ``max_databases`` are served; more are logged once
+each and left out. The first database is never removed.
 """
 
 from __future__ import annotations
@@ -169,7 +170,15 @@ class Databases:
         self.scans += 1
         present = set(found)
         for entry in list(self.entries.values()):
-            if entry is not self.primary and entry.path not in present:
+            if entry is self.primary or entry.path in present:
+                continue
+            if entry.app is not None or entry.kept:
+                if entry.app is not None:  # in use: stays listed, in error, until it is back
+                    entry.stop()
+                    entry.fail("the file is gone")
+                    entry.kept = True
+                    self._announce(entry)
+            else:
                 self._remove(entry)
         for path in found:
             known = self._entry_of(path)
@@ -206,6 +215,7 @@ class Databases:
             entry.identity = identity
             entry.state = "idle"
             entry.error = None
+            entry.kept = False
             entry.runs = int(identity["run_count"])
         if entry.info() != before or entry.announced is False:
             self._announce(entry)
@@ -252,7 +262,7 @@ class Databases:
             LOGGER.warning("%s: cannot serve it: %r", entry.name, exc, extra={"database": entry.db})
             entry.fail(f"its helpers failed to start ({type(exc).__name__})")
             self._announce(entry)
-        # else: stopped (its file is gone), already announced as removed
+        # else: stopped (its file is gone): announced by the scan
 
     # -- what the front door uses -------------------------------------------------------
 

@@ -8,12 +8,13 @@ that no child process is left.
 
 from __future__ import annotations
 
+import os
 import shutil
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-from frontdoor_support import TIMEOUT, assert_no_children
+from frontdoor_support import TIMEOUT, assert_no_children, children
 from preview_support import (
     Seen,
     connect,
@@ -106,6 +107,21 @@ async def test_two_databases_a_broken_file_and_one_added_while_running(
             assert decode_png(await fetch_png(front.url, notice)).size == (160, 120)
             gone = await fetch(front.url, notice["url"].replace(ids["b_second.db"], "x-1"))
             assert gone.status == 404
+
+            # The file in use goes away: its helpers are reaped, it stays listed in error.
+            helpers = len(children(os.getpid()))
+            second.unlink()
+            gone = await _wait_push(client, "database_added")
+            assert gone["database"] == {
+                "db": ids["b_second.db"], "name": "b_second.db", "state": "error",
+                "error": "the file is gone", "runs": 12,
+            }  # fmt: skip
+            refused = await client.request("list_runs")
+            assert refused["code"] == "source_unreadable"
+            assert "the file is gone" in refused["message"]
+            with trio.fail_after(TIMEOUT):
+                while len(children(os.getpid())) > helpers - 1:  # noqa: ASYNC110
+                    await trio.sleep(0.05)  # the helper exits in its own time
 
             # A file copied in while running is listed live, and removed again.
             third = folder / "d_third.db"
