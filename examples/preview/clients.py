@@ -5,9 +5,10 @@ Handlers for :class:`examples.web.frontdoor.FrontDoor`, each
 
 * ``list_runs`` → ``run_list`` (every run: name, experiment, sample, GUID, planned
   shape, ``completed`` (False while it is being written) and rows so far). After the
-  answer, the connection gets a :class:`~examples.preview.push.ClientPusher`: a
-  ``payload`` push of every image already drawn, then of every new one (a late client
-  catches up this way; asking again re-sends them all). Pushes of a changed run list
+  answer, the connection gets a :class:`~examples.preview.push.ClientPusher`: an
+  ``image_ready`` notice of every image already drawn, then of every new one (a late
+  client catches up this way; asking again re-sends them all; the images themselves are
+  fetched by URL, design §7.6). Pushes of a changed run list
   (``run_list`` with ``request_id`` null, :meth:`Clients.push_run_list`) go to these
   connections too.
 * ``select`` {run_id|null} and ``visible`` {run_ids} → ``ok``: one atomic
@@ -135,7 +136,7 @@ class Clients:
                 target.push_nowait(message)
 
     async def on_list_runs(self, conn: Connection, request: messages.ListRuns) -> messages.Message:
-        """``list_runs`` → ``run_list``; then every image is pushed (``payload``)."""
+        """``list_runs`` → ``run_list``; then every image is announced (``image_ready``)."""
         pusher = conn.data.get(_PUSHER)
         if pusher is not None and not pusher.ended:
             conn.after_reply(pusher.mark_all)  # send every image again
