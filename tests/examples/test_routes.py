@@ -6,6 +6,7 @@ speak HTTP/1.1 by hand; real clock, short timeouts.
 
 from __future__ import annotations
 
+import functools
 import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from frontdoor_support import assert_no_children
 from test_ws_http import PAGES, exchange, get, split
 
 from actors import EventLogActor, EventLogClient, EventLogConfig
+from examples.web.fetch import FetchError, http_get
 from examples.web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door
 from examples.web.routes import HttpAnswer, HttpRequest, Route, Router, etag_matches
 
@@ -188,3 +190,33 @@ def test_etag_matching_and_route_validation():
     assert router.match(b"GET", "/img/", pages={"/img/": object()}) is None
     with pytest.raises(ValueError, match="max_route_body"):
         FrontDoorConfig(max_route_body=10)
+
+
+async def test_the_client_get_reads_answers_and_refuses_broken_or_oversized_ones():
+    async with serving(config()) as front:
+        base = f"ws://127.0.0.1:{front.port}"
+        fetched = await http_get(base, "/img/a.png", token=TOKEN, max_body=1024)
+        assert (fetched.status, fetched.body) == (200, IMAGE)
+        assert fetched.headers["etag"] == ETAG
+        again = await http_get(
+            base, "/img/a.png", token=TOKEN, max_body=1024, headers={"If-None-Match": ETAG}
+        )
+        assert (again.status, again.body) == (304, b"")
+        refused = await http_get(base, "/img/a.png", max_body=1024)
+        assert refused.status == 403
+        with pytest.raises(FetchError, match="over 10 bytes"):
+            await http_get(base, "/img/a.png", token=TOKEN, max_body=10)
+
+    async def garbage(stream: trio.SocketStream) -> None:
+        async with stream:
+            await stream.receive_some(65536)
+            await stream.send_all(b"SMTP ready\r\n\r\n")
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            functools.partial(trio.serve_tcp, garbage, 0, host="127.0.0.1")
+        )
+        port = listeners[0].socket.getsockname()[1]
+        with pytest.raises(FetchError, match="not an HTTP answer"):
+            await http_get(f"http://127.0.0.1:{port}", "/", max_body=1024)
+        nursery.cancel_scope.cancel()
