@@ -26,7 +26,8 @@ from preview_support import (
     server_config,
 )
 
-from examples.preview.databases import find_databases
+from examples.preview.app import PreviewApp, open_database
+from examples.preview.databases import Databases, find_databases
 from examples.preview.image_urls import database_id
 from examples.preview.server import main as preview_server_main
 
@@ -157,3 +158,35 @@ def test_the_command_line_refuses_what_it_cannot_serve(
     with pytest.raises(SystemExit):
         preview_server_main(["--scan", "0"])
     assert "argument --scan: must be > 0 seconds" in capsys.readouterr().err
+
+
+async def test_a_scan_bounds_rechecks_and_drops_entries(
+    writable_db: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # No runtime is needed to scan: the entries are checked, not started.
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    first = shutil.copyfile(writable_db, folder / "a.db")
+    (folder / "b.db").write_bytes(b"being written")
+    shutil.copyfile(writable_db, folder / "c.db")
+    shutil.copyfile(writable_db, folder / "d.db")
+    config = server_config(first, tmp_path, max_databases=3)
+    identity = await trio.to_thread.run_sync(open_database, first)
+    databases = Databases(PreviewApp(config, identity), [folder], config)
+    await databases.scan()
+    await databases.scan()
+    states = {entry.name: (entry.state, entry.error) for entry in databases.entries.values()}
+    assert states == {
+        "a.db": ("ready", None),
+        "b.db": ("error", "not an SQLite database"),
+        "c.db": ("idle", None),
+    }
+    ignored = [r for r in caplog.records if getattr(r, "event", None) == "database_ignored"]
+    assert [r.database for r in ignored] == ["d.db"]  # type: ignore[attr-defined]  # once
+
+    shutil.copyfile(writable_db, folder / "b.db")  # the writer finished it
+    (folder / "c.db").unlink()
+    await databases.scan()
+    states = {entry.name: entry.state for entry in databases.entries.values()}
+    assert states == {"a.db": "ready", "b.db": "idle", "d.db": "idle"}
+    assert databases.scans == 3
