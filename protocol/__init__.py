@@ -48,11 +48,17 @@ from .messages import Drawing as Drawing
 from .messages import ErrorReply as ErrorReply
 from .messages import Event as Event
 from .messages import Events as Events
+from .messages import DatabaseAdded as DatabaseAdded
+from .messages import DatabaseInfo as DatabaseInfo
+from .messages import DatabaseList as DatabaseList
+from .messages import DatabaseRemoved as DatabaseRemoved
+from .messages import ListDatabases as ListDatabases
+from .messages import UseDatabase as UseDatabase
+from .messages import ImageReady as ImageReady
 from .messages import ListRuns as ListRuns
 from .messages import ListRunTimes as ListRunTimes
 from .messages import Message as Message
 from .messages import OkReply as OkReply
-from .messages import Payload as Payload
 from .messages import Receipt as Receipt
 from .messages import Resume as Resume
 from .messages import ResyncRequired as ResyncRequired
@@ -121,6 +127,8 @@ _PROTOCOL_NAMES = [
     "RunDataReply",
     "RunDetails",
     "Draw",
+    "ListDatabases",
+    "UseDatabase",
     "Receipt",
     "Event",
     "Events",
@@ -131,13 +139,17 @@ _PROTOCOL_NAMES = [
     "OkReply",
     "RunList",
     "RunSummary",
-    "Payload",
+    "ImageReady",
     "ResyncRequired",
     "RunTime",
     "RunTimes",
     "RunLink",
     "RunDetailsReply",
     "Drawing",
+    "DatabaseInfo",
+    "DatabaseList",
+    "DatabaseAdded",
+    "DatabaseRemoved",
     "DEFAULT_MAX_MESSAGE",
     "DEFAULT_MAX_SERVER_MESSAGE",
     "make_converter",

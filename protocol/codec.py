@@ -48,7 +48,7 @@ __all__ = [
 
 #: Default limit on a client → server message, in bytes of UTF-8 (design §2.4).
 DEFAULT_MAX_MESSAGE: Final = 64 * 1024
-#: Default limit on a server → client message, in bytes (previews are base64 PNGs).
+#: Default limit on a server → client message, in bytes (a large run list or snapshot).
 DEFAULT_MAX_SERVER_MESSAGE: Final = 4 * 1024 * 1024
 #: Most field paths listed in :class:`InvalidMessage` ``details["fields"]``.
 MAX_REPORTED_FIELDS: Final = 32

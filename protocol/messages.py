@@ -27,13 +27,16 @@ Requests (:data:`ClientRequest`):
 ``run_details``      a run's times, snapshot, metadata and links (§7.2); ``run_details_reply``
 ``draw``             one picture of a run: a slice, a scale (§5.2, §7.2); ``drawing``
 ``run_data``         a run's data, downsampled keeping extremes (§7.7); ``run_data_reply``
+``list_databases``   the preview server's databases (§7.5); ``database_list``
+``use_database``     switch this connection to another database (§7.5); ``ok``
 ===================  ==================================================================
 
 Server → client (:data:`ServerMessage`): ``receipt``, ``event``, ``events``, ``error``
 (:class:`ErrorReply`), ``status_reply``, ``snapshot_reply``, ``boot_report_reply``,
-``ok``, ``run_list``, ``payload``, ``resync_required``, ``run_times``,
-``run_details_reply``, ``drawing``, ``run_data_reply``. Any request may instead be
-answered by ``error``.
+``ok``, ``run_list``, ``image_ready``, ``resync_required``, ``run_times``,
+``run_details_reply``, ``drawing``, ``run_data_reply``, ``database_list``,
+``database_added``, ``database_removed``. Any request may instead be answered by
+``error``.
 A refusal that may succeed later (a ``receipt`` with ``pool_full``, an ``error`` with
 ``ledger_unavailable``) says when to retry in ``retry_after`` (design §6.16).
 
@@ -61,6 +64,7 @@ __all__ = [
     "MAX_DATA_BUCKETS",
     "MAX_DATA_SIDE",
     "MAX_JSON_INT",
+    "MAX_URL_LENGTH",
     "MAX_REQUEST_ID_LENGTH",
     "MAX_VISIBLE_RUNS",
     "TAGS",
@@ -71,17 +75,23 @@ __all__ = [
     "ClientRequest",
     "DataAxis",
     "DataSeries",
+    "DATABASE_STATES",
+    "DatabaseAdded",
+    "DatabaseInfo",
+    "DatabaseList",
+    "DatabaseRemoved",
     "Discard",
     "Draw",
     "Drawing",
     "ErrorReply",
     "Event",
     "Events",
+    "ImageReady",
+    "ListDatabases",
     "ListRunTimes",
     "ListRuns",
     "Message",
     "OkReply",
-    "Payload",
     "Receipt",
     "ResyncRequired",
     "Resume",
@@ -103,6 +113,7 @@ __all__ = [
     "Submit",
     "Subscribe",
     "Unsubscribe",
+    "UseDatabase",
     "Visible",
     "Watch",
 ]
@@ -115,6 +126,8 @@ MAX_REQUEST_ID_LENGTH: Final = 128
 MAX_OPERATION_LENGTH: Final = 128
 #: Most run ids in one ``visible`` message.
 MAX_VISIBLE_RUNS: Final = 1024
+#: Longest URL (a path and query on the server), in characters.
+MAX_URL_LENGTH: Final = 2048
 #: Longest free-text field (names, states, mime types), in characters.
 MAX_TEXT_LENGTH: Final = 4096
 
@@ -212,6 +225,21 @@ def _one_of(*choices: str) -> Callable[..., None]:
             )
 
     return check
+
+
+def _path_url(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= MAX_URL_LENGTH
+        or not value.startswith("/")
+        or value.startswith("//")
+        or not all("!" <= char <= "~" for char in value)
+    ):
+        raise FieldError(
+            attribute.name,
+            f"must be a path on the server ('/...', printable ASCII, at most "
+            f"{MAX_URL_LENGTH} characters), got {value!r:.80}",
+        )
 
 
 def _request_id() -> Any:
@@ -408,6 +436,29 @@ class RunDetails:
     """Client-chosen id, 1..128 characters."""
     run_id: int = _run_id()
     """The database's run id."""
+
+
+@attrs.frozen(kw_only=True)
+class ListDatabases:
+    """Ask for the preview server's databases (design §7.5). Answered by ``database_list``."""
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+
+
+@attrs.frozen(kw_only=True)
+class UseDatabase:
+    """Switch this connection to another database (design §7.5). Answered by ``ok``.
+
+    The run requests (``list_runs``, ``select``, ``draw``, ...) then concern that
+    database, and the image notices of the one used before stop; ask ``list_runs``
+    next. A database not started yet is started first (its helpers open it).
+    """
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    db: str = attrs.field(validator=_text(64))
+    """The database's id, from ``database_list``."""
 
 
 #: The value scales a ``draw`` may ask for (design §5.2).
@@ -670,23 +721,84 @@ class RunList:
 
 
 @attrs.frozen(kw_only=True)
-class Payload:
-    """A rendered image for a run, pushed by the preview server (design §5, §7.2)."""
+class ImageReady:
+    """A rendered image of a run is ready at ``url``, pushed by the preview server.
 
+    The image itself is fetched over HTTP from the same server (design §7.6): the URL
+    names the revision, so it never changes and a browser caches it.
+    """
+
+    db: str = attrs.field(validator=_text(64))
+    """The database's id (design §7.5)."""
     run_id: int = _run_id()
     """The run."""
     kind: str = attrs.field(validator=_code)
     """``thumbnail`` or ``preview``."""
     revision: int = attrs.field(validator=_count)
     """Source revision it was drawn from (design §4.8)."""
+    url: str = attrs.field(validator=_path_url)
+    """Where to ``GET`` it: a path and query on the server (``/db/.../preview.png?rev=N``),
+    to which the client adds its token."""
     mime: str = attrs.field(validator=_text(255))
     """Media type, e.g. ``image/png``."""
-    data_b64: str = attrs.field(validator=_text(2**31, min_length=0))
-    """The image bytes, standard base64."""
     width: int = attrs.field(validator=_count)
     """Image width, in pixels."""
     height: int = attrs.field(validator=_count)
     """Image height, in pixels."""
+    bytes: int = attrs.field(validator=_count)
+    """The image's size, in bytes."""
+
+
+#: The states of a database of the preview server (design §7.5).
+DATABASE_STATES: Final = ("ready", "idle", "starting", "error")
+
+
+@attrs.frozen(kw_only=True)
+class DatabaseInfo:
+    """One database of the preview server (design §7.5)."""
+
+    db: str = attrs.field(validator=_text(64))
+    """Its id: stable across restarts and safe in URLs (never the file's path)."""
+    name: str = attrs.field(validator=_text(255))
+    """The file's name, for people."""
+    state: str = attrs.field(validator=_one_of(*DATABASE_STATES))
+    """``ready`` (its helpers run), ``idle`` (readable, started on first use),
+    ``starting``, or ``error`` (unreadable, gone, or its helpers failed: see ``error``)."""
+    error: str | None = attrs.field(default=None, validator=_optional(_text()))
+    """Why it is in ``error``, in words; ``None`` otherwise."""
+    runs: int | None = attrs.field(default=None, validator=_optional(_count))
+    """Its run count when it was last checked; ``None`` if unknown."""
+
+
+@attrs.frozen(kw_only=True)
+class DatabaseList:
+    """Answer to ``list_databases`` (design §7.5)."""
+
+    request_id: str | None = _reply_id()
+    """The request's id."""
+    databases: tuple[DatabaseInfo, ...] = attrs.field(validator=_items_of(DatabaseInfo))
+    """Every database, in the order they were found."""
+    current: str | None = attrs.field(default=None, validator=_optional(_text(64)))
+    """The database this connection uses, or ``None`` if there is none."""
+
+
+@attrs.frozen(kw_only=True)
+class DatabaseAdded:
+    """Pushed when a database is found or its entry changes (design §7.5).
+
+    It replaces any earlier entry with the same ``db``.
+    """
+
+    database: DatabaseInfo = attrs.field(validator=attrs.validators.instance_of(DatabaseInfo))
+    """The database's entry."""
+
+
+@attrs.frozen(kw_only=True)
+class DatabaseRemoved:
+    """Pushed when a database's file is gone from a watched folder (design §7.5)."""
+
+    db: str = attrs.field(validator=_text(64))
+    """The id of the database no longer served."""
 
 
 @attrs.frozen(kw_only=True)
@@ -812,14 +924,17 @@ class Drawing:
     """How many slices the run has (0 for at most two dimensions)."""
     slice_label: str | None = attrs.field(default=None, validator=_optional(_text()))
     """The slice in words, e.g. ``magnet_field = 1 T · slice 6 of 6``."""
+    url: str = attrs.field(validator=_path_url)
+    """Where to ``GET`` the picture: a path on the server (design §7.6), to which the
+    client adds its token; held for a while (the newest drawings), never changed."""
     mime: str = attrs.field(validator=_text(255))
     """Media type, e.g. ``image/png``."""
-    data_b64: str = attrs.field(validator=_text(2**31, min_length=0))
-    """The image bytes, standard base64."""
     width: int = attrs.field(validator=_count)
     """Image width, in pixels."""
     height: int = attrs.field(validator=_count)
     """Image height, in pixels."""
+    bytes: int = attrs.field(validator=_count)
+    """The picture's size, in bytes."""
     report: dict[str, Any] = attrs.field(factory=dict, validator=_json_object)
     """The renderer's decisions: per panel each axis's scale, the reason, its range."""
 
@@ -844,6 +959,8 @@ ClientRequest = Union[  # noqa: UP007 - cattrs needs a typing.Union object at ru
     RunDetails,
     Draw,
     RunData,
+    ListDatabases,
+    UseDatabase,
 ]
 #: Every server → client message.
 ServerMessage = Union[  # noqa: UP007 - see above
@@ -856,12 +973,15 @@ ServerMessage = Union[  # noqa: UP007 - see above
     BootReportReply,
     OkReply,
     RunList,
-    Payload,
+    ImageReady,
     ResyncRequired,
     RunTimes,
     RunDetailsReply,
     Drawing,
     RunDataReply,
+    DatabaseList,
+    DatabaseAdded,
+    DatabaseRemoved,
 ]
 #: Any message, either direction.
 Message = Union[ClientRequest, ServerMessage]  # noqa: UP007 - see above

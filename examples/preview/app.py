@@ -97,8 +97,11 @@ from .clients import Clients
 from .config import PreviewConfig
 from .data_view import DataView
 from .drawing.render import RENDERER_VERSION, render
+from .drawn_views import DrawnViews
 from .eventlog_runs import OPERATION, EventLogRuns
 from .helper_jobs import HelperJobs
+from .image_route import ImageRoute
+from .image_urls import database_id
 from .kinds import PNG_PAYLOADS, PREVIEW_KINDS
 from .live_images import LiveImages
 from .notice_bridge import NoticeBridge
@@ -114,10 +117,11 @@ if TYPE_CHECKING:
     import os
     from collections.abc import AsyncIterator
 
-    from actors import Runtime, SchedulerJob
+    from actors import EventLogClient, Runtime, SchedulerJob
 
     from ..web.api import Handler
     from ..web.connection import Connection
+    from ..web.routes import Route
     from .runs import RunRecord
 
 
@@ -126,7 +130,9 @@ __all__ = ["OPERATION", "OPERATIONS", "PreviewApp", "PreviewConfig", "open_datab
 ROOT = Path(__file__).resolve().parents[2]
 #: The operations the preview server's event log accepts (design §6.2).
 OPERATIONS = (
-    OperationSpec(name=OPERATION, fields=frozenset({"run_id"}), required=frozenset({"run_id"})),
+    OperationSpec(
+        name=OPERATION, fields=frozenset({"run_id", "db"}), required=frozenset({"run_id"})
+    ),
 )
 
 
@@ -158,8 +164,12 @@ class PreviewApp:
     def __init__(self, config: PreviewConfig, identity: dict[str, Any]) -> None:
         self.config = config
         self.identity = identity
-        self.images = ImageStore(preview_bytes=config.preview_bytes)
+        self.db_id = database_id(config.db)
+        """The database's id in URLs and notices (design §7.5)."""
+        self.images = ImageStore(db=self.db_id, preview_bytes=config.preview_bytes)
         """The newest image per (run, kind)."""
+        self.views = DrawnViews()
+        """The newest pictures of ``draw``, held for their URLs (design §7.6)."""
         self._link = link = RuntimeLink(ask_timeout=config.ask_timeout)
         self._table = table = RunTable()
         self._selection = selection = Selection(link)
@@ -171,9 +181,11 @@ class PreviewApp:
         self._claims = claims = ClaimRunner(
             table, helpers, live, job_timeout=config.job_timeout, stall_after=config.stall_after
         )
-        self._jobs = jobs = EventLogRuns(link, table, claims)
+        self._jobs = jobs = EventLogRuns(link, table, claims, db=self.db_id)
         self._bridge = NoticeBridge(table, jobs, self.images, live)
-        views = RunViews(table, helpers, link, job_timeout=config.job_timeout)
+        views = RunViews(
+            table, helpers, link, self.views, db=self.db_id, job_timeout=config.job_timeout
+        )
         self._clients = clients = Clients(
             table,
             selection,
@@ -237,8 +249,13 @@ class PreviewApp:
         return self._link.runtime
 
     @asynccontextmanager
-    async def running(self, runtime: Runtime) -> AsyncIterator[PreviewApp]:
+    async def running(
+        self, runtime: Runtime, *, eventlog: EventLogClient | None = None
+    ) -> AsyncIterator[PreviewApp]:
         """Serve the database with ``runtime`` for the duration of the block.
+
+        Its runs are reported to ``eventlog``, default the runtime's own (a server of
+        several databases shares one event log, design §7.5).
 
         Entering (a checkpoint) discards event-log runs of a previous session that the
         ledger held (they are submitted afresh), lists the runs through a helper,
@@ -248,7 +265,7 @@ class PreviewApp:
         Raises:
             ActorError: the run list could not be read (e.g. ``SourceError``).
         """
-        self._link.attach(runtime)
+        self._link.attach(runtime, eventlog)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._bridge.run, runtime.scheduler_events)
             await nursery.start(self._clients.run)
@@ -266,6 +283,12 @@ class PreviewApp:
                 nursery.cancel_scope.cancel()
 
     # -- what the server and the tests use ------------------------------------------------
+
+    @property
+    def routes(self) -> list[Route]:
+        """Front-door HTTP routes: this database's images by URL (design §7.6)."""
+        mine = {self.db_id: self}
+        return [ImageRoute(mine.get).route()]
 
     @property
     def handlers(self) -> dict[str, Handler]:

@@ -5,10 +5,15 @@ Usage::
     python -m examples.preview.client ws://127.0.0.1:8765 [--select RUN] [--out DIR]
                                       [--token T] [--timeout S]
 
-It connects, subscribes to the event log (from the start, so it sees every run's
+It connects, asks ``list_databases`` (a server of several databases, design §7.5: the
+session is about the one the connection uses, the first; the other databases' runs are
+skipped), subscribes to the event log (from the start, so it sees every run's
 ``job_queued`` ... ``job_finished``), asks ``list_runs``, selects ``RUN`` (so the
-server draws it first), and saves every ``payload`` it receives as
-``DIR/run<id>-<kind>.png`` (a newer revision overwrites an older one). It stops when
+server draws it first), and for every ``image_ready`` notice fetches the image from
+its URL over HTTP (design §7.6; one ``GET`` per image, the token in an ``Authorization``
+header) and saves it as ``DIR/run<id>-<kind>.png`` (a newer revision overwrites an older
+one; an image already superseded when it is fetched, a 404, is skipped: its newer notice
+follows). It stops when
 every run of the newest run list is settled (:meth:`Collection.missing`), or when
 ``--timeout`` seconds have passed: a run is settled once its current event-log run
 finished and every image that run published came, at the finished revision or newer
@@ -18,7 +23,8 @@ from the last event it saw and asks ``list_runs`` again (every image is pushed a
 It prints one line per image: run, kind, revision, width x height, bytes, the
 run's event-log run (``job``) and its status (from the newest ``run_list``, or from
 the ``job_finished`` event of that event-log run if it came later). Exit status 0 when
-every image came, 1 on timeout or when the server went away meanwhile, 2 for a bad
+every image came, 1 on timeout, when the server went away meanwhile or refused an image
+(any answer but 200 or 404), 2 for a bad
 argument or a refused connection (nothing listening, a wrong token); each failure is one
 line on stderr. An ``http://`` address (the dashboard's) is taken as ``ws://``. The
 token is ``--token``, else the ``?token=`` of the address, else ``$TRIO_ACTORS_TOKEN``,
@@ -31,7 +37,6 @@ Every message is read with the project's strict codec
 
 from __future__ import annotations
 
-import base64
 import itertools
 import json
 import sys
@@ -46,11 +51,14 @@ from protocol import messages
 from protocol.codec import decode_server_message
 
 from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
+from ..web.fetch import FetchError, http_get
 
 __all__ = ["Collection", "SavedImage", "collect", "main"]
 
-#: Largest server message read, in bytes (a 640 x 480 preview is well under it).
+#: Largest server message read, in bytes (images come by URL, not in messages).
 MAX_MESSAGE = 4 * 1024 * 1024
+#: Largest image fetched, in bytes (a 640 x 480 preview is well under it).
+MAX_IMAGE = 16 * 1024 * 1024
 #: The image kinds the preview server draws for each run.
 IMAGE_KINDS = ("thumbnail", "preview")
 
@@ -84,6 +92,9 @@ class Collection:
     finished: dict[int, dict[str, Any]] = attrs.field(factory=dict)
     """Database run id → the ``data`` of its newest ``job_finished`` or ``job_cancelled``
     event, with ``kind`` (which of the two) and ``job`` (its event-log run)."""
+    db: str | None = None
+    """The database the session's runs are of (``database_list``'s ``current``); the
+    events and notices of other databases' runs are skipped (design §7.5)."""
     errors: list[messages.ErrorReply] = attrs.field(factory=list)
     """Error answers received."""
     complete: bool = False
@@ -165,8 +176,10 @@ class Collection:
         if event.run_id is None:
             return
         if event.kind == "job_queued":
-            run = event.data.get("arguments", {}).get("run_id")
-            if isinstance(run, int):
+            arguments = event.data.get("arguments", {})
+            run = arguments.get("run_id")
+            db = arguments.get("db")
+            if isinstance(run, int) and (db is None or self.db is None or db == self.db):
                 self.jobs[event.run_id] = run
         elif event.kind in ("job_finished", "job_cancelled") and event.run_id in self.jobs:
             self.finished[self.jobs[event.run_id]] = {
@@ -230,6 +243,7 @@ async def collect(
                 request = {"type": kind, "request_id": next(ids), **fields}
                 await ws.send_message(json.dumps(request, separators=(",", ":")))
 
+            await send("list_databases")  # answered first: whose runs the session sees
             await send("subscribe", cursor=0)
             await send("list_runs")
             if select is not None:
@@ -245,8 +259,14 @@ async def collect(
                         seen._note_event(event)
                 elif isinstance(message, messages.Event):
                     seen._note_event(message)
-                elif isinstance(message, messages.Payload):
-                    seen.images[message.run_id, message.kind] = await _save(out, message)
+                elif isinstance(message, messages.DatabaseList):
+                    seen.db = message.current
+                elif isinstance(message, messages.ImageReady):
+                    if seen.db is not None and message.db != seen.db:
+                        continue
+                    saved = await _fetch(url, token, out, message)
+                    if saved is not None:
+                        seen.images[message.run_id, message.kind] = saved
                 elif isinstance(message, messages.ResyncRequired):
                     # Events or pushes were dropped (design §6.9): the subscription
                     # ended, and the run list or an image may be gone.
@@ -259,17 +279,27 @@ async def collect(
     return seen
 
 
-async def _save(out: Path, payload: messages.Payload) -> SavedImage:
-    data = base64.b64decode(payload.data_b64)
-    path = out / f"run{payload.run_id}-{payload.kind}.png"
-    await trio.Path(path).write_bytes(data)
+async def _fetch(
+    url: str, token: str | None, out: Path, notice: messages.ImageReady
+) -> SavedImage | None:
+    """Fetch the image of ``notice`` and save it; None if it is no longer held (404)."""
+    fetched = await http_get(url, notice.url, token=token, max_body=MAX_IMAGE)
+    if fetched.status == 404:
+        return None
+    if fetched.status != 200:
+        first = fetched.body.decode("utf-8", "replace").splitlines()[:1]
+        raise ConnectionError(
+            f"GET {notice.url.split('?')[0]}: {' '.join(first) or fetched.status}"
+        )
+    path = out / f"run{notice.run_id}-{notice.kind}.png"
+    await trio.Path(path).write_bytes(fetched.body)
     return SavedImage(
-        run_id=payload.run_id,
-        kind=payload.kind,
-        revision=payload.revision,
-        width=payload.width,
-        height=payload.height,
-        size=len(data),
+        run_id=notice.run_id,
+        kind=notice.kind,
+        revision=notice.revision,
+        width=notice.width,
+        height=notice.height,
+        size=len(fetched.body),
         path=path,
     )
 
@@ -314,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     except BaseException as exc:  # one line for a failed connection; others re-raised
         error = leaf(exc)
+        if isinstance(error, FetchError):  # an image could not be fetched
+            print(f"preview_client: {url}: {error}", file=sys.stderr)
+            return 1
         problem = connection_problem(error)
         if problem is None:
             raise

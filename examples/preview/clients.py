@@ -5,9 +5,10 @@ Handlers for :class:`examples.web.frontdoor.FrontDoor`, each
 
 * ``list_runs`` → ``run_list`` (every run: name, experiment, sample, GUID, planned
   shape, ``completed`` (False while it is being written) and rows so far). After the
-  answer, the connection gets a :class:`~examples.preview.push.ClientPusher`: a
-  ``payload`` push of every image already drawn, then of every new one (a late client
-  catches up this way; asking again re-sends them all). Pushes of a changed run list
+  answer, the connection gets a :class:`~examples.preview.push.ClientPusher`: an
+  ``image_ready`` notice of every image already drawn, then of every new one (a late
+  client catches up this way; asking again re-sends them all; the images themselves are
+  fetched by URL, design §7.6). Pushes of a changed run list
   (``run_list`` with ``request_id`` null, :meth:`Clients.push_run_list`) go to these
   connections too.
 * ``select`` {run_id|null} and ``visible`` {run_ids} → ``ok``: one atomic
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from actors.errors import InvalidCommand
@@ -134,7 +136,7 @@ class Clients:
                 target.push_nowait(message)
 
     async def on_list_runs(self, conn: Connection, request: messages.ListRuns) -> messages.Message:
-        """``list_runs`` → ``run_list``; then every image is pushed (``payload``)."""
+        """``list_runs`` → ``run_list``; then every image is announced (``image_ready``)."""
         pusher = conn.data.get(_PUSHER)
         if pusher is not None and not pusher.ended:
             conn.after_reply(pusher.mark_all)  # send every image again
@@ -159,9 +161,11 @@ class Clients:
 
     def on_disconnect(self, conn: Connection) -> None:
         """Stop the image pushes of a closed connection (a front-door hook)."""
-        scope = conn.data.get(_SCOPE)
+        scope = conn.data.pop(_SCOPE, None)
         if scope is not None:
             scope.cancel()
+        # A later list_runs (e.g. after use_database, design §7.5) starts a fresh pusher.
+        conn.data.pop(_PUSHER, None)
 
     async def on_select(self, conn: Connection, request: messages.Select) -> None:
         """``select`` → ``ok``: the selected run, atomically (design §4.2).
@@ -197,8 +201,17 @@ class Clients:
                 raise InvalidCommand(
                     "preview: arguments.run_id must be an integer", fields=["run_id"]
                 )
+            db = request.arguments.get("db", self._images.db)
+            if db != self._images.db:
+                raise InvalidCommand(
+                    f"preview: arguments.db {str(db)[:80]!r} is not the database in use "
+                    f"({self._images.db!r}; see use_database)",
+                    fields=["db"],
+                )
             self._table.check([run_id])
             record = self._table.runs[run_id]
+            # Its event-log run names the database, as every run of this app does.
+            request = attrs.evolve(request, arguments={**request.arguments, "db": db})
         reply = await BUILTIN_HANDLERS["submit"](conn, request)
         if (
             record is not None

@@ -78,6 +78,14 @@ class PreviewConfig:
     data_bytes: int = count_field(960 * 1024, minimum=16 * 1024, maximum=1000 * 1024)
     """Most bytes of JSON of a ``run_data`` answer's data; under the helper's 1 MiB reply
     frame (design §2.2, §7.7)."""
+    max_databases: int = count_field(64, minimum=1, maximum=4096)
+    """Most databases one server serves (design §7.5); more found in a folder are left
+    out (each logged once)."""
+    scan_interval: float = duration_field(2.0, allow_zero=False)
+    """Seconds (trio clock) between looks at the watched folders for new or gone
+    databases (design §7.5)."""
+    open_timeout: float = duration_field(60.0, allow_zero=False)
+    """Seconds (trio clock) a ``use_database`` waits for the database's helpers to start."""
     helper_faults: dict[str, Any] | None = None
     """For tests only: the helpers' ``faults`` startup option (see
     :mod:`examples.preview.helper`), e.g. a read that crashes its helper once."""

@@ -1,9 +1,10 @@
 """EventLogRuns: the event-log run that reports each measurement run (design §6.6, §7.2).
 
 Each measurement run is reported to clients by one event-log run (operation
-``preview``, arguments ``{"run_id": <database run id>}``; :attr:`RunRecord.job
-<examples.preview.runs.RunRecord.job>`): opened (``job_queued``) when the run is
-registered and whenever its data changes after the last one finished, then
+``preview``, arguments ``{"run_id": <database run id>, "db": <database id>}``: the id
+tells apart the runs of a server of several databases, design §7.5;
+:attr:`RunRecord.job <examples.preview.runs.RunRecord.job>`): opened (``job_queued``)
+when the run is registered and whenever its data changes after the last one finished, then
 ``job_started``, ``job_progress`` and ``job_finished`` with the verdict of the settled
 revision (:func:`~examples.preview.runs.verdict_of`) and a short metadata result
 (:func:`~examples.preview.runs.finish_result`). A run the event log refuses
@@ -54,11 +55,13 @@ class EventLogRuns:
     Args:
         link: The runtime (its event log).
         table: The runs.
+        db: The database id, in each run's arguments (design §7.5).
         claims: Halts a run's work when its event-log run is cancelled.
     """
 
-    def __init__(self, link: RuntimeLink, table: RunTable, claims: ClaimRunner) -> None:
+    def __init__(self, link: RuntimeLink, table: RunTable, claims: ClaimRunner, *, db: str) -> None:
         self._link = link
+        self._db = db
         self._table = table
         self._claims = claims
         self._closing = False
@@ -69,7 +72,8 @@ class EventLogRuns:
             return
         run_id = record.run_id
         try:
-            receipt = await self._link.runtime.eventlog.submit(OPERATION, {"run_id": run_id})
+            arguments = {"run_id": run_id, "db": self._db}
+            receipt = await self._link.eventlog.submit(OPERATION, arguments)
         except ActorError as exc:
             LOGGER.warning(
                 "run %d: submit failed: %s", run_id, exc, extra={"run_id": run_id, "code": exc.code}
@@ -101,7 +105,7 @@ class EventLogRuns:
             await self.submit(record)
         if record.job is not None and record.job_open:
             on_cancel = functools.partial(self._claims.halt, record.run_id, record.job)
-            await self._link.runtime.eventlog.start(record.job, on_cancel=on_cancel)
+            await self._link.eventlog.start(record.job, on_cancel=on_cancel)
 
     async def progress(self, record: RunRecord, fraction: float, note: str) -> None:
         """``job_progress`` (``fraction`` capped at 1) if ``record``'s run is open.
@@ -110,7 +114,7 @@ class EventLogRuns:
             ActorError: the event log refused (e.g. ``already_decided``).
         """
         if record.job is not None and record.job_open:
-            await self._link.runtime.eventlog.progress(record.job, min(1.0, fraction), note)
+            await self._link.eventlog.progress(record.job, min(1.0, fraction), note)
 
     async def finish(self, record: RunRecord, failed: tuple[str, ...]) -> None:
         """``job_finished`` with the verdict of ``record``'s settled revision, if open.
@@ -127,7 +131,7 @@ class EventLogRuns:
         verdict, error = verdict_of(record, failed)
         result = finish_result(record, failed)
         record.job_open = False
-        await self._link.runtime.eventlog.finish(
+        await self._link.eventlog.finish(
             record.job, verdict, result, error=None if error is None else error.to_dict()
         )
         LOGGER.info(
@@ -148,7 +152,7 @@ class EventLogRuns:
         async def decide(survivor: Survivor) -> Decision:
             return "discard" if survivor.status.operation == OPERATION else "keep"
 
-        outcomes = await self._link.runtime.eventlog.recover(decide, actor=_DISCARDER)
+        outcomes = await self._link.eventlog.recover(decide, actor=_DISCARDER)
         discarded = [o.run_id for o in outcomes if o.decision == "discard" and o.ok]
         if discarded:
             LOGGER.info(
@@ -168,7 +172,7 @@ class EventLogRuns:
         finish. Returns how many were cancelled.
         """
         self._closing = True
-        eventlog = self._link.runtime.eventlog
+        eventlog = self._link.eventlog
         count = 0
         for record in self._table.runs.values():
             if record.job is None or not record.job_open:

@@ -2,8 +2,9 @@
 
 :class:`ImageStore` keeps the newest image of every (run, kind): all thumbnails, and the
 previews in a least-recently-used set bounded in bytes. A client connection that asked
-for ``list_runs`` gets a :class:`ClientPusher`: a task that sends it one ``payload``
-message (design §7.2) per image it has not seen yet at its newest revision, the selected
+for ``list_runs`` gets a :class:`ClientPusher`: a task that sends it one
+``image_ready`` notice (design §7.2, §7.6: the image's URL, never its bytes) per image
+it has not seen yet at its newest revision, the selected
 run's images first, then visible runs', thumbnails before previews. The pusher holds
 only keys, never a queue of images: a client that reads slowly gets fewer intermediate
 revisions, never an unbounded backlog, and never slows the server or other clients
@@ -12,7 +13,7 @@ revisions, never an unbounded backlog, and never slows the server or other clien
 
 from __future__ import annotations
 
-import base64
+import hashlib
 import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,6 +22,8 @@ import attrs
 import trio
 
 from protocol import messages
+
+from .image_urls import image_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -54,23 +57,31 @@ class StoredImage:
     """PNG bytes."""
     live: bool = False
     """True if drawn from a partial read of a run still being written (design §4.5)."""
+    etag: str = attrs.field(init=False, repr=False)
+    """A strong HTTP entity tag of these bytes at this revision (design §7.6)."""
+
+    @etag.default
+    def _etag(self) -> str:
+        return f'"r{self.revision}-{hashlib.sha256(self.data).hexdigest()[:24]}"'
 
     @property
     def key(self) -> Key:
         """``(run_id, kind)``."""
         return self.run_id, self.kind
 
-    def message(self) -> messages.Payload:
-        """The ``payload`` message of this image."""
+    def message(self, db: str) -> messages.ImageReady:
+        """The ``image_ready`` notice of this image, in database ``db``."""
         width, height = png_size(self.data)
-        return messages.Payload(
+        return messages.ImageReady(
+            db=db,
             run_id=self.run_id,
             kind=self.kind,
             revision=self.revision,
+            url=image_url(db, self.run_id, self.kind, self.revision),
             mime=MIME,
-            data_b64=base64.b64encode(self.data).decode("ascii"),
             width=width,
             height=height,
+            bytes=len(self.data),
         )
 
 
@@ -78,11 +89,13 @@ class ImageStore:
     """The newest image per (run, kind) (see the module docstring).
 
     Args:
+        db: The database id, in every notice's URL (design §7.5).
         preview_bytes: Bound of the previews kept, in bytes of PNG (the least recently
             stored are forgotten first; a late client does not get those).
     """
 
-    def __init__(self, *, preview_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, *, db: str, preview_bytes: int = 64 * 1024 * 1024) -> None:
+        self.db = db
         self._thumbnails: dict[int, StoredImage] = {}
         self._previews: OrderedDict[int, StoredImage] = OrderedDict()
         self._preview_bytes = 0
@@ -222,7 +235,9 @@ class ClientPusher:
                 image = self.store.get(key)
                 if image is None or self.sent.get(key) is image:
                     continue
-                if not await self.target.push(image.message(), timeout=self.push_timeout):
+                if not await self.target.push(
+                    image.message(self.store.db), timeout=self.push_timeout
+                ):
                     return  # closed, or marked resync-required: the client re-asks
                 self.sent[key] = image
                 self.pushed += 1

@@ -13,7 +13,8 @@ requests (:class:`~examples.preview.clients.Clients` adds them to its handlers):
   from the run's newest data: a chosen 2-D slice of a run with more than two sweep
   dimensions, and chosen axis scales (the page's slice picker and log toggle). A
   helper job ``read_run`` reads that slice and the renderer draws it; the reply carries
-  the renderer's report of its axis decisions. A draw cancelled while it is drawn (the
+  the picture's URL (held by :class:`~examples.preview.drawn_views.DrawnViews`, design
+  §7.6) and the renderer's report of its axis decisions. A draw cancelled while it is drawn (the
   client went away) cancels its drawing (``CancelRender``), which frees its lane.
 
 A run id the database does not have is an ``unknown_run`` error; a slice the run
@@ -27,7 +28,6 @@ Depends on the :class:`~examples.preview.run_table.RunTable`, the
 
 from __future__ import annotations
 
-import base64
 import itertools
 import logging
 import math
@@ -42,10 +42,13 @@ from protocol import messages
 
 from .config import RENDER_SLACK
 from .drawing.render import KINDS, MIME, report_of
+from .image_urls import view_url
+from .push import StoredImage
 
 if TYPE_CHECKING:
     from ..web.api import Handler
     from ..web.connection import Connection
+    from .drawn_views import DrawnViews
     from .helper_jobs import HelperJobs
     from .run_table import RunTable
     from .runtime_link import RuntimeLink
@@ -63,15 +66,26 @@ class RunViews:
         table: The runs.
         helpers: Runs the helper jobs (``run_details``, ``read_run``).
         link: The runtime (its renderer).
+        drawn: Holds each picture for its URL (design §7.6).
+        db: The database id, in each picture's URL.
         job_timeout: Seconds (trio clock) a drawing may take.
     """
 
     def __init__(
-        self, table: RunTable, helpers: HelperJobs, link: RuntimeLink, *, job_timeout: float
+        self,
+        table: RunTable,
+        helpers: HelperJobs,
+        link: RuntimeLink,
+        drawn: DrawnViews,
+        *,
+        db: str,
+        job_timeout: float,
     ) -> None:
         self._table = table
         self._helpers = helpers
         self._link = link
+        self._drawn = drawn
+        self._db = db
         self._job_timeout = job_timeout
         self._draws = itertools.count(1)  # names each drawing, to cancel it
 
@@ -157,6 +171,9 @@ class RunViews:
             raise
         png: bytes = rendered.data
         report = report_of(png)
+        number = self._drawn.add(
+            StoredImage(run_id=request.run_id, kind=request.kind, revision=0, data=png)
+        )
         width, height = KINDS[request.kind]
         label = next((p["slice"] for p in report["panels"] if p.get("slice")), None)
         LOGGER.info(
@@ -173,10 +190,11 @@ class RunViews:
             slice=None if chosen is None else int(chosen["index"]),
             slice_count=0 if chosen is None else int(chosen["count"]),
             slice_label=None if label is None else str(label)[:_TEXT],
+            url=view_url(self._db, number),
             mime=MIME,
-            data_b64=base64.b64encode(png).decode("ascii"),
             width=width,
             height=height,
+            bytes=len(png),
             report=report,
         )
 

@@ -12,7 +12,7 @@ One :class:`RunRecord` per run of the QCoDeS database. It links the three views 
 
 Client-facing revisions are small integers: :meth:`RunRecord.number` gives each change
 token of a run the next integer the first time it is seen (tokens only ever grow as a
-run is written, so the numbers grow with the data). ``payload`` messages carry them.
+run is written, so the numbers grow with the data). ``image_ready`` notices carry them.
 
 Verdicts (:func:`verdict_of`): ``ok`` for a complete run; ``empty`` (no results),
 ``interrupted`` (the measurement raised, or it ended short of its planned shape) and
@@ -42,7 +42,7 @@ __all__ = [
     "verdict_of",
 ]
 
-#: Kinds whose result is a PNG pushed to clients as a ``payload`` message.
+#: Kinds whose result is a PNG announced to clients by an ``image_ready`` notice.
 IMAGE_KINDS: Final = ("thumbnail", "preview")
 #: Kinds of work per run (metadata, thumbnail, preview): progress is published / 3.
 KIND_COUNT: Final = 3

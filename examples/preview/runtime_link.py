@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from actors import Runtime
+    from actors import EventLogClient, Runtime
 
 __all__ = ["RuntimeLink"]
 
@@ -27,10 +27,22 @@ class RuntimeLink:
     def __init__(self, *, ask_timeout: float) -> None:
         self._ask_timeout = ask_timeout
         self._runtime: Runtime | None = None
+        self._eventlog: EventLogClient | None = None
 
-    def attach(self, runtime: Runtime) -> None:
-        """Talk to ``runtime`` from now on."""
+    def attach(self, runtime: Runtime, eventlog: EventLogClient | None = None) -> None:
+        """Talk to ``runtime`` from now on, and report runs to ``eventlog`` (default the
+        runtime's own; a server of several databases shares one, design §7.5)."""
         self._runtime = runtime
+        self._eventlog = eventlog
+
+    @property
+    def eventlog(self) -> EventLogClient:
+        """The event log this app's runs are reported to.
+
+        Raises:
+            RuntimeError: no runtime is attached (the app is not running).
+        """
+        return self._eventlog if self._eventlog is not None else self.runtime.eventlog
 
     @property
     def runtime(self) -> Runtime:

@@ -5,21 +5,26 @@ websocket: helper processes read the database read-only, the scheduler orders th
 metadata / thumbnail / preview work of every run by selected / visible / remaining,
 the renderer draws PNGs and the event log pushes each run's progress. Run it::
 
-    python -m examples.preview.server [DB] [--host 127.0.0.1] [--port 8765]
+    python -m examples.preview.server [PATH ...] [--host 127.0.0.1] [--port 8765]
         [--token T | --no-token] [--allow-origin ORIGIN] [--allow-host HOST]
         [--max-per-address N] [--helpers 2] [--cache-dir DIR] [--ledger PATH]
-        [--grace S] [--poll S] [--stall-after S] [--no-live-demo] [-v]
+        [--grace S] [--poll S] [--stall-after S] [--scan S] [--no-live-demo] [-v]
 
 It binds its port first of all: a port in use is refused with one line on stderr
 (suggesting ``--port 0``) and exit status 2 before anything is written. So is a bad
 option (e.g. a negative ``--grace``).
 
-With no ``DB`` it writes a sample database in the QCoDeS schema into a private folder
+Each ``PATH`` is a QCoDeS ``.db`` file or a folder of them; with several paths or a
+folder, every database found is served, with a database picker, and the folders are
+watched for new files (design §7.5, :mod:`examples.preview.databases`). The first
+readable database found is started at once, the others on first use.
+
+With no ``PATH`` it writes a sample database in the QCoDeS schema into a private folder
 of its own under the cache folder (``--cache-dir``, default ``~/.cache/trio-actors``:
 ``preview-<pid>-XXXX/``, removed at exit; one left behind by a killed server is removed
 by the next one), and serves that, growing its unfinished run by a few rows every half
 second so the live refresh can be watched (``--no-live-demo`` turns that off). So two
-servers never touch each other's sample. A ``DB`` that does not exist, is not SQLite or
+servers never touch each other's sample. A file named that does not exist, is not SQLite or
 has no QCoDeS ``runs`` table is refused with one line on stderr and exit status 2.
 
 It prints ``starting: ...`` at once, and once ready ``listening on
@@ -33,8 +38,9 @@ server's own pages may open a websocket (``--allow-origin`` adds others; with
 requests for a loopback name are answered (``--allow-host`` adds others): design §7.3,
 :mod:`examples.web.guard`. The websocket API is
 the front door's (:mod:`examples.web.frontdoor`: ``subscribe``, ``status``, ...) plus
-``list_runs``, ``select`` and ``visible`` (:mod:`examples.preview.clients`); images
-arrive as ``payload`` pushes after ``list_runs``. ``python -m examples.preview.client``
+``list_runs``, ``select`` and ``visible`` (:mod:`examples.preview.clients`); after
+``list_runs`` each image is announced by an ``image_ready`` push and fetched from its
+URL on the same port (design §7.6). ``python -m examples.preview.client``
 is a command-line client.
 
 SIGINT/SIGTERM shut it down: no new work is admitted; runs waiting on a writer and runs
@@ -95,6 +101,7 @@ from ..web.launch import (  # noqa: E402
 from ..web.names import NULL_ORIGIN  # noqa: E402
 from ..web.serverinfo import InfoFile  # noqa: E402
 from .app import PreviewApp, PreviewConfig, open_database  # noqa: E402
+from .databases import Databases, find_databases  # noqa: E402
 from .sample_db import (  # noqa: E402
     LIVE_RUN_ID,
     append_live_rows,
@@ -183,15 +190,15 @@ def _alive(pid: int) -> bool:
 
 
 async def _shutdown(
-    front: FrontDoor, app: PreviewApp, signals: AsyncIterator[int], grace: float
+    front: FrontDoor, databases: Databases, signals: AsyncIterator[int], grace: float
 ) -> int:
     # Runs waiting on a writer cannot finish within any grace, and queued ones have done
     # nothing yet: cancel them at once; the running ones get the grace.
-    prepare = functools.partial(app.cancel_open, actor="server_shutdown", waiting_only=True)
+    prepare = functools.partial(databases.cancel_open, actor="server_shutdown", waiting_only=True)
     signum = await shutdown_on_signal(front, signals, grace=grace, prepare=prepare)
     with trio.move_on_after(grace + 1.0) as cleanup:
         cleanup.shield = True  # record the rest as cancelled, not as survivors
-        await app.cancel_open(actor="server_shutdown")
+        await databases.cancel_open(actor="server_shutdown")
     return signum
 
 
@@ -201,24 +208,30 @@ async def open_preview_server(
     front_config: FrontDoorConfig,
     identity: dict[str, Any],
     *,
+    paths: Sequence[Path] | None = None,
     sockets: Sequence[socket.socket] | None = None,
     on_boot: Callable[[BootReport], object] | None = None,
 ) -> AsyncIterator[tuple[FrontDoor, PreviewApp]]:
-    """Run the preview server for the duration of the block (design §7.2).
+    """Run the preview server for the duration of the block (design §7.2, §7.5).
 
     Entering (a checkpoint) returns once the helpers are ready, every run is submitted
     and the port is bound. Leaving closes every client (code 1001), cancels the app's
     tasks, stops the four actors and reaps every helper process (design §3.8).
 
     Args:
-        config: The app's settings.
+        config: The app's settings; ``config.db`` is the first database.
         front_config: Where the websocket listens.
         identity: :func:`~examples.preview.app.open_database` of ``config.db``.
+        paths: The files and folders whose databases are served besides ``config.db``
+            (:class:`~examples.preview.databases.Databases`); None: only that one.
         sockets: Listening sockets bound beforehand (:func:`examples.web.cli.bind_sockets`),
             served instead of binding ``front_config``'s address.
         on_boot: Called (sync) with the event log's boot report (the runs its ledger
             holds from before, design §6.10) before the app discards them to draw
             every run afresh.
+
+    Yields:
+        The front door and the first database's app.
 
     Raises:
         OSError: the address cannot be bound.
@@ -226,7 +239,24 @@ async def open_preview_server(
         LedgerError: (``ledger_corrupt``, ...) the event log refused the ledger; the
             file is left untouched (design §6.11).
     """
+    async with _open_server(
+        config, front_config, identity, paths=paths, sockets=sockets, on_boot=on_boot
+    ) as (front, app, _):
+        yield front, app
+
+
+@asynccontextmanager
+async def _open_server(
+    config: PreviewConfig,
+    front_config: FrontDoorConfig,
+    identity: dict[str, Any],
+    *,
+    paths: Sequence[Path] | None,
+    sockets: Sequence[socket.socket] | None,
+    on_boot: Callable[[BootReport], object] | None,
+) -> AsyncIterator[tuple[FrontDoor, PreviewApp, Databases]]:
     app = PreviewApp(config, identity)
+    databases = Databases(app, paths, config)
     runtime_config = await trio.to_thread.run_sync(app.runtime_config)  # makes cache dirs
     page = Page(body=await trio.Path(DASHBOARD).read_bytes())
     pages = {**dict.fromkeys(DASHBOARD_PATHS, page), **await static_pages()}
@@ -236,11 +266,18 @@ async def open_preview_server(
         async with (
             app.running(runtime),
             open_front_door(
-                runtime.eventlog, front_config, handlers=app.handlers, pages=pages, sockets=sockets
+                runtime.eventlog,
+                front_config,
+                handlers=databases.handlers,
+                pages=pages,
+                routes=databases.routes,
+                sockets=sockets,
             ) as front,
+            # Every database reports to the first one's event log (design §7.5).
+            databases.running(runtime.eventlog, front),
         ):
-            front.on_disconnect(app.on_disconnect)
-            yield front, app
+            front.on_disconnect(databases.on_disconnect)
+            yield front, app, databases
 
 
 async def serve_preview(
@@ -253,6 +290,7 @@ async def serve_preview(
     on_ready: Callable[[FrontDoor], object] | None = None,
     sockets: Sequence[socket.socket] | None = None,
     on_boot: Callable[[BootReport], object] | None = None,
+    paths: Sequence[Path] | None = None,
     task_status: trio.TaskStatus[FrontDoor] = trio.TASK_STATUS_IGNORED,
 ) -> tuple[int, bool]:
     """Run the preview server until SIGINT/SIGTERM, then shut down (design §7.1, §7.2).
@@ -272,6 +310,8 @@ async def serve_preview(
             never reported after it (the start is stopped instead).
         sockets: Listening sockets bound beforehand (see :func:`open_preview_server`).
         on_boot: Given the boot report before held runs are discarded (see
+            :func:`open_preview_server`).
+        paths: The files and folders served besides ``config.db`` (see
             :func:`open_preview_server`).
 
     After the shutdown it prints which runs it leaves unfinished, if any
@@ -306,11 +346,12 @@ async def serve_preview(
             guard.start_soon(route, signals)
             with starting:
                 async with (
-                    open_preview_server(
-                        config, front_config, identity, sockets=sockets, on_boot=on_boot
-                    ) as (front, app),
+                    _open_server(
+                        config, front_config, identity,
+                        paths=paths, sockets=sockets, on_boot=on_boot,
+                    ) as (front, _app, databases),
                     trio.open_nursery() as nursery,
-                ):
+                ):  # fmt: skip
                     # A signal routed meanwhile has cancelled ``starting``: this
                     # checkpoint raises then, so "ready" is never announced after it.
                     await trio.lowlevel.checkpoint()
@@ -320,7 +361,7 @@ async def serve_preview(
                     task_status.started(front)
                     if on_ready is not None:
                         on_ready(front)
-                    signum = await _shutdown(front, app, receive, grace)
+                    signum = await _shutdown(front, databases, receive, grace)
                     ledger = None if config.ledger is None else str(config.ledger)
                     for line in await left_held(front.eventlog, ledger=ledger):
                         print(line, flush=True)
@@ -339,7 +380,8 @@ def _parser() -> OneLineParser:
     )
     add = parser.add_argument
     positive = seconds(allow_zero=False)
-    add("db", nargs="?", help="QCoDeS .db file (default: write and serve a sample database)")
+    add("paths", nargs="*", metavar="PATH", help="QCoDeS .db files, or folders whose .db "
+        "files are served and watched (default: write and serve a sample)")  # fmt: skip
     add_server_options(parser, port=8765)
     add("--helpers", type=count(minimum=1, maximum=32), default=2,
         help="helper processes reading the database (2)")  # fmt: skip
@@ -347,6 +389,8 @@ def _parser() -> OneLineParser:
     add("--poll", type=positive, default=0.5, help="seconds between change probes (0.5)")
     add("--stall-after", type=positive, default=30.0, help="seconds before an unchanged "
         "unfinished run is reported incomplete (30)")  # fmt: skip
+    add("--scan", type=positive, default=2.0, help="seconds between looks at the folders "
+        "for new or gone databases (2)")  # fmt: skip
     add("--no-live-demo", action="store_true", help="do not grow the sample's unfinished run")
     return parser
 
@@ -392,18 +436,51 @@ def _main(argv: list[str] | None) -> int:
                 signal.signal(signal.SIGTERM, _early_signal)
             cache_dir = Path(args.cache_dir) if args.cache_dir else default_sample_path().parent
             demo = None
-            if args.db is None:  # a private copy: never shared with another server
+            if not args.paths:  # a private copy: never shared with another server
                 workdir = private_workdir(cache_dir)
                 db = create_sample_database(workdir / "qcodes-sample.db")
                 demo = None if args.no_live_demo else db
                 cache_dir = workdir
                 print(f"sample database: {db} (private; removed at exit)", flush=True)
-            else:
-                db = Path(args.db)
-            return _serve(args, parser, db, cache_dir, demo, front_config, sockets, on_term)
+                return _serve(args, parser, db, cache_dir, demo, front_config, sockets, on_term)
+            paths = [Path(path) for path in args.paths]
+            first = _first_database(paths)
+            if first is None:
+                return 2
+            db = first
+            several = len(paths) > 1 or paths[0].is_dir()
+            return _serve(
+                args, parser, db, cache_dir, demo, front_config, sockets, on_term,
+                paths=paths if several else None,
+            )  # fmt: skip
         finally:
             if workdir is not None:
                 shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _first_database(paths: Sequence[Path]) -> Path | None:
+    """The database served first: the first readable one found (design §7.5).
+
+    Every file named on the command line must be readable (else one line on stderr);
+    a folder's unreadable files are listed as errors later. None (after one line on
+    stderr) when there is nothing to serve.
+    """
+    for path in paths:
+        if not path.is_dir():
+            try:
+                open_database(path)
+            except SourceError as exc:
+                print(f"preview_server: {exc.message}", file=sys.stderr)
+                return None
+    for found in find_databases(paths):
+        try:
+            open_database(found)
+        except SourceError:
+            continue
+        return found
+    named = ", ".join(str(path) for path in paths)
+    print(f"preview_server: no readable QCoDeS database in {named}", file=sys.stderr)
+    return None
 
 
 def _serve(
@@ -415,6 +492,8 @@ def _serve(
     front_config: FrontDoorConfig,
     sockets: Sequence[socket.socket],
     on_term: Any,
+    *,
+    paths: Sequence[Path] | None = None,
 ) -> int:
     try:
         identity = open_database(db)
@@ -429,6 +508,7 @@ def _serve(
             ledger=args.ledger,
             poll_interval=args.poll,
             stall_after=args.stall_after,
+            scan_interval=args.scan,
             max_inflight=max(4096, 2 * int(identity["run_count"]) + 64),
         )
     except ValueError as exc:
@@ -471,9 +551,12 @@ def _serve(
             on_ready=on_ready,
             sockets=sockets,
             on_boot=on_boot,
+            paths=paths,
         )
 
     print(f"starting: {db} ({identity['run_count']} runs, {args.helpers} helpers)", flush=True)
+    if paths is not None:
+        print(f"watching: {', '.join(str(path) for path in paths)}", flush=True)
     if signal.getsignal(signal.SIGTERM) is _early_signal:
         signal.signal(signal.SIGTERM, on_term)  # trio's signal receiver takes it from here
     try:

@@ -113,6 +113,9 @@ class FrontDoorConfig:
     max_request_head: int = count_field(16 * 1024, minimum=1024, maximum=1 << 20)
     """Largest request head (request line and headers) read, in bytes: above it a
     client gets HTTP 431 and is closed."""
+    max_route_body: int = count_field(8 << 20, minimum=1024, maximum=256 << 20)
+    """Largest body a dynamic route (:mod:`examples.web.routes`) may send, in bytes:
+    a larger one is answered with 500 instead and logged."""
     close_timeout: float = duration_field(0.5, allow_zero=False)
     """Seconds (trio clock) the closing handshake of one client may take, and the message
     being sent when a close comes may take to finish."""
@@ -159,3 +162,6 @@ class FrontDoorStatistics:
     ``shutting_down``."""
     accept_failures: int = 0
     """Times ``accept()`` failed for want of file descriptors or memory."""
+    route_answers: Mapping[str, int] = attrs.field(factory=dict)
+    """Answers of the dynamic routes (:mod:`examples.web.routes`) by status, e.g.
+    ``{"200": 3, "304": 2}``; a refusal before a route runs is in ``refusals``."""

@@ -33,6 +33,7 @@ their answer is queued with :meth:`Connection.after_reply`.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -55,7 +56,14 @@ if TYPE_CHECKING:
 
     from .config import FrontDoorConfig
 
-__all__ = ["Connection", "ConnectionStatistics", "Server", "event_message", "wire_text"]
+__all__ = [
+    "Connection",
+    "ConnectionStatistics",
+    "Server",
+    "event_message",
+    "peek_request_id",
+    "wire_text",
+]
 
 LOGGER = logging.getLogger("examples.frontdoor")
 #: Seconds (trio clock) between looks at a stuck send for a close frame from the client.
@@ -526,4 +534,21 @@ def _position(message: messages.Message) -> int | None:
         return message.seq
     if isinstance(message, messages.Events | messages.SnapshotReply):
         return message.cursor
+    return None
+
+
+def peek_request_id(text: str | bytes, limit: int) -> str | None:
+    """The ``request_id`` of an unreadable message, if it has a valid one (for errors).
+
+    A message over ``limit`` (bytes or characters) is not parsed at all.
+    """
+    if len(text) > limit:
+        return None
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    request_id = obj.get("request_id") if isinstance(obj, dict) else None
+    if isinstance(request_id, str) and 1 <= len(request_id) <= messages.MAX_REQUEST_ID_LENGTH:
+        return request_id
     return None

@@ -27,8 +27,9 @@ trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
   4000 and its resume cursor, and never slows the event log or other clients (see
   :mod:`examples.web.connection`, :mod:`examples.web.closing`).
 * **Plain HTTP** on the same port (:mod:`examples.web.http`): ``pages`` maps paths
-  (``/``) to pages served to a browser's ``GET``; other paths get 404. The websocket
-  upgrade of any path works as before.
+  (``/``) to pages served to a browser's ``GET``; ``routes`` answer the paths under
+  their prefixes (:mod:`examples.web.routes`, the token checked first); other paths get
+  404. The websocket upgrade of any path works as before.
 * **Extensions**: ``handlers`` maps more request types (the preview server's
   ``select``, ``visible``, ``list_runs``) to ``async fn(conn, request) -> reply | None``
   (None answers ``ok``); a handler may push with ``conn.push(message)``.
@@ -60,7 +61,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import json
 import logging
 import socket
 from contextlib import asynccontextmanager
@@ -78,9 +78,19 @@ from .accept import Acceptor
 from .api import BUILTIN_HANDLERS
 from .closing import GOING_AWAY
 from .config import FrontDoorConfig, FrontDoorStatistics
-from .connection import Connection
+from .connection import Connection, peek_request_id
 from .guard import Guard, Refusal
-from .http import Head, Page, ReplayStream, answer, linger, plain_response, read_head
+from .http import (
+    Head,
+    Page,
+    ReplayStream,
+    answer,
+    linger,
+    peer_name,
+    plain_response,
+    read_head,
+)
+from .routes import Route, Router
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -97,6 +107,7 @@ __all__ = [
     "FrontDoorConfig",
     "FrontDoorStatistics",
     "Page",
+    "Route",
     "open_front_door",
     "shutdown_on_signal",
 ]
@@ -117,6 +128,8 @@ class FrontDoor:
             an ``error`` answer with its code.
         pages: Pages served over plain HTTP by path, e.g. ``{"/": Page(body=html)}``
             (:mod:`examples.web.http`).
+        routes: Dynamic ``GET``/``HEAD`` routes by path prefix
+            (:mod:`examples.web.routes`).
         sockets: Listening sockets bound beforehand (:func:`examples.web.cli.bind_sockets`),
             served instead of binding ``config.host``/``config.port`` in :meth:`serve`;
             the front door closes them when it stops.
@@ -141,12 +154,14 @@ class FrontDoor:
         *,
         handlers: Mapping[str, Handler] | None = None,
         pages: Mapping[str, Page] | None = None,
+        routes: Sequence[Route] = (),
         sockets: Sequence[socket.socket] | None = None,
     ) -> None:
         self.eventlog = eventlog
         self._sockets = list(sockets or ())
         self.pages: dict[str, Page] = dict(pages or {})
         self.config = config or FrontDoorConfig()
+        self.router = Router(routes, max_body=self.config.max_route_body)
         self._handlers: dict[str, Handler] = dict(BUILTIN_HANDLERS)
         for tag, handler in (handlers or {}).items():
             self.register(tag, handler)
@@ -300,7 +315,7 @@ class FrontDoor:
                     finally:
                         self._pending.discard(pending)
                 if request is not None and head is not None and head.request is not None:
-                    await self._handle(request, head.request, _peer(stream))
+                    await self._handle(request, head.request, peer_name(stream))
                 # else: no complete handshake in time, or closing
                 nursery.cancel_scope.cancel()
         except Exception as exc:  # contained: e.g. the client vanished mid-handshake
@@ -361,14 +376,21 @@ class FrontDoor:
     # -- one client ---------------------------------------------------------------------
 
     async def _answer_http(self, stream: trio.SocketStream, head: Head) -> int:
-        # The pages are public, but a rebound DNS name must not reach them (design §7.3).
+        # The pages are public, but a rebound DNS name must not reach them (design §7.3);
+        # a protected route also needs the token, as a websocket handshake does.
         if head.request is not None:
             headers = dict(head.request.headers)
-            refusal = self._guard.check(_target(head.request.target), headers, websocket=False)
+            target = _target(head.request.target)
+            refusal = self._guard.check(target, headers, websocket=False)
+            route = self.router.match(head.request.method, target, pages=self.pages)
+            if refusal is None and route is not None and route.protected:
+                refusal = self._guard.check_token(target, headers)
             if refusal is not None:
-                self._refused(refusal, _peer(stream), "http", headers)
+                self._refused(refusal, peer_name(stream), "http", headers)
                 await stream.send_all(plain_response(refusal.status, refusal.text))
                 return refusal.status
+            if route is not None:
+                return await self.router.answer(stream, route, head.request, peer_name(stream))
         return await answer(stream, head, self.pages)
 
     async def _handle(self, request: WebSocketRequest, head: h11.Request, peer: str) -> None:
@@ -452,7 +474,7 @@ class FrontDoor:
         try:
             request = decode_client_message(text, max_size=self.config.max_message)
         except ActorError as exc:  # InvalidMessage, UnknownMessageType, MessageTooLarge
-            request_id = _peek_request_id(text, self.config.max_message)
+            request_id = peek_request_id(text, self.config.max_message)
             return messages.ErrorReply.from_error(exc, request_id=request_id)
         tag = messages.TAGS[type(request)]
         handler = self._handlers.get(tag)
@@ -486,36 +508,12 @@ class FrontDoor:
             http_requests=self._http,
             refusals=dict(self._refusals),
             accept_failures=self._acceptor.failures,
+            route_answers=self.router.statistics(),
         )
-
-
-def _peer(stream: trio.SocketStream) -> str:
-    try:
-        address = stream.socket.getpeername()
-    except OSError:
-        return "gone"
-    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "local"
 
 
 def _target(target: bytes) -> str:
     return target.decode("ascii", "replace")
-
-
-def _peek_request_id(text: str | bytes, limit: int) -> str | None:
-    """The ``request_id`` of an unreadable message, if it has a valid one (for errors).
-
-    A message over ``limit`` (bytes or characters) is not parsed at all.
-    """
-    if len(text) > limit:
-        return None
-    try:
-        obj = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    request_id = obj.get("request_id") if isinstance(obj, dict) else None
-    if isinstance(request_id, str) and 1 <= len(request_id) <= messages.MAX_REQUEST_ID_LENGTH:
-        return request_id
-    return None
 
 
 @asynccontextmanager
@@ -525,6 +523,7 @@ async def open_front_door(
     *,
     handlers: Mapping[str, Handler] | None = None,
     pages: Mapping[str, Page] | None = None,
+    routes: Sequence[Route] = (),
     sockets: Sequence[socket.socket] | None = None,
 ) -> AsyncIterator[FrontDoor]:
     """Serve a :class:`FrontDoor` for the duration of the block (design §7.1).
@@ -538,7 +537,9 @@ async def open_front_door(
     Raises:
         OSError: the address cannot be bound.
     """
-    front = FrontDoor(eventlog, config, handlers=handlers, pages=pages, sockets=sockets)
+    front = FrontDoor(
+        eventlog, config, handlers=handlers, pages=pages, routes=routes, sockets=sockets
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(front.serve)
         try:

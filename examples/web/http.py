@@ -13,20 +13,23 @@ a ``Host`` that is not the server's       403 with the reason (the DNS-rebinding
 (on a loopback bind, design §7.3)         defence, :mod:`examples.web.guard`)
 ``GET``/``HEAD`` of a page's path         200 with the page (the query is ignored:
 (e.g. ``/``, ``/dashboard.html``)         the page reads it)
+``GET``/``HEAD`` under a route's prefix    the route's answer (:mod:`examples.web.routes`;
+                                          a protected route needs the token first)
 ``GET``/``HEAD`` of any other path        404
 another method                            405 (``Allow: GET, HEAD``)
 a malformed head                          400; over ``max_head`` bytes: 431
 ========================================  ============================================
 
-Every answer has ``Content-Length``, ``Connection: close``, ``Cache-Control``
-(``no-store``, or the page's own: the server's scripts and styles may be cached),
-``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: no-referrer`` (a token in the
-page's address never leaves it); pages get a Content-Security-Policy that allows only
-their own inline script and style, scripts and styles of the server itself, ``data:``
-images and websocket connections. After the answer the server half-closes and reads
-what the client still sends (bounded) before closing, so the answer is not lost to a
-TCP reset. The pages are public: the token, when one is set, guards the websocket (the
-page passes on the ``token`` of its own address).
+Every answer has ``Content-Length`` (but a 304), ``Connection: close``,
+``Cache-Control`` (``no-store``, or the page's or route's own: the server's scripts and
+styles may be cached), ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy:
+no-referrer`` (a token in the page's address never leaves it); pages get a
+Content-Security-Policy that allows only their own inline script and style, scripts and
+styles of the server itself, images from the server itself or ``data:``, and websocket
+connections. After the answer the server half-closes and reads what the client still
+sends (bounded) before closing, so the answer is not lost to a TCP reset. The pages are
+public: the token, when one is set, guards the websocket (the page passes on the
+``token`` of its own address) and the protected routes.
 """
 
 from __future__ import annotations
@@ -46,8 +49,10 @@ __all__ = [
     "ReplayStream",
     "answer",
     "linger",
+    "peer_name",
     "plain_response",
     "read_head",
+    "response",
     "response_for",
 ]
 
@@ -58,7 +63,7 @@ _LINGER_BYTES: Final = 64 * 1024
 _CSP: Final = (
     "default-src 'none'; script-src 'self' 'unsafe-inline'; "
     "style-src 'self' 'unsafe-inline'; "
-    "img-src data:; connect-src ws: wss:; base-uri 'none'; form-action 'none'"
+    "img-src 'self' data:; connect-src ws: wss:; base-uri 'none'; form-action 'none'"
 )
 
 
@@ -156,7 +161,7 @@ class ReplayStream(trio.abc.Stream):
         await self.stream.aclose()
 
 
-def _response(
+def response(
     status: int,
     reason: str,
     body: bytes,
@@ -165,11 +170,24 @@ def _response(
     head_only: bool = False,
     cache_control: str = "no-store",
     extra: tuple[str, ...] = (),
+    length: bool = True,
 ) -> bytes:
+    """The bytes of one answer with the headers every answer has (see the module doc).
+
+    Args:
+        status: The HTTP status.
+        reason: Its reason phrase.
+        body: The content, bytes; left out for ``head_only`` (``HEAD``, 304).
+        content_type: The ``Content-Type`` header.
+        head_only: True: the head only, ``Content-Length`` still that of ``body``.
+        cache_control: The ``Cache-Control`` header.
+        extra: More header lines, e.g. ``"ETag: \"r3\""``.
+        length: False: no ``Content-Length`` (a 304).
+    """
     lines = [
         f"HTTP/1.1 {status} {reason}",
         f"Content-Type: {content_type}",
-        f"Content-Length: {len(body)}",
+        *([f"Content-Length: {len(body)}"] if length else []),
         "Connection: close",
         f"Cache-Control: {cache_control}",
         "X-Content-Type-Options: nosniff",
@@ -185,7 +203,7 @@ def plain_response(status: int, text: str) -> bytes:
     ``text`` starts with the status line's status and reason: ``403 Forbidden: ...``.
     """
     reason = text.split(":", 1)[0].partition(" ")[2] or "Refused"
-    return _response(status, reason, text.encode())
+    return response(status, reason, text.encode())
 
 
 def response_for(head: Head, pages: Mapping[str, Page]) -> bytes | None:
@@ -195,17 +213,17 @@ def response_for(head: Head, pages: Mapping[str, Page]) -> bytes | None:
             return None  # the client went away
         status, why = head.error
         reason = "Request Header Fields Too Large" if status == 431 else "Bad Request"
-        return _response(status, reason, f"{status} {reason}: {why[:200]}\n".encode())
+        return response(status, reason, f"{status} {reason}: {why[:200]}\n".encode())
     method = head.request.method
     if method not in (b"GET", b"HEAD"):
-        return _response(
+        return response(
             405, "Method Not Allowed", b"405 Method Not Allowed\n", extra=("Allow: GET, HEAD",)
         )
     path = head.request.target.split(b"?", 1)[0].decode("ascii", "replace")
     page = pages.get(path)
     if page is None:
-        return _response(404, "Not Found", b"404 Not Found\n", head_only=method == b"HEAD")
-    return _response(
+        return response(404, "Not Found", b"404 Not Found\n", head_only=method == b"HEAD")
+    return response(
         200, "OK", page.body, content_type=page.content_type, head_only=method == b"HEAD",
         cache_control=page.cache_control, extra=(f"Content-Security-Policy: {_CSP}",),
     )  # fmt: skip
@@ -238,3 +256,12 @@ async def linger(stream: trio.abc.HalfCloseableStream) -> None:
         if not data:
             return
         drained += len(data)
+
+
+def peer_name(stream: trio.SocketStream) -> str:
+    """``address:port`` of the client, for logs (``gone`` once it disconnected)."""
+    try:
+        address = stream.socket.getpeername()
+    except OSError:
+        return "gone"
+    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "local"

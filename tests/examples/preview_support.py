@@ -7,7 +7,6 @@ child process is left.
 
 from __future__ import annotations
 
-import base64
 import io
 import sqlite3
 from collections import defaultdict
@@ -23,6 +22,7 @@ from trio_websocket import open_websocket_url
 
 from examples.preview.app import PreviewConfig, open_database
 from examples.preview.server import open_preview_server
+from examples.web.fetch import Fetched, http_get
 from examples.web.frontdoor import FrontDoorConfig
 
 if TYPE_CHECKING:
@@ -62,9 +62,10 @@ class Seen:
     """Event-log run → database run (from ``job_queued``)."""
     by_run: dict[int, list[dict[str, Any]]] = attrs.field(factory=lambda: defaultdict(list))
     """Database run → its events, in arrival order."""
-    payloads: dict[tuple[int, str], list[dict[str, Any]]] = attrs.field(
+    images: dict[tuple[int, str], list[dict[str, Any]]] = attrs.field(
         factory=lambda: defaultdict(list)
     )
+    """``image_ready`` notices by (run, kind), in arrival order."""
     other: list[dict[str, Any]] = attrs.field(factory=list)
 
     def add(self, message: dict[str, Any]) -> None:
@@ -79,8 +80,8 @@ class Seen:
             run = self.jobs.get(message["run_id"])
             if run is not None:
                 self.by_run[run].append(message)
-        elif kind == "payload":
-            self.payloads[message["run_id"], message["kind"]].append(message)
+        elif kind == "image_ready":
+            self.images[message["run_id"], message["kind"]].append(message)
         else:
             self.other.append(message)
 
@@ -96,7 +97,7 @@ class Seen:
         return [job for job, of in self.jobs.items() if of == run]
 
     def newest(self, run: int, kind: str) -> dict[str, Any] | None:
-        found = self.payloads.get((run, kind))
+        found = self.images.get((run, kind))
         return found[-1] if found else None
 
 
@@ -106,28 +107,46 @@ async def pump(client: Client, seen: Seen, done: Callable[[], bool]) -> None:
         seen.add(await client.next_push())
 
 
-def decode_png(payload: dict[str, Any]) -> Image.Image:
-    """The payload's image, fully decoded (Pillow raises if it is broken)."""
-    image = Image.open(io.BytesIO(base64.b64decode(payload["data_b64"])))
+def decode_png(data: bytes) -> Image.Image:
+    """The PNG ``data``, fully decoded (Pillow raises if it is broken)."""
+    image = Image.open(io.BytesIO(data))
     image.load()
     return image
 
 
+async def fetch(url: str, target: str, token: str | None = None, **headers: str) -> Fetched:
+    """``GET target`` from the server at ``url`` (ws:// or http://), within ``TIMEOUT``."""
+    with trio.fail_after(TIMEOUT):
+        return await http_get(url, target, token=token, max_body=16 << 20, headers=headers)
+
+
+async def fetch_png(url: str, notice: dict[str, Any], token: str | None = None) -> bytes:
+    """The image an ``image_ready`` (or ``drawing``) notice names: its PNG bytes."""
+    fetched = await fetch(url, notice["url"], token)
+    assert fetched.status == 200, (notice["url"], fetched.status, fetched.body[:200])
+    assert fetched.headers["content-type"] == "image/png"
+    assert int(fetched.headers["content-length"]) == len(fetched.body) == notice["bytes"]
+    return fetched.body
+
+
 @asynccontextmanager
 async def preview_server(
-    config: PreviewConfig, *, token: str | None = None
+    config: PreviewConfig, *, token: str | None = None, paths: list[Path] | None = None
 ) -> AsyncIterator[tuple[FrontDoor, PreviewApp]]:
     """The preview server in this process, on an ephemeral loopback port."""
     identity = await trio.to_thread.run_sync(open_database, config.db)
     front_config = FrontDoorConfig(port=0, token=token)
-    async with open_preview_server(config, front_config, identity) as server:
+    async with open_preview_server(config, front_config, identity, paths=paths) as server:
         yield server
 
 
 @asynccontextmanager
-async def connect(front: FrontDoor, prefix: str = "t") -> AsyncIterator[Client]:
-    """A test client connected to ``front``."""
-    async with open_websocket_url(front.url, max_message_size=4 * 1024 * 1024) as ws:
+async def connect(
+    front: FrontDoor, prefix: str = "t", *, token: str | None = None
+) -> AsyncIterator[Client]:
+    """A test client connected to ``front`` (with ``token`` in the address, if given)."""
+    url = front.url if token is None else f"{front.url}/?token={token}"
+    async with open_websocket_url(url, max_message_size=4 * 1024 * 1024) as ws:
         yield Client(ws, prefix)
 
 

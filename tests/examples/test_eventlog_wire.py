@@ -261,9 +261,9 @@ async def test_a_close_frame_from_the_client_is_honoured_while_a_send_to_it_is_s
     # The client stops reading in the middle of a 2 MB message and sends a close frame.
     # trio-websocket sees it but cannot answer while the send holds the stream; the
     # server must let go within close_timeout, not after send_timeout (30 s).
-    big = messages.Payload(
-        run_id=1, kind="preview", revision=1, mime="image/png",
-        data_b64="A" * 2_000_000, width=1, height=1,
+    big = messages.RunDetailsReply(
+        request_id=None, run_id=1, name="n", experiment="e", status="ok",
+        metadata={"blob": "A" * 2_000_000},
     )  # fmt: skip
 
     async def visible(conn: Any, request: messages.Visible) -> None:

@@ -343,9 +343,10 @@ async def test_extension_handlers_answer_push_and_see_disconnects():
         conn.data["selected"] = request.run_id
 
     async def list_runs(conn, request: messages.ListRuns) -> messages.Message:
-        payload = messages.Payload(
-            run_id=conn.data["selected"], kind="thumbnail", revision=0, mime="image/png",
-            data_b64="iVBORw==", width=1, height=1,
+        payload = messages.ImageReady(
+            db="d-1", run_id=conn.data["selected"], kind="thumbnail", revision=0,
+            url="/db/d-1/runs/7/thumbnail.png?rev=0", mime="image/png", width=1, height=1,
+            bytes=8,
         )  # fmt: skip
         conn.after_reply(lambda: conn.push_nowait(payload))
         summary = messages.RunSummary(run_id=7, name="m", experiment="e", completed=True, rows=3)
@@ -362,7 +363,11 @@ async def test_extension_handlers_answer_push_and_see_disconnects():
             run_list = await c.request("list_runs")
             assert run_list["runs"][0]["run_id"] == 7
             pushed = await c.next_push()
-            assert (pushed["type"], pushed["run_id"], pushed["kind"]) == ("payload", 7, "thumbnail")
+            assert (pushed["type"], pushed["run_id"], pushed["kind"]) == (
+                "image_ready",
+                7,
+                "thumbnail",
+            )
             error = await c.request("visible", run_ids=[1, 2])
             assert (error["code"], error["retryable"]) == ("internal_error", False)
             assert front.broadcast_nowait(messages.ResyncRequired(head=0)) == 1
@@ -372,7 +377,7 @@ async def test_extension_handlers_answer_push_and_see_disconnects():
                 await trio.sleep(0.01)
         assert gone[0].startswith("ws-1@")
     with pytest.raises(ValueError, match="not a client request type"):
-        FrontDoor(None, handlers={"payload": select})  # type: ignore[arg-type]
+        FrontDoor(None, handlers={"image_ready": select})  # type: ignore[arg-type]
 
 
 async def test_shutdown_refuses_new_work_waits_for_runs_then_closes_with_1001():
@@ -573,9 +578,9 @@ def test_keepalive_settings_are_validated():
 async def _big_push_then_close(*, read_during_close: bool, close_timeout: float) -> bytes:
     """A raw client with a small receive buffer asks for a ~2 MB push; the server closes
     (1001) while that message is half sent; return every byte the client then gets."""
-    big = messages.Payload(
-        run_id=1, kind="preview", revision=1, mime="image/png",
-        data_b64="A" * 2_000_000, width=1, height=1,
+    big = messages.RunDetailsReply(
+        request_id=None, run_id=1, name="n", experiment="e", status="ok",
+        metadata={"blob": "A" * 2_000_000},
     )  # fmt: skip
 
     async def visible(conn, request: messages.Visible) -> None:
@@ -611,7 +616,7 @@ async def test_a_close_waits_for_the_message_being_sent_then_closes_cleanly():
     frames, rest = parse_frames(received)
     assert rest == b""
     assert [opcode for opcode, _ in frames] == [0x1, 0x8]  # the whole push, then the close
-    assert json.loads(frames[0][1])["data_b64"] == "A" * 2_000_000
+    assert json.loads(frames[0][1])["metadata"]["blob"] == "A" * 2_000_000
     assert int.from_bytes(frames[1][1][:2], "big") == 1001
 
 

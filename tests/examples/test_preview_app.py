@@ -481,7 +481,7 @@ async def test_a_draw_cancelled_mid_render_cancels_its_render(
         return observation()
 
     app._helpers.run_job = helper_job  # type: ignore[method-assign]
-    views = RunViews(app._table, app._helpers, app._link, job_timeout=15.0)
+    views = RunViews(app._table, app._helpers, app._link, app.views, db="d-1", job_timeout=15.0)
     async with trio.open_nursery() as nursery:
         for name in ("d1", "d2"):  # two clients drawing the same run at once
             draw = messages.Draw(request_id=name, run_id=12)
@@ -507,7 +507,7 @@ def image(run: int, kind: str, revision: int, shade: int = 0) -> StoredImage:
 
 def test_store_keeps_the_newest_and_bounds_previews() -> None:
     one = image(1, "preview", 1)
-    store = ImageStore(preview_bytes=2 * len(one.data) + 10)
+    store = ImageStore(db="d-1", preview_bytes=2 * len(one.data) + 10)
     assert store.put(one)
     assert not store.put(image(1, "preview", 1))  # the same bytes
     assert not store.put(image(1, "preview", 0, shade=9))  # older
@@ -515,8 +515,10 @@ def test_store_keeps_the_newest_and_bounds_previews() -> None:
     assert store.put(image(3, "preview", 1))  # over the bound: run 1's preview goes
     assert store.get((1, "preview")) is None
     assert store.keys() == [(2, "preview"), (3, "preview")]
-    message = store.get((3, "preview")).message()  # type: ignore[union-attr]
+    message = store.get((3, "preview")).message("d-1")  # type: ignore[union-attr]
     assert (message.width, message.height, message.mime) == (640, 480, "image/png")
+    assert message.url == "/db/d-1/runs/3/preview.png?rev=1"
+    assert message.bytes == len(store.get((3, "preview")).data)  # type: ignore[union-attr]
 
 
 class FakeTarget:
@@ -535,7 +537,7 @@ class FakeTarget:
 async def test_pusher_sends_the_selected_run_first_and_only_newest_revisions(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    store = ImageStore()
+    store = ImageStore(db="d-1")
     for run in (1, 2, 3):
         for kind in ("preview", "thumbnail"):
             store.put(image(run, kind, 1))
@@ -561,7 +563,7 @@ async def test_pusher_sends_the_selected_run_first_and_only_newest_revisions(
 async def test_pusher_ends_when_the_client_stops_taking_messages(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    store = ImageStore()
+    store = ImageStore(db="d-1")
     store.put(image(1, "thumbnail", 1))
     store.put(image(2, "thumbnail", 1))
     target = FakeTarget(room=1)

@@ -1,8 +1,9 @@
 """The preview command-line client against a scripted server (design §7.2).
 
 Each test plays one fixed sequence of server messages to :func:`collect` over a real
-loopback websocket, so the order the client sees is exact and the tests need no
-helpers, no renderer and no timing: a client that stops too early closes the
+loopback websocket (the same port answers the image URLs over HTTP, as the preview
+server does: each image's bytes name it), so the order the client sees is exact and the
+tests need no helpers, no renderer and no timing: a client that stops too early closes the
 connection before the script ends (``played`` says where), one that waits for
 something that never comes runs into its ``timeout``, which only a failing test
 reaches.
@@ -10,16 +11,18 @@ reaches.
 
 from __future__ import annotations
 
-import base64
+import functools
 import json
+import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
 import trio
-from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
+from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_stream
 
 from examples.preview.client import Collection, collect, listing
+from examples.web.http import ReplayStream, read_head, response
 from protocol import messages
 from protocol.codec import encode_message
 
@@ -50,6 +53,25 @@ class ScriptedServer:
     played: int = 0
     """Steps done; less than ``len(script)`` if the client closed early."""
     requests: list[dict[str, Any]] = attrs.field(factory=list)
+    fetched: list[str] = attrs.field(factory=list)
+    """The image paths the client fetched over HTTP."""
+
+    async def serve(self, stream: trio.SocketStream) -> None:
+        """One connection: the websocket, or a ``GET`` of an image (its name as bytes)."""
+        async with stream:
+            head = await read_head(stream, max_head=16384)
+            if head.websocket:
+                async with trio.open_nursery() as nursery:
+                    request = await wrap_server_stream(nursery, ReplayStream(stream, head.raw))
+                    await self.handle(request)
+                    nursery.cancel_scope.cancel()
+            elif head.request is not None:
+                path = urllib.parse.urlsplit(head.request.target.decode()).path
+                self.fetched.append(path)
+                run, kind = path.removesuffix(".png").rsplit("/", 2)[1:]
+                query = urllib.parse.urlsplit(head.request.target.decode()).query
+                body = f"{run}-{kind}-r{query.removeprefix('rev=')}".encode()
+                await stream.send_all(response(200, "OK", body, content_type="image/png"))
 
     async def handle(self, request: WebSocketRequest) -> None:
         ws = await request.accept()
@@ -75,13 +97,13 @@ async def play(
 ) -> tuple[Collection, ScriptedServer]:
     """Run :func:`collect` against ``script``; check that it settled and played it all."""
     server = ScriptedServer(script)
-    listener = await nursery.start(
-        lambda task_status: serve_websocket(
-            server.handle, "127.0.0.1", 0, None, handler_nursery=nursery,
-            task_status=task_status,
+    listeners = await nursery.start(
+        functools.partial(
+            trio.serve_tcp, server.serve, 0, host="127.0.0.1", handler_nursery=nursery
         )
-    )  # fmt: skip
-    seen = await collect(f"ws://127.0.0.1:{listener.port}", tmp_path, timeout=TIMEOUT)
+    )
+    port = listeners[0].socket.getsockname()[1]
+    seen = await collect(f"ws://127.0.0.1:{port}", tmp_path, timeout=TIMEOUT)
     assert seen.complete, seen.missing()
     assert seen.missing() == []
     assert server.played == len(script), "the client stopped before the script ended"
@@ -114,13 +136,13 @@ def events(*items: messages.Event) -> messages.Events:
     return messages.Events(request_id=None, events=items, cursor=max(e.seq for e in items))
 
 
-def image(run_id: int, kind: str, revision: int) -> messages.Payload:
-    """A payload whose bytes name it (the client saves bytes, it draws nothing)."""
-    data = f"{run_id}-{kind}-r{revision}".encode()
+def image(run_id: int, kind: str, revision: int) -> messages.ImageReady:
+    """The notice of an image whose bytes name it (the client saves bytes, draws nothing)."""
     width, height = (160, 120) if kind == "thumbnail" else (640, 480)
-    return messages.Payload(
-        run_id=run_id, kind=kind, revision=revision, mime="image/png",
-        data_b64=base64.b64encode(data).decode(), width=width, height=height,
+    return messages.ImageReady(
+        db="t-1", run_id=run_id, kind=kind, revision=revision,
+        url=f"/db/t-1/runs/{run_id}/{kind}.png?rev={revision}", mime="image/png",
+        width=width, height=height, bytes=len(f"{run_id}-{kind}-r{revision}"),
     )  # fmt: skip
 
 
@@ -132,7 +154,16 @@ def statuses(seen: Collection) -> dict[int, str]:
     return {int(line.split()[0]): line.split()[-1] for line in listing(seen)[1:]}
 
 
-OPENING: list[Step] = [Expect("subscribe", {"cursor": 0}), Expect("list_runs")]
+OPENING: list[Step] = [
+    Expect("list_databases"),
+    messages.DatabaseList(
+        request_id="c1",
+        databases=(messages.DatabaseInfo(db="t-1", name="t.db", state="ready"),),
+        current="t-1",
+    ),
+    Expect("subscribe", {"cursor": 0}),
+    Expect("list_runs"),
+]
 
 
 async def test_an_empty_run_and_every_status_are_waited_for(
@@ -227,6 +258,7 @@ async def test_resync_required_subscribes_again_from_the_last_event(
     assert seen.jobs == {101: 1, 102: 2}
     assert statuses(seen)[1] == "ok"
     assert [r["type"] for r in server.requests] == [
+        "list_databases",
         "subscribe",
         "list_runs",
         "subscribe",
@@ -253,3 +285,28 @@ def test_the_finish_result_names_the_images_to_wait_for(
                        data={"verdict": "ok", "result": result})
     )  # fmt: skip
     assert seen.missing() == expected
+
+
+async def test_runs_and_images_of_another_database_are_skipped(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    # One event log reports every database's runs (design §7.5): run 1 of "other-2" has
+    # the same run id as ours, and its finish must not settle ours.
+    other = messages.Event(
+        seq=2, kind="job_queued", run_id=201,
+        data={"operation": "preview", "arguments": {"run_id": 1, "db": "other-2"}},
+    )  # fmt: skip
+    foreign = attrs.evolve(image(1, "preview", 9), db="other-2", url="/db/other-2/x.png")
+    seen, server = await play(nursery, tmp_path, [
+        *OPENING,
+        events(queued(1, 101, 1), other, finished(3, 201, "ok", status="ok", revision=9,
+                                                   published=BOTH)),
+        run_list(summary(1, rows=5, job=101)),
+        foreign,
+        image(1, "thumbnail", 1), image(1, "preview", 1),
+        finished(4, 101, "ok", status="ok", revision=1, published=BOTH),
+    ])  # fmt: skip
+    assert seen.db == "t-1"
+    assert seen.jobs == {101: 1}
+    assert saved(tmp_path)["run1-preview.png"] == b"1-preview-r1"
+    assert server.fetched == ["/db/t-1/runs/1/thumbnail.png", "/db/t-1/runs/1/preview.png"]

@@ -113,7 +113,7 @@ async def test_cancel_stops_a_runs_work_and_is_reported_truthfully(
         kinds = [e["kind"] for e in seen.by_run[5]]
         assert kinds == ["job_queued", "job_started", "job_progress", "job_cancelled"], kinds
         assert seen.by_run[5][2]["data"] == {"fraction": 0.0, "synthetic": True}
-        assert not any(run == 5 for run, _ in seen.payloads)
+        assert not any(run == 5 for run, _ in seen.images)
 
         # Cancel tells the true state: again cancelled; a finished run stays finished.
         assert (await client.request("cancel", run_id=job))["state"] == "cancelled"

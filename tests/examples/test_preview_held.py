@@ -58,7 +58,7 @@ async def test_startup_discards_the_preview_runs_held_and_keeps_the_others(
     async with client(path) as log:
         link = RuntimeLink(ask_timeout=5)
         link.attach(cast("Any", FakeRuntime(eventlog=log)))
-        runs = EventLogRuns(link, cast("Any", None), cast("Any", None))
+        runs = EventLogRuns(link, cast("Any", None), cast("Any", None), db="sample-00000000")
         await runs.discard_held()
         states = [(await log.status(n)).state for n in (1, 2, 3)]
         assert states == ["cancelled", "held", "cancelled"]

@@ -27,6 +27,7 @@ from preview_support import (
     Seen,
     connect,
     decode_png,
+    fetch_png,
     preview_server,
     pump,
     server_config,
@@ -91,7 +92,9 @@ async def _http_get(url: str, path: str) -> bytes:
 
 async def test_end_to_end_on_the_real_database(writable_db: Path, tmp_path: Path) -> None:
     process, url, stderr = await _start_server(writable_db, tmp_path, "--stall-after", "1.5")
+    token = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["token"][0]
     seen = Seen()
+    pngs: dict[tuple[int, str], bytes] = {}
     try:
         async with open_websocket_url(url, max_message_size=4 * 1024 * 1024) as ws:
             client = Client(ws)
@@ -123,6 +126,11 @@ async def test_end_to_end_on_the_real_database(writable_db: Path, tmp_path: Path
             with trio.fail_after(40):
                 await pump(client, seen, done)
             helpers = children(process.pid)
+            for run in ALL_RUNS:  # every image by its URL, while the server runs
+                for kind in SIZES:
+                    notice = seen.newest(run, kind)
+                    assert notice is not None
+                    pngs[run, kind] = await fetch_png(url, notice, token)
             assert len(helpers) == 2, helpers
         page = await _http_get(url, "/?select=4")  # the dashboard, on the same port
         assert page.startswith(b"HTTP/1.1 200 OK\r\n")
@@ -150,11 +158,11 @@ async def test_end_to_end_on_the_real_database(writable_db: Path, tmp_path: Path
         notes = {e["data"].get("note") for e in seen.by_run[run]}
         assert {"metadata", "thumbnail", "preview"} <= notes, (run, notes)
         for kind, size in SIZES.items():
-            payload = seen.newest(run, kind)
-            assert payload is not None
-            assert payload["mime"] == "image/png"
-            assert (payload["width"], payload["height"]) == size
-            assert decode_png(payload).size == size
+            notice = seen.newest(run, kind)
+            assert notice is not None
+            assert notice["mime"] == "image/png"
+            assert (notice["width"], notice["height"]) == size
+            assert decode_png(pngs[run, kind]).size == size
     verdicts = {r: seen.finished(r)["verdict"] for r in ALL_RUNS}  # type: ignore[index]
     assert verdicts == {
         **{r: "ok" for r in ALL_RUNS},
@@ -338,8 +346,8 @@ async def test_without_a_database_each_server_grows_a_private_sample(tmp_path: P
             assert [r["run_id"] for r in runs if not r["completed"]] == [11]
             await client.request("select", run_id=11)
             with trio.fail_after(30):  # the demo writer grows run 11: it is drawn again
-                await pump(client, seen, lambda: len(seen.payloads[11, "thumbnail"]) >= 2)
-        revisions = [p["revision"] for p in seen.payloads[11, "thumbnail"]]
+                await pump(client, seen, lambda: len(seen.images[11, "thumbnail"]) >= 2)
+        revisions = [p["revision"] for p in seen.images[11, "thumbnail"]]
         assert revisions == sorted(set(revisions))
     finally:
         statuses = []

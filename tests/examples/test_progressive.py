@@ -20,6 +20,7 @@ from preview_support import (
     append_rows,
     connect,
     decode_png,
+    fetch_png,
     preview_server,
     pump,
     server_config,
@@ -56,7 +57,8 @@ async def test_a_run_being_written_refreshes_and_finishes(
             await pump(client, seen, lambda: _note(seen, LIVE_RUN) != "")
         first = seen.newest(LIVE_RUN, "thumbnail")
         assert first is not None
-        assert decode_png(first).size == (160, 120)
+        first_png = await fetch_png(front.url, first)
+        assert decode_png(first_png).size == (160, 120)
         assert _note(seen, LIVE_RUN) == "being written: 120 of 200 points"
         assert seen.finished(LIVE_RUN) is None
         assert app.runs[LIVE_RUN].parked
@@ -72,7 +74,7 @@ async def test_a_run_being_written_refreshes_and_finishes(
             await pump(client, seen, lambda: "160 of 200" in _note(seen, LIVE_RUN))
         second = seen.newest(LIVE_RUN, "thumbnail")
         assert second is not None
-        assert second["data_b64"] != first["data_b64"]
+        assert await fetch_png(front.url, second) != first_png
         assert seen.finished(LIVE_RUN) is None
 
         # The writer completes the run: it is read again, published, and finishes ok.
@@ -137,6 +139,7 @@ async def test_a_new_run_is_listed_submitted_and_drawn(writable_db: Path, tmp_pa
                 lambda: any(m["type"] == "run_list" and len(m["runs"]) == 13 for m in seen.other),
             )
         assert seen.finished(13)["verdict"] == "ok"  # type: ignore[index]
-        assert decode_png(seen.newest(13, "thumbnail")).size == (160, 120)  # type: ignore[arg-type]
+        thumbnail = await fetch_png(front.url, seen.newest(13, "thumbnail"))  # type: ignore[arg-type]
+        assert decode_png(thumbnail).size == (160, 120)
         assert app.runs[13].summary["name"] == "sine_sweep_again"
     assert_no_children()

@@ -6,11 +6,10 @@ process left afterwards.
 
 from __future__ import annotations
 
-import base64
 from typing import TYPE_CHECKING
 
 from frontdoor_support import assert_no_children
-from preview_support import connect, decode_png, preview_server, server_config
+from preview_support import connect, decode_png, fetch_png, preview_server, server_config
 
 from examples.preview.drawing.render import report_of
 
@@ -46,8 +45,8 @@ async def test_times_details_and_drawings(plots_db: Path, tmp_path: Path) -> Non
         assert drawing["type"] == "drawing"
         assert (drawing["slice"], drawing["slice_count"]) == (2, 6)
         assert drawing["slice_label"] == "magnet_field = 0.4 T · slice 3 of 6"
-        png = base64.b64decode(drawing["data_b64"])
-        assert decode_png(drawing).size == (640, 480)
+        png = await fetch_png(front.url, drawing)
+        assert decode_png(png).size == (640, 480)
         assert report_of(png) == drawing["report"]
         newest = await client.request("draw", run_id=4, kind="thumbnail")
         assert (newest["slice"], newest["slice_label"]) == (5, "6/6 magnet_field = 1 T")

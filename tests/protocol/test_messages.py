@@ -15,9 +15,11 @@ from protocol import (
     BootReport,
     Cancel,
     ClientRequest,
+    DatabaseInfo,
     ErrorReply,
     Event,
     Events,
+    ImageReady,
     ListRuns,
     Message,
     OkReply,
@@ -28,6 +30,7 @@ from protocol import (
     ServerMessage,
     StatusReply,
     Submit,
+    UseDatabase,
     Visible,
 )
 
@@ -71,6 +74,12 @@ def test_requests_carry_a_request_id() -> None:
         assert attrs.fields(cls).request_id.type in ("str", str)
 
 
+_IMAGE = {
+    "db": "d-1", "run_id": 1, "kind": "preview", "revision": 1, "mime": "image/png",
+    "url": "/db/d-1/runs/1/preview.png?rev=1", "width": 640, "height": 480, "bytes": 10,
+}  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("make", "field"),
     [
@@ -111,6 +120,22 @@ def test_requests_carry_a_request_id() -> None:
             ),
             "job_run_id",
         ),
+        *[
+            (lambda url=url: ImageReady(**{**_IMAGE, "url": url}), "url")
+            for url in (
+                "",
+                "db/x.png",
+                "//evil.example/x.png",
+                "/a b.png",
+                "/\u00e9.png",
+                "http://h/x.png",
+                "/" + "a" * 2048,
+            )
+        ],
+        (lambda: ImageReady(**{**_IMAGE, "bytes": -1}), "bytes"),
+        (lambda: DatabaseInfo(db="d", name="d.db", state="broken"), "state"),
+        (lambda: DatabaseInfo(db="", name="d.db", state="idle"), "db"),
+        (lambda: UseDatabase(request_id="r", db="x" * 65), "db"),
     ],
 )
 def test_validators_name_the_field(make: typing.Callable[[], object], field: str) -> None:

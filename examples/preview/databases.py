@@ -1,0 +1,368 @@
+"""Databases: a preview server of several QCoDeS databases (design §7.5).
+
+The server is given paths: ``.db`` files, and folders whose ``*.db`` files it serves
+(non-recursive: a measurement folder keeps its databases side by side, and a recursive
+walk of a large tree on every poll would cost more than it finds). Each database is one
+:class:`~examples.preview.database_entry.DatabaseEntry` with its own
+:class:`~examples.preview.app.PreviewApp`: its own runtime, helpers that open it
+read-only (design §7.2), runs and images. The first database is started with the
+server; the others are *idle* until a client first uses one (``use_database``), and
+stay started until the server stops. Every database's runs are reported to one event
+log (the first database's), so a client follows all of them with one subscription;
+each run's arguments name its database (``arguments.db``).
+
+:class:`Databases` serves, for the front door:
+
+* ``list_databases`` → ``database_list`` (every entry, and the one the connection uses);
+* ``use_database`` {db} → ``ok``: later run requests of this connection concern that
+  database (started first, within ``open_timeout`` seconds); its image notices replace
+  those of the database used before. An unknown id is ``invalid_command`` naming
+  ``db``; an entry in error is ``source_unreadable``; one still starting after the
+  timeout is ``source_not_ready`` (retry);
+* every other request: the handler of the connection's database's app (the first
+  database until the connection says otherwise), else the front door's own;
+* the image route of every database (:class:`~examples.preview.image_route.ImageRoute`).
+
+Folders are looked at again every ``scan_interval`` seconds (trio has no file-system
+notifications; a scan runs in a worker thread within ``job_timeout``). A new file is
+checked (read-only, a moment) and announced with ``database_added``: ``idle``, or
+``error`` with the reason (not SQLite, no QCoDeS ``runs`` table); an entry in error is
+checked again at each scan, so a file still being created becomes usable. A file that is
+gone is ``database_removed``; a started one is stopped (its helpers are reaped) and
+stays listed in ``error`` ("the file is gone") until the file is back, so a client
+looking at it is told why. At most ``max_databases`` are served; more are logged once
+each and left out. The first database is never removed.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, get_args
+
+import attrs
+import trio
+
+from actors.errors import InvalidCommand, SourceError, SourceNotReady, UnknownMessageType
+from protocol import messages
+
+from ..web.api import BUILTIN_HANDLERS
+from .app import PreviewApp, open_database
+from .database_entry import DatabaseEntry
+from .image_route import ImageRoute
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+    from pathlib import Path
+
+    from actors import EventLogClient
+
+    from ..web.api import Handler
+    from ..web.connection import Connection
+    from ..web.frontdoor import FrontDoor
+    from ..web.routes import Route
+    from .config import PreviewConfig
+
+__all__ = ["Databases", "find_databases"]
+
+LOGGER = logging.getLogger("examples.preview")
+#: ``conn.data`` key of the id of the database a connection uses.
+_CURRENT = "preview_db"
+#: Why a file is not served, by :class:`~actors.errors.SourceError` reason: what
+#: clients are told (never the path).
+_WHY = {
+    "missing": "the file is gone",
+    "not_a_file": "not a regular file",
+    "not_sqlite": "not an SQLite database",
+    "not_qcodes": "no QCoDeS runs table",
+    "unreadable": "unreadable",
+}
+
+
+def find_databases(paths: Sequence[Path]) -> list[Path]:
+    """The database files of ``paths``, resolved, in order, each once (blocking I/O).
+
+    A folder gives its ``*.db`` files (sorted by name, non-recursive); a file is kept
+    as it is (whatever its name: the user named it); a path that is neither is left out.
+    """
+    found: dict[Path, None] = {}
+    for path in paths:
+        try:
+            if path.is_dir():
+                for child in sorted(path.glob("*.db")):
+                    if child.is_file():
+                        found.setdefault(child.resolve(), None)
+            elif path.is_file():
+                found.setdefault(path.resolve(), None)
+        except OSError as exc:  # e.g. a folder we may not read: nothing from it
+            LOGGER.warning("cannot look into %s: %s", path, exc, extra={"path": str(path)})
+    return list(found)
+
+
+class Databases:
+    """Every database of one preview server (see the module docstring).
+
+    Args:
+        primary: The first database's app, started by the server itself.
+        paths: The paths given (files and folders); None: only ``primary``.
+        config: The settings each other database's app starts from (its ``db`` and
+            ``ledger`` are replaced: the shared event log keeps the ledger), and
+            ``max_databases``, ``scan_interval``, ``open_timeout`` and ``job_timeout``
+            (the most one scan or one check of a file may take, seconds).
+    """
+
+    def __init__(
+        self, primary: PreviewApp, paths: Sequence[Path] | None, config: PreviewConfig
+    ) -> None:
+        self._config = config
+        self._paths = list(paths or ())
+        self._max = config.max_databases
+        self._scan_interval = config.scan_interval
+        self._scan_timeout = config.job_timeout
+        self._open_timeout = config.open_timeout
+        first = DatabaseEntry.started(primary)
+        self.primary = first
+        self.entries: dict[str, DatabaseEntry] = {first.db: first}
+        """Every database by id, in the order found."""
+        self._ignored: set[Path] = set()
+        self._front: FrontDoor | None = None
+        self._eventlog: EventLogClient | None = None
+        self._nursery: trio.Nursery | None = None
+        self.scans = 0
+        """Scans of the folders done."""
+
+    # -- running ------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self, eventlog: EventLogClient, front: FrontDoor) -> AsyncIterator[None]:
+        """Serve and watch the databases for the duration of the block.
+
+        Entering (a checkpoint) lists the databases the paths hold now; leaving stops
+        every database started here (their helpers are reaped) and the watch.
+        """
+        self._eventlog = eventlog
+        self._front = front
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            if self._paths:
+                await self.scan()
+                nursery.start_soon(self._watch)
+            try:
+                yield
+            finally:
+                nursery.cancel_scope.cancel()
+                self._nursery = None
+
+    async def _watch(self) -> None:
+        while True:
+            await trio.sleep(self._scan_interval)
+            await self.scan()
+
+    async def scan(self) -> None:
+        """Look at the paths once: add new databases, drop gone ones (a checkpoint)."""
+        with trio.move_on_after(self._scan_timeout) as scope:
+            found = await trio.to_thread.run_sync(
+                find_databases, self._paths, abandon_on_cancel=True
+            )
+        if scope.cancelled_caught:
+            LOGGER.warning("a scan of the folders took over %g s: skipped", self._scan_timeout)
+            return
+        self.scans += 1
+        present = set(found)
+        for entry in list(self.entries.values()):
+            if entry is self.primary or entry.path in present:
+                continue
+            if entry.app is not None or entry.kept:
+                if entry.app is not None:  # in use: stays listed, in error, until it is back
+                    entry.stop()
+                    entry.fail("the file is gone")
+                    entry.kept = True
+                    self._announce(entry)
+            else:
+                self._remove(entry)
+        for path in found:
+            known = self._entry_of(path)
+            if known is None:
+                if len(self.entries) >= self._max:
+                    if path not in self._ignored:
+                        self._ignored.add(path)
+                        LOGGER.warning(
+                            "%s: not served, over max_databases (%d)", path.name, self._max,
+                            extra={"event": "database_ignored", "database": path.name},
+                        )  # fmt: skip
+                    continue
+                entry = DatabaseEntry.found(path)
+                self.entries[entry.db] = entry
+                await self._check(entry)
+            elif known.state == "error" and known.app is None:
+                await self._check(known)  # perhaps written since
+
+    def _entry_of(self, path: Path) -> DatabaseEntry | None:
+        return next((e for e in self.entries.values() if e.path == path), None)
+
+    async def _check(self, entry: DatabaseEntry) -> None:
+        before = entry.info()
+        try:
+            with trio.fail_after(self._scan_timeout):
+                identity = await trio.to_thread.run_sync(
+                    open_database, entry.path, abandon_on_cancel=True
+                )
+        except SourceError as exc:  # its message names the path: clients get words only
+            entry.fail(_WHY.get(str(exc.details.get("reason")), "unreadable"))
+        except trio.TooSlowError:
+            entry.fail(f"checking it took over {self._scan_timeout:g} s")
+        else:
+            entry.identity = identity
+            entry.state = "idle"
+            entry.error = None
+            entry.kept = False
+            entry.runs = int(identity["run_count"])
+        if entry.info() != before or entry.announced is False:
+            self._announce(entry)
+
+    def _remove(self, entry: DatabaseEntry) -> None:
+        del self.entries[entry.db]
+        entry.stop()
+        LOGGER.info(
+            "%s: gone, no longer served", entry.name,
+            extra={"event": "database_removed", "database": entry.db},
+        )  # fmt: skip
+        if self._front is not None:
+            self._front.broadcast_nowait(messages.DatabaseRemoved(db=entry.db))
+
+    def _announce(self, entry: DatabaseEntry) -> None:
+        entry.announced = True
+        LOGGER.info(
+            "%s: %s%s", entry.name, entry.state, f" ({entry.error})" if entry.error else "",
+            extra={"event": "database_state", "database": entry.db, "state": entry.state},
+        )  # fmt: skip
+        if self._front is not None:
+            self._front.broadcast_nowait(messages.DatabaseAdded(database=entry.info()))
+
+    async def _open(self, entry: DatabaseEntry) -> None:
+        """Start ``entry``'s app and runtime if it is idle; wait until it is ready."""
+        if entry.state == "idle":
+            if self._nursery is None or self._eventlog is None:
+                raise RuntimeError("the databases are not running")
+            config = attrs.evolve(self._config, db=entry.path, ledger=None)
+            entry.begin(PreviewApp(config, entry.identity))
+            self._announce(entry)
+            self._nursery.start_soon(self._serve, entry, self._eventlog)
+        with trio.move_on_after(self._open_timeout):
+            await entry.wait_settled()
+        if entry.state == "starting":
+            raise SourceNotReady(f"database {entry.db!r} is still starting; try again")
+        if entry.state == "error":
+            raise SourceError(f"database {entry.db!r}: {entry.error}", fields=["db"])
+
+    async def _serve(self, entry: DatabaseEntry, eventlog: EventLogClient) -> None:
+        try:
+            await entry.serve(eventlog, on_ready=lambda: self._announce(entry))
+        except Exception as exc:  # contained: one database's failure never stops the server
+            LOGGER.warning("%s: cannot serve it: %r", entry.name, exc, extra={"database": entry.db})
+            entry.fail(f"its helpers failed to start ({type(exc).__name__})")
+            self._announce(entry)
+        # else: stopped (its file is gone): announced by the scan
+
+    # -- what the front door uses -------------------------------------------------------
+
+    def source(self, db: str) -> PreviewApp | None:
+        """The started app of database ``db`` (its images), or None."""
+        entry = self.entries.get(db)
+        return None if entry is None else entry.app
+
+    @property
+    def routes(self) -> list[Route]:
+        """The image route of every database (design §7.6)."""
+        return [ImageRoute(self.source).route()]
+
+    @property
+    def handlers(self) -> dict[str, Handler]:
+        """Front-door handlers of every client request (see the module docstring)."""
+        handlers: dict[str, Handler] = {
+            "list_databases": self.on_list_databases,
+            "use_database": self.on_use_database,
+        }
+        for cls in get_args(messages.ClientRequest):
+            tag = messages.TAGS[cls]
+            if tag not in handlers:
+                handlers[tag] = self._routed(tag)
+        return handlers
+
+    def _routed(self, tag: str) -> Handler:
+        async def handler(conn: Connection, request: Any) -> messages.Message | None:
+            entry = self._current(conn)
+            app = entry.app
+            if app is None and self.primary.app is not None and tag in self.primary.app.handlers:
+                raise SourceError(f"database {entry.db!r} is not served: {entry.error}")
+            own = None if app is None else app.handlers.get(tag)
+            if own is None:
+                own = BUILTIN_HANDLERS.get(tag)
+            if own is None:
+                raise UnknownMessageType(
+                    f"this server does not serve {tag!r} requests", fields=["$.type"], type=tag
+                )
+            return await own(conn, request)
+
+        return handler
+
+    def _current(self, conn: Connection) -> DatabaseEntry:
+        db = conn.data.get(_CURRENT, self.primary.db)
+        entry = self.entries.get(db)
+        if entry is None:
+            raise InvalidCommand(
+                f"the database {db!r} this connection used is gone; see list_databases",
+                fields=["db"],
+            )
+        return entry
+
+    async def on_list_databases(
+        self, conn: Connection, request: messages.ListDatabases
+    ) -> messages.DatabaseList:
+        """``list_databases`` → ``database_list`` (no I/O)."""
+        await trio.lowlevel.checkpoint()
+        current = conn.data.get(_CURRENT, self.primary.db)
+        return messages.DatabaseList(
+            request_id=request.request_id,
+            databases=tuple(entry.info() for entry in self.entries.values()),
+            current=current if current in self.entries else None,
+        )
+
+    async def on_use_database(self, conn: Connection, request: messages.UseDatabase) -> None:
+        """``use_database`` → ``ok`` (see the module docstring).
+
+        Raises:
+            InvalidCommand: (``invalid_command``) no database has that id.
+            SourceError: (``source_unreadable``) the database is in error.
+            SourceNotReady: (``source_not_ready``) it is still starting; retry.
+        """
+        entry = self.entries.get(request.db)
+        if entry is None:
+            raise InvalidCommand(
+                f"use_database: no database {request.db[:80]!r}; see list_databases",
+                fields=["db"],
+            )
+        await self._open(entry)
+        before = self.entries.get(conn.data.get(_CURRENT, self.primary.db))
+        if before is not entry:
+            if before is not None and before.app is not None:
+                before.app.on_disconnect(conn)  # its image notices stop
+            conn.data[_CURRENT] = entry.db
+        LOGGER.info(
+            "%s uses %s", conn.name, entry.name,
+            extra={"event": "database_used", "conn": conn.name, "database": entry.db},
+        )  # fmt: skip
+
+    def on_disconnect(self, conn: Connection) -> None:
+        """Stop the image notices of a closed connection (a front-door hook)."""
+        for entry in self.entries.values():
+            if entry.app is not None:
+                entry.app.on_disconnect(conn)
+
+    async def cancel_open(self, *, actor: str, waiting_only: bool = False) -> int:
+        """Cancel the open event-log runs of every started database (at shutdown)."""
+        total = 0
+        for entry in list(self.entries.values()):
+            if entry.app is not None and entry.state == "ready":
+                total += await entry.app.cancel_open(actor=actor, waiting_only=waiting_only)
+        return total

@@ -1,0 +1,226 @@
+"""Dynamic GET routes on the front door's port, beside its static pages (design §7.6).
+
+A :class:`Route` serves every path under its ``prefix`` with an async function that
+gets an :class:`HttpRequest` and returns an :class:`HttpAnswer`. The front door
+(:mod:`examples.web.frontdoor`) decides who may ask before a route runs: the ``Host``
+check of every plain HTTP request and, for a ``protected`` route (the default), the
+token exactly as a websocket handshake carries it (``?token=`` or ``Authorization:
+Bearer``, design §7.3): a missing or wrong one is a 403 and the route never runs. Only
+``GET`` and ``HEAD`` reach a route (``HEAD`` gets the headers of ``GET``, no body);
+other methods are 405 as for the pages.
+
+:class:`Router` matches a request to the route with the longest prefix, runs it under
+the front door's handshake deadline (the caller's cancel scope), and writes the answer:
+
+* a body over ``max_body`` bytes is never sent: the client gets a 500 and the log says
+  why (routes answer from bounded stores, so it is a bug, not a load);
+* an :class:`~actors.errors.ActorError` or any other exception of a route is a 500 with
+  one plain line, logged with its traceback; the server goes on;
+* ``304 Not Modified`` is sent without ``Content-Length`` or body (RFC 9110 §15.4.5);
+* every answer is one INFO record of ``examples.frontdoor`` with ``event=http_route``
+  and its ``path`` (never the query, which may hold the token), ``status``, ``bytes``
+  and ``route`` as ``extra``, and is counted by status (:meth:`Router.statistics`).
+
+Helpers for routes: :func:`etag_matches` reads ``If-None-Match``.
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from typing import TYPE_CHECKING
+
+import attrs
+
+from .http import response
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+    import h11
+    import trio
+
+__all__ = ["HttpAnswer", "HttpRequest", "Route", "Router", "etag_matches"]
+
+LOGGER = logging.getLogger("examples.frontdoor")
+_REASONS = {
+    200: "OK",
+    304: "Not Modified",
+    400: "Bad Request",
+    404: "Not Found",
+    500: "Internal Server Error",
+}
+
+
+@attrs.frozen(kw_only=True)
+class HttpRequest:
+    """A ``GET`` or ``HEAD`` request as a route sees it."""
+
+    method: str
+    """``GET`` or ``HEAD``."""
+    path: str
+    """The path, percent-decoded (e.g. ``/db/sample-1a2b/runs/3/preview.png``)."""
+    query: Mapping[str, str]
+    """The query's parameters (the first value of each; ``token`` included)."""
+    headers: Mapping[bytes, bytes]
+    """The request headers, names lowercased."""
+
+
+@attrs.frozen(kw_only=True)
+class HttpAnswer:
+    """What a route answers; the front door adds the headers of every answer."""
+
+    status: int
+    """The HTTP status: 200, 304, 400 or 404."""
+    body: bytes = attrs.field(default=b"", repr=lambda body: f"<{len(body)} bytes>")
+    """The content (bytes); for ``HEAD`` only its length is sent."""
+    content_type: str = "text/plain; charset=utf-8"
+    """The ``Content-Type`` header."""
+    cache_control: str = "no-store"
+    """The ``Cache-Control`` header."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """More headers, e.g. ``(("ETag", '"r3-ab12"'),)``."""
+
+    @classmethod
+    def text(cls, status: int, message: str) -> HttpAnswer:
+        """A plain-text answer: ``404 Not Found: <message>`` and a newline."""
+        return cls(status=status, body=f"{status} {_reasons(status)}: {message}\n".encode())
+
+
+def _reasons(status: int) -> str:
+    return _REASONS.get(status, "Error")
+
+
+@attrs.frozen(kw_only=True)
+class Route:
+    """Every ``GET``/``HEAD`` of a path under ``prefix`` answered by ``handler``."""
+
+    prefix: str = attrs.field()
+    """The path prefix, starting and ending with ``/`` (e.g. ``/db/``)."""
+    handler: Callable[[HttpRequest], Awaitable[HttpAnswer]]
+    """``await handler(request)`` returns the answer (a checkpoint)."""
+    protected: bool = True
+    """True: the request must carry the front door's token, if it has one (design §7.3)."""
+    name: str = ""
+    """A name for the logs; default the prefix."""
+
+    @prefix.validator
+    def _check_prefix(self, attribute: attrs.Attribute[str], value: object) -> None:
+        if not isinstance(value, str) or not (value.startswith("/") and value.endswith("/")):
+            raise ValueError(f"prefix must be a path starting and ending with '/', got {value!r}")
+
+
+def etag_matches(headers: Mapping[bytes, bytes], etag: str) -> bool:
+    """True if ``If-None-Match`` names ``etag`` (or is ``*``): the client has it.
+
+    Weak comparison, as RFC 9110 §13.1.2 asks for ``If-None-Match``: ``W/"x"`` matches
+    ``"x"``.
+    """
+    value = headers.get(b"if-none-match")
+    if value is None:
+        return False
+    wanted = etag.removeprefix("W/")
+    for item in value.decode("latin-1").split(","):
+        item = item.strip()
+        if item == "*" or item.removeprefix("W/") == wanted:
+            return True
+    return False
+
+
+class Router:
+    """The routes of one front door; see the module docstring.
+
+    Args:
+        routes: The routes; two with the same prefix are refused.
+        max_body: Largest body sent, in bytes.
+
+    Raises:
+        ValueError: two routes have the same prefix.
+    """
+
+    def __init__(self, routes: Sequence[Route], *, max_body: int) -> None:
+        prefixes = [route.prefix for route in routes]
+        if len(set(prefixes)) != len(prefixes):
+            raise ValueError(f"two routes have the same prefix: {sorted(prefixes)}")
+        # Longest first, so /db/x/ wins over /db/.
+        self.routes = sorted(routes, key=lambda route: len(route.prefix), reverse=True)
+        self.max_body = max_body
+        self.answered: dict[str, int] = {}
+        """Answers sent, by status (``"200"``, ``"304"``, ...)."""
+
+    def match(
+        self, method: bytes, target: str, *, pages: Mapping[str, object] | None = None
+    ) -> Route | None:
+        """The route serving a ``GET``/``HEAD`` of ``target``, or None (also for the
+        path of one of ``pages``, which are served as they are)."""
+        if method not in (b"GET", b"HEAD") or target.split("?", 1)[0] in (pages or {}):
+            return None
+        path = urllib.parse.unquote(urllib.parse.urlsplit(target).path)
+        for route in self.routes:
+            if path.startswith(route.prefix):
+                return route
+        return None
+
+    async def answer(
+        self, stream: trio.abc.SendStream, route: Route, request: h11.Request, peer: str
+    ) -> int:
+        """Run ``route`` for ``request`` and send its answer (no timeout of its own).
+
+        Returns:
+            The status sent.
+        """
+        target = request.target.decode("ascii", "replace")
+        split = urllib.parse.urlsplit(target)
+        query = {
+            name: values[0]
+            for name, values in urllib.parse.parse_qs(split.query, keep_blank_values=True).items()
+        }
+        http_request = HttpRequest(
+            method=request.method.decode("ascii"),
+            path=urllib.parse.unquote(split.path),
+            query=query,
+            headers=dict(request.headers),
+        )
+        name = route.name or route.prefix
+        try:
+            result = await route.handler(http_request)
+        except Exception:  # contained: one bad request never stops the server
+            LOGGER.exception("route %s failed for %s", name, http_request.path[:200])
+            result = HttpAnswer.text(500, "the server failed to answer this request")
+        if len(result.body) > self.max_body:
+            LOGGER.error(
+                "route %s answered %d bytes, over max_body (%d): not sent",
+                name, len(result.body), self.max_body,
+                extra={"event": "http_route_too_large", "route": name, "bytes": len(result.body)},
+            )  # fmt: skip
+            result = HttpAnswer.text(500, "the answer is too large")
+        await stream.send_all(encode_answer(result, head_only=http_request.method == "HEAD"))
+        key = str(result.status)
+        self.answered[key] = self.answered.get(key, 0) + 1
+        LOGGER.info(
+            "%s %s -> %d (%d bytes)",
+            http_request.method, http_request.path[:200], result.status, len(result.body),
+            extra={"event": "http_route", "route": name, "peer": peer,
+                   "method": http_request.method, "path": http_request.path[:200],
+                   "status": result.status, "bytes": len(result.body)},
+        )  # fmt: skip
+        return result.status
+
+    def statistics(self) -> dict[str, int]:
+        """Answers sent so far, by status (``"200"``, ``"304"``, ``"404"``, ...)."""
+        return dict(self.answered)
+
+
+def encode_answer(answer: HttpAnswer, *, head_only: bool) -> bytes:
+    """The bytes of ``answer`` with the headers of every answer (:mod:`examples.web.http`)."""
+    extra = tuple(f"{name}: {value}" for name, value in answer.headers)
+    return response(
+        answer.status,
+        _reasons(answer.status),
+        answer.body,
+        content_type=answer.content_type,
+        head_only=head_only or answer.status == 304,
+        cache_control=answer.cache_control,
+        extra=extra,
+        length=answer.status != 304,
+    )

@@ -1,0 +1,192 @@
+"""A preview server of several databases: ids, the picker's requests, a watched folder
+(design §7.5).
+
+The server runs real helper processes for each database started, so the test uses the
+real clock with a short scan interval and generous deadlines (STYLE rule 21), and checks
+that no child process is left.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+from frontdoor_support import TIMEOUT, assert_no_children, children
+from preview_support import (
+    Seen,
+    connect,
+    decode_png,
+    fetch,
+    fetch_png,
+    preview_server,
+    pump,
+    server_config,
+)
+
+from examples.preview.app import PreviewApp, open_database
+from examples.preview.databases import Databases, find_databases
+from examples.preview.image_urls import database_id
+from examples.preview.server import main as preview_server_main
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from frontdoor_support import Client
+
+
+def test_a_folder_gives_its_db_files_sorted_and_not_recursively(tmp_path: Path) -> None:
+    folder = tmp_path / "measurements"
+    (folder / "sub").mkdir(parents=True)
+    for name in ("b.db", "a.db", "notes.txt", "sub/c.db"):
+        (folder / name).write_bytes(b"")
+    (folder / "dir.db").mkdir()
+    named = tmp_path / "other.sqlite"
+    named.write_bytes(b"")
+    found = find_databases([named, folder, folder / "a.db", tmp_path / "missing"])
+    assert [path.name for path in found] == ["other.sqlite", "a.db", "b.db"]
+    assert all(path.is_absolute() for path in found)
+
+
+async def _wait_push(client: Client, kind: str, **fields: Any) -> dict[str, Any]:
+    """The next push of type ``kind`` with ``fields`` (others are skipped)."""
+    with trio.fail_after(TIMEOUT):
+        while True:
+            message = await client.next_push()
+            if message["type"] == kind and all(message[k] == v for k, v in fields.items()):
+                return message
+
+
+async def test_two_databases_a_broken_file_and_one_added_while_running(
+    writable_db: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    first = shutil.copyfile(writable_db, folder / "a_first.db")
+    second = shutil.copyfile(writable_db, folder / "b_second.db")
+    (folder / "c_broken.db").write_bytes(b"not a database at all")
+    config = server_config(first, tmp_path, helpers=1, scan_interval=0.1)
+    ids = {path.name: database_id(path) for path in (first, second)}
+    async with preview_server(config, paths=[folder]) as (front, app):
+        assert app.db_id == ids["a_first.db"]
+        async with connect(front) as client:
+            listed = await client.request("list_databases")
+            entries = {entry["name"]: entry for entry in listed["databases"]}
+            assert listed["current"] == ids["a_first.db"]
+            assert list(entries) == ["a_first.db", "b_second.db", "c_broken.db"]
+            assert entries["a_first.db"]["state"] == "ready"
+            assert entries["b_second.db"]["state"] == "idle"
+            assert entries["b_second.db"]["runs"] == 12
+            assert entries["c_broken.db"]["state"] == "error"
+            assert (
+                "not a SQLite" in entries["c_broken.db"]["error"] or entries["c_broken.db"]["error"]
+            )
+            assert all(str(tmp_path) not in str(entry) for entry in listed["databases"])
+
+            unknown = await client.request("use_database", db="nope-00000000")
+            assert (unknown["code"], unknown["details"]["fields"]) == ("invalid_command", ["db"])
+            broken = await client.request("use_database", db=entries["c_broken.db"]["db"])
+            assert broken["code"] == "source_unreadable"
+
+            # The second database starts on first use; its runs and images are its own.
+            used = await client.request("use_database", db=ids["b_second.db"])
+            assert used["type"] == "ok"
+            ready = await _wait_push(client, "database_added")
+            while ready["database"]["state"] != "ready":
+                ready = await _wait_push(client, "database_added")
+            assert ready["database"]["db"] == ids["b_second.db"]
+            runs = await client.request("list_runs")
+            assert len(runs["runs"]) == 12
+            seen = Seen()
+            with trio.fail_after(40):
+                await pump(client, seen, lambda: seen.newest(1, "thumbnail") is not None)
+            notice = seen.newest(1, "thumbnail")
+            assert notice is not None
+            assert notice["db"] == ids["b_second.db"]
+            assert decode_png(await fetch_png(front.url, notice)).size == (160, 120)
+            gone = await fetch(front.url, notice["url"].replace(ids["b_second.db"], "x-1"))
+            assert gone.status == 404
+
+            # The file in use goes away: its helpers are reaped, it stays listed in error.
+            helpers = len(children(os.getpid()))
+            second.unlink()
+            gone = await _wait_push(client, "database_added")
+            assert gone["database"] == {
+                "db": ids["b_second.db"], "name": "b_second.db", "state": "error",
+                "error": "the file is gone", "runs": 12,
+            }  # fmt: skip
+            refused = await client.request("list_runs")
+            assert refused["code"] == "source_unreadable"
+            assert "the file is gone" in refused["message"]
+            with trio.fail_after(TIMEOUT):
+                while len(children(os.getpid())) > helpers - 1:  # noqa: ASYNC110
+                    await trio.sleep(0.05)  # the helper exits in its own time
+
+            # A file copied in while running is listed live, and removed again.
+            third = folder / "d_third.db"
+            shutil.copyfile(writable_db, folder / "d_third.tmp")
+            (folder / "d_third.tmp").rename(third)
+            added = await _wait_push(client, "database_added")
+            while added["database"]["name"] != "d_third.db":
+                added = await _wait_push(client, "database_added")
+            assert added["database"]["state"] == "idle"
+            third.unlink()
+            removed = await _wait_push(client, "database_removed")
+            assert removed["db"] == database_id(third)
+            listed = await client.request("list_databases")
+            assert [e["name"] for e in listed["databases"]] == [
+                "a_first.db", "b_second.db", "c_broken.db",
+            ]  # fmt: skip
+            assert listed["current"] == ids["b_second.db"]
+    assert_no_children()
+
+
+def test_the_command_line_refuses_what_it_cannot_serve(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "broken.db").write_bytes(b"not a database")
+    assert preview_server_main([str(empty), "--port", "0"]) == 2
+    assert capsys.readouterr().err == (f"preview_server: no readable QCoDeS database in {empty}\n")
+    assert preview_server_main([str(empty), str(tmp_path / "missing.db"), "--port", "0"]) == 2
+    line = capsys.readouterr().err
+    assert line.startswith("preview_server: ")
+    assert line.count("\n") == 1
+    with pytest.raises(SystemExit):
+        preview_server_main(["--scan", "0"])
+    assert "argument --scan: must be > 0 seconds" in capsys.readouterr().err
+
+
+async def test_a_scan_bounds_rechecks_and_drops_entries(
+    writable_db: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # No runtime is needed to scan: the entries are checked, not started.
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    first = shutil.copyfile(writable_db, folder / "a.db")
+    (folder / "b.db").write_bytes(b"being written")
+    shutil.copyfile(writable_db, folder / "c.db")
+    shutil.copyfile(writable_db, folder / "d.db")
+    config = server_config(first, tmp_path, max_databases=3)
+    identity = await trio.to_thread.run_sync(open_database, first)
+    databases = Databases(PreviewApp(config, identity), [folder], config)
+    await databases.scan()
+    await databases.scan()
+    states = {entry.name: (entry.state, entry.error) for entry in databases.entries.values()}
+    assert states == {
+        "a.db": ("ready", None),
+        "b.db": ("error", "not an SQLite database"),
+        "c.db": ("idle", None),
+    }
+    ignored = [r for r in caplog.records if getattr(r, "event", None) == "database_ignored"]
+    assert [r.database for r in ignored] == ["d.db"]  # type: ignore[attr-defined]  # once
+
+    shutil.copyfile(writable_db, folder / "b.db")  # the writer finished it
+    (folder / "c.db").unlink()
+    await databases.scan()
+    states = {entry.name: entry.state for entry in databases.entries.values()}
+    assert states == {"a.db": "ready", "b.db": "idle", "d.db": "idle"}
+    assert databases.scans == 3
