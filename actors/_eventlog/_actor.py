@@ -28,8 +28,9 @@ import trio
 
 from .._core._actor import Actor
 from .._core._config import validate_duration
+from .._core._groups import unwrap_sole_exception
 from ..errors import ActorError, InvalidCommand
-from ._eventlog import EventLog, single_leaf
+from ._eventlog import EventLog
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -246,18 +247,13 @@ class EventLogActor(Actor):
             LedgerError: (``ledger_error``) SQLite failed.
             Exception: whatever crashed the actor (see :meth:`Actor.run`).
         """
-        try:
+        with unwrap_sole_exception():
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.log.run)
                 try:
                     await super().run(task_status=task_status)
                 finally:
                     self.log._closing.set()  # also when on_stop did not run (a crash)
-        except BaseExceptionGroup as group:
-            leaf = single_leaf(group)
-            if leaf is None:
-                raise
-            raise leaf from None
 
     async def on_stop(self) -> None:
         """Close the log (commit what is staged, close the ledger) before ``stop`` returns.

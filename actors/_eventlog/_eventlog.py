@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._core._backoff import Backoff
+from .._core._groups import unwrap_sole_exception
 from ..errors import ActorStopped, LedgerError
 from ._gate import AdmissionGate
 from ._intake import Intake
@@ -87,7 +88,7 @@ if TYPE_CHECKING:
     from ._ports import Port, PortOptions, PortStatistics
     from ._types import BootReport, Drift, OperationSpec, Receipt, RunStatus, WatchResult
 
-__all__ = ["EventLog", "EventLogStatistics", "open_event_log", "single_leaf"]
+__all__ = ["EventLog", "EventLogStatistics", "open_event_log"]
 
 _log = logging.getLogger("actors.eventlog")
 #: Kind prefixes of the event log's own events; :meth:`EventLog.record` refuses them.
@@ -604,27 +605,12 @@ async def open_event_log(
         LedgerCorrupt, LedgerVersionError, LedgerError: see :meth:`EventLog.run`.
     """
     log = EventLog(config, operations=operations, runners=runners)
-    try:
+    # The log runs beside its user in one nursery: a single failure (or a Ctrl-C)
+    # leaves bare, like from ``Actor.run``.
+    with unwrap_sole_exception():
         async with trio.open_nursery() as nursery:
             await nursery.start(log.run)
             try:
                 yield log
             finally:
                 log._closing.set()
-    except BaseExceptionGroup as group:
-        leaf = single_leaf(group)
-        if leaf is None:
-            raise
-        raise leaf from None
-
-
-def single_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    """Return the one exception inside nested one-item groups, or None if there are more.
-
-    The log runs beside its user in one nursery; like ``Actor.run``, we report a single
-    failure bare (``LedgerCorrupt``, not an ``ExceptionGroup`` holding it).
-    """
-    leaf: BaseException = group
-    while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
-        leaf = leaf.exceptions[0]
-    return None if isinstance(leaf, BaseExceptionGroup) else leaf
