@@ -130,6 +130,8 @@ class EventLog:
                 commit_linger=config.commit_linger,
                 max_pending_rows=config.max_pending_rows,
                 retry=Backoff(base=config.ledger_retry_min, cap=config.ledger_retry_max),
+                read_timeout=config.ledger_read_timeout,
+                stall_timeout=config.commit_stall_timeout,
             )
             if config.ledger_path
             else None
@@ -182,8 +184,9 @@ class EventLog:
 
         ``task_status.started()`` is called once ``submit`` may be used. On close, runners
         still running are cancelled (they are *interrupted* and held at the next boot),
-        then what is still staged is committed and the ledger closed (one worker-thread
-        call, shielded, started within ``close_timeout`` seconds).
+        then what is still staged is committed and the ledger closed, within
+        ``close_timeout`` seconds: a commit that does not end by then (a stalled disk) is
+        abandoned and logged, and the write-ahead log left for the next boot (§6.19).
 
         A ledger whose commits fail never ends it (design §6.13): admission pauses until
         a commit succeeds again. A final commit that fails at close is logged (what it
@@ -214,6 +217,7 @@ class EventLog:
                 if ledger is not None:
                     health = self._gate.ledger_health
                     await nursery.start(functools.partial(ledger.run_writer, on_health=health))
+                    await nursery.start(functools.partial(ledger.health.watch, on_health=health))
                 nursery.start_soon(self._runs.drain, nursery)
                 self._open = True
                 task_status.started()
@@ -225,8 +229,16 @@ class EventLog:
             self._journal.hub.close()
             if ledger is not None:
                 try:
-                    with trio.move_on_after(self.config.close_timeout, shield=True):
+                    timeout = self.config.close_timeout
+                    with trio.move_on_after(timeout, shield=True) as closing:
                         await ledger.close()  # commits what is still staged
+                    if closing.cancelled_caught:
+                        _log.error(
+                            "the ledger did not close within %g s: its final commit is"
+                            " abandoned; the next start finds the session unfinished",
+                            timeout,
+                            extra={"ledger": ledger.path, "close_timeout": timeout},
+                        )
                 except LedgerError as exc:
                     _log.error(
                         "the ledger's final commit failed: %s",

@@ -395,6 +395,23 @@ class EventLogConfig:
     """Seconds (trio clock) before the first retry of a failed commit (design §6.13)."""
     ledger_retry_max: float = duration_field(2.0, allow_zero=False)
     """Seconds (trio clock): the longest wait between retries of a failed commit."""
+    ledger_read_timeout: float = duration_field(5.0, allow_zero=False)
+    """Seconds (trio clock) a ledger read (``status``, ``watch``, a request look-up) may
+    wait, for the commit before it and for SQLite; then ``ledger_unavailable``
+    (design §6.19)."""
+    commit_stall_timeout: float = duration_field(5.0, allow_zero=False)
+    """Seconds (trio clock) a commit may run before the ledger is declared unavailable
+    (``cause`` ``commit stalled``) until it ends (design §6.19)."""
+    request_timeout: float = duration_field(5.0, allow_zero=False)
+    """Seconds (trio clock) the event-log actor works on one request that waits (for
+    durability or a ledger read); then it answers ``ledger_unavailable`` (§6.19)."""
+    writable_timeout: float = duration_field(1.0, allow_zero=False)
+    """Seconds (trio clock) the event-log actor holds its mailbox while more than
+    ``max_pending_rows`` rows are staged; then a submit is refused with a ``pool_full``
+    receipt carrying ``retry_after`` (design §6.19)."""
+    run_timeout: float = duration_field(300.0, allow_zero=False)
+    """Seconds (trio clock) a built-in runner may run; then it is cancelled and its run
+    finished ``NOT_RUN`` with a ``deadline_exceeded`` error (design §6.19)."""
 
     def __attrs_post_init__(self) -> None:
         for low, high in (

@@ -27,7 +27,7 @@ def test_a_ctrl_c_anywhere_wins_over_other_failures() -> None:
 
 def test_the_context_manager_raises_the_leaf_bare() -> None:
     error = ValueError("x")
-    with pytest.raises(ValueError) as info, unwrap_sole_exception():
+    with pytest.raises(ValueError, match="x") as info, unwrap_sole_exception():
         raise ExceptionGroup("one", [error])
     assert info.value is error
     with pytest.raises(KeyboardInterrupt), unwrap_sole_exception():
