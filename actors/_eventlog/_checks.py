@@ -6,7 +6,10 @@ import math
 
 from ..errors import InvalidCommand
 
-__all__ = ["check_fraction", "check_text", "is_run_id"]
+__all__ = ["check_event_kind", "check_fraction", "check_text", "is_run_id"]
+
+#: Kind prefixes of the event log's own events; ``EventLog.record`` refuses them.
+_RESERVED_PREFIXES = ("job_", "admission_", "request_", "revision_")
 
 
 def is_run_id(value: object) -> bool:
@@ -51,3 +54,22 @@ def check_fraction(fraction: object) -> float:
             f"fraction must be a number in [0, 1], got {fraction!r}", fields=["fraction"]
         )
     return float(fraction)
+
+
+def check_event_kind(kind: object) -> None:
+    """Check the kind of a log-wide event recorded by the runtime (design §6.8).
+
+    Raises:
+        ValueError: not snake_case of at most 64 characters, or one of the log's own
+            kinds (starting ``job_``, ``admission_``, ``request_`` or ``revision_``).
+    """
+    if (
+        not isinstance(kind, str)
+        or not 0 < len(kind) <= 64
+        or not kind.replace("_", "a").isalnum()
+        or not kind.isascii()
+        or kind != kind.lower()
+    ):
+        raise ValueError(f"kind must be a snake_case name of <= 64 chars, got {kind!r:.80}")
+    if kind.startswith(_RESERVED_PREFIXES):
+        raise ValueError(f"kind {kind!r} is one of the event log's own kinds")

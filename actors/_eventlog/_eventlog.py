@@ -35,30 +35,14 @@ event sequence, window and ports), the
 :class:`~actors._eventlog._requests.RequestStore`, coalescing, admission, revision) and
 the :class:`~actors._eventlog._recovery.Recovery` (boot report, resume, discard, drift).
 Everything runs on the event loop except SQLite, which runs in one worker thread at a
-time (:mod:`actors._eventlog._ledger`).
-
-Event kinds and their ``data``:
-
-=====================  ================================================================
-``job_queued``         operation, arguments, revision, snapshot_id, request_id
-                       (+ ``resumed``, ``interruptions`` after ``resume``)
-``job_started``        {}
-``job_progress``       fraction (0..1), note? (+ ``synthetic: true`` for the 0.0 one)
-``job_finished``       verdict, result?, error? ({category, code, message})
-``job_cancelled``      by (the actor), was (queued/running/held), reason?
-``job_interrupted``    interruptions, quarantined (emitted at boot)
-``request_detached``   request_id, by, waiters (a request left its run, §6.14)
-``admission_paused``   depth, bound; or reason ``ledger_unavailable``, cause (§6.13)
-``admission_resumed``  depth, bound; or reason ``ledger_available``
-``revision_bumped``    revision
-=====================  ================================================================
+time (:mod:`actors._eventlog._ledger`). The event kinds are listed with
+:class:`~actors._eventlog._types.Event`.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +50,8 @@ import trio
 
 from .._core._backoff import Backoff
 from .._core._groups import unwrap_sole_exception
-from ..errors import ActorStopped, LedgerError
+from ..errors import ActorStopped
+from ._checks import check_event_kind
 from ._gate import AdmissionGate
 from ._intake import Intake
 from ._journal import Journal
@@ -75,6 +60,7 @@ from ._operations import Operations
 from ._recovery import Recovery
 from ._requests import RequestStore
 from ._runs import Runs
+from ._shutdown import close_ledger
 from ._statistics import EventLogStatistics
 from ._types import EventLogConfig, EventLogSnapshot
 
@@ -89,10 +75,6 @@ if TYPE_CHECKING:
     from ._types import BootReport, Drift, OperationSpec, Receipt, RunStatus, WatchResult
 
 __all__ = ["EventLog", "EventLogStatistics", "open_event_log"]
-
-_log = logging.getLogger("actors.eventlog")
-#: Kind prefixes of the event log's own events; :meth:`EventLog.record` refuses them.
-_RESERVED_PREFIXES = ("job_", "admission_", "request_", "revision_")
 
 
 class EventLog:
@@ -228,25 +210,7 @@ class EventLog:
             self._open = False
             self._journal.hub.close()
             if ledger is not None:
-                try:
-                    timeout = self.config.close_timeout
-                    with trio.move_on_after(timeout, shield=True) as closing:
-                        await ledger.close()  # commits what is still staged
-                    if closing.cancelled_caught:
-                        _log.error(
-                            "the ledger did not close within %g s: its final commit is"
-                            " abandoned; the next start finds the session unfinished",
-                            timeout,
-                            extra={"ledger": ledger.path, "close_timeout": timeout},
-                        )
-                except LedgerError as exc:
-                    _log.error(
-                        "the ledger's final commit failed: %s",
-                        exc.message,
-                        extra={"ledger": ledger.path, "cause": exc.details.get("cause")},
-                    )
-                finally:
-                    ledger.abandon()
+                await close_ledger(ledger, self.config.close_timeout)  # commits what is staged
                 self._recovery.log_left(ledger.path)
             self._closed.set()
 
@@ -339,6 +303,23 @@ class EventLog:
             LedgerUnavailable: as :meth:`submit`.
         """
         return self._intake.admit(operation, arguments, request_id, actor)
+
+    def refuse(
+        self,
+        operation: str,
+        arguments: Mapping[str, Any],
+        request_id: str | None = None,
+        *,
+        actor: str | None = None,
+        retry_after: float,
+    ) -> Receipt:
+        """Check a request as :meth:`admit` does, and refuse it: a ``pool_full`` receipt
+        with ``retry_after`` (seconds); nothing is decided or stored (design §6.19).
+
+        Raises:
+            UnsupportedOperation, InvalidCommand, ActorStopped: as :meth:`submit`.
+        """
+        return self._intake.refuse(operation, arguments, request_id, actor, retry_after)
 
     def apply_edit(self) -> int:
         """Bump the revision: later submissions run fresh instead of coalescing (§6.4).
@@ -485,16 +466,7 @@ class EventLog:
             ActorStopped: (code ``actor_stopped``) the event log is not running.
         """
         self._check_open()
-        if (
-            not isinstance(kind, str)
-            or not 0 < len(kind) <= 64
-            or not kind.replace("_", "a").isalnum()
-            or not kind.isascii()
-            or kind != kind.lower()
-        ):
-            raise ValueError(f"kind must be a snake_case name of <= 64 chars, got {kind!r:.80}")
-        if kind.startswith(_RESERVED_PREFIXES):
-            raise ValueError(f"kind {kind!r} is one of the event log's own kinds")
+        check_event_kind(kind)
         try:
             payload = dict(data)
             json.dumps(payload, allow_nan=False)

@@ -133,9 +133,23 @@ class OperationSpec:
 class Event:
     """One entry of the global event log (design §6.8); ``data`` is JSON-compatible.
 
-    Kinds: ``job_queued``, ``job_started``, ``job_progress``, ``job_finished``,
-    ``job_cancelled``, ``job_interrupted``, ``request_detached``, ``admission_paused``,
-    ``admission_resumed``, ``revision_bumped``. ``data`` must not be mutated.
+    Event kinds and their ``data``:
+
+    =====================  ================================================================
+    ``job_queued``         operation, arguments, revision, snapshot_id, request_id
+                           (+ ``resumed``, ``interruptions`` after ``resume``)
+    ``job_started``        {}
+    ``job_progress``       fraction (0..1), note? (+ ``synthetic: true`` for the 0.0 one)
+    ``job_finished``       verdict, result?, error? ({category, code, message})
+    ``job_cancelled``      by (the actor), was (queued/running/held), reason?
+    ``job_interrupted``    interruptions, quarantined (emitted at boot)
+    ``request_detached``   request_id, by, waiters (a request left its run, §6.14)
+    ``admission_paused``   depth, bound; or reason ``ledger_unavailable``, cause (§6.13)
+    ``admission_resumed``  depth, bound; or reason ``ledger_available``
+    ``revision_bumped``    revision
+    =====================  ================================================================
+
+    ``data`` must not be mutated.
     """
 
     seq: int

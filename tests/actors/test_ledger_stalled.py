@@ -10,70 +10,25 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
-from typing import TYPE_CHECKING
 
 import pytest
 import trio
+from ledger_support import StalledDisk, at, ledger_of
 from trio.testing import wait_all_tasks_blocked
 
 from actors._eventlog._eventlog import EventLog, open_event_log
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import LedgerUnavailable
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from actors._eventlog._batch import Batch
-    from actors._eventlog._ledger import Ledger
-
 OPS = [OperationSpec(name="job", fields={"n"})]
 
 
-def config(tmp_path: Path, **kwargs: object) -> EventLogConfig:
+def config(tmp_path, **kwargs: object) -> EventLogConfig:
     return EventLogConfig(
         ledger_path=tmp_path / "ledger.db",
         synchronous="NORMAL",
         **kwargs,  # type: ignore[arg-type]
     )
-
-
-def ledger_of(log: EventLog) -> Ledger:
-    ledger = log._ledger
-    assert ledger is not None
-    return ledger
-
-
-class StalledDisk:
-    """Holds each commit of ``ledger`` in its worker thread until :attr:`release` is set."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        self._commit = ledger._commit_sync
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self.left = threading.Event()
-        ledger._commit_sync = self.commit  # type: ignore[method-assign]
-
-    def commit(self, batch: Batch) -> None:
-        self.entered.set()
-        try:
-            if not self.release.wait(10):
-                raise sqlite3.OperationalError("the test never released the disk")
-            self._commit(batch)
-        finally:
-            self.left.set()
-
-    async def stalled(self) -> None:
-        assert await trio.to_thread.run_sync(self.entered.wait, 10)
-
-    async def finished(self) -> None:
-        assert await trio.to_thread.run_sync(self.left.wait, 10)
-
-
-async def at(mock_clock: trio.testing.MockClock, seconds: float) -> None:
-    """Move the virtual clock by ``seconds`` and let every task react."""
-    mock_clock.jump(seconds)
-    await wait_all_tasks_blocked()
 
 
 async def test_a_stalled_commit_pauses_admission_until_it_ends(tmp_path, mock_clock, caplog):
