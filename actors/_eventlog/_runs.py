@@ -16,7 +16,6 @@ running is findable by its :data:`~actors._eventlog._run.CoalesceKey` until it i
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -31,14 +30,14 @@ from ..errors import (
     AlreadyDecided,
     ErrorRecord,
     InvalidCommand,
-    LedgerError,
     LedgerUnavailable,
     UnknownRun,
 )
 from ._checks import check_fraction, check_text, is_run_id
+from ._drain import Drain
 from ._rows import RowCheck
 from ._run import Run
-from ._types import VERDICT_NOT_RUN, VERDICT_OK, canonical_json, encode_json, json_string
+from ._types import canonical_json, encode_json, json_string
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -124,8 +123,9 @@ class Runs:
         self.queued = 0
         self.running = 0
         self._next_run_no = 1
-        self._ready: deque[Run] = deque()
-        self._ready_lot = trio.lowlevel.ParkingLot()
+        self._drain = Drain(
+            config, operations, begin=self._begin, finish=self.finish, progress=self.progress
+        )
 
     @property
     def depth(self) -> int:
@@ -310,12 +310,7 @@ class Runs:
             text += f',"resumed":true,"interruptions":{run.interruptions}'
         run.queued_seq = self._journal.emit("job_queued", run.run_id, data, text + "}")
         ticket = self.stage(run)
-        if run.operation in self._operations.runners:
-            ready = self._ready
-            if len(ready) > 2 * self.queued + 64:  # drop runs cancelled while queued
-                self._ready = ready = deque(r for r in ready if r.state == "queued")
-            ready.append(run)
-            self._ready_lot.unpark()
+        self._drain.offer(run, self.queued)
         return ticket
 
     # -- the lifecycle API for an external executor (design §6.6) ----------------------
@@ -509,72 +504,7 @@ class Runs:
     # -- the built-in drain (design §6.6) ----------------------------------------------
 
     async def drain(self, nursery: trio.Nursery) -> None:
-        """Run queued runs that have a built-in runner, ``max_concurrency`` at once.
-
-        Each run executes in a task of ``nursery``, under its own cancel scope; runs
-        forever (cancel the nursery to stop).
+        """Run queued runs that have a built-in runner, ``max_concurrency`` at once, each
+        under ``run_timeout`` (see :class:`~actors._eventlog._drain.Drain`); runs forever.
         """
-        slots = trio.Semaphore(self._config.max_concurrency)
-        while True:
-            await slots.acquire()
-            try:
-                run = await self._next_ready()
-                ticket = self._begin(run)
-            except BaseException:
-                slots.release()
-                raise
-            nursery.start_soon(self._execute, run, ticket, slots)
-
-    async def _next_ready(self) -> Run:
-        runners = self._operations.runners
-        while True:
-            while self._ready:  # (the deque may be replaced when compacted)
-                run = self._ready.popleft()
-                if run.state == "queued" and run.operation in runners:
-                    return run
-            await self._ready_lot.park()
-
-    async def _execute(self, run: Run, ticket: Ticket | None, slots: trio.Semaphore) -> None:
-        try:
-            if run.state != "running":
-                return
-            runner = self._operations.runners[run.operation]
-            with trio.CancelScope() as scope:
-                run.scope = scope
-                report: ProgressReporter = functools.partial(self.progress, run.run_id)
-                if ticket is not None:
-                    # "running" is durable before the runner starts, so a crash it causes
-                    # is always counted as an interruption (quarantine at 2, design §6.10);
-                    # while the ledger cannot commit, the runner waits (design §6.13).
-                    try:
-                        await ticket.wait_committed()
-                    except LedgerError:  # the log closed first: the run is held at boot
-                        return
-                try:
-                    result = await runner(run.status(self._config.quarantine_after), report)
-                except Exception as exc:
-                    self._runner_failed(run, exc)
-                else:
-                    self._runner_returned(run, result)
-        finally:
-            run.scope = None
-            slots.release()
-
-    def _runner_returned(self, run: Run, result: Any) -> None:
-        if run.state != "running":
-            return
-        try:
-            self.finish(run.run_id, VERDICT_OK, result, None)
-        except InvalidCommand as exc:
-            self.finish(run.run_id, VERDICT_NOT_RUN, None, exc.to_record())
-
-    def _runner_failed(self, run: Run, exc: Exception) -> None:
-        if run.state != "running":
-            return
-        if isinstance(exc, ActorError):
-            record = exc.to_record()
-        else:
-            record = ErrorRecord(
-                category="permanent", code="runner_failed", message=describe_exception(exc)
-            )
-        self.finish(run.run_id, VERDICT_NOT_RUN, None, record)
+        await self._drain.run(nursery)
