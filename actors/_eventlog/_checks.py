@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
+from typing import Any
 
 from ..errors import InvalidCommand
 
-__all__ = ["check_event_kind", "check_fraction", "check_text", "is_run_id"]
+__all__ = ["check_event", "check_fraction", "check_text", "is_run_id"]
 
 #: Kind prefixes of the event log's own events; ``EventLog.record`` refuses them.
 _RESERVED_PREFIXES = ("job_", "admission_", "request_", "revision_")
@@ -56,12 +58,13 @@ def check_fraction(fraction: object) -> float:
     return float(fraction)
 
 
-def check_event_kind(kind: object) -> None:
-    """Check the kind of a log-wide event recorded by the runtime (design §6.8).
+def check_event(kind: object, data: object) -> dict[str, Any]:
+    """Check a log-wide event recorded by the runtime (design §6.8); return its data.
 
     Raises:
-        ValueError: not snake_case of at most 64 characters, or one of the log's own
-            kinds (starting ``job_``, ``admission_``, ``request_`` or ``revision_``).
+        ValueError: ``kind`` is not snake_case of at most 64 characters, or one of the
+            log's own kinds (starting ``job_``, ``admission_``, ``request_`` or
+            ``revision_``); ``data`` is not a JSON-compatible mapping.
     """
     if (
         not isinstance(kind, str)
@@ -73,3 +76,9 @@ def check_event_kind(kind: object) -> None:
         raise ValueError(f"kind must be a snake_case name of <= 64 chars, got {kind!r:.80}")
     if kind.startswith(_RESERVED_PREFIXES):
         raise ValueError(f"kind {kind!r} is one of the event log's own kinds")
+    try:
+        payload: dict[str, Any] = dict(data)  # type: ignore[call-overload]  # checked here
+        json.dumps(payload, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"data must be a JSON-compatible mapping: {exc}") from None
+    return payload

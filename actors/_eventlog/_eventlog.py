@@ -42,7 +42,6 @@ time (:mod:`actors._eventlog._ledger`). The event kinds are listed with
 from __future__ import annotations
 
 import functools
-import json
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +50,7 @@ import trio
 from .._core._backoff import Backoff
 from .._core._groups import unwrap_sole_exception
 from ..errors import ActorStopped
-from ._checks import check_event_kind
+from ._checks import check_event
 from ._gate import AdmissionGate
 from ._intake import Intake
 from ._journal import Journal
@@ -313,8 +312,8 @@ class EventLog:
         actor: str | None = None,
         retry_after: float,
     ) -> Receipt:
-        """Check a request as :meth:`admit` does, and refuse it: a ``pool_full`` receipt
-        with ``retry_after`` (seconds); nothing is decided or stored (design §6.19).
+        """Check a request as :meth:`admit` does and refuse it, deciding nothing: a
+        ``pool_full`` receipt with ``retry_after`` (seconds) (design §6.19).
 
         Raises:
             UnsupportedOperation, InvalidCommand, ActorStopped: as :meth:`submit`.
@@ -348,7 +347,8 @@ class EventLog:
         return self._runs.start(run_id, on_cancel=on_cancel)
 
     def progress(self, run_id: int, fraction: float, note: str | None = None) -> None:
-        """Report progress of a run; buffered while it is queued (design §6.6).
+        """Report progress of a run; buffered while it is queued (design §6.6), coalesced
+        while the ledger is backlogged (design §6.19).
 
         Args:
             run_id: The run.
@@ -466,13 +466,7 @@ class EventLog:
             ActorStopped: (code ``actor_stopped``) the event log is not running.
         """
         self._check_open()
-        check_event_kind(kind)
-        try:
-            payload = dict(data)
-            json.dumps(payload, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"data must be a JSON-compatible mapping: {exc}") from None
-        return self._journal.emit(kind, None, payload)
+        return self._journal.emit(kind, None, check_event(kind, data))
 
     def subscribe(self, name: str | None = None, **options: Unpack[PortOptions]) -> Port:
         """Open a bounded subscriber port (design §6.9); it receives every event from now on.
@@ -570,6 +564,7 @@ class EventLog:
             revision=self._intake.revision,
             ports=tuple(self._journal.hub.ports()),
             ledger=None if self._ledger is None else self._ledger.statistics(),
+            progress_folded=self._runs.progress_folded,
         )
 
 

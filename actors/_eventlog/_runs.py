@@ -123,6 +123,10 @@ class Runs:
         self.queued = 0
         self.running = 0
         self._next_run_no = 1
+        # Progress held back while the ledger is backlogged (design §6.19): the newest
+        # report of each run, and how many reports were folded away.
+        self._folded: dict[int, tuple[float, str | None]] = {}
+        self.progress_folded = 0
         self._drain = Drain(
             config, operations, begin=self._begin, finish=self.finish, progress=self.progress
         )
@@ -353,7 +357,43 @@ class Runs:
                 run.buffered.append((fraction, note))
                 return
         run.progress = fraction
+        ledger = self._ledger
+        if ledger is not None:
+            batch = ledger._batch  # its size, inlined (the hot path): rows + events
+            if batch.rows + batch.last_seq - batch.first_seq >= self._config.max_pending_rows:
+                self._fold(run_id, fraction, note)
+                return
+            if self._folded:
+                self._unfold(run_id)
         self._journal.emit_progress(run_id, fraction, note)
+
+    def _fold(self, run_id: int, fraction: float, note: str | None) -> None:
+        # The ledger is backlogged (design §6.19): keep only the newest report per run.
+        folded = self._folded
+        if not folded:
+            _log.info(
+                "progress coalesced: more than %d ledger rows are staged",
+                self._config.max_pending_rows,
+                extra={"max_pending_rows": self._config.max_pending_rows},
+            )
+        if run_id in folded:
+            self.progress_folded += 1
+        folded[run_id] = (fraction, note)
+
+    def _unfold(self, reporting: int | None = None) -> None:
+        # Below the bound again: each run's newest report becomes its event, except the
+        # reporting run's, which a newer report replaces.
+        folded, self._folded = self._folded, {}
+        for run_id, (fraction, note) in folded.items():
+            if run_id == reporting:
+                self.progress_folded += 1
+            else:
+                self._journal.emit_progress(run_id, fraction, note)
+        _log.info(
+            "progress no longer coalesced: %d reports folded so far",
+            self.progress_folded,
+            extra={"progress_folded": self.progress_folded, "runs": len(folded)},
+        )
 
     def finish(
         self, run_id: int, verdict: str, result: Any, error: ErrorRecord | Mapping[str, str] | None
@@ -377,6 +417,9 @@ class Runs:
         run = self._live(run_id)
         if run.state == "queued":
             self._begin(run)
+        held = self._folded.pop(run_id, None) if self._folded else None
+        if held is not None:  # its newest progress comes before its verdict
+            self._journal.emit_progress(run_id, *held)
         self.running -= 1
         run.state = "finished"
         run.verdict = verdict
@@ -465,6 +508,8 @@ class Runs:
         elif was == "running":
             self.running -= 1
         self._held.pop(run.run_id, None)
+        if self._folded and self._folded.pop(run.run_id, None) is not None:
+            self.progress_folded += 1
         run.state = "cancelled"
         run.cancelled_by = actor
         run.buffered = None

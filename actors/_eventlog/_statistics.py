@@ -58,3 +58,6 @@ class EventLogStatistics:
     """One entry per open subscriber port."""
     ledger: LedgerStatistics | None
     """The ledger's counters, or None in memory."""
+    progress_folded: int = 0
+    """Progress reports folded into a newer one of their run while the ledger was
+    backlogged (design §6.19)."""

@@ -394,7 +394,8 @@ class EventLogConfig:
     commit_linger: float = duration_field(0.0, maximum=0.010)
     """Seconds (trio clock) the ledger writer waits to grow a batch; <= 0.010 (§6.10)."""
     max_pending_rows: int = count_field(50_000, minimum=1)
-    """Staged, uncommitted ledger rows above which ``wait_writable`` blocks."""
+    """Staged, uncommitted ledger rows above which ``wait_writable`` blocks and progress
+    is coalesced to the newest report per run (design §6.19)."""
     synchronous: str = attrs.field(
         default="FULL", validator=attrs.validators.in_(("FULL", "NORMAL", "EXTRA"))
     )

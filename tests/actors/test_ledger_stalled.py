@@ -150,3 +150,39 @@ async def test_a_stalled_final_commit_is_abandoned_after_close_timeout(
     # Not closed cleanly: the next open finds the session unfinished (design §6.12).
     assert session.startswith("open")
     assert [r for (r,) in requests][:1] == ["r1"]
+
+
+async def test_progress_is_coalesced_while_the_ledger_is_backlogged(tmp_path, mock_clock):
+    cfg = config(tmp_path, max_pending_rows=5, commit_stall_timeout=60)
+    async with open_event_log(cfg, operations=OPS) as log:
+        ledger = ledger_of(log)
+        first = await log.submit("job", {"n": 1})
+        second = await log.submit("job", {"n": 2})
+        disk = StalledDisk(ledger)
+        try:
+            log.start(first.run_id)
+            log.start(second.run_id)
+            await disk.stalled()  # these six rows are being committed
+            for step in range(1, 51):
+                log.progress(first.run_id, step / 100)
+                log.progress(second.run_id, step / 100)
+            # Six reports staged (the bound is 5), then only the newest per run is kept.
+            assert ledger.pending_rows == 6
+            assert log.statistics().progress_folded == 92
+            assert (await log.status(first.run_id)).progress == 0.5  # at once
+            log.finish(second.run_id, "ok")  # its newest progress comes first
+        finally:
+            disk.release.set()
+        await log.flush()
+        log.progress(first.run_id, 0.6)  # below the bound again: no longer coalesced
+        assert log.statistics().progress_folded == 93
+        events = (await log.watch(0, limit=100)).events
+    fractions = {
+        run_id: [e.data["fraction"] for e in events if e.run_id == run_id and "fraction" in e.data]
+        for run_id in (first.run_id, second.run_id)
+    }
+    assert fractions == {
+        first.run_id: [0.0, 0.01, 0.02, 0.03, 0.6],
+        second.run_id: [0.0, 0.01, 0.02, 0.03, 0.5],
+    }
+    assert events[-2].kind == "job_finished"
