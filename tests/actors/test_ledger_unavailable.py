@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +19,9 @@ import trio
 
 from actors._eventlog._actor import EventLogActor, EventLogClient
 from actors._eventlog._eventlog import EventLog, open_event_log
+from actors._eventlog._ledger import Ledger
 from actors._eventlog._types import EventLogConfig, OperationSpec
-from actors.errors import LedgerUnavailable
+from actors.errors import LedgerError, LedgerUnavailable
 
 OPS = [OperationSpec(name="job", fields={"n"})]
 DISK_FULL_APP = Path(__file__).with_name("diskfull_app.py")
@@ -179,3 +181,23 @@ def test_a_real_full_disk_loses_no_acknowledged_run(tmp_path: Path) -> None:
     assert report["after_resume"] is True
     assert report["acknowledged"] >= 3
     assert report["lost"] == []
+
+
+async def test_sqlite_errors_stay_the_cause_of_ours(tmp_path: Path) -> None:
+    async with open_event_log(cfg(tmp_path / "read.db"), operations=OPS) as log:
+        ledger = log._ledger
+        assert ledger is not None
+        with pytest.raises(LedgerError) as info:
+            await ledger._query("SELECT * FROM nowhere", ())
+        assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    ledger = Ledger(str(tmp_path / "close.db"))
+    await ledger.open(keep_requests=10)
+    ledger.stage_meta("revision", "1")
+
+    def broken(batch: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    ledger._commit_sync = broken  # type: ignore[method-assign]
+    with pytest.raises(LedgerError) as info:
+        await ledger.close()
+    assert isinstance(info.value.__cause__, sqlite3.OperationalError)
