@@ -410,6 +410,10 @@ class EventLogActor(Actor):
         # ``decides``: ``fn`` makes a decision, so it runs even for an asker who left;
         # work that only waits or reads is skipped then (design §6.19).
         if not decides and not reply.wanted:
+            what = getattr(fn, "__qualname__", type(fn).__name__)
+            _log.debug(
+                "skipped %s: its asker left", what, extra={"request": what, "reason": "asker_gone"}
+            )
             return
         # Never waits for room: a full set of waiting requests must not hold the
         # mailbox (progress, finish), so the request is refused instead.
