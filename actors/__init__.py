@@ -27,13 +27,18 @@ from ._core._lifecycle import StateMachine as StateMachine
 from ._core._mailbox import MailboxStatistics as MailboxStatistics
 from ._core._ref import ActorRef as ActorRef
 from ._core._ref import Reply as Reply
-from ._core._supervisor import BRUTAL_KILL as BRUTAL_KILL
-from ._core._supervisor import ChildInfo as ChildInfo
-from ._core._supervisor import ChildSpec as ChildSpec
+from ._core._live_ref import LiveRef as LiveRef
+from ._core._supervisor_spec import BRUTAL_KILL as BRUTAL_KILL
+from ._core._supervisor_spec import INFINITY as INFINITY
+from ._core._supervisor_spec import ChildCounts as ChildCounts
+from ._core._supervisor_spec import ChildInfo as ChildInfo
+from ._core._supervisor_spec import ChildSpec as ChildSpec
+from ._core._supervisor_spec import SupervisorEvent as SupervisorEvent
+from ._core._supervisor_spec import ChildRef as ChildRef
 from ._core._supervisor import Supervisor as Supervisor
-from ._core._supervisor import SupervisorRef as SupervisorRef
-from ._core._supervisor import SupervisorEvent as SupervisorEvent
-from ._core._supervisor import ChildRef as ChildRef
+from ._core._supervisor_ref import SupervisorRef as SupervisorRef
+from ._core._dynamic_supervisor import DynamicSupervisor as DynamicSupervisor
+from ._core._dynamic_supervisor import DynamicSupervisorRef as DynamicSupervisorRef
 
 
 from ._helpers._spec import HelperSnapshot as HelperSnapshot
@@ -107,12 +112,18 @@ from ._eventlog._eventlog import EventLog as EventLog
 from ._eventlog._statistics import EventLogStatistics as EventLogStatistics
 from ._eventlog._eventlog import open_event_log as open_event_log
 from ._eventlog._actor import EventLogActor as EventLogActor
-from ._eventlog._actor import EventLogClient as EventLogClient
+from ._eventlog._client import EventLogClient as EventLogClient
 from ._eventlog._admission import Admission as Admission
 from ._eventlog._types import VERDICT_NOT_RUN as VERDICT_NOT_RUN
 from ._eventlog._types import VERDICT_OK as VERDICT_OK
 from ._eventlog._types import BootReport as BootReport
 from ._eventlog._types import Drift as Drift
+from ._eventlog._survivors import Decision as Decision
+from ._eventlog._survivors import Recovered as Recovered
+from ._eventlog._survivors import Survivor as Survivor
+from ._eventlog._finished import DamagedRun as DamagedRun
+from ._eventlog._finished import FinishedRun as FinishedRun
+from ._eventlog._finished import FinishedRunsPage as FinishedRunsPage
 from ._eventlog._types import Event as Event
 from ._eventlog._types import EventLogConfig as EventLogConfig
 from ._eventlog._types import EventLogSnapshot as EventLogSnapshot
@@ -157,13 +168,18 @@ __all__ = [
     "MailboxStatistics",
     "Backoff",
     "BackoffTracker",
+    "LiveRef",
     "Supervisor",
     "SupervisorRef",
+    "DynamicSupervisor",
+    "DynamicSupervisorRef",
     "SupervisorEvent",
     "ChildRef",
     "ChildSpec",
     "ChildInfo",
+    "ChildCounts",
     "BRUTAL_KILL",
+    "INFINITY",
     "HelperSpec",
     "HelperTimeouts",
     "HelperSnapshot",
@@ -241,6 +257,12 @@ __all__ = [
     "WatchResult",
     "BootReport",
     "Drift",
+    "Decision",
+    "Recovered",
+    "Survivor",
+    "DamagedRun",
+    "FinishedRun",
+    "FinishedRunsPage",
     "VERDICT_OK",
     "VERDICT_NOT_RUN",
     "LedgerStatistics",

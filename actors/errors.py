@@ -44,6 +44,12 @@ __all__ = [
     "AskTimeout",
     "InvalidTransition",
     "RestartIntensityExceeded",
+    "ActorRestarting",
+    "ChildNotFound",
+    "ChildRunning",
+    "ChildAlreadyPresent",
+    "ChildStartFailed",
+    "TooManyChildren",
     "HelperError",
     "HelperStartupError",
     "HelperExitedError",
@@ -149,6 +155,93 @@ class RestartIntensityExceeded(ActorError):
 
     code = "restart_intensity_exceeded"
     category = "permanent"
+
+
+class ActorRestarting(ActorError):
+    """A supervised child is being restarted and no incarnation took the message in time.
+
+    Raised by a :class:`~actors.LiveRef` (design §1.9) when the child's supervisor
+    means to restart it but no new incarnation was running before the caller's bound
+    (the ask's timeout, or the supervisor's ``restart_wait`` for a send), by
+    ``try_send`` while the child restarts, and to an asker whose message the old
+    incarnation took but did not answer before it ended. Retryable, unlike
+    :class:`ActorStopped`, which says the child is gone for good.
+    """
+
+    code = "actor_restarting"
+    category = "transient"
+
+
+class ChildNotFound(ActorError, KeyError):
+    """The supervisor has no child with this id (design §1.10).
+
+    Raised by ``SupervisorRef.child``, ``terminate_child``, ``restart_child``,
+    ``delete_child`` and ``restart_count``; a :class:`KeyError` too. Unlike
+    :class:`ActorStopped`, the id itself is unknown (never added, deleted, or a
+    temporary child that ended).
+    """
+
+    code = "child_not_found"
+    category = "permanent"
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ChildRunning(ActorError):
+    """The child is running, so the operation does not apply (design §1.10).
+
+    Raised by ``start_child`` for an id whose child runs (OTP's ``already_started``),
+    and by ``restart_child``/``delete_child`` on a running child (OTP's ``running``).
+    Unlike :class:`ChildAlreadyPresent`, the child is alive.
+    """
+
+    code = "child_running"
+    category = "permanent"
+
+
+class ChildAlreadyPresent(ActorError):
+    """``start_child`` named an id whose child exists but is not running (design §1.10).
+
+    OTP's ``already_present``: use ``restart_child`` to start it again, or
+    ``delete_child`` first. Unlike :class:`ChildRunning`, the child is not alive.
+    """
+
+    code = "child_already_present"
+    category = "permanent"
+
+
+class ChildStartFailed(ActorError):
+    """A child failed its first start (design §1.10).
+
+    Raised by ``Supervisor.run`` (through ``nursery.start``) when one of its initial
+    children fails to start, and by ``start_child``/``restart_child``; ``details``
+    names the ``child`` and the ``reason`` (the error's code or type), and the
+    original error is the ``__cause__``. A failed *restart* is not this error: it
+    counts toward the restart intensity and is retried (design §1.4).
+    """
+
+    code = "child_start_failed"
+    category = "transient"
+
+    @property
+    def root_cause(self) -> BaseException:
+        """The error that failed the start, through nested supervisors' starts."""
+        error: BaseException = self
+        while isinstance(error, ChildStartFailed) and error.__cause__ is not None:
+            error = error.__cause__
+        return error
+
+
+class TooManyChildren(ActorError):
+    """A dynamic supervisor already runs ``max_children`` children (design §1.10).
+
+    Raised by ``DynamicSupervisorRef.start_child``; Elixir's ``:max_children``.
+    Retryable once a child ended, unlike :class:`ChildRunning`.
+    """
+
+    code = "max_children"
+    category = "transient"
 
 
 # --- helper processes (design §3) -----------------------------------------------------

@@ -55,7 +55,8 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from actors._eventlog._actor import EventLogActor, EventLogClient
+from actors._eventlog._actor import EventLogActor
+from actors._eventlog._client import EventLogClient
 from actors._eventlog._eventlog import EventLog, open_event_log
 from actors._eventlog._ledger import Ledger
 from actors._eventlog._ledger_schema import SCHEMA
@@ -366,7 +367,7 @@ def build_ledger(path: str, events: int, runs: int) -> None:
     )
     conn.executemany(
         "INSERT INTO runs VALUES (?, ?, 'job', ?, 0, 's', 'finished', 'ok', '{}', NULL, NULL,"
-        " 1.0, 0)",
+        " 1.0, 0, NULL)",
         ((i, f"r{i}", f'{{"n":{i}}}') for i in range(1, runs + 1)),
     )
     conn.executemany(

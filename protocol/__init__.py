@@ -56,6 +56,10 @@ from .messages import Payload as Payload
 from .messages import Receipt as Receipt
 from .messages import Resume as Resume
 from .messages import ResyncRequired as ResyncRequired
+from .messages import DataAxis as DataAxis
+from .messages import DataSeries as DataSeries
+from .messages import RunData as RunData
+from .messages import RunDataReply as RunDataReply
 from .messages import RunDetails as RunDetails
 from .messages import RunDetailsReply as RunDetailsReply
 from .messages import RunLink as RunLink
@@ -106,11 +110,15 @@ _PROTOCOL_NAMES = [
     "Ack",
     "BootReport",
     "Resume",
+    "DataAxis",
+    "DataSeries",
     "Discard",
     "Select",
     "Visible",
     "ListRuns",
     "ListRunTimes",
+    "RunData",
+    "RunDataReply",
     "RunDetails",
     "Draw",
     "Receipt",

@@ -26,12 +26,14 @@ Requests (:data:`ClientRequest`):
 ``list_run_times``   every run's start and end (for sorting by date); ``run_times``
 ``run_details``      a run's times, snapshot, metadata and links (§7.2); ``run_details_reply``
 ``draw``             one picture of a run: a slice, a scale (§5.2, §7.2); ``drawing``
+``run_data``         a run's data, downsampled keeping extremes (§7.7); ``run_data_reply``
 ===================  ==================================================================
 
 Server → client (:data:`ServerMessage`): ``receipt``, ``event``, ``events``, ``error``
 (:class:`ErrorReply`), ``status_reply``, ``snapshot_reply``, ``boot_report_reply``,
 ``ok``, ``run_list``, ``payload``, ``resync_required``, ``run_times``,
-``run_details_reply``, ``drawing``. Any request may instead be answered by ``error``.
+``run_details_reply``, ``drawing``, ``run_data_reply``. Any request may instead be
+answered by ``error``.
 A refusal that may succeed later (a ``receipt`` with ``pool_full``, an ``error`` with
 ``ledger_unavailable``) says when to retry in ``retry_after`` (design §6.16).
 
@@ -46,6 +48,8 @@ from typing import TYPE_CHECKING, Any, Final, Union, get_args
 
 import attrs
 
+from ._field_error import FieldError as FieldError
+from ._run_data import MAX_DATA_BUCKETS, MAX_DATA_SIDE, DataAxis, DataSeries, RunData, RunDataReply
 from .errors import MAX_ERROR_MESSAGE_BYTES, bound_message
 
 if TYPE_CHECKING:
@@ -54,6 +58,8 @@ if TYPE_CHECKING:
     from .errors import ActorError
 
 __all__ = [
+    "MAX_DATA_BUCKETS",
+    "MAX_DATA_SIDE",
     "MAX_JSON_INT",
     "MAX_REQUEST_ID_LENGTH",
     "MAX_VISIBLE_RUNS",
@@ -63,6 +69,8 @@ __all__ = [
     "BootReportReply",
     "Cancel",
     "ClientRequest",
+    "DataAxis",
+    "DataSeries",
     "Discard",
     "Draw",
     "Drawing",
@@ -78,6 +86,8 @@ __all__ = [
     "ResyncRequired",
     "Resume",
     "RunDetails",
+    "RunData",
+    "RunDataReply",
     "RunDetailsReply",
     "RunLink",
     "RunList",
@@ -113,18 +123,6 @@ _CODE_RE: Final = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
 #: leaves it out of the JSON while it is ``None``, so a message that does not use it
 #: reads exactly as before (older clients' strict decoders are not surprised by it).
 ADDED_OPTIONAL: Final = "added_optional"
-
-
-class FieldError(ValueError):
-    """A message field failed its validator; ``field`` names it.
-
-    The codec uses ``field`` to report the exact path of the offending field.
-    """
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 def _text(max_length: int = MAX_TEXT_LENGTH, min_length: int = 1) -> Callable[..., None]:
@@ -845,6 +843,7 @@ ClientRequest = Union[  # noqa: UP007 - cattrs needs a typing.Union object at ru
     ListRunTimes,
     RunDetails,
     Draw,
+    RunData,
 ]
 #: Every server → client message.
 ServerMessage = Union[  # noqa: UP007 - see above
@@ -862,6 +861,7 @@ ServerMessage = Union[  # noqa: UP007 - see above
     RunTimes,
     RunDetailsReply,
     Drawing,
+    RunDataReply,
 ]
 #: Any message, either direction.
 Message = Union[ClientRequest, ServerMessage]  # noqa: UP007 - see above

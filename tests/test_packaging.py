@@ -1,4 +1,5 @@
-"""The distribution: what it installs, and the console commands from a fresh venv.
+"""The distribution: what it installs, the console commands from a fresh venv, and an
+editable install that a type checker can follow (design §1.8).
 
 The example applications live in ``examples/`` of a checkout (``python -m examples...``)
 and are installed as ``trio_actors_examples``, so no top-level package named
@@ -50,6 +51,19 @@ def test_console_commands_point_at_real_functions() -> None:
     assert PYPROJECT["project"]["scripts"] == COMMANDS
 
 
+def _bare_venv(where: Path) -> Path:
+    """A new venv whose dependencies come from the test's own through a ``.pth`` line."""
+    venv = where / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    (Path(purelib) / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    return venv
+
+
 @pytest.fixture(scope="module")
 def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A new venv with trio-actors installed from this checkout, not editable.
@@ -59,17 +73,10 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     environment) and installed into the new venv by pip, as a user's ``pip install``
     would.
     """
-    venv = tmp_path_factory.mktemp("venv") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
-    (Path(purelib) / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    venv = _bare_venv(tmp_path_factory.mktemp("venv"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-         str(ROOT)],
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+         "-q", "--no-deps", str(ROOT)],
         check=True, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     return venv
@@ -131,3 +138,55 @@ async def test_each_server_command_starts_and_stops_from_any_folder(
             process.kill()
             await process.wait()
     assert_no_children()
+
+
+TYPED_USE = """\
+from __future__ import annotations
+
+from actors import Actor, ActorRef, LiveRef, Reply, SupervisorRef
+
+
+class Doubler(Actor[int, int]):
+    async def handle(self, message: int, reply: Reply[int]) -> None:
+        reply.send(message * 2)
+
+
+async def ask(ref: ActorRef[int, int], sup: SupervisorRef) -> int:
+    live: LiveRef[int, int] = sup.child("doubler")
+    return await ref.ask(21, timeout=1.0) + await live.ask(1, timeout=1.0)
+
+
+async def wrong(ref: ActorRef[int, int]) -> str:
+    return await ref.ask("21", timeout=1.0)
+"""
+
+
+def test_an_editable_install_is_followed_by_mypy(tmp_path: Path) -> None:
+    """The README's ``pip install -e .``, then ``mypy --strict`` on a file elsewhere.
+
+    mypy must find ``actors`` (a path entry, not an import hook) with its types
+    (``py.typed``): the typed code checks, and the wrong call is caught.
+    """
+    venv = _bare_venv(tmp_path)
+    python = str(venv / "bin" / "python")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
+         "-e", str(ROOT)],
+        check=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    (work / "use.py").write_text(TYPED_USE)
+    result = _run(
+        venv,
+        [sys.executable, "-m", "mypy", "--strict", "--python-executable", python,
+         "--cache-dir", str(tmp_path / "cache"), "use.py"],
+        work,
+    )  # fmt: skip
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert errors == [
+        'use.py:17: error: Incompatible return value type (got "int", expected "str")  '
+        "[return-value]",
+        'use.py:17: error: Argument 1 to "ask" of "ActorRef" has incompatible type "str"; '
+        'expected "int"  [arg-type]',
+    ], result.stdout + result.stderr

@@ -40,7 +40,7 @@ def test_embed_snippet_saved_to_a_file_runs_from_another_folder(tmp_path: Path) 
     """As a user would: the snippet in a file of its own, run from a folder outside the
     checkout, with the installed packages only (no PYTHONPATH pointing at the tree)."""
     program = tmp_path / "thumbnails.py"
-    program.write_text(snippet("async def execute(job, runtime)"))
+    program.write_text(snippet("async def execute(job: SchedulerJob, runtime: Runtime)"))
     db = tmp_path / "lab.db"
     shutil.copy(ROOT / "tests" / "data" / "qcodes_sample.db", db)  # never the checked-in file
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -56,7 +56,7 @@ def test_embed_snippet_saved_to_a_file_runs_from_another_folder(tmp_path: Path) 
 
 def test_embed_snippet_without_an_argument_draws_its_own_sample(tmp_path: Path) -> None:
     program = tmp_path / "thumbnails.py"
-    program.write_text(snippet("async def execute(job, runtime)"))
+    program.write_text(snippet("async def execute(job: SchedulerJob, runtime: Runtime)"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run(
         [sys.executable, str(program)],
@@ -77,6 +77,7 @@ def test_supervisor_snippet_restarts_the_crashed_child(tmp_path: Path) -> None:
         "child_exited db 1 RuntimeError",
         "child_restarting db 2 ",
         "child_started db 2 ",
+        "shutdown  0 ",
         "child_stopped db 2 ",
         "child_stopped cache 1 ",
     ]

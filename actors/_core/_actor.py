@@ -18,11 +18,15 @@ Failure semantics (design §1.2, §1.5):
   out of :meth:`Actor.run` to the parent nursery (or supervisor, design §1.4).
 * When the actor's task ends for any reason, every ask still queued or unanswered gets
   :class:`~actors.errors.ActorStopped`: no asker ever hangs on a dead actor.
+
+Typing (design §1.8): ``class Cache(Actor[Get | Put, bytes | None])`` declares what the
+actor accepts and answers; its ``ref`` is then an ``ActorRef[Get | Put, bytes | None]``
+and ``handle`` gets a ``Reply[bytes | None]``. A bare ``Actor`` means ``Actor[Any, Any]``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 import trio
 
@@ -36,7 +40,9 @@ from ._mailbox import Mailbox
 from ._ref import (
     _PENDING,
     ActorRef,
+    MsgT,
     Reply,
+    ReplyT,
     _ActorCell,
     _Letter,
     enter_owner,
@@ -67,8 +73,8 @@ def _single_exception(error: BaseException) -> BaseException | None:
     return leaf if isinstance(leaf, Exception | KeyboardInterrupt) else None
 
 
-class Actor:
-    """Base class of every in-process actor (design §1.1-§1.3).
+class Actor(Generic[MsgT, ReplyT]):
+    """Base class of every in-process actor (design §1.1-§1.3, §1.8).
 
     The actor handles one message at a time, in mailbox order, in its own task. An
     instance runs once. Per-message concurrency is opt-in: start tasks in
@@ -88,7 +94,7 @@ class Actor:
     on_stop_timeout: float = 5.0
 
     _cell: _ActorCell | None = None
-    _ref: ActorRef | None = None
+    _ref: ActorRef[MsgT, ReplyT] | None = None
     _nursery: trio.Nursery | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -105,7 +111,7 @@ class Actor:
         :attr:`nursery` is open. An exception here fails ``nursery.start(actor.run)``.
         """
 
-    async def handle(self, message: Any, reply: Reply) -> None:
+    async def handle(self, message: MsgT, reply: Reply[ReplyT]) -> None:
         """Handle one message; override this (design §1.2).
 
         Args:
@@ -156,7 +162,7 @@ class Actor:
         return self._nursery
 
     @property
-    def ref(self) -> ActorRef:
+    def ref(self) -> ActorRef[MsgT, ReplyT]:
         """This actor's :class:`ActorRef` (the one ``run`` hands to ``task_status``).
 
         Raises:
@@ -176,7 +182,7 @@ class Actor:
         return self.ref.statistics()
 
     async def run(
-        self, *, task_status: trio.TaskStatus[ActorRef] = trio.TASK_STATUS_IGNORED
+        self, *, task_status: trio.TaskStatus[ActorRef[MsgT, ReplyT]] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Run the actor until it is stopped; use with ``await nursery.start(actor.run)``.
 
@@ -201,7 +207,8 @@ class Actor:
         mailbox: Mailbox[_Letter] = Mailbox(self.mailbox_capacity, owner=name)
         cell = _ActorCell(name, mailbox, new_actor_lifecycle(name))
         self._cell = cell
-        self._ref = ActorRef(cell)
+        ref: ActorRef[MsgT, ReplyT] = ActorRef(cell)
+        self._ref = ref
         started = False
         error: BaseException | None = None
         # Code running in this actor (and tasks it spawns) is marked, so that its own

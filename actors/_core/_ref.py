@@ -9,6 +9,10 @@ delivered to a later ask, which has a cell of its own ("ask fencing").
 The cell replaces a one-slot memory channel per ask: same semantics, a fraction of the
 cost (no channel pair, no receive-side bookkeeping; the asker parks with
 ``trio.lowlevel.wait_task_rescheduled`` and the answer reschedules it).
+
+Both are generic (design §1.8): ``ActorRef[Msg, Reply]`` takes ``Msg`` and its ``ask``
+returns ``Reply``; ``Reply[R]`` is answered with an ``R``. Both parameters default to
+``Any``, so an unparameterized ``ActorRef`` stays what it always was.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import contextvars
 import copy
 import itertools
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Generic
 
 import trio
 from trio.lowlevel import (
@@ -33,12 +37,26 @@ from ._config import MAX_DURATION, validate_duration
 from ._lifecycle import ActorEvent, ActorState, StateMachine
 
 if TYPE_CHECKING:
+    # PEP 696 defaults: a bare ``ActorRef`` means ``ActorRef[Any, Any]`` to checkers. At
+    # run time (Python 3.11's TypeVar has no ``default``) plain TypeVars do the same.
+    from typing_extensions import TypeVar
+
     from ._mailbox import Mailbox, MailboxStatistics
 
-__all__ = ["ActorRef", "Reply"]
+    MsgT = TypeVar("MsgT", default=Any, contravariant=True)
+    ReplyT = TypeVar("ReplyT", default=Any, covariant=True)
+    AnswerT = TypeVar("AnswerT", default=Any, contravariant=True)
+else:
+    from typing import TypeVar
+
+    MsgT = TypeVar("MsgT", contravariant=True)
+    ReplyT = TypeVar("ReplyT", covariant=True)
+    AnswerT = TypeVar("AnswerT", contravariant=True)
+
+__all__ = ["ActorRef", "AnswerT", "MsgT", "Reply", "ReplyT"]
 
 #: One mailbox item: (message, reply).
-_Letter = tuple[Any, "Reply"]
+_Letter = tuple[Any, "Reply[Any]"]
 
 _ask_ids = itertools.count(1)
 
@@ -65,8 +83,8 @@ def _detached(error: ActorError) -> ActorError:
     return clone
 
 
-class Reply:
-    """The way a handler answers one message (design §1.2).
+class Reply(Generic[AnswerT]):
+    """The way a handler answers one message (design §1.2); ``Reply[R]`` takes an ``R``.
 
     ``Actor.handle`` receives one with every message. For a plain ``send`` it expects no
     answer: :meth:`send` and :meth:`fail` do nothing and :attr:`wanted` is False. For an
@@ -86,7 +104,7 @@ class Reply:
         self._state = state
         # The asker's task while it is parked waiting for the answer, else None.
         self._task: trio.lowlevel.Task | None = None
-        self._parked: set[Reply] | None = None
+        self._parked: set[Reply[Any]] | None = None
         self._ok = False
         self._value: Any = None
 
@@ -109,7 +127,7 @@ class Reply:
         """True once answered (always True for a plain send, which expects nothing)."""
         return self._state == _ANSWERED
 
-    def send(self, value: Any) -> None:
+    def send(self, value: AnswerT) -> None:
         """Answer the ask with ``value``; never blocks. Dropped if the asker left."""
         self._answer(True, value)
 
@@ -160,7 +178,7 @@ class Reply:
         self._abandon()
         return Abort.SUCCEEDED
 
-    def _park(self, parked: set[Reply]) -> None:
+    def _park(self, parked: set[Reply[Any]]) -> None:
         # Remember an unanswered ask so the actor can fail it when it stops.
         self._parked = parked
         parked.add(self)
@@ -172,7 +190,7 @@ class Reply:
 
 
 #: The shared reply of every plain ``send``: expects nothing.
-NO_REPLY: Final = Reply(0, state=_ANSWERED)
+NO_REPLY: Final[Reply[Any]] = Reply(0, state=_ANSWERED)
 
 
 #: What the current task runs inside of: ``(owner, task)`` for each actor cell (or
@@ -236,7 +254,7 @@ class _ActorCell:
         # Covers on_start, the loop and the actor's nursery; stop() sets its deadline.
         self.scope = trio.CancelScope()
         self.stopped = trio.Event()
-        self.parked: set[Reply] = set()
+        self.parked: set[Reply[Any]] = set()
 
     def request_stop(self, grace: float) -> None:
         """Close the mailbox and make sure the actor is cancelled ``grace`` s from now."""
@@ -248,11 +266,13 @@ class _ActorCell:
                 self.scope.deadline = deadline
 
 
-class ActorRef:
-    """The handle through which others talk to an actor (design §1.2).
+class ActorRef(Generic[MsgT, ReplyT]):
+    """The handle through which others talk to an actor (design §1.2, §1.8).
 
     Obtained from ``await nursery.start(actor.run)``. Cheap to share; every ref to one
-    actor is the same object.
+    actor is the same object. ``ActorRef[Msg, Reply]``: ``send``, ``try_send`` and
+    ``ask`` take a ``Msg``, and ``ask`` returns a ``Reply`` (both ``Any`` when not
+    given), so a type checker sees what an actor accepts and answers.
     """
 
     __slots__ = ("_cell",)
@@ -270,7 +290,7 @@ class ActorRef:
         """The actor's lifecycle state (design §1.3)."""
         return self._cell.lifecycle.state
 
-    async def send(self, message: Any) -> None:
+    async def send(self, message: MsgT) -> None:
         """Deliver ``message``, waiting for mailbox space (backpressure, design §1.2).
 
         Always a checkpoint; the wait runs under the caller's cancel scopes.
@@ -288,7 +308,7 @@ class ActorRef:
         else:
             await mailbox.send(letter)  # full (backpressure) or closed (ActorStopped)
 
-    def try_send(self, message: Any) -> None:
+    def try_send(self, message: MsgT) -> None:
         """Deliver ``message`` if the mailbox has space; never waits (design §1.2).
 
         Raises:
@@ -297,7 +317,7 @@ class ActorRef:
         """
         self._cell.mailbox.try_send((message, NO_REPLY))
 
-    async def ask(self, message: Any, *, timeout: float) -> Any:  # noqa: ASYNC109
+    async def ask(self, message: MsgT, *, timeout: float) -> ReplyT:  # noqa: ASYNC109
         """Send ``message`` and wait for the handler's answer (design §1.2).
 
         The whole exchange (waiting for mailbox space, then for the answer) is bounded
@@ -354,7 +374,7 @@ class ActorRef:
         value = reply._value
         reply._value = None
         if reply._ok:
-            return value
+            return value  # type: ignore[no-any-return]  # the handler's answer, a ReplyT
         raise value
 
     async def stop(self, grace: float = 1.0) -> None:

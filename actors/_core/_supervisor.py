@@ -1,32 +1,44 @@
-"""In-process supervision with Erlang/OTP semantics (design §1.4).
+"""In-process supervision with Erlang/OTP semantics (design §1.4, §1.9, §1.10).
 
-A :class:`Supervisor` starts its children (actors described by :class:`ChildSpec`) in
-order, in its own nursery, each in its own cancel scope, and restarts them when they
-exit, according to:
+A :class:`Supervisor` starts its children (actors, or supervisors, described by
+:class:`ChildSpec`) in order, in its own nursery, each in its own cancel scope, and
+restarts them when they exit, as OTP's ``supervisor`` does:
 
 * the **strategy**: ``one_for_one`` restarts only the child that exited;
-  ``one_for_all`` stops every other child (reverse start order) and restarts all;
-  ``rest_for_one`` stops the children started after it (reverse order) and restarts
-  it and them;
+  ``one_for_all`` stops every other child (reverse start order) and starts all again;
+  ``rest_for_one`` stops the children started after it (reverse order) and starts it
+  and them again;
 * the child's **restart type**: ``permanent`` (always restarted), ``transient``
   (restarted only after an abnormal exit, i.e. an exception; a normal return or an
-  outside stop is a normal exit) or ``temporary`` (never restarted, not even when a
-  sibling's restart stops it);
-* the **restart intensity**: more than ``max_restarts`` restarts within ``period``
-  seconds (inclusive) and the supervisor gives up: it stops all children in reverse
-  start order and raises :class:`~actors.errors.RestartIntensityExceeded` to its
-  parent;
-* a capped exponential **backoff** before each restart (per child, reset after a
-  quiet period, :mod:`actors._core._backoff`);
-* the child's **shutdown**: a grace period in seconds (``ActorRef.stop(grace)``) or
-  ``"brutal_kill"`` (its cancel scope is cancelled at once).
+  outside stop is a normal exit) or ``temporary`` (never restarted, and forgotten when
+  it ends, even when a sibling's restart stopped it);
+* **restart rounds**: a round starts the children of its group in start order; when
+  one of them fails to start, the round is aborted there and a new round is run *from
+  that child* (``restart_failed``) as the next decision in turn, exactly as OTP's
+  ``try_again_restart`` message;
+* the **restart intensity**: every round, the retried ones included, is one restart
+  (OTP's ``add_restart``); more than ``max_restarts`` within ``period`` seconds
+  (inclusive) and the supervisor gives up: it stops all children in reverse start
+  order and raises :class:`~actors.errors.RestartIntensityExceeded` to its parent;
+* a capped exponential **backoff** before each round (per child, reset after a quiet
+  period, :mod:`actors._core._backoff`) — OTP restarts at once; we wait a little so a
+  crash loop does not spin;
+* the child's **shutdown**: a grace in seconds (``ActorRef.stop(grace)``),
+  ``"brutal_kill"`` (its cancel scope is cancelled at once) or ``"infinity"`` (its own
+  shutdown, unbounded but for the supervisor's own stop grace);
+* **auto shutdown** (OTP 24): with ``auto_shutdown="any_significant"`` the supervisor
+  stops when a significant child ends by itself (and is not restarted); with
+  ``"all_significant"`` when the last one has.
 
-A child may itself be a :class:`Supervisor` (a supervision tree, design §1.7): its
-``run`` is started like an actor's, and its :class:`SupervisorRef` stops it.
+Children can be added, stopped, started again and removed while it runs
+(:meth:`SupervisorRef.start_child` etc., design §1.10); every call and every restart
+decision is taken one at a time, as in OTP's single supervisor process.
+:meth:`SupervisorRef.child` gives a :class:`LiveRef` that follows the child across
+restarts (design §1.9).
 
-Every decision is a log record of the ``actors.supervisor`` logger (a child that
-exited abnormally and its restart: WARNING; intensity exceeded: ERROR; a start: DEBUG)
-and, given ``on_event``, a :class:`SupervisorEvent` (design §1.7).
+Every decision is a log record of the ``actors.supervisor`` logger (an abnormal exit, a
+restart round and a failed restart: WARNING; intensity exceeded: ERROR; the rest DEBUG
+or INFO) and, given ``on_event``, a :class:`SupervisorEvent` (design §1.4).
 
 Usage::
 
@@ -41,25 +53,28 @@ No task outlives the supervisor's nursery.
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING, Any, cast
+import math
+from typing import TYPE_CHECKING, cast
 
 import trio
 
-from ..errors import RestartIntensityExceeded
+from ..errors import ActorStopped, ChildStartFailed, RestartIntensityExceeded
 from ._actor import _only_cancelled
 from ._backoff import Backoff, BackoffTracker
-from ._config import validate_count, validate_duration
+from ._child import GONE, RESTARTING, RUNNING, STOPPED, Child, Incarnation
+from ._config import MAX_DURATION, validate_count, validate_duration
 from ._lifecycle import ActorEvent, ActorState, new_actor_lifecycle
-from ._ref import enter_owner, inside, leave_owner
+from ._ref import ActorRef, enter_owner, inside, leave_owner
+from ._supervisor_events import EventReporter
+from ._supervisor_ref import SupervisorRef
 from ._supervisor_spec import (
+    AUTO_SHUTDOWNS,
     BRUTAL_KILL,
+    INFINITY,
     STRATEGIES,
-    ChildInfo,
+    AutoShutdown,
     ChildRef,
     ChildSpec,
-    RestartType,
-    Runnable,
     Strategy,
     SupervisorEvent,
     exit_reason,
@@ -69,37 +84,15 @@ if TYPE_CHECKING:
     import random
     from collections.abc import Callable, Sequence
 
-    from ._actor import Actor
-
 __all__ = [
     "BRUTAL_KILL",
-    "ChildInfo",
+    "INFINITY",
     "ChildRef",
     "ChildSpec",
-    "RestartType",
-    "Strategy",
     "Supervisor",
     "SupervisorEvent",
     "SupervisorRef",
 ]
-
-_log = logging.getLogger("actors.supervisor")
-
-
-class _Incarnation:
-    """One run of a child: one actor instance, in its own cancel scope."""
-
-    __slots__ = ("actor", "done", "error", "number", "ref", "scope", "started", "stopping")
-
-    def __init__(self, number: int, actor: Runnable) -> None:
-        self.number = number
-        self.actor = actor
-        self.ref: ChildRef | None = None
-        self.scope = trio.CancelScope()
-        self.done = trio.Event()
-        self.error: BaseException | None = None
-        self.started = False
-        self.stopping = False  # the supervisor stopped it: its exit is not reported
 
 
 class _StartedRelay:
@@ -107,7 +100,7 @@ class _StartedRelay:
 
     __slots__ = ("_inc", "_status")
 
-    def __init__(self, inc: _Incarnation, status: trio.TaskStatus[ChildRef]) -> None:
+    def __init__(self, inc: Incarnation, status: trio.TaskStatus[ChildRef]) -> None:
         self._inc = inc
         self._status = status
 
@@ -118,20 +111,8 @@ class _StartedRelay:
         self._status.started(value)
 
 
-class _Child:
-    __slots__ = ("current", "index", "last_ref", "restarts", "spec", "tracker")
-
-    def __init__(self, index: int, spec: ChildSpec, tracker: BackoffTracker) -> None:
-        self.index = index
-        self.spec = spec
-        self.tracker = tracker
-        self.restarts = 0
-        self.current: _Incarnation | None = None
-        self.last_ref: ChildRef | None = None
-
-
 class Supervisor:
-    """Starts, watches and restarts in-process actors (design §1.4).
+    """Starts, watches and restarts in-process actors (design §1.4, §1.10).
 
     Args:
         children: The child specs, in start order; ids must be unique.
@@ -139,15 +120,21 @@ class Supervisor:
         max_restarts: Restarts allowed within ``period`` (``>= 0``); one more and the
             supervisor gives up.
         period: The intensity window, seconds on the trio clock (``0 < period <= 300``).
-        backoff: Delay policy before each restart (default: base 25 ms, cap 1 s).
+        backoff: Delay policy before each restart round (default: base 25 ms, cap 1 s).
         name: Used in errors, reprs, events and log records.
         rng: Random source for the backoff's jitter (seed it for deterministic tests).
         on_event: Called (sync, must not block; an exception from it is logged and
             ignored) with a :class:`SupervisorEvent` for each decision.
+        auto_shutdown: ``"never"``, ``"any_significant"`` or ``"all_significant"``
+            (design §1.10).
+        restart_wait: Seconds (trio clock) a send through a :class:`LiveRef` waits for
+            a restarting child's new incarnation (design §1.9).
 
     Raises:
-        ValueError: a duplicate id, an unknown strategy, a bad ``max_restarts`` or an
-            invalid ``period`` (design §1.6; the message names the parameter).
+        ValueError: a duplicate id, an unknown strategy or ``auto_shutdown``, a bad
+            ``max_restarts``, or an invalid ``period`` or ``restart_wait`` (design §1.6;
+            the message names the parameter).
+        TypeError: a child is not a :class:`ChildSpec`.
     """
 
     def __init__(
@@ -161,37 +148,53 @@ class Supervisor:
         name: str = "supervisor",
         rng: random.Random | None = None,
         on_event: Callable[[SupervisorEvent], object] | None = None,
+        auto_shutdown: AutoShutdown = "never",
+        restart_wait: float = 5.0,
     ) -> None:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        if auto_shutdown not in AUTO_SHUTDOWNS:
+            raise ValueError(
+                f"auto_shutdown must be one of {AUTO_SHUTDOWNS}, got {auto_shutdown!r}"
+            )
         self._max_restarts = validate_count("max_restarts", max_restarts, minimum=0)
         self._period = validate_duration("period", period, allow_zero=False)
-        policy = backoff if backoff is not None else Backoff()
-        ids: set[str] = set()
-        self._children: list[_Child] = []
+        self._restart_wait = validate_duration("restart_wait", restart_wait)
+        self._policy = backoff if backoff is not None else Backoff()
+        self._rng = rng
+        self._strategy = strategy
+        self._auto_shutdown = auto_shutdown
+        self._name = name
+        self._report = EventReporter(name, on_event, max_restarts=self._max_restarts,
+                                     period=self._period)  # fmt: skip
+        self._children: list[Child] = []
+        self._by_id: dict[str, Child] = {}
         for index, spec in enumerate(children):
             if not isinstance(spec, ChildSpec):
                 raise TypeError(f"children[{index}] must be a ChildSpec, got {spec!r}")
-            if spec.id in ids:
+            if spec.id in self._by_id:
                 raise ValueError(f"duplicate child id {spec.id!r}")
-            ids.add(spec.id)
-            self._children.append(_Child(index, spec, BackoffTracker(policy, rng=rng)))
-        self._by_id = {child.spec.id: child for child in self._children}
-        self._strategy = strategy
-        self._name = name
-        self._on_event = on_event
+            self._add(spec)
+        #: A dynamic supervisor forgets a child that will not run again (OTP's
+        #: ``simple_one_for_one``); set by :class:`DynamicSupervisor`.
+        self._forget_stopped = False
         self._lifecycle = new_actor_lifecycle(name)
         self._ran = False
+        self._closing = False
+        self._stop_requested = False
         self._nursery: trio.Nursery | None = None
         self._restart_times: list[float] = []
         self._restart_events = 0
-        # Children whose current incarnation exited and awaits a decision (insertion
-        # ordered; bounded by the number of children) and the loop's doorbell.
-        self._pending: dict[_Child, None] = {}
+        # One decision at a time: the restart loop and every SupervisorRef call.
+        self._lock = trio.Lock()
+        # What awaits a decision, in order (bounded by the number of children): a child
+        # whose incarnation exited (False), or one whose restart failed and is to be
+        # tried again (True, OTP's try_again_restart message); and the loop's doorbell.
+        self._pending: dict[Child, bool] = {}
         self._doorbell = trio.Event()
         self._loop_scope = trio.CancelScope()
         self._shutdown_scope: trio.CancelScope | None = None
-        self._stop_deadline = float("inf")
+        self._stop_deadline = math.inf
         self._stopped = trio.Event()
         self._ref = SupervisorRef(self)
 
@@ -206,16 +209,20 @@ class Supervisor:
         """Start the children in order, supervise them until stopped (design §1.4).
 
         ``task_status.started(ref)`` is called once every child has started.
-        Returns after :meth:`SupervisorRef.stop`.
+        Returns after :meth:`SupervisorRef.stop`, or after an auto shutdown.
 
         Raises:
             RuntimeError: this supervisor already ran.
             RestartIntensityExceeded: (code ``restart_intensity_exceeded``) more than
                 ``max_restarts`` restarts within ``period`` seconds; every child was
                 stopped in reverse start order first.
-            Exception: a child failed its first start (``ChildSpec.start`` or the
-                actor's ``on_start`` raised); the children already started were
-                stopped in reverse order first. Raised by ``nursery.start``.
+            ChildStartFailed: (code ``child_start_failed``) a child failed its first
+                start (``ChildSpec.start`` or the actor's ``on_start`` raised); it names
+                the child and the reason, its ``__cause__`` is the error; the children
+                already started were stopped in reverse order first. Raised by
+                ``nursery.start``.
+            ActorStopped: (code ``actor_stopped``) :meth:`SupervisorRef.stop` was
+                called while the children were starting; those started were stopped.
         """
         if self._ran:
             raise RuntimeError(f"supervisor {self._name!r} already ran; make a new one")
@@ -227,12 +234,11 @@ class Supervisor:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 try:
-                    for child in self._children:
-                        await self._start(child)
-                        if child.current is not None and child.current.error is not None:
-                            raise child.current.error
+                    for child in list(self._children):
+                        await self._start_first(child)
                 except Exception as exc:
                     failure = exc
+                    self._closing = True
                     self._lifecycle.process_event(ActorEvent.STOP)
                     await self._stop_children(self._children)
                 else:
@@ -245,6 +251,8 @@ class Supervisor:
                     except RestartIntensityExceeded as exc:
                         failure = exc  # children already stopped, in reverse order
                     else:
+                        self._closing = True
+                        self._report.event("shutdown", "", 0)
                         with trio.CancelScope(deadline=self._stop_deadline) as scope:
                             self._shutdown_scope = scope
                             await self._stop_children(self._children)
@@ -256,52 +264,110 @@ class Supervisor:
             failure = failure or exc
             raise
         finally:
+            self._closing = True
             self._lifecycle.process_event(ActorEvent.STOP)
-            crashed = failure is not None and not _only_cancelled(failure)
+            # Stopped while its children were starting: stopped, not failed (as Actor).
+            stopped_early = isinstance(failure, ActorStopped) and self._stop_requested
+            crashed = failure is not None and not _only_cancelled(failure) and not stopped_early
             self._lifecycle.process_event(ActorEvent.CRASHED if crashed else ActorEvent.FINISHED)
             self._nursery = None
+            for child in self._children:
+                child.set_status(GONE)
             self._stopped.set()
             leave_owner(owner_token)
         if failure is not None:
             raise failure
 
-    # --- starting and stopping children ----------------------------------------------
+    # --- the children ------------------------------------------------------------------
 
-    async def _start(self, child: _Child) -> None:
-        # Start one new incarnation; a failure becomes that incarnation's exit.
-        assert self._nursery is not None
-        self._pending.pop(child, None)
+    def _add(self, spec: ChildSpec) -> Child:
+        tracker = BackoffTracker(self._policy, rng=self._rng)
+        child = Child(spec, tracker, supervisor=self._name, restart_wait=self._restart_wait)
+        self._children.append(child)
+        self._by_id[spec.id] = child
+        return child
+
+    def _forget(self, child: Child, *, report: bool = True) -> None:
+        # OTP keeps no spec of a temporary child that ended, nor of a deleted one.
+        if self._by_id.get(child.id) is child:
+            del self._by_id[child.id]
+            self._children.remove(child)
+            child.set_status(GONE)
+            if report:
+                number = 0 if child.current is None else child.current.number
+                self._report.event("child_deleted", child.id, number)
+
+    def _check_open(self) -> None:
+        """Raise unless the supervisor takes calls (it runs and is not stopping).
+
+        Raises:
+            ActorStopped: (code ``actor_stopped``) it is stopping or stopped, or not
+                started yet.
+        """
+        if self._closing or self._nursery is None:
+            raise ActorStopped(f"supervisor {self._name!r} is not running", actor=self._name)
+
+    async def _start_first(self, child: Child) -> None:
+        """Start ``child`` outside a restart round (its first start, or ``restart_child``).
+
+        Raises:
+            ChildStartFailed: (code ``child_start_failed``) it failed to start.
+            ActorStopped: (code ``actor_stopped``) the supervisor is stopping.
+        """
+        if await self._start(child):
+            return
+        inc = child.current
+        error = inc.error if inc is not None else None
+        reason, message = exit_reason(error)
+        child.set_status(STOPPED)
+        raise ChildStartFailed(
+            f"supervisor {self._name!r}: child {child.id!r} failed to start: {message}",
+            supervisor=self._name,
+            child=child.id,
+            reason=reason,
+        ) from error
+
+    async def _start(self, child: Child) -> bool:
+        # Start one new incarnation; True once it runs. A failure is kept as the
+        # incarnation's error (it never becomes an exit to decide on).
+        nursery = self._nursery
+        if self._closing or nursery is None:
+            # A stop was requested since our last checkpoint: inside the decision loop
+            # its cancellation lands here; during the first starts, we fail to start.
+            await trio.lowlevel.checkpoint()
+            raise ActorStopped(f"supervisor {self._name!r} is stopping", actor=self._name)
         number = 1 if child.current is None else child.current.number + 1
         if number > 1:
             child.restarts += 1
         try:
             actor = child.spec.start()
         except Exception as exc:
-            inc = _Incarnation(number, cast("Actor", None))
+            inc = Incarnation(number, None)
             child.current = inc
             inc.error = exc
             inc.done.set()
-            self._report(child, inc)
-            return
-        inc = _Incarnation(number, actor)
+            return False
+        inc = Incarnation(number, actor)
         child.current = inc
         try:
-            ref = await self._nursery.start(self._run_child, child, inc)
+            ref = await nursery.start(self._run_child, child, inc)
         except Exception as exc:
             inc.error = exc
-            self._report(child, inc)
-            return
-        child.last_ref = ref
-        self._event("child_started", child, number, logging.DEBUG, ref=ref)
+            return False
+        child.type = "worker" if isinstance(ref, ActorRef) else "supervisor"
+        child.set_status(RUNNING)
+        self._report.event("child_started", child.id, number, ref=ref)
+        return True
 
     async def _run_child(
         self,
-        child: _Child,
-        inc: _Incarnation,
+        child: Child,
+        inc: Incarnation,
         *,
         task_status: trio.TaskStatus[ChildRef] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         relay = cast("trio.TaskStatus[ChildRef]", _StartedRelay(inc, task_status))
+        assert inc.actor is not None
         try:
             with inc.scope:
                 await inc.actor.run(task_status=relay)
@@ -311,40 +377,65 @@ class Supervisor:
             inc.error = exc
         finally:
             inc.done.set()
-        if inc.started:
-            self._report(child, inc)
+        if inc.started and inc is child.current and not inc.stopping:
+            self._exited(child, inc)
 
-    def _report(self, child: _Child, inc: _Incarnation) -> None:
-        if inc is child.current and not inc.stopping:
-            self._pending[child] = None
-            self._doorbell.set()
+    def _exited(self, child: Child, inc: Incarnation) -> None:
+        # Say at once what refs may expect (design §1.9); the loop decides in turn.
+        restart = child.spec.restart
+        if self._closing or restart == "temporary":
+            child.set_status(GONE)
+        elif restart == "permanent" or inc.error is not None:
+            child.set_status(RESTARTING)
+        else:
+            child.set_status(GONE if self._forget_stopped else STOPPED)
+        self._pending[child] = False
+        self._doorbell.set()
 
-    async def _stop_child(self, child: _Child) -> None:
+    async def _stop_child(self, child: Child, status: str) -> None:
+        """Stop ``child``'s incarnation per its ``shutdown``; it moves to ``status``."""
+        child.set_status(status)
         inc = child.current
         if inc is None:
             return
         inc.stopping = True
         if inc.done.is_set():
             return
-        self._event("child_stopped", child, inc.number, logging.DEBUG)
+        self._report.event("child_stopped", child.id, inc.number)
         shutdown = child.spec.shutdown
-        if shutdown == BRUTAL_KILL or inc.ref is None:
+        ref = inc.ref
+        if shutdown == BRUTAL_KILL or ref is None:
             inc.scope.cancel()
+        elif shutdown == INFINITY:
+            # No grace of its own: only the stopping supervisor's deadline bounds it.
+            if isinstance(ref, ActorRef):
+                ref._cell.request_stop(math.inf)
+            elif isinstance(ref, SupervisorRef):
+                ref._sup._request_stop(math.inf)
+            else:  # another kind of child: its longest grace
+                await ref.stop(MAX_DURATION)
         else:
-            await inc.ref.stop(shutdown)
+            await ref.stop(shutdown)
         await inc.done.wait()
 
-    async def _kill_children(self, children: Sequence[_Child]) -> None:
-        for child in reversed(children):
+    async def _kill_children(self, children: Sequence[Child]) -> None:
+        for child in reversed(list(children)):
             inc = child.current
             if inc is not None and not inc.done.is_set():
                 inc.stopping = True
                 inc.scope.cancel()
                 await inc.done.wait()
 
-    async def _stop_children(self, children: Sequence[_Child]) -> None:
-        for child in reversed(children):
-            await self._stop_child(child)
+    async def _stop_children(self, children: Sequence[Child]) -> None:
+        if self._forget_stopped:
+            # A dynamic supervisor's children are alike and independent: OTP stops a
+            # simple_one_for_one's children all at once, so the slowest bounds it.
+            async with trio.open_nursery() as nursery:
+                for child in list(children):
+                    nursery.start_soon(self._stop_child, child, GONE)
+            return
+        for child in reversed(list(children)):
+            await self._stop_child(child, GONE)
 
     # --- the decision loop -------------------------------------------------------------
 
@@ -353,103 +444,121 @@ class Supervisor:
             while not self._pending:
                 self._doorbell = trio.Event()
                 await self._doorbell.wait()
-            child = next(iter(self._pending))
+            child, retry = next(iter(self._pending.items()))
             del self._pending[child]
-            await self._on_exit(child)
+            # Calls waiting for the lock come in between, as OTP's messages do between
+            # two tries: a terminate_child can end a restart loop that keeps failing.
+            async with self._lock:
+                if retry:
+                    if child in self._children and child.status == RESTARTING:
+                        await self._restart(child)
+                elif await self._on_exit(child):
+                    return  # auto shutdown
 
-    async def _on_exit(self, child: _Child) -> None:
+    async def _on_exit(self, child: Child) -> bool:
+        # True when the supervisor shuts itself down (auto_shutdown).
         inc = child.current
-        if inc is None or inc.stopping or not inc.done.is_set():
-            return  # stale: already replaced or stopped on purpose
+        if inc is None or inc.stopping or not inc.done.is_set() or child not in self._children:
+            return False  # stale: already replaced, stopped on purpose, or forgotten
         inc.stopping = True  # decided once
         abnormal = inc.error is not None
         reason, message = exit_reason(inc.error)
-        self._event(
-            "child_exited",
-            child,
-            inc.number,
-            logging.WARNING if abnormal else logging.INFO,
-            reason=reason,
+        self._report.event(
+            "child_exited", child.id, inc.number, abnormal=abnormal, reason=reason,
             message=message,
-        )
+        )  # fmt: skip
         restart = child.spec.restart
         if restart == "temporary" or (restart == "transient" and not abnormal):
-            return
+            if restart == "temporary" or self._forget_stopped:
+                self._forget(child)
+            return self._auto_shutdown_due(child)
+        await self._restart(child)
+        return False
+
+    def _auto_shutdown_due(self, child: Child) -> bool:
+        if not child.spec.significant or self._auto_shutdown == "never":
+            return False
+        if self._auto_shutdown == "all_significant" and any(
+            c.spec.significant and c.status not in (STOPPED, GONE) for c in self._children
+        ):
+            return False
+        number = 0 if child.current is None else child.current.number
+        self._report.event("auto_shutdown", child.id, number)
+        self._lifecycle.process_event(ActorEvent.STOP)
+        return True
+
+    async def _restart(self, child: Child) -> None:
+        # OTP's restart/2: one round, one restart. A round aborted by a failed start is
+        # tried again from the child that failed, as the next decision in turn.
+        await self._add_restart(child)
+        failed = await self._round(child)
+        if failed is not None:
+            self._pending[failed] = True
+            self._doorbell.set()
+
+    async def _add_restart(self, child: Child) -> None:
         now = trio.current_time()
         self._restart_times = [t for t in self._restart_times if t >= now - self._period]
         self._restart_times.append(now)
-        if len(self._restart_times) > self._max_restarts:
-            self._event("intensity_exceeded", child, inc.number, logging.ERROR)
-            self._lifecycle.process_event(ActorEvent.STOP)
-            await self._stop_children(self._children)
-            raise RestartIntensityExceeded(
-                f"supervisor {self._name!r}: more than {self._max_restarts} restarts "
-                f"within {self._period:g} s (last: child {child.spec.id!r})",
-                supervisor=self._name,
-                child=child.spec.id,
-                max_restarts=self._max_restarts,
-                period=self._period,
-            )
-        self._restart_events += 1
+        if len(self._restart_times) <= self._max_restarts:
+            self._restart_events += 1
+            return
+        number = 0 if child.current is None else child.current.number
+        self._report.event("intensity_exceeded", child.id, number)
+        self._closing = True
+        self._lifecycle.process_event(ActorEvent.STOP)
+        await self._stop_children(self._children)
+        raise RestartIntensityExceeded(
+            f"supervisor {self._name!r}: more than {self._max_restarts} restarts "
+            f"within {self._period:g} s (last: child {child.id!r})",
+            supervisor=self._name,
+            child=child.id,
+            max_restarts=self._max_restarts,
+            period=self._period,
+        )
+
+    async def _round(self, target: Child) -> Child | None:
+        # One restart round for ``target``; returns the child that failed to start.
         if self._strategy == "one_for_one":
-            group = [child]
+            group = [target]
         elif self._strategy == "one_for_all":
             group = list(self._children)
         else:
-            group = self._children[child.index :]
-        await self._stop_children([c for c in group if c is not child])
-        delay = child.tracker.next_delay(now)
-        self._event("child_restarting", child, inc.number + 1, logging.WARNING, delay=delay)
+            group = self._children[self._children.index(target) :]
+        for member in reversed(group):
+            if member is not target:
+                temporary = member.spec.restart == "temporary"
+                await self._stop_child(member, GONE if temporary else RESTARTING)
+                if temporary:
+                    self._forget(member)
+        group = [member for member in group if member.id in self._by_id]
+        target.set_status(RESTARTING)
+        number = 1 if target.current is None else target.current.number + 1
+        delay = target.tracker.next_delay(trio.current_time())
+        self._report.event("child_restarting", target.id, number, delay=delay)
         await trio.sleep(delay)
         for member in group:
-            if member is child or member.spec.restart != "temporary":
-                await self._start(member)
-
-    def _event(self, kind: str, child: _Child, incarnation: int, level: int, **fields: Any) -> None:
-        """Log one decision and give it to ``on_event`` (design §1.7); never raises."""
-        if _log.isEnabledFor(level):
-            text = {
-                "child_started": "started",
-                "child_exited": f"exited ({fields.get('reason')})",
-                "child_stopped": "stopped by its supervisor",
-                "child_restarting": f"restarting in {fields.get('delay', 0):g} s",
-                "intensity_exceeded": f"more than {self._max_restarts} restarts within "
-                f"{self._period:g} s: giving up",
-            }[kind]
-            _log.log(
-                level,
-                "supervisor %r: child %r (incarnation %d) %s",
-                self._name,
-                child.spec.id,
-                incarnation,
-                text,
-                extra={
-                    "event": kind,
-                    "supervisor": self._name,
-                    "child": child.spec.id,
-                    "incarnation": incarnation,
-                    "time": trio.current_time(),
-                    **{f"child_{key}": value for key, value in fields.items() if key != "ref"},
-                },
-            )
-        if self._on_event is not None:
-            event = SupervisorEvent(
-                kind=kind,
-                supervisor=self._name,
-                child=child.spec.id,
-                incarnation=incarnation,
-                time=trio.current_time(),
-                **fields,
-            )
-            try:
-                self._on_event(event)
-            except Exception:
-                _log.exception("supervisor %r: on_event raised; ignored", self._name)
+            if not await self._start(member):
+                inc = member.current
+                reason, message = exit_reason(None if inc is None else inc.error)
+                member.set_status(RESTARTING)
+                self._report.event(
+                    "restart_failed", member.id, 0 if inc is None else inc.number,
+                    reason=reason, message=message,
+                )  # fmt: skip
+                return member
+        return None
 
     # --- used by SupervisorRef ---------------------------------------------------------
 
+    def _running_inside(self) -> bool:
+        """True if the current task runs this supervisor's code (a child's)."""
+        return inside(self)
+
     def _request_stop(self, grace: float) -> None:
         self._lifecycle.process_event(ActorEvent.STOP)
+        self._closing = True
+        self._stop_requested = True
         deadline = trio.current_time() + grace
         if deadline < self._stop_deadline:
             self._stop_deadline = deadline
@@ -459,110 +568,3 @@ class Supervisor:
 
     def __repr__(self) -> str:
         return f"<Supervisor {self._name!r} {self._lifecycle.state.value}>"
-
-
-class SupervisorRef:
-    """The handle to a running :class:`Supervisor` (design §1.4)."""
-
-    __slots__ = ("_sup",)
-
-    def __init__(self, supervisor: Supervisor) -> None:
-        self._sup = supervisor
-
-    @property
-    def name(self) -> str:
-        """The supervisor's name."""
-        return self._sup._name
-
-    @property
-    def state(self) -> ActorState:
-        """``running``, then ``stopping``, then ``stopped`` (or ``failed``)."""
-        return self._sup._lifecycle.state
-
-    @property
-    def restarts(self) -> int:
-        """Restart decisions taken so far (one per restart, whatever the strategy)."""
-        return self._sup._restart_events
-
-    def child(self, id: str) -> ChildRef:
-        """Return the ref of the child's current incarnation (or its last one).
-
-        Raises:
-            KeyError: no child has this id.
-        """
-        ref = self._sup._by_id[id].last_ref
-        if ref is None:  # pragma: no cover - every child started once before run's start
-            raise KeyError(id)
-        return ref
-
-    def restart_count(self, id: str) -> int:
-        """How many times child ``id`` was started again after its first start.
-
-        Raises:
-            KeyError: no child has this id.
-        """
-        return self._sup._by_id[id].restarts
-
-    def which_children(self) -> list[ChildInfo]:
-        """Describe every child, in start order; never waits."""
-        rows: list[ChildInfo] = []
-        for child in self._sup._children:
-            inc = child.current
-            if inc is None:
-                state = ActorState.STARTING
-            elif inc.ref is None:
-                state = ActorState.FAILED if inc.done.is_set() else ActorState.STARTING
-            else:
-                state = inc.ref.state
-            rows.append(
-                ChildInfo(
-                    id=child.spec.id,
-                    state=state,
-                    restart=child.spec.restart,
-                    restarts=child.restarts,
-                    incarnation=0 if inc is None else inc.number,
-                    ref=None if inc is None else inc.ref,
-                )
-            )
-        return rows
-
-    async def stop(self, grace: float = 5.0) -> None:
-        """Stop every child in reverse start order, then return once the supervisor ended.
-
-        Each child is stopped per its ``shutdown`` (grace or brutal kill); the whole
-        shutdown takes at most ``grace`` seconds (trio clock), after which remaining
-        children are cancelled. Idempotent; concurrent calls share the earliest
-        deadline. Always a checkpoint.
-
-        Called from inside the supervisor (a child's handler or one of its tasks), it
-        requests the stop and returns after one checkpoint without waiting: the
-        supervisor cannot finish while one of its children waits for it.
-
-        Raises:
-            ValueError: ``grace`` is invalid (design §1.6; names ``grace``).
-        """
-        seconds = validate_duration("grace", grace)
-        sup = self._sup
-        sup._request_stop(seconds)
-        if inside(sup) and not sup._stopped.is_set():
-            await trio.lowlevel.checkpoint()
-            return
-        await sup._stopped.wait()
-
-    def stop_nowait(self, grace: float = 5.0) -> None:
-        """Request a stop like :meth:`stop`, without waiting for it (design §1.3).
-
-        A later, shorter grace wins: ``stop_nowait(0)`` during a stop cancels every
-        child that is left at once (a second Ctrl-C, design §3.13).
-
-        Raises:
-            ValueError: ``grace`` is invalid (design §1.6; names ``grace``).
-        """
-        self._sup._request_stop(validate_duration("grace", grace))
-
-    async def wait_stopped(self) -> None:
-        """Wait until the supervisor's ``run`` has ended (stopped or failed)."""
-        await self._sup._stopped.wait()
-
-    def __repr__(self) -> str:
-        return f"<SupervisorRef {self.name!r} {self.state.value}>"

@@ -1,8 +1,8 @@
-"""What a :class:`~actors._core._supervisor.Supervisor` is given and reports (design §1.4, §1.7).
+"""What a :class:`~actors._core._supervisor.Supervisor` is given and reports (design §1.4, §1.10).
 
-The child specs (:class:`ChildSpec`), the rows of ``which_children`` (:class:`ChildInfo`)
-and the decisions given to ``on_event`` (:class:`SupervisorEvent`), as data; kept apart
-from the supervisor's logic.
+The child specs (:class:`ChildSpec`), the rows of ``which_children`` (:class:`ChildInfo`),
+the counts of ``count_children`` (:class:`ChildCounts`) and the decisions given to
+``on_event`` (:class:`SupervisorEvent`), as data; kept apart from the supervisor's logic.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BRUTAL_KILL",
+    "INFINITY",
+    "AutoShutdown",
+    "ChildCounts",
     "ChildInfo",
     "ChildRef",
     "ChildSpec",
@@ -35,12 +38,19 @@ __all__ = [
 
 Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
 RestartType = Literal["permanent", "transient", "temporary"]
+AutoShutdown = Literal["never", "any_significant", "all_significant"]
+ChildType = Literal["worker", "supervisor"]
 
 #: ``ChildSpec.shutdown`` value meaning "cancel the child at once".
 BRUTAL_KILL: Final = "brutal_kill"
+#: ``ChildSpec.shutdown`` value meaning "wait for the child's own shutdown, however
+#: long": meant for children that are supervisors, whose own children's shutdowns bound
+#: it (design §1.10). The stopping supervisor's own grace still bounds the whole stop.
+INFINITY: Final = "infinity"
 
 STRATEGIES: Final = ("one_for_one", "one_for_all", "rest_for_one")
 RESTART_TYPES: Final = ("permanent", "transient", "temporary")
+AUTO_SHUTDOWNS: Final = ("never", "any_significant", "all_significant")
 
 
 class ChildRef(Protocol):
@@ -67,22 +77,30 @@ class SupervisorEvent:
 
     kind: str
     """``child_started``, ``child_exited`` (it ended by itself), ``child_stopped`` (its
-    supervisor stopped it: a sibling's restart, or the supervisor's own stop),
-    ``child_restarting`` or ``intensity_exceeded``."""
+    supervisor stopped it: a sibling's restart, ``terminate_child``, or the supervisor's
+    own stop), ``child_restarting`` (a restart round begins), ``restart_failed`` (a
+    restart attempt failed to start the child; the round is retried from it),
+    ``child_deleted`` (``delete_child``, or a temporary child's end removed its spec),
+    ``intensity_exceeded``, ``auto_shutdown`` (a significant child ended, design
+    §1.10) or ``shutdown`` (the supervisor stops its children: a stop was asked for, or
+    an auto shutdown)."""
     supervisor: str
     """The supervisor's name."""
     child: str
-    """The child's id."""
+    """The child's id (empty for ``shutdown``)."""
     incarnation: int
-    """The child's incarnation the event is about (1 for its first start)."""
+    """The child's incarnation the event is about (1 for its first start; 0 for
+    ``shutdown``)."""
     time: float
     """When, seconds on trio's clock."""
     ref: ChildRef | None = None
     """``child_started``: the new incarnation's ref."""
     reason: str | None = None
-    """``child_exited``: ``"normal"``, or the error's code (an ``ActorError``) or type."""
+    """``child_exited`` and ``restart_failed``: ``"normal"``, or the error's code (an
+    ``ActorError``) or type."""
     message: str | None = None
-    """``child_exited``: the error, bounded to 1 KiB, or None after a normal exit."""
+    """``child_exited`` and ``restart_failed``: the error, bounded to 1 KiB, or None
+    after a normal exit."""
     delay: float | None = None
     """``child_restarting``: seconds of backoff before the restart."""
 
@@ -103,9 +121,18 @@ def _shutdown_converter(value: object) -> object:
 
 
 def _check_shutdown(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value == BRUTAL_KILL and isinstance(value, str):
+    if value in (BRUTAL_KILL, INFINITY) and isinstance(value, str):
         return
     validate_duration("shutdown", value)
+
+
+def _check_significant(
+    instance: ChildSpec, attribute: attrs.Attribute[bool], value: object
+) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"significant must be a bool, got {value!r}")
+    if value and instance.restart == "permanent":
+        raise ValueError("significant must be False for a permanent child (it never ends)")
 
 
 @attrs.frozen
@@ -113,9 +140,10 @@ class ChildSpec:
     """How to start, restart and stop one child of a :class:`Supervisor` (design §1.4).
 
     Raises:
-        ValueError: ``id`` is empty, ``restart`` is unknown, or ``shutdown`` is neither
-            ``"brutal_kill"`` nor a valid duration (design §1.6; names ``shutdown``).
-        TypeError: ``start`` is not callable.
+        ValueError: ``id`` is empty, ``restart`` is unknown, ``shutdown`` is neither
+            ``"brutal_kill"``, ``"infinity"`` nor a valid duration (design §1.6; names
+            ``shutdown``), or ``significant`` is set on a permanent child.
+        TypeError: ``start`` is not callable, or ``significant`` is not a bool.
     """
 
     id: str = attrs.field(validator=_check_id)
@@ -127,20 +155,29 @@ class ChildSpec:
         default="permanent", validator=attrs.validators.in_(RESTART_TYPES)
     )
     """``permanent``, ``transient`` or ``temporary``."""
-    shutdown: float | Literal["brutal_kill"] = attrs.field(
+    shutdown: float | Literal["brutal_kill", "infinity"] = attrs.field(
         default=5.0, converter=_shutdown_converter, validator=_check_shutdown
     )
-    """Grace in seconds (trio clock) for ``ActorRef.stop``, or ``"brutal_kill"``."""
+    """Grace in seconds (trio clock) for ``ActorRef.stop``, ``"brutal_kill"``, or
+    ``"infinity"`` (no grace of its own: for supervisor children, design §1.10)."""
+    significant: bool = attrs.field(default=False, validator=_check_significant)
+    """Whether its end (by itself, not restarted) may shut its supervisor down, per the
+    supervisor's ``auto_shutdown`` (design §1.10). Only for transient or temporary
+    children."""
 
 
 @attrs.frozen(kw_only=True)
 class ChildInfo:
-    """One row of :meth:`SupervisorRef.which_children`."""
+    """One row of :meth:`SupervisorRef.which_children` (design §1.10)."""
 
     id: str
     """The child's id."""
     state: ActorState
     """Lifecycle state of the current (or last) incarnation."""
+    type: ChildType
+    """``worker`` (an actor) or ``supervisor``, as OTP's child type."""
+    running: bool
+    """True while an incarnation runs (OTP lists a pid, not ``undefined``)."""
     restart: RestartType
     """The child's restart type."""
     restarts: int
@@ -149,6 +186,20 @@ class ChildInfo:
     """1 for the first start, then +1 per restart."""
     ref: ChildRef | None
     """The current incarnation's ref; None if it failed before it could start."""
+
+
+@attrs.frozen(kw_only=True)
+class ChildCounts:
+    """What :meth:`SupervisorRef.count_children` returns: OTP's four counts (§1.10)."""
+
+    specs: int
+    """Child specs the supervisor holds, running or not (a dynamic supervisor: 1)."""
+    active: int
+    """Children with a running incarnation."""
+    supervisors: int
+    """Children (running or not) that are supervisors."""
+    workers: int
+    """Children (running or not) that are workers (actors)."""
 
 
 def exit_reason(error: BaseException | None) -> tuple[str, str | None]:

@@ -1,30 +1,25 @@
-"""The event-log system actor and its client facade (design §6, on the §1 actor core).
+"""The event-log system actor and its messages (design §6, on the §1 actor core).
 
 :class:`EventLogActor` owns one :class:`~actors._eventlog._eventlog.EventLog` and serves it over its
 mailbox: every request is one of the message classes below, answered through ``ask``.
 Requests are decided in mailbox order; those that wait (for durability or a ledger read:
 ``Submit``, ``Start``, ``Cancel``, ``Status``, ``Watch``, ``Resume``, ``Discard``,
-``CheckDrift``) are then awaited in a task of the actor's nursery, so one slow commit
-never stalls the mailbox. Each such task works at most ``request_timeout`` seconds, and
-at most ``max_pending`` exist at once; beyond that a request is refused with
-``mailbox_full`` instead of holding the mailbox (design §6.19). ``Start`` is answered
-once the run's ``running`` state is durable, so a crash caused by the work it starts is
-always counted as an interruption (design §6.10). ``Progress`` and ``Finish`` are
-answered at once (their rows commit within one batch).
+``CheckDrift``, ``QueryFinished``) are then awaited in a task of the actor's nursery, so
+one slow commit never stalls the mailbox. Each such task works at most
+``request_timeout`` seconds, and at most ``max_pending`` exist at once; beyond that a
+request is refused with ``mailbox_full`` instead of holding the mailbox (design §6.19).
+``Start`` is answered once the run's ``running`` state is durable, so a crash caused by
+the work it starts is always counted as an interruption (design §6.10). ``Progress`` and
+``Finish`` are answered at once (their rows commit within one batch).
 
-:class:`EventLogClient` wraps an :class:`~actors.ActorRef` with one async method per
-message, each an ``ask`` under the client's timeout::
-
-    async with trio.open_nursery() as nursery:
-        ref = await nursery.start(EventLogActor(config, operations=ops).run)
-        log = EventLogClient(ref, timeout=5.0)
-        receipt = await log.submit("index", {"path": "data/a.csv"}, request_id="r-1")
+Its client, :class:`~actors.EventLogClient` (:mod:`actors._eventlog._client`), gives
+each message an async method.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -32,29 +27,20 @@ import trio
 from protocol.errors import bound_message, describe_exception
 
 from .._core._actor import Actor
-from .._core._config import validate_duration
 from .._core._groups import unwrap_sole_exception
 from ..errors import ActorCrashed, ActorError, InvalidCommand, LedgerUnavailable, MailboxFull
+from ._checks import check_kind, json_mapping
 from ._eventlog import EventLog
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping
-    from typing import Unpack
 
     from .._core._ref import ActorRef, Reply
     from ._operations import Runner
-    from ._ports import Port, PortOptions, PortStatistics
-    from ._statistics import EventLogStatistics
     from ._types import (
-        BootReport,
-        Drift,
         Event,
         EventLogConfig,
-        EventLogSnapshot,
         OperationSpec,
-        Receipt,
-        RunStatus,
-        WatchResult,
     )
 
 __all__ = [
@@ -63,11 +49,12 @@ __all__ = [
     "CheckDrift",
     "Discard",
     "EventLogActor",
-    "EventLogClient",
     "Finish",
     "GetBootReport",
     "GetStatistics",
     "Progress",
+    "QueryFinished",
+    "Record",
     "Resume",
     "SetPortEnabled",
     "Start",
@@ -206,12 +193,31 @@ class CheckDrift:
 
 
 @attrs.frozen(kw_only=True)
+class Record:
+    """Append a log-wide event (design §6.8); answered with its seq."""
+
+    kind: str
+    data: Mapping[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class QueryFinished:
+    """One page of decided runs (design §6.18); answered with a ``FinishedRunsPage``."""
+
+    after: int = 0
+    limit: int | None = None
+    state: str | None = None
+    verdict: str | None = None
+    since: float | None = None
+
+
+@attrs.frozen(kw_only=True)
 class GetStatistics:
     """Answered with the log's :class:`EventLogStatistics`."""
 
 
 #: The requests answered by a task of their own (they wait for the ledger).
-_WAITING = (Submit, Start, Cancel, Status, Watch, Resume, Discard, CheckDrift)
+_WAITING = (Submit, Start, Cancel, Status, Watch, Resume, Discard, CheckDrift, QueryFinished)
 
 
 class EventLogActor(Actor):
@@ -364,6 +370,19 @@ class EventLogActor(Actor):
                 await self._later(
                     reply, log.check_drift, message.run_id, message.current, decides=False
                 )
+            case Record():
+                reply.send(log.record(*_record_fields(message)))
+            case QueryFinished():
+                await self._later(
+                    reply,
+                    log.finished_runs,
+                    after=message.after,
+                    limit=message.limit,
+                    state=message.state,
+                    verdict=message.verdict,
+                    since=message.since,
+                    decides=False,
+                )
             case GetStatistics():
                 reply.send(log.statistics())
             case _:
@@ -469,113 +488,14 @@ class EventLogActor(Actor):
         )
 
 
-class EventLogClient:
-    """Async methods over an event-log :class:`~actors.ActorRef` (each one ``ask``).
-
-    Args:
-        ref: The event-log actor's ref.
-        timeout: Seconds (trio clock) each ask may take (design §1.6); an ask that takes
-            longer raises :class:`~actors.errors.AskTimeout`.
-
-    Every method raises what the matching :class:`EventLog` method raises, plus
-    ``AskTimeout`` (``ask_timeout``) and ``ActorStopped`` (``actor_stopped``).
-    """
-
-    def __init__(self, ref: ActorRef, *, timeout: float = 10.0) -> None:
-        self.ref = ref
-        self.timeout = validate_duration("timeout", timeout, allow_zero=False)
-
-    async def _ask(self, message: object) -> Any:
-        return await self.ref.ask(message, timeout=self.timeout)
-
-    async def submit(
-        self,
-        operation: str,
-        arguments: Mapping[str, Any],
-        request_id: str | None = None,
-        *,
-        actor: str | None = None,
-    ) -> Receipt:
-        """See :meth:`EventLog.submit` (design §6.1)."""
-        message = Submit(
-            operation=operation, arguments=arguments, request_id=request_id, actor=actor
-        )
-        return cast("Receipt", await self._ask(message))
-
-    async def start(
-        self, run_id: int, *, on_cancel: Callable[[], object] | None = None
-    ) -> RunStatus:
-        """See :meth:`EventLog.start` (design §6.6)."""
-        return cast("RunStatus", await self._ask(Start(run_id=run_id, on_cancel=on_cancel)))
-
-    async def progress(self, run_id: int, fraction: float, note: str | None = None) -> None:
-        """See :meth:`EventLog.progress` (design §6.6)."""
-        await self._ask(Progress(run_id=run_id, fraction=fraction, note=note))
-
-    async def finish(
-        self,
-        run_id: int,
-        verdict: str,
-        result: Any = None,
-        *,
-        error: Mapping[str, str] | None = None,
-    ) -> RunStatus:
-        """See :meth:`EventLog.finish` (design §6.6)."""
-        return cast(
-            "RunStatus",
-            await self._ask(Finish(run_id=run_id, verdict=verdict, result=result, error=error)),
-        )
-
-    async def cancel(
-        self, run_id: int, actor: str = "local", *, request_id: str | None = None
-    ) -> RunStatus:
-        """See :meth:`EventLog.cancel` (design §6.7, §6.14)."""
-        message = Cancel(run_id=run_id, actor=actor, request_id=request_id)
-        return cast("RunStatus", await self._ask(message))
-
-    async def status(self, run_id: int, *, request_id: str | None = None) -> RunStatus:
-        """See :meth:`EventLog.status`."""
-        return cast("RunStatus", await self._ask(Status(run_id=run_id, request_id=request_id)))
-
-    async def watch(self, cursor: int, *, limit: int | None = None) -> WatchResult:
-        """See :meth:`EventLog.watch` (design §6.8)."""
-        return cast("WatchResult", await self._ask(Watch(cursor=cursor, limit=limit)))
-
-    async def subscribe(self, name: str | None = None, **options: Unpack[PortOptions]) -> Port:
-        """See :meth:`EventLog.subscribe` (design §6.9)."""
-        return cast("Port", await self._ask(Subscribe(name=name, **options)))
-
-    async def snapshot(self) -> EventLogSnapshot:
-        """See :meth:`EventLog.snapshot` (design §6.15)."""
-        return cast("EventLogSnapshot", await self._ask(TakeSnapshot()))
-
-    async def set_port_enabled(self, name: str, enabled: bool, *, local: bool) -> PortStatistics:
-        """See :meth:`EventLog.set_port_enabled` (design §6.9)."""
-        return cast(
-            "PortStatistics",
-            await self._ask(SetPortEnabled(name=name, enabled=enabled, local=local)),
-        )
-
-    async def apply_edit(self) -> int:
-        """See :meth:`EventLog.apply_edit` (design §6.4)."""
-        return cast("int", await self._ask(ApplyEdit()))
-
-    async def boot_report(self) -> BootReport:
-        """See :meth:`EventLog.boot_report` (design §6.10)."""
-        return cast("BootReport", await self._ask(GetBootReport()))
-
-    async def resume(self, run_id: int, *, override: bool = False) -> RunStatus:
-        """See :meth:`EventLog.resume` (design §6.10)."""
-        return cast("RunStatus", await self._ask(Resume(run_id=run_id, override=override)))
-
-    async def discard(self, run_id: int, *, actor: str = "local") -> RunStatus:
-        """See :meth:`EventLog.discard` (design §6.10)."""
-        return cast("RunStatus", await self._ask(Discard(run_id=run_id, actor=actor)))
-
-    async def check_drift(self, run_id: int, current: Mapping[str, Any] | None = None) -> Drift:
-        """See :meth:`EventLog.check_drift` (design §6.10)."""
-        return cast("Drift", await self._ask(CheckDrift(run_id=run_id, current=current)))
-
-    async def statistics(self) -> EventLogStatistics:
-        """See :meth:`EventLog.statistics`."""
-        return cast("EventLogStatistics", await self._ask(GetStatistics()))
+def _record_fields(message: Record) -> tuple[str, dict[str, Any]]:
+    # EventLog.record raises ValueError (a programming error in process); from a client
+    # it is bad input, answered with the field it names, never a crash of the actor.
+    try:
+        kind = check_kind(message.kind)
+    except ValueError as exc:
+        raise InvalidCommand(str(exc)[:500], fields=["kind"]) from None
+    try:
+        return kind, json_mapping(message.data)
+    except ValueError as exc:
+        raise InvalidCommand(str(exc)[:500], fields=["data"]) from None

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidCommand
 
-__all__ = ["check_event", "check_fraction", "check_text", "is_run_id"]
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "RESERVED_PREFIXES",
+    "check_fraction",
+    "check_kind",
+    "check_text",
+    "is_run_id",
+    "json_mapping",
+]
 
 #: Kind prefixes of the event log's own events; ``EventLog.record`` refuses them.
-_RESERVED_PREFIXES = ("job_", "admission_", "request_", "revision_")
+RESERVED_PREFIXES = ("job_", "admission_", "request_", "revision_")
 
 
 def is_run_id(value: object) -> bool:
@@ -58,13 +68,13 @@ def check_fraction(fraction: object) -> float:
     return float(fraction)
 
 
-def check_event(kind: object, data: object) -> dict[str, Any]:
-    """Check a log-wide event recorded by the runtime (design §6.8); return its data.
+def check_kind(kind: object) -> str:
+    """Return the kind of a log-wide event recorded by the runtime (design §6.8).
 
     Raises:
         ValueError: ``kind`` is not snake_case of at most 64 characters, or one of the
-            log's own kinds (starting ``job_``, ``admission_``, ``request_`` or
-            ``revision_``); ``data`` is not a JSON-compatible mapping.
+            log's own kinds (starting with one of :data:`RESERVED_PREFIXES`); the
+            message names ``kind``.
     """
     if (
         not isinstance(kind, str)
@@ -74,10 +84,19 @@ def check_event(kind: object, data: object) -> dict[str, Any]:
         or kind != kind.lower()
     ):
         raise ValueError(f"kind must be a snake_case name of <= 64 chars, got {kind!r:.80}")
-    if kind.startswith(_RESERVED_PREFIXES):
+    if kind.startswith(RESERVED_PREFIXES):
         raise ValueError(f"kind {kind!r} is one of the event log's own kinds")
+    return kind
+
+
+def json_mapping(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``data`` as a dict once it is known to encode as JSON (no NaN/infinity).
+
+    Raises:
+        ValueError: ``data`` is not a JSON-compatible mapping (the message names it).
+    """
     try:
-        payload: dict[str, Any] = dict(data)  # type: ignore[call-overload]  # checked here
+        payload = dict(data)
         json.dumps(payload, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"data must be a JSON-compatible mapping: {exc}") from None

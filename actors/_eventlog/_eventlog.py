@@ -26,14 +26,8 @@ ones and the last ``retain_requests`` request ids (and every request not yet dur
 older ones are read from the ledger (without a ledger they are forgotten: ``status`` says
 ``unknown_run``, and idempotency covers the ids memory keeps).
 
-The log is a composition of owned parts, each in its own module, built here with their
-dependencies passed explicitly: the :class:`~actors._eventlog._journal.Journal` (the
-event sequence, window and ports), the
-:class:`~actors._eventlog._gate.AdmissionGate`, the
-:class:`~actors._eventlog._runs.Runs` (lifecycle, cancel, drain), the
-:class:`~actors._eventlog._intake.Intake` (validation, idempotency through the
-:class:`~actors._eventlog._requests.RequestStore`, coalescing, admission, revision) and
-the :class:`~actors._eventlog._recovery.Recovery` (boot report, resume, discard, drift).
+The log is a composition of owned parts, each in its own module, built by
+:func:`~actors._eventlog._parts.build_parts` with their dependencies passed explicitly.
 Everything runs on the event loop except SQLite, which runs in one worker thread at a
 time (:mod:`actors._eventlog._ledger`). The event kinds are listed with
 :class:`~actors._eventlog._types.Event`.
@@ -47,30 +41,24 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._core._backoff import Backoff
 from .._core._groups import unwrap_sole_exception
 from ..errors import ActorStopped
-from ._checks import check_event
-from ._gate import AdmissionGate
-from ._intake import Intake
-from ._journal import Journal
-from ._ledger import Ledger
-from ._operations import Operations
-from ._recovery import Recovery
-from ._requests import RequestStore
-from ._runs import Runs
+from ._checks import check_kind, json_mapping
+from ._parts import build_parts
 from ._shutdown import close_ledger
 from ._statistics import EventLogStatistics
 from ._types import EventLogConfig, EventLogSnapshot
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
     from typing import Unpack
 
     from ..errors import ErrorRecord
     from ._admission import Admission
+    from ._finished import FinishedRunsPage
     from ._operations import Runner
     from ._ports import Port, PortOptions, PortStatistics
+    from ._survivors import Decision, Recovered, Survivor
     from ._types import BootReport, Drift, OperationSpec, Receipt, RunStatus, WatchResult
 
 __all__ = ["EventLog", "EventLogStatistics", "open_event_log"]
@@ -81,6 +69,17 @@ class EventLog:
 
     Use :func:`open_event_log`, or ``await nursery.start(log.run)`` then
     ``await log.aclose()`` (the event-log actor does the latter).
+
+    Methods that may wait (for durability, a ledger read or capacity) are async and
+    always a checkpoint: ``submit``, ``cancel``, ``status``, ``watch``, ``resume``,
+    ``discard``, ``check_drift``, ``recover``, ``finished_runs``, ``flush``. Those that
+    decide in memory and never wait are sync (trio's rule: only what may block is
+    async), so the event-log actor serves them in mailbox order without a task:
+    ``admit``, ``refuse``, ``start``, ``progress``, ``finish``, ``record``,
+    ``subscribe``, ``snapshot``, ``set_port_enabled``, ``apply_edit``, ``boot_report``,
+    ``statistics``.
+    :class:`~actors.EventLogClient`, for everyone else, is async throughout: each of
+    its methods is an ``ask``.
 
     Args:
         config: Settings; ``config.ledger_path`` turns durability on.
@@ -99,46 +98,15 @@ class EventLog:
         runners: Mapping[str, Runner] | None = None,
     ) -> None:
         self.config = config = config or EventLogConfig()
-        self._operations = ops = Operations()
-        for spec in operations:
-            ops.register(spec)
-        for name, runner in (runners or {}).items():
-            ops.register(ops.specs[name], runner)
-        self._ledger = ledger = (
-            Ledger(
-                config.ledger_path,
-                synchronous=config.synchronous,
-                commit_linger=config.commit_linger,
-                max_pending_rows=config.max_pending_rows,
-                retry=Backoff(base=config.ledger_retry_min, cap=config.ledger_retry_max),
-                read_timeout=config.ledger_read_timeout,
-                stall_timeout=config.commit_stall_timeout,
-            )
-            if config.ledger_path
-            else None
-        )
-        self._journal = journal = Journal(config, ledger)
-        self._gate = gate = AdmissionGate(config, journal, ledger)
-        self._runs = runs = Runs(config, operations=ops, journal=journal, ledger=ledger, gate=gate)
-        self._intake = intake = Intake(
-            config,
-            operations=ops,
-            requests=RequestStore(config.retain_requests, ledger),
-            runs=runs,
-            gate=gate,
-            journal=journal,
-            ledger=ledger,
-            check_open=self._check_open,
-        )
-        self._recovery = Recovery(
-            config,
-            operations=ops,
-            runs=runs,
-            intake=intake,
-            gate=gate,
-            journal=journal,
-            check_open=self._check_open,
-        )
+        parts = build_parts(config, operations, runners, check_open=self._check_open)
+        self._operations = parts.operations
+        self._ledger = parts.ledger
+        self._journal = parts.journal
+        self._gate = parts.gate
+        self._runs = parts.runs
+        self._intake = parts.intake
+        self._recovery = parts.recovery
+        self._finished = parts.finished
         self._open = False
         self._started = False
         self._closing = trio.Event()
@@ -466,7 +434,7 @@ class EventLog:
             ActorStopped: (code ``actor_stopped``) the event log is not running.
         """
         self._check_open()
-        return self._journal.emit(kind, None, check_event(kind, data))
+        return self._journal.emit(check_kind(kind), None, json_mapping(data))
 
     def subscribe(self, name: str | None = None, **options: Unpack[PortOptions]) -> Port:
         """Open a bounded subscriber port (design §6.9); it receives every event from now on.
@@ -550,6 +518,35 @@ class EventLog:
                 that are not JSON.
         """
         return await self._recovery.check_drift(run_id, current)
+
+    async def recover(
+        self,
+        decide: Callable[[Survivor], Awaitable[Decision]],
+        *,
+        current: Mapping[str, Any] | None = None,
+        actor: str = "local",
+    ) -> tuple[Recovered, ...]:
+        """Decide every held run with ``decide`` and carry it out (design §6.17).
+
+        The in-process twin of :meth:`actors.EventLogClient.recover` (see there).
+        """
+        return await self._recovery.recover(decide, current=current, actor=actor)
+
+    async def finished_runs(
+        self,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        state: str | None = None,
+        verdict: str | None = None,
+        since: float | None = None,
+    ) -> FinishedRunsPage:
+        """One page of finished or cancelled runs by run id after ``after`` (design §6.18).
+
+        See :meth:`actors.EventLogClient.finished_runs`; the ledger read is bounded by
+        ``ledger_read_timeout`` (``ledger_unavailable``, design §6.19).
+        """
+        return await self._finished.query(after, limit, state, verdict, since)
 
     def statistics(self) -> EventLogStatistics:
         """Return the event log's counters."""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..errors import LedgerCorrupt, LedgerError, LedgerVersionError
-from ._ledger_schema import APPLICATION_ID, RUN_COLUMNS, SCHEMA_VERSION, TABLE_COLUMNS
+from ._ledger_schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_COLUMNS, run_columns
 from ._rows import DECODERS, RowCheck, decode_request, decode_revision, decode_run, table_checks
 from ._wal import WalReport, check_wal
 
@@ -217,9 +217,8 @@ def _inspect(
         try:
             version = _check_schema(path, conn, has_wal)
             _check_session(path, conn, has_wal, stored_session)
-            waiters = version >= 2
-            _check_rows(path, conn, waiters=waiters)
-            snapshot = _load(path, conn, keep_requests, keep_events, waiters=waiters)
+            _check_rows(path, conn, version)
+            snapshot = _load(path, conn, keep_requests, keep_events, version)
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
@@ -324,14 +323,17 @@ def _request_columns(waiters: bool) -> str:
     return f"request_id, content, run_id, receipt, {extra}"
 
 
-def _check_rows(path: str, conn: sqlite3.Connection, *, waiters: bool) -> None:
+def _check_rows(path: str, conn: sqlite3.Connection, version: int) -> None:
     """Every cell by SQL rules, then the rows that must exist; the first problem raises."""
+    waiters = version >= 2
     columns = {
-        "runs": ", ".join(RUN_COLUMNS),
+        "runs": run_columns(version),
         "events": "seq, kind, run_id, data",
         "requests": _request_columns(waiters),
     }
-    checks = table_checks(with_json=_json_functions(conn), waiters=waiters)
+    checks = table_checks(
+        with_json=_json_functions(conn), waiters=waiters, finished_at=version >= 3
+    )
     for table, key_name, sql in checks:
         bad = conn.execute(sql).fetchone()
         if bad is None:
@@ -401,9 +403,9 @@ def _load(
     conn: sqlite3.Connection,
     keep_requests: int,
     keep_events: int | None,
-    *,
-    waiters: bool,
+    version: int,
 ) -> LedgerSnapshot:
+    waiters = version >= 2
     row = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()
     revision = 0 if row is None else decode_revision(path, row[0])
     head, floor = conn.execute("SELECT coalesce(max(seq), 0), min(seq) FROM events").fetchone()
@@ -414,7 +416,7 @@ def _load(
     total, position = conn.execute(
         "SELECT count(*), coalesce(max(position), 0) FROM requests"
     ).fetchone()
-    cols = ", ".join(RUN_COLUMNS)
+    cols = run_columns(version)
     open_runs = tuple(
         decode_run(path, tuple(row))
         for row in conn.execute(

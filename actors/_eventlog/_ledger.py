@@ -40,35 +40,28 @@ No wait on the disk is unbounded (design §6.19): a commit that runs longer than
 from __future__ import annotations
 
 import contextlib
-import logging
 import sqlite3
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from .._core._backoff import Backoff
-from ..errors import LedgerCorrupt, LedgerError, LedgerUnavailable
+from ..errors import LedgerError, LedgerUnavailable
 from ._batch import Batch, Segment
 from ._connection import classify_error, keep_log, open_connection
 from ._health import LedgerHealth
+from ._ledger_reads import LedgerReads
 from ._ledger_schema import RUN_COLUMNS
-from ._rows import RowCheck, decode_event, decode_request, decode_run
 from ._statistics import LedgerStatistics as LedgerStatistics
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ._health import HealthCallback
     from ._inspect import LedgerSnapshot
     from ._ticket import Ticket
     from ._types import Event, Receipt
     from ._wal import WalReport
 
-_T = TypeVar("_T")
-
 __all__ = ["Ledger", "LedgerStatistics"]
-
-_log = logging.getLogger("actors.eventlog")
 
 
 class Ledger:
@@ -99,13 +92,19 @@ class Ledger:
         stall_timeout: float = 5.0,
     ) -> None:
         self.path = path
-        self._read_timeout = read_timeout
         self._stall_timeout = stall_timeout
         self._synchronous = synchronous
         self._linger = commit_linger
         self._max_pending = max_pending_rows
-        self._retry_policy = retry = retry or Backoff(base=0.05, cap=2.0)
+        retry = retry or Backoff(base=0.05, cap=2.0)
         self._limiter = trio.CapacityLimiter(1)
+        self._reads = LedgerReads(
+            path,
+            self._limiter,
+            lambda: self._conn,
+            timeout=read_timeout,
+            retry_after=retry.base,
+        )
         self._conn: sqlite3.Connection | None = None
         self._session = ""
         self._batch = Batch()
@@ -119,7 +118,6 @@ class Ledger:
         self._commits = 0
         self._rows = 0
         self._largest = 0
-        self._read_timeouts = 0
         #: What the write-ahead-log check found at open (None without a ``-wal``).
         self.wal_report: WalReport | None = None
 
@@ -139,7 +137,7 @@ class Ledger:
             LedgerVersionError: (``ledger_version_unsupported``) a schema we cannot open.
             LedgerError: (``ledger_error``) not a ledger, or SQLite failed.
         """
-        return await self._call(self._open_sync, keep_requests, keep_events)
+        return await self._reads.call(self._open_sync, keep_requests, keep_events)
 
     def _open_sync(self, keep_requests: int, keep_events: int | None) -> LedgerSnapshot:
         conn, self._session, inspection = open_connection(
@@ -458,10 +456,10 @@ class Ledger:
             LedgerUnavailable: (``ledger_unavailable``) the commit did not end within
                 ``read_timeout`` seconds (design §6.19); ``details`` has ``retry_after``.
         """
-        with trio.move_on_after(self._read_timeout) as scope, contextlib.suppress(LedgerError):
+        with trio.move_on_after(self._reads.timeout) as scope, contextlib.suppress(LedgerError):
             await self.flush()
         if scope.cancelled_caught:
-            raise self._read_timed_out("waiting for the commit before it")
+            raise self._reads.timed_out("waiting for the commit before it")
 
     async def wait_writable(self) -> None:
         """Wait while more than ``max_pending_rows`` rows are staged; always a checkpoint.
@@ -477,111 +475,30 @@ class Ledger:
             except LedgerUnavailable:
                 return
 
-    # -- reads (for what memory no longer holds), each row checked (design §6.11) -------
+    # -- reads (for what memory no longer holds): LedgerReads (design §6.11, §6.19) ----
 
     async def fetch_run(self, run_id: int) -> tuple[dict[str, Any], int] | None:
-        """Return the checked fields of the committed run ``run_id`` and how many
-        requests still wait on it, or None.
-
-        Raises:
-            LedgerCorrupt: (``ledger_corrupt``) the row is damaged.
-            LedgerError: (``ledger_error``) SQLite failed.
-        """
-        cols = ", ".join(RUN_COLUMNS)
-
-        def read(conn: sqlite3.Connection) -> tuple[dict[str, Any], int] | None:
-            row = conn.execute(f"SELECT {cols} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-            if row is None:
-                return None
-            waiters = conn.execute(
-                "SELECT count(*) FROM requests WHERE run_id = ? AND cancelled_by IS NULL",
-                (run_id,),
-            ).fetchone()[0]
-            return decode_run(self.path, tuple(row)), waiters
-
-        return await self._read(read)
+        """The committed run ``run_id``, checked; see :meth:`LedgerReads.run`."""
+        return await self._reads.run(run_id)
 
     async def fetch_request(self, request_id: str) -> tuple[str, Receipt, str | None] | None:
-        """Return ``(content, receipt, cancelled_by)`` of a committed request, or None.
-
-        Raises:
-            LedgerCorrupt: (``ledger_corrupt``) the row is damaged.
-            LedgerError: (``ledger_error``) SQLite failed.
-        """
-        rows = await self._query(
-            "SELECT request_id, content, run_id, receipt, actor, cancelled_by FROM requests"
-            " WHERE request_id = ?",
-            (request_id,),
-        )
-        if not rows:
-            return None
-        content, receipt, _, cancelled_by = decode_request(self.path, tuple(rows[0]))
-        return content, receipt, cancelled_by
+        """A committed request; see :meth:`LedgerReads.request`."""
+        return await self._reads.request(request_id)
 
     async def fetch_events(self, after: int, limit: int) -> list[Event]:
-        """Return up to ``limit`` committed events after ``after``, checked, without a gap.
+        """Committed events after ``after``; see :meth:`LedgerReads.events`."""
+        return await self._reads.events(after, limit)
 
-        Raises:
-            LedgerCorrupt: (``ledger_corrupt``) a row is damaged, or one is missing
-                between two that are there.
-            LedgerError: (``ledger_error``) SQLite failed.
-        """
-        rows = await self._query(
-            "SELECT seq, kind, run_id, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-            (after, limit),
-        )
-        events = []
-        for expected, row in enumerate(rows, after + 1):
-            event = decode_event(self.path, tuple(row))
-            if event.seq != expected:
-                check = RowCheck(self.path, "events", "seq", expected)
-                raise check.corrupt(None, "row missing (seqs have no gaps)")
-            events.append(event)
-        return events
-
-    async def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
-        return await self._read(lambda conn: conn.execute(sql, params).fetchall())
-
-    async def _read(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        # Bounded (design §6.19): behind a stalled commit (one connection, one thread at
-        # a time) or in a read the disk stalls; an abandoned read keeps the limiter
-        # until its thread returns, so the connection is never shared.
-        def run() -> _T:
-            if self._conn is None:
-                raise LedgerError("ledger is closed")
-            return fn(self._conn)
-
-        try:
-            with trio.move_on_after(self._read_timeout):
-                return await self._call(run, abandon=True)
-        except LedgerCorrupt as exc:
-            _log.error("%s", exc.message, extra={"ledger": self.path, **exc.details})
-            raise
-        raise self._read_timed_out("the read")
-
-    def _read_timed_out(self, what: str) -> LedgerUnavailable:
-        self._read_timeouts += 1
-        cause = f"{what} took longer than {self._read_timeout:g} s"
-        _log.warning(
-            "ledger %s: a read gave up: %s",
-            self.path,
-            cause,
-            extra={"ledger": self.path, "cause": cause, "read_timeout": self._read_timeout},
-        )
-        return LedgerUnavailable(
-            f"ledger {self.path!r} did not answer: {cause}",
-            cause=cause,
-            retry_after=self._read_timeout,
-        )
-
-    async def _call(self, fn: Callable[..., _T], *args: object, abandon: bool = False) -> _T:
-        try:
-            return await trio.to_thread.run_sync(
-                fn, *args, limiter=self._limiter, abandon_on_cancel=abandon
-            )
-        except sqlite3.Error as exc:
-            delay = self._retry_policy.base
-            raise classify_error(self.path, exc, "reading", retry_after=delay) from exc
+    async def fetch_decided_runs(
+        self,
+        after: int,
+        limit: int,
+        states: tuple[str, ...],
+        verdict: str | None,
+        since: float | None,
+    ) -> list[tuple[Any, ...]]:
+        """A page of decided runs' rows (§6.18); see :meth:`LedgerReads.decided_runs`."""
+        return await self._reads.decided_runs(after, limit, states, verdict, since)
 
     def statistics(self) -> LedgerStatistics:
         """Return the ledger's counters."""
@@ -593,6 +510,6 @@ class Ledger:
             largest_batch=self._largest,
             failed_commits=self.health.failed_commits,
             stalled_commits=self.health.stalled_commits,
-            read_timeouts=self._read_timeouts,
+            read_timeouts=self._reads.timeouts,
             unavailable=None if unavailable is None else unavailable.message,
         )

@@ -23,15 +23,15 @@ __all__ = [
     "create_ledger",
     "migrate",
     "prune_events",
+    "run_columns",
 ]
 
-#: The schema version this code writes (``PRAGMA user_version``); 1 is migrated.
-SCHEMA_VERSION = 2
+#: The schema version this code writes (``PRAGMA user_version``); 1 and 2 are migrated.
+SCHEMA_VERSION = 3
 #: ``PRAGMA application_id`` of an event-log ledger ("TAEL").
 APPLICATION_ID = 0x5441454C
 
-#: Columns of the ``runs`` table, in order; ``stage_run`` takes rows in this order.
-RUN_COLUMNS = (
+_V2_RUNS = (
     "run_id",
     "request_id",
     "operation",
@@ -46,8 +46,11 @@ RUN_COLUMNS = (
     "progress",
     "interruptions",
 )
+#: Columns of the ``runs`` table, in order; ``stage_run`` takes rows in this order.
+#: ``finished_at``: when the run was decided, seconds since the epoch (wall clock, §6.18).
+RUN_COLUMNS = (*_V2_RUNS, "finished_at")
 
-#: The tables of a version-2 ledger (``meta`` holds ``revision`` and ``session``).
+#: The tables of a version-3 ledger (``meta`` holds ``revision`` and ``session``).
 SCHEMA = f"""
 CREATE TABLE requests (
     request_id TEXT PRIMARY KEY,
@@ -72,7 +75,8 @@ CREATE TABLE runs (
     error TEXT,
     cancelled_by TEXT,
     progress REAL,
-    interruptions INTEGER NOT NULL
+    interruptions INTEGER NOT NULL,
+    finished_at REAL
 );
 CREATE INDEX runs_open ON runs(state) WHERE state NOT IN ('finished', 'cancelled');
 CREATE TABLE events (
@@ -92,11 +96,17 @@ _V1_REQUESTS = ("request_id", "content", "run_id", "receipt", "position")
 TABLE_COLUMNS: dict[int, dict[str, tuple[str, ...]]] = {
     1: {
         "requests": _V1_REQUESTS,
-        "runs": RUN_COLUMNS,
+        "runs": _V2_RUNS,
         "events": ("seq", "kind", "run_id", "data"),
         "meta": ("key", "value"),
     },
     2: {
+        "requests": (*_V1_REQUESTS, "actor", "cancelled_by"),
+        "runs": _V2_RUNS,
+        "events": ("seq", "kind", "run_id", "data"),
+        "meta": ("key", "value"),
+    },
+    3: {
         "requests": (*_V1_REQUESTS, "actor", "cancelled_by"),
         "runs": RUN_COLUMNS,
         "events": ("seq", "kind", "run_id", "data"),
@@ -105,6 +115,7 @@ TABLE_COLUMNS: dict[int, dict[str, tuple[str, ...]]] = {
 }
 
 #: Version 1 to 2: requests remember who submitted them and who detached them (§6.14).
+#: Version 2 to 3: runs remember when they were decided (§6.18; NULL for older ones).
 _MIGRATIONS = {
     1: """
     ALTER TABLE requests ADD COLUMN actor TEXT;
@@ -112,7 +123,17 @@ _MIGRATIONS = {
     CREATE INDEX requests_run ON requests(run_id);
     PRAGMA user_version = 2;
     """,
+    2: """
+    ALTER TABLE runs ADD COLUMN finished_at REAL;
+    PRAGMA user_version = 3;
+    """,
 }
+
+
+def run_columns(version: int) -> str:
+    """The ``SELECT`` list of :data:`RUN_COLUMNS` for a ledger of ``version`` not yet
+    migrated (a column it lacks reads as NULL)."""
+    return ", ".join(c if c in TABLE_COLUMNS[version]["runs"] else "NULL" for c in RUN_COLUMNS)
 
 
 def create_ledger(path: str) -> None:

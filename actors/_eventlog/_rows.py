@@ -132,7 +132,7 @@ def decode_run(path: str, row: tuple[Any, ...]) -> dict[str, Any]:
         LedgerCorrupt: (``ledger_corrupt``) a cell is not what the log writes.
     """
     (run_id, request_id, operation, arguments, revision, snapshot_id, state) = row[:7]
-    (verdict, result, error, cancelled_by, progress, interruptions) = row[7:]
+    (verdict, result, error, cancelled_by, progress, interruptions, finished_at) = row[7:]
     check = RowCheck(path, "runs", "run_id", run_id)
     check.integer("run_id", run_id, 1)
     if state not in RUN_STATES:
@@ -141,6 +141,10 @@ def decode_run(path: str, row: tuple[Any, ...]) -> dict[str, Any]:
         type(progress) not in (int, float) or not math.isfinite(progress) or not 0 <= progress <= 1
     ):
         raise check.corrupt("progress", f"{_show(progress)} is not a fraction in [0, 1]")
+    if finished_at is not None and (
+        type(finished_at) not in (int, float) or not math.isfinite(finished_at) or finished_at < 0
+    ):
+        raise check.corrupt("finished_at", f"{_show(finished_at)} is not a time >= 0")
     error_value = check.json_object("error", error, nullable=True)
     if error_value is not None and not (
         set(error_value) == {"category", "code", "message"}
@@ -164,6 +168,7 @@ def decode_run(path: str, row: tuple[Any, ...]) -> dict[str, Any]:
         "cancelled_by": check.text("cancelled_by", cancelled_by, nullable=True),
         "progress": None if progress is None else float(progress),
         "interruptions": check.integer("interruptions", interruptions),
+        "finished_at": None if finished_at is None else float(finished_at),
     }
 
 
@@ -266,6 +271,7 @@ _CHECKS: tuple[tuple[str, str, str], ...] = (
                 OR progress < 0 OR progress > 1) THEN 'progress'
             WHEN typeof(interruptions) != 'integer' OR interruptions < 0
                 THEN 'interruptions'
+            {finished_rule}
             END AS bad FROM runs WHERE bad IS NOT NULL LIMIT 1""",
     ),
     (
@@ -304,13 +310,16 @@ def _json_rule(column: str, *, nullable: bool = False, obj: bool = True) -> str:
     return rule
 
 
-def table_checks(*, with_json: bool, waiters: bool) -> list[tuple[str, str, str]]:
+def table_checks(
+    *, with_json: bool, waiters: bool, finished_at: bool = True
+) -> list[tuple[str, str, str]]:
     """The boot checks as ``(table, key column, SQL)``; see the module docstring.
 
     Args:
         with_json: True where SQLite has ``json_valid``.
         waiters: True if ``requests`` has the ``actor`` and ``cancelled_by`` columns
             (schema version 2).
+        finished_at: True if ``runs`` has the ``finished_at`` column (version 3).
     """
     rules = {
         "json_arguments": _json_rule("arguments"),
@@ -326,6 +335,12 @@ def table_checks(*, with_json: bool, waiters: bool) -> list[tuple[str, str, str]
             WHEN cancelled_by IS NOT NULL AND typeof(cancelled_by) != 'text'
                 THEN 'cancelled_by'"""
         if waiters
+        else ""
+    )
+    rules["finished_rule"] = (
+        """WHEN finished_at IS NOT NULL AND (typeof(finished_at) NOT IN ('real', 'integer')
+                OR finished_at < 0) THEN 'finished_at'"""
+        if finished_at
         else ""
     )
     return [(table, key, sql.format(**rules)) for table, key, sql in _CHECKS]

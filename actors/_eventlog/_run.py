@@ -31,6 +31,7 @@ class Run:
         "detached",
         "error",
         "error_json",
+        "finished_at",
         "interruptions",
         "key",
         "on_cancel",
@@ -68,6 +69,8 @@ class Run:
         self.cancelled_by: str | None = None
         self.progress: float | None = None
         self.interruptions = 0
+        #: When it was decided: seconds since the epoch (wall clock), or None.
+        self.finished_at: float | None = None
         self.queued_seq = 0
         self.buffered: deque[tuple[float, str | None]] | None = None
         self.scope: trio.CancelScope | None = None
@@ -119,4 +122,5 @@ class Run:
             self.cancelled_by,
             self.progress,
             self.interruptions,
+            self.finished_at,
         )

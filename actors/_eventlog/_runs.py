@@ -17,6 +17,7 @@ running is findable by its :data:`~actors._eventlog._run.CoalesceKey` until it i
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,9 @@ __all__ = ["Runs"]
 _NOTE_LIMIT = 256
 
 _log = logging.getLogger("actors.eventlog")
+#: When a run is decided (``finished_at``, design §6.18): a date for people and queries,
+#: so the wall clock, not trio's.
+_wall_clock = time.time
 
 
 def _run_id(run: Run) -> int:
@@ -152,6 +156,12 @@ class Runs:
     def live(self) -> list[Run]:
         """The runs queued, running or held, by run id."""
         return sorted((run for run in self._runs.values() if not run.terminal), key=_run_id)
+
+    def decided(self, after: int) -> list[Run]:
+        """The finished or cancelled runs memory holds with a run id above ``after``."""
+        return sorted(
+            (r for r in self._runs.values() if r.terminal and r.run_id > after), key=_run_id
+        )
 
     def unfinished(self) -> list[int]:
         """The ids of the runs neither finished nor cancelled (held at the next boot)."""
@@ -535,6 +545,7 @@ class Runs:
         return self._settle(run)
 
     def _settle(self, run: Run) -> Ticket | None:
+        run.finished_at = _wall_clock()
         if run.key is not None and self._inflight.get(run.key) == run.run_id:
             del self._inflight[run.key]
         run.key = None

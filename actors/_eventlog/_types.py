@@ -391,6 +391,8 @@ class EventLogConfig:
     """Bound on the canonical JSON of a run's result, in bytes of UTF-8."""
     quarantine_after: int = count_field(2, minimum=1)
     """Interruptions after which ``resume`` needs ``override=True`` (design §6.10)."""
+    finished_runs_limit: int = count_field(1000, minimum=1)
+    """The most runs one ``finished_runs`` page holds (its ``limit``, design §6.18)."""
     commit_linger: float = duration_field(0.0, maximum=0.010)
     """Seconds (trio clock) the ledger writer waits to grow a batch; <= 0.010 (§6.10)."""
     max_pending_rows: int = count_field(50_000, minimum=1)
@@ -411,9 +413,9 @@ class EventLogConfig:
     ledger_retry_max: float = duration_field(2.0, allow_zero=False)
     """Seconds (trio clock): the longest wait between retries of a failed commit."""
     ledger_read_timeout: float = duration_field(5.0, allow_zero=False)
-    """Seconds (trio clock) a ledger read (``status``, ``watch``, a request look-up) may
-    wait, for the commit before it and for SQLite; then ``ledger_unavailable``
-    (design §6.19)."""
+    """Seconds (trio clock) a ledger read (``status``, ``watch``, a request look-up, a
+    ``finished_runs`` page) may wait, for the commit before it and for SQLite; then
+    ``ledger_unavailable`` (design §6.19)."""
     commit_stall_timeout: float = duration_field(5.0, allow_zero=False)
     """Seconds (trio clock) a commit may run before the ledger is declared unavailable
     (``cause`` ``commit stalled``) until it ends (design §6.19)."""

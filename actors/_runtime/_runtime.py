@@ -47,7 +47,8 @@ from .._core._backoff import Backoff
 from .._core._config import count_field, duration_field
 from .._core._groups import unwrap_sole_exception
 from .._core._supervisor import ChildSpec
-from .._eventlog._actor import EventLogActor, EventLogClient
+from .._eventlog._actor import EventLogActor
+from .._eventlog._client import EventLogClient
 from .._eventlog._types import EventLogConfig, OperationSpec
 from .._helpers._events import POOL_EVENT_KINDS, PoolEvents, PoolEventStream
 from .._helpers._interrupt import second_interrupt
@@ -59,6 +60,7 @@ from .._renderer._renderer import Renderer, RendererConfig, RenderFn
 from .._scheduler._actor import SchedulerActor
 from .._scheduler._messages import HelperRestarted
 from .._scheduler._state import RunInfo, SchedulerConfig
+from ..errors import ChildStartFailed
 from ._eventlog_sink import EventLogSink
 from ._tree import LiveChild, build_tree, route
 
@@ -381,7 +383,13 @@ async def open_runtime(config: RuntimeConfig) -> AsyncIterator[Runtime]:
             if config.pool_events:  # before the first spawn
                 stream = runtime.pool_events.subscribe(bound=1024, kinds=config.pool_events)
                 nursery.start_soon(runtime._forward_pool_events, stream)
-            await nursery.start(runtime.tree.run)
+            try:
+                await nursery.start(runtime.tree.run)
+            except ChildStartFailed as exc:
+                # The tree names the system actor that failed; callers match the cause.
+                root = exc.root_cause
+                root.add_note(str(exc))
+                raise root from None
             try:
                 yield runtime
             finally:

@@ -65,6 +65,8 @@ the bottom up, each depends only on parts listed before it:
   applied to records, images and event-log runs;
 * :mod:`~examples.preview.clients`: :class:`~examples.preview.clients.Clients`, the
   client requests and image pushes;
+* :mod:`~examples.preview.data_view`: :class:`~examples.preview.data_view.DataView`,
+  a run's data to explore in the browser (design §7.7);
 * :mod:`~examples.preview.change_probe`:
   :class:`~examples.preview.change_probe.ChangeProbe`, new and changed runs in the
   database.
@@ -93,6 +95,7 @@ from .change_probe import ChangeProbe
 from .claim_runner import ClaimRunner
 from .clients import Clients
 from .config import PreviewConfig
+from .data_view import DataView
 from .drawing.render import RENDERER_VERSION, render
 from .eventlog_runs import OPERATION, EventLogRuns
 from .helper_jobs import HelperJobs
@@ -180,6 +183,10 @@ class PreviewApp:
             push_timeout=config.push_timeout,
             views=views,
         )
+        self._data = DataView(
+            table, helpers, buckets=config.data_buckets, side=config.data_side,
+            max_bytes=config.data_bytes,
+        )  # fmt: skip
         self._probe = ChangeProbe(
             table, helpers, revisions, jobs, clients, poll_interval=config.poll_interval
         )
@@ -263,8 +270,9 @@ class PreviewApp:
     @property
     def handlers(self) -> dict[str, Handler]:
         """Front-door handlers: ``list_runs``, ``select``, ``visible``, ``submit``, ``cancel``
-        (:class:`~examples.preview.clients.Clients`)."""
-        return self._clients.handlers
+        (:class:`~examples.preview.clients.Clients`) and ``run_data``
+        (:class:`~examples.preview.data_view.DataView`)."""
+        return {**self._clients.handlers, **self._data.handlers}
 
     def on_disconnect(self, conn: Connection) -> None:
         """Stop the image pushes of a closed connection (a front-door hook)."""

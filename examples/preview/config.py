@@ -70,6 +70,14 @@ class PreviewConfig:
     """Helper deadlines (design §3.2); the startup imports numpy, so it is generous. The
     shutdown steps are short: a hung (e.g. stopped) helper is killed within about
     0.7 s, so the server still exits within its grace + 1 s."""
+    data_buckets: int = count_field(2000, minimum=16, maximum=65_536)
+    """Most buckets per trace a ``run_data`` answer may hold (design §7.7): each gives its
+    min and max sample."""
+    data_side: int = count_field(256, minimum=8, maximum=2048)
+    """Most rows, and most columns, per map in a ``run_data`` answer (design §7.7)."""
+    data_bytes: int = count_field(960 * 1024, minimum=16 * 1024, maximum=1000 * 1024)
+    """Most bytes of JSON of a ``run_data`` answer's data; under the helper's 1 MiB reply
+    frame (design §2.2, §7.7)."""
     helper_faults: dict[str, Any] | None = None
     """For tests only: the helpers' ``faults`` startup option (see
     :mod:`examples.preview.helper`), e.g. a read that crashes its helper once."""

@@ -32,6 +32,8 @@ from actors.errors import ActorError
 from .runs import finish_result, verdict_of
 
 if TYPE_CHECKING:
+    from actors import Decision, Survivor
+
     from .claim_runner import ClaimRunner
     from .run_table import RunTable
     from .runs import RunRecord
@@ -137,18 +139,22 @@ class EventLogRuns:
         )
 
     async def discard_held(self) -> None:
-        """Discard the ``preview`` runs that a previous session left in the ledger."""
-        eventlog = self._link.runtime.eventlog
-        report = await eventlog.boot_report()
-        for held in report.survivors:
-            if held.operation == OPERATION:
-                with suppress(ActorError):
-                    await eventlog.discard(held.run_id, actor=_DISCARDER)
-        if report.survivors:
+        """Discard the ``preview`` runs that a previous session left in the ledger.
+
+        They are opened afresh from the database; runs of other operations stay held
+        for whoever owns them (design §6.17).
+        """
+
+        async def decide(survivor: Survivor) -> Decision:
+            return "discard" if survivor.status.operation == OPERATION else "keep"
+
+        outcomes = await self._link.runtime.eventlog.recover(decide, actor=_DISCARDER)
+        discarded = [o.run_id for o in outcomes if o.decision == "discard" and o.ok]
+        if discarded:
             LOGGER.info(
                 "discarded %d unfinished runs of a previous session",
-                len(report.survivors),
-                extra={"discarded": len(report.survivors)},
+                len(discarded),
+                extra={"discarded": len(discarded)},
             )
 
     async def cancel_open(self, *, actor: str, waiting_only: bool = False) -> int:

@@ -26,7 +26,10 @@ Operations (payload → result, all JSON):
   metadata and links (:meth:`QcodesSource.run_details
   <examples.preview.qcodes.source.QcodesSource.run_details>`);
 * ``probe`` ``{"run_ids": [..] or None}`` → the change probe
-  (:meth:`QcodesSource.probe <examples.preview.qcodes.source.QcodesSource.probe>`).
+  (:meth:`QcodesSource.probe <examples.preview.qcodes.source.QcodesSource.probe>`);
+* ``run_data`` ``{"run_id": 4, "buckets": 2000, "side": 256, "max_bytes": 983040}`` →
+  the run's data downsampled for exploring it, keeping extremes, within ``max_bytes``
+  bytes of JSON (:func:`examples.preview.run_data.run_data`).
 
 A malformed payload fails the job with code ``invalid_command``; an unknown run id
 with ``unknown_run``; an unreadable run with ``source_unreadable``.
@@ -51,17 +54,29 @@ from typing import TYPE_CHECKING, Any
 from actors.helper import JobError, serve
 
 from .qcodes.source import MAX_OBSERVATION_VALUES, QcodesSource, open_source
+from .run_data import run_data
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from actors.helper import JobContext
 
-__all__ = ["CRASH_EXIT_CODE", "DEFAULT_PAGE", "MAX_PAGE", "PreviewHandlers", "main"]
+__all__ = [
+    "CRASH_EXIT_CODE",
+    "DEFAULT_PAGE",
+    "MAX_DATA_BUCKETS",
+    "MAX_DATA_SIDE",
+    "MAX_PAGE",
+    "PreviewHandlers",
+    "main",
+]
 
 #: Run summaries per ``list_runs`` page by default, and at most.
 DEFAULT_PAGE = 100
 MAX_PAGE = 500
+#: Most buckets per trace and cells per map side a ``run_data`` job accepts.
+MAX_DATA_BUCKETS = 65_536
+MAX_DATA_SIDE = 2048
 #: Exit status of a helper killed by the ``crash_once`` test fault.
 CRASH_EXIT_CODE = 70
 
@@ -181,6 +196,22 @@ class PreviewHandlers:
         with _database_errors():
             return self._open().run_details(run_id)
 
+    def run_data(self, payload: Any, ctx: JobContext) -> dict[str, Any]:
+        """The data of ``run_id``, downsampled keeping extremes, within ``max_bytes``."""
+        fields = _fields(payload, {"run_id", "buckets", "side", "max_bytes"})
+        if "run_id" not in fields:
+            raise _invalid("run_id is required")
+        run_id = _int_field(fields, "run_id", None, 0, 2**53 - 1)
+        buckets = _int_field(fields, "buckets", 2000, 1, MAX_DATA_BUCKETS)
+        side = _int_field(fields, "side", 256, 1, MAX_DATA_SIDE)
+        max_bytes = _int_field(fields, "max_bytes", 960 * 1024, 1024, 2**31)
+        with _database_errors():
+            summary, series = self._open().read_series(run_id, check_cancel=ctx.check_cancel)
+        return run_data(
+            summary, series, buckets=buckets, side=side, max_bytes=max_bytes,
+            check_cancel=ctx.check_cancel,
+        )  # fmt: skip
+
     def _fault(self, run_id: int, ctx: JobContext) -> None:
         crash = self.faults.get("crash_once")
         if crash and crash.get("run_id") == run_id:
@@ -219,6 +250,7 @@ class PreviewHandlers:
             "read_run": self.read_run,
             "run_details": self.run_details,
             "probe": self.probe,
+            "run_data": self.run_data,
         }
 
 

@@ -101,6 +101,7 @@ from .sample_db import (  # noqa: E402
     create_sample_database,
     default_sample_path,
 )
+from .static_files import static_pages  # noqa: E402
 
 if TYPE_CHECKING:
     import socket
@@ -228,7 +229,7 @@ async def open_preview_server(
     app = PreviewApp(config, identity)
     runtime_config = await trio.to_thread.run_sync(app.runtime_config)  # makes cache dirs
     page = Page(body=await trio.Path(DASHBOARD).read_bytes())
-    pages = dict.fromkeys(DASHBOARD_PATHS, page)
+    pages = {**dict.fromkeys(DASHBOARD_PATHS, page), **await static_pages()}
     async with open_runtime(runtime_config) as runtime:
         if on_boot is not None:
             on_boot(await runtime.eventlog.boot_report())

@@ -18,14 +18,15 @@ another method                            405 (``Allow: GET, HEAD``)
 a malformed head                          400; over ``max_head`` bytes: 431
 ========================================  ============================================
 
-Every answer has ``Content-Length``, ``Connection: close``, ``Cache-Control:
-no-store``, ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: no-referrer``
-(a token in the page's address never leaves it); pages get a Content-Security-Policy
-that allows only their own inline script and style, ``data:`` images and websocket
-connections. After the answer the server half-closes and reads what the client still
-sends (bounded) before closing, so the answer is not lost to a TCP reset. The pages are
-public: the token, when one is set, guards the websocket (the page passes on the
-``token`` of its own address).
+Every answer has ``Content-Length``, ``Connection: close``, ``Cache-Control``
+(``no-store``, or the page's own: the server's scripts and styles may be cached),
+``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: no-referrer`` (a token in the
+page's address never leaves it); pages get a Content-Security-Policy that allows only
+their own inline script and style, scripts and styles of the server itself, ``data:``
+images and websocket connections. After the answer the server half-closes and reads
+what the client still sends (bounded) before closing, so the answer is not lost to a
+TCP reset. The pages are public: the token, when one is set, guards the websocket (the
+page passes on the ``token`` of its own address).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ _CHUNK: Final = 4096
 #: Most bytes read (and dropped) after an answer, before the connection is closed.
 _LINGER_BYTES: Final = 64 * 1024
 _CSP: Final = (
-    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "default-src 'none'; script-src 'self' 'unsafe-inline'; "
+    "style-src 'self' 'unsafe-inline'; "
     "img-src data:; connect-src ws: wss:; base-uri 'none'; form-action 'none'"
 )
 
@@ -68,6 +70,8 @@ class Page:
     """The content, bytes."""
     content_type: str = "text/html; charset=utf-8"
     """The ``Content-Type`` header."""
+    cache_control: str = "no-store"
+    """The ``Cache-Control`` header: a page's own files (scripts, styles) may be cached."""
 
 
 @attrs.frozen(kw_only=True)
@@ -159,6 +163,7 @@ def _response(
     *,
     content_type: str = "text/plain; charset=utf-8",
     head_only: bool = False,
+    cache_control: str = "no-store",
     extra: tuple[str, ...] = (),
 ) -> bytes:
     lines = [
@@ -166,7 +171,7 @@ def _response(
         f"Content-Type: {content_type}",
         f"Content-Length: {len(body)}",
         "Connection: close",
-        "Cache-Control: no-store",
+        f"Cache-Control: {cache_control}",
         "X-Content-Type-Options: nosniff",
         "Referrer-Policy: no-referrer",
         *extra,
@@ -202,7 +207,7 @@ def response_for(head: Head, pages: Mapping[str, Page]) -> bytes | None:
         return _response(404, "Not Found", b"404 Not Found\n", head_only=method == b"HEAD")
     return _response(
         200, "OK", page.body, content_type=page.content_type, head_only=method == b"HEAD",
-        extra=(f"Content-Security-Policy: {_CSP}",),
+        cache_control=page.cache_control, extra=(f"Content-Security-Policy: {_CSP}",),
     )  # fmt: skip
 
 

@@ -19,7 +19,8 @@ import sys
 
 import trio
 
-from actors._eventlog._actor import EventLogActor, EventLogClient
+from actors._eventlog._actor import EventLogActor
+from actors._eventlog._client import EventLogClient
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import ActorError
 

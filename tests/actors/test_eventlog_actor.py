@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import trio
 
 from actors import ActorState
-from actors._eventlog._actor import ApplyEdit, EventLogActor, EventLogClient, Submit
+from actors._eventlog._actor import ApplyEdit, EventLogActor, Submit
+from actors._eventlog._client import EventLogClient
 from actors._eventlog._eventlog import open_event_log
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import (
@@ -134,3 +137,32 @@ async def test_bad_requests_get_errors_and_the_actor_stays_up(nursery):
             await call
     assert log.ref.state is ActorState.RUNNING
     assert (await log.submit("preview", {"run_id": 1})).admitted
+
+
+def test_every_public_client_method_is_async() -> None:
+    # One async style: each method is an ask (or a loop of them), whatever the twin of
+    # EventLog is; a user never has to know which ones wait.
+    public = [name for name in vars(EventLogClient) if not name.startswith("_")]
+    assert {"submit", "record", "recover", "finished_runs", "boot_report"} <= set(public)
+    sync = [name for name in public if not inspect.iscoroutinefunction(vars(EventLogClient)[name])]
+    assert sync == []
+
+
+async def test_record_appends_a_log_wide_event_and_bad_input_names_its_field(nursery):
+    log = EventLogClient(await nursery.start(EventLogActor(operations=OPS).run), timeout=5)
+    seq = await log.record("helper_spawned", {"pid": 7})
+    events = (await log.watch(0)).events
+    assert [(e.seq, e.kind, e.run_id, e.data) for e in events] == [
+        (seq, "helper_spawned", None, {"pid": 7})
+    ]
+    for kind, data, field in [
+        ("job_done", {}, "kind"),  # one of the log's own kinds
+        ("Not Snake", {}, "kind"),
+        ("fine", {"x": float("nan")}, "data"),
+        ("fine", {"x": object()}, "data"),
+    ]:
+        with pytest.raises(InvalidCommand) as info:
+            await log.record(kind, data)
+        assert info.value.details["fields"] == [field]
+    assert log.ref.state is ActorState.RUNNING
+    assert (await log.watch(seq)).events == ()

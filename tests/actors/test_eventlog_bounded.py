@@ -18,12 +18,8 @@ from trio.testing import wait_all_tasks_blocked
 
 from actors import ActorState
 from actors._core._ref import Reply
-from actors._eventlog._actor import (
-    EventLogActor,
-    EventLogClient,
-    Status,
-    Subscribe,
-)
+from actors._eventlog._actor import EventLogActor, QueryFinished, Status, Subscribe
+from actors._eventlog._client import EventLogClient
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import ActorCrashed, LedgerUnavailable, MailboxFull
 
@@ -94,6 +90,35 @@ async def test_a_request_waiting_on_a_stalled_commit_gives_up_after_request_time
     finally:
         disk.release.set()
     await disk.finished()
+
+
+async def test_a_finished_runs_query_is_bounded_by_request_timeout(tmp_path, nursery, mock_clock):
+    # finished_runs (design §6.18) is a request that waits, like status (§6.19).
+    cfg = config(tmp_path, request_timeout=2.0, ledger_read_timeout=10.0)
+    actor = EventLogActor(cfg, operations=OPS)
+    client = EventLogClient(await nursery.start(actor.run), timeout=10)
+    await client.submit("job", {"n": 1})
+    disk = StalledDisk(ledger_of(actor.log))
+    answers: list[object] = []
+
+    async def page() -> None:
+        try:
+            answers.append(await client.finished_runs())
+        except LedgerUnavailable as exc:
+            answers.append((trio.current_time(), exc.details))
+
+    try:
+        actor.log.admit("job", {"n": 2})
+        await disk.stalled()
+        nursery.start_soon(page)
+        await at(mock_clock, 1.9)
+        assert answers == []
+        await at(mock_clock, 0.1)
+        assert answers == [(2.0, {"cause": "request_timeout", "retry_after": 5.0})]
+    finally:
+        disk.release.set()
+    await disk.finished()
+    assert (await client.finished_runs()).runs == ()  # nothing decided yet; it answers
 
 
 class SmallLog(EventLogActor):
@@ -170,8 +195,13 @@ async def test_work_for_an_asker_who_left_is_skipped(nursery, autojump_clock):
     async def status(run_id: int, request_id: str | None = None) -> None:
         reads.append(run_id)
 
+    async def finished_runs(**query: object) -> None:
+        reads.append(query)
+
     actor.log.status = status  # type: ignore[method-assign]
+    actor.log.finished_runs = finished_runs  # type: ignore[method-assign]
     await actor.handle(Status(run_id=1), gone())
+    await actor.handle(QueryFinished(), gone())
     await actor.handle(Subscribe(name="orphan"), gone())
     await wait_all_tasks_blocked()
     assert reads == []  # a read nobody waits for is not made

@@ -13,6 +13,8 @@ from actors._eventlog._types import EventLogConfig, OperationSpec
 if TYPE_CHECKING:
     from pathlib import Path
 
+    import pytest
+
 OPS = [OperationSpec(name="job", fields={"n"})]
 
 #: The schema version 1 wrote (before requests had their waiter columns).
@@ -73,8 +75,49 @@ async def test_a_version_1_ledger_is_migrated_and_keeps_its_runs(tmp_path: Path)
         assert (await log.cancel(1, "ops", request_id="r1")).cancelled_by == "ops"
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
-        columns = tuple(row[1] for row in conn.execute("PRAGMA table_info(requests)"))
-        assert columns == TABLE_COLUMNS[2]["requests"]
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        for table in ("requests", "runs"):
+            columns = tuple(row[1] for row in conn.execute(f"PRAGMA table_info({table})"))
+            assert columns == TABLE_COLUMNS[3][table]
+    finally:
+        conn.close()
+
+
+#: What migrating version 1 to 2 does (the statements version 2 ran).
+V1_TO_V2 = """
+ALTER TABLE requests ADD COLUMN actor TEXT;
+ALTER TABLE requests ADD COLUMN cancelled_by TEXT;
+CREATE INDEX requests_run ON requests(run_id);
+PRAGMA user_version = 2;
+"""
+
+
+async def test_a_version_2_ledger_is_migrated_and_its_decided_runs_have_no_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # design §6.18: runs decided before version 3 kept no time; those decided after do.
+    path = tmp_path / "ledger.db"
+    make_v1(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.executescript(V1_TO_V2)
+        conn.execute("UPDATE runs SET state = 'finished', verdict = 'ok', result = '7'")
+    finally:
+        conn.close()
+    monkeypatch.setattr("actors._eventlog._runs._wall_clock", lambda: 1_700_000_000.5)
+    config = EventLogConfig(ledger_path=path, synchronous="NORMAL")
+    async with open_event_log(config, operations=OPS) as log:
+        assert log.boot_report().survivors == ()
+        receipt = await log.submit("job", {"n": 2})
+        log.finish(receipt.run_id or 0, "ok", 8)
+        page = await log.finished_runs()
+        assert [(r.run_id, r.result, r.finished_at) for r in page.runs] == [
+            (1, 7, None),
+            (2, 8, 1_700_000_000.5),
+        ]
+        assert [r.run_id for r in (await log.finished_runs(since=1_700_000_000)).runs] == [2]
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
     finally:
         conn.close()

@@ -111,6 +111,45 @@ async def test_reads_behind_a_stalled_commit_give_up_after_ledger_read_timeout(
         assert stats.read_timeouts == 2
 
 
+async def test_a_finished_runs_page_behind_a_stalled_commit_gives_up_after_ledger_read_timeout(
+    tmp_path, mock_clock
+):
+    # finished_runs (design §6.18) reads the ledger like status does: bounded (§6.19).
+    cfg = config(tmp_path, ledger_read_timeout=1.0, commit_stall_timeout=60)
+    async with open_event_log(cfg, operations=OPS) as log:
+        first = await log.submit("job", {"n": 1})
+        await log.cancel(first.run_id, "ops")
+        disk = StalledDisk(ledger_of(log))
+        answers: list[object] = []
+
+        async def page() -> None:
+            try:
+                answers.append(await log.finished_runs())
+            except LedgerUnavailable as exc:
+                answers.append((trio.current_time(), exc.details))
+
+        try:
+            log.admit("job", {"n": 2}, "r2")
+            await disk.stalled()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(page)
+                await at(mock_clock, 0.9)
+                assert answers == []
+                await at(mock_clock, 0.1)
+        finally:
+            disk.release.set()
+        assert answers == [
+            (1.0, {"cause": "waiting for the commit before it took longer than 1 s",
+                   "retry_after": 1.0}),
+        ]  # fmt: skip
+        await disk.finished()
+        (run,) = (await log.finished_runs()).runs  # reads work again
+        assert (run.run_id, run.cancelled_by) == (first.run_id, "ops")
+        stats = log.statistics().ledger
+        assert stats is not None
+        assert stats.read_timeouts == 1
+
+
 async def test_a_stalled_final_commit_is_abandoned_after_close_timeout(
     tmp_path, mock_clock, caplog
 ):

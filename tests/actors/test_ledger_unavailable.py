@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors._eventlog._actor import EventLogActor, EventLogClient
+from actors._eventlog._actor import EventLogActor
+from actors._eventlog._client import EventLogClient
 from actors._eventlog._eventlog import EventLog, open_event_log
 from actors._eventlog._ledger import Ledger
 from actors._eventlog._types import EventLogConfig, OperationSpec
@@ -41,13 +42,13 @@ async def pragma(log: EventLog, sql: str) -> None:
     """Run a pragma on the log's own connection, in its worker thread."""
     ledger = log._ledger
     assert ledger is not None
-    await ledger._call(lambda: ledger._conn.execute(sql).fetchall())  # type: ignore[union-attr]
+    await ledger._reads.call(lambda: ledger._conn.execute(sql).fetchall())  # type: ignore[union-attr]
 
 
 async def full_disk(log: EventLog) -> None:
     ledger = log._ledger
     assert ledger is not None
-    pages = await ledger._call(
+    pages = await ledger._reads.call(
         lambda: ledger._conn.execute("PRAGMA page_count").fetchone()[0]  # type: ignore[union-attr]
     )
     await pragma(log, f"PRAGMA max_page_count = {pages}")
@@ -188,7 +189,7 @@ async def test_sqlite_errors_stay_the_cause_of_ours(tmp_path: Path) -> None:
         ledger = log._ledger
         assert ledger is not None
         with pytest.raises(LedgerError) as info:
-            await ledger._query("SELECT * FROM nowhere", ())
+            await ledger._reads.query("SELECT * FROM nowhere", ())
         assert isinstance(info.value.__cause__, sqlite3.OperationalError)
     ledger = Ledger(str(tmp_path / "close.db"))
     await ledger.open(keep_requests=10)

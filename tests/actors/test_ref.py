@@ -353,3 +353,21 @@ async def test_ref_identity_and_repr(nursery: trio.Nursery) -> None:
     assert ref.name == "Keeper"
     assert repr(ref) == "<ActorRef 'Keeper' running>"
     assert ref.statistics().capacity == 2
+
+
+class _Doubler(Actor[int, int]):
+    """A typed actor (design §1.8): takes ints, answers ints."""
+
+    async def handle(self, message: int, reply: Reply[int]) -> None:
+        reply.send(message * 2)
+
+
+async def test_typed_actors_and_refs_work_at_run_time(nursery: trio.Nursery) -> None:
+    # The parameters are for type checkers (tests/test_packaging.py runs mypy on them);
+    # at run time a parameterized class is the class, and its refs behave as ever.
+    ref: ActorRef[int, int] = await nursery.start(_Doubler().run)
+    assert await ref.ask(21, timeout=1) == 42
+    assert type(ref) is ActorRef
+    assert ActorRef[int, int].__origin__ is ActorRef  # type: ignore[attr-defined]
+    assert Reply[int].__origin__ is Reply  # type: ignore[attr-defined]
+    await ref.stop()

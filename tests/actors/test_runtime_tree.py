@@ -154,9 +154,10 @@ async def test_a_restarted_event_log_restarts_the_services_after_it(autojump_clo
     assert [old is not new for old, new in zip(before, after, strict=True)] == [True] * 4
     assert [(row.id, row.incarnation) for row in rows] == [("event_log", 2), ("services", 2)]
     late = [(t, s, e, c) for t, s, e, c, _ in decisions(caplog) if t >= 3.0]
-    assert late[:7] == [
+    assert late[:8] == [
         (3.0, "runtime", "child_exited", "event_log"),
         (3.0, "runtime", "child_stopped", "services"),
+        (3.0, "services", "shutdown", ""),
         (3.0, "services", "child_stopped", "scheduler"),
         (3.0, "services", "child_stopped", "renderer"),
         (3.0, "services", "child_stopped", "pool"),

@@ -15,7 +15,10 @@ from actors import (
     ActorRef,
     ActorState,
     Backoff,
+    ChildNotFound,
     ChildSpec,
+    ChildStartFailed,
+    LiveRef,
     Reply,
     RestartIntensityExceeded,
     Supervisor,
@@ -134,7 +137,10 @@ async def test_one_for_one_restarts_only_the_failed_child(
     ]
     assert ref.restarts == 1
     assert ref.restart_count("b") == 1
-    assert ref.child("b").name == "b2"
+    assert ref.child("b").name == "b"
+    current = ref.child("b").current()
+    assert current is not None
+    assert current.name == "b2"
     assert await ref.child("b").ask("ping", timeout=1) == "ping"
 
 
@@ -235,7 +241,7 @@ async def test_temporary_is_never_restarted(
     ref: SupervisorRef = await nursery.start(Supervisor(children, strategy="one_for_all").run)
     await trio.sleep(3)
     assert events(log, 1) == [(1.0, "crash", "tmp", 1), (1.0, "stop", "tmp", 1)]
-    assert ref.which_children()[1].state is ActorState.FAILED
+    assert [row.id for row in ref.which_children()] == ["a"]  # forgotten, as in OTP
     assert ref.restarts == 0
 
 
@@ -367,8 +373,10 @@ async def test_first_start_failure_stops_started_children_and_raises(
     children = [spec("a", log), spec("b", log), spec("c", log, fail_start={1}), spec("d", log)]
     sup = Supervisor(children)
     async with trio.open_nursery() as nursery:
-        with pytest.raises(OSError, match="c cannot start"):
+        with pytest.raises(ChildStartFailed, match="child 'c' failed to start") as caught:
             await nursery.start(sup.run)
+    assert caught.value.details == {"supervisor": "supervisor", "child": "c", "reason": "OSError"}
+    assert isinstance(caught.value.__cause__, OSError)
     assert log == [
         (0, "start", "a", 1),
         (0, "start", "b", 1),
@@ -448,7 +456,10 @@ async def test_supervisor_misc_api(nursery: trio.Nursery) -> None:
     assert ref is sup.ref
     assert (ref.name, ref.state) == ("root", ActorState.RUNNING)
     assert repr(ref) == "<SupervisorRef 'root' running>"
-    assert isinstance(ref.child("a"), ActorRef)
+    assert isinstance(ref.child("a"), LiveRef)
+    assert isinstance(ref.child("a").current(), ActorRef)
+    with pytest.raises(ChildNotFound, match="no child 'nope'"):
+        ref.child("nope")
     with pytest.raises(KeyError):
         ref.child("nope")
     with pytest.raises(RuntimeError, match="already ran"):

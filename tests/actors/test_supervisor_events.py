@@ -40,6 +40,7 @@ async def test_every_decision_is_an_event_and_a_log_record(
         (2.025, "child_exited", "b", 2, "normal", None),  # permanent: back even so
         (2.025, "child_restarting", "b", 3, None, 0.05),  # the backoff's second step
         (2.075, "child_started", "b", 3, None, None),
+        (3.0, "shutdown", "", 0, None, None),  # asked to stop: it stops its children
         (3.0, "child_stopped", "b", 3, None, None),
         (3.0, "child_stopped", "a", 1, None, None),
     ]

@@ -38,7 +38,7 @@ def shape_dependents(
             None for the slice of the newest point. A dependent with fewer slices gets
             its last one.
     """
-    series = [s for item in raw for s in _series(item, description)]
+    series = [s for item in raw for s in plot_series(item, description)]
     budget = max(64, max_values // max(1, len(series)))
     entries = [_entry(s, budget, slice_index) for s in series]
     delivered = sum(_count_values(e) for e in entries)
@@ -52,8 +52,13 @@ def shape_dependents(
     return entries, sizes
 
 
-def _series(item: dict[str, Any], description: RunDescription) -> list[dict[str, Any]]:
-    """Split one dependent into plottable real series (complex → magnitude and phase)."""
+def plot_series(item: dict[str, Any], description: RunDescription) -> list[dict[str, Any]]:
+    """Split one dependent into plottable real series (complex → magnitude and phase).
+
+    Each series has ``info`` (the :class:`ParamInfo` shown), ``values`` (floats; text as
+    level codes), ``levels``, ``component`` and ``axes`` (each ``info``, ``values``,
+    ``levels``), plus ``planned_shape``, ``skipped_rows`` and ``stride``.
+    """
     columns: list[np.ndarray] = item["columns"]
     kinds: list[str] = item["kinds"]
     names: list[str] = [*item["setpoints"], item["name"]]

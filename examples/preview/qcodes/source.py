@@ -61,7 +61,7 @@ from .rundescription import (
     description_from_layouts,
     parse_run_description,
 )
-from .shaping import MAX_GRID_SIDE, MAX_TRACE_POINTS, shape_dependents
+from .shaping import MAX_GRID_SIDE, MAX_TRACE_POINTS, plot_series, shape_dependents
 
 if TYPE_CHECKING:
     import os
@@ -357,23 +357,7 @@ class QcodesSource:
                 table cannot be read.
         """
         check = check_cancel or _never_cancel
-        with self._read():
-            cursor = self._conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,))
-            row = cursor.fetchone()
-            if row is None:
-                raise UnknownRun(f"no run {run_id} in {self.path.name}", run_id=run_id)
-            record = dict(zip([d[0] for d in cursor.description], row, strict=True))
-            summary = self._summary(record)
-            description, problem = self._description(record)
-            if description is None:
-                raise SourceError(
-                    f"run {run_id}: {problem}", path=str(self.path), reason="unreadable"
-                )
-            check()
-            raw = [
-                self._read_dependent(summary["result_table_name"], description, dep, check)
-                for dep in description.plot_dependents()
-            ]
+        record, summary, description, raw = self._read_raw(run_id, check)
         dependents, sizes = shape_dependents(
             raw, description, max_values=max_values, slice_index=slice_index
         )
@@ -391,6 +375,41 @@ class QcodesSource:
         summary["dependents"] = dependents
         summary["sizes"] = sizes
         return summary
+
+    def read_series(
+        self, run_id: int, *, check_cancel: CheckCancel | None = None
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """A run's summary and its plottable series at full size (as :meth:`read_run` reads
+        them, before any downsampling): see :func:`~examples.preview.qcodes.shaping.plot_series`.
+
+        Raises:
+            UnknownRun: (code ``unknown_run``) no run has this id.
+            SourceError: (code ``source_unreadable``) as :meth:`read_run`.
+        """
+        _, summary, description, raw = self._read_raw(run_id, check_cancel or _never_cancel)
+        return summary, [s for item in raw for s in plot_series(item, description)]
+
+    def _read_raw(
+        self, run_id: int, check: CheckCancel
+    ) -> tuple[dict[str, Any], dict[str, Any], RunDescription, list[dict[str, Any]]]:
+        with self._read():  # one read transaction: a run being written, at one moment
+            cursor = self._conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+            row = cursor.fetchone()
+            if row is None:
+                raise UnknownRun(f"no run {run_id} in {self.path.name}", run_id=run_id)
+            record = dict(zip([d[0] for d in cursor.description], row, strict=True))
+            summary = self._summary(record)
+            description, problem = self._description(record)
+            if description is None:
+                raise SourceError(
+                    f"run {run_id}: {problem}", path=str(self.path), reason="unreadable"
+                )
+            check()
+            raw = [
+                self._read_dependent(summary["result_table_name"], description, dep, check)
+                for dep in description.plot_dependents()
+            ]
+        return record, summary, description, raw
 
     def run_details(self, run_id: int) -> dict[str, Any]:
         """A run's summary (as :meth:`list_runs`) and its details: times, snapshot, links.

@@ -1,0 +1,124 @@
+"""One child of a supervisor, across its incarnations (design §1.4, §1.9).
+
+A :class:`Child` is the supervisor's record of one child spec: its current
+:class:`Incarnation` (one actor instance in its own cancel scope) and its *status*, which
+says what a :class:`~actors._core._live_ref.LiveRef` to it may expect:
+
+``starting``
+    its first start (or a ``restart_child``) is under way: wait for it;
+``running``
+    an incarnation runs;
+``restarting``
+    it ended (or a sibling's restart stopped it) and its supervisor means to start it
+    again: wait for the new incarnation (bounded), or fail with ``ActorRestarting``;
+``stopped``
+    not running, and its supervisor will not start it by itself (a transient child's
+    normal exit, ``terminate_child``): only ``restart_child`` brings it back;
+``gone``
+    deleted, a temporary child that ended, or its supervisor stopped: ``ActorStopped``.
+
+Each status change sets the child's ``changed`` event (and makes a fresh one), which is
+what waiting refs sleep on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+if TYPE_CHECKING:
+    from ._backoff import BackoffTracker
+    from ._supervisor_spec import ChildRef, ChildSpec, ChildType, Runnable
+
+__all__ = ["GONE", "RESTARTING", "RUNNING", "STARTING", "STOPPED", "Child", "Incarnation"]
+
+STARTING: Final = "starting"
+RUNNING: Final = "running"
+RESTARTING: Final = "restarting"
+STOPPED: Final = "stopped"
+GONE: Final = "gone"
+
+
+class Incarnation:
+    """One run of a child: one actor instance, in its own cancel scope."""
+
+    __slots__ = ("actor", "done", "error", "number", "ref", "scope", "started", "stopping")
+
+    def __init__(self, number: int, actor: Runnable | None) -> None:
+        self.number = number
+        self.actor = actor
+        self.ref: ChildRef | None = None
+        self.scope = trio.CancelScope()
+        self.done = trio.Event()
+        self.error: BaseException | None = None
+        self.started = False
+        self.stopping = False  # the supervisor stopped it: its exit is not reported
+
+
+class Child:
+    """The supervisor's record of one child spec (see the module docstring)."""
+
+    __slots__ = (
+        "changed",
+        "current",
+        "live",
+        "restart_wait",
+        "restarts",
+        "spec",
+        "status",
+        "supervisor",
+        "tracker",
+        "type",
+    )
+
+    def __init__(
+        self,
+        spec: ChildSpec,
+        tracker: BackoffTracker,
+        *,
+        supervisor: str,
+        restart_wait: float,
+    ) -> None:
+        self.spec = spec
+        self.tracker = tracker
+        self.supervisor = supervisor
+        self.restart_wait = restart_wait
+        """Seconds (trio clock) a send through a live ref waits for a new incarnation."""
+        self.restarts = 0
+        self.current: Incarnation | None = None
+        self.status: str = STARTING
+        self.changed = trio.Event()
+        self.type: ChildType = "worker"
+        self.live: object | None = None  # the child's LiveRef, made on first use
+
+    @property
+    def id(self) -> str:
+        """The child's id."""
+        return self.spec.id
+
+    @property
+    def running(self) -> bool:
+        """True while an incarnation has started and not ended."""
+        inc = self.current
+        return self.status == RUNNING and inc is not None and not inc.done.is_set()
+
+    def set_status(self, status: str) -> None:
+        """Move to ``status`` and wake every ref waiting for a change."""
+        self.status = status
+        self.changed.set()
+        self.changed = trio.Event()
+
+    def running_ref(self) -> ChildRef | None:
+        """The running incarnation's ref if it takes messages, else None."""
+        inc = self.current
+        if self.status != RUNNING or inc is None or inc.ref is None or inc.done.is_set():
+            return None
+        return inc.ref if inc.ref.state.accepts_messages else None
+
+    def replaced(self, ref: ChildRef) -> bool:
+        """True if the supervisor started, or means to start, another incarnation than ``ref``'s."""
+        if self.status in (STARTING, RESTARTING):
+            return True
+        inc = self.current
+        return self.status == RUNNING and inc is not None and inc.ref is not ref

@@ -1,0 +1,276 @@
+// Explore the selected run: zoom, hover values, line cuts of maps (design §7.7).
+// Loaded by dashboard.html after uPlot; the page calls `explore.show(summary, send)` for
+// the selected run and gives it every message first (`explore.handle(m)` is true for
+// the answers to its own requests, ids "x1", "x2", ...). Drag a box to zoom,
+// double-click to see the whole run again; the readout says what is under the cursor;
+// a click on a map draws its horizontal and vertical cut through that cell.
+"use strict";
+(function () {
+  const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
+    [31, 158, 137], [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]];
+  const WIDTH = 640, HEIGHT = 320, CUT_WIDTH = 316, CUT_HEIGHT = 200, LOST_AFTER_MS = 30000;
+
+  function colour(t) {
+    const p = Math.min(Math.max(t, 0), 1) * (VIRIDIS.length - 1);
+    const k = Math.min(Math.floor(p), VIRIDIS.length - 2), f = p - k;
+    return VIRIDIS[k].map((c, n) => Math.round(c + f * (VIRIDIS[k + 1][n] - c)));
+  }
+  function number(v) { return v === null || v === undefined ? "no value" : String(+v.toPrecision(7)); }
+  function named(thing) { return thing.label || thing.name; }
+  function unit(thing) { return thing.unit ? ` ${thing.unit}` : ""; }
+  function title(thing) { return `${named(thing)}${thing.unit ? ` (${thing.unit})` : ""}`; }
+  function valueText(thing, v) {
+    const level = thing.levels && thing.levels.length && v !== null ? thing.levels[v] : undefined;
+    return level !== undefined ? level : `${number(v)}${unit(thing)}`;
+  }
+  function nearest(values, v) {  // index of the value closest to v (values ascending)
+    let best = 0;
+    for (let k = 1; k < values.length; k++) {
+      if (values[k] !== null && Math.abs(values[k] - v) < Math.abs(values[best] - v)) best = k;
+    }
+    return best;
+  }
+  function extent(values) {
+    let lo = Infinity, hi = -Infinity;
+    for (const v of values) if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+    return lo <= hi ? [lo, hi === lo ? lo + 1 : hi] : [0, 1];
+  }
+  function span(u, lo, hi) {  // a scale's range: never empty, never null (a flat or blank series)
+    if (lo === null || hi === null || !isFinite(lo) || !isFinite(hi)) return [0, 1];
+    return lo === hi ? [lo - Math.abs(lo || 1) / 2, hi + Math.abs(hi || 1) / 2] : [lo, hi];
+  }
+  function edges(centres) {  // the outer edges of evenly drawn cells around the centres
+    const [lo, hi] = extent(centres), n = centres.length;
+    const half = n > 1 ? (hi - lo) / (n - 1) / 2 : 0.5;
+    return [lo - half, hi + half];
+  }
+
+  const explore = {
+    runId: null, key: "", data: null, index: 0, plot: null, cuts: null, hover: null,
+    send: null, nextId: 1, pending: new Set(), wanted: "", asked: 0,
+
+    // Called by the page whenever it shows the selected run.
+    show(summary, send) {
+      this.send = send;
+      const box = document.getElementById("detail");
+      if (!document.getElementById("explore")) {
+        const div = document.createElement("div");
+        div.id = "explore";
+        div.innerHTML = `<h3>Explore <span id="xinfo" class="note"></span></h3>
+          <select id="xseries" hidden></select><div id="xplot"></div>
+          <div id="xreadout" class="note">&nbsp;</div>
+          <div id="xcuts" style="display:flex;gap:8px"><div id="xcuth"></div><div id="xcutv"></div></div>`;
+        box.insertBefore(div, document.getElementById("facts"));  // below the preview
+        div.querySelector("#xseries").onchange = (e) => { this.index = Number(e.target.value); this.draw(); };
+      }
+      const key = `${summary.run_id}:${summary.rows}:${summary.completed}`;
+      if (summary.run_id !== this.runId) {
+        this.runId = summary.run_id; this.data = null; this.index = 0; this.clear();
+      }
+      this.wanted = key;
+      // An answer lost with its connection is asked again after a while.
+      if (this.pending.size && Date.now() - this.asked > LOST_AFTER_MS) this.pending.clear();
+      if (key !== this.key && this.pending.size === 0) this.ask(key);
+    },
+
+    ask(key) {
+      const id = `x${this.nextId++}`;
+      this.key = key;
+      this.asked = Date.now();
+      this.pending.add(id);
+      this.send({type: "run_data", request_id: id, run_id: this.runId});
+      document.getElementById("xinfo").textContent = "loading…";
+    },
+
+    // Every message of the page passes here first; true: it was ours.
+    handle(m) {
+      if (!m.request_id || !this.pending.has(m.request_id)) return false;
+      this.pending.delete(m.request_id);
+      if (m.type === "error") {
+        document.getElementById("xinfo").textContent = `${m.code}: ${m.message}`;
+        document.body.dataset.exploreError = m.code;
+      } else if (m.type === "run_data_reply" && m.run_id === this.runId) {
+        const first = this.data === null;
+        this.data = m;
+        if (this.index >= m.series.length) this.index = 0;
+        this.fillChoices();
+        this.draw(!first);
+      }
+      if (this.wanted !== this.key && this.runId !== null) this.ask(this.wanted);
+      return true;
+    },
+
+    fillChoices() {
+      const box = document.getElementById("xseries");
+      box.innerHTML = this.data.series.map((s, k) =>
+        `<option value="${k}">${title(s).replace(/[<&]/g, "")}${s.component ? ` ${s.component}` : ""}</option>`).join("");
+      box.value = String(this.index);
+      box.hidden = this.data.series.length < 2;
+    },
+
+    clear() {
+      if (this.plot) this.plot.destroy();
+      if (this.cuts) { this.cuts.h.plot.destroy(); this.cuts.v.plot.destroy(); }
+      this.plot = null; this.cuts = null; this.hover = null;
+      for (const id of ["xplot", "xcuth", "xcutv"]) {
+        const el = document.getElementById(id);
+        if (el) el.innerHTML = "";
+      }
+    },
+
+    // Draw the chosen series; `keep`: a newer answer for the same run keeps the zoom.
+    draw(keep = false) {
+      const zoom = keep && this.plot ? {x: {...this.plot.scales.x}, y: {...this.plot.scales.y}} : null;
+      this.clear();
+      const s = this.data && this.data.series[this.index];
+      const info = document.getElementById("xinfo");
+      if (!s || !s.values.length) {
+        info.textContent = "no data";
+        document.body.dataset.explore = `${this.runId}:empty`;
+        return;
+      }
+      const reduced = s.shape.join(" × ") !== s.source_shape.join(" × ");
+      info.textContent = `${s.source_shape.join(" × ")} points` + (reduced ? ` shown as ${s.shape.join(" × ")}` +
+        (s.shape.length === 2 ? " blocks (colour: block mean)" : " (min and max per bucket)") : "") +
+        (s.nonfinite ? ` · ${s.nonfinite} missing or non-finite` : "") +
+        (s.shape.length === 2 ? ` · colour ${title(s)} ${extent(s.values).map(number).join(" … ")}` : "");
+      this.plot = s.shape.length === 2 ? this.map(s) : this.trace(s);
+      if (zoom && zoom.x.min !== null) {
+        this.plot.batch(() => {
+          this.plot.setScale("x", {min: zoom.x.min, max: zoom.x.max});
+          this.plot.setScale("y", {min: zoom.y.min, max: zoom.y.max});
+        });
+      }
+      document.body.dataset.explore = `${this.runId}:${this.index}:${this.data.bytes}`;
+    },
+
+    options(s, xAxis, yTitle, extra) {
+      return {
+        width: WIDTH, height: HEIGHT, legend: {show: false},
+        scales: {x: {time: false, range: span}, y: {range: span}},
+        axes: [{label: title(xAxis)}, {label: yTitle, size: 70}],
+        cursor: {drag: {x: true, y: true, uni: 30}, points: {show: false}},
+        ...extra,
+      };
+    },
+
+    trace(s) {
+      const axis = s.axes[0];
+      const order = [...s.values.keys()].filter((k) => axis.values[k] !== null);
+      const ascending = order.every((k, n) => n === 0 || axis.values[order[n - 1]] <= axis.values[k]);
+      if (!ascending) order.sort((a, b) => axis.values[a] - axis.values[b]);
+      const data = [order.map((k) => axis.values[k]), order.map((k) => s.values[k])];
+      const opts = this.options(s, axis, title(s), {
+        series: [{}, {stroke: "#1f77b4", width: 1, points: {show: data[0].length < 60}, spanGaps: false}],
+        hooks: {setCursor: [(u) => this.readTrace(u, s, axis)]},
+      });
+      const plot = new uPlot(opts, data, document.getElementById("xplot"));
+      this.resetOnDoubleClick(plot, extent(data[0]), null);
+      return plot;
+    },
+
+    readTrace(u, s, axis) {
+      const k = u.cursor.idx;
+      if (k === null || k === undefined) return;
+      const x = u.data[0][k], y = u.data[1][k];
+      this.hover = {x, y};
+      document.getElementById("xreadout").textContent =
+        `${named(axis)} = ${valueText(axis, x)} · ${named(s)} = ${valueText(s, y)}`;
+    },
+
+    map(s) {
+      const [rows, cols] = s.shape, [outer, inner] = s.axes;
+      const xr = edges(inner.values), yr = edges(outer.values);
+      const [lo, hi] = extent(s.values);
+      const image = document.createElement("canvas");
+      image.width = cols; image.height = rows;
+      const ctx = image.getContext("2d"), pixels = ctx.createImageData(cols, rows);
+      for (let i = 0; i < rows; i++) {
+        for (let j = 0; j < cols; j++) {
+          const v = s.values[i * cols + j], at = ((rows - 1 - i) * cols + j) * 4;  // row 0 at the bottom
+          if (v === null) continue;  // a gap stays transparent
+          const [r, g, b] = colour((v - lo) / (hi - lo));
+          pixels.data.set([r, g, b, 255], at);
+        }
+      }
+      ctx.putImageData(pixels, 0, 0);
+      const draw = (u) => {
+        const c = u.ctx, left = u.valToPos(xr[0], "x", true), right = u.valToPos(xr[1], "x", true);
+        const top = u.valToPos(yr[1], "y", true), bottom = u.valToPos(yr[0], "y", true);
+        c.save();
+        c.beginPath(); c.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height); c.clip();
+        c.imageSmoothingEnabled = false;
+        c.drawImage(image, left, top, right - left, bottom - top);
+        c.restore();
+      };
+      const opts = this.options(s, inner, title(outer), {
+        series: [{}, {stroke: "transparent", points: {show: false}}],
+        hooks: {draw: [draw], setCursor: [(u) => this.readMap(u, s)]},
+      });
+      const plot = new uPlot(opts, [xr, yr], document.getElementById("xplot"));
+      this.resetOnDoubleClick(plot, xr, yr);
+      let down = null;
+      plot.over.addEventListener("mousedown", (e) => { down = [e.clientX, e.clientY]; });
+      plot.over.addEventListener("click", (e) => {
+        if (down && Math.hypot(e.clientX - down[0], e.clientY - down[1]) > 3) return;  // a zoom
+        this.cut(s, plot);
+      });
+      return plot;
+    },
+
+    cellAt(u, s) {
+      const {left, top} = u.cursor;
+      if (left === undefined || left < 0 || top < 0) return null;
+      const x = u.posToVal(left, "x"), y = u.posToVal(top, "y");
+      return [nearest(s.axes[0].values, y), nearest(s.axes[1].values, x)];
+    },
+
+    readMap(u, s) {
+      const cell = this.cellAt(u, s);
+      if (!cell) return;
+      const [i, j] = cell, [outer, inner] = s.axes, at = i * s.shape[1] + j;
+      const z = s.values[at];
+      this.hover = {x: inner.values[j], y: outer.values[i], z, row: i, column: j};
+      const range = s.low.length && z !== null ? ` (block ${number(s.low[at])}..${number(s.high[at])})` : "";
+      document.getElementById("xreadout").textContent =
+        `${named(inner)} = ${valueText(inner, inner.values[j])} · ` +
+        `${named(outer)} = ${valueText(outer, outer.values[i])} · ${named(s)} = ${valueText(s, z)}${range}`;
+    },
+
+    cut(s, u) {
+      const cell = this.cellAt(u, s);
+      if (!cell) return;
+      const [i, j] = cell, [rows, cols] = s.shape, [outer, inner] = s.axes;
+      if (this.cuts) { this.cuts.h.plot.destroy(); this.cuts.v.plot.destroy(); }
+      const line = (el, axis, xs, ys, what) => {
+        const opts = {
+          width: CUT_WIDTH, height: CUT_HEIGHT, legend: {show: false}, title: what,
+          scales: {x: {time: false}}, axes: [{label: title(axis)}, {size: 60}],
+          series: [{}, {stroke: "#d62728", width: 1, points: {show: xs.length < 60}}],
+          cursor: {drag: {x: true, y: false}},
+        };
+        return {x: xs, y: ys, plot: new uPlot(opts, [xs, ys], document.getElementById(el))};
+      };
+      document.getElementById("xcuth").innerHTML = "";
+      document.getElementById("xcutv").innerHTML = "";
+      const row = s.values.slice(i * cols, (i + 1) * cols);
+      const column = Array.from({length: rows}, (_, k) => s.values[k * cols + j]);
+      this.cuts = {
+        row: i, column: j,
+        h: line("xcuth", inner, inner.values, row, `${named(outer)} = ${valueText(outer, outer.values[i])}`),
+        v: line("xcutv", outer, outer.values, column, `${named(inner)} = ${valueText(inner, inner.values[j])}`),
+      };
+      document.body.dataset.cut = `${i}:${j}`;
+    },
+
+    resetOnDoubleClick(plot, xr, yr) {
+      plot.over.addEventListener("dblclick", () => {
+        plot.batch(() => {
+          plot.setScale("x", {min: xr[0], max: xr[1]});
+          if (yr) plot.setScale("y", {min: yr[0], max: yr[1]});
+        });
+      });
+    },
+  };
+  window.explore = explore;
+})();
