@@ -34,6 +34,7 @@ from protocol.errors import bound_message, describe_exception
 
 from ..errors import ActorCrashed, ActorError, ActorStopped
 from ._config import validate_duration
+from ._groups import sole_exception
 from ._lifecycle import ActorEvent, ActorState, new_actor_lifecycle
 from ._mailbox import Mailbox
 from ._ref import (
@@ -63,16 +64,13 @@ def _only_cancelled(error: BaseException) -> bool:
     return False
 
 
-def _single_exception(error: BaseException) -> Exception | None:
-    # The only leaf of a chain of one-item exception groups, if it is an Exception.
+def _single_exception(error: BaseException) -> BaseException | None:
+    # The group's sole exception if it is an Exception or a Ctrl-C (a lone Cancelled
+    # stays in its group, for the cancel scope that owns it).
     if not isinstance(error, BaseExceptionGroup):
         return None
-    leaf: BaseException = error
-    while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
-        leaf = leaf.exceptions[0]
-    if isinstance(leaf, BaseExceptionGroup) or not isinstance(leaf, Exception):
-        return None
-    return leaf
+    leaf = sole_exception(error)
+    return leaf if isinstance(leaf, Exception | KeyboardInterrupt) else None
 
 
 class Actor(Generic[MsgT, ReplyT]):

@@ -5,11 +5,12 @@ mailbox: every request is one of the message classes below, answered through ``a
 Requests are decided in mailbox order; those that wait (for durability or a ledger read:
 ``Submit``, ``Start``, ``Cancel``, ``Status``, ``Watch``, ``Resume``, ``Discard``,
 ``CheckDrift``, ``QueryFinished``) are then awaited in a task of the actor's nursery, so
-one slow commit never stalls the mailbox. At most ``max_pending`` such tasks exist at once
-(more waits: back-pressure). ``Start`` is answered once the run's ``running`` state is
-durable, so a crash caused by the work it starts is always counted as an interruption
-(design §6.10). ``Progress`` and ``Finish`` are answered at once (their rows commit
-within one batch).
+one slow commit never stalls the mailbox. Each such task works at most
+``request_timeout`` seconds, and at most ``max_pending`` exist at once; beyond that a
+request is refused with ``mailbox_full`` instead of holding the mailbox (design §6.19).
+``Start`` is answered once the run's ``running`` state is durable, so a crash caused by
+the work it starts is always counted as an interruption (design §6.10). ``Progress`` and
+``Finish`` are answered at once (their rows commit within one batch).
 
 Its client, :class:`~actors.EventLogClient` (:mod:`actors._eventlog._client`), gives
 each message an async method.
@@ -17,15 +18,19 @@ each message an async method.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
+from protocol.errors import bound_message, describe_exception
+
 from .._core._actor import Actor
-from ..errors import ActorError, InvalidCommand
+from .._core._groups import unwrap_sole_exception
+from ..errors import ActorCrashed, ActorError, InvalidCommand, LedgerUnavailable, MailboxFull
 from ._checks import check_kind, json_mapping
-from ._eventlog import RESERVED_PREFIXES, EventLog, single_leaf
+from ._eventlog import EventLog
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -59,6 +64,8 @@ __all__ = [
     "Subscribe",
     "Watch",
 ]
+
+_log = logging.getLogger("actors.eventlog")
 
 
 @attrs.frozen(kw_only=True)
@@ -209,6 +216,10 @@ class GetStatistics:
     """Answered with the log's :class:`EventLogStatistics`."""
 
 
+#: The requests answered by a task of their own (they wait for the ledger).
+_WAITING = (Submit, Start, Cancel, Status, Watch, Resume, Discard, CheckDrift, QueryFinished)
+
+
 class EventLogActor(Actor):
     """The event-log system actor (design §6); see the module docstring.
 
@@ -217,6 +228,11 @@ class EventLogActor(Actor):
     :class:`~actors.errors.LedgerCorrupt` (or ``LedgerVersionError``). Stopping it
     (``ref.stop(grace)``) drains the mailbox, then flushes and closes the ledger; runners
     still running are cancelled and will be *held* at the next boot.
+
+    No request holds the mailbox longer than ``writable_timeout`` seconds, and none that
+    waits is worked on longer than ``request_timeout`` (design §6.19); an unexpected
+    exception while answering one is logged and answered ``actor_crashed``, and the log
+    goes on.
 
     Args:
         config: The event log's settings.
@@ -253,18 +269,13 @@ class EventLogActor(Actor):
             LedgerError: (``ledger_error``) SQLite failed.
             Exception: whatever crashed the actor (see :meth:`Actor.run`).
         """
-        try:
+        with unwrap_sole_exception():
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.log.run)
                 try:
                     await super().run(task_status=task_status)
                 finally:
                     self.log._closing.set()  # also when on_stop did not run (a crash)
-        except BaseExceptionGroup as group:
-            leaf = single_leaf(group)
-            if leaf is None:
-                raise
-            raise leaf from None
 
     async def on_stop(self) -> None:
         """Close the log (commit what is staged, close the ledger) before ``stop`` returns.
@@ -275,25 +286,41 @@ class EventLogActor(Actor):
         await self.log.aclose()
 
     async def handle(self, message: Any, reply: Reply) -> None:
-        """Serve one request; see the message classes for what each answers."""
+        """Serve one request; see the message classes for what each answers.
+
+        Raises:
+            MailboxFull: (``mailbox_full``) ``max_pending`` requests wait already
+                (``details["retry_after"]``, seconds); nothing was decided (§6.19).
+        """
         log = self.log
+        if not self._pending.value and isinstance(message, _WAITING):
+            raise self._busy()
         match message:
             case Submit():
-                if not log.writable:
-                    await log.wait_writable()
+                if not log.writable and not await self._wait_writable():
+                    reply.send(
+                        log.refuse(
+                            message.operation,
+                            message.arguments,
+                            message.request_id,
+                            actor=message.actor,
+                            retry_after=log.config.writable_timeout,
+                        )
+                    )
+                    return
                 admission = log.admit(
                     message.operation, message.arguments, message.request_id, actor=message.actor
                 )
-                await self._later(reply, admission.wait)
+                await self._later(reply, admission.wait, decides=False)
             case Progress():
                 log.progress(message.run_id, message.fraction, message.note)
                 reply.send(None)
             case Start():
                 status = log.start(message.run_id, on_cancel=message.on_cancel)
-                await self._later(reply, self._when_durable, status)
+                await self._later(reply, self._when_durable, status, decides=False)
             case Finish():
                 if not log.writable:
-                    await log.wait_writable()
+                    await self._wait_writable()  # then decided anyway: never lost
                 reply.send(
                     log.finish(message.run_id, message.verdict, message.result, error=message.error)
                 )
@@ -302,10 +329,22 @@ class EventLogActor(Actor):
                     reply, log.cancel, message.run_id, message.actor, request_id=message.request_id
                 )
             case Status():
-                await self._later(reply, log.status, message.run_id, request_id=message.request_id)
+                await self._later(
+                    reply, log.status, message.run_id, request_id=message.request_id, decides=False
+                )
             case Watch():
-                await self._later(reply, log.watch, message.cursor, limit=message.limit)
+                await self._later(
+                    reply, log.watch, message.cursor, limit=message.limit, decides=False
+                )
             case Subscribe():
+                if not reply.wanted:
+                    # The asker gave up: a port nobody holds would only fill up. No
+                    # checkpoint lies between here and the answer, which is delivered.
+                    _log.info(
+                        "subscribe skipped: its asker left",
+                        extra={"port": message.name, "reason": "asker_gone"},
+                    )
+                    return
                 reply.send(
                     log.subscribe(
                         message.name,
@@ -328,7 +367,9 @@ class EventLogActor(Actor):
             case Discard():
                 await self._later(reply, log.discard, message.run_id, actor=message.actor)
             case CheckDrift():
-                await self._later(reply, log.check_drift, message.run_id, message.current)
+                await self._later(
+                    reply, log.check_drift, message.run_id, message.current, decides=False
+                )
             case Record():
                 reply.send(log.record(*_record_fields(message)))
             case QueryFinished():
@@ -340,6 +381,7 @@ class EventLogActor(Actor):
                     state=message.state,
                     verdict=message.verdict,
                     since=message.since,
+                    decides=False,
                 )
             case GetStatistics():
                 reply.send(log.statistics())
@@ -350,14 +392,55 @@ class EventLogActor(Actor):
         await self.log.flush()
         return value
 
+    async def _wait_writable(self) -> bool:
+        # Back-pressure holds the mailbox, so for writable_timeout at most (§6.19).
+        timeout = self.log.config.writable_timeout
+        with trio.move_on_after(timeout) as scope:
+            await self.log.wait_writable()
+        if scope.cancelled_caught:
+            _log.warning(
+                "the ledger did not catch up within %g s; going on without waiting",
+                timeout,
+                extra={"writable_timeout": timeout, "reason": "ledger_backlog"},
+            )
+        return not scope.cancelled_caught
+
+    def _busy(self) -> MailboxFull:
+        retry_after = self.log.config.retry_after_max
+        _log.warning(
+            "the event log refuses a request: %d wait already",
+            self.max_pending,
+            extra={"pending": self.max_pending, "retry_after": retry_after},
+        )
+        return MailboxFull(
+            f"the event log has {self.max_pending} requests waiting; retry later",
+            pending=self.max_pending,
+            retry_after=retry_after,
+        )
+
     async def _later(
-        self, reply: Reply, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any
+        self,
+        reply: Reply,
+        fn: Callable[..., Awaitable[Any]],
+        *args: Any,
+        decides: bool = True,
+        **kwargs: Any,
     ) -> None:
-        # No checkpoint on the fast path: the loop drains queued messages without one.
+        # ``decides``: ``fn`` makes a decision, so it runs even for an asker who left;
+        # work that only waits or reads is skipped then (design §6.19).
+        if not decides and not reply.wanted:
+            what = getattr(fn, "__qualname__", type(fn).__name__)
+            _log.debug(
+                "skipped %s: its asker left", what, extra={"request": what, "reason": "asker_gone"}
+            )
+            return
+        # Never waits for room: a full set of waiting requests must not hold the
+        # mailbox (progress, finish), so the request is refused instead.
         try:
             self._pending.acquire_nowait()
         except trio.WouldBlock:
-            await self._pending.acquire()
+            reply.fail(self._busy())
+            return
         self.nursery.start_soon(self._answer, reply, fn, args, kwargs)
 
     async def _answer(
@@ -367,21 +450,49 @@ class EventLogActor(Actor):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> None:
+        timeout = self.log.config.request_timeout
+        what = getattr(fn, "__qualname__", type(fn).__name__)
         try:
-            value = await fn(*args, **kwargs)
+            with trio.move_on_after(timeout) as scope:
+                value = await fn(*args, **kwargs)
+                reply.send(value)
+            if scope.cancelled_caught:
+                reply.fail(self._timed_out(what, timeout))
         except ActorError as exc:
             reply.fail(exc)
-        else:
-            reply.send(value)
+        except Exception as exc:  # a bug must not take the whole log down
+            _log.error(
+                "the event log failed on %s",
+                what,
+                exc_info=True,
+                extra={"request": what, "error_type": type(exc).__name__},
+            )
+            text = bound_message(f"the event log failed on {what}: {describe_exception(exc)}")
+            reply.fail(ActorCrashed(text, actor=self.name, error_type=type(exc).__name__))
         finally:
             self._pending.release()
+
+    def _timed_out(self, what: str, timeout: float) -> LedgerUnavailable:
+        retry_after = self.log.config.retry_after_max
+        _log.warning(
+            "the event log gave up on %s after %g s: the ledger is slow",
+            what,
+            timeout,
+            extra={"request": what, "request_timeout": timeout, "retry_after": retry_after},
+        )
+        return LedgerUnavailable(
+            f"the event log did not answer within {timeout:g} s: the ledger is slow; a"
+            " decision already made stands",
+            cause="request_timeout",
+            retry_after=retry_after,
+        )
 
 
 def _record_fields(message: Record) -> tuple[str, dict[str, Any]]:
     # EventLog.record raises ValueError (a programming error in process); from a client
     # it is bad input, answered with the field it names, never a crash of the actor.
     try:
-        kind = check_kind(message.kind, RESERVED_PREFIXES)
+        kind = check_kind(message.kind)
     except ValueError as exc:
         raise InvalidCommand(str(exc)[:500], fields=["kind"]) from None
     try:

@@ -11,7 +11,17 @@ from ..errors import InvalidCommand
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["check_fraction", "check_kind", "check_text", "is_run_id", "json_mapping"]
+__all__ = [
+    "RESERVED_PREFIXES",
+    "check_fraction",
+    "check_kind",
+    "check_text",
+    "is_run_id",
+    "json_mapping",
+]
+
+#: Kind prefixes of the event log's own events; ``EventLog.record`` refuses them.
+RESERVED_PREFIXES = ("job_", "admission_", "request_", "revision_")
 
 
 def is_run_id(value: object) -> bool:
@@ -58,11 +68,13 @@ def check_fraction(fraction: object) -> float:
     return float(fraction)
 
 
-def check_kind(kind: object, reserved: tuple[str, ...]) -> str:
-    """Return an event kind: snake_case, 1..64 chars, not starting with ``reserved``.
+def check_kind(kind: object) -> str:
+    """Return the kind of a log-wide event recorded by the runtime (design §6.8).
 
     Raises:
-        ValueError: otherwise (the message names ``kind``).
+        ValueError: ``kind`` is not snake_case of at most 64 characters, or one of the
+            log's own kinds (starting with one of :data:`RESERVED_PREFIXES`); the
+            message names ``kind``.
     """
     if (
         not isinstance(kind, str)
@@ -72,7 +84,7 @@ def check_kind(kind: object, reserved: tuple[str, ...]) -> str:
         or kind != kind.lower()
     ):
         raise ValueError(f"kind must be a snake_case name of <= 64 chars, got {kind!r:.80}")
-    if kind.startswith(reserved):
+    if kind.startswith(RESERVED_PREFIXES):
         raise ValueError(f"kind {kind!r} is one of the event log's own kinds")
     return kind
 

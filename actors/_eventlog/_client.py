@@ -224,6 +224,10 @@ class EventLogClient:
             AskTimeout: (``ask_timeout``) one request took longer than the timeout.
             ActorStopped: (``actor_stopped``) the log stopped; runs not yet decided stay
                 held (as they do when ``decide`` raises, which propagates).
+            LedgerUnavailable, MailboxFull: (``ledger_unavailable``, ``mailbox_full``)
+                reading a run's drift was not answered in time or was refused (§6.19);
+                runs not yet decided stay held. A ``resume`` or ``discard`` refused so
+                is reported in that run's ``error`` instead.
         """
         report = await self.boot_report()
         return await recover_survivors(
@@ -274,6 +278,10 @@ class EventLogClient:
         Raises:
             InvalidCommand: (``invalid_command``) a bad ``after``, ``limit``, ``state``,
                 ``verdict`` or ``since`` (``details["fields"]`` names it).
+            LedgerUnavailable: (``ledger_unavailable``) the ledger did not answer within
+                ``ledger_read_timeout``, or the log within ``request_timeout`` seconds
+                (design §6.19); ``details["retry_after"]`` says when to ask again.
+            MailboxFull: (``mailbox_full``) too many requests wait at the log; retry.
             LedgerError: (``ledger_error``) SQLite failed.
             AskTimeout: (``ask_timeout``), ActorStopped: (``actor_stopped``).
         """

@@ -26,57 +26,27 @@ ones and the last ``retain_requests`` request ids (and every request not yet dur
 older ones are read from the ledger (without a ledger they are forgotten: ``status`` says
 ``unknown_run``, and idempotency covers the ids memory keeps).
 
-The log is a composition of owned parts, each in its own module, built here with their
-dependencies passed explicitly: the :class:`~actors._eventlog._journal.Journal` (the
-event sequence, window and ports), the
-:class:`~actors._eventlog._gate.AdmissionGate`, the
-:class:`~actors._eventlog._runs.Runs` (lifecycle, cancel, drain), the
-:class:`~actors._eventlog._intake.Intake` (validation, idempotency through the
-:class:`~actors._eventlog._requests.RequestStore`, coalescing, admission, revision) and
-the :class:`~actors._eventlog._recovery.Recovery` (boot report, resume, discard, drift).
+The log is a composition of owned parts, each in its own module, built by
+:func:`~actors._eventlog._parts.build_parts` with their dependencies passed explicitly.
 Everything runs on the event loop except SQLite, which runs in one worker thread at a
-time (:mod:`actors._eventlog._ledger`).
-
-Event kinds and their ``data``:
-
-=====================  ================================================================
-``job_queued``         operation, arguments, revision, snapshot_id, request_id
-                       (+ ``resumed``, ``interruptions`` after ``resume``)
-``job_started``        {}
-``job_progress``       fraction (0..1), note? (+ ``synthetic: true`` for the 0.0 one)
-``job_finished``       verdict, result?, error? ({category, code, message})
-``job_cancelled``      by (the actor), was (queued/running/held), reason?
-``job_interrupted``    interruptions, quarantined (emitted at boot)
-``request_detached``   request_id, by, waiters (a request left its run, §6.14)
-``admission_paused``   depth, bound; or reason ``ledger_unavailable``, cause (§6.13)
-``admission_resumed``  depth, bound; or reason ``ledger_available``
-``revision_bumped``    revision
-=====================  ================================================================
+time (:mod:`actors._eventlog._ledger`). The event kinds are listed with
+:class:`~actors._eventlog._types.Event`.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._core._backoff import Backoff
-from ..errors import ActorStopped, LedgerError
+from .._core._groups import unwrap_sole_exception
+from ..errors import ActorStopped
 from ._checks import check_kind, json_mapping
-from ._finished import FinishedRuns
-from ._gate import AdmissionGate
-from ._intake import Intake
-from ._journal import Journal
-from ._ledger import Ledger
-from ._operations import Operations
-from ._recovery import Recovery
-from ._requests import RequestStore
-from ._runs import Runs
+from ._parts import build_parts
+from ._shutdown import close_ledger
 from ._statistics import EventLogStatistics
-from ._survivors import recover_survivors
 from ._types import EventLogConfig, EventLogSnapshot
 
 if TYPE_CHECKING:
@@ -91,11 +61,7 @@ if TYPE_CHECKING:
     from ._survivors import Decision, Recovered, Survivor
     from ._types import BootReport, Drift, OperationSpec, Receipt, RunStatus, WatchResult
 
-__all__ = ["RESERVED_PREFIXES", "EventLog", "EventLogStatistics", "open_event_log", "single_leaf"]
-
-_log = logging.getLogger("actors.eventlog")
-#: Kind prefixes of the event log's own events; :meth:`EventLog.record` refuses them.
-RESERVED_PREFIXES = ("job_", "admission_", "request_", "revision_")
+__all__ = ["EventLog", "EventLogStatistics", "open_event_log"]
 
 
 class EventLog:
@@ -109,8 +75,9 @@ class EventLog:
     ``discard``, ``check_drift``, ``recover``, ``finished_runs``, ``flush``. Those that
     decide in memory and never wait are sync (trio's rule: only what may block is
     async), so the event-log actor serves them in mailbox order without a task:
-    ``start``, ``progress``, ``finish``, ``record``, ``subscribe``, ``snapshot``,
-    ``set_port_enabled``, ``apply_edit``, ``boot_report``, ``statistics``.
+    ``admit``, ``refuse``, ``start``, ``progress``, ``finish``, ``record``,
+    ``subscribe``, ``snapshot``, ``set_port_enabled``, ``apply_edit``, ``boot_report``,
+    ``statistics``.
     :class:`~actors.EventLogClient`, for everyone else, is async throughout: each of
     its methods is an ``ask``.
 
@@ -131,45 +98,15 @@ class EventLog:
         runners: Mapping[str, Runner] | None = None,
     ) -> None:
         self.config = config = config or EventLogConfig()
-        self._operations = ops = Operations()
-        for spec in operations:
-            ops.register(spec)
-        for name, runner in (runners or {}).items():
-            ops.register(ops.specs[name], runner)
-        self._ledger = ledger = (
-            Ledger(
-                config.ledger_path,
-                synchronous=config.synchronous,
-                commit_linger=config.commit_linger,
-                max_pending_rows=config.max_pending_rows,
-                retry=Backoff(base=config.ledger_retry_min, cap=config.ledger_retry_max),
-            )
-            if config.ledger_path
-            else None
-        )
-        self._journal = journal = Journal(config, ledger)
-        self._gate = gate = AdmissionGate(config, journal, ledger)
-        self._runs = runs = Runs(config, operations=ops, journal=journal, ledger=ledger, gate=gate)
-        self._intake = intake = Intake(
-            config,
-            operations=ops,
-            requests=RequestStore(config.retain_requests, ledger),
-            runs=runs,
-            gate=gate,
-            journal=journal,
-            ledger=ledger,
-            check_open=self._check_open,
-        )
-        self._recovery = Recovery(
-            config,
-            operations=ops,
-            runs=runs,
-            intake=intake,
-            gate=gate,
-            journal=journal,
-            check_open=self._check_open,
-        )
-        self._finished = FinishedRuns(config, runs=runs, ledger=ledger)
+        parts = build_parts(config, operations, runners, check_open=self._check_open)
+        self._operations = parts.operations
+        self._ledger = parts.ledger
+        self._journal = parts.journal
+        self._gate = parts.gate
+        self._runs = parts.runs
+        self._intake = parts.intake
+        self._recovery = parts.recovery
+        self._finished = parts.finished
         self._open = False
         self._started = False
         self._closing = trio.Event()
@@ -196,8 +133,9 @@ class EventLog:
 
         ``task_status.started()`` is called once ``submit`` may be used. On close, runners
         still running are cancelled (they are *interrupted* and held at the next boot),
-        then what is still staged is committed and the ledger closed (one worker-thread
-        call, shielded, started within ``close_timeout`` seconds).
+        then what is still staged is committed and the ledger closed, within
+        ``close_timeout`` seconds: a commit that does not end by then (a stalled disk) is
+        abandoned and logged, and the write-ahead log left for the next boot (§6.19).
 
         A ledger whose commits fail never ends it (design §6.13): admission pauses until
         a commit succeeds again. A final commit that fails at close is logged (what it
@@ -228,6 +166,7 @@ class EventLog:
                 if ledger is not None:
                     health = self._gate.ledger_health
                     await nursery.start(functools.partial(ledger.run_writer, on_health=health))
+                    await nursery.start(functools.partial(ledger.health.watch, on_health=health))
                 nursery.start_soon(self._runs.drain, nursery)
                 self._open = True
                 task_status.started()
@@ -238,17 +177,7 @@ class EventLog:
             self._open = False
             self._journal.hub.close()
             if ledger is not None:
-                try:
-                    with trio.move_on_after(self.config.close_timeout, shield=True):
-                        await ledger.close()  # commits what is still staged
-                except LedgerError as exc:
-                    _log.error(
-                        "the ledger's final commit failed: %s",
-                        exc.message,
-                        extra={"ledger": ledger.path, "cause": exc.details.get("cause")},
-                    )
-                finally:
-                    ledger.abandon()
+                await close_ledger(ledger, self.config.close_timeout)  # commits what is staged
                 self._recovery.log_left(ledger.path)
             self._closed.set()
 
@@ -342,6 +271,23 @@ class EventLog:
         """
         return self._intake.admit(operation, arguments, request_id, actor)
 
+    def refuse(
+        self,
+        operation: str,
+        arguments: Mapping[str, Any],
+        request_id: str | None = None,
+        *,
+        actor: str | None = None,
+        retry_after: float,
+    ) -> Receipt:
+        """Check a request as :meth:`admit` does and refuse it, deciding nothing: a
+        ``pool_full`` receipt with ``retry_after`` (seconds) (design §6.19).
+
+        Raises:
+            UnsupportedOperation, InvalidCommand, ActorStopped: as :meth:`submit`.
+        """
+        return self._intake.refuse(operation, arguments, request_id, actor, retry_after)
+
     def apply_edit(self) -> int:
         """Bump the revision: later submissions run fresh instead of coalescing (§6.4).
 
@@ -369,7 +315,8 @@ class EventLog:
         return self._runs.start(run_id, on_cancel=on_cancel)
 
     def progress(self, run_id: int, fraction: float, note: str | None = None) -> None:
-        """Report progress of a run; buffered while it is queued (design §6.6).
+        """Report progress of a run; buffered while it is queued (design §6.6), coalesced
+        while the ledger is backlogged (design §6.19).
 
         Args:
             run_id: The run.
@@ -487,7 +434,7 @@ class EventLog:
             ActorStopped: (code ``actor_stopped``) the event log is not running.
         """
         self._check_open()
-        return self._journal.emit(check_kind(kind, RESERVED_PREFIXES), None, json_mapping(data))
+        return self._journal.emit(check_kind(kind), None, json_mapping(data))
 
     def subscribe(self, name: str | None = None, **options: Unpack[PortOptions]) -> Port:
         """Open a bounded subscriber port (design §6.9); it receives every event from now on.
@@ -583,15 +530,7 @@ class EventLog:
 
         The in-process twin of :meth:`actors.EventLogClient.recover` (see there).
         """
-        return await recover_survivors(
-            self.boot_report().survivors,
-            decide,
-            check_drift=self.check_drift,
-            resume=lambda run_id, override: self.resume(run_id, override=override),
-            discard=lambda run_id, by: self.discard(run_id, actor=by),
-            current=current,
-            actor=actor,
-        )
+        return await self._recovery.recover(decide, current=current, actor=actor)
 
     async def finished_runs(
         self,
@@ -604,7 +543,8 @@ class EventLog:
     ) -> FinishedRunsPage:
         """One page of finished or cancelled runs by run id after ``after`` (design §6.18).
 
-        See :meth:`actors.EventLogClient.finished_runs`.
+        See :meth:`actors.EventLogClient.finished_runs`; the ledger read is bounded by
+        ``ledger_read_timeout`` (``ledger_unavailable``, design §6.19).
         """
         return await self._finished.query(after, limit, state, verdict, since)
 
@@ -621,6 +561,7 @@ class EventLog:
             revision=self._intake.revision,
             ports=tuple(self._journal.hub.ports()),
             ledger=None if self._ledger is None else self._ledger.statistics(),
+            progress_folded=self._runs.progress_folded,
         )
 
 
@@ -640,27 +581,12 @@ async def open_event_log(
         LedgerCorrupt, LedgerVersionError, LedgerError: see :meth:`EventLog.run`.
     """
     log = EventLog(config, operations=operations, runners=runners)
-    try:
+    # The log runs beside its user in one nursery: a single failure (or a Ctrl-C)
+    # leaves bare, like from ``Actor.run``.
+    with unwrap_sole_exception():
         async with trio.open_nursery() as nursery:
             await nursery.start(log.run)
             try:
                 yield log
             finally:
                 log._closing.set()
-    except BaseExceptionGroup as group:
-        leaf = single_leaf(group)
-        if leaf is None:
-            raise
-        raise leaf from None
-
-
-def single_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    """Return the one exception inside nested one-item groups, or None if there are more.
-
-    The log runs beside its user in one nursery; like ``Actor.run``, we report a single
-    failure bare (``LedgerCorrupt``, not an ``ExceptionGroup`` holding it).
-    """
-    leaf: BaseException = group
-    while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
-        leaf = leaf.exceptions[0]
-    return None if isinstance(leaf, BaseExceptionGroup) else leaf

@@ -5,7 +5,9 @@
 read from SQLite after what is staged has committed, so it covers every run ever decided,
 also before a restart and beyond ``retain_runs``; without one, the decided runs memory
 still holds. Each row is checked like every ledger read (design §6.11): a damaged row is
-reported in the page as that run's error and the rows around it are served.
+reported in the page as that run's error and the rows around it are served. Both the
+wait for what is staged and the read itself take at most ``ledger_read_timeout`` seconds
+each (design §6.19): a stalled disk answers ``ledger_unavailable``, never a hang.
 """
 
 from __future__ import annotations

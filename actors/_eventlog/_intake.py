@@ -130,6 +130,30 @@ class Intake:
         actor: str | None,
     ) -> Admission:
         """Decide a request now if memory knows enough; see :meth:`EventLog.admit`."""
+        submission = self._submission(operation, arguments, request_id, actor)
+        if self._requests.must_load(submission.request_id):
+            return Admission(None, None, functools.partial(self._decide_later, submission))
+        return Admission(*self._decide(submission))
+
+    def refuse(
+        self,
+        operation: str,
+        arguments: Mapping[str, Any],
+        request_id: str | None,
+        actor: str | None,
+        retry_after: float,
+    ) -> Receipt:
+        """A ``pool_full`` receipt for a valid request, deciding nothing (design §6.19)."""
+        submission = self._submission(operation, arguments, request_id, actor)
+        return self._refusal(submission.request_id, self._runs.depth, retry_after)
+
+    def _submission(
+        self,
+        operation: str,
+        arguments: Mapping[str, Any],
+        request_id: str | None,
+        actor: str | None,
+    ) -> _Submission:
         self._check_open()
         spec, args, args_json = self._validate(operation, arguments)
         if request_id is None:
@@ -138,10 +162,22 @@ class Intake:
             check_text("request_id", request_id)
         if actor is not None:
             check_text("actor", actor)
-        submission = _Submission(spec, args, args_json, request_id, actor)
-        if self._requests.must_load(request_id):
-            return Admission(None, None, functools.partial(self._decide_later, submission))
-        return Admission(*self._decide(submission))
+        return _Submission(spec, args, args_json, request_id, actor)
+
+    def _refusal(self, request_id: str, depth: int, retry_after: float) -> Receipt:
+        return Receipt(
+            admitted=False,
+            run_id=None,
+            request_id=request_id,
+            snapshot_id=None,
+            revision=self._revision,
+            event_cursor=self._journal.head,
+            code=PoolFull.code,
+            retryable=True,
+            depth=depth,
+            bound=self._gate.bound,
+            retry_after=retry_after,
+        )
 
     async def _decide_later(self, submission: _Submission) -> tuple[Receipt, Ticket | None]:
         await self._requests.load(submission.request_id)
@@ -212,20 +248,7 @@ class Intake:
             return receipt, self._store(submission, receipt)
         depth = self._runs.depth
         if self._gate.full(depth):
-            refused = Receipt(
-                admitted=False,
-                run_id=None,
-                request_id=request_id,
-                snapshot_id=None,
-                revision=self._revision,
-                event_cursor=self._journal.head,
-                code=PoolFull.code,
-                retryable=True,
-                depth=depth,
-                bound=self._gate.bound,
-                retry_after=self._gate.retry_after(),
-            )
-            return refused, None
+            return self._refusal(request_id, depth, self._gate.retry_after()), None
         digest = hashlib.sha256(f"{self._revision}:{submission.content}".encode()).hexdigest()[:16]
         run, _ = self._runs.new(
             spec.name,

@@ -29,60 +29,39 @@ is kept and retried with capped backoff, the tickets not yet committed are *dela
 (waiters get :class:`~actors.errors.LedgerUnavailable`), rows keep being staged, and the
 ``on_health`` callback of :meth:`Ledger.run_writer` hears when commits fail and when one
 succeeds again (design §6.13). Reads go on meanwhile, from what is committed.
+
+No wait on the disk is unbounded (design §6.19): a commit that runs longer than
+``stall_timeout`` makes the watchdog (``Ledger.health.watch``) declare the ledger unavailable
+(``cause`` ``commit stalled``) until it ends; a read gives up after ``read_timeout``
+(``LedgerUnavailable``); cancellation abandons a worker thread instead of waiting for it
+(the thread keeps the connection until it returns: the limiter is released only then).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import sqlite3
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from .._core._backoff import Backoff
-from ..errors import LedgerCorrupt, LedgerError, LedgerUnavailable
+from ..errors import LedgerError, LedgerUnavailable
 from ._batch import Batch, Segment
 from ._connection import classify_error, keep_log, open_connection
+from ._health import LedgerHealth
+from ._ledger_reads import LedgerReads
 from ._ledger_schema import RUN_COLUMNS
-from ._rows import RowCheck, decode_event, decode_request, decode_run
-from ._types import TERMINAL_STATES
+from ._statistics import LedgerStatistics as LedgerStatistics
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
+    from ._health import HealthCallback
     from ._inspect import LedgerSnapshot
     from ._ticket import Ticket
     from ._types import Event, Receipt
     from ._wal import WalReport
 
-    #: ``on_health(error)``: commits fail (``error``), or succeed again (None).
-    HealthCallback = Callable[[LedgerUnavailable | None], None]
-
-_T = TypeVar("_T")
-
 __all__ = ["Ledger", "LedgerStatistics"]
-
-_log = logging.getLogger("actors.eventlog")
-
-
-@attrs.frozen(kw_only=True)
-class LedgerStatistics:
-    """Counters of a ledger, taken without waiting."""
-
-    commits: int
-    """Transactions committed."""
-    rows: int
-    """Rows written in all."""
-    pending_rows: int
-    """Rows staged and not yet committed."""
-    largest_batch: int
-    """Most rows in one transaction."""
-    failed_commits: int = 0
-    """Commit attempts that failed (each was retried)."""
-    unavailable: str | None = None
-    """The cause while commits fail (design §6.13), else None."""
 
 
 class Ledger:
@@ -95,6 +74,10 @@ class Ledger:
             before committing, to grow the batch; 0 commits as soon as it is free.
         max_pending_rows: Staged rows above which :meth:`wait_writable` blocks.
         retry: The delays between attempts to commit a batch that failed (seconds).
+        read_timeout: Seconds (trio clock) a read waits, for the commit before it and
+            for SQLite, before it raises ``LedgerUnavailable`` (design §6.19).
+        stall_timeout: Seconds (trio clock) a commit may run before the watchdog
+            declares the ledger unavailable (design §6.19).
     """
 
     def __init__(
@@ -105,13 +88,23 @@ class Ledger:
         commit_linger: float = 0.0,
         max_pending_rows: int = 50_000,
         retry: Backoff | None = None,
+        read_timeout: float = 5.0,
+        stall_timeout: float = 5.0,
     ) -> None:
         self.path = path
+        self._stall_timeout = stall_timeout
         self._synchronous = synchronous
         self._linger = commit_linger
         self._max_pending = max_pending_rows
-        self._retry_policy = retry or Backoff(base=0.05, cap=2.0)
+        retry = retry or Backoff(base=0.05, cap=2.0)
         self._limiter = trio.CapacityLimiter(1)
+        self._reads = LedgerReads(
+            path,
+            self._limiter,
+            lambda: self._conn,
+            timeout=read_timeout,
+            retry_after=retry.base,
+        )
         self._conn: sqlite3.Connection | None = None
         self._session = ""
         self._batch = Batch()
@@ -119,11 +112,10 @@ class Ledger:
         self._last_ticket: Ticket | None = None
         self._orphans: list[Batch] = []
         self._failed: Batch | None = None  # its commit failed: retried before any other
-        self._unavailable: LedgerUnavailable | None = None
-        self._attempt = 0
+        #: Failed and stalled commits; its ``watch`` is the commit watchdog (§6.19).
+        self.health = LedgerHealth(path, retry, stall_timeout, lambda: self._batch)
         self._committed_seq = 0
         self._commits = 0
-        self._failed_commits = 0
         self._rows = 0
         self._largest = 0
         #: What the write-ahead-log check found at open (None without a ``-wal``).
@@ -145,7 +137,7 @@ class Ledger:
             LedgerVersionError: (``ledger_version_unsupported``) a schema we cannot open.
             LedgerError: (``ledger_error``) not a ledger, or SQLite failed.
         """
-        return await self._call(self._open_sync, keep_requests, keep_events)
+        return await self._reads.call(self._open_sync, keep_requests, keep_events)
 
     def _open_sync(self, keep_requests: int, keep_events: int | None) -> LedgerSnapshot:
         conn, self._session, inspection = open_connection(
@@ -162,9 +154,12 @@ class Ledger:
     async def close(self) -> None:
         """Commit what is still staged, mark the session closed, close; idempotent.
 
-        Call it after the writer stopped. The final commit runs in one worker thread that
-        cancellation does not interrupt once it started. If it fails, the write-ahead log
-        is kept as it is (the next open finds the session unfinished, as after a crash).
+        Call it after the writer stopped, under a deadline (``close_timeout``). The final
+        commit runs in one worker thread, after any commit still running (an abandoned
+        one); a cancellation abandons it (design §6.19): the thread may still finish, or
+        hang on a stalled disk, and the write-ahead log is left for the next open, which
+        finds the session unfinished, as after a crash (design §6.12). So does a failed
+        final commit.
 
         Raises:
             LedgerUnavailable: (``ledger_unavailable``) the final commit failed; what was
@@ -185,7 +180,8 @@ class Ledger:
         def final() -> None:
             try:
                 for batch in batches:
-                    self._commit_sync(batch)
+                    if not batch.committed:  # an abandoned commit may have finished it
+                        self._commit_sync(batch)
                 conn.execute("INSERT OR REPLACE INTO meta VALUES ('session', ?)", (closed,))
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error:
@@ -194,9 +190,9 @@ class Ledger:
             conn.close()  # the last connection: SQLite removes the -wal
 
         try:
-            await trio.to_thread.run_sync(final, limiter=self._limiter)
+            await trio.to_thread.run_sync(final, limiter=self._limiter, abandon_on_cancel=True)
         except sqlite3.Error as exc:
-            raise classify_error(self.path, exc, "the final commit") from None
+            raise classify_error(self.path, exc, "the final commit") from exc
         finally:
             self._conn = None
             for batch in batches:
@@ -322,7 +318,7 @@ class Ledger:
     @property
     def unavailable(self) -> LedgerUnavailable | None:
         """The error of the last failed commit while commits fail, else None (§6.13)."""
-        return self._unavailable
+        return self.health.unavailable
 
     @property
     def committed_seq(self) -> int:
@@ -339,7 +335,8 @@ class Ledger:
     ) -> None:
         """Commit staged batches, one transaction each, until cancelled (design §6.10).
 
-        A commit in progress is never interrupted by cancellation (the thread finishes it).
+        Cancellation abandons a commit in progress (its thread finishes it, or hangs on a
+        stalled disk; :meth:`close` commits the batch if it did not, design §6.19).
         A failed commit never ends the writer (design §6.13): the batch is retried after
         the retry policy's delay, before anything staged later, until it commits.
 
@@ -351,10 +348,9 @@ class Ledger:
         while True:
             failed = self._failed
             if failed is not None:
-                await trio.sleep(self._retry_delay())
+                await trio.sleep(self.health.retry_delay())
                 if await self._commit(failed, on_health):
                     self._failed = None
-                    self._recovered(on_health)
                 continue
             await self._dirty.wait()
             if self._linger:
@@ -366,65 +362,30 @@ class Ledger:
 
     def _new_batch(self) -> Batch:
         batch = Batch()
-        if self._unavailable is not None:
-            batch.ticket._delay(self._unavailable)
+        if self.health.unavailable is not None:
+            batch.ticket._delay(self.health.unavailable)
         return batch
 
-    def _retry_delay(self) -> float:
-        return self._retry_policy.delay(max(1, self._attempt))
-
     async def _commit(self, batch: Batch, on_health: HealthCallback | None) -> bool:
+        health = self.health
+        health.moved(batch)
         try:
-            await trio.to_thread.run_sync(self._commit_sync, batch, limiter=self._limiter)
+            await trio.to_thread.run_sync(
+                self._commit_sync, batch, limiter=self._limiter, abandon_on_cancel=True
+            )
         except sqlite3.Error as exc:
-            self._commit_failed(batch, exc, on_health)
+            health.failed(batch, exc, on_health)
             return False
         except BaseException:
-            if not batch.committed:  # cancelled before its thread ran: close() commits it
+            if not batch.committed:  # cancelled (abandoned): close() commits it
                 self._orphans.append(batch)
             raise
+        finally:
+            health.moved(None)
         self._settled(batch)
+        if health.unavailable is not None:  # after failed or stalled commits
+            health.recovered(on_health)
         return True
-
-    def _commit_failed(
-        self, batch: Batch, exc: sqlite3.Error, on_health: HealthCallback | None
-    ) -> None:
-        self._failed_commits += 1
-        self._attempt += 1
-        error = classify_error(self.path, exc, "commit")
-        cause = str(error.details.get("cause", exc))
-        unavailable = LedgerUnavailable(
-            f"ledger {self.path!r} cannot commit: {cause}; decisions are kept and committed"
-            " once it can",
-            cause=cause,
-            retry_after=self._retry_delay(),
-        )
-        first = self._unavailable is None
-        self._unavailable = unavailable
-        batch.ticket._delay(unavailable)
-        self._batch.ticket._delay(unavailable)
-        if first:
-            _log.warning(
-                "ledger %s cannot commit: %s",
-                self.path,
-                cause,
-                extra={"ledger": self.path, "cause": cause, "rows": batch.size},
-            )
-            if on_health is not None:
-                on_health(unavailable)
-
-    def _recovered(self, on_health: HealthCallback | None) -> None:
-        failures, self._attempt = self._attempt, 0
-        self._unavailable = None
-        self._batch.ticket._undelay()
-        _log.info(
-            "ledger %s commits again after %d failed attempts",
-            self.path,
-            failures,
-            extra={"ledger": self.path, "failed_attempts": failures},
-        )
-        if on_health is not None:
-            on_health(None)
 
     def _settled(self, batch: Batch) -> None:
         if batch.committed:
@@ -490,9 +451,15 @@ class Ledger:
 
         Reads that follow see everything decided so far, or, while commits fail, what
         is durable (design §6.13): they never wait for the ledger to recover.
+
+        Raises:
+            LedgerUnavailable: (``ledger_unavailable``) the commit did not end within
+                ``read_timeout`` seconds (design §6.19); ``details`` has ``retry_after``.
         """
-        with contextlib.suppress(LedgerError):
+        with trio.move_on_after(self._reads.timeout) as scope, contextlib.suppress(LedgerError):
             await self.flush()
+        if scope.cancelled_caught:
+            raise self._reads.timed_out("waiting for the commit before it")
 
     async def wait_writable(self) -> None:
         """Wait while more than ``max_pending_rows`` rows are staged; always a checkpoint.
@@ -502,73 +469,25 @@ class Ledger:
         instead, and waiting here would stall the readers behind it (design §6.13).
         """
         await trio.lowlevel.checkpoint()
-        while self._batch.size > self._max_pending and self._unavailable is None:
+        while self._batch.size > self._max_pending and self.health.unavailable is None:
             try:
                 await self._batch.ticket.wait()
             except LedgerUnavailable:
                 return
 
-    # -- reads (for what memory no longer holds), each row checked (design §6.11) -------
+    # -- reads (for what memory no longer holds): LedgerReads (design §6.11, §6.19) ----
 
     async def fetch_run(self, run_id: int) -> tuple[dict[str, Any], int] | None:
-        """Return the checked fields of the committed run ``run_id`` and how many
-        requests still wait on it, or None.
-
-        Raises:
-            LedgerCorrupt: (``ledger_corrupt``) the row is damaged.
-            LedgerError: (``ledger_error``) SQLite failed.
-        """
-        cols = ", ".join(RUN_COLUMNS)
-
-        def read(conn: sqlite3.Connection) -> tuple[dict[str, Any], int] | None:
-            row = conn.execute(f"SELECT {cols} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-            if row is None:
-                return None
-            waiters = conn.execute(
-                "SELECT count(*) FROM requests WHERE run_id = ? AND cancelled_by IS NULL",
-                (run_id,),
-            ).fetchone()[0]
-            return decode_run(self.path, tuple(row)), waiters
-
-        return await self._read(read)
+        """The committed run ``run_id``, checked; see :meth:`LedgerReads.run`."""
+        return await self._reads.run(run_id)
 
     async def fetch_request(self, request_id: str) -> tuple[str, Receipt, str | None] | None:
-        """Return ``(content, receipt, cancelled_by)`` of a committed request, or None.
-
-        Raises:
-            LedgerCorrupt: (``ledger_corrupt``) the row is damaged.
-            LedgerError: (``ledger_error``) SQLite failed.
-        """
-        rows = await self._query(
-            "SELECT request_id, content, run_id, receipt, actor, cancelled_by FROM requests"
-            " WHERE request_id = ?",
-            (request_id,),
-        )
-        if not rows:
-            return None
-        content, receipt, _, cancelled_by = decode_request(self.path, tuple(rows[0]))
-        return content, receipt, cancelled_by
+        """A committed request; see :meth:`LedgerReads.request`."""
+        return await self._reads.request(request_id)
 
     async def fetch_events(self, after: int, limit: int) -> list[Event]:
-        """Return up to ``limit`` committed events after ``after``, checked, without a gap.
-
-        Raises:
-            LedgerCorrupt: (``ledger_corrupt``) a row is damaged, or one is missing
-                between two that are there.
-            LedgerError: (``ledger_error``) SQLite failed.
-        """
-        rows = await self._query(
-            "SELECT seq, kind, run_id, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-            (after, limit),
-        )
-        events = []
-        for expected, row in enumerate(rows, after + 1):
-            event = decode_event(self.path, tuple(row))
-            if event.seq != expected:
-                check = RowCheck(self.path, "events", "seq", expected)
-                raise check.corrupt(None, "row missing (seqs have no gaps)")
-            events.append(event)
-        return events
+        """Committed events after ``after``; see :meth:`LedgerReads.events`."""
+        return await self._reads.events(after, limit)
 
     async def fetch_decided_runs(
         self,
@@ -578,59 +497,19 @@ class Ledger:
         verdict: str | None,
         since: float | None,
     ) -> list[tuple[Any, ...]]:
-        """Return up to ``limit`` committed ``runs`` rows decided in ``states`` (with
-        ``verdict``, at or after ``since``), by run id after ``after``; raw, in
-        ``RUN_COLUMNS`` order: the caller checks each (design §6.11, §6.18).
-
-        Raises:
-            LedgerError: (``ledger_error``) SQLite failed.
-        """
-        sql = f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE run_id > ?"
-        params: tuple[Any, ...] = (after,)
-        if set(states) == TERMINAL_STATES:
-            # Not "IN (finished, cancelled)": a damaged state must be reported, not skipped.
-            sql += " AND state NOT IN ('queued', 'running', 'held')"
-        else:
-            sql += f" AND state IN ({', '.join('?' * len(states))})"
-            params += states
-        if verdict is not None:
-            sql += " AND verdict = ?"
-            params += (verdict,)
-        if since is not None:
-            sql += " AND finished_at >= ?"
-            params += (since,)
-        rows = await self._query(sql + " ORDER BY run_id LIMIT ?", (*params, limit))
-        return [tuple(row) for row in rows]
-
-    async def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
-        return await self._read(lambda conn: conn.execute(sql, params).fetchall())
-
-    async def _read(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        def run() -> _T:
-            if self._conn is None:
-                raise LedgerError("ledger is closed")
-            return fn(self._conn)
-
-        try:
-            return await self._call(run)
-        except LedgerCorrupt as exc:
-            _log.error("%s", exc.message, extra={"ledger": self.path, **exc.details})
-            raise
-
-    async def _call(self, fn: Callable[..., _T], *args: object) -> _T:
-        try:
-            return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
-        except sqlite3.Error as exc:
-            delay = self._retry_policy.base
-            raise classify_error(self.path, exc, "reading", retry_after=delay) from None
+        """A page of decided runs' rows (§6.18); see :meth:`LedgerReads.decided_runs`."""
+        return await self._reads.decided_runs(after, limit, states, verdict, since)
 
     def statistics(self) -> LedgerStatistics:
         """Return the ledger's counters."""
+        unavailable = self.health.unavailable
         return LedgerStatistics(
             commits=self._commits,
             rows=self._rows,
             pending_rows=self._batch.size,
             largest_batch=self._largest,
-            failed_commits=self._failed_commits,
-            unavailable=None if self._unavailable is None else self._unavailable.message,
+            failed_commits=self.health.failed_commits,
+            stalled_commits=self.health.stalled_commits,
+            read_timeouts=self._reads.timeouts,
+            unavailable=None if unavailable is None else unavailable.message,
         )

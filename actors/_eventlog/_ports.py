@@ -14,6 +14,7 @@ and publishing goes on.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from ._types import Event
 
 __all__ = ["Port", "PortHub", "PortOptions", "PortStatistics", "ResyncRequired"]
+
+_log = logging.getLogger("actors.eventlog")
 
 
 class PortOptions(TypedDict, total=False):
@@ -142,6 +145,13 @@ class Port:
                     "code": "listener_failed",
                     "message": describe_exception(exc, 1000),
                 }
+                # Once: the port is disabled now, so its listener is not called again.
+                _log.warning(
+                    "the listener of port %r raised; the port is disabled",
+                    self.name,
+                    exc_info=exc,
+                    extra={"port": self.name, "seq": event.seq, "code": "listener_failed"},
+                )
                 return
             self._delivered += 1
             self._position = event.seq

@@ -1,5 +1,7 @@
 """The recovery part of the event log: boot, held runs, resume, discard, drift (§6.10).
 
+``recover`` decides every held run in one call (design §6.17, :mod:`actors._eventlog._survivors`).
+
 At boot, every run the ledger holds unfinished becomes **held**: nothing runs by itself.
 A run that was *running* when the previous process stopped (crash, SIGKILL or close) has
 its ``interruptions`` counted and a ``job_interrupted`` event; at ``quarantine_after``
@@ -19,11 +21,12 @@ import trio
 from ..errors import AlreadyDecided, InvalidCommand, RunQuarantined, UnsupportedOperation
 from ._checks import check_text
 from ._run import Run
+from ._survivors import recover_survivors
 from ._ticket import wait_durable
 from ._types import BootReport, Drift, RunStatus, canonical_json
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from ._gate import AdmissionGate
     from ._inspect import LedgerSnapshot
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from ._journal import Journal
     from ._operations import Operations
     from ._runs import Runs
+    from ._survivors import Decision, Recovered, Survivor
     from ._types import EventLogConfig
     from ._wal import WalReport
 
@@ -165,6 +169,24 @@ class Recovery:
         ticket = self._runs.cancel_run(run, actor, reason="discarded")
         await wait_durable(ticket)
         return run.status(self._config.quarantine_after)
+
+    async def recover(
+        self,
+        decide: Callable[[Survivor], Awaitable[Decision]],
+        *,
+        current: Mapping[str, Any] | None = None,
+        actor: str = "local",
+    ) -> tuple[Recovered, ...]:
+        """Decide every held run with ``decide``; see :meth:`EventLog.recover` (§6.17)."""
+        return await recover_survivors(
+            self.boot_report().survivors,
+            decide,
+            check_drift=self.check_drift,
+            resume=lambda run_id, override: self.resume(run_id, override=override),
+            discard=lambda run_id, by: self.discard(run_id, actor=by),
+            current=current,
+            actor=actor,
+        )
 
     async def _decidable(self, run_id: int) -> Run:
         run = self._runs.get(run_id)

@@ -8,9 +8,11 @@ with two rules that make "look up, then decide" atomic whatever its size:
 * a request stays in memory until its row is committed (a duplicate decided meanwhile
   finds it there, and gets its receipt and ticket, never a second run);
 * nothing leaves memory while a look-up is in flight (a look-up that missed a row
-  committed during it finds the request in memory when it decides).
+  committed during it finds the request in memory when it decides), and the id just
+  looked up stays while its request is decided.
 
-Beyond these, memory keeps the newest ``retain_requests``. Without a ledger, memory is
+Beyond these, memory keeps the newest ``retain_requests``: what the rules kept is
+trimmed when the last look-up in flight ends. Without a ledger, memory is
 all there is: idempotency covers the newest ``retain_requests`` ids.
 """
 
@@ -86,11 +88,14 @@ class RequestStore:
         try:
             await self._ledger.settle_for_read()
             row = await self._ledger.fetch_request(request_id)
+            if row is not None and request_id not in self._requests:
+                content, receipt, _ = row
+                self._requests[request_id] = StoredRequest(content, receipt, None)
         finally:
             self._lookups -= 1
-        if row is not None and request_id not in self._requests:
-            content, receipt, _ = row
-            self._requests[request_id] = StoredRequest(content, receipt, None)
+            # The last look-up ended: trim what they kept (steady traffic never lets the
+            # stores do it), all but the id its caller decides on right now.
+            self._evict(keep=request_id)
 
     def store(
         self, request_id: str, content: str, receipt: Receipt, actor: str | None
@@ -111,17 +116,20 @@ class RequestStore:
         self._evict()
         return ticket
 
-    def _evict(self) -> None:
+    def _evict(self, keep: str | None = None) -> None:
         requests = self._requests
         if self._lookups:
             return
+        kept = None if keep is None else requests.pop(keep, None)
         while len(requests) > self._retain:
             oldest = next(iter(requests))
             ticket = requests[oldest].ticket
             if ticket is not None and not ticket.done:
-                return  # not committed yet, nor anything newer
+                break  # not committed yet, nor anything newer
             del requests[oldest]
             self._ledger_has_more = self._ledger is not None
+        if kept is not None and keep is not None:
+            requests[keep] = kept  # the newest now: the next store trims it
 
     def __len__(self) -> int:
         """How many requests memory holds now."""

@@ -16,7 +16,6 @@ running is findable by its :data:`~actors._eventlog._run.CoalesceKey` until it i
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections import deque
@@ -32,14 +31,14 @@ from ..errors import (
     AlreadyDecided,
     ErrorRecord,
     InvalidCommand,
-    LedgerError,
     LedgerUnavailable,
     UnknownRun,
 )
 from ._checks import check_fraction, check_text, is_run_id
+from ._drain import Drain
 from ._rows import RowCheck
 from ._run import Run
-from ._types import VERDICT_NOT_RUN, VERDICT_OK, canonical_json, encode_json, json_string
+from ._types import canonical_json, encode_json, json_string
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -128,8 +127,13 @@ class Runs:
         self.queued = 0
         self.running = 0
         self._next_run_no = 1
-        self._ready: deque[Run] = deque()
-        self._ready_lot = trio.lowlevel.ParkingLot()
+        # Progress held back while the ledger is backlogged (design §6.19): the newest
+        # report of each run, and how many reports were folded away.
+        self._folded: dict[int, tuple[float, str | None]] = {}
+        self.progress_folded = 0
+        self._drain = Drain(
+            config, operations, begin=self._begin, finish=self.finish, progress=self.progress
+        )
 
     @property
     def depth(self) -> int:
@@ -320,12 +324,7 @@ class Runs:
             text += f',"resumed":true,"interruptions":{run.interruptions}'
         run.queued_seq = self._journal.emit("job_queued", run.run_id, data, text + "}")
         ticket = self.stage(run)
-        if run.operation in self._operations.runners:
-            ready = self._ready
-            if len(ready) > 2 * self.queued + 64:  # drop runs cancelled while queued
-                self._ready = ready = deque(r for r in ready if r.state == "queued")
-            ready.append(run)
-            self._ready_lot.unpark()
+        self._drain.offer(run, self.queued)
         return ticket
 
     # -- the lifecycle API for an external executor (design §6.6) ----------------------
@@ -368,7 +367,43 @@ class Runs:
                 run.buffered.append((fraction, note))
                 return
         run.progress = fraction
+        ledger = self._ledger
+        if ledger is not None:
+            batch = ledger._batch  # its size, inlined (the hot path): rows + events
+            if batch.rows + batch.last_seq - batch.first_seq >= self._config.max_pending_rows:
+                self._fold(run_id, fraction, note)
+                return
+            if self._folded:
+                self._unfold(run_id)
         self._journal.emit_progress(run_id, fraction, note)
+
+    def _fold(self, run_id: int, fraction: float, note: str | None) -> None:
+        # The ledger is backlogged (design §6.19): keep only the newest report per run.
+        folded = self._folded
+        if not folded:
+            _log.info(
+                "progress coalesced: more than %d ledger rows are staged",
+                self._config.max_pending_rows,
+                extra={"max_pending_rows": self._config.max_pending_rows},
+            )
+        if run_id in folded:
+            self.progress_folded += 1
+        folded[run_id] = (fraction, note)
+
+    def _unfold(self, reporting: int | None = None) -> None:
+        # Below the bound again: each run's newest report becomes its event, except the
+        # reporting run's, which a newer report replaces.
+        folded, self._folded = self._folded, {}
+        for run_id, (fraction, note) in folded.items():
+            if run_id == reporting:
+                self.progress_folded += 1
+            else:
+                self._journal.emit_progress(run_id, fraction, note)
+        _log.info(
+            "progress no longer coalesced: %d reports folded so far",
+            self.progress_folded,
+            extra={"progress_folded": self.progress_folded, "runs": len(folded)},
+        )
 
     def finish(
         self, run_id: int, verdict: str, result: Any, error: ErrorRecord | Mapping[str, str] | None
@@ -392,6 +427,9 @@ class Runs:
         run = self._live(run_id)
         if run.state == "queued":
             self._begin(run)
+        held = self._folded.pop(run_id, None) if self._folded else None
+        if held is not None:  # its newest progress comes before its verdict
+            self._journal.emit_progress(run_id, *held)
         self.running -= 1
         run.state = "finished"
         run.verdict = verdict
@@ -480,6 +518,8 @@ class Runs:
         elif was == "running":
             self.running -= 1
         self._held.pop(run.run_id, None)
+        if self._folded and self._folded.pop(run.run_id, None) is not None:
+            self.progress_folded += 1
         run.state = "cancelled"
         run.cancelled_by = actor
         run.buffered = None
@@ -520,72 +560,7 @@ class Runs:
     # -- the built-in drain (design §6.6) ----------------------------------------------
 
     async def drain(self, nursery: trio.Nursery) -> None:
-        """Run queued runs that have a built-in runner, ``max_concurrency`` at once.
-
-        Each run executes in a task of ``nursery``, under its own cancel scope; runs
-        forever (cancel the nursery to stop).
+        """Run queued runs that have a built-in runner, ``max_concurrency`` at once, each
+        under ``run_timeout`` (see :class:`~actors._eventlog._drain.Drain`); runs forever.
         """
-        slots = trio.Semaphore(self._config.max_concurrency)
-        while True:
-            await slots.acquire()
-            try:
-                run = await self._next_ready()
-                ticket = self._begin(run)
-            except BaseException:
-                slots.release()
-                raise
-            nursery.start_soon(self._execute, run, ticket, slots)
-
-    async def _next_ready(self) -> Run:
-        runners = self._operations.runners
-        while True:
-            while self._ready:  # (the deque may be replaced when compacted)
-                run = self._ready.popleft()
-                if run.state == "queued" and run.operation in runners:
-                    return run
-            await self._ready_lot.park()
-
-    async def _execute(self, run: Run, ticket: Ticket | None, slots: trio.Semaphore) -> None:
-        try:
-            if run.state != "running":
-                return
-            runner = self._operations.runners[run.operation]
-            with trio.CancelScope() as scope:
-                run.scope = scope
-                report: ProgressReporter = functools.partial(self.progress, run.run_id)
-                if ticket is not None:
-                    # "running" is durable before the runner starts, so a crash it causes
-                    # is always counted as an interruption (quarantine at 2, design §6.10);
-                    # while the ledger cannot commit, the runner waits (design §6.13).
-                    try:
-                        await ticket.wait_committed()
-                    except LedgerError:  # the log closed first: the run is held at boot
-                        return
-                try:
-                    result = await runner(run.status(self._config.quarantine_after), report)
-                except Exception as exc:
-                    self._runner_failed(run, exc)
-                else:
-                    self._runner_returned(run, result)
-        finally:
-            run.scope = None
-            slots.release()
-
-    def _runner_returned(self, run: Run, result: Any) -> None:
-        if run.state != "running":
-            return
-        try:
-            self.finish(run.run_id, VERDICT_OK, result, None)
-        except InvalidCommand as exc:
-            self.finish(run.run_id, VERDICT_NOT_RUN, None, exc.to_record())
-
-    def _runner_failed(self, run: Run, exc: Exception) -> None:
-        if run.state != "running":
-            return
-        if isinstance(exc, ActorError):
-            record = exc.to_record()
-        else:
-            record = ErrorRecord(
-                category="permanent", code="runner_failed", message=describe_exception(exc)
-            )
-        self.finish(run.run_id, VERDICT_NOT_RUN, None, record)
+        await self._drain.run(nursery)

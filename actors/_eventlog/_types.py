@@ -133,9 +133,23 @@ class OperationSpec:
 class Event:
     """One entry of the global event log (design §6.8); ``data`` is JSON-compatible.
 
-    Kinds: ``job_queued``, ``job_started``, ``job_progress``, ``job_finished``,
-    ``job_cancelled``, ``job_interrupted``, ``request_detached``, ``admission_paused``,
-    ``admission_resumed``, ``revision_bumped``. ``data`` must not be mutated.
+    Event kinds and their ``data``:
+
+    =====================  ================================================================
+    ``job_queued``         operation, arguments, revision, snapshot_id, request_id
+                           (+ ``resumed``, ``interruptions`` after ``resume``)
+    ``job_started``        {}
+    ``job_progress``       fraction (0..1), note? (+ ``synthetic: true`` for the 0.0 one)
+    ``job_finished``       verdict, result?, error? ({category, code, message})
+    ``job_cancelled``      by (the actor), was (queued/running/held), reason?
+    ``job_interrupted``    interruptions, quarantined (emitted at boot)
+    ``request_detached``   request_id, by, waiters (a request left its run, §6.14)
+    ``admission_paused``   depth, bound; or reason ``ledger_unavailable``, cause (§6.13)
+    ``admission_resumed``  depth, bound; or reason ``ledger_available``
+    ``revision_bumped``    revision
+    =====================  ================================================================
+
+    ``data`` must not be mutated.
     """
 
     seq: int
@@ -382,7 +396,8 @@ class EventLogConfig:
     commit_linger: float = duration_field(0.0, maximum=0.010)
     """Seconds (trio clock) the ledger writer waits to grow a batch; <= 0.010 (§6.10)."""
     max_pending_rows: int = count_field(50_000, minimum=1)
-    """Staged, uncommitted ledger rows above which ``wait_writable`` blocks."""
+    """Staged, uncommitted ledger rows above which ``wait_writable`` blocks and progress
+    is coalesced to the newest report per run (design §6.19)."""
     synchronous: str = attrs.field(
         default="FULL", validator=attrs.validators.in_(("FULL", "NORMAL", "EXTRA"))
     )
@@ -397,6 +412,23 @@ class EventLogConfig:
     """Seconds (trio clock) before the first retry of a failed commit (design §6.13)."""
     ledger_retry_max: float = duration_field(2.0, allow_zero=False)
     """Seconds (trio clock): the longest wait between retries of a failed commit."""
+    ledger_read_timeout: float = duration_field(5.0, allow_zero=False)
+    """Seconds (trio clock) a ledger read (``status``, ``watch``, a request look-up, a
+    ``finished_runs`` page) may wait, for the commit before it and for SQLite; then
+    ``ledger_unavailable`` (design §6.19)."""
+    commit_stall_timeout: float = duration_field(5.0, allow_zero=False)
+    """Seconds (trio clock) a commit may run before the ledger is declared unavailable
+    (``cause`` ``commit stalled``) until it ends (design §6.19)."""
+    request_timeout: float = duration_field(5.0, allow_zero=False)
+    """Seconds (trio clock) the event-log actor works on one request that waits (for
+    durability or a ledger read); then it answers ``ledger_unavailable`` (§6.19)."""
+    writable_timeout: float = duration_field(1.0, allow_zero=False)
+    """Seconds (trio clock) the event-log actor holds its mailbox while more than
+    ``max_pending_rows`` rows are staged; then a submit is refused with a ``pool_full``
+    receipt carrying ``retry_after`` (design §6.19)."""
+    run_timeout: float = duration_field(300.0, allow_zero=False)
+    """Seconds (trio clock) a built-in runner may run; then it is cancelled and its run
+    finished ``NOT_RUN`` with a ``deadline_exceeded`` error (design §6.19)."""
 
     def __attrs_post_init__(self) -> None:
         for low, high in (

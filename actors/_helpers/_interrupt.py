@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING
 import trio
 from trio.lowlevel import enable_ki_protection
 
+from .._core._groups import unwrap_sole_exception
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
-__all__ = ["second_interrupt", "sole_exception"]
+__all__ = ["second_interrupt"]
 
 _log = logging.getLogger("actors.helpers")
 
@@ -57,37 +59,12 @@ async def second_interrupt(hurry: Callable[[], None]) -> AsyncIterator[None]:
                 _log.warning("Ctrl-C during the shutdown: every helper gets SIGKILL now")
                 hurry()
 
-    with stack:
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(watch)
-                try:
-                    yield
-                finally:
-                    nursery.cancel_scope.cancel()
-        except BaseExceptionGroup as group:  # the block's own error, bare
-            leaf = sole_exception(group)
-            if leaf is None:
-                raise
-            raise leaf from None
+    with stack, unwrap_sole_exception():  # the block's own error, bare
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            try:
+                yield
+            finally:
+                nursery.cancel_scope.cancel()
     if interrupted:
         raise KeyboardInterrupt
-
-
-def sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    """What an ``open_*`` block raises instead of ``group``, or None to keep the group.
-
-    A ``KeyboardInterrupt`` anywhere in it wins (Ctrl-C leaves bare, whatever else
-    failed meanwhile, design §3.13); otherwise the only leaf of a chain of one-item
-    groups.
-    """
-    interrupts, _ = group.split(KeyboardInterrupt)
-    if interrupts is not None:
-        leaf: BaseException = interrupts
-        while isinstance(leaf, BaseExceptionGroup):
-            leaf = leaf.exceptions[0]
-        return leaf
-    leaf = group
-    while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
-        leaf = leaf.exceptions[0]
-    return None if isinstance(leaf, BaseExceptionGroup) else leaf

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from ._interrupt import second_interrupt, sole_exception
+from .._core._groups import unwrap_sole_exception
+from ._interrupt import second_interrupt
 from ._pool import HelperPool
 from ._pool_config import PoolConfig
 
@@ -64,7 +65,10 @@ async def open_helper_pool(
     elif fields:
         raise TypeError("give either config or its fields as keywords, not both")
     own_events = events is None
-    try:
+    # The nursery holds only reaper and stderr tasks, which never raise: a group
+    # carries the body's (or the spawn's) exception. A lone one leaves bare, so that
+    # ``except HelperStartupError`` (or KeyboardInterrupt) around the ``async with`` works.
+    with unwrap_sole_exception():
         async with trio.open_nursery() as nursery:
             pool = HelperPool(spec, config, nursery, events=events)
             opened = pool.events.pools_opened
@@ -85,12 +89,3 @@ async def open_helper_pool(
                         await pool.aclose()
                 if own_events:
                     pool.events.close()
-    except BaseExceptionGroup as group:
-        # The nursery holds only reaper and stderr tasks, which never raise: a group
-        # carries the body's (or the spawn's) exception. Re-raise a lone one bare, so
-        # that ``except HelperStartupError`` (or KeyboardInterrupt) around the
-        # ``async with`` works.
-        leaf = sole_exception(group)
-        if leaf is None:
-            raise
-        raise leaf from None

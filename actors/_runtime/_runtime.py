@@ -45,12 +45,13 @@ from trio.lowlevel import enable_ki_protection
 
 from .._core._backoff import Backoff
 from .._core._config import count_field, duration_field
+from .._core._groups import unwrap_sole_exception
 from .._core._supervisor import ChildSpec
 from .._eventlog._actor import EventLogActor
 from .._eventlog._client import EventLogClient
 from .._eventlog._types import EventLogConfig, OperationSpec
 from .._helpers._events import POOL_EVENT_KINDS, PoolEvents, PoolEventStream
-from .._helpers._interrupt import second_interrupt, sole_exception
+from .._helpers._interrupt import second_interrupt
 from .._helpers._pool import PoolConfig
 from .._helpers._pool_actor import PoolActor
 from .._helpers._pool_handle import PoolHandle
@@ -376,7 +377,7 @@ async def open_runtime(config: RuntimeConfig) -> AsyncIterator[Runtime]:
             the tree gave up: a system actor kept failing.
         KeyboardInterrupt: Ctrl-C, bare.
     """
-    try:
+    with unwrap_sole_exception():
         async with trio.open_nursery() as nursery:
             runtime = Runtime(config, nursery)
             if config.pool_events:  # before the first spawn
@@ -398,8 +399,3 @@ async def open_runtime(config: RuntimeConfig) -> AsyncIterator[Runtime]:
                     async with second_interrupt(runtime._hurry):
                         await runtime._close()
                 nursery.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        leaf = sole_exception(group)
-        if leaf is None:
-            raise
-        raise leaf from None

@@ -7,6 +7,7 @@ failing subscribers, re-entrant listeners, and runners that fail in awkward ways
 
 from __future__ import annotations
 
+import logging
 import random
 from typing import Any
 
@@ -383,7 +384,10 @@ async def test_slow_subscriber_never_slows_the_fast_one_or_the_writer(
         assert stats["fast"].dropped == 0
 
 
-async def test_a_raising_listener_is_contained_even_if_its_error_cannot_be_printed() -> None:
+async def test_a_raising_listener_is_contained_even_if_its_error_cannot_be_printed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="actors.eventlog")
     async with open_event_log(operations=OPS) as log:
         seen: list[int] = []
 
@@ -402,6 +406,10 @@ async def test_a_raising_listener_is_contained_even_if_its_error_cannot_be_print
         assert stats["bad"].error is not None
         assert stats["bad"].error["code"] == "listener_failed"
         assert seen == [1, 2]
+    # Said once, with its traceback: the port is disabled after the first failure.
+    (record,) = [r for r in caplog.records if getattr(r, "port", None) == "bad"]
+    assert (record.levelno, record.code, record.seq) == (logging.WARNING, "listener_failed", 1)
+    assert record.exc_info is not None
 
 
 async def test_a_listener_that_emits_events_does_not_reorder_other_ports() -> None:

@@ -123,20 +123,28 @@ async def test_receipt_is_durable_when_returned_and_survives_restart(tmp_path):
         assert [s.run_id for s in log.boot_report().survivors] == [second.run_id]
 
 
-async def test_boot_holds_survivors_until_resume_or_discard(tmp_path, autojump_clock):
-    # Worker threads (SQLite) let the autojump clock jump: nothing here depends on time
-    # but "nothing ran after a while"; the runner blocks until cancelled.
+async def test_boot_holds_survivors_until_resume_or_discard(tmp_path):
+    # The real clock: the ledger's worker threads would let a virtual clock jump to its
+    # deadlines (the commit watchdog, the close timeout). The runner blocks until
+    # cancelled; "nothing runs by itself" is checked after a short real wait.
     cfg = config(tmp_path, max_concurrency=1)
     calls = []
+    started = [trio.Event() for _ in range(3)]  # the first, second and third call
 
     async def runner(run, report):
         calls.append(run.run_id)
+        started[len(calls) - 1].set()
         await trio.sleep_forever()
+
+    async def until_call(n: int) -> None:
+        with trio.fail_after(10):
+            await started[n - 1].wait()
 
     async with open_event_log(cfg, operations=OPS, runners={"job": runner}) as log:
         for n in range(3):
             await log.submit("job", {"n": n})
-        await trio.sleep(1)  # run 1 is running, 2 and 3 are queued
+        await until_call(1)  # run 1 is running, 2 and 3 are queued
+        assert log.statistics().queued == 2
     assert calls == [1]
     for boot in (1, 2):
         async with open_event_log(cfg, operations=OPS, runners={"job": runner}) as log:
@@ -144,14 +152,13 @@ async def test_boot_holds_survivors_until_resume_or_discard(tmp_path, autojump_c
             assert [s.run_id for s in report.survivors] == [1, 2, 3]
             assert [(s.run_id, s.interruptions) for s in report.interrupted] == [(1, boot)]
             assert [s.run_id for s in report.quarantined] == ([1] if boot == 2 else [])
-            await trio.sleep(1)
+            await trio.sleep(0.05)
             assert calls == [1] * boot  # nothing runs by itself
             stats = log.statistics()
             assert (stats.queued, stats.running, stats.held) == (0, 0, 3)
             if boot == 1:
                 assert (await log.resume(1)).state == "queued"
-                await trio.sleep(1)
-                assert calls == [1, 1]
+                await until_call(2)
     async with open_event_log(cfg, operations=OPS, runners={"job": runner}) as log:
         with pytest.raises(RunQuarantined) as info:
             await log.resume(1)
@@ -160,7 +167,7 @@ async def test_boot_holds_survivors_until_resume_or_discard(tmp_path, autojump_c
         with pytest.raises(AlreadyDecided):
             await log.resume(2)
         assert (await log.resume(1, override=True)).state == "queued"
-        await trio.sleep(1)
+        await until_call(3)
         with pytest.raises(InvalidCommand):
             await log.discard(1)  # running, not held
         assert [s.run_id for s in log.boot_report().survivors] == [3]

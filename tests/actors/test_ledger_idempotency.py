@@ -146,3 +146,24 @@ async def _race(log, missed: trio.Event, release: trio.Event) -> None:
         await log.submit("job", {"n": 2}, request_id="y")  # would drop "x" from memory
         release.set()
     assert late == [first]
+
+
+async def test_ids_read_back_from_the_ledger_do_not_grow_memory(tmp_path: Path) -> None:
+    config = cfg(tmp_path / "ledger.db", retain_requests=2)
+    async with open_event_log(config, operations=OPS) as log:
+        receipts = [await log.submit("job", {"n": n}, request_id=f"r{n}") for n in range(6)]
+        store = log._intake._requests
+        assert len(store) == 2
+        for _ in range(3):  # retries of old ids, one at a time: each is read back ...
+            for n in range(6):
+                assert await log.submit("job", {"n": n}, request_id=f"r{n}") == receipts[n]
+                assert len(store) <= 3  # ... and memory is trimmed after each look-up
+
+        async def retry(n: int) -> None:
+            assert await log.submit("job", {"n": n}, request_id=f"r{n}") == receipts[n]
+
+        async with trio.open_nursery() as burst:  # look-ups overlapping one another
+            for n in range(6):
+                burst.start_soon(retry, n)
+        assert len(store) <= 3  # trimmed once the last one ended
+        assert log.statistics().queued == 6  # never a second run

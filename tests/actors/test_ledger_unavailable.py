@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,9 @@ import trio
 from actors._eventlog._actor import EventLogActor
 from actors._eventlog._client import EventLogClient
 from actors._eventlog._eventlog import EventLog, open_event_log
+from actors._eventlog._ledger import Ledger
 from actors._eventlog._types import EventLogConfig, OperationSpec
-from actors.errors import LedgerUnavailable
+from actors.errors import LedgerError, LedgerUnavailable
 
 OPS = [OperationSpec(name="job", fields={"n"})]
 DISK_FULL_APP = Path(__file__).with_name("diskfull_app.py")
@@ -40,13 +42,13 @@ async def pragma(log: EventLog, sql: str) -> None:
     """Run a pragma on the log's own connection, in its worker thread."""
     ledger = log._ledger
     assert ledger is not None
-    await ledger._call(lambda: ledger._conn.execute(sql).fetchall())  # type: ignore[union-attr]
+    await ledger._reads.call(lambda: ledger._conn.execute(sql).fetchall())  # type: ignore[union-attr]
 
 
 async def full_disk(log: EventLog) -> None:
     ledger = log._ledger
     assert ledger is not None
-    pages = await ledger._call(
+    pages = await ledger._reads.call(
         lambda: ledger._conn.execute("PRAGMA page_count").fetchone()[0]  # type: ignore[union-attr]
     )
     await pragma(log, f"PRAGMA max_page_count = {pages}")
@@ -180,3 +182,23 @@ def test_a_real_full_disk_loses_no_acknowledged_run(tmp_path: Path) -> None:
     assert report["after_resume"] is True
     assert report["acknowledged"] >= 3
     assert report["lost"] == []
+
+
+async def test_sqlite_errors_stay_the_cause_of_ours(tmp_path: Path) -> None:
+    async with open_event_log(cfg(tmp_path / "read.db"), operations=OPS) as log:
+        ledger = log._ledger
+        assert ledger is not None
+        with pytest.raises(LedgerError) as info:
+            await ledger._reads.query("SELECT * FROM nowhere", ())
+        assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    ledger = Ledger(str(tmp_path / "close.db"))
+    await ledger.open(keep_requests=10)
+    ledger.stage_meta("revision", "1")
+
+    def broken(batch: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    ledger._commit_sync = broken  # type: ignore[method-assign]
+    with pytest.raises(LedgerError) as info:
+        await ledger.close()
+    assert isinstance(info.value.__cause__, sqlite3.OperationalError)

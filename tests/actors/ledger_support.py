@@ -1,0 +1,58 @@
+"""A stalled disk for the event log's tests: commits held in their worker thread.
+
+The virtual clock is moved by hand with :func:`at` (``mock_clock.jump``): an autojump
+clock would also jump while the worker thread is busy (design §6.19).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import TYPE_CHECKING
+
+import trio
+from trio.testing import wait_all_tasks_blocked
+
+if TYPE_CHECKING:
+    from actors._eventlog._batch import Batch
+    from actors._eventlog._eventlog import EventLog
+    from actors._eventlog._ledger import Ledger
+
+
+def ledger_of(log: EventLog) -> Ledger:
+    ledger = log._ledger
+    assert ledger is not None
+    return ledger
+
+
+class StalledDisk:
+    """Holds each commit of ``ledger`` in its worker thread until :attr:`release` is set."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._commit = ledger._commit_sync
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.left = threading.Event()
+        ledger._commit_sync = self.commit  # type: ignore[method-assign]
+
+    def commit(self, batch: Batch) -> None:
+        self.entered.set()
+        try:
+            if not self.release.wait(10):
+                raise sqlite3.OperationalError("the test never released the disk")
+            self._commit(batch)
+        finally:
+            self.left.set()
+
+    async def stalled(self) -> None:
+        assert await trio.to_thread.run_sync(self.entered.wait, 10)
+
+    async def finished(self) -> None:
+        assert await trio.to_thread.run_sync(self.left.wait, 10)
+
+
+async def at(mock_clock: trio.testing.MockClock, seconds: float) -> None:
+    """Let every task settle, move the virtual clock by ``seconds``, let them react."""
+    await wait_all_tasks_blocked()
+    mock_clock.jump(seconds)
+    await wait_all_tasks_blocked()
