@@ -87,6 +87,7 @@ __all__ = [
     "JobError",
     "in_helper_child",
     "serve",
+    "serve_calls",
 ]
 
 #: Environment variable that selects a fault mode when the startup frame names none.
@@ -415,6 +416,10 @@ def _run_job(
     result: Any = None
     error: dict[str, str] | None = None
     handler = handlers.get(job.operation)
+    if handler is None and job.operation == "actors.call":
+        from ._child_call import call  # the first run_sync call only (design §3.14)
+
+        handler = call
     if handler is None:
         status = "error"
         error = {
@@ -459,6 +464,15 @@ def _run_job(
         )
     stdio.write(frame)
     return ctx.shutdown_requested
+
+
+def serve_calls() -> None:
+    """An entry that serves only ``run_sync``/``map`` calls (design §3.14).
+
+    ``HelperSpec(entry="actors.helper:serve_calls")`` is the spec of a pool that runs
+    any importable function and has no named handlers.
+    """
+    serve({})
 
 
 def _protocol_exit(message: str) -> None:
