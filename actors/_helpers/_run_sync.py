@@ -13,10 +13,13 @@ What can be sent is decided here, **before anything is sent**
 bound to an importable object) that an import of its ``__module__`` followed by
 attribute lookups of its ``__qualname__`` gives back. A lambda, a function defined
 inside another (a closure), one defined in ``__main__`` (the helper does not run the
-parent's script), a method bound to an object no import reaches, or a callable instance
-is refused with :class:`~actors.errors.FunctionNotImportable`. A
-:class:`functools.partial` of a sendable function is unwrapped: its arguments travel
-with the call's.
+parent's script), a method of a class no import reaches, a method bound to a builtin
+object, or a callable instance is refused with
+:class:`~actors.errors.FunctionNotImportable`. A :class:`functools.partial` of a
+sendable function is unwrapped: its arguments travel with the call's. A method bound to
+an instance of an importable class travels as its class's function with the instance,
+pickled, as the first argument: it runs on a copy of the object, as in
+:mod:`multiprocessing`.
 
 Pickle, not JSON, carries arguments and results: any Python object the two ends can
 both import. It is acceptable here because both ends are ours, the parent and the child
@@ -31,6 +34,7 @@ import functools
 import pickle
 import random
 import sys
+from types import MethodType, ModuleType
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
@@ -96,6 +100,13 @@ def _refuse(fn: object, why: str) -> FunctionNotImportable:
 def _resolve_reference(fn: object) -> str:
     if not callable(fn):
         raise _refuse(fn, "it is not callable")
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and not isinstance(owner, type | ModuleType):
+        raise _refuse(
+            fn,
+            "it is a method bound to an object no import reaches; pass a module-level "
+            "function (or a functools.partial of one) instead",
+        )
     module = getattr(fn, "__module__", None)
     qualname = getattr(fn, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str):
@@ -130,12 +141,6 @@ def _resolve_reference(fn: object) -> str:
             fn, f"{module}:{qualname} does not resolve ({type(exc).__name__}: {exc})"
         ) from None
     if target is not fn and target != fn:
-        if getattr(fn, "__self__", None) is not None:
-            raise _refuse(
-                fn,
-                "it is a method bound to an object no import reaches; pass a "
-                "module-level function (or a functools.partial of one) instead",
-            )
         raise _refuse(fn, f"{module}:{qualname} names another object")
     return f"{module}:{qualname}"
 
@@ -176,6 +181,10 @@ def encode_call(
         args = (*fn.args, *args)
         kwargs = {**fn.keywords, **kwargs}
         fn = fn.func
+    if type(fn) is MethodType and not isinstance(fn.__self__, type | ModuleType):
+        # The object travels by value as the first argument, its method by reference.
+        args = (fn.__self__, *args)
+        fn = fn.__func__
     reference = function_reference(fn)
     try:
         data = _encode(_dumps((args, kwargs), _PROTOCOL), newline=False).decode("ascii")
