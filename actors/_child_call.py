@@ -3,7 +3,7 @@
 This module runs **inside the helper child process** and, like :mod:`actors.helper`,
 never imports trio, attrs nor cattrs. :mod:`actors.helper` imports it at the first job
 of operation :data:`CALL_OPERATION`, so a helper that never serves such a call never
-pays for :mod:`pickle`.
+pays for ``pickle``.
 
 A call's payload is ``[reference, data]``: the function as ``"module:qualname"`` and the
 pickled ``(args, kwargs)`` as base64 text. The module is imported at the first call

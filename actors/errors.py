@@ -321,9 +321,9 @@ class NotPicklable(HelperError):
 class FunctionRaised(HelperError):
     """The function of a ``run_sync`` call raised in the helper (design §3.14).
 
-    Carries the remote exception as text: :attr:`remote_type` (e.g.
-    ``"ValueError"`` or ``"my_pkg.errors.BadInput"``), :attr:`remote_message` and
-    :attr:`remote_traceback`; when the exception could be pickled in the helper and
+    Carries the remote exception as text, in the attributes ``remote_type`` (e.g.
+    ``"ValueError"`` or ``"my_pkg.errors.BadInput"``), ``remote_message`` and
+    ``remote_traceback``; when the exception could be pickled in the helper and
     unpickled here, the original is this error's ``__cause__``. ``code`` and
     ``category`` are the exception's own when it carries valid ones (as
     :class:`actors.helper.JobError` does), else ``function_raised``/``permanent``.

@@ -151,7 +151,7 @@ async def pool_map(
 ) -> list[T]:
     """Run ``fn`` over the items of ``iterables`` in helpers; the results in order (§3.14).
 
-    Like :meth:`concurrent.futures.Executor.map`, ``fn`` gets one argument from each
+    Like ``concurrent.futures.Executor.map``, ``fn`` gets one argument from each
     iterable (they are zipped; the shortest ends the map). Each item is one
     :meth:`run_sync` call with ``retry``, ``deadline`` and ``stall``; at most ``limit``
     run at once, and the iterables are read lazily, one item as each call ends. It

@@ -19,7 +19,7 @@ object, or a callable instance is refused with
 sendable function is unwrapped: its arguments travel with the call's. A method bound to
 an instance of an importable class travels as its class's function with the instance,
 pickled, as the first argument: it runs on a copy of the object, as in
-:mod:`multiprocessing`.
+``multiprocessing``.
 
 Pickle, not JSON, carries arguments and results: any Python object the two ends can
 both import. It is acceptable here because both ends are ours, the parent and the child
