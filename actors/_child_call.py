@@ -5,10 +5,13 @@ never imports trio, attrs nor cattrs. :mod:`actors.helper` imports it at the fir
 of operation :data:`CALL_OPERATION`, so a helper that never serves such a call never
 pays for ``pickle``.
 
-A call's payload is ``[reference, data]``: the function as ``"module:qualname"`` and the
-pickled ``(args, kwargs)`` as base64 text. The module is imported at the first call
-that names it, and the resolved function is cached per reference. The reply payload is
-``[0, data]`` (the pickled result, base64) when the function returned, or ``[1, type,
+A call's payload is ``[reference, data]``: the function as ``"module:qualname"`` and
+either the list of its arguments, when they are all plain JSON values (None, bool, an
+int of 64 bits, a finite float, a str) and there are no keywords, or the pickled
+``(args, kwargs)`` as base64 text. The module is imported at the first call that names
+it, and the resolved function is cached per reference. The reply payload is ``[2,
+value]`` for a plain result, ``[0, data]`` (the pickled result, base64) for any other,
+or ``[1, type,
 message, traceback, exception, code, category]`` when it raised: the exception's type
 name, its message, the traceback text (without this module's frame), the pickled
 exception (base64) or None if it does not pickle, and its own code and category if it
@@ -43,6 +46,7 @@ MAX_EXCEPTION_BYTES: Final = 65536
 _MAX_MESSAGE_BYTES: Final = 1024
 _CATEGORIES: Final = ("transient", "permanent", "stale")
 _CODE_CHARS: Final = "abcdefghijklmnopqrstuvwxyz0123456789_"
+_INT_BOUND: Final = 2**63
 
 _functions: dict[str, Callable[..., Any]] = {}
 _dumps = pickle.dumps
@@ -69,6 +73,14 @@ def _bound(text: str, limit: int, *, tail: bool = False) -> str:
     if tail:
         return "…" + raw[-(limit - 3) :].decode("utf-8", errors="ignore")
     return raw[: limit - 3].decode("utf-8", errors="ignore") + "…"
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: not JSON text
+        return False
+    return True
 
 
 def resolve(reference: str) -> Callable[..., Any]:
@@ -157,9 +169,17 @@ def call(payload: Any, ctx: object) -> list[Any]:
     if not isinstance(payload, list) or len(payload) != 2:
         raise CallFailed("a call payload is [reference, data]", "invalid_call")
     reference, data = payload
-    if not isinstance(reference, str) or not isinstance(data, str):
-        raise CallFailed("a call payload is [reference, data] of two strings", "invalid_call")
+    if type(reference) is not str:
+        raise CallFailed("a call payload's reference is a str", "invalid_call")
     fn = resolve(reference)
+    if type(data) is list:  # plain arguments, as JSON
+        try:
+            result = fn(*data)
+        except Exception as exc:
+            return _raised(exc)
+        return _reply(reference, result)
+    if type(data) is not str:
+        raise CallFailed("a call payload's data is a list or a str", "invalid_call")
     try:
         args, kwargs = _loads(_decode(data))
     except Exception as exc:
@@ -174,6 +194,20 @@ def call(payload: Any, ctx: object) -> list[Any]:
         result = fn(*args, **kwargs)
     except Exception as exc:
         return _raised(exc)
+    return _reply(reference, result)
+
+
+def _reply(reference: str, result: Any) -> list[Any]:
+    """``[2, result]`` for a plain value (see ``_run_sync.plain``), else ``[0, pickled]``."""
+    kind = type(result)
+    if (
+        result is None
+        or kind is bool
+        or (kind is int and -_INT_BOUND < result < _INT_BOUND)
+        or (kind is str and (result.isascii() or _encodes(result)))
+        or (kind is float and result - result == 0.0)  # finite: inf - inf and nan are nan
+    ):
+        return [2, result]
     try:
         return [0, _encode(_dumps(result, _PROTOCOL), newline=False).decode("ascii")]
     except Exception as exc:

@@ -407,6 +407,18 @@ def _print_traceback() -> None:
     traceback.print_exc()  # to stderr, for the operator; never over the wire
 
 
+_calls: list[Handler] = []
+
+
+def _call_handler() -> Handler:
+    """The handler of ``run_sync`` calls, imported at the first one (design §3.14)."""
+    if not _calls:
+        from ._child_call import call  # only a helper that serves calls pays for pickle
+
+        _calls.append(call)
+    return _calls[0]
+
+
 def _run_job(
     stdio: _Stdio, handlers: Mapping[str, Handler], job: Envelope, fault: str | None
 ) -> bool:
@@ -417,9 +429,7 @@ def _run_job(
     error: dict[str, str] | None = None
     handler = handlers.get(job.operation)
     if handler is None and job.operation == "actors.call":
-        from ._child_call import call  # the first run_sync call only (design §3.14)
-
-        handler = call
+        handler = _call_handler()
     if handler is None:
         status = "error"
         error = {

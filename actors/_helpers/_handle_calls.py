@@ -122,6 +122,9 @@ async def handle_run_sync(
     """
     payload, reference = encode_call(fn, args, kwargs)
     deadline = _deadline(timeout)
+    if retry is None:  # one attempt: no closures on the common path
+        first: T = await _run(self, payload, reference, deadline, stall)
+        return first
 
     async def once(bound: float) -> Any:
         return await _run(self, payload, reference, bound, stall)

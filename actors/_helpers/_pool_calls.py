@@ -131,6 +131,9 @@ async def pool_run_sync(
             retries ``retry`` allows.
     """
     payload, reference = encode_call(fn, args, kwargs)
+    if retry is None:  # one attempt: no closures on the common path
+        first: T = await run_call(self, payload, reference, deadline, stall)
+        return first
 
     async def once(bound: float) -> Any:
         return await run_call(self, payload, reference, bound, stall)

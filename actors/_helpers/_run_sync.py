@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import binascii
 import functools
+import math
 import pickle
 import random
 import sys
@@ -167,10 +168,37 @@ def function_reference(fn: Callable[..., Any]) -> str:
     return reference
 
 
+_INT_BOUND: Final = 2**63
+
+
+def plain(value: object) -> bool:
+    """True if ``value`` travels as itself in JSON: exactly a None, bool, int of 64
+    bits, finite float, or str that is valid Unicode (JSON gives back an equal value
+    of the same type, so pickle is not needed; design §3.14)."""
+    kind = type(value)
+    if kind is int:
+        return -_INT_BOUND < value < _INT_BOUND  # type: ignore[operator]
+    if kind is str:
+        if value.isascii():  # type: ignore[attr-defined]
+            return True
+        try:
+            value.encode("utf-8")  # type: ignore[attr-defined]
+        except UnicodeEncodeError:  # a lone surrogate
+            return False
+        return True
+    if kind is float:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    return value is None or kind is bool
+
+
 def encode_call(
     fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[list[str], str]:
-    """Return the job payload ``[reference, pickled args]`` and the reference.
+) -> tuple[list[Any], str]:
+    """Return the job payload and the function's reference.
+
+    The payload is ``[reference, data]``: ``data`` is the list of the arguments when
+    they are all :func:`plain` and there are no keywords (no pickle on either side),
+    else the pickled ``(args, kwargs)`` as base64 text.
 
     Raises:
         FunctionNotImportable: (code ``function_not_importable``) ``fn`` cannot be sent.
@@ -186,6 +214,8 @@ def encode_call(
         args = (fn.__self__, *args)
         fn = fn.__func__
     reference = function_reference(fn)
+    if not kwargs and all(plain(arg) for arg in args):
+        return [reference, list(args)], reference
     try:
         data = _encode(_dumps((args, kwargs), _PROTOCOL), newline=False).decode("ascii")
     except Exception as exc:
@@ -207,7 +237,10 @@ def decode_reply(reply: Any, reference: str) -> Any:
         NotPicklable: (code ``not_picklable``, ``details["what"] == "result"``) the
             result does not unpickle here.
     """
-    if reply[0] == 0:
+    tag = reply[0]
+    if tag == 2:
+        return reply[1]  # a plain value, as JSON
+    if tag == 0:
         try:
             return _loads(_decode(reply[1]))
         except Exception as exc:

@@ -67,6 +67,37 @@ async def test_arguments_keywords_and_the_result_round_trip():
     assert (statistics.jobs_started, statistics.jobs_succeeded, statistics.jobs_failed) == (8, 8, 0)
 
 
+VALUES = [
+    None,
+    True,
+    0,
+    -(2**63) + 1,
+    2**63,  # past 64 bits: pickled
+    2**200,
+    1.5,
+    math.inf,  # not JSON: pickled
+    -0.0,
+    "",
+    "héllo ✓",
+    "\udc80",  # a lone surrogate: not JSON, pickled
+    (1, 2),
+    [1, (2,)],
+    {"a": {1, 2}},
+    b"bytes",
+    Fraction(1, 3),
+]
+
+
+async def test_every_value_comes_back_equal_and_of_its_type():
+    async with open_helper_pool(CALLS, timeouts=FAST) as pool:
+        for value in VALUES:
+            got = await pool.run_sync(fns.identity, value)
+            assert (type(got), got) == (type(value), value)
+        got = await pool.run_sync(fns.identity, math.nan)
+        assert math.isnan(got)
+        assert math.copysign(1.0, await pool.run_sync(fns.identity, -0.0)) == -1.0
+
+
 async def test_an_exception_comes_back_with_its_type_message_and_remote_traceback():
     async with open_helper_pool(CALLS, timeouts=FAST) as pool:
         with pytest.raises(FunctionRaised) as caught:
