@@ -23,7 +23,10 @@ A helper entry point registers handlers and calls :func:`serve`::
     def main():
         serve({"echo": echo, "count": count}, on_startup=lambda options: {"db": "x.db"})
 
-and the parent names it ``HelperSpec(entry="my_pkg.my_helper:main")``.
+and the parent names it ``HelperSpec(entry="my_pkg.my_helper:main")``. Every helper also
+serves the parent's ``run_sync``/``map`` calls of any importable function (the operation
+``actors.call``, handled by :mod:`actors._child_call`, design §3.14);
+:func:`serve_calls` is an entry with no handlers of its own.
 
 The wire protocol (frames of :mod:`protocol.framing`, envelopes of
 :mod:`protocol.envelope`): the parent sends ``startup`` (payload ``options``, ``fault``,

@@ -76,7 +76,7 @@ async def _run(
         return decode_reply(reply, reference)
     except FunctionRaised:
         if handle._lease is not None:
-            handle._lease.pool.count_call_failed()
+            handle._lease.pool._count_call_failed()
         raise
 
 

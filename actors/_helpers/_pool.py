@@ -142,14 +142,11 @@ class HelperPool:
 
     # --- jobs -----------------------------------------------------------------------
 
-    # Any importable function, by reference (design §3.14); see ``_pool_calls``.
-    run_sync = pool_run_sync
+    run_sync = pool_run_sync  # any importable function, by reference (design §3.14)
     map = pool_map
 
-    def count_call_failed(self) -> None:
-        """Count a ``run_sync`` call whose function raised as failed, not succeeded."""
-        self._succeeded -= 1
-        self._failures += 1
+    def _count_call_failed(self) -> None:  # a run_sync call whose function raised
+        self._succeeded, self._failures = self._succeeded - 1, self._failures + 1
 
     @enable_ki_protection
     async def run_job(

@@ -56,7 +56,7 @@ class CallPool(Protocol):
         stall: float | None = None,
     ) -> Any: ...
 
-    def count_call_failed(self) -> None: ...
+    def _count_call_failed(self) -> None: ...
 
 
 async def run_call(
@@ -70,7 +70,7 @@ async def run_call(
     try:
         return decode_reply(reply, reference)
     except FunctionRaised:
-        pool.count_call_failed()
+        pool._count_call_failed()
         raise
 
 
