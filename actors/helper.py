@@ -25,7 +25,7 @@ A helper entry point registers handlers and calls :func:`serve`::
 
 and the parent names it ``HelperSpec(entry="my_pkg.my_helper:main")``. Every helper also
 serves the parent's ``run_sync``/``map`` calls of any importable function (the operation
-``actors.call``, handled by :mod:`actors._child_call`, design §3.14);
+``actors.call``, handled by ``actors._child_call``, design §3.14);
 :func:`serve_calls` is an entry with no handlers of its own.
 
 The wire protocol (frames of :mod:`protocol.framing`, envelopes of
