@@ -205,17 +205,26 @@ def encode_call(
         NotPicklable: (code ``not_picklable``, ``details["what"] == "arguments"``) the
             arguments do not pickle.
     """
-    while type(fn) is functools.partial:
-        args = (*fn.args, *args)
-        kwargs = {**fn.keywords, **kwargs}
-        fn = fn.func
-    if type(fn) is MethodType and not isinstance(fn.__self__, type | ModuleType):
-        # The object travels by value as the first argument, its method by reference.
-        args = (fn.__self__, *args)
-        fn = fn.__func__
-    reference = function_reference(fn)
-    if not kwargs and all(plain(arg) for arg in args):
-        return [reference, list(args)], reference
+    kind = type(fn)
+    if kind is functools.partial or kind is MethodType:
+        while type(fn) is functools.partial:
+            args = (*fn.args, *args)
+            kwargs = {**fn.keywords, **kwargs}
+            fn = fn.func
+        if type(fn) is MethodType and not isinstance(fn.__self__, type | ModuleType):
+            # The object travels by value as the first argument, its method by reference.
+            args = (fn.__self__, *args)
+            fn = fn.__func__
+    try:
+        reference = _references[fn]
+    except (KeyError, TypeError):
+        reference = function_reference(fn)
+    if not kwargs:
+        for arg in args:
+            if not plain(arg):
+                break
+        else:
+            return [reference, [*args]], reference
     try:
         data = _encode(_dumps((args, kwargs), _PROTOCOL), newline=False).decode("ascii")
     except Exception as exc:

@@ -10,21 +10,25 @@ import math
 import threading
 from fractions import Fraction
 
+import attrs
 import pytest
 import run_sync_functions as fns
 import trio
 from helper_support import FAST, assert_no_children
 
 from actors import (
+    AskTimeout,
     DeadlineExceeded,
     FunctionNotImportable,
     FunctionRaised,
     HelperSpec,
+    JobStalled,
     NotPicklable,
     PoolActor,
     PoolConfig,
     PoolEventStream,
     PoolHandle,
+    ReplyTimeout,
     open_helper_pool,
 )
 
@@ -242,6 +246,17 @@ async def test_a_deadline_stops_the_call_through_the_ladder():
     assert 0.3 + FAST.cancel_grace <= elapsed < 0.3 + FAST.ladder + 1.0
 
 
+async def test_a_silent_call_stalls_and_a_long_one_meets_the_reply_deadline():
+    timeouts = attrs.evolve(FAST, reply=0.4)
+    async with open_helper_pool(CALLS, timeouts=timeouts) as pool:
+        with pytest.raises(JobStalled) as stalled:
+            await pool.run_sync(fns.sleep, 30, stall=0.2)
+        with pytest.raises(ReplyTimeout):
+            await pool.run_sync(fns.sleep, 30)
+        assert await pool.run_sync(fns.sleep, 0) == 0
+    assert stalled.value.details["stall"] == 0.2
+
+
 async def test_cancelling_the_caller_runs_the_ladder_then_cancelled_propagates():
     async with open_helper_pool(CALLS, timeouts=FAST) as pool:
         with pool.events.subscribe() as stream:
@@ -264,5 +279,9 @@ async def test_a_handle_runs_calls_through_the_pool_actor(nursery):
             await handle.run_sync(fns.fail, "no")
         statistics = await handle.statistics()
         assert (statistics.jobs_succeeded, statistics.jobs_failed) == (6, 1)
+        with pytest.raises(AskTimeout):  # the job was stopped through its ladder
+            await handle.run_sync(fns.sleep, 30, timeout=0.3)
+        with pytest.raises(ValueError, match="timeout"):
+            await handle.run_sync(fns.square, 1, timeout=-1)
     finally:
         await ref.stop()
