@@ -185,7 +185,8 @@ class HelperSpec:
     child's ``sys.path``, so that whatever the parent imports (its script's directory,
     paths it added at run time), the helper imports too, whatever its ``cwd``
     (design §3.14). False: the child's own ``sys.path`` only (its working directory,
-    ``PYTHONPATH``, site-packages). Ignored for ``argv``."""
+    ``PYTHONPATH``, site-packages), e.g. when ``python`` is another interpreter, whose
+    site-packages the parent's would shadow. Ignored for ``argv``."""
     python: str = sys.executable
     """Interpreter that runs ``entry``."""
     name: str = "helper"
