@@ -112,3 +112,11 @@ async def test_a_helper_that_fails_to_start_says_why_in_its_message(tmp_path):
 def test_inherit_path_must_be_a_bool():
     with pytest.raises(TypeError, match="inherit_path"):
         HelperSpec(entry="a:b", inherit_path="yes")  # type: ignore[arg-type]
+
+
+def test_the_command_carries_the_parents_path_made_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["", "lib", str(tmp_path / "lib"), "/usr/lib/python3"])
+    command = HelperSpec(entry="a:b").command()
+    assert command[6:] == ["3", str(tmp_path), str(tmp_path / "lib"), "/usr/lib/python3"]
+    assert HelperSpec(entry="a:b", inherit_path=False).command()[6:] == ["0"]
