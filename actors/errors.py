@@ -298,7 +298,10 @@ class FunctionNotImportable(HelperError):
     Raised in the parent before anything is sent (a lambda, a function defined inside
     another, one defined in ``__main__``, a bound method of an object no import reaches,
     something not callable), or when the helper could not import it. Unlike
-    :class:`FunctionRaised`, the function never ran. ``details["function"]`` names it.
+    :class:`FunctionRaised`, the function never ran. ``details["function"]`` names it;
+    ``details["reason"]`` is ``lambda``, ``local``, ``main``, ``bound_method``,
+    ``no_name``, ``not_callable``, ``unresolved``, ``other_object`` or
+    ``not_importable_in_helper``.
     """
 
     code = "function_not_importable"

@@ -24,7 +24,7 @@ import trio
 from trio.lowlevel import enable_ki_protection
 
 from .._core._backoff import BackoffTracker
-from ..errors import ActorError
+from ..errors import ActorError, PoolClosed
 
 if TYPE_CHECKING:
     from .._core._backoff import Backoff
@@ -78,6 +78,8 @@ async def restart_when_failed(pool: RestartingPool, backoff: Backoff) -> None:
             await trio.sleep(delay)
             try:
                 await pool.restart()
+            except PoolClosed:
+                return  # closed meanwhile (aclose() inside the block): nothing to restart
             except ActorError as exc:
                 # The spawn has reported how (startup_failed); try again, later.
                 failed = exc.code

@@ -91,20 +91,21 @@ def _describe(fn: object) -> str:
     return repr(fn)[:200]
 
 
-def _refuse(fn: object, why: str) -> FunctionNotImportable:
+def _refuse(fn: object, reason: str, why: str) -> FunctionNotImportable:
     name = _describe(fn)
     return FunctionNotImportable(
-        f"run_sync cannot send {name}: {why}", function=name, reason=why.split(":")[0]
+        f"run_sync cannot send {name}: {why}", function=name, reason=reason
     )
 
 
 def _resolve_reference(fn: object) -> str:
     if not callable(fn):
-        raise _refuse(fn, "it is not callable")
+        raise _refuse(fn, "not_callable", "it is not callable")
     owner = getattr(fn, "__self__", None)
     if owner is not None and not isinstance(owner, type | ModuleType):
         raise _refuse(
             fn,
+            "bound_method",
             "it is a method bound to an object no import reaches; pass a module-level "
             "function (or a functools.partial of one) instead",
         )
@@ -113,21 +114,26 @@ def _resolve_reference(fn: object) -> str:
     if not isinstance(module, str) or not isinstance(qualname, str):
         raise _refuse(
             fn,
+            "no_name",
             "it has no importable name (no __module__ and __qualname__, e.g. a callable "
             "instance); pass a module-level function",
         )
     if "<lambda>" in qualname:
-        raise _refuse(fn, "a lambda has no importable name; define a function at module level")
+        raise _refuse(
+            fn, "lambda", "a lambda has no importable name; define a function at module level"
+        )
     if "<locals>" in qualname:
         outer = qualname.split(".<locals>", 1)[0]
         raise _refuse(
             fn,
+            "local",
             f"it is defined inside {outer}() (a closure or local function), which a "
             "helper cannot import; define it at module level",
         )
     if module == "__main__":
         raise _refuse(
             fn,
+            "main",
             "it is defined in __main__, which a helper does not run; move it into a "
             "module the helper can import",
         )
@@ -139,10 +145,10 @@ def _resolve_reference(fn: object) -> str:
             target = getattr(target, part)
     except Exception as exc:
         raise _refuse(
-            fn, f"{module}:{qualname} does not resolve ({type(exc).__name__}: {exc})"
+            fn, "unresolved", f"{module}:{qualname} does not resolve ({type(exc).__name__}: {exc})"
         ) from None
     if target is not fn and target != fn:
-        raise _refuse(fn, f"{module}:{qualname} names another object")
+        raise _refuse(fn, "other_object", f"{module}:{qualname} names another object")
     return f"{module}:{qualname}"
 
 

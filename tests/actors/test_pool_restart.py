@@ -17,6 +17,7 @@ from actors import (
     HelperExitedError,
     HelperSpec,
     PoolActor,
+    PoolClosed,
     PoolConfig,
     PoolEvents,
     PoolRestarting,
@@ -157,3 +158,16 @@ def test_a_pool_actor_takes_one_restart_policy_not_two():
 def test_restart_must_be_a_backoff():
     with pytest.raises(TypeError, match="restart"):
         PoolConfig(restart=1.0)  # type: ignore[arg-type]
+
+
+async def test_the_restarter_ends_when_the_pool_closed_meanwhile(autojump_clock):
+    pool = FakePool(failing=0)
+
+    async def closed() -> None:
+        await trio.lowlevel.checkpoint()
+        raise PoolClosed("the helper pool is closing or closed")
+
+    pool.restart = closed  # type: ignore[method-assign]
+    pool.fail()
+    await restart_when_failed(pool, Backoff(base=1.0, cap=4.0))  # returns: no loop
+    assert trio.current_time() == 1.0

@@ -166,18 +166,18 @@ _defined_in_main.__module__ = "__main__"
 
 
 @pytest.mark.parametrize(
-    ("fn", "why"),
+    ("fn", "reason", "why"),
     [
-        (lambda: 1, "a lambda has no importable name"),
-        (_local_function(), "it is defined inside _local_function() (a closure"),
-        (_local_instance().method, "it is defined inside _local_instance() (a closure"),
-        ([].append, "it is a method bound to an object no import reaches"),
-        (_defined_in_main, "it is defined in __main__, which a helper does not run"),
-        (functools.partial(lambda x: x, 1), "a lambda has no importable name"),
-        (42, "it is not callable"),
+        (lambda: 1, "lambda", "a lambda has no importable name"),
+        (_local_function(), "local", "it is defined inside _local_function() (a closure"),
+        (_local_instance().method, "local", "it is defined inside _local_instance() (a closure"),
+        ([].append, "bound_method", "it is a method bound to an object no import reaches"),
+        (_defined_in_main, "main", "it is defined in __main__, which a helper does not run"),
+        (functools.partial(lambda x: x, 1), "lambda", "a lambda has no importable name"),
+        (42, "not_callable", "it is not callable"),
     ],
 )
-async def test_what_cannot_be_imported_is_refused_before_anything_is_sent(fn, why):
+async def test_what_cannot_be_imported_is_refused_before_anything_is_sent(fn, reason, why):
     async with open_helper_pool(CALLS, timeouts=FAST) as pool:
         with pytest.raises(FunctionNotImportable) as caught:
             await pool.run_sync(fn)
@@ -188,6 +188,7 @@ async def test_what_cannot_be_imported_is_refused_before_anything_is_sent(fn, wh
     assert why in str(caught.value)
     assert str(caught.value).startswith("run_sync cannot send ")
     assert caught.value.details["function"] in str(caught.value)
+    assert caught.value.details["reason"] == reason
 
 
 async def test_unpicklable_arguments_are_refused_before_anything_is_sent():
@@ -227,6 +228,7 @@ async def test_a_function_the_helper_cannot_import_names_it(tmp_path):
             sys.path.remove(str(tmp_path))
             sys.modules.pop("late_module_rs", None)
     assert "the helper cannot import late_module_rs:f" in str(caught.value)
+    assert caught.value.details["reason"] == "not_importable_in_helper"
     assert "No module named 'late_module_rs'" in str(caught.value)
 
 
