@@ -63,6 +63,9 @@ __all__ = [
     "PoolRestarting",
     "JobStalled",
     "SignalFailed",
+    "FunctionNotImportable",
+    "NotPicklable",
+    "FunctionRaised",
     "DeadlineExceeded",
     "StaleResult",
     "RenderError",
@@ -380,6 +383,72 @@ class SignalFailed(HelperError):
     """
 
     code = "signal_failed"
+
+
+class FunctionNotImportable(HelperError):
+    """``run_sync``/``map`` cannot send this function by reference (design §3.14).
+
+    Raised in the parent before anything is sent (a lambda, a function defined inside
+    another, one defined in ``__main__``, a bound method of an object no import reaches,
+    something not callable), or when the helper could not import it. Unlike
+    :class:`FunctionRaised`, the function never ran. ``details["function"]`` names it;
+    ``details["reason"]`` is ``lambda``, ``local``, ``main``, ``bound_method``,
+    ``no_name``, ``not_callable``, ``unresolved``, ``other_object`` or
+    ``not_importable_in_helper``.
+    """
+
+    code = "function_not_importable"
+    category = "permanent"
+
+
+class NotPicklable(HelperError):
+    """The arguments or the result of a ``run_sync`` call could not be pickled (§3.14).
+
+    ``details["what"]`` is ``"arguments"`` (raised in the parent before anything is sent,
+    or when the helper could not unpickle them) or ``"result"`` (the helper could not
+    pickle it, or the parent could not unpickle it); ``details["function"]`` names the
+    function. Unlike :class:`FunctionRaised`, the function's own code did not fail.
+    """
+
+    code = "not_picklable"
+    category = "permanent"
+
+
+class FunctionRaised(HelperError):
+    """The function of a ``run_sync`` call raised in the helper (design §3.14).
+
+    Carries the remote exception as text, in the attributes ``remote_type`` (e.g.
+    ``"ValueError"`` or ``"my_pkg.errors.BadInput"``), ``remote_message`` and
+    ``remote_traceback``; when the exception could be pickled in the helper and
+    unpickled here, the original is this error's ``__cause__``. ``code`` and
+    ``category`` are the exception's own when it carries valid ones (as
+    :class:`actors.helper.JobError` does), else ``function_raised``/``permanent``.
+    Unlike :class:`HelperJobFailed` (a named handler's error record), the helper
+    process is fine and served the call to its end.
+    """
+
+    code = "function_raised"
+    category: ClassVar[Category] = "permanent"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        remote_type: str,
+        remote_message: str,
+        remote_traceback: str,
+        code: str | None = None,
+        category: Category | None = None,
+        **details: Any,
+    ) -> None:
+        super().__init__(message, remote_type=remote_type, **details)
+        self.remote_type = remote_type
+        self.remote_message = remote_message
+        self.remote_traceback = remote_traceback
+        if code is not None:
+            self.code = code  # type: ignore[misc]
+        if category is not None:
+            self.category = category  # type: ignore[misc]  # the remote exception's own
 
 
 # --- scheduler and renderer (design §4, §5) -----------------------------------------------

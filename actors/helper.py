@@ -23,7 +23,10 @@ A helper entry point registers handlers and calls :func:`serve`::
     def main():
         serve({"echo": echo, "count": count}, on_startup=lambda options: {"db": "x.db"})
 
-and the parent names it ``HelperSpec(entry="my_pkg.my_helper:main")``.
+and the parent names it ``HelperSpec(entry="my_pkg.my_helper:main")``. Every helper also
+serves the parent's ``run_sync``/``map`` calls of any importable function (the operation
+``actors.call``, handled by ``actors._child_call``, design §3.14);
+:func:`serve_calls` is an entry with no handlers of its own.
 
 The wire protocol (frames of :mod:`protocol.framing`, envelopes of
 :mod:`protocol.envelope`): the parent sends ``startup`` (payload ``options``, ``fault``,
@@ -87,6 +90,7 @@ __all__ = [
     "JobError",
     "in_helper_child",
     "serve",
+    "serve_calls",
 ]
 
 #: Environment variable that selects a fault mode when the startup frame names none.
@@ -406,6 +410,18 @@ def _print_traceback() -> None:
     traceback.print_exc()  # to stderr, for the operator; never over the wire
 
 
+_calls: list[Handler] = []
+
+
+def _call_handler() -> Handler:
+    """The handler of ``run_sync`` calls, imported at the first one (design §3.14)."""
+    if not _calls:
+        from ._child_call import call  # only a helper that serves calls pays for pickle
+
+        _calls.append(call)
+    return _calls[0]
+
+
 def _run_job(
     stdio: _Stdio, handlers: Mapping[str, Handler], job: Envelope, fault: str | None
 ) -> bool:
@@ -415,6 +431,8 @@ def _run_job(
     result: Any = None
     error: dict[str, str] | None = None
     handler = handlers.get(job.operation)
+    if handler is None and job.operation == "actors.call":
+        handler = _call_handler()
     if handler is None:
         status = "error"
         error = {
@@ -459,6 +477,15 @@ def _run_job(
         )
     stdio.write(frame)
     return ctx.shutdown_requested
+
+
+def serve_calls() -> None:
+    """An entry that serves only ``run_sync``/``map`` calls (design §3.14).
+
+    ``HelperSpec(entry="actors.helper:serve_calls")`` is the spec of a pool that runs
+    any importable function and has no named handlers.
+    """
+    serve({})
 
 
 def _protocol_exit(message: str) -> None:

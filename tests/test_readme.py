@@ -97,3 +97,9 @@ def test_helper_snippets_run_a_job_and_show_the_ladder(tmp_path: Path) -> None:
     # The first job, the second job, and the second one's cancel frame when its caller
     # gave up (the ladder's first rung: the helper checks and stops).
     assert kinds == ["job_started", "job_started", "cancel_sent"]
+
+
+def test_run_sync_snippet_runs_any_function(tmp_path: Path) -> None:
+    result = run(snippet("pool.run_sync(math.factorial, 20)"), tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["2432902008176640000", "[4, 9, 1000]", "120"]

@@ -3,7 +3,8 @@
 Every step the pool takes with a helper (design §3.10) is one :class:`PoolEvent`:
 spawned, ready, startup failed, job started, cancel sent, grace expired, SIGTERM sent,
 SIGKILL sent, reaped, quarantined, released, late reply dropped, escaped, signal failed,
-restart intensity exceeded and pool restarted. :class:`PoolEvents` hands each to
+restart intensity exceeded, pool restarted, pool restart scheduled (design §3.15) and
+call retried (design §3.14). :class:`PoolEvents` hands each to
 
 * every subscriber (:meth:`PoolEvents.subscribe`): a bounded buffer per subscriber; one
   that falls behind loses its oldest events, counted in :attr:`PoolEventStream.dropped`
@@ -56,6 +57,8 @@ LEVELS: Final[Mapping[str, int]] = {
     "signal_failed": logging.ERROR,
     "intensity_exceeded": logging.ERROR,
     "pool_restarted": logging.WARNING,
+    "restart_scheduled": logging.WARNING,
+    "call_retried": logging.INFO,
 }
 #: Every kind of :class:`PoolEvent`.
 POOL_EVENT_KINDS: Final = frozenset(LEVELS)

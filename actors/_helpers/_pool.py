@@ -50,6 +50,7 @@ from ..errors import (
 )
 from ._containment import available_mode
 from ._events import PoolEvents
+from ._pool_calls import pool_map, pool_run_sync
 from ._pool_config import PoolConfig, PoolSnapshot, PoolStatistics
 from ._spawner import Slot, Spawner
 
@@ -140,6 +141,12 @@ class HelperPool:
         )
 
     # --- jobs -----------------------------------------------------------------------
+
+    run_sync = pool_run_sync  # any importable function, by reference (design §3.14)
+    map = pool_map
+
+    def _count_call_failed(self) -> None:  # a run_sync call whose function raised
+        self._succeeded, self._failures = self._succeeded - 1, self._failures + 1
 
     @enable_ki_protection
     async def run_job(

@@ -188,8 +188,9 @@ class PoolActor(Actor):
             each time) after a ready helper incarnation ended or the pool restarted.
 
     Raises:
-        ValueError: ``max_jobs`` is not an int in ``[1, 4096]``, or ``on_failure`` is
-            unknown.
+        ValueError: ``max_jobs`` is not an int in ``[1, 4096]``, ``on_failure`` is
+            unknown, or ``on_failure`` is not ``"hold"`` while ``config.restart`` is set
+            (the pool's own restart policy, design §3.15).
     """
 
     name = "pool"
@@ -207,6 +208,11 @@ class PoolActor(Actor):
     ) -> None:
         if on_failure not in ON_FAILURE:
             raise ValueError(f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}")
+        if on_failure != "hold" and config is not None and config.restart is not None:
+            # Two restart policies would race for the same failed pool.
+            raise ValueError(
+                f"on_failure={on_failure!r} and config.restart are two restart policies; give one"
+            )
         self.spec = spec
         self.config = PoolConfig() if config is None else config
         self.max_jobs = validate_count("max_jobs", max_jobs, minimum=1, maximum=4096)
@@ -238,7 +244,7 @@ class PoolActor(Actor):
         if self._pool is not None:
             raise RuntimeError(f"actor {self.name!r} already ran; make a new instance")
         async with open_helper_pool(self.spec, self.config, events=self.events) as pool:
-            pool.recovering = self.on_failure != "hold"
+            pool.recovering = self.on_failure != "hold" or self.config.restart is not None
             pool.on_helper_exit = self._helper_exited
             self._pool = pool
             if self.events.pools_opened > 1:

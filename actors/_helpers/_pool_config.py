@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import attrs
 
+from .._core._backoff import Backoff
 from .._core._config import count_field, duration_field
 from ._spec import HelperSnapshot, HelperTimeouts
 
@@ -38,6 +39,15 @@ class PoolConfig:
     eager: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     """Spawn every helper when the pool opens (startup errors surface at once); if
     False, a slot spawns its helper at its first job."""
+    restart: Backoff | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Backoff))
+    )
+    """None (the default): past its restart intensity the pool fails until
+    :meth:`~actors.HelperPool.restart` is called. A :class:`~actors.Backoff`: the pool
+    restarts itself after that capped backoff (attempt ``n`` waits ``min(cap, base *
+    2**(n-1))`` seconds, trio clock; attempts count back from 1 after ``reset_after``
+    quiet seconds); meanwhile jobs fail at once with the transient ``PoolRestarting``
+    (design §3.15)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -27,6 +27,7 @@ from .._core._config import MAX_DURATION, validate_duration
 from .._core._lifecycle import ActorState
 from .._core._ref import ActorRef
 from ..errors import ActorStopped, AskTimeout, DeadlineExceeded, PoolClosed
+from ._handle_calls import handle_map, handle_run_sync
 from ._pool_actor import CancelJob, GetLease, GetSnapshot, GetStatistics, RestartPool
 
 if TYPE_CHECKING:
@@ -94,6 +95,10 @@ class PoolHandle:
         if ref is None:
             raise ActorStopped("the pool actor is not running", actor="pool")
         return ref
+
+    # Any importable function, by reference (design §3.14); see ``_handle_calls``.
+    run_sync = handle_run_sync
+    map = handle_map
 
     @enable_ki_protection
     async def run_job(

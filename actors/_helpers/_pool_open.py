@@ -12,10 +12,12 @@ from .._core._groups import unwrap_sole_exception
 from ._interrupt import second_interrupt
 from ._pool import HelperPool
 from ._pool_config import PoolConfig
+from ._pool_restart import restart_when_failed
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from .._core._backoff import Backoff
     from ._events import PoolEvents
     from ._spec import HelperSpec
 
@@ -52,6 +54,10 @@ async def open_helper_pool(
     terminate + kill``), and only ``kill`` after a second Ctrl-C (design §3.13). A
     ``KeyboardInterrupt`` leaves it bare, not in an exception group.
 
+    With ``config.restart`` (a :class:`~actors.Backoff`), the pool restarts itself after
+    that backoff whenever its restart intensity is exceeded (design §3.15); meanwhile
+    jobs fail at once with the transient ``PoolRestarting``.
+
     Raises:
         HelperStartupError: (code ``helper_startup_failed``) an eager spawn failed
             (the helpers already started are closed).
@@ -77,11 +83,16 @@ async def open_helper_pool(
                 pool.events.emit(
                     "pool_restarted", f"pool {spec.name!r} opened again", opened=opened + 1
                 )
+            restarter = trio.CancelScope()
+            if config.restart is not None:
+                pool.recovering = True  # jobs see PoolRestarting while it waits (§3.15)
+                nursery.start_soon(_restart_until, restarter, pool, config.restart)
             try:
                 if config.eager:
                     await pool.spawn_all()
                 yield pool
             finally:
+                restarter.cancel()
                 # Shielded: the close must run whatever cancelled the block; a Ctrl-C
                 # meanwhile skips its graces (design §3.13).
                 with trio.CancelScope(shield=True):
@@ -89,3 +100,8 @@ async def open_helper_pool(
                         await pool.aclose()
                 if own_events:
                     pool.events.close()
+
+
+async def _restart_until(scope: trio.CancelScope, pool: HelperPool, backoff: Backoff) -> None:
+    with scope:
+        await restart_when_failed(pool, backoff)

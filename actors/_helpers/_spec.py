@@ -7,6 +7,7 @@ without importing trio, attrs or cattrs.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Final
@@ -29,7 +30,8 @@ MIN_FRAME_LIMIT: Final = 4096
 _ACTORS_DIR: Final = str(Path(__file__).resolve().parents[1])
 _PROTOCOL_DIR: Final = str(Path(protocol.framing.__file__).resolve().parent)
 
-#: The program a Python-entry helper runs: ``python -c BOOTSTRAP entry actors protocol``.
+#: The program a Python-entry helper runs:
+#: ``python -c BOOTSTRAP entry actors protocol count path...``.
 #:
 #: Why a bootstrap: ``import actors.helper`` would first run ``actors/__init__.py``, which
 #: imports trio (about 100 ms), and ``protocol/__init__.py`` imports attrs and cattrs; the
@@ -44,12 +46,17 @@ _PROTOCOL_DIR: Final = str(Path(protocol.framing.__file__).resolve().parent)
 #: entry's module and calls its function. It imports nothing
 #: itself (``type(sys)`` is the module type, ``__import__`` needs no ``importlib``), so the
 #: child pays only for what the helper library and the entry import. The child's
-#: ``sys.path`` starts with its working directory (``-c`` semantics), then
-#: ``PYTHONPATH`` and site-packages.
+#: ``sys.path`` starts with the ``count`` paths that follow (the parent's ``sys.path``
+#: when :attr:`HelperSpec.inherit_path` is set, design §3.14), then its own entries not
+#: among them: its working directory (``-c`` semantics), ``PYTHONPATH``, site-packages.
 BOOTSTRAP: Final = """\
 import sys
 entry, actors_dir, protocol_dir = sys.argv[1:4]
-del sys.argv[1:4]
+count = int(sys.argv[4])
+inherited = sys.argv[5 : 5 + count]
+del sys.argv[1 : 5 + count]
+if inherited:
+    sys.path[:] = inherited + [path for path in sys.path if path not in inherited]
 for name, path in (("actors", actors_dir), ("protocol", protocol_dir)):
     package = type(sys)(name)
     package.__path__ = [path]
@@ -170,7 +177,16 @@ class HelperSpec:
     env: dict[str, str] | None = attrs.field(default=None, converter=_optional_dict)
     """Variables added to (overriding) the parent's environment."""
     cwd: str | None = None
-    """Working directory of the child (default: the parent's)."""
+    """Working directory of the child; None (the default): the parent's working
+    directory at the time the helper starts (design §3.14)."""
+    inherit_path: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    """For an ``entry``: put the parent's ``sys.path`` (as it is when the helper starts,
+    relative entries made absolute against the parent's working directory) first in the
+    child's ``sys.path``, so that whatever the parent imports (its script's directory,
+    paths it added at run time), the helper imports too, whatever its ``cwd``
+    (design §3.14). False: the child's own ``sys.path`` only (its working directory,
+    ``PYTHONPATH``, site-packages), e.g. when ``python`` is another interpreter, whose
+    site-packages the parent's would shadow. Ignored for ``argv``."""
     python: str = sys.executable
     """Interpreter that runs ``entry``."""
     name: str = "helper"
@@ -198,7 +214,29 @@ class HelperSpec:
         if self.argv is not None:
             return list(self.argv)
         assert self.entry is not None
-        return [self.python, "-c", BOOTSTRAP, self.entry, _ACTORS_DIR, _PROTOCOL_DIR]
+        paths = _parent_path() if self.inherit_path else []
+        return [
+            self.python,
+            "-c",
+            BOOTSTRAP,
+            self.entry,
+            _ACTORS_DIR,
+            _PROTOCOL_DIR,
+            str(len(paths)),
+            *paths,
+        ]
+
+
+def _parent_path() -> list[str]:
+    """The parent's ``sys.path`` now, each entry absolute ("" is the working directory)."""
+    cwd = os.getcwd()
+    paths: list[str] = []
+    for entry in sys.path:
+        if isinstance(entry, str):
+            path = os.path.normpath(os.path.join(cwd, entry))
+            if path not in paths:
+                paths.append(path)
+    return paths
 
 
 @attrs.frozen(kw_only=True)
