@@ -165,9 +165,7 @@ class PreviewApp:
         self._live = live = LiveImages(
             link, table, self.images, selection, job_timeout=config.job_timeout
         )
-        self._claims = claims = ClaimRunner(
-            table, helpers, live, job_timeout=config.job_timeout, stall_after=config.stall_after
-        )
+        self._claims = claims = ClaimRunner(table, helpers, live, stall_after=config.stall_after)
         self._jobs = jobs = EventLogRuns(link, table, claims)
         self._bridge = NoticeBridge(table, jobs, self.images, live)
         views = RunViews(table, helpers, link, job_timeout=config.job_timeout)

@@ -21,7 +21,14 @@ Operations (payload → result, all JSON):
 * ``read_run`` ``{"run_id": 4, "slice": 2}`` → the observation (see
   :meth:`QcodesSource.read_run <examples.preview.qcodes.source.QcodesSource.read_run>`;
   ``slice``, optional, picks the 2-D slice of a run with more than two sweep
-  dimensions); cancellable between read stages;
+  dimensions); cancellable between read stages. With ``"draw": ["thumbnail"]`` a
+  finished read (any status but ``incomplete``) is drawn here as those kinds
+  (design §5.4): the reply is the observation without its values
+  (:func:`~examples.preview.helper_draw.without_values`) plus ``"images"``, kind →
+  base64 PNG; a run still being written is returned whole and undrawn (the server
+  draws each of its reads as live images);
+* ``draw`` ``{"run_id": 4, "kinds": ["preview"]}`` → ``{"run_id", "revision",
+  "status", "images"}``: reads the run and draws it as each kind, whatever its status;
 * ``run_details`` ``{"run_id": 4}`` → the run's summary with its times, snapshot,
   metadata and links (:meth:`QcodesSource.run_details
   <examples.preview.qcodes.source.QcodesSource.run_details>`);
@@ -29,11 +36,12 @@ Operations (payload → result, all JSON):
   (:meth:`QcodesSource.probe <examples.preview.qcodes.source.QcodesSource.probe>`).
 
 A malformed payload fails the job with code ``invalid_command``; an unknown run id
-with ``unknown_run``; an unreadable run with ``source_unreadable``.
+with ``unknown_run``; an unreadable run with ``source_unreadable``; a run that cannot be
+drawn with ``render_failed``.
 
-For tests only (design §3.9), the startup option ``faults`` makes ``read_run`` of one
-run misbehave: ``{"crash_once": {"run_id": 4, "marker": "/tmp/x"}}`` kills the helper
-(exit status :data:`CRASH_EXIT_CODE`) the first time the run is read, by any
+For tests only (design §3.9), the startup option ``faults`` makes a read (``read_run``,
+``draw``) of one run misbehave: ``{"crash_once": {"run_id": 4, "marker": "/tmp/x"}}``
+kills the helper (exit status :data:`CRASH_EXIT_CODE`) the first time the run is read, by any
 incarnation (the marker file, created just before, remembers it);
 ``{"stall": {"run_id": 5, "seconds": 30, "marker": "/tmp/y"}}`` makes each read of
 the run wait that long, checking for a cancel frame every 10 ms (a slow read, to
@@ -50,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from actors.helper import JobError, serve
 
+from .helper_draw import IMAGES_KEY, check_kinds, draw_kinds, without_values
 from .qcodes.source import MAX_OBSERVATION_VALUES, QcodesSource, open_source
 
 if TYPE_CHECKING:
@@ -152,8 +161,31 @@ class PreviewHandlers:
         return {"runs": runs, "next_after": runs[-1]["run_id"] if len(runs) == limit else None}
 
     def read_run(self, payload: Any, ctx: JobContext) -> dict[str, Any]:
-        """The observation of ``run_id``, read with cooperative cancellation."""
-        fields = _fields(payload, {"run_id", "max_values", "slice"})
+        """The observation of ``run_id``, read with cooperative cancellation; with
+        ``draw``, a finished read drawn here and returned without its values."""
+        fields = _fields(payload, {"run_id", "max_values", "slice", "draw"})
+        kinds = check_kinds(fields["draw"], "draw") if "draw" in fields else ()
+        observation = self._read(fields, ctx)
+        if not kinds or observation.get("status") == "incomplete":
+            return observation
+        images = draw_kinds(observation, kinds, ctx.check_cancel)
+        return {**without_values(observation), IMAGES_KEY: images}
+
+    def draw(self, payload: Any, ctx: JobContext) -> dict[str, Any]:
+        """Read ``run_id`` and draw it as each of ``kinds`` (design §5.4)."""
+        fields = _fields(payload, {"run_id", "kinds"})
+        if "kinds" not in fields:
+            raise _invalid("kinds is required")
+        kinds = check_kinds(fields["kinds"], "kinds")
+        observation = self._read(fields, ctx)
+        return {
+            "run_id": observation.get("run_id"),
+            "revision": observation.get("revision"),
+            "status": observation.get("status"),
+            IMAGES_KEY: draw_kinds(observation, kinds, ctx.check_cancel),
+        }
+
+    def _read(self, fields: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         if "run_id" not in fields:
             raise _invalid("run_id is required")
         run_id = _int_field(fields, "run_id", None, 0, 2**53 - 1)
@@ -217,6 +249,7 @@ class PreviewHandlers:
         return {
             "list_runs": self.list_runs,
             "read_run": self.read_run,
+            "draw": self.draw,
             "run_details": self.run_details,
             "probe": self.probe,
         }
