@@ -118,8 +118,9 @@ def _stat(pid: int) -> tuple[int, list[str]] | None:
     return int(fields[1]), fields
 
 
-def tree_cpu(root: int) -> tuple[float, int]:
-    """CPU seconds of ``root`` and its descendants, and how many processes were counted.
+def tree_cpu(root: int) -> tuple[float, float, int]:
+    """CPU seconds of ``root`` and its descendants, of ``root`` alone, and how many
+    processes were counted.
 
     Each live process counts its ``utime + stime``; reaped children are in their
     parent's ``cutime + cstime`` (so a helper that was replaced still counts, once).
@@ -143,7 +144,8 @@ def tree_cpu(root: int) -> tuple[float, int]:
     for pid in members & set(stats):
         fields = stats[pid]  # utime, stime, cutime, cstime are fields 14-17 of stat
         ticks += sum(int(value) for value in fields[11:15])
-    return ticks / _CLOCK_TICKS, len(members & set(stats))
+    own = sum(int(value) for value in stats[root][11:13]) if root in stats else 0
+    return ticks / _CLOCK_TICKS, own / _CLOCK_TICKS, len(members & set(stats))
 
 
 def peak_rss_kib(pid: int) -> float:
@@ -203,7 +205,7 @@ async def collect(url: str, expected: int, timeout: float) -> dict[str, Any]:  #
                 for kind, key in (("thumbnail", "thumbnails"), ("preview", "previews")):
                     if times[key] is None and len(found[kind]) >= expected:
                         times[key] = now
-    return {**times, "bytes": received, "images": images}
+    return {**times, "bytes": received, "images": images, "found": found}
 
 
 def run_server(db: Path, workdir: Path, runs: int, helpers: int) -> dict[str, Any]:
@@ -211,11 +213,12 @@ def run_server(db: Path, workdir: Path, runs: int, helpers: int) -> dict[str, An
     import trio
 
     env = {**os.environ, "TRIO_ACTORS_RUNTIME_DIR": str(workdir / "info")}
+    errors = (workdir / "server.stderr").open("w")
     started = time.monotonic()
     server = subprocess.Popen(
         [sys.executable, "-m", "examples.preview.server", str(db), "--port", "0", "--no-token",
          "--cache-dir", str(workdir / "cache"), "--helpers", str(helpers)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=errors, text=True,
     )  # fmt: skip
     lines: list[str] = []
     found = threading.Event()
@@ -235,9 +238,15 @@ def run_server(db: Path, workdir: Path, runs: int, helpers: int) -> dict[str, An
         url = next(m.group(1) for line in lines if (m := _LISTENING.search(line)))
         ready = time.monotonic() - started
         figures = trio.run(collect, url, runs, COLLECT_TIMEOUT)
-        figures["cpu"], figures["processes"] = tree_cpu(server.pid)
+        figures["cpu"], figures["server_cpu"], figures["processes"] = tree_cpu(server.pid)
         figures["rss_kib"] = peak_rss_kib(server.pid)
         figures["ready"] = ready
+        if figures["thumbnails"] is None or figures["previews"] is None:
+            figures["missing"] = sorted(
+                (run, kind) for kind, runs_seen in figures.pop("found").items()
+                for run in set(range(1, runs + 1)) - runs_seen
+            )[:10]  # fmt: skip
+        figures.pop("found", None)
         return figures
     finally:
         server.send_signal(signal.SIGTERM)
@@ -247,6 +256,10 @@ def run_server(db: Path, workdir: Path, runs: int, helpers: int) -> dict[str, An
             server.kill()
             server.wait()
         reader.join(5)
+        errors.close()
+        tail = (workdir / "server.stderr").read_text().splitlines()[-20:]
+        if tail:
+            print("server stderr (last lines):", *tail, sep="\n  ", file=sys.stderr)
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -277,9 +290,10 @@ def report(runs: int, full: dict[str, float], thumbs: dict[str, float],
     lines += [
         f"  first thumbnail after connect {seconds('first_thumbnail')}, all thumbnails "
         f"{seconds('thumbnails')}, all previews {seconds('previews')}",
-        f"  {server['images']} images, {server['bytes'] / mib / mib:.2f} MiB",
-        f"  CPU of server + helpers {server['cpu']:.2f} s, server peak RSS "
-        f"{server['rss_kib'] / mib:.1f} MiB",
+        f"  {server['images']} images, {server['bytes'] / mib / mib:.2f} MiB"
+        + (f"; missing {server['missing']}" if server.get("missing") else ""),
+        f"  CPU of server + helpers {server['cpu']:.2f} s (server alone "
+        f"{server['server_cpu']:.2f} s), server peak RSS {server['rss_kib'] / mib:.1f} MiB",
     ]
     cpu = server["cpu"] / full["cpu"]
     rss = server["rss_kib"] / full["rss_kib"]

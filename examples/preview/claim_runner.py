@@ -8,7 +8,8 @@ written (design §4.5: a page that finds no new rows does no I/O; a run unchange
 processes, on every core (design §5.4): the metadata read of a finished run draws its
 thumbnail too and comes back without its values, so ``thumbnail`` only takes that PNG;
 ``preview`` (and a thumbnail the read did not draw) is a helper job ``draw``, which
-reads the run again (cheaper than sending its values to and fro).
+takes the read the thumbnail's helper left in the helpers' handoff folder (or reads
+the run again): the values never cross the pipe.
 
 **Cancellation** (design §6.7). The event-log run of a measurement run is started with
 ``on_cancel`` = :meth:`ClaimRunner.halt` (and a client's ``cancel`` goes through
@@ -125,7 +126,12 @@ class ClaimRunner:
         # Drawn with the read (the thumbnail), else drawn now by a helper (design §5.4).
         png = png_of(job.observation, claim.kind)
         if png is None:
-            payload = {"run_id": claim.run_id, "kinds": [claim.kind]}
+            # The read that drew the thumbnail was left for this job in the helpers'
+            # handoff folder, at its revision.
+            read = job.observation if isinstance(job.observation, dict) else {}
+            revision = read.get("revision")
+            payload = {"run_id": claim.run_id, "kinds": [claim.kind],
+                       "revision": revision if isinstance(revision, str) else None}  # fmt: skip
             png = png_of(await self._helpers.run_job("draw", payload), claim.kind)
             if png is None:
                 raise SourceError(f"run {claim.run_id}: the helper drew no {claim.kind}")

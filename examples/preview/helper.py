@@ -27,8 +27,14 @@ Operations (payload → result, all JSON):
   (:func:`~examples.preview.helper_draw.without_values`) plus ``"images"``, kind →
   base64 PNG; a run still being written is returned whole and undrawn (the server
   draws each of its reads as live images);
-* ``draw`` ``{"run_id": 4, "kinds": ["preview"]}`` → ``{"run_id", "revision",
-  "status", "images"}``: reads the run and draws it as each kind, whatever its status;
+* ``draw`` ``{"run_id": 4, "kinds": ["preview"], "revision": "rows=..."}`` →
+  ``{"run_id", "revision", "status", "images"}``: draws the run as each kind, whatever
+  its status, from the read a ``read_run`` with ``draw`` left at that ``revision``
+  (optional) in the ``handoff`` folder, else from a new read.
+
+The startup option ``handoff`` (optional) names a folder private to the server where a
+``read_run`` that drew only some kinds leaves its read for the ``draw`` job of the rest
+(:class:`~examples.preview.helper_draw.Handoff`; design §5.4).
 * ``run_details`` ``{"run_id": 4}`` → the run's summary with its times, snapshot,
   metadata and links (:meth:`QcodesSource.run_details
   <examples.preview.qcodes.source.QcodesSource.run_details>`);
@@ -58,7 +64,8 @@ from typing import TYPE_CHECKING, Any
 
 from actors.helper import JobError, serve
 
-from .helper_draw import IMAGES_KEY, check_kinds, draw_kinds, without_values
+from .drawing.render import KINDS
+from .helper_draw import IMAGES_KEY, Handoff, check_kinds, draw_kinds, without_values
 from .qcodes.source import MAX_OBSERVATION_VALUES, QcodesSource, open_source
 
 if TYPE_CHECKING:
@@ -125,6 +132,7 @@ class PreviewHandlers:
     def __init__(self) -> None:
         self.source: QcodesSource | None = None
         self.faults: dict[str, Any] = {}
+        self.handoff: Handoff | None = None
 
     def startup(self, options: dict[str, Any]) -> dict[str, Any]:
         """Open ``options["db"]`` read-only; return its identity for the *ready* frame.
@@ -141,6 +149,14 @@ class PreviewHandlers:
         if not isinstance(faults, dict) or set(faults) - {"crash_once", "stall"}:
             raise _invalid("startup option 'faults' may hold only 'crash_once' and 'stall'")
         self.faults = faults
+        handoff = options.get("handoff")
+        if handoff is not None:
+            if not isinstance(handoff, str) or not handoff:
+                raise _invalid("startup option 'handoff' must be a folder path")
+            try:
+                self.handoff = Handoff(handoff)
+            except OSError as exc:
+                raise _invalid(f"startup option 'handoff': {exc}") from None
         with _database_errors():  # e.g. a file corrupted while the server was running
             self.source = open_source(path)
             return self.source.identity()
@@ -169,15 +185,27 @@ class PreviewHandlers:
         if not kinds or observation.get("status") == "incomplete":
             return observation
         images = draw_kinds(observation, kinds, ctx.check_cancel)
+        if self.handoff is not None and set(KINDS) - set(kinds):
+            self.handoff.leave(observation)
         return {**without_values(observation), IMAGES_KEY: images}
 
     def draw(self, payload: Any, ctx: JobContext) -> dict[str, Any]:
-        """Read ``run_id`` and draw it as each of ``kinds`` (design §5.4)."""
-        fields = _fields(payload, {"run_id", "kinds"})
+        """Draw ``run_id`` as each of ``kinds``, from the read left for it if any."""
+        fields = _fields(payload, {"run_id", "kinds", "revision"})
         if "kinds" not in fields:
             raise _invalid("kinds is required")
         kinds = check_kinds(fields["kinds"], "kinds")
-        observation = self._read(fields, ctx)
+        revision = fields.get("revision")
+        if revision is not None and not isinstance(revision, str):
+            raise _invalid(f"revision must be a string or null, got {revision!r:.80}")
+        if "run_id" not in fields:
+            raise _invalid("run_id is required")
+        run_id = _int_field(fields, "run_id", None, 0, 2**53 - 1)
+        observation = None
+        if self.handoff is not None:
+            observation = self.handoff.take(run_id, revision)
+        if observation is None:
+            observation = self._read(fields, ctx)
         return {
             "run_id": observation.get("run_id"),
             "revision": observation.get("revision"),

@@ -212,6 +212,9 @@ class ClientPusher:
     async def run(self) -> None:
         """Push until cancelled or the target closes (a checkpoint; never returns early)."""
         self.store.pushers.add(self)
+        for key in self.store.keys():  # stored after mark_all, before this task ran
+            if key not in self.sent:
+                self.mark(key)
         try:
             while True:
                 key = self._next()
