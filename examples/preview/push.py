@@ -212,7 +212,8 @@ class ClientPusher:
     async def run(self) -> None:
         """Push until cancelled or the target closes (a checkpoint; never returns early)."""
         self.store.pushers.add(self)
-        for key in self.store.keys():  # stored after mark_all, before this task ran
+        stored = self.store.keys()  # some stored after mark_all, before this task ran
+        for key in stored:
             if key not in self.sent:
                 self.mark(key)
         try:
