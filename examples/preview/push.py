@@ -213,9 +213,9 @@ class ClientPusher:
         """Push until cancelled or the target closes (a checkpoint; never returns early)."""
         self.store.pushers.add(self)
         stored = self.store.keys()  # some stored after mark_all, before this task ran
-        for key in stored:
-            if key not in self.sent:
-                self.mark(key)
+        for stored_key in stored:
+            if stored_key not in self.sent:
+                self.mark(stored_key)
         try:
             while True:
                 key = self._next()

@@ -66,6 +66,6 @@ def encode_png(image: Image.Image, text: Mapping[str, str], *, level: int = LEVE
         if not 1 <= len(key) <= 79:
             raise ValueError(f"PNG text keyword must be 1 to 79 characters, got {keyword!r}")
         parts.append(_chunk(b"tEXt", key + b"\0" + body))
-    parts.append(_chunk(b"IDAT", zlib.compress(rows, level)))  # the array's buffer, no copy
+    parts.append(_chunk(b"IDAT", zlib.compress(rows.data, level)))  # the array's buffer, no copy
     parts.append(_chunk(b"IEND", b""))
     return b"".join(parts)
