@@ -208,7 +208,8 @@ async def collect(url: str, expected: int, timeout: float) -> dict[str, Any]:  #
     return {**times, "bytes": received, "images": images, "found": found}
 
 
-def run_server(db: Path, workdir: Path, runs: int, helpers: int) -> dict[str, Any]:
+def run_server(db: Path, workdir: Path, runs: int, helpers: int,
+               timeout: float = COLLECT_TIMEOUT) -> dict[str, Any]:  # fmt: skip
     """Start the server on ``db``, collect every image, measure it, stop it."""
     import trio
 
@@ -237,7 +238,7 @@ def run_server(db: Path, workdir: Path, runs: int, helpers: int) -> dict[str, An
             raise RuntimeError(f"the server did not start: {''.join(lines)}")
         url = next(m.group(1) for line in lines if (m := _LISTENING.search(line)))
         ready = time.monotonic() - started
-        figures = trio.run(collect, url, runs, COLLECT_TIMEOUT)
+        figures = trio.run(collect, url, runs, timeout)
         figures["cpu"], figures["server_cpu"], figures["processes"] = tree_cpu(server.pid)
         figures["rss_kib"] = peak_rss_kib(server.pid)
         figures["ready"] = ready
@@ -322,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a 60-run smoke run")
     parser.add_argument("--runs", type=int, default=None, help="runs in the database (500)")
     parser.add_argument("--helpers", type=int, default=2, help="the server's helpers (2)")
+    parser.add_argument("--timeout", type=float, default=COLLECT_TIMEOUT,
+                        help="seconds to wait for every image (300)")  # fmt: skip
     parser.add_argument("--floor", nargs=2, metavar=("MODE", "DB"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.floor:
@@ -338,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
               f"runs written in {time.monotonic() - start:.1f} s")  # fmt: skip
         full = run_floor(db, "all")
         thumbs = run_floor(db, "thumbnails")
-        server = run_server(db, workdir, runs, args.helpers)
+        server = run_server(db, workdir, runs, args.helpers, args.timeout)
     for line in report(runs, full, thumbs, server):
         print(line)
     return 0
