@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_preview_benchmark_runs_end_to_end() -> None:
     out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "preview.py"), "--runs", "12", "--timeout", "60"],
+        [sys.executable, str(ROOT / "benchmarks" / "preview.py"), "--runs", "12",
+         "--timeout", "60"],
         capture_output=True, text=True, timeout=120, check=True, cwd=ROOT,
     )  # fmt: skip
     text = out.stdout
