@@ -39,6 +39,7 @@ import trio
 from actors import Produced, Progressive
 from actors.errors import SourceError, WorkCancelled
 
+from .drawing.png import check_png
 from .helper_draw import png_of
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ class ClaimRunner:
                 :meth:`halt`).
             SourceError: (``source_unreadable``) the helper's answer has no observation
                 or no PNG of the kind.
+            PayloadInvalid: (``payload_invalid``) the helper's PNG has no valid header.
             ActorError: the helper job (the read or the drawing) failed (classified,
                 design §1.5; e.g. ``HelperJobFailed`` with code ``render_failed``).
         """
@@ -135,6 +137,7 @@ class ClaimRunner:
             png = png_of(await self._helpers.run_job("draw", payload), claim.kind)
             if png is None:
                 raise SourceError(f"run {claim.run_id}: the helper drew no {claim.kind}")
+        check_png(png)  # as the renderer checks its drawings: nothing invalid is published
         return Produced(png, at=trio.current_time())
 
     async def _read(self, run_id: int) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from actors._scheduler._scheduler import Scheduler
 from actors.errors import (
     AskTimeout,
     ErrorRecord,
+    PayloadInvalid,
     PoolFailed,
     PoolRestarting,
     SourceError,
@@ -286,6 +287,9 @@ async def test_execute_takes_the_thumbnail_of_the_read_and_draws_the_preview_in_
 
     pool_fake.drawing = {"run_id": 12, "images": {"preview": "not base64!"}}
     with pytest.raises(SourceError, match="run 12: the helper drew no preview"):
+        await app.execute(SchedulerJob(claim=claim("preview")), runtime)  # type: ignore[arg-type]
+    pool_fake.drawing = {"run_id": 12, "images": {"preview": base64.b64encode(b"GIF89a").decode()}}
+    with pytest.raises(PayloadInvalid, match="not a PNG"):  # as a renderer's drawing would
         await app.execute(SchedulerJob(claim=claim("preview")), runtime)  # type: ignore[arg-type]
 
 
