@@ -5,7 +5,9 @@ Child side, like :mod:`examples.preview.helper`: the standard library, numpy, Pi
 draws its images there, so the drawing runs in as many processes as there are helpers
 instead of in the server's GIL-bound worker threads, and the run's values never cross
 the pipe: only the PNG bytes (base64 in the JSON reply) and the observation without its
-values (:func:`without_values`), which is what the server keeps.
+values (:func:`without_values`), which is what the server keeps. A read holds at most
+32 768 values, so even a map of pure noise gives a preview of about 90 KB (122 KB in
+base64), far within the helper's 1 MiB reply limit (design §2.2).
 
 * :func:`draw_kinds` draws the kinds a job names (``thumbnail``, ``preview``);
 * :func:`without_values` is the observation without the data arrays (what the server
