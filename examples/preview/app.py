@@ -14,13 +14,15 @@ websocket, so tests drive it directly::
 arguments ``{"run_id": <database run id>}``), submitted at startup and for every run
 that appears later. The scheduler (design §4) does the run's ``metadata`` (a helper job
 ``read_run``: the database is only ever opened inside helper processes, read-only),
-then ``thumbnail`` (160 x 120) and ``preview`` (640 x 480) (the renderer draws them from
-the cached observation in a worker thread, design §5). Its notices drive the event log
-(design §6.6): ``RunStarted`` → ``start``; each ``Published`` kind → ``progress``
-(1/3, 2/3, 1, with the kind as note); ``Settled`` → ``finish`` with the verdict
-``ok``, ``empty``, ``interrupted``, ``incomplete`` or ``failed`` (with the error record)
-and a short metadata result (:func:`examples.preview.runs.finish_result`). A run whose
-data changes after its event-log run finished gets a new event-log run.
+then ``thumbnail`` (160 x 120) and ``preview`` (640 x 480), drawn in the helper
+processes (design §5.4): the read draws the thumbnail, and a ``draw`` job the preview
+from the read the first helper left in a handoff folder private to the app. Its
+notices drive the event log (design §6.6): ``RunStarted`` → ``start``; each
+``Published`` kind → ``progress`` (1/3, 2/3, 1, with the kind as note); ``Settled``
+→ ``finish`` with the verdict ``ok``, ``empty``, ``interrupted``, ``incomplete`` or
+``failed`` (with the error record) and a short metadata result
+(:func:`examples.preview.runs.finish_result`). A run whose data changes after its
+event-log run finished gets a new event-log run.
 
 **Progressive runs** (design §4.5). ``is_completed = 0`` means the run is being
 written: its metadata read returns :class:`actors.Progressive`, so the scheduler parks
@@ -74,6 +76,8 @@ the bottom up, each depends only on parts listed before it:
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -170,6 +174,7 @@ class PreviewApp:
         """The newest image per (run, kind)."""
         self.views = DrawnViews()
         """The newest pictures of ``draw``, held for their URLs (design §7.6)."""
+        self._handoff: Path | None = None
         self._link = link = RuntimeLink(ask_timeout=config.ask_timeout)
         self._table = table = RunTable()
         self._selection = selection = Selection(link)
@@ -178,9 +183,7 @@ class PreviewApp:
         self._live = live = LiveImages(
             link, table, self.images, selection, job_timeout=config.job_timeout
         )
-        self._claims = claims = ClaimRunner(
-            table, helpers, live, job_timeout=config.job_timeout, stall_after=config.stall_after
-        )
+        self._claims = claims = ClaimRunner(table, helpers, live, stall_after=config.stall_after)
         self._jobs = jobs = EventLogRuns(link, table, claims, db=self.db_id)
         self._bridge = NoticeBridge(table, jobs, self.images, live)
         views = RunViews(
@@ -206,12 +209,22 @@ class PreviewApp:
     # -- wiring -----------------------------------------------------------------------
 
     def runtime_config(self) -> RuntimeConfig:
-        """The :class:`actors.RuntimeConfig` of this app (builds the disk cache folder)."""
+        """The :class:`actors.RuntimeConfig` of this app.
+
+        Builds the disk cache folder, and the helpers' handoff folder (a new private
+        temporary folder, in ``cache_dir`` if set; :meth:`running` removes it).
+        """
         config = self.config
         cache = None
         if config.cache_dir is not None:
             cache = PayloadCache(directory=Path(config.cache_dir) / "payloads")
-        options: dict[str, Any] = {"db": str(Path(config.db).resolve())}
+            Path(config.cache_dir).mkdir(parents=True, exist_ok=True)
+        if self._handoff is None:
+            self._handoff = Path(tempfile.mkdtemp(prefix="handoff-", dir=config.cache_dir))
+        options: dict[str, Any] = {
+            "db": str(Path(config.db).resolve()),
+            "handoff": str(self._handoff),
+        }
         if config.helper_faults:
             options["faults"] = config.helper_faults
         return RuntimeConfig(
@@ -281,6 +294,8 @@ class PreviewApp:
                 yield self
             finally:
                 nursery.cancel_scope.cancel()
+                if self._handoff is not None:
+                    shutil.rmtree(self._handoff, ignore_errors=True)
 
     # -- what the server and the tests use ------------------------------------------------
 

@@ -4,15 +4,19 @@
 claim of the scheduler. ``metadata`` is a helper job ``read_run`` (the database is only
 opened in helper processes), or :class:`~actors.Progressive` for a run still being
 written (design §4.5: a page that finds no new rows does no I/O; a run unchanged for
-``stall_after`` seconds is published as it is); ``thumbnail`` and ``preview`` ask the
-renderer to draw the cached observation (design §5).
+``stall_after`` seconds is published as it is). The images are drawn in the helper
+processes, on every core (design §5.4): the metadata read of a finished run draws its
+thumbnail too and comes back without its values, so ``thumbnail`` only takes that PNG;
+``preview`` (and a thumbnail the read did not draw) is a helper job ``draw``, which
+takes the read the thumbnail's helper left in the helpers' handoff folder (or reads
+the run again): the values never cross the pipe.
 
 **Cancellation** (design §6.7). The event-log run of a measurement run is started with
 ``on_cancel`` = :meth:`ClaimRunner.halt` (and a client's ``cancel`` goes through
 :meth:`ClaimRunner.halt_job` too, so a run cancelled while still queued stops as well).
 Halting a run marks the scheduler revisions it was at as *halted*, drops its queued
-live images and cancels its claims in flight: a helper read gets the pool's cancel
-ladder (design §3.5), a drawing gets :class:`~actors.CancelRender`. Each such claim,
+live images and cancels its claims in flight: a helper job gets the pool's cancel
+ladder (design §3.5). Each such claim,
 and every later claim of a halted revision, ends with
 :class:`~actors.errors.WorkCancelled` at once, without I/O: a permanent failure, so the
 scheduler stops the run's remaining kinds and settles it. Nothing more is reported on
@@ -28,15 +32,15 @@ Depends on the :class:`~examples.preview.run_table.RunTable`,
 from __future__ import annotations
 
 import logging
-from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from actors import CancelRender, Produced, Progressive, Render
-from actors.errors import ActorError, SourceError, WorkCancelled
+from actors import Produced, Progressive
+from actors.errors import SourceError, WorkCancelled
 
-from .config import RENDER_SLACK
+from .drawing.png import check_png
+from .helper_draw import png_of
 
 if TYPE_CHECKING:
     from actors import Runtime, SchedulerJob
@@ -49,6 +53,8 @@ if TYPE_CHECKING:
 __all__ = ["ClaimRunner"]
 
 LOGGER = logging.getLogger("examples.preview")
+#: The kind a metadata read draws at once: cheap, and wanted first (design §5.4).
+_DRAWN_WITH_READ = "thumbnail"
 
 
 class ClaimRunner:
@@ -56,9 +62,8 @@ class ClaimRunner:
 
     Args:
         table: The runs.
-        helpers: Runs the ``read_run`` helper jobs.
+        helpers: Runs the ``read_run`` and ``draw`` helper jobs.
         live: The live images (a halted run's queued read is dropped).
-        job_timeout: Seconds (trio clock) a drawing may take.
         stall_after: Seconds (trio clock) an unfinished run may stay unchanged before
             its read is published as it is (status ``incomplete``).
     """
@@ -69,13 +74,11 @@ class ClaimRunner:
         helpers: HelperJobs,
         live: LiveImages,
         *,
-        job_timeout: float,
         stall_after: float,
     ) -> None:
         self._table = table
         self._helpers = helpers
         self._live = live
-        self._job_timeout = job_timeout
         self._stall_after = stall_after
         self._inflight: dict[int, set[trio.CancelScope]] = {}
 
@@ -83,13 +86,18 @@ class ClaimRunner:
         """Do one claim: read the run (metadata) or draw it (thumbnail, preview).
 
         Returns:
-            The observation (metadata), :class:`~actors.Progressive` for a run still
-            being written, or PNG bytes.
+            The observation (metadata; without its values once drawn), or
+            :class:`~actors.Progressive` for a run still being written, or
+            :class:`~actors.Produced` PNG bytes.
 
         Raises:
             WorkCancelled: (``work_cancelled``) a client cancelled the run (see
                 :meth:`halt`).
-            ActorError: the helper job or the drawing failed (classified, design §1.5).
+            SourceError: (``source_unreadable``) the helper's answer has no observation
+                or no PNG of the kind.
+            PayloadInvalid: (``payload_invalid``) the helper's PNG has no valid header.
+            ActorError: the helper job (the read or the drawing) failed (classified,
+                design §1.5; e.g. ``HelperJobFailed`` with code ``render_failed``).
         """
         claim = job.claim
         record = self._table.runs.get(claim.run_id)
@@ -99,14 +107,14 @@ class ClaimRunner:
         with trio.CancelScope() as scope:
             scopes.add(scope)
             try:
-                return await self._claim(job, runtime, record)
+                return await self._claim(job, record)
             finally:
                 scopes.discard(scope)
                 if not scopes:
                     self._inflight.pop(claim.run_id, None)
         raise WorkCancelled(f"run {claim.run_id}: its preview was cancelled while running")
 
-    async def _claim(self, job: SchedulerJob, runtime: Runtime, record: RunRecord | None) -> Any:
+    async def _claim(self, job: SchedulerJob, record: RunRecord | None) -> Any:
         claim = job.claim
         if claim.kind == "metadata":
             if claim.page and record is not None and not self._stalled(record):
@@ -117,25 +125,24 @@ class ClaimRunner:
             ):
                 return Progressive(observation)
             return observation
-        observation = job.observation
-        if observation is None:  # evicted from the observation cache: read again
-            observation = await self._read(claim.run_id)
-        job_id = ("preview-claim", claim.claim_id)
-        try:
-            rendered = await runtime.renderer.ask(
-                Render(observation=observation, kind=claim.kind, deadline=claim.deadline,
-                       job_id=job_id),
-                timeout=self._job_timeout + RENDER_SLACK,
-            )  # fmt: skip
-        except trio.Cancelled:  # halted, stale or past its deadline: stop the drawing
-            with suppress(ActorError):
-                runtime.renderer.try_send(CancelRender(job_id=job_id))
-            raise
-        # Judged by when the drawing was finished, not when this task resumed (design §4.14).
-        return Produced(rendered.data, at=rendered.produced_at)
+        # Drawn with the read (the thumbnail), else drawn now by a helper (design §5.4).
+        png = png_of(job.observation, claim.kind)
+        if png is None:
+            # The read that drew the thumbnail was left for this job in the helpers'
+            # handoff folder, at its revision.
+            read = job.observation if isinstance(job.observation, dict) else {}
+            revision = read.get("revision")
+            payload = {"run_id": claim.run_id, "kinds": [claim.kind],
+                       "revision": revision if isinstance(revision, str) else None}  # fmt: skip
+            png = png_of(await self._helpers.run_job("draw", payload), claim.kind)
+            if png is None:
+                raise SourceError(f"run {claim.run_id}: the helper drew no {claim.kind}")
+        check_png(png)  # as the renderer checks its drawings: nothing invalid is published
+        return Produced(png, at=trio.current_time())
 
     async def _read(self, run_id: int) -> dict[str, Any]:
-        observation = await self._helpers.run_job("read_run", {"run_id": run_id})
+        payload = {"run_id": run_id, "draw": [_DRAWN_WITH_READ]}
+        observation = await self._helpers.run_job("read_run", payload)
         if not isinstance(observation, dict):
             raise SourceError(f"run {run_id}: the helper returned no observation")
         return observation

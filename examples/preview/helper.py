@@ -21,7 +21,20 @@ Operations (payload → result, all JSON):
 * ``read_run`` ``{"run_id": 4, "slice": 2}`` → the observation (see
   :meth:`QcodesSource.read_run <examples.preview.qcodes.source.QcodesSource.read_run>`;
   ``slice``, optional, picks the 2-D slice of a run with more than two sweep
-  dimensions); cancellable between read stages;
+  dimensions); cancellable between read stages. With ``"draw": ["thumbnail"]`` a
+  finished read (any status but ``incomplete``) is drawn here as those kinds
+  (design §5.4): the reply is the observation without its values
+  (:func:`~examples.preview.helper_draw.without_values`) plus ``"images"``, kind →
+  base64 PNG; a run still being written is returned whole and undrawn (the server
+  draws each of its reads as live images);
+* ``draw`` ``{"run_id": 4, "kinds": ["preview"], "revision": "rows=..."}`` →
+  ``{"run_id", "revision", "status", "images"}``: draws the run as each kind, whatever
+  its status, from the read a ``read_run`` with ``draw`` left at that ``revision``
+  (optional) in the ``handoff`` folder, else from a new read.
+
+The startup option ``handoff`` (optional) names a folder private to the server where a
+``read_run`` that drew only some kinds leaves its read for the ``draw`` job of the rest
+(:class:`~examples.preview.helper_draw.Handoff`; design §5.4).
 * ``run_details`` ``{"run_id": 4}`` → the run's summary with its times, snapshot,
   metadata and links (:meth:`QcodesSource.run_details
   <examples.preview.qcodes.source.QcodesSource.run_details>`);
@@ -32,11 +45,12 @@ Operations (payload → result, all JSON):
   bytes of JSON (:func:`examples.preview.run_data.run_data`).
 
 A malformed payload fails the job with code ``invalid_command``; an unknown run id
-with ``unknown_run``; an unreadable run with ``source_unreadable``.
+with ``unknown_run``; an unreadable run with ``source_unreadable``; a run that cannot be
+drawn with ``render_failed``.
 
-For tests only (design §3.9), the startup option ``faults`` makes ``read_run`` of one
-run misbehave: ``{"crash_once": {"run_id": 4, "marker": "/tmp/x"}}`` kills the helper
-(exit status :data:`CRASH_EXIT_CODE`) the first time the run is read, by any
+For tests only (design §3.9), the startup option ``faults`` makes a read (``read_run``,
+``draw``) of one run misbehave: ``{"crash_once": {"run_id": 4, "marker": "/tmp/x"}}``
+kills the helper (exit status :data:`CRASH_EXIT_CODE`) the first time the run is read, by any
 incarnation (the marker file, created just before, remembers it);
 ``{"stall": {"run_id": 5, "seconds": 30, "marker": "/tmp/y"}}`` makes each read of
 the run wait that long, checking for a cancel frame every 10 ms (a slow read, to
@@ -53,6 +67,8 @@ from typing import TYPE_CHECKING, Any
 
 from actors.helper import JobError, serve
 
+from .drawing.render import KINDS
+from .helper_draw import IMAGES_KEY, Handoff, check_kinds, draw_kinds, without_values
 from .qcodes.source import MAX_OBSERVATION_VALUES, QcodesSource, open_source
 from .run_data import run_data
 
@@ -131,6 +147,7 @@ class PreviewHandlers:
     def __init__(self) -> None:
         self.source: QcodesSource | None = None
         self.faults: dict[str, Any] = {}
+        self.handoff: Handoff | None = None
 
     def startup(self, options: dict[str, Any]) -> dict[str, Any]:
         """Open ``options["db"]`` read-only; return its identity for the *ready* frame.
@@ -147,6 +164,14 @@ class PreviewHandlers:
         if not isinstance(faults, dict) or set(faults) - {"crash_once", "stall"}:
             raise _invalid("startup option 'faults' may hold only 'crash_once' and 'stall'")
         self.faults = faults
+        handoff = options.get("handoff")
+        if handoff is not None:
+            if not isinstance(handoff, str) or not handoff:
+                raise _invalid("startup option 'handoff' must be a folder path")
+            try:
+                self.handoff = Handoff(handoff)
+            except OSError as exc:
+                raise _invalid(f"startup option 'handoff': {exc}") from None
         with _database_errors():  # e.g. a file corrupted while the server was running
             self.source = open_source(path)
             return self.source.identity()
@@ -167,8 +192,43 @@ class PreviewHandlers:
         return {"runs": runs, "next_after": runs[-1]["run_id"] if len(runs) == limit else None}
 
     def read_run(self, payload: Any, ctx: JobContext) -> dict[str, Any]:
-        """The observation of ``run_id``, read with cooperative cancellation."""
-        fields = _fields(payload, {"run_id", "max_values", "slice"})
+        """The observation of ``run_id``, read with cooperative cancellation; with
+        ``draw``, a finished read drawn here and returned without its values."""
+        fields = _fields(payload, {"run_id", "max_values", "slice", "draw"})
+        kinds = check_kinds(fields["draw"], "draw") if "draw" in fields else ()
+        observation = self._read(fields, ctx)
+        if not kinds or observation.get("status") == "incomplete":
+            return observation
+        images = draw_kinds(observation, kinds, ctx.check_cancel)
+        if self.handoff is not None and set(KINDS) - set(kinds):
+            self.handoff.leave(observation)
+        return {**without_values(observation), IMAGES_KEY: images}
+
+    def draw(self, payload: Any, ctx: JobContext) -> dict[str, Any]:
+        """Draw ``run_id`` as each of ``kinds``, from the read left for it if any."""
+        fields = _fields(payload, {"run_id", "kinds", "revision"})
+        if "kinds" not in fields:
+            raise _invalid("kinds is required")
+        kinds = check_kinds(fields["kinds"], "kinds")
+        revision = fields.get("revision")
+        if revision is not None and not isinstance(revision, str):
+            raise _invalid(f"revision must be a string or null, got {revision!r:.80}")
+        if "run_id" not in fields:
+            raise _invalid("run_id is required")
+        run_id = _int_field(fields, "run_id", None, 0, 2**53 - 1)
+        observation = None
+        if self.handoff is not None:
+            observation = self.handoff.take(run_id, revision)
+        if observation is None:
+            observation = self._read(fields, ctx)
+        return {
+            "run_id": observation.get("run_id"),
+            "revision": observation.get("revision"),
+            "status": observation.get("status"),
+            IMAGES_KEY: draw_kinds(observation, kinds, ctx.check_cancel),
+        }
+
+    def _read(self, fields: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         if "run_id" not in fields:
             raise _invalid("run_id is required")
         run_id = _int_field(fields, "run_id", None, 0, 2**53 - 1)
@@ -248,6 +308,7 @@ class PreviewHandlers:
         return {
             "list_runs": self.list_runs,
             "read_run": self.read_run,
+            "draw": self.draw,
             "run_details": self.run_details,
             "probe": self.probe,
             "run_data": self.run_data,

@@ -1,8 +1,9 @@
 """HelperJobs: the preview app's helper jobs, and its redraws after the pool restarted.
 
-**Jobs.** Every helper job of the app (``list_runs``, ``probe``, ``read_run``: the
-database is only opened in helper processes) goes through :meth:`HelperJobs.run_job`,
-within ``job_timeout`` seconds.
+**Jobs.** Every helper job of the app (``list_runs``, ``probe``, ``read_run``,
+``draw``: the database is only opened in helper processes, which draw the thumbnails
+and previews too, design §5.4) goes through :meth:`HelperJobs.run_job`, within
+``job_timeout`` seconds.
 
 **Helper and pool restarts** are the runtime's (design §1.7, §3.7, §4.8): it replaces
 a helper that ended and tells the scheduler ``HelperRestarted`` itself (results claimed

@@ -2,9 +2,9 @@
 
 The scheduler's declaration (design §4.11): ``metadata`` reads a run in a helper
 process (progressive while the run is still being written, fenced when a helper
-restarts); ``thumbnail`` and ``preview`` draw it once its metadata is conclusive, and
-their PNGs go to the payload cache. The renderer's settings check every payload is a
-PNG (design §5.1).
+restarts); ``thumbnail`` and ``preview`` draw it once its metadata is conclusive (in
+the helper processes, design §5.4), and their PNGs go to the payload cache. The
+renderer's settings check that every payload it draws is a PNG (design §5.1).
 """
 
 from __future__ import annotations

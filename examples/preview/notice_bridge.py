@@ -9,7 +9,8 @@ notice             what the app does
 =================  ==============================================================
 ``RunStarted``     ``job_started`` (an event-log run is opened first if none is),
                    unless the revision was cancelled while queued
-``Published``      metadata: note the run's status; thumbnail/preview: keep the PNG
+``Published``      metadata: note the run's status, and keep the thumbnail the
+                   read drew (design §5.4); thumbnail/preview: keep the PNG
                    (it is pushed to clients); then ``progress(kinds/3, kind)``
 ``Parked``         the run is being written: draw the partial read as live images,
                    ``progress(points/planned/3, "being written: ...")``
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from actors import Failed, Invalidated, Parked, Published, Retrying, RunStarted, Settled
 from actors.errors import ActorError
 
+from .helper_draw import png_of
 from .push import StoredImage
 from .runs import KIND_COUNT
 
@@ -144,6 +146,14 @@ class NoticeBridge:
             record.parked = False
             if isinstance(notice.result, dict) and record.note_observation(notice.result):
                 self._table.list_changed = True
+            # Pushed now, not when its own claim comes after every run's read; that
+            # claim then publishes the same bytes, which the store ignores.
+            thumbnail = png_of(notice.result, "thumbnail")
+            if thumbnail is not None:
+                self._images.put(
+                    StoredImage(run_id=record.run_id, kind="thumbnail",
+                                revision=record.number(notice.revision), data=thumbnail)
+                )  # fmt: skip
         else:
             self._images.put(
                 StoredImage(

@@ -225,6 +225,10 @@ class ClientPusher:
     async def run(self) -> None:
         """Push until cancelled or the target closes (a checkpoint; never returns early)."""
         self.store.pushers.add(self)
+        stored = self.store.keys()  # some stored after mark_all, before this task ran
+        for stored_key in stored:
+            if stored_key not in self.sent:
+                self.mark(stored_key)
         try:
             while True:
                 key = self._next()

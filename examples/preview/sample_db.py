@@ -52,6 +52,7 @@ __all__ = [
     "SAMPLE_VERSION",
     "SAMPLE_RUNS",
     "LIVE_RUN_ID",
+    "create_many_runs_database",
     "create_sample_database",
     "default_sample_path",
     "ensure_sample_database",
@@ -164,7 +165,11 @@ def create_sample_database(path: str | os.PathLike[str]) -> Path:
     Returns:
         ``path`` as a :class:`~pathlib.Path`.
     """
-    target = Path(path)
+    return _write_database(Path(path), _RUNS)
+
+
+def _write_database(target: Path, builds: Sequence[Callable[[_Writer], None]]) -> Path:
+    """Write the runs of ``builds`` (in order) to ``target``, replacing it atomically."""
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     temp.unlink(missing_ok=True)
@@ -172,7 +177,7 @@ def create_sample_database(path: str | os.PathLike[str]) -> Path:
     try:
         conn.executescript(_SCHEMA)
         conn.execute("BEGIN")
-        _Writer(conn).write_all()
+        _Writer(conn).write_all(builds)
         conn.execute("COMMIT")
         conn.execute("PRAGMA user_version = 9")
         conn.execute("PRAGMA journal_mode = WAL").fetchone()
@@ -182,6 +187,30 @@ def create_sample_database(path: str | os.PathLike[str]) -> Path:
         Path(f"{target}{suffix}").unlink(missing_ok=True)
     os.replace(temp, target)
     return target
+
+
+def create_many_runs_database(path: str | os.PathLike[str], runs: int) -> Path:
+    """Write a database of ``runs`` finished runs, for benchmarks (design §7.2).
+
+    The sample's finished runs (1 to 10 of :data:`SAMPLE_RUNS`: traces, maps, spectra,
+    complex, text, an empty and an interrupted run) repeated in order until there are
+    ``runs`` of them; no unfinished run, so a server settles every run. Deterministic,
+    written like :func:`create_sample_database` (under a temporary name, then moved).
+
+    Args:
+        path: Where to write it (replaced if present).
+        runs: How many runs, 1 to 100 000.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        ValueError: ``runs`` is out of range.
+    """
+    if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= 100_000:
+        raise ValueError(f"runs must be an integer from 1 to 100000, got {runs!r}")
+    finished = [build for build in _RUNS if build is not _run_live]
+    return _write_database(Path(path), [finished[k % len(finished)] for k in range(runs)])
 
 
 def append_live_rows(path: str | os.PathLike[str], count: int) -> dict[str, Any]:
@@ -257,10 +286,10 @@ class _Writer:
         self.run_id = 0
         self.layout_id = 0
 
-    def write_all(self) -> None:
+    def write_all(self, builds: Sequence[Callable[[_Writer], None]]) -> None:
         self.experiment(1, "demo_transport", "demo_device_A")
         self.experiment(2, "demo_rf", "demo_resonator_B")
-        for build in _RUNS:
+        for build in builds:
             build(self)
         for exp_id, counter in self.counters.items():
             self.conn.execute(

@@ -9,6 +9,7 @@ record calls) on ``MockClock(autojump_threshold=0)`` with exact virtual times
 
 from __future__ import annotations
 
+import base64
 import io
 from typing import Any
 
@@ -42,8 +43,10 @@ from actors._scheduler._scheduler import Scheduler
 from actors.errors import (
     AskTimeout,
     ErrorRecord,
+    PayloadInvalid,
     PoolFailed,
     PoolRestarting,
+    SourceError,
     UnknownRun,
     WorkCancelled,
 )
@@ -129,19 +132,31 @@ class FakeStatus:
     state: str
 
 
+def drawn(*kinds: str) -> dict[str, Any]:
+    """A helper's ``images`` answer: kind → base64 PNG of the kind's size."""
+    sizes = {"thumbnail": (160, 120), "preview": (640, 480)}
+    return {kind: base64.b64encode(png(*sizes[kind])).decode("ascii") for kind in kinds}
+
+
 class FakePool:
+    """``read_run`` answers ``answer``; ``draw`` answers ``drawing``; each takes 0.25 s."""
+
     def __init__(self) -> None:
         self.reads: list[int] = []
+        self.jobs: list[tuple[str, Any]] = []
         self.answer: dict[str, Any] = observation("incomplete")
+        self.drawing: dict[str, Any] = {"run_id": 12, "images": drawn("thumbnail", "preview")}
         self.error: Exception | None = None
 
     async def run_job(self, operation: str, payload: Any, *, timeout: float) -> Any:  # noqa: ASYNC109
-        assert operation == "read_run"
-        self.reads.append(payload["run_id"])
+        assert operation in ("read_run", "draw")
+        self.jobs.append((operation, payload))
+        if operation == "read_run":
+            self.reads.append(payload["run_id"])
         await trio.sleep(0.25)  # a read takes a while (virtual time)
         if self.error is not None:
             raise self.error
-        return self.answer
+        return self.answer if operation == "read_run" else self.drawing
 
 
 @attrs.define
@@ -236,24 +251,62 @@ async def test_execute_parks_a_run_being_written_until_it_stalls(
     assert done == observation("ok")
 
 
-async def test_execute_draws_from_the_cached_observation(
+async def test_execute_takes_the_thumbnail_of_the_read_and_draws_the_preview_in_a_helper(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, _ = make_app()
-    runtime.renderer.delay = 0.25
-    start = trio.current_time()
-    data = await app.execute(
-        SchedulerJob(claim=claim("preview"), observation=observation()),
+    pool_fake = runtime.pool
+    pool_fake.answer = {**observation("ok"), "images": drawn("thumbnail")}
+    read = await app.execute(SchedulerJob(claim=claim()), runtime)  # type: ignore[arg-type]
+    assert read == pool_fake.answer
+    assert pool_fake.jobs == [("read_run", {"run_id": 12, "draw": ["thumbnail"]})]
+    assert trio.current_time() == 0.25
+
+    # The thumbnail was drawn with the read: no job, no time.
+    thumbnail = await app.execute(
+        SchedulerJob(claim=claim("thumbnail"), observation=read),
         runtime,  # type: ignore[arg-type]
     )
-    # Judged by when the drawing was made, not when the reply reached the executor.
-    assert isinstance(data, Produced)
-    assert data.at == start
-    assert trio.current_time() == start + 0.25
-    assert png_size(data.value) == (640, 480)
-    assert runtime.pool.reads == []
+    assert isinstance(thumbnail, Produced)
+    assert png_size(thumbnail.value) == (160, 120)
+    assert (thumbnail.at, trio.current_time(), len(pool_fake.jobs)) == (0.25, 0.25, 1)
+
+    # The preview is a draw job, naming the revision of the read left for it.
+    preview = await app.execute(
+        SchedulerJob(claim=claim("preview"), observation=read),
+        runtime,  # type: ignore[arg-type]
+    )
+    assert isinstance(preview, Produced)
+    assert png_size(preview.value) == (640, 480)
+    assert (preview.at, trio.current_time()) == (0.5, 0.5)
+    assert pool_fake.jobs[-1] == ("draw", {"run_id": 12, "kinds": ["preview"], "revision": TOKEN})
+
+    # An evicted observation: the helper draws (and reads) without a revision.
     await app.execute(SchedulerJob(claim=claim("thumbnail")), runtime)  # type: ignore[arg-type]
-    assert runtime.pool.reads == [12]  # evicted observation: read again
+    assert pool_fake.jobs[-1] == ("draw", {"run_id": 12, "kinds": ["thumbnail"], "revision": None})
+
+    pool_fake.drawing = {"run_id": 12, "images": {"preview": "not base64!"}}
+    with pytest.raises(SourceError, match="run 12: the helper drew no preview"):
+        await app.execute(SchedulerJob(claim=claim("preview")), runtime)  # type: ignore[arg-type]
+    pool_fake.drawing = {"run_id": 12, "images": {"preview": base64.b64encode(b"GIF89a").decode()}}
+    with pytest.raises(PayloadInvalid, match="not a PNG"):  # as a renderer's drawing would
+        await app.execute(SchedulerJob(claim=claim("preview")), runtime)  # type: ignore[arg-type]
+
+
+async def test_a_thumbnail_drawn_with_the_read_is_pushed_when_the_read_is_published(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Not when its own claim comes, after every other run's read (design §5.4).
+    app, _runtime, record = make_app()
+    await app._jobs.submit(record)
+    read = {**observation("ok"), "images": drawn("thumbnail")}
+    await app._bridge.handle(Published(run_id=12, guid=GUID, revision=TOKEN, kind="metadata",
+                                       result=read, generation=0))  # fmt: skip
+    stored = app.images.get((12, "thumbnail"))
+    assert stored is not None
+    assert (stored.revision, png_size(stored.data)) == (1, (160, 120))
+    # Its claim publishes the same bytes later: kept once, not pushed again.
+    assert not app.images.put(attrs.evolve(stored))
 
 
 # --- the bridge: scheduler notices → event log (design §6.6) --------------------------------
@@ -558,6 +611,24 @@ async def test_pusher_sends_the_selected_run_first_and_only_newest_revisions(
         assert len(store.pushers) == 1
         nursery.cancel_scope.cancel()
     assert store.pushers == set()
+
+
+async def test_pusher_sends_an_image_stored_before_its_task_ran(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The connection starts the pusher after its list_runs reply (mark_all, start_soon);
+    # a run's first image stored in between was never sent to that client.
+    store = ImageStore(db="d-1")
+    store.put(image(1, "thumbnail", 1))
+    target = FakeTarget()
+    pusher = ClientPusher(store, target, lambda: (None, frozenset()), push_timeout=1.0)
+    pusher.mark_all()
+    store.put(image(2, "thumbnail", 1))  # a new key, before the pusher registered
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pusher.run)
+        await trio.testing.wait_all_tasks_blocked()
+        assert target.sent == [(1, "thumbnail", 1), (2, "thumbnail", 1)]
+        nursery.cancel_scope.cancel()
 
 
 async def test_pusher_ends_when_the_client_stops_taking_messages(

@@ -5,6 +5,7 @@ The real-child tests run on the real clock with short timeouts (STYLE rule 21).
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,10 @@ from actors import HelperSpec, HelperTimeouts
 from actors._helpers._process import HelperProcess
 from actors.errors import HelperJobFailed, HelperStartupError, SourceError
 from actors.helper import CancelRequested, JobError
+from examples.preview.drawing.render import render
 from examples.preview.helper import PreviewHandlers
+from examples.preview.helper_draw import draw_kinds
+from examples.preview.push import png_size
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUTS = HelperTimeouts(startup=20.0, reply=20.0, cancel_grace=1.0, shutdown=2.0)
@@ -111,6 +115,111 @@ def test_test_faults_crash_once_and_stall(real_db, tmp_path, monkeypatch):
         PreviewHandlers().startup({"db": str(real_db), "faults": {"explode": {}}})
 
 
+# --- drawing in the helper (design §5.4) ----------------------------------------------------
+
+
+def _size(text: str) -> tuple[int, int]:
+    return png_size(base64.b64decode(text))
+
+
+def _has_values(observation: dict) -> bool:
+    return any(
+        "values" in dep or any("values" in axis for axis in dep["axes"])
+        for dep in observation["dependents"]
+    )
+
+
+def test_a_drawn_read_leaves_its_values_for_the_preview(real_db, tmp_path):
+    h = PreviewHandlers()
+    h.startup({"db": str(real_db), "handoff": str(tmp_path / "handoff")})
+    try:
+        full = h.read_run({"run_id": 6}, FakeContext())
+        drawn = h.read_run({"run_id": 6, "draw": ["thumbnail"]}, FakeContext())
+        # The same picture as the renderer would draw, and the read without its values.
+        assert base64.b64decode(drawn["images"]["thumbnail"]) == render(full, "thumbnail")
+        assert not _has_values(drawn)
+        assert {k: v for k, v in drawn.items() if k not in ("images", "dependents")} == {
+            k: v for k, v in full.items() if k != "dependents"
+        }
+        assert (tmp_path / "handoff" / "run-6.marshal").exists()
+
+        source, h.source = h.source, None  # a read now fails: the preview must not read
+        preview = h.draw({"run_id": 6, "kinds": ["preview"], "revision": full["revision"]},
+                         FakeContext())  # fmt: skip
+        assert base64.b64decode(preview["images"]["preview"]) == render(full, "preview")
+        assert (preview["run_id"], preview["status"]) == (6, "ok")
+        assert list((tmp_path / "handoff").iterdir()) == []  # taken
+        with pytest.raises(JobError, match="no database is open"):  # nothing left: a read
+            h.draw({"run_id": 6, "kinds": ["preview"], "revision": full["revision"]},
+                   FakeContext())  # fmt: skip
+        h.source = source
+
+        h.read_run({"run_id": 5, "draw": ["thumbnail"]}, FakeContext())
+        other = h.draw({"run_id": 5, "kinds": ["thumbnail", "preview"], "revision": "rows=1"},
+                       FakeContext())  # fmt: skip
+        assert [_size(other["images"][k]) for k in ("thumbnail", "preview")] == [
+            (160, 120), (640, 480)
+        ]  # fmt: skip
+        assert list((tmp_path / "handoff").iterdir()) == []  # another revision: read again
+
+        (tmp_path / "handoff" / "run-5.marshal").write_bytes(b"\xff not marshal")
+        damaged = h.draw({"run_id": 5, "kinds": ["thumbnail"], "revision": "rows=1"},
+                         FakeContext())  # fmt: skip
+        assert _size(damaged["images"]["thumbnail"]) == (160, 120)
+        assert list((tmp_path / "handoff").iterdir()) == []
+    finally:
+        h.source.close()
+
+
+def test_a_read_of_a_run_being_written_is_not_drawn(handlers):
+    # The server draws each of its reads as live images, with the full values.
+    read = handlers.read_run({"run_id": 12, "draw": ["thumbnail"]}, FakeContext())
+    assert read["status"] == "incomplete"
+    assert "images" not in read
+    assert _has_values(read)
+    # Asked explicitly (a run the server published as it is), it is drawn.
+    drawn = handlers.draw({"run_id": 12, "kinds": ["thumbnail"]}, FakeContext())
+    assert _size(drawn["images"]["thumbnail"]) == (160, 120)
+
+
+def test_drawing_is_cancellable(handlers):
+    with pytest.raises(CancelRequested):
+        handlers.draw({"run_id": 4, "kinds": ["preview"]}, FakeContext(cancel_after=3))
+
+
+def test_a_run_that_cannot_be_drawn_fails_with_render_failed():
+    with pytest.raises(JobError, match="thumbnail: malformed observation") as info:
+        draw_kinds({"dependents": [{"points": 3}]}, ["thumbnail"], lambda: None)
+    assert (info.value.code, info.value.category) == ("render_failed", "permanent")
+
+
+@pytest.mark.parametrize(
+    ("operation", "payload", "words"),
+    [
+        ("read_run", {"run_id": 4, "draw": "thumbnail"}, "draw must be a list of distinct"),
+        ("read_run", {"run_id": 4, "draw": ["poster"]}, "draw must be a list"),
+        ("draw", {"run_id": 4}, "kinds is required"),
+        ("draw", {"kinds": ["preview"]}, "run_id is required"),
+        ("draw", {"run_id": 4, "kinds": ["preview", "preview"]}, "kinds must be a list of"),
+        ("draw", {"run_id": 4, "kinds": ["preview"], "revision": 5}, "revision must be"),
+        ("draw", {"run_id": 4, "kinds": [], "slice": 1}, "unknown fields: slice"),
+    ],
+)
+def test_malformed_drawing_payloads(handlers, operation, payload, words):
+    with pytest.raises(JobError, match=words) as info:
+        getattr(handlers, operation)(payload, FakeContext())
+    assert info.value.code == "invalid_command"
+
+
+def test_a_bad_handoff_option_fails_the_startup(real_db, tmp_path):
+    with pytest.raises(JobError, match="'handoff' must be a folder path"):
+        PreviewHandlers().startup({"db": str(real_db), "handoff": 5})
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(JobError, match="'handoff'"):
+        PreviewHandlers().startup({"db": str(real_db), "handoff": str(blocker / "sub")})
+
+
 def test_startup_needs_a_readable_database(tmp_path):
     with pytest.raises(JobError):
         PreviewHandlers().startup({})
@@ -142,6 +251,8 @@ async def test_the_entry_point_in_a_real_helper_process(real_db):
             assert (info.value.code, info.value.category) == ("unknown_run", "permanent")
             probe = await helper.run_job("probe", None)
             assert len(probe["runs"]) == 12
+            drawn = await helper.run_job("draw", {"run_id": 7, "kinds": ["preview"]})
+            assert _size(drawn["images"]["preview"]) == (640, 480)
         finally:
             assert await helper.shutdown() is not None
 

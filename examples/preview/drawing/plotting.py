@@ -87,15 +87,34 @@ def text(value: str, face: Font | None = None) -> str:
     never the font's empty box.
     """
     path = getattr(face, "path", None) or _find_font(False)
+    return _drawable(value, None if path is None else str(path))
+
+
+# Tick labels, titles and their measurements repeat from picture to picture (the same
+# few hundred strings in a few fonts); measuring and checking them each time was about
+# a sixth of the drawing (design §5.4), so both are kept, bounded.
+@functools.lru_cache(maxsize=4096)
+def _drawable(value: str, path: str | None) -> str:
     if path is not None:
-        return glyphs.drawable(value, str(path))
+        return glyphs.drawable(value, path)
     return "".join(_ASCII_NAMES.get(ch, ch if ch.isascii() else "?") for ch in value)
+
+
+_SIZES: dict[tuple[str, Font, str], tuple[int, int]] = {}
+_MAX_SIZES = 4096
 
 
 def text_size(draw: ImageDraw.ImageDraw, value: str, face: Font) -> tuple[int, int]:
     """Width and height in pixels of one line of text."""
-    left, top, right, bottom = draw.textbbox((0, 0), text(value, face), font=face)
-    return int(right - left), int(bottom - top)
+    shown = text(value, face)
+    key = (shown, face, draw.fontmode)
+    size = _SIZES.get(key)
+    if size is None:
+        left, top, right, bottom = draw.textbbox((0, 0), shown, font=face)
+        if len(_SIZES) >= _MAX_SIZES:
+            _SIZES.clear()
+        size = _SIZES[key] = (int(right - left), int(bottom - top))
+    return size
 
 
 def fit(draw: ImageDraw.ImageDraw, value: str, face: Font, width: int) -> str:

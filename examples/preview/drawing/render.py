@@ -36,9 +36,10 @@ import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PIL import Image, ImageDraw, PngImagePlugin
+from PIL import Image, ImageDraw
 
 from . import plotting as plot
+from .encode import encode_png
 from .panels import Style as _Style
 from .panels import heatmap, trace
 from .scales import SCALES
@@ -102,11 +103,10 @@ def render(
             renderer actor reports it as ``RenderError``, code ``render_failed``).
     """
     image, report = render_with_report(observation, kind, options, check_cancel)
-    info = PngImagePlugin.PngInfo()
-    info.add_text(REPORT_KEY, json.dumps(report, sort_keys=True, ensure_ascii=True))
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG", optimize=False, compress_level=6, pnginfo=info)
-    return buffer.getvalue()
+    if check_cancel is not None:
+        check_cancel()  # the encoding is a stage of its own (a few ms for a preview)
+    text = json.dumps(report, sort_keys=True, ensure_ascii=True)
+    return encode_png(image, {REPORT_KEY: text})
 
 
 def report_of(png: bytes) -> dict[str, Any]:

@@ -1,0 +1,377 @@
+"""Benchmark of the preview server end to end against a plain loop (design §5.4, §7.2).
+
+Run: ``python benchmarks/preview.py`` (500 runs, about a minute on 2 cores; ``--quick``
+for a 60-run smoke run, ``--runs N`` for another size). It writes a database of finished
+runs (:func:`examples.preview.sample_db.create_many_runs_database`) into a temporary
+folder, then measures in the same run:
+
+* **the floor**: one process, no runtime, that reads every run
+  (:meth:`QcodesSource.read_run <examples.preview.qcodes.source.QcodesSource.read_run>`)
+  and draws its thumbnail and its preview with the server's drawing code
+  (:func:`examples.preview.drawing.render.render`): its CPU time (user + system, from
+  start to exit, imports included), wall time and peak RSS
+  (``getrusage(RUSAGE_SELF).ru_maxrss``); and, in a second process, the wall time of
+  reading every run and drawing only its thumbnail;
+* **the server**: ``python -m examples.preview.server DB --port 0 --no-token`` as a
+  subprocess with a fresh payload cache; once it prints ``listening on``, a websocket
+  client asks ``list_runs`` (after which the server pushes every image) and times the
+  first thumbnail, all thumbnails and all previews after it connected; then, before
+  the server is stopped, the CPU time of the server and every descendant (``/proc``:
+  ``utime + stime`` of each live process plus the server's ``cutime + cstime`` of
+  reaped helpers) and the server's peak RSS (``VmHWM``).
+
+It prints each figure and the ratios with OK/MISS against the targets: server + helpers
+CPU <= 1.15x the floor's; server peak RSS <= 1.3x the floor process's; connect -> all
+thumbnails <= 0.5x the floor's time for the thumbnails alone; first thumbnail after
+connect <= 100 ms. Wall times are seconds of ``time.monotonic``; CPU times are seconds.
+
+The client learns of an image from the server's ``image_ready`` notices and fetches
+it by URL (:func:`image_bytes`), as the dashboard does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+#: Targets (design §5.4): ratios of the server's figures to the floor's.
+CPU_TARGET = 1.15
+RSS_TARGET = 1.3
+THUMBNAILS_TARGET = 0.5
+FIRST_THUMBNAIL_TARGET = 0.100  # seconds
+#: Seconds the server may take to start, and the client to get every image.
+START_TIMEOUT = 60.0
+COLLECT_TIMEOUT = 300.0
+_LISTENING = re.compile(r"listening on (ws://\S+)")
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# -- the floor -----------------------------------------------------------------------------
+
+
+def floor(db: str, mode: str) -> dict[str, float]:
+    """Read every run of ``db`` and draw it in this process; the figures (see module doc).
+
+    Args:
+        db: The database.
+        mode: ``"all"`` (thumbnail and preview) or ``"thumbnails"``.
+    """
+    from examples.preview.drawing.render import render
+    from examples.preview.qcodes.source import open_source
+
+    kinds = ("thumbnail", "preview") if mode == "all" else ("thumbnail",)
+    start = time.monotonic()
+    images = 0
+    with open_source(db) as source:
+        for run in source.list_runs():
+            observation = source.read_run(run["run_id"])
+            for kind in kinds:
+                images += len(render(observation, kind)) > 0
+    wall = time.monotonic() - start
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "wall": wall,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "rss_kib": float(usage.ru_maxrss),
+        "images": float(images),
+    }
+
+
+def run_floor(db: Path, mode: str) -> dict[str, float]:
+    """:func:`floor` in a fresh process (its peak RSS is its own)."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--floor", mode, str(db)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return figures
+
+
+# -- the server ----------------------------------------------------------------------------
+
+
+def _stat(pid: int) -> tuple[int, list[str]] | None:
+    """(parent pid, fields after the command name) of ``/proc/<pid>/stat``, or None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[1]), fields
+
+
+def tree_cpu(root: int) -> tuple[float, float, int]:
+    """CPU seconds of ``root`` and its descendants, of ``root`` alone, and how many
+    processes were counted.
+
+    Each live process counts its ``utime + stime``; reaped children are in their
+    parent's ``cutime + cstime`` (so a helper that was replaced still counts, once).
+    """
+    parents: dict[int, int] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            found = _stat(int(entry))
+            if found is not None:
+                parents[int(entry)], stats[int(entry)] = found
+    members = {root}
+    grew = True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if parent in members and pid not in members:
+                members.add(pid)
+                grew = True
+    ticks = 0
+    for pid in members & set(stats):
+        fields = stats[pid]  # utime, stime, cutime, cstime are fields 14-17 of stat
+        ticks += sum(int(value) for value in fields[11:15])
+    own = sum(int(value) for value in stats[root][11:13]) if root in stats else 0
+    return ticks / _CLOCK_TICKS, own / _CLOCK_TICKS, len(members & set(stats))
+
+
+def peak_rss_kib(pid: int) -> float:
+    """``VmHWM`` of ``pid`` in KiB (0 if unreadable)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return float(line.split()[1])
+    except OSError:
+        pass
+    return 0.0
+
+
+#: Images fetched at once, as a browser does per server (HTTP/1.1, six connections).
+FETCHES_AT_ONCE = 6
+#: Largest image fetched, in bytes.
+MAX_IMAGE = 8 * 1024 * 1024
+
+
+async def image_bytes(url: str, notice: Any) -> bytes:
+    """The bytes of the image an ``image_ready`` notice announces: one ``GET`` of its
+    URL from the server at ``url`` (design §7.6)."""
+    from examples.web.fetch import http_get
+
+    fetched = await http_get(url, notice.url, max_body=MAX_IMAGE)
+    if fetched.status != 200:
+        raise RuntimeError(f"GET {notice.url}: {fetched.status}")
+    return bytes(fetched.body)
+
+
+async def collect(url: str, expected: int, timeout: float) -> dict[str, Any]:  # noqa: ASYNC109
+    """Connect to ``url`` and time the images of ``expected`` runs (see the module doc).
+
+    Each ``image_ready`` notice is fetched by URL, up to :data:`FETCHES_AT_ONCE` at a
+    time, as the dashboard's browser does; an image counts when its bytes are in.
+
+    Returns:
+        ``first_thumbnail``, ``thumbnails``, ``previews`` (seconds after the
+        connection opened, None if not reached), ``bytes`` and ``images`` received.
+    """
+    import trio
+    from trio_websocket import open_websocket_url
+
+    from protocol import messages
+    from protocol.codec import decode_server_message
+
+    found: dict[str, set[int]] = {"thumbnail": set(), "preview": set()}
+    times: dict[str, float | None] = {"first_thumbnail": None, "thumbnails": None,
+                                      "previews": None}  # fmt: skip
+    totals = {"bytes": 0, "images": 0}
+    limiter = trio.CapacityLimiter(FETCHES_AT_ONCE)
+    all_in = trio.Event()
+    connected = time.monotonic()
+
+    async def fetch(notice: Any) -> None:
+        async with limiter:
+            data = await image_bytes(url, notice)
+        totals["bytes"] += len(data)
+        totals["images"] += 1
+        now = time.monotonic() - connected
+        if notice.kind == "thumbnail" and times["first_thumbnail"] is None:
+            times["first_thumbnail"] = now
+        found[notice.kind].add(notice.run_id)
+        for kind, key in (("thumbnail", "thumbnails"), ("preview", "previews")):
+            if times[key] is None and len(found[kind]) >= expected:
+                times[key] = now
+        if times["previews"] is not None and times["thumbnails"] is not None:
+            all_in.set()
+
+    with trio.move_on_after(timeout):
+        async with open_websocket_url(url, max_message_size=16 * 1024 * 1024) as ws:
+            connected = time.monotonic()
+            # Images only: an event-log subscription from the start would add 500 runs'
+            # events to the same connection, which this client does not measure.
+            await ws.send_message(json.dumps({"type": "list_runs", "request_id": "b1"}))
+            async with trio.open_nursery() as nursery:
+
+                async def notices() -> None:
+                    while True:
+                        message = decode_server_message(await ws.get_message(), max_size=16 * 2**20)
+                        if isinstance(message, messages.ImageReady) and message.kind in found:
+                            nursery.start_soon(fetch, message)
+
+                nursery.start_soon(notices)
+                await all_in.wait()
+                nursery.cancel_scope.cancel()
+    return {**times, **totals, "found": found}
+
+
+def run_server(db: Path, workdir: Path, runs: int, helpers: int,
+               timeout: float = COLLECT_TIMEOUT) -> dict[str, Any]:  # fmt: skip
+    """Start the server on ``db``, collect every image, measure it, stop it."""
+    import trio
+
+    env = {**os.environ, "TRIO_ACTORS_RUNTIME_DIR": str(workdir / "info")}
+    errors = (workdir / "server.stderr").open("w")
+    started = time.monotonic()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "examples.preview.server", str(db), "--port", "0", "--no-token",
+         "--cache-dir", str(workdir / "cache"), "--helpers", str(helpers)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=errors, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    found = threading.Event()
+
+    def read_stdout() -> None:
+        assert server.stdout is not None
+        for line in server.stdout:
+            lines.append(line)
+            if _LISTENING.search(line):
+                found.set()
+
+    reader = threading.Thread(target=read_stdout, daemon=True)
+    reader.start()
+    try:
+        if not found.wait(START_TIMEOUT):
+            raise RuntimeError(f"the server did not start: {''.join(lines)}")
+        url = next(m.group(1) for line in lines if (m := _LISTENING.search(line)))
+        ready = time.monotonic() - started
+        figures = trio.run(collect, url, runs, timeout)
+        figures["cpu"], figures["server_cpu"], figures["processes"] = tree_cpu(server.pid)
+        figures["rss_kib"] = peak_rss_kib(server.pid)
+        figures["ready"] = ready
+        if figures["thumbnails"] is None or figures["previews"] is None:
+            figures["missing"] = sorted(
+                (run, kind) for kind, runs_seen in figures.pop("found").items()
+                for run in set(range(1, runs + 1)) - runs_seen
+            )[:10]  # fmt: skip
+        figures.pop("found", None)
+        return figures
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        reader.join(5)
+        errors.close()
+        tail = (workdir / "server.stderr").read_text().splitlines()[-20:]
+        if tail:
+            print("server stderr (last lines):", *tail, sep="\n  ", file=sys.stderr)
+
+
+# -- the report ----------------------------------------------------------------------------
+
+
+def verdict(value: float | None, limit: float) -> str:
+    """``OK`` if ``value`` is at most ``limit``, else ``MISS`` (also when not measured)."""
+    return "OK" if value is not None and value <= limit else "MISS"
+
+
+def report(runs: int, full: dict[str, float], thumbs: dict[str, float],
+           server: dict[str, Any]) -> list[str]:  # fmt: skip
+    """The printed lines: each figure, then each ratio with its verdict."""
+    mib = 1024.0
+    lines = [
+        f"floor (one process, {runs} runs, thumbnail + preview):",
+        f"  CPU {full['cpu']:.2f} s, wall {full['wall']:.2f} s, "
+        f"peak RSS {full['rss_kib'] / mib:.1f} MiB",
+        f"floor, thumbnails alone: wall {thumbs['wall']:.2f} s",
+        f"server ({server['processes']} processes at the end, ready after "
+        f"{server['ready']:.2f} s):",
+    ]
+
+    def seconds(key: str) -> str:
+        value = server[key]
+        return "not reached" if value is None else f"{value:.3f} s"
+
+    lines += [
+        f"  first thumbnail after connect {seconds('first_thumbnail')}, all thumbnails "
+        f"{seconds('thumbnails')}, all previews {seconds('previews')}",
+        f"  {server['images']} images, {server['bytes'] / mib / mib:.2f} MiB"
+        + (f"; missing {server['missing']}" if server.get("missing") else ""),
+        f"  CPU of server + helpers {server['cpu']:.2f} s (server alone "
+        f"{server['server_cpu']:.2f} s), server peak RSS {server['rss_kib'] / mib:.1f} MiB",
+    ]
+    cpu = server["cpu"] / full["cpu"]
+    rss = server["rss_kib"] / full["rss_kib"]
+    thumbnails = None if server["thumbnails"] is None else server["thumbnails"] / thumbs["wall"]
+    first = server["first_thumbnail"]
+    lines += [
+        "ratios:",
+        f"  CPU server + helpers / floor        {cpu:5.2f}x  (<= {CPU_TARGET}x) "
+        f"{verdict(cpu, CPU_TARGET)}",
+        f"  server peak RSS / floor process     {rss:5.2f}x  (<= {RSS_TARGET}x) "
+        f"{verdict(rss, RSS_TARGET)}",
+        "  connect -> all thumbnails / floor   "
+        + ("  n/a " if thumbnails is None else f"{thumbnails:5.2f}x")
+        + f"  (<= {THUMBNAILS_TARGET}x) {verdict(thumbnails, THUMBNAILS_TARGET)}",
+        "  first thumbnail after connect       "
+        + ("  n/a " if first is None else f"{first * 1000:4.0f} ms")
+        + f"  (<= {FIRST_THUMBNAIL_TARGET * 1000:.0f} ms) "
+        f"{verdict(first, FIRST_THUMBNAIL_TARGET)}",
+    ]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line; see the module docstring. Exit status 0 (the verdicts are printed)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a 60-run smoke run")
+    parser.add_argument("--runs", type=int, default=None, help="runs in the database (500)")
+    parser.add_argument("--helpers", type=int, default=2, help="the server's helpers (2)")
+    parser.add_argument("--timeout", type=float, default=COLLECT_TIMEOUT,
+                        help="seconds to wait for every image (300)")  # fmt: skip
+    parser.add_argument("--floor", nargs=2, metavar=("MODE", "DB"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.floor:
+        print(json.dumps(floor(args.floor[1], args.floor[0])))
+        return 0
+    runs = args.runs or (60 if args.quick else 500)
+    from examples.preview.sample_db import create_many_runs_database
+
+    with tempfile.TemporaryDirectory(prefix="preview-bench-") as folder:
+        workdir = Path(folder)
+        start = time.monotonic()
+        db = create_many_runs_database(workdir / "runs.db", runs)
+        print(f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs; database of {runs} "
+              f"runs written in {time.monotonic() - start:.1f} s")  # fmt: skip
+        full = run_floor(db, "all")
+        thumbs = run_floor(db, "thumbnails")
+        server = run_server(db, workdir, runs, args.helpers, args.timeout)
+    for line in report(runs, full, thumbs, server):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

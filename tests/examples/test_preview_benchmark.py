@@ -1,0 +1,32 @@
+"""Smoke run of ``benchmarks/preview.py``: it builds its database, measures the floor and
+the real server, and prints every figure and ratio (real processes, real clock).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_preview_benchmark_runs_end_to_end() -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "preview.py"), "--runs", "12",
+         "--timeout", "60"],
+        capture_output=True, text=True, timeout=120, check=True, cwd=ROOT,
+    )  # fmt: skip
+    text = out.stdout
+    assert "database of 12 runs" in text
+    assert "24 images" in text  # every run's thumbnail and preview came
+    assert "missing" not in text
+    ratios = re.findall(r"^  (.+?)\s+[\d.]+(?:x| ms)\s+\(<= [\d.]+ ?(?:x|ms)\) (OK|MISS)$",
+                        text, flags=re.MULTILINE)  # fmt: skip
+    assert [name for name, _ in ratios] == [
+        "CPU server + helpers / floor",
+        "server peak RSS / floor process",
+        "connect -> all thumbnails / floor",
+        "first thumbnail after connect",
+    ]
