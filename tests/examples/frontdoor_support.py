@@ -53,11 +53,16 @@ class Client:
         return await self.answer(request_id)
 
     async def answer(self, request_id: str | None) -> dict[str, Any]:
-        """The next message answering ``request_id``; pushes meanwhile go to ``pushed``."""
+        """The next message answering ``request_id``; pushes meanwhile go to ``pushed``.
+
+        With ``request_id`` None, the answer is an ``error`` without an id (a request the
+        server could not read): a push such as ``run_list`` also has a null id.
+        """
         while True:
             message = await self.receive()
             if "request_id" in message and message["request_id"] == request_id:
-                return message
+                if request_id is not None or message.get("type") == "error":
+                    return message
             self.pushed.append(message)
 
     async def wait_state(self, run_id: int, *states: str) -> dict[str, Any]:
