@@ -60,9 +60,9 @@ class Client:
         """
         while True:
             message = await self.receive()
-            if "request_id" in message and message["request_id"] == request_id:
-                if request_id is not None or message.get("type") == "error":
-                    return message
+            answers = "request_id" in message and message["request_id"] == request_id
+            if answers and (request_id is not None or message.get("type") == "error"):
+                return message
             self.pushed.append(message)
 
     async def wait_state(self, run_id: int, *states: str) -> dict[str, Any]:
