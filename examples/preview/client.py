@@ -3,11 +3,15 @@
 Usage::
 
     python -m examples.preview.client ws://127.0.0.1:8765 [--select RUN] [--out DIR]
-                                      [--token T] [--timeout S]
+                                      [--db ID] [--token T] [--timeout S]
+    python -m examples.preview.client ws://127.0.0.1:8765 --databases
 
-It connects, asks ``list_databases`` (a server of several databases, design §7.5: the
-session is about the one the connection uses, the first; the other databases' runs are
-skipped), subscribes to the event log (from the start, so it sees every run's
+``--databases`` prints the server's databases (id, state, runs, file name, error) and
+exits. Otherwise it connects, switches to database ``ID`` if ``--db`` is given
+(``use_database``; an unknown id is exit status 2), asks ``list_databases`` (a server
+of several databases, design §7.5: the session is about the one the connection uses;
+the other databases' runs are skipped), subscribes to the event log (from the start, so
+it sees every run's
 ``job_queued`` ... ``job_finished``), asks ``list_runs``, selects ``RUN`` (so the
 server draws it first), and for every ``image_ready`` notice fetches the image from
 its URL over HTTP (design §7.6; one ``GET`` per image, the token in an ``Authorization``
@@ -53,7 +57,15 @@ from protocol.codec import decode_server_message
 from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
 from ..web.fetch import FetchError, http_get
 
-__all__ = ["Collection", "SavedImage", "collect", "main"]
+__all__ = [
+    "Collection",
+    "DatabaseRefused",
+    "SavedImage",
+    "collect",
+    "database_lines",
+    "databases",
+    "main",
+]
 
 #: Largest server message read, in bytes (images come by URL, not in messages).
 MAX_MESSAGE = 4 * 1024 * 1024
@@ -212,11 +224,51 @@ def _published(finish: dict[str, Any]) -> tuple[tuple[str, ...], int]:
     return kinds, revision
 
 
+class DatabaseRefused(Exception):
+    """The server refused ``use_database`` (an unknown or unreadable database)."""
+
+
+async def databases(
+    url: str,
+    *,
+    token: str | None = None,
+    timeout: float = 30.0,  # noqa: ASYNC109
+) -> messages.DatabaseList:
+    """The server's ``database_list`` (design §7.5), within ``timeout`` seconds.
+
+    Raises:
+        trio.TooSlowError: no answer in time.
+        HandshakeError: the server refused the connection (e.g. a wrong token).
+    """
+    headers = [(b"authorization", f"Bearer {token}".encode())] if token else None
+    with trio.fail_after(timeout):
+        async with open_websocket_url(
+            url, extra_headers=headers, max_message_size=MAX_MESSAGE, connect_timeout=timeout
+        ) as ws:
+            await ws.send_message(json.dumps({"type": "list_databases", "request_id": "d1"}))
+            while True:
+                message = decode_server_message(await ws.get_message(), max_size=MAX_MESSAGE)
+                if isinstance(message, messages.DatabaseList):
+                    return message
+
+
+def database_lines(listed: messages.DatabaseList) -> list[str]:
+    """The printed table of ``--databases``; the current one marked ``*``."""
+    lines = []
+    for entry in listed.databases:
+        mark = "*" if entry.db == listed.current else " "
+        runs = "-" if entry.runs is None else str(entry.runs)
+        error = f"  ({entry.error})" if entry.error else ""
+        lines.append(f"{mark} {entry.db:<32} {entry.state:<8} {runs:>5}  {entry.name}{error}")
+    return lines
+
+
 async def collect(
     url: str,
     out: Path,
     *,
     select: int | None = None,
+    db: str | None = None,
     token: str | None = None,
     timeout: float = 30.0,  # noqa: ASYNC109 - the whole session's bound, as documented
 ) -> Collection:
@@ -227,6 +279,7 @@ async def collect(
         ``timeout`` seconds (trio clock).
 
     Raises:
+        DatabaseRefused: ``db`` was given and the server refused it.
         HandshakeError: the server refused the connection (e.g. a wrong token).
         ConnectionClosed: the server closed the connection.
     """
@@ -243,6 +296,8 @@ async def collect(
                 request = {"type": kind, "request_id": next(ids), **fields}
                 await ws.send_message(json.dumps(request, separators=(",", ":")))
 
+            if db is not None:
+                await send("use_database", db=db)  # request c1
             await send("list_databases")  # answered first: whose runs the session sees
             await send("subscribe", cursor=0)
             await send("list_runs")
@@ -273,6 +328,8 @@ async def collect(
                     await send("subscribe", cursor=seen.cursor)
                     await send("list_runs")
                 elif isinstance(message, messages.ErrorReply):
+                    if db is not None and message.request_id == "c1":
+                        raise DatabaseRefused(f"database {db!r}: {message.message}")
                     seen.errors.append(message)
                     print(f"error {message.code}: {message.message}", file=sys.stderr)
             seen.complete = True
@@ -327,6 +384,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("url", help="the server, e.g. ws://127.0.0.1:8765")
     parser.add_argument("--select", type=count(), default=None, help="run to select first")
     parser.add_argument("--out", default="previews", help="folder for the PNGs (previews)")
+    parser.add_argument("--db", default=None, help="the database id to use (see --databases)")
+    parser.add_argument(
+        "--databases", action="store_true", help="print the server's databases and exit"
+    )
     parser.add_argument("--token", default=None, help="the server's token (default: found)")
     parser.add_argument(
         "--timeout", type=seconds(allow_zero=False, maximum=3600), default=30.0,
@@ -339,11 +400,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     out = Path(args.out)
     try:
+        if args.databases:
+            listed = trio.run(lambda: databases(url, token=token, timeout=args.timeout))
+            for line in database_lines(listed):
+                print(line)
+            return 0
         seen = trio.run(
-            lambda: collect(url, out, select=args.select, token=token, timeout=args.timeout)
+            lambda: collect(
+                url, out, select=args.select, db=args.db, token=token, timeout=args.timeout
+            )
         )
     except BaseException as exc:  # one line for a failed connection; others re-raised
         error = leaf(exc)
+        if isinstance(error, DatabaseRefused):
+            print(f"preview_client: {error}", file=sys.stderr)
+            return 2
+        if isinstance(error, trio.TooSlowError):  # --databases got no list in time
+            print(f"preview_client: {url}: no answer within {args.timeout:g} s", file=sys.stderr)
+            return 1
         if isinstance(error, FetchError):  # an image could not be fetched
             print(f"preview_client: {url}: {error}", file=sys.stderr)
             return 1
