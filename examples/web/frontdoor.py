@@ -324,17 +324,18 @@ class FrontDoor:
                 else:
                     await self._open_websocket(nursery, stream, head, peer, deadline)
                 nursery.cancel_scope.cancel()
-        except _NETWORK_ERRORS as exc:  # e.g. the client vanished mid-handshake
+        except* _NETWORK_ERRORS as group:  # e.g. the client vanished mid-handshake
+            exc = _first(group)
             LOGGER.info(
                 "client stream from %s ended: %r", peer, exc,
                 extra={"event": "client_stream_ended", "peer": peer,
                        "error": type(exc).__name__},
             )  # fmt: skip
-        except Exception as exc:  # a bug of ours: contained, but never silent
+        except* Exception as group:  # a bug of ours: contained, but never silent
             LOGGER.error(
-                "serving the client stream from %s failed", peer, exc_info=True,
+                "serving the client stream from %s failed", peer, exc_info=group,
                 extra={"event": "client_stream_failed", "peer": peer,
-                       "error": type(exc).__name__},
+                       "error": type(_first(group)).__name__},
             )  # fmt: skip
         finally:
             await trio.aclose_forcefully(stream)
@@ -497,6 +498,14 @@ class FrontDoor:
             accept_failures=self._acceptor.failures,
             route_answers=self.router.statistics(),
         )
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception a (nested) exception group holds."""
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _target(target: bytes) -> str:
