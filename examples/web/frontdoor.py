@@ -13,8 +13,10 @@ trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
   (``?token=...`` or ``Authorization: Bearer ...``) is refused (403); one address may
   hold ``max_per_address`` connections (then 429), all of them ``max_connections``
   (then 503). Each refusal is one plain-text line to the client and one log record
-  naming the reason; no websocket is opened. ``accept()`` lacking file descriptors is
-  logged once per episode and retried with a backoff (:mod:`examples.web.accept`).
+  naming the reason; no websocket is opened. The whole handshake has
+  ``handshake_timeout`` seconds, so a client that stalls in it frees its slot.
+  ``accept()`` lacking file descriptors is logged once per episode and retried with a
+  backoff (:mod:`examples.web.accept`).
 * **Bounded input**: a websocket message above ``max_frame`` bytes (1 MiB) makes
   trio-websocket close the connection (code 1009); above ``max_message`` bytes (64 KiB,
   the protocol limit of design §2.4) it is answered by an ``error`` with code
@@ -32,7 +34,8 @@ trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
   404. The websocket upgrade of any path works as before.
 * **Extensions**: ``handlers`` maps more request types (the preview server's
   ``select``, ``visible``, ``list_runs``) to ``async fn(conn, request) -> reply | None``
-  (None answers ``ok``); a handler may push with ``conn.push(message)``.
+  (None answers ``ok``); a handler may push with ``conn.push(message)``. Each call has
+  ``request_timeout`` seconds (:mod:`examples.web.dispatch`).
 * **Graceful shutdown** (:meth:`FrontDoor.shutdown`, :func:`shutdown_on_signal`): stop
   accepting, refuse new work (``server_shutting_down``), wait up to ``grace`` seconds for
   the event log's queued and running runs, then close every websocket with code 1001
