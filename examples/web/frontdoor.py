@@ -440,10 +440,11 @@ class FrontDoor:
             self._rejected += 1
             admission.refused(refusal, peer, "websocket", headers)
             # Written here, not by trio-websocket's reject(): wsproto sends an empty
-            # reason phrase ("HTTP/1.1 403 "), this says "403 Forbidden".
+            # reason phrase ("HTTP/1.1 403 "), this says "403 Forbidden". No linger: a
+            # websocket client sends nothing more before its answer, and the attack
+            # path stays cheap.
             with self._handshake(deadline):
                 await stream.send_all(plain_response(refusal.status, refusal.text))
-                await linger(stream)
             return
         # The slot is taken before anything waits: concurrent handshakes each see the
         # ones ahead of them, so at most max_connections are ever accepted.
