@@ -106,7 +106,12 @@ class FrontDoorConfig:
     """``SO_SNDBUF`` of accepted sockets in bytes (the kernel may double it), or None for
     the system's default: a small one detects a stalled client sooner."""
     push_timeout: float = duration_field(1.0)
-    """Seconds (trio clock) :meth:`Connection.push` waits for room before dropping."""
+    """Seconds (trio clock) a message for a client waits for room in its full send queue
+    (a push of :meth:`Connection.push`, a pushed event, an answer) before the client is
+    dropped for falling behind (``resync_required``, then close 4000; design §7.4)."""
+    request_timeout: float = duration_field(30.0, allow_zero=False)
+    """Seconds (trio clock) one request's handler may take: past them it is cancelled
+    and the client is answered ``request_timeout`` (retryable); the connection goes on."""
     handshake_timeout: float = duration_field(5.0, allow_zero=False)
     """Seconds (trio clock) a client has to complete the opening handshake (or a plain
     HTTP request and its answer, see :mod:`examples.web.http`)."""

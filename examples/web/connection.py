@@ -10,11 +10,12 @@ this module imports neither the front door nor the handlers. It runs two tasks:
 * the **writer** sends what is queued, one message at a time.
 
 Everything the server sends goes through one bounded queue of ``send_queue`` encoded
-messages. Answers wait for room: a client that does not read only stops *its own*
-requests. Pushed events come from a bounded event-log port (design §6.9) through a pump
-task that also waits for room, so a slow client's backlog piles up in its port, never in
-the event log. Once the port passes its bound (or an extension push finds the queue
-full for ``push_timeout`` seconds), the client is dropped for falling behind: the writer
+messages. Answers wait for room: a client that does not read stops *its own* requests.
+Pushed events come from a bounded event-log port (design §6.9) through a pump task that
+also waits for room, so a slow client's backlog piles up in its port, never in the event
+log. Once the port passes its bound, or an answer, an event or an extension push finds
+the queue full for ``push_timeout`` seconds, the client is dropped for falling behind
+(and its further requests are not served): the writer
 sends ``resync_required`` next, ahead of everything still queued (which is dropped),
 with ``cursor`` = the newest event it was sent, then closes the connection with code
 4000 and the same cursor in the reason (design §7.4, :mod:`examples.web.closing`). The
@@ -152,7 +153,7 @@ class ConnectionStatistics:
     resyncs: int
     """Times the client was told ``resync_required`` (then dropped, design §7.4)."""
     dropped: int
-    """Extension pushes dropped because the queue stayed full."""
+    """Messages (pushes, events, answers) dropped because the queue stayed full."""
     subscribed: bool
     """True while events are pushed to this client."""
     pongs: int = 0
@@ -284,14 +285,31 @@ class Connection:
             except ConnectionClosed:
                 return
             self._received += 1
+            if self._resync_head is not None:
+                # Dropped for falling behind: its answer would never be sent, so the
+                # request is not served (no run is submitted the client never hears of).
+                continue
             reply = await self.front.dispatch(self, text)
             after, self._after = self._after, []
             if isinstance(reply, messages.ErrorReply):
                 self._errors += 1
                 after = []  # the request failed: nothing follows its answer
-            await self._queue(reply)
+            if not await self._queue(reply):
+                continue  # dropped: nothing follows an answer that was not queued
             for fn in after:
-                fn()
+                self._call_after_reply(fn)
+
+    def _call_after_reply(self, fn: Callable[[], object]) -> None:
+        # Extension code: its failure is logged, and this client and its answers go on.
+        try:
+            fn()
+        except Exception as exc:
+            LOGGER.warning(
+                "%s: an after_reply callback failed", self.name, exc_info=True,
+                extra={"event": "after_reply_failed", "connection": self.name,
+                       "callback": getattr(fn, "__qualname__", repr(fn))[:200],
+                       "error": type(exc).__name__},
+            )  # fmt: skip
 
     async def _writer(self) -> None:
         try:
@@ -377,8 +395,13 @@ class Connection:
                 self.close(KEEPALIVE_TIMEOUT, "keepalive ping timeout")
                 return
 
-    async def _queue(self, message: messages.Message) -> None:
-        await self._send.send((wire_text(message), _position(message)))
+    async def _queue(self, message: messages.Message) -> bool:
+        # An answer or a pushed event waits for room as push() does: at most
+        # push_timeout seconds, then the client is dropped for falling behind.
+        if self._resync_head is not None:
+            await trio.lowlevel.checkpoint()
+            return False
+        return await self._put(message, self.front.config.push_timeout)
 
     # -- replies and pushes (extension API) ----------------------------------------------
 
@@ -387,7 +410,9 @@ class Connection:
 
         For a handler that must push something strictly *after* its answer, e.g. start
         a pusher task: ``conn.after_reply(lambda: nursery.start_soon(...))``. Dropped if
-        the request is answered with an ``error`` (the handler raised).
+        the request is answered with an ``error`` (the handler raised) or the answer
+        could not be queued. An exception ``fn`` raises is logged (a warning with its
+        traceback, ``event=after_reply_failed``); the connection goes on.
         """
         self._after.append(fn)
 
@@ -407,16 +432,27 @@ class Connection:
         Raises:
             TypeError: ``message`` is not a protocol message.
         """
-        item = (wire_text(message), _position(message))
         wait = self.front.config.push_timeout if timeout is None else timeout
+        if not await self._put(message, wait):
+            return False
+        self._pushed += 1
+        return True
+
+    async def _put(self, message: messages.Message, wait: float) -> bool:
+        # Every message for the client waits for room this way: answers and pushed
+        # events too, so no wait on the queue is longer than wait seconds.
+        item = (wire_text(message), _position(message))
         with trio.move_on_after(wait):
             try:
                 await self._send.send(item)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return False
-            self._pushed += 1
             return True
         self._dropped += 1
+        LOGGER.info(
+            "%s: its send queue stayed full for %g s", self.name, wait,
+            extra={"event": "send_queue_full", "connection": self.name, "timeout": wait},
+        )  # fmt: skip
         self.mark_resync()
         return False
 
@@ -500,7 +536,8 @@ class Connection:
                         break
                     self._last_seq = item.seq
                     self.front.saw(item.seq)
-                    await self._queue(event_message(item))
+                    if not await self._queue(event_message(item)):
+                        break  # the client is dropped for falling behind
                     self._pushed += 1
             except trio.ClosedResourceError:
                 pass  # the port was closed by unsubscribe

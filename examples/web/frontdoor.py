@@ -13,8 +13,10 @@ trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
   (``?token=...`` or ``Authorization: Bearer ...``) is refused (403); one address may
   hold ``max_per_address`` connections (then 429), all of them ``max_connections``
   (then 503). Each refusal is one plain-text line to the client and one log record
-  naming the reason; no websocket is opened. ``accept()`` lacking file descriptors is
-  logged once per episode and retried with a backoff (:mod:`examples.web.accept`).
+  naming the reason; no websocket is opened. The whole handshake has
+  ``handshake_timeout`` seconds, so a client that stalls in it frees its slot.
+  ``accept()`` lacking file descriptors is logged once per episode and retried with a
+  backoff (:mod:`examples.web.accept`).
 * **Bounded input**: a websocket message above ``max_frame`` bytes (1 MiB) makes
   trio-websocket close the connection (code 1009); above ``max_message`` bytes (64 KiB,
   the protocol limit of design §2.4) it is answered by an ``error`` with code
@@ -32,7 +34,8 @@ trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
   404. The websocket upgrade of any path works as before.
 * **Extensions**: ``handlers`` maps more request types (the preview server's
   ``select``, ``visible``, ``list_runs``) to ``async fn(conn, request) -> reply | None``
-  (None answers ``ok``); a handler may push with ``conn.push(message)``.
+  (None answers ``ok``); a handler may push with ``conn.push(message)``. Each call has
+  ``request_timeout`` seconds (:mod:`examples.web.dispatch`).
 * **Graceful shutdown** (:meth:`FrontDoor.shutdown`, :func:`shutdown_on_signal`): stop
   accepting, refuse new work (``server_shutting_down``), wait up to ``grace`` seconds for
   the event log's queued and running runs, then close every websocket with code 1001
@@ -59,27 +62,25 @@ or, with the signal handling of the example servers::
 
 from __future__ import annotations
 
-import collections
 import itertools
 import logging
 import socket
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, get_args
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING
 
 import trio
-from trio_websocket import wrap_server_stream
+from trio_websocket import ConnectionClosed, HandshakeError, wrap_server_stream
 
 from actors import validate_duration
-from actors.errors import ActorError, ActorStopped, AskTimeout, UnknownMessageType
-from protocol import messages
-from protocol.codec import decode_client_message
+from actors.errors import ActorStopped, AskTimeout
 
 from .accept import Acceptor
-from .api import BUILTIN_HANDLERS
+from .admission import Admission
 from .closing import GOING_AWAY
 from .config import FrontDoorConfig, FrontDoorStatistics
-from .connection import Connection, peek_request_id
-from .guard import Guard, Refusal
+from .connection import Connection
+from .dispatch import Dispatcher
+from .guard import Guard
 from .http import (
     Head,
     Page,
@@ -93,12 +94,12 @@ from .http import (
 from .routes import Route, Router
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 
-    import h11
-    from trio_websocket import WebSocketRequest
+    from trio_websocket import WebSocketConnection
 
     from actors import EventLogClient
+    from protocol import messages
 
     from .api import Handler
 
@@ -113,7 +114,15 @@ __all__ = [
 ]
 
 LOGGER = logging.getLogger("examples.frontdoor")
-_REQUEST_TAGS = frozenset(messages.TAGS[cls] for cls in get_args(messages.ClientRequest))
+#: What ends a client stream in the normal course of the network: logged without a
+#: traceback. Anything else is a bug in the front door and is logged with one.
+_NETWORK_ERRORS = (
+    ConnectionClosed,
+    HandshakeError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    OSError,
+)
 
 
 class FrontDoor:
@@ -162,13 +171,11 @@ class FrontDoor:
         self.pages: dict[str, Page] = dict(pages or {})
         self.config = config or FrontDoorConfig()
         self.router = Router(routes, max_body=self.config.max_route_body)
-        self._handlers: dict[str, Handler] = dict(BUILTIN_HANDLERS)
-        for tag, handler in (handlers or {}).items():
-            self.register(tag, handler)
+        self._dispatcher = Dispatcher(self.config, handlers)
         self._connections: dict[int, Connection] = {}
-        self._accepting = 0  # handshakes past _refusal() but not yet in _connections
         self._ids = itertools.count(1)
-        self._disconnect_hooks: list[Callable[[Connection], object]] = []
+        self._disconnect_hooks: dict[int, Callable[[Connection], object]] = {}
+        self._hook_ids = itertools.count()
         self._admitting = True
         self._listen_scope = trio.CancelScope()
         self._pending: set[trio.CancelScope] = set()
@@ -177,9 +184,8 @@ class FrontDoor:
         self.port: int | None = None
         self.head_hint = 0
         self._accepted = self._rejected = self._http = 0
-        self._refusals: collections.Counter[str] = collections.Counter()
-        self._per_address: collections.Counter[str] = collections.Counter()
-        self._guard = Guard(self.config, ())  # replaced once the ports are bound
+        # The guard is replaced once the ports are bound.
+        self._admission = Admission(self.config, Guard(self.config, ()))
         self._acceptor = Acceptor(self._serve_stream, backoff=self.config.accept_backoff)
 
     # -- extension API ------------------------------------------------------------------
@@ -191,17 +197,26 @@ class FrontDoor:
             ValueError: ``tag`` is not a client request type (see
                 :data:`protocol.messages.ClientRequest`).
         """
-        if tag not in _REQUEST_TAGS:
-            raise ValueError(f"{tag!r} is not a client request type: {sorted(_REQUEST_TAGS)}")
-        self._handlers[tag] = handler
+        self._dispatcher.register(tag, handler)
 
     def handler(self, tag: str) -> Handler | None:
         """The handler serving ``tag`` now (a built-in one, to wrap it), or None."""
-        return self._handlers.get(tag)
+        return self._dispatcher.handler(tag)
 
-    def on_disconnect(self, fn: Callable[[Connection], object]) -> None:
-        """Call ``fn(conn)`` (sync) whenever a client connection ends; errors are logged."""
-        self._disconnect_hooks.append(fn)
+    def on_disconnect(self, fn: Callable[[Connection], object]) -> Callable[[], None]:
+        """Call ``fn(conn)`` (sync) whenever a client connection ends; errors are logged.
+
+        Returns:
+            A function that unregisters ``fn`` (idempotent): whoever registers for one
+            connection or subscription calls it when done, so hooks do not pile up.
+        """
+        key = next(self._hook_ids)
+        self._disconnect_hooks[key] = fn
+
+        def unregister() -> None:
+            self._disconnect_hooks.pop(key, None)
+
+        return unregister
 
     @property
     def connections(self) -> tuple[Connection, ...]:
@@ -270,7 +285,7 @@ class FrontDoor:
                     )
             ports = [listener.socket.getsockname()[1] for listener in listeners]
             self.port = ports[0]
-            self._guard = Guard(self.config, ports)
+            self._admission.guard = Guard(self.config, ports)
             async with trio.open_nursery() as nursery:
                 await nursery.start(self._listen, listeners, nursery)
                 task_status.started(self.port)
@@ -292,36 +307,51 @@ class FrontDoor:
     async def _serve_stream(self, stream: trio.SocketStream) -> None:
         # trio-websocket's own server would wait forever for a rejected client that keeps
         # its TCP connection open; here the stream is ours to close.
-        request: WebSocketRequest | None = None
-        head: Head | None = None
+        peer = peer_name(stream)
+        # One deadline for the whole opening handshake (or plain HTTP answer), however
+        # many steps it takes: a client that stops reading or writing frees its task,
+        # its descriptor and its slot in handshake_timeout seconds at most.
+        deadline = trio.current_time() + self.config.handshake_timeout
         try:
             async with trio.open_nursery() as nursery:
-                with trio.CancelScope() as pending:
-                    self._pending.add(pending)
-                    try:
-                        with trio.move_on_after(self.config.handshake_timeout):
-                            head = await read_head(stream, max_head=self.config.max_request_head)
-                            if not head.websocket:  # plain HTTP (a page, 404, ...), or gone
-                                if await self._answer_http(stream, head):
-                                    self._http += 1
-                                    await linger(stream)
-                            else:
-                                request = await wrap_server_stream(
-                                    nursery,
-                                    ReplayStream(stream, head.raw),
-                                    message_queue_size=self.config.receive_queue,
-                                    max_message_size=self.config.max_frame,
-                                )
-                    finally:
-                        self._pending.discard(pending)
-                if request is not None and head is not None and head.request is not None:
-                    await self._handle(request, head.request, peer_name(stream))
-                # else: no complete handshake in time, or closing
+                head: Head | None = None
+                with self._handshake(deadline):
+                    head = await read_head(stream, max_head=self.config.max_request_head)
+                if head is None:
+                    pass  # no complete head in time, or closing
+                elif not head.websocket:  # plain HTTP (a page, 404, ...), or gone
+                    with self._handshake(deadline):
+                        if await self._answer_http(stream, head):
+                            self._http += 1
+                            await linger(stream)
+                else:
+                    await self._open_websocket(nursery, stream, head, peer, deadline)
                 nursery.cancel_scope.cancel()
-        except Exception as exc:  # contained: e.g. the client vanished mid-handshake
-            LOGGER.info("client stream ended: %r", exc)
+        except* _NETWORK_ERRORS as group:  # e.g. the client vanished mid-handshake
+            exc = _first(group)
+            LOGGER.info(
+                "client stream from %s ended: %r", peer, exc,
+                extra={"event": "client_stream_ended", "peer": peer,
+                       "error": type(exc).__name__},
+            )  # fmt: skip
+        except* Exception as group:  # a bug of ours: contained, but never silent
+            LOGGER.error(
+                "serving the client stream from %s failed", peer, exc_info=group,
+                extra={"event": "client_stream_failed", "peer": peer,
+                       "error": type(_first(group)).__name__},
+            )  # fmt: skip
         finally:
             await trio.aclose_forcefully(stream)
+
+    @contextmanager
+    def _handshake(self, deadline: float) -> Iterator[trio.CancelScope]:
+        # A step of the opening handshake: bounded by its deadline, cut short by close().
+        with trio.move_on_at(deadline) as scope:
+            self._pending.add(scope)
+            try:
+                yield scope
+            finally:
+                self._pending.discard(scope)
 
     def close(self) -> None:
         """Stop at once: close the listener and every client; never waits.
@@ -381,121 +411,83 @@ class FrontDoor:
         if head.request is not None:
             headers = dict(head.request.headers)
             target = _target(head.request.target)
-            refusal = self._guard.check(target, headers, websocket=False)
+            guard = self._admission.guard
+            refusal = guard.check(target, headers, websocket=False)
             route = self.router.match(head.request.method, target, pages=self.pages)
             if refusal is None and route is not None and route.protected:
-                refusal = self._guard.check_token(target, headers)
+                refusal = guard.check_token(target, headers)
             if refusal is not None:
-                self._refused(refusal, peer_name(stream), "http", headers)
+                self._admission.refused(refusal, peer_name(stream), "http", headers)
                 await stream.send_all(plain_response(refusal.status, refusal.text))
                 return refusal.status
             if route is not None:
                 return await self.router.answer(stream, route, head.request, peer_name(stream))
         return await answer(stream, head, self.pages)
 
-    async def _handle(self, request: WebSocketRequest, head: h11.Request, peer: str) -> None:
+    async def _open_websocket(
+        self, nursery: trio.Nursery, stream: trio.SocketStream, head: Head, peer: str,
+        deadline: float,
+    ) -> None:  # fmt: skip
         # The checks read h11's head: trio-websocket's request lacks the Host header.
+        request = head.request
+        assert request is not None  # a websocket head is a request
         address = peer.rpartition(":")[0] or peer
-        headers = dict(head.headers)  # names lowercased by h11
-        refusal = self._refusal(_target(head.target), headers, address)
+        headers = dict(request.headers)  # names lowercased by h11
+        admission = self._admission
+        target = _target(request.target)
+        refusal = admission.refusal(target, headers, address, admitting=self._admitting)
         if refusal is not None:
             self._rejected += 1
-            self._refused(refusal, peer, "websocket", headers)
-            await request.reject(
-                refusal.status,
-                extra_headers=[(b"content-type", b"text/plain; charset=utf-8")],
-                body=refusal.text.encode(),
-            )
+            admission.refused(refusal, peer, "websocket", headers)
+            # Written here, not by trio-websocket's reject(): wsproto sends an empty
+            # reason phrase ("HTTP/1.1 403 "), this says "403 Forbidden". No linger: a
+            # websocket client sends nothing more before its answer, and the attack
+            # path stays cheap.
+            with self._handshake(deadline):
+                await stream.send_all(plain_response(refusal.status, refusal.text))
             return
-        # The slot is taken before accept() waits: concurrent handshakes each see the
+        # The slot is taken before anything waits: concurrent handshakes each see the
         # ones ahead of them, so at most max_connections are ever accepted.
-        self._accepting += 1
-        self._per_address[address] += 1
-        try:
-            try:
-                ws = await request.accept()
-            finally:
-                self._accepting -= 1
+        with admission.slot(address):
+            ws: WebSocketConnection | None = None
+            with self._handshake(deadline):
+                ws_request = await wrap_server_stream(
+                    nursery,
+                    ReplayStream(stream, head.raw),
+                    message_queue_size=self.config.receive_queue,
+                    max_message_size=self.config.max_frame,
+                )
+                ws = await ws_request.accept()
+            if ws is None:
+                LOGGER.info(
+                    "handshake from %s not completed in time", peer,
+                    extra={"event": "handshake_timeout", "peer": peer},
+                )  # fmt: skip
+                return
             self._accepted += 1
-            conn = Connection(self, ws, next(self._ids), peer=peer)
-            self._connections[conn.id] = conn
-            try:
-                await conn.run()
-            except Exception:  # contained: one client's failure never stops the server
-                LOGGER.exception("connection %s failed", conn.name)
-            finally:
-                del self._connections[conn.id]
-                for hook in self._disconnect_hooks:
-                    try:
-                        hook(conn)
-                    except Exception:  # contained like a failing event-log listener
-                        LOGGER.exception("on_disconnect hook failed for %s", conn.name)
+            await self._serve_connection(Connection(self, ws, next(self._ids), peer=peer))
+
+    async def _serve_connection(self, conn: Connection) -> None:
+        self._connections[conn.id] = conn
+        try:
+            await conn.run()
+        except Exception:  # contained: one client's failure never stops the server
+            LOGGER.exception("connection %s failed", conn.name)
         finally:
-            self._per_address[address] -= 1
-            if not self._per_address[address]:
-                del self._per_address[address]
-
-    def _refusal(self, target: str, headers: Mapping[bytes, bytes], address: str) -> Refusal | None:
-        if not self._admitting:
-            return Refusal(
-                status=503, reason="shutting_down", message="the server is shutting down"
-            )
-        refusal = self._guard.check(target, headers, websocket=True)
-        if refusal is not None:
-            return refusal
-        config = self.config
-        if len(self._connections) + self._accepting >= config.max_connections:
-            return Refusal(status=503, reason="full", message="too many connections")
-        limit = min(config.max_per_address, config.max_connections)
-        if self._per_address[address] >= limit:
-            return Refusal(
-                status=429, reason="address_limit",
-                message=f"too many connections from {address} (at most {limit})",
-            )  # fmt: skip
-        return None
-
-    def _refused(
-        self, refusal: Refusal, peer: str, kind: str, headers: Mapping[bytes, bytes]
-    ) -> None:
-        self._refusals[refusal.reason] += 1
-        origin = headers.get(b"origin", b"").decode("latin-1")[:200] or None
-        host = headers.get(b"host", b"").decode("latin-1")[:200] or None
-        LOGGER.warning(
-            "refused %s from %s: %s (%s)",
-            "a websocket handshake" if kind == "websocket" else "an HTTP request",
-            peer, refusal.message, refusal.reason,
-            extra={"event": "request_refused", "peer": peer, "request": kind,
-                   "reason": refusal.reason, "status": refusal.status,
-                   "origin": origin, "host": host},
-        )  # fmt: skip
+            del self._connections[conn.id]
+            for hook in list(self._disconnect_hooks.values()):
+                try:
+                    hook(conn)
+                except Exception:  # contained like a failing event-log listener
+                    LOGGER.exception("on_disconnect hook failed for %s", conn.name)
 
     async def dispatch(self, conn: Connection, text: str | bytes) -> messages.Message:
-        """Answer one client message; every failure becomes an ``error`` answer."""
-        try:
-            request = decode_client_message(text, max_size=self.config.max_message)
-        except ActorError as exc:  # InvalidMessage, UnknownMessageType, MessageTooLarge
-            request_id = peek_request_id(text, self.config.max_message)
-            return messages.ErrorReply.from_error(exc, request_id=request_id)
-        tag = messages.TAGS[type(request)]
-        handler = self._handlers.get(tag)
-        if handler is None:
-            error = UnknownMessageType(
-                f"this server does not serve {tag!r} requests", fields=["$.type"], type=tag
-            )
-            return messages.ErrorReply.from_error(error, request_id=request.request_id)
-        try:
-            reply = await handler(conn, request)
-        except ActorError as exc:
-            return messages.ErrorReply.from_error(exc, request_id=request.request_id)
-        except Exception as exc:  # a handler bug: answer it, log it, keep serving
-            LOGGER.exception("handler for %r failed", tag)
-            return messages.ErrorReply(
-                request_id=request.request_id,
-                code="internal_error",
-                message=f"{type(exc).__name__} while serving {tag!r}"[:200],
-                retryable=False,
-            )
-        return messages.OkReply(request_id=request.request_id) if reply is None else reply
+        """Answer one client message; every failure becomes an ``error`` answer.
+
+        A handler gets ``request_timeout`` seconds (trio clock): past them it is
+        cancelled and the client is answered ``request_timeout`` (retryable).
+        """
+        return await self._dispatcher.dispatch(conn, text)
 
     def statistics(self) -> FrontDoorStatistics:
         """Return the front door's counters."""
@@ -506,10 +498,18 @@ class FrontDoor:
             accepted=self._accepted,
             rejected=self._rejected,
             http_requests=self._http,
-            refusals=dict(self._refusals),
+            refusals=dict(self._admission.refusals),
             accept_failures=self._acceptor.failures,
             route_answers=self.router.statistics(),
         )
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception a (nested) exception group holds."""
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _target(target: bytes) -> str:
