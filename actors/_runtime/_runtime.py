@@ -60,7 +60,7 @@ from .._renderer._renderer import Renderer, RendererConfig, RenderFn
 from .._scheduler._actor import SchedulerActor
 from .._scheduler._messages import HelperRestarted
 from .._scheduler._state import RunInfo, SchedulerConfig
-from ..errors import ChildStartFailed
+from ..errors import ChildStartFailed, RenderError, UnsupportedOperation
 from ._eventlog_sink import EventLogSink
 from ._tree import LiveChild, build_tree, route
 
@@ -82,6 +82,21 @@ _NOTICE_TIMEOUT = 2.0
 def _callable(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not callable(value):
         raise ValueError(f"{attribute.name} must be callable, got {value!r}")
+
+
+def no_render_fn(observation: Any, kind: str, options: Any, check_cancel: Any) -> bytes:
+    """The default ``render_fn``: this runtime draws nothing (design §5.1)."""
+    raise RenderError(
+        f"this runtime has no render_fn (asked for a {kind!r} render); "
+        "give RuntimeConfig(render_fn=...)"
+    )
+
+
+async def no_execute(job: Any, runtime: Any) -> Any:
+    """The default ``execute``: this runtime schedules nothing (design §4)."""
+    raise UnsupportedOperation(
+        "this runtime has no execute (the scheduler got a claim); give RuntimeConfig(execute=...)"
+    )
 
 
 def _default_restart() -> Backoff:
@@ -107,13 +122,15 @@ class RuntimeConfig:
 
     helper: HelperSpec = attrs.field(validator=attrs.validators.instance_of(HelperSpec))
     """The helper program the helper pool runs (design §3.1)."""
-    render_fn: RenderFn = attrs.field(validator=_callable)
+    render_fn: RenderFn = attrs.field(default=no_render_fn, validator=_callable)
     """``render_fn(observation, kind, options, check_cancel) -> bytes``, run in a worker
-    thread by the renderer (design §5.1)."""
-    execute: Callable[..., Awaitable[Any]] = attrs.field(validator=_callable)
+    thread by the renderer (design §5.1). By default none: a render then fails with
+    ``RenderError`` (code ``render_failed``) saying so."""
+    execute: Callable[..., Awaitable[Any]] = attrs.field(default=no_execute, validator=_callable)
     """``async execute(job: SchedulerJob, runtime: Runtime) -> result``: does one claim
     of the scheduler (design §4), typically through ``runtime.pool`` and
-    ``runtime.renderer``."""
+    ``runtime.renderer``. By default none: a claim then fails with
+    ``UnsupportedOperation`` (code ``unsupported_operation``) saying so."""
     pool: PoolConfig = attrs.field(factory=PoolConfig)
     """Pool size, helper timeouts, restart intensity (design §3.2, §3.7)."""
     renderer: RendererConfig = attrs.field(factory=RendererConfig)

@@ -1,6 +1,6 @@
 """Step 6: everything together under open_runtime."""
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -15,7 +15,6 @@ from actors import (
     RunStatus,
     Runtime,
     RuntimeConfig,
-    SchedulerJob,
     open_runtime,
 )
 
@@ -38,16 +37,6 @@ class App:
         return {"limit": limit, "primes": primes}
 
 
-def render(
-    observation: Any, kind: str, options: Mapping[str, Any], check: Callable[[], None]
-) -> bytes:
-    raise NotImplementedError("this application draws nothing")
-
-
-async def execute(job: SchedulerJob, runtime: Runtime) -> None:
-    raise NotImplementedError("this application schedules nothing")
-
-
 async def main() -> None:
     app = App()
     config = RuntimeConfig(
@@ -55,8 +44,6 @@ async def main() -> None:
         pool=PoolConfig(size=2),
         operations=[OperationSpec(name="count", fields={"limit"}, required={"limit"})],
         runners={"count": app.count},
-        render_fn=render,
-        execute=execute,
         shutdown_grace=2.0,
     )
     async with open_runtime(config) as runtime:

@@ -20,6 +20,7 @@ from actors import (
     ActorError,
     ActorState,
     Backoff,
+    Failed,
     HelperExitedError,
     HelperTimeouts,
     Kind,
@@ -28,6 +29,7 @@ from actors import (
     PoolRestarting,
     Published,
     Render,
+    RenderError,
     RunInfo,
     RuntimeConfig,
     SchedulerConfig,
@@ -220,3 +222,31 @@ async def test_the_close_takes_at_most_the_shutdown_bound():
 async def _ignore_errors(fn, *args) -> None:
     with contextlib.suppress(ActorError):
         await fn(*args, timeout=60)
+
+
+async def test_without_render_fn_and_execute_each_says_what_is_missing() -> None:
+    fields = {"runs": [RunInfo(run_id=1, guid="guid-1", revision="r1")]}
+    failed: list[Any] = []
+    with trio.fail_after(30):
+        async with open_runtime(
+            RuntimeConfig(
+                helper=spec(),
+                pool=PoolConfig(size=1, timeouts=FAST),
+                scheduler=SchedulerConfig(kinds=(Kind(name="work"),)),
+                shutdown_grace=2.0,
+                **fields,
+            )
+        ) as runtime:
+            with pytest.raises(RenderError, match=r"no render_fn .*RuntimeConfig\(render_fn="):
+                await runtime.renderer.ask(
+                    Render(observation=1, kind="thumbnail", deadline=trio.current_time() + 5),
+                    timeout=5,
+                )
+            async for notice in runtime.scheduler_events:
+                if isinstance(notice, Failed):
+                    failed.append(notice)
+                    break
+            assert runtime.refs()[0].state == ActorState.RUNNING
+    assert failed[0].error.code == "unsupported_operation"
+    assert "RuntimeConfig(execute=" in failed[0].error.message
+    assert_no_children()
