@@ -214,7 +214,7 @@ def _draw(
         "kind": kind,
         "size": list(size),
         "renderer_version": RENDERER_VERSION,
-        "font": plot.font_family(),
+        "font": os.path.basename(plot.font_family()),  # never a path (design §7.5)
         "panels": [],
     }
     if status in ("interrupted", "incomplete") and shown:
