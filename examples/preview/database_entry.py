@@ -46,8 +46,8 @@ class DatabaseEntry:
     """Its run count when last checked."""
     identity: dict[str, Any] = attrs.field(factory=dict)
     """:func:`~examples.preview.app.open_database`'s answer, once checked."""
-    stamp: tuple[int, int, int, int] | None = None
-    """The file's device, inode, size and modification time when last checked
+    stamp: tuple[int, int, int, int, bytes] | None = None
+    """The file's device, inode, size, modification time and header when last checked
     (:func:`~examples.preview.databases.file_stamp`); None until checked readable."""
     app: PreviewApp | None = None
     """Its app, once started."""

@@ -37,6 +37,7 @@ each and left out. The first database is never removed.
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeAlias, get_args
 
@@ -66,8 +67,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Databases", "file_stamp", "find_databases"]
 
-#: A file's device, inode, size (bytes) and modification time (ns).
-FileStamp: TypeAlias = tuple[int, int, int, int]
+#: A file's device, inode, size (bytes), modification time (ns) and header bytes.
+FileStamp: TypeAlias = tuple[int, int, int, int, bytes]
+#: Bytes of a file's start kept in its stamp: SQLite's database header.
+_HEADER_BYTES = 100
 
 LOGGER = logging.getLogger("examples.preview")
 #: ``conn.data`` key of the id of the database a connection uses.
@@ -106,13 +109,17 @@ def find_databases(paths: Sequence[Path]) -> list[Path]:
 
 
 def file_stamp(path: Path) -> FileStamp | None:
-    """What says the file at ``path`` changed: device, inode, size (bytes) and
-    modification time (ns), or None if it cannot be looked at (blocking I/O)."""
+    """What says the file at ``path`` changed, or None if it cannot be read (blocking
+    I/O): its device, inode, size (bytes), modification time (ns) and first
+    :data:`_HEADER_BYTES` bytes (SQLite's header: damage shows there even within one
+    tick of the clock, and its change counter moves at each write)."""
     try:
-        stat = path.stat()
+        with path.open("rb") as file:
+            stat = os.fstat(file.fileno())
+            header = file.read(_HEADER_BYTES)
     except OSError:
         return None
-    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, header)
 
 
 def _look(paths: Sequence[Path]) -> list[tuple[Path, FileStamp | None]]:

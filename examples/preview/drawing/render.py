@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 from typing import TYPE_CHECKING, Any
 
