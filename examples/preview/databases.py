@@ -30,8 +30,13 @@ checked (read-only, a moment) and announced with ``database_added``: ``idle``, o
 checked again at each scan, so a file still being created becomes usable. A file that is
 gone is ``database_removed``; a started one is stopped (its helpers are reaped) and
 stays listed in ``error`` ("the file is gone") until the file is back, so a client
-looking at it is told why. At most ``max_databases`` are served; more are logged once
-each and left out. The first database is never removed.
+looking at it is told why. A file changed in place (its device, inode, size,
+modification time or SQLite header differ from its last check) is checked again: the
+same database (being written) stays as it is, a damaged one becomes an entry in error
+(its helpers stopped), another database (replaced by a rename) is removed and added
+again. A symbolic link is followed only to a regular file and listed by its own name.
+At most ``max_databases`` are served; more are logged once each and left out. The
+first database is never removed nor checked again.
 """
 
 from __future__ import annotations
@@ -280,6 +285,7 @@ class Databases:
             entry.stamp = stamp
             return
         entry.stop()
+        entry.fail("replaced by another database")  # wakes whoever waits for it to start
         self._remove(entry, why="replaced by another database")
         fresh = DatabaseEntry.found(entry.path)
         self.entries[fresh.db] = fresh
@@ -359,7 +365,8 @@ class Databases:
             entry = self._current(conn)
             app = entry.app
             if app is None and self.primary.app is not None and tag in self.primary.app.handlers:
-                raise SourceError(f"database {entry.db!r} is not served: {entry.error}")
+                why = entry.error or "not started; use_database starts it"
+                raise SourceError(f"database {entry.db!r} is not served: {why}")
             own = None if app is None else app.handlers.get(tag)
             if own is None:
                 own = BUILTIN_HANDLERS.get(tag)

@@ -134,6 +134,9 @@ async def test_two_databases_a_broken_file_and_one_added_while_running(
             while back["database"]["db"] != ids["b_second.db"]:
                 back = await _wait_push(client, "database_added")
             assert (back["database"]["state"], back["database"]["error"]) == ("idle", None)
+            idle = await client.request("list_runs")
+            assert idle["code"] == "source_unreadable"
+            assert "use_database starts it" in idle["message"]
             used = await client.request("use_database", db=ids["b_second.db"])
             assert used["type"] == "ok"
             runs = await client.request("list_runs")
@@ -144,6 +147,22 @@ async def test_two_databases_a_broken_file_and_one_added_while_running(
             notice = seen.newest(1, "thumbnail")
             assert notice is not None
             assert decode_png(await fetch_png(front.url, notice)).size == (160, 120)
+
+            # Damaged in place while in use: in error, its helpers reaped.
+            helpers = len(children(os.getpid()))
+            with second.open("r+b") as file:
+                file.write(b"garbage garbage!")
+            damaged = await _wait_push(client, "database_added")
+            while damaged["database"]["state"] != "error":  # past an earlier notice
+                damaged = await _wait_push(client, "database_added")
+            assert (damaged["database"]["db"], damaged["database"]["error"]) == (
+                ids["b_second.db"], "not an SQLite database",
+            )  # fmt: skip
+            refused = await client.request("list_runs")
+            assert "not an SQLite database" in refused["message"]
+            with trio.fail_after(TIMEOUT):
+                while len(children(os.getpid())) > helpers - 1:  # noqa: ASYNC110
+                    await trio.sleep(0.05)  # the helper exits in its own time
 
             # A file copied in while running is listed live, and removed again.
             third = folder / "d_third.db"
