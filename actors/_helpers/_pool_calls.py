@@ -164,7 +164,8 @@ async def pool_map(
     Args:
         fn: As for :meth:`run_sync`.
         *iterables: The arguments, one iterable per parameter of ``fn``.
-        limit: Most calls at once, ``1..4096``; default the pool's size.
+        limit: Most calls at once, ``1..4096`` (a larger one is refused, not capped:
+            ``ValueError``); default the pool's size.
         retry: Retry policy of each call (see :meth:`run_sync`).
         deadline: Absolute deadline of the whole map, in seconds on trio's clock.
         stall: Stall timeout of each call, in seconds (design §3.12).

@@ -17,7 +17,7 @@ import trio
 from actors import open_runtime
 from protocol import messages
 
-from .image_urls import database_id
+from .image_urls import database_id, listed_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -34,7 +34,8 @@ class DatabaseEntry:
     """One database: its id, state and, once started, its app."""
 
     path: Path
-    """The file, resolved (never sent to clients)."""
+    """The file, as listed in its folder (never sent to clients; see
+    :func:`~examples.preview.image_urls.listed_path`)."""
     db: str
     """Its id (:func:`~examples.preview.image_urls.database_id`)."""
     state: str = "idle"
@@ -45,6 +46,9 @@ class DatabaseEntry:
     """Its run count when last checked."""
     identity: dict[str, Any] = attrs.field(factory=dict)
     """:func:`~examples.preview.app.open_database`'s answer, once checked."""
+    stamp: tuple[int, int, int, int, bytes] | None = None
+    """The file's device, inode, size, modification time and header when last checked
+    (:func:`~examples.preview.databases.file_stamp`); None until checked readable."""
     app: PreviewApp | None = None
     """Its app, once started."""
     announced: bool = False
@@ -52,7 +56,8 @@ class DatabaseEntry:
     kept: bool = False
     """True while it stays listed, in error, after its file went away in use."""
     _settled: trio.Event = attrs.field(factory=trio.Event)
-    _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    _scope: trio.CancelScope | None = None
+    """The scope of the :meth:`serve` of the latest :meth:`begin`."""
 
     @classmethod
     def found(cls, path: Path) -> DatabaseEntry:
@@ -63,7 +68,7 @@ class DatabaseEntry:
     def started(cls, app: PreviewApp) -> DatabaseEntry:
         """The entry of an app the server started itself (``ready``)."""
         entry = cls(
-            path=Path(app.config.db).resolve(),
+            path=listed_path(Path(app.config.db)),
             db=app.db_id,
             state="ready",
             runs=int(app.identity.get("run_count", 0)),
@@ -100,6 +105,9 @@ class DatabaseEntry:
         """``idle`` → ``starting`` with ``app`` (then run :meth:`serve`)."""
         self.state = "starting"
         self.app = app
+        # A fresh scope each time: a scope serves one ``with`` only, and a file gone
+        # and back is served again.
+        self._scope = trio.CancelScope()
         self._settled = trio.Event()
 
     async def wait_settled(self) -> None:
@@ -115,10 +123,11 @@ class DatabaseEntry:
             ActorError: the runtime could not start (e.g. ``helper_startup_failed``).
         """
         app = self.app
-        if app is None:
+        scope = self._scope
+        if app is None or scope is None:
             raise RuntimeError("serve() after begin() only")
         runtime_config = await trio.to_thread.run_sync(app.runtime_config)
-        with self._scope:
+        with scope:
             async with (
                 open_runtime(runtime_config) as runtime,
                 app.running(runtime, eventlog=eventlog),
@@ -130,5 +139,6 @@ class DatabaseEntry:
 
     def stop(self) -> None:
         """Stop serving (its helpers are reaped as :meth:`serve` unwinds); never waits."""
-        self._scope.cancel()
+        if self._scope is not None:
+            self._scope.cancel()
         self.app = None

@@ -30,15 +30,21 @@ checked (read-only, a moment) and announced with ``database_added``: ``idle``, o
 checked again at each scan, so a file still being created becomes usable. A file that is
 gone is ``database_removed``; a started one is stopped (its helpers are reaped) and
 stays listed in ``error`` ("the file is gone") until the file is back, so a client
-looking at it is told why. At most ``max_databases`` are served; more are logged once
-each and left out. The first database is never removed.
+looking at it is told why. A file changed in place (its device, inode, size,
+modification time or SQLite header differ from its last check) is checked again: the
+same database (being written) stays as it is, a damaged one becomes an entry in error
+(its helpers stopped), another database (replaced by a rename) is removed and added
+again. A symbolic link is followed only to a regular file and listed by its own name.
+At most ``max_databases`` are served; more are logged once each and left out. The
+first database is never removed nor checked again.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, TypeAlias, get_args
 
 import attrs
 import trio
@@ -50,6 +56,7 @@ from ..web.api import BUILTIN_HANDLERS
 from .app import PreviewApp, open_database
 from .database_entry import DatabaseEntry
 from .image_route import ImageRoute
+from .image_urls import listed_path
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -63,7 +70,12 @@ if TYPE_CHECKING:
     from ..web.routes import Route
     from .config import PreviewConfig
 
-__all__ = ["Databases", "find_databases"]
+__all__ = ["Databases", "file_stamp", "find_databases"]
+
+#: A file's device, inode, size (bytes), modification time (ns) and header bytes.
+FileStamp: TypeAlias = tuple[int, int, int, int, bytes]
+#: Bytes of a file's start kept in its stamp: SQLite's database header.
+_HEADER_BYTES = 100
 
 LOGGER = logging.getLogger("examples.preview")
 #: ``conn.data`` key of the id of the database a connection uses.
@@ -80,23 +92,48 @@ _WHY = {
 
 
 def find_databases(paths: Sequence[Path]) -> list[Path]:
-    """The database files of ``paths``, resolved, in order, each once (blocking I/O).
+    """The database files of ``paths``, in order, each once (blocking I/O).
 
     A folder gives its ``*.db`` files (sorted by name, non-recursive); a file is kept
     as it is (whatever its name: the user named it); a path that is neither is left out.
+    A symbolic link is followed only to a regular file, and is listed by its own name in
+    its folder, never its target's (:func:`~examples.preview.image_urls.listed_path`).
     """
-    found: dict[Path, None] = {}
+    found: dict[Path, Path] = {}
     for path in paths:
         try:
             if path.is_dir():
                 for child in sorted(path.glob("*.db")):
-                    if child.is_file():
-                        found.setdefault(child.resolve(), None)
+                    if child.is_file():  # follows a link: only to a regular file
+                        found.setdefault(child.resolve(), listed_path(child))
             elif path.is_file():
-                found.setdefault(path.resolve(), None)
+                found.setdefault(path.resolve(), listed_path(path))
         except OSError as exc:  # e.g. a folder we may not read: nothing from it
             LOGGER.warning("cannot look into %s: %s", path, exc, extra={"path": str(path)})
-    return list(found)
+    return list(found.values())
+
+
+def file_stamp(path: Path) -> FileStamp | None:
+    """What says the file at ``path`` changed, or None if it cannot be read (blocking
+    I/O): its device, inode, size (bytes), modification time (ns) and first
+    :data:`_HEADER_BYTES` bytes (SQLite's header: damage shows there even within one
+    tick of the clock, and its change counter moves at each write)."""
+    try:
+        with path.open("rb") as file:
+            stat = os.fstat(file.fileno())
+            header = file.read(_HEADER_BYTES)
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, header)
+
+
+def _look(paths: Sequence[Path]) -> list[tuple[Path, FileStamp | None]]:
+    return [(path, file_stamp(path)) for path in find_databases(paths)]
+
+
+def _check_file(path: Path) -> tuple[FileStamp | None, dict[str, Any]]:
+    stamp = file_stamp(path)  # before: a change while checking shows at the next scan
+    return stamp, open_database(path)
 
 
 class Databases:
@@ -161,14 +198,12 @@ class Databases:
     async def scan(self) -> None:
         """Look at the paths once: add new databases, drop gone ones (a checkpoint)."""
         with trio.move_on_after(self._scan_timeout) as scope:
-            found = await trio.to_thread.run_sync(
-                find_databases, self._paths, abandon_on_cancel=True
-            )
+            looked = await trio.to_thread.run_sync(_look, self._paths, abandon_on_cancel=True)
         if scope.cancelled_caught:
             LOGGER.warning("a scan of the folders took over %g s: skipped", self._scan_timeout)
             return
         self.scans += 1
-        present = set(found)
+        present = {path for path, _ in looked}
         for entry in list(self.entries.values()):
             if entry is self.primary or entry.path in present:
                 continue
@@ -180,7 +215,7 @@ class Databases:
                     self._announce(entry)
             else:
                 self._remove(entry)
-        for path in found:
+        for path, stamp in looked:
             known = self._entry_of(path)
             if known is None:
                 if len(self.entries) >= self._max:
@@ -196,36 +231,72 @@ class Databases:
                 await self._check(entry)
             elif known.state == "error" and known.app is None:
                 await self._check(known)  # perhaps written since
+            elif known is not self.primary and stamp != known.stamp:
+                await self._recheck(known)  # written, damaged or replaced
 
     def _entry_of(self, path: Path) -> DatabaseEntry | None:
         return next((e for e in self.entries.values() if e.path == path), None)
 
-    async def _check(self, entry: DatabaseEntry) -> None:
+    async def _check(self, entry: DatabaseEntry, *, announce: bool = True) -> None:
         before = entry.info()
         try:
             with trio.fail_after(self._scan_timeout):
-                identity = await trio.to_thread.run_sync(
-                    open_database, entry.path, abandon_on_cancel=True
+                stamp, identity = await trio.to_thread.run_sync(
+                    _check_file, entry.path, abandon_on_cancel=True
                 )
         except SourceError as exc:  # its message names the path: clients get words only
             entry.fail(_WHY.get(str(exc.details.get("reason")), "unreadable"))
         except trio.TooSlowError:
             entry.fail(f"checking it took over {self._scan_timeout:g} s")
         else:
+            entry.stamp = stamp
             entry.identity = identity
             entry.state = "idle"
             entry.error = None
             entry.kept = False
             entry.runs = int(identity["run_count"])
-        if entry.info() != before or entry.announced is False:
+        if announce and (entry.info() != before or entry.announced is False):
             self._announce(entry)
 
-    def _remove(self, entry: DatabaseEntry) -> None:
+    async def _recheck(self, entry: DatabaseEntry) -> None:
+        """Check again a served file whose stamp changed: one being written stays as it
+        is; a damaged one becomes an error entry and a replaced one (another database:
+        its ``source_id`` differs) a new one, its helpers stopped either way."""
+        was = entry.identity.get("source_id")
+        try:
+            with trio.fail_after(self._scan_timeout):
+                stamp, identity = await trio.to_thread.run_sync(
+                    _check_file, entry.path, abandon_on_cancel=True
+                )
+        except (SourceError, trio.TooSlowError) as exc:
+            entry.stop()
+            if isinstance(exc, SourceError):
+                entry.fail(_WHY.get(str(exc.details.get("reason")), "unreadable"))
+            else:
+                entry.fail(f"checking it took over {self._scan_timeout:g} s")
+            entry.stamp = None
+            LOGGER.warning(
+                "%s: changed and no longer readable: %s", entry.name, entry.error,
+                extra={"event": "database_damaged", "database": entry.db},
+            )  # fmt: skip
+            self._announce(entry)
+            return
+        if identity.get("source_id") == was:  # the same database, written to
+            entry.stamp = stamp
+            return
+        entry.stop()
+        entry.fail("replaced by another database")  # wakes whoever waits for it to start
+        self._remove(entry, why="replaced by another database")
+        fresh = DatabaseEntry.found(entry.path)
+        self.entries[fresh.db] = fresh
+        await self._check(fresh)
+
+    def _remove(self, entry: DatabaseEntry, *, why: str = "gone") -> None:
         del self.entries[entry.db]
         entry.stop()
         LOGGER.info(
-            "%s: gone, no longer served", entry.name,
-            extra={"event": "database_removed", "database": entry.db},
+            "%s: %s, no longer served", entry.name, why,
+            extra={"event": "database_removed", "database": entry.db, "why": why},
         )  # fmt: skip
         if self._front is not None:
             self._front.broadcast_nowait(messages.DatabaseRemoved(db=entry.db))
@@ -294,7 +365,8 @@ class Databases:
             entry = self._current(conn)
             app = entry.app
             if app is None and self.primary.app is not None and tag in self.primary.app.handlers:
-                raise SourceError(f"database {entry.db!r} is not served: {entry.error}")
+                why = entry.error or "not started; use_database starts it"
+                raise SourceError(f"database {entry.db!r} is not served: {why}")
             own = None if app is None else app.handlers.get(tag)
             if own is None:
                 own = BUILTIN_HANDLERS.get(tag)

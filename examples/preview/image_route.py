@@ -18,8 +18,11 @@ a ``draw`` picture (``/views/<n>.png``)   200, immutable (a number is never reus
 an unknown database, run, kind or         404 naming what is missing
 picture; a revision not held (older or
 newer than the newest)
-``rev`` not a number; another query       400 naming the parameter
-parameter than ``rev`` and ``token``
+a run or picture number not in decimal     404 (one address per image)
+with no sign and no leading zero
+``rev`` not such a number; another query  400 naming the parameter
+parameter than ``rev`` and ``token``; a
+parameter given twice
 ========================================  ==============================================
 
 Every image has ``Content-Type: image/png`` and its ``Content-Length``; ``HEAD`` gets
@@ -28,6 +31,7 @@ the same head without the body (the front door leaves it out).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Final, Protocol
 
 from ..web.routes import HttpAnswer, Route, etag_matches
@@ -47,6 +51,7 @@ IMMUTABLE: Final = "private, max-age=31536000, immutable"
 #: ``Cache-Control`` of the newest image without a revision: ask again each time.
 REVALIDATE: Final = "private, no-cache"
 _PARAMETERS: Final = frozenset({"rev", "token"})
+_REV: Final = re.compile(r"0|[1-9][0-9]{0,14}")
 
 
 class ImageSource(Protocol):
@@ -102,7 +107,7 @@ class ImageRoute:
         rev = request.query.get("rev")
         if rev is None:
             return _image(request, image, REVALIDATE)
-        if not rev.isdecimal() or len(rev) > 15:
+        if _REV.fullmatch(rev) is None:  # one form only: ``rev=01`` is not ``rev=1``
             return HttpAnswer.text(400, f"rev must be a revision number, got {rev[:40]!r}")
         if int(rev) != image.revision:
             return HttpAnswer.text(

@@ -33,6 +33,7 @@ __all__ = [
     "ImagePath",
     "database_id",
     "image_url",
+    "listed_path",
     "parse_image_path",
     "view_url",
 ]
@@ -43,8 +44,17 @@ IMAGE_KINDS: Final = {"thumbnail": (160, 120), "preview": (640, 480)}
 _NAME_CHARS: Final = 40
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.-]+")
 _ID: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_RUN: Final = re.compile(r"/db/([^/]+)/runs/([0-9]{1,15})/([a-z]+)\.png")
-_VIEW: Final = re.compile(r"/db/([^/]+)/views/([0-9]{1,15})\.png")
+#: A number as the server writes it: decimal, no sign, no leading zero (one address
+#: per image).
+_NUMBER: Final = r"(0|[1-9][0-9]{0,14})"
+_RUN: Final = re.compile(rf"/db/([^/]+)/runs/{_NUMBER}/([a-z]+)\.png")
+_VIEW: Final = re.compile(rf"/db/([^/]+)/views/{_NUMBER}\.png")
+
+
+def listed_path(path: Path) -> Path:
+    """``path`` absolute, its folder resolved but not its name: a symbolic link keeps its
+    own name (its target's name and place are never shown, design §7.5)."""
+    return path.absolute().parent.resolve() / path.name
 
 
 def database_id(path: str | os.PathLike[str]) -> str:
@@ -52,9 +62,10 @@ def database_id(path: str | os.PathLike[str]) -> str:
 
     ``<name>-<8 hex digits>``: the file name without ``.db``, characters other than
     letters, digits, ``_``, ``.`` and ``-`` replaced by ``_``, at most 40 characters;
-    then the start of the SHA-256 of the resolved absolute path.
+    then the start of the SHA-256 of the absolute path (:func:`listed_path`: a link's
+    own name, never its target's).
     """
-    resolved = Path(path).resolve()
+    resolved = listed_path(Path(path))
     name = _UNSAFE.sub("_", resolved.stem).strip("._-")[:_NAME_CHARS] or "db"
     digest = hashlib.sha256(os.fsencode(resolved)).hexdigest()[:8]
     return f"{name}-{digest}"

@@ -14,7 +14,8 @@ alone, before a websocket is opened:
    (``http(s)://`` + the ``Host`` it was sent to, and on a loopback bind any loopback
    name with the server's port) or one listed in ``allowed_origins``.
 3. **Token**, for websocket handshakes, when the config has one: ``?token=`` in the
-   request target or ``Authorization: Bearer``, compared in constant time.
+   request target or ``Authorization: Bearer``, compared in constant time; when a
+   request carries several (both, or a repeated ``?token=``), each must be right.
 
 A failed check is a :class:`Refusal`: an HTTP status, a reason for the logs and one
 line for the client. The front door answers it and logs it (:mod:`examples.web.frontdoor`).
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
     from .config import FrontDoorConfig
 
-__all__ = ["Guard", "Refusal", "offered_token"]
+__all__ = ["Guard", "Refusal", "offered_token", "offered_tokens"]
 
 _PHRASES = {403: "Forbidden", 429: "Too Many Requests", 503: "Service Unavailable"}
 #: Characters of a header value quoted back in a refusal (the rest is cut).
@@ -65,13 +66,18 @@ def _quote(value: str) -> str:
 
 def offered_token(target: str, headers: Mapping[bytes, bytes]) -> str | None:
     """The token a request carries: ``?token=`` in ``target``, else a Bearer credential."""
-    values = urllib.parse.parse_qs(urllib.parse.urlsplit(target).query).get("token")
-    if values:
-        return values[0]
+    offered = offered_tokens(target, headers)
+    return offered[0] if offered else None
+
+
+def offered_tokens(target: str, headers: Mapping[bytes, bytes]) -> list[str]:
+    """Every token a request carries: each ``?token=`` of ``target``, then a Bearer
+    credential (the token check wants each of them right)."""
+    offered = urllib.parse.parse_qs(urllib.parse.urlsplit(target).query).get("token", [])
     scheme, _, credentials = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():
-        return credentials.strip()
-    return None
+        offered.append(credentials.strip())
+    return offered
 
 
 class Guard:
@@ -168,12 +174,13 @@ class Guard:
         token = self.config.token
         if token is None:
             return None
-        offered = offered_token(target, headers)
-        if offered is not None and hmac.compare_digest(offered.encode(), token.encode()):
+        offered = offered_tokens(target, headers)
+        # Every token given must be right: a wrong one beside a right one is refused.
+        if offered and all(hmac.compare_digest(t.encode(), token.encode()) for t in offered):
             return None
         return Refusal(
             status=403,
-            reason="missing_token" if offered is None else "wrong_token",
+            reason="wrong_token" if offered else "missing_token",
             message="missing or wrong token; pass it as ?token=... or an "
             "'Authorization: Bearer ...' header",
         )

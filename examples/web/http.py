@@ -17,7 +17,10 @@ a ``Host`` that is not the server's       403 with the reason (the DNS-rebinding
                                           a protected route needs the token first)
 ``GET``/``HEAD`` of any other path        404
 another method                            405 (``Allow: GET, HEAD``)
-a malformed head                          400; over ``max_head`` bytes: 431
+a malformed head, or a request target     400 with h11's words (never the client's
+that is not a path (``http://host/...``,  bytes); over ``max_head`` bytes: 431
+whose authority would escape the Host
+check)
 ========================================  ============================================
 
 Every answer has ``Content-Length`` (but a 304), ``Connection: close``,
@@ -117,10 +120,15 @@ async def read_head(stream: trio.abc.ReceiveStream, *, max_head: int) -> Head:
         try:
             event = conn.next_event()
         except h11.RemoteProtocolError as exc:
-            return Head(request=None, raw=bytes(raw), error=(exc.error_status_hint, str(exc)))
+            # h11's words only: what follows its colon quotes the client's bytes.
+            why = str(exc).partition(":")[0] or "a malformed request head"
+            return Head(request=None, raw=bytes(raw), error=(exc.error_status_hint, why))
         if isinstance(event, h11.Request):
             if len(raw) - len(conn.trailing_data[0]) > max_head:  # it came in one piece
                 return Head(request=None, raw=bytes(raw), error=(431, "the head is too large"))
+            if not event.target.startswith(b"/"):  # absolute-form: its authority is unchecked
+                why = "the request target must be a path starting with '/'"
+                return Head(request=None, raw=bytes(raw), error=(400, why))
             return Head(request=event, raw=bytes(raw))
         if event is not h11.NEED_DATA:  # ConnectionClosed: nothing to answer
             return Head(request=None, raw=bytes(raw))

@@ -5,13 +5,16 @@ gets an :class:`HttpRequest` and returns an :class:`HttpAnswer`. The front door
 (:mod:`examples.web.frontdoor`) decides who may ask before a route runs: the ``Host``
 check of every plain HTTP request and, for a ``protected`` route (the default), the
 token exactly as a websocket handshake carries it (``?token=`` or ``Authorization:
-Bearer``, design §7.3): a missing or wrong one is a 403 and the route never runs. Only
+Bearer``, design §7.3): a missing or wrong one is a 403 and the route never runs; when
+both are given, both must be right. Only
 ``GET`` and ``HEAD`` reach a route (``HEAD`` gets the headers of ``GET``, no body);
 other methods are 405 as for the pages.
 
 :class:`Router` matches a request to the route with the longest prefix, runs it under
 the front door's handshake deadline (the caller's cancel scope), and writes the answer:
 
+* a query parameter given twice (``?rev=1&rev=2``) is a 400 naming it: the route never
+  runs;
 * a body over ``max_body`` bytes is never sent: the client gets a 500 and the log says
   why (routes answer from bounded stores, so it is a bug, not a load);
 * an :class:`~actors.errors.ActorError` or any other exception of a route is a 500 with
@@ -35,7 +38,7 @@ import attrs
 from .http import response
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
     import h11
     import trio
@@ -61,7 +64,8 @@ class HttpRequest:
     path: str
     """The path, percent-decoded (e.g. ``/db/sample-1a2b/runs/3/preview.png``)."""
     query: Mapping[str, str]
-    """The query's parameters (the first value of each; ``token`` included)."""
+    """The query's parameters (``token`` included); each is there once (a repeated one
+    is a 400 before the route runs)."""
     headers: Mapping[bytes, bytes]
     """The request headers, names lowercased."""
 
@@ -171,10 +175,9 @@ class Router:
         """
         target = request.target.decode("ascii", "replace")
         split = urllib.parse.urlsplit(target)
-        query = {
-            name: values[0]
-            for name, values in urllib.parse.parse_qs(split.query, keep_blank_values=True).items()
-        }
+        pairs = urllib.parse.parse_qsl(split.query, keep_blank_values=True)
+        query = dict(pairs)
+        repeated = _repeated(name for name, _ in pairs)
         http_request = HttpRequest(
             method=request.method.decode("ascii"),
             path=urllib.parse.unquote(split.path),
@@ -183,7 +186,10 @@ class Router:
         )
         name = route.name or route.prefix
         try:
-            result = await route.handler(http_request)
+            if repeated is not None:  # which one would count is a guess: refused
+                result = HttpAnswer.text(400, f"query parameter {repeated[:40]!r} is repeated")
+            else:
+                result = await route.handler(http_request)
         except Exception:  # contained: one bad request never stops the server
             LOGGER.exception("route %s failed for %s", name, http_request.path[:200])
             result = HttpAnswer.text(500, "the server failed to answer this request")
@@ -209,6 +215,15 @@ class Router:
     def statistics(self) -> dict[str, int]:
         """Answers sent so far, by status (``"200"``, ``"304"``, ``"404"``, ...)."""
         return dict(self.answered)
+
+
+def _repeated(names: Iterable[str]) -> str | None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
 
 
 def encode_answer(answer: HttpAnswer, *, head_only: bool) -> bytes:

@@ -8,8 +8,10 @@ that no child process is left.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -27,6 +29,7 @@ from preview_support import (
 )
 
 from examples.preview.app import PreviewApp, open_database
+from examples.preview.database_entry import DatabaseEntry
 from examples.preview.databases import Databases, find_databases
 from examples.preview.image_urls import database_id
 from examples.preview.server import main as preview_server_main
@@ -124,6 +127,43 @@ async def test_two_databases_a_broken_file_and_one_added_while_running(
                 while len(children(os.getpid())) > helpers - 1:  # noqa: ASYNC110
                     await trio.sleep(0.05)  # the helper exits in its own time
 
+            # The file is back: listed idle, and served again (new helpers) on its next use.
+            shutil.copyfile(writable_db, folder / "b_second.tmp")
+            (folder / "b_second.tmp").rename(second)
+            back = await _wait_push(client, "database_added")
+            while back["database"]["db"] != ids["b_second.db"]:
+                back = await _wait_push(client, "database_added")
+            assert (back["database"]["state"], back["database"]["error"]) == ("idle", None)
+            idle = await client.request("list_runs")
+            assert idle["code"] == "source_unreadable"
+            assert "use_database starts it" in idle["message"]
+            used = await client.request("use_database", db=ids["b_second.db"])
+            assert used["type"] == "ok"
+            runs = await client.request("list_runs")
+            assert len(runs["runs"]) == 12
+            seen = Seen()
+            with trio.fail_after(40):
+                await pump(client, seen, lambda: seen.newest(1, "thumbnail") is not None)
+            notice = seen.newest(1, "thumbnail")
+            assert notice is not None
+            assert decode_png(await fetch_png(front.url, notice)).size == (160, 120)
+
+            # Damaged in place while in use: in error, its helpers reaped.
+            helpers = len(children(os.getpid()))
+            with second.open("r+b") as file:
+                file.write(b"garbage garbage!")
+            damaged = await _wait_push(client, "database_added")
+            while damaged["database"]["state"] != "error":  # past an earlier notice
+                damaged = await _wait_push(client, "database_added")
+            assert (damaged["database"]["db"], damaged["database"]["error"]) == (
+                ids["b_second.db"], "not an SQLite database",
+            )  # fmt: skip
+            refused = await client.request("list_runs")
+            assert "not an SQLite database" in refused["message"]
+            with trio.fail_after(TIMEOUT):
+                while len(children(os.getpid())) > helpers - 1:  # noqa: ASYNC110
+                    await trio.sleep(0.05)  # the helper exits in its own time
+
             # A file copied in while running is listed live, and removed again.
             third = folder / "d_third.db"
             shutil.copyfile(writable_db, folder / "d_third.tmp")
@@ -190,3 +230,80 @@ async def test_a_scan_bounds_rechecks_and_drops_entries(
     states = {entry.name: entry.state for entry in databases.entries.values()}
     assert states == {"a.db": "ready", "b.db": "idle", "d.db": "idle"}
     assert databases.scans == 3
+
+
+def _events(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
+    """(event, database id) of the records so far, then forgets them."""
+    seen = [
+        (str(record.event), str(record.database))  # type: ignore[attr-defined]
+        for record in caplog.records
+        if getattr(record, "event", None) in {"database_removed", "database_state"}
+    ]
+    caplog.clear()
+    return seen
+
+
+async def test_a_file_changed_in_place_is_checked_again(
+    writable_db: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="examples.preview")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    first = shutil.copyfile(writable_db, folder / "a.db")
+    written = shutil.copyfile(writable_db, folder / "b.db")
+    damaged = shutil.copyfile(writable_db, folder / "c.db")
+    replaced = shutil.copyfile(writable_db, folder / "d.db")
+    config = server_config(first, tmp_path)
+    identity = await trio.to_thread.run_sync(open_database, first)
+    databases = Databases(PreviewApp(config, identity), [folder], config)
+    await databases.scan()
+    entries = {entry.name: entry for entry in databases.entries.values()}
+    assert {name: entry.state for name, entry in entries.items()} == dict.fromkeys(
+        ("a.db", "b.db", "c.db", "d.db"), "idle"
+    ) | {"a.db": "ready"}
+    caplog.clear()
+
+    # Written to (a run grows): the same database, nothing to tell.
+    with sqlite3.connect(written) as conn:
+        conn.execute("CREATE TABLE grown (x)")
+    conn.close()
+    # Damaged in place (same inode): not served any more.
+    with damaged.open("r+b") as file:
+        file.write(b"garbage garbage!")
+    # Replaced by a rename: another file, another database under the same name.
+    shutil.copyfile(writable_db, folder / "d.tmp")
+    os.replace(folder / "d.tmp", replaced)
+    await databases.scan()
+    after = {entry.name: entry for entry in databases.entries.values()}
+    assert after["b.db"] is entries["b.db"]
+    assert (after["b.db"].state, after["b.db"].error) == ("idle", None)
+    assert after["c.db"] is entries["c.db"]
+    assert (after["c.db"].state, after["c.db"].error) == ("error", "not an SQLite database")
+    assert after["d.db"] is not entries["d.db"]
+    assert (after["d.db"].db, after["d.db"].state) == (entries["d.db"].db, "idle")
+    assert after["d.db"].identity["source_id"] != entries["d.db"].identity["source_id"]
+    assert _events(caplog) == [
+        ("database_state", entries["c.db"].db),
+        ("database_removed", entries["d.db"].db),
+        ("database_state", entries["d.db"].db),
+    ]
+    await databases.scan()  # nothing changed since: nothing to tell
+    assert _events(caplog) == []
+
+
+def test_a_link_is_listed_by_its_own_name_and_only_to_a_regular_file(tmp_path: Path) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    secret = tmp_path / "secret_target.txt"
+    secret.write_bytes(b"root:x:0:0")
+    (folder / "passwd.db").symlink_to(secret)
+    (folder / "tree.db").symlink_to(tmp_path)
+    (folder / "null.db").symlink_to("/dev/null")
+    (folder / "dangling.db").symlink_to(tmp_path / "nothing")
+    found = find_databases([folder])
+    assert found == [folder.resolve() / "passwd.db"]
+    entry = DatabaseEntry.found(found[0])
+    info = entry.info()
+    assert info.name == "passwd.db"
+    assert info.db.startswith("passwd-")
+    assert "secret" not in repr(info)

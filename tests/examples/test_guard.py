@@ -156,6 +156,11 @@ def test_token_missing_wrong_or_right() -> None:
     assert _reason(guard, authorization="Bearer nope-nope") == "wrong_token"
     assert _reason(guard, "/?token=s3cret-token") is None
     assert _reason(guard, authorization="Bearer s3cret-token") is None
+    # Both given: each must be right (a wrong one beside the right one is refused).
+    assert _reason(guard, "/?token=s3cret-token", authorization="Bearer s3cret-token") is None
+    assert _reason(guard, "/?token=s3cret-token", authorization="Bearer nope-nope") == "wrong_token"
+    assert _reason(guard, "/?token=nope", authorization="Bearer s3cret-token") == "wrong_token"
+    assert _reason(guard, "/?token=s3cret-token&token=nope") == "wrong_token"
     assert offered_token("/?a=1&token=t%20x", {}) == "t x"
     assert offered_token("/", {b"authorization": b"Basic abc"}) is None
     # A plain HTTP request (the public page) is not asked for the token.

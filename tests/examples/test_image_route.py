@@ -102,6 +102,12 @@ async def test_a_revisioned_url_is_immutable_and_revalidates_to_304(route):
         (f"/db/{DB}/runs/x/preview.png", 404, "no such image address"),
         (f"/db/{DB}/../../etc/passwd", 404, "no such image address"),
         (f"/db/{DB}/views/1.png", 404, "picture 1 is not held"),
+        # One address per image: numbers only as the server writes them.
+        (f"/db/{DB}/runs/03/preview.png", 404, "no such image address"),
+        (f"/db/{DB}/runs/+3/preview.png", 404, "no such image address"),
+        (f"/db/{DB}/views/01.png", 404, "no such image address"),
+        (f"/db/{DB}/runs/3/preview.png?rev=02", 400, "rev must be a revision number"),
+        (f"/db/{DB}/runs/3/preview.png?rev=\u0662", 400, "rev must be a revision number"),
     ],
 )
 async def test_what_is_not_there_or_not_allowed_is_named(route, target, status, words):

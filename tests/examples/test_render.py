@@ -110,6 +110,13 @@ def test_preview_of_a_map_has_a_colour_bar(observations):
     assert bottom_err < 60
 
 
+def test_the_report_names_the_font_but_never_its_path():
+    font = report_of(render(trace_observation(), "thumbnail"))["font"]
+    assert "/" not in font
+    assert "\\" not in font
+    assert font in (plot.font_family().rsplit("/", 1)[-1], "pillow-default")
+
+
 def test_unicode_units_render_with_a_real_glyph():
     if plot.font_family() == "pillow-default":
         pytest.skip("no DejaVu font installed: labels are transliterated instead")

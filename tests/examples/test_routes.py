@@ -108,6 +108,30 @@ async def test_a_route_needs_the_token_and_answers_with_its_headers():
         assert stats.route_answers == {"200": 2}
 
 
+async def test_every_token_given_must_be_right_and_a_parameter_comes_once():
+    async with serving(config()) as front:
+        right, wrong = f"Authorization: Bearer {TOKEN}\r\n", "Authorization: Bearer wrong-0\r\n"
+        for path, extra in [
+            ("/img/a.png?token=wrong-token-0", right),
+            (f"/img/a.png?token={TOKEN}", wrong),
+            (f"/img/a.png?token={TOKEN}&token=wrong-token-0", ""),
+        ]:
+            status, _, body = split(await exchange(front, get(front, path, extra=extra)))
+            assert status == "HTTP/1.1 403 Forbidden", (path, extra)
+            assert IMAGE not in body
+        status, _, body = split(
+            await exchange(front, get(front, f"/img/a.png?token={TOKEN}", extra=right))
+        )
+        assert (status, body) == ("HTTP/1.1 200 OK", IMAGE)
+        repeated = f"/img/a.png?rev=1&token={TOKEN}&rev=2"
+        status, _, body = split(await exchange(front, get(front, repeated)))
+        assert (status, body) == (
+            "HTTP/1.1 400 Bad Request", b"400 Bad Request: query parameter 'rev' is repeated\n",
+        )  # fmt: skip
+        assert front.statistics().refusals == {"wrong_token": 3}
+        assert front.statistics().route_answers == {"200": 1, "400": 1}
+
+
 async def test_head_304_404_and_methods():
     async with serving(config()) as front:
         target = f"/img/a.png?token={TOKEN}"

@@ -101,6 +101,18 @@ async def test_other_paths_methods_and_bad_heads_are_refused():
         status, _, body = split(await exchange(front, b"this is not http\r\n\r\n"))
         assert status == "HTTP/1.1 400 Bad Request"
         assert body.startswith(b"400 Bad Request: ")
+        # A 400 says what is wrong in words, never quoting the client's bytes.
+        status, _, body = split(await exchange(front, "GET /\u00e9 HTTP/1.1\r\n\r\n".encode()))
+        assert (status, body) == (
+            "HTTP/1.1 400 Bad Request",
+            b"400 Bad Request: illegal request line\n",
+        )
+        # An absolute-form target names an authority the Host check never sees.
+        status, _, body = split(await exchange(front, get(front, "http://evil.example/")))
+        assert (status, body) == (
+            "HTTP/1.1 400 Bad Request",
+            b"400 Bad Request: the request target must be a path starting with '/'\n",
+        )  # fmt: skip
         huge = get(front, "/", extra=f"X-Padding: {'p' * 2000}\r\n")
         status, _, _ = split(await exchange(front, huge))
         assert status == "HTTP/1.1 431 Request Header Fields Too Large"
@@ -110,7 +122,7 @@ async def test_other_paths_methods_and_bad_heads_are_refused():
         )
         assert (status, body) == ("HTTP/1.1 200 OK", PAGE.body)
         assert await exchange(front, b"") == b""  # connected and left: nothing to answer
-        assert front.statistics().http_requests == 5
+        assert front.statistics().http_requests == 7
 
 
 async def test_a_slow_http_client_is_cut_at_the_handshake_timeout():

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -214,7 +215,7 @@ def _draw(
         "kind": kind,
         "size": list(size),
         "renderer_version": RENDERER_VERSION,
-        "font": plot.font_family(),
+        "font": os.path.basename(plot.font_family()),  # never a path (design §7.5)
         "panels": [],
     }
     if status in ("interrupted", "incomplete") and shown:
