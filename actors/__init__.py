@@ -128,6 +128,8 @@ from ._eventlog._types import Event as Event
 from ._eventlog._types import EventLogConfig as EventLogConfig
 from ._eventlog._types import EventLogSnapshot as EventLogSnapshot
 from ._eventlog._types import OperationSpec as OperationSpec
+from ._eventlog._operations import ProgressReporter as ProgressReporter
+from ._eventlog._operations import Runner as Runner
 from ._eventlog._types import Receipt as Receipt
 from ._eventlog._types import RunStatus as RunStatus
 from ._eventlog._types import WatchResult as WatchResult
@@ -251,6 +253,8 @@ __all__ = [
     "EventLogClient",
     "Admission",
     "OperationSpec",
+    "ProgressReporter",
+    "Runner",
     "Receipt",
     "Event",
     "RunStatus",

@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ._types import RunStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from ._types import OperationSpec
 
-    from ._types import OperationSpec, RunStatus
+__all__ = ["Operations", "ProgressReporter", "Runner"]
 
-    #: ``report_progress(fraction, note=None)``: sync; fraction in [0, 1].
-    ProgressReporter = Callable[..., None]
-    #: ``await runner(run_status, report_progress)`` returns a JSON-compatible result.
-    Runner = Callable[[RunStatus, ProgressReporter], Awaitable[Any]]
 
-__all__ = ["Operations"]
+class ProgressReporter(Protocol):
+    """What a built-in runner is handed to report progress (design §6.6).
+
+    ``report(fraction, note=None)``: sync and never blocks; ``fraction`` in [0, 1]
+    (a bad one raises ``ValueError`` naming it), ``note`` a short text or None.
+    """
+
+    def __call__(self, fraction: float, note: str | None = None, /) -> None: ...
+
+
+#: ``await runner(run_status, report)`` does one run and returns its JSON-compatible
+#: result (design §6.6); ``report`` is a :class:`ProgressReporter`.
+Runner = Callable[[RunStatus, ProgressReporter], Awaitable[Any]]
 
 
 class Operations:

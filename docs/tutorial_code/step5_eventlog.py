@@ -1,7 +1,6 @@
 """Step 5: a durable event log: submit, follow, stop, reopen, resume, query."""
 
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 import trio
@@ -13,6 +12,7 @@ from actors import (
     EventLogClient,
     EventLogConfig,
     OperationSpec,
+    ProgressReporter,
     RunStatus,
     Survivor,
 )
@@ -20,7 +20,7 @@ from actors import (
 OPERATIONS = [OperationSpec(name="square", fields={"n"}, required={"n"})]
 
 
-async def square(run: RunStatus, progress: Callable[..., None]) -> dict[str, int]:
+async def square(run: RunStatus, progress: ProgressReporter) -> dict[str, int]:
     """The runner of ``square``: the log runs it for each queued run (design §6.6)."""
     n = run.arguments["n"]
     progress(0.5, "halfway")

@@ -1,6 +1,5 @@
 """Step 6: everything together under open_runtime."""
 
-from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -12,6 +11,7 @@ from actors import (
     LiveRef,
     OperationSpec,
     PoolConfig,
+    ProgressReporter,
     RunStatus,
     Runtime,
     RuntimeConfig,
@@ -28,7 +28,7 @@ class App:
     def __init__(self) -> None:
         self.runtime: Runtime | None = None  # set once the runtime is open
 
-    async def count(self, run: RunStatus, progress: Callable[..., None]) -> dict[str, int]:
+    async def count(self, run: RunStatus, progress: ProgressReporter) -> dict[str, int]:
         assert self.runtime is not None
         limit = run.arguments["limit"]
         primes = await self.runtime.pool.run_sync(count_primes, limit, timeout=10)
