@@ -237,9 +237,19 @@ class _Stdio:
             ProtocolError: a malformed frame, or (code ``protocol_violation``) one of
                 another session or version, or of a kind the parent must not send.
         """
-        while not self.pending and not self.eof:
-            self._feed(os.read(self.rfd, _READ_SIZE))
-        return self.pending.popleft() if self.pending else None
+        while not self.pending:
+            if self.eof:
+                return None
+            data = os.read(self.rfd, _READ_SIZE)
+            session = self.session
+            if data and session is not None:
+                bodies = self.decoder.feed(data)
+                if len(bodies) == 1:  # the usual read: one whole frame, no queue needed
+                    return decode_positional(bodies[0], session, _REQUEST_KINDS)
+                self.pending.extend(decode_positional(b, session, _REQUEST_KINDS) for b in bodies)
+            else:
+                self._feed(data)
+        return self.pending.popleft()
 
     def poll(self) -> None:
         """Read whatever input is ready, without blocking; remember a protocol error."""
@@ -475,7 +485,9 @@ def _run_job(
             error=_unencodable(exc),
             max_size=stdio.max_reply,
         )
-    stdio.write(frame)
+    written = os.write(stdio.wfd, frame)  # stdio.write's usual case, without its call
+    if written < len(frame):
+        stdio.write(frame[written:])
     return ctx.shutdown_requested
 
 

@@ -17,11 +17,12 @@ from .errors import ProtocolError
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the child ~3 ms
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from typing import Any, Final
 
 __all__ = [
     "SURROGATE_ESCAPE",
+    "c_encode",
     "dumps_str",
     "dumps_value",
     "encodes_as_utf8",
@@ -45,13 +46,13 @@ _dumps = _encoder.encode
 dumps_str = json.encoder.encode_basestring
 
 
-def _c_dumps() -> Callable[[object], str] | None:
-    """``_dumps`` without its per-call set-up, if this Python's C encoder allows it.
+def _c_encoder() -> Callable[[object, int], Sequence[str]] | None:
+    """The C encoder behind ``_dumps``, built once, if this Python allows it.
 
     ``JSONEncoder.encode`` builds a C encoder object on every call (about 1 us, as much
     as encoding a small payload). Build it once instead, through the same private
     constructor ``JSONEncoder.iterencode`` uses, and keep it only if it gives exactly
-    the public encoder's output and refusals; otherwise (another Python) use ``_dumps``.
+    the public encoder's output and refusals; otherwise (another Python) None.
     """
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:
@@ -69,14 +70,21 @@ def _c_dumps() -> Callable[[object], str] | None:
             return None
     except Exception:
         return None
-
-    def dumps(value: object) -> str:
-        return "".join(encode(value, 0))
-
-    return dumps
+    return encode  # type: ignore[no-any-return]
 
 
-dumps_value = _c_dumps() or _dumps
+#: ``c_encode(value, 0)`` → the JSON text of ``value`` in chunks (join them), as
+#: :func:`dumps_value` gives it, for a hot path that inlines :func:`dumps_value`; None
+#: where this Python's C encoder cannot be used that way (then call ``dumps_value``).
+c_encode: Final = _c_encoder()
+
+
+def _c_dumps(value: object) -> str:
+    return "".join(c_encode(value, 0))  # type: ignore[misc]  # only bound when set
+
+
+#: ``dumps_value(value)`` → compact, strict JSON text (raises TypeError/ValueError).
+dumps_value: Final = _dumps if c_encode is None else _c_dumps
 
 
 def _refuse_constant(name: str) -> object:

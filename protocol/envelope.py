@@ -49,7 +49,7 @@ from ._envelope_checks import (
     FieldError,
     validate,
 )
-from ._envelope_value import Envelope, trusted
+from ._envelope_value import Envelope
 from ._envelope_wire import (
     BODY_HEADER,
     FRAME_HEADER,
@@ -60,7 +60,14 @@ from ._envelope_wire import (
     STATUS_CODES,
     STATUS_NAMES,
 )
-from ._strict_json import SURROGATE_ESCAPE, dumps_value, encodes_as_utf8, parse, scan
+from ._strict_json import (
+    SURROGATE_ESCAPE,
+    c_encode,
+    dumps_value,
+    encodes_as_utf8,
+    parse,
+    scan,
+)
 from .errors import FrameTooLarge, ProtocolError, ProtocolViolation
 from .framing import DEFAULT_MAX_REPLY, MAX_FRAME_LIMIT, _check_limit
 
@@ -111,7 +118,14 @@ _MAX_KNOWN_SESSIONS: Final = 256
 #: operation once, and fences a reply's operation by comparing bytes (no decode). The
 #: same few names recur; cleared when it grows past a bound.
 _known_operations: dict[str, bytes] = {}
+#: The same names the other way round (bytes → name), for a frame read without an
+#: expected operation (the helper reading a job): a known name is neither decoded nor
+#: checked again. Kept in step with ``_known_operations`` by :func:`_learn_operation`.
+_operation_names: dict[bytes, str] = {}
 _MAX_KNOWN_OPERATIONS: Final = 256
+#: ``Envelope`` from fields already proven valid: ``_envelope_value.trusted`` without
+#: its call (the decoder builds one per frame).
+_new_envelope = tuple.__new__
 
 
 def _learn_session(session: str) -> bytes:
@@ -120,6 +134,15 @@ def _learn_session(session: str) -> bytes:
         _known_sessions.clear()
     raw = _known_sessions[session] = bytes.fromhex(session)
     return raw
+
+
+def _learn_operation(operation: str, raw: bytes) -> None:
+    """Remember an operation name that has just passed validation, and its bytes."""
+    if len(_known_operations) >= _MAX_KNOWN_OPERATIONS:
+        _known_operations.clear()
+        _operation_names.clear()
+    _known_operations[operation] = raw
+    _operation_names[raw] = operation
 
 
 def new_session() -> str:
@@ -245,11 +268,14 @@ def encode_positional(
                 field="operation",
             ) from None
         if type(operation) is str:  # validated above; a subclass could compare oddly
-            if len(_known_operations) >= _MAX_KNOWN_OPERATIONS:
-                _known_operations.clear()
-            _known_operations[operation] = op
+            _learn_operation(operation, op)
     try:
-        body = b"" if payload is None else dumps_value(payload).encode()
+        if payload is None:
+            body = b""
+        elif c_encode is not None:  # dumps_value inlined: one call less per frame
+            body = "".join(c_encode(payload, 0)).encode()
+        else:
+            body = dumps_value(payload).encode()
     except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError too
         raise ProtocolError(
             f"envelope field 'payload' is not JSON-serialisable: {exc}", field="payload"
@@ -433,18 +459,24 @@ def decode_positional(
         ):
             start = _HEAD + op_size
             op: str | None = None
+            raw_op = payload[_HEAD:start]
             if operation is not None:
                 # A known operation was validated when its job was encoded: equal
                 # bytes are the same (valid) name, without decoding them.
-                if payload[_HEAD:start] == _known_operations.get(operation):
+                if raw_op == _known_operations.get(operation):
                     op = operation
             else:
-                try:
-                    op = str(payload[_HEAD:start], "utf-8")
-                except UnicodeDecodeError:
-                    op = None
-                else:
-                    op = op if 0 < len(op) <= MAX_OPERATION_LENGTH else None
+                op = _operation_names.get(raw_op)
+                if op is None:
+                    try:
+                        op = str(raw_op, "utf-8")
+                    except UnicodeDecodeError:
+                        op = None
+                    else:
+                        if 0 < len(op) <= MAX_OPERATION_LENGTH:
+                            _learn_operation(op, raw_op)
+                        else:
+                            op = None
             if op is not None:
                 body = None
                 if body_size:
@@ -457,7 +489,10 @@ def decode_positional(
                         text, stop = "", -1
                     if stop != len(text) or "\\u" in text:
                         body = parse(payload[start:end], "payload")
-                return trusted(version, kind, session, g, op, STATUS_NAMES[status_code], body, None)
+                return _new_envelope(
+                    Envelope,
+                    (version, kind, session, g, op, STATUS_NAMES[status_code], body, None),
+                )
     env = decode_envelope(payload)
     _fence(env, session, kinds, generation, operation)
     return env

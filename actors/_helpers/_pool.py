@@ -52,6 +52,7 @@ from ._containment import available_mode
 from ._events import PoolEvents
 from ._pool_calls import pool_map, pool_run_sync
 from ._pool_config import PoolConfig, PoolSnapshot, PoolStatistics
+from ._pool_jobs import PoolJob, SlotWaiter
 from ._spawner import Slot, Spawner
 
 if TYPE_CHECKING:
@@ -63,29 +64,6 @@ if TYPE_CHECKING:
 __all__ = ["HelperPool", "PoolConfig", "PoolSnapshot", "PoolStatistics"]
 
 _INF: Final = math.inf
-
-
-class _Job:
-    """A job :meth:`HelperPool.cancel_job` or the close must reach off the fast path."""
-
-    __slots__ = ("cancelled", "helper", "scope")
-
-    def __init__(self) -> None:
-        self.cancelled = False
-        #: The helper running it, once the job frame may be out.
-        self.helper: HelperProcess | None = None
-        #: The scope of the slow path (waiting for a slot, spawning), while it runs.
-        self.scope: trio.CancelScope | None = None
-
-
-class _Waiter:
-    """A job waiting for a free slot; :meth:`HelperPool._release` hands one over."""
-
-    __slots__ = ("event", "slot")
-
-    def __init__(self) -> None:
-        self.event = trio.Event()
-        self.slot: Slot | None = None
 
 
 class HelperPool:
@@ -118,14 +96,15 @@ class HelperPool:
         # Free slots and the jobs waiting for one (FIFO; a released slot goes to the
         # first waiter directly). Bounded by construction: at most ``size`` slots.
         self._free: deque[Slot] = deque(self._slots)
-        self._waiters: deque[_Waiter] = deque()
-        self._jobs: dict[Hashable, _Job] = {}  # jobs with an id
-        self._slow: set[_Job] = set()  # jobs waiting for a slot or a spawn
+        self._waiters: deque[SlotWaiter] = deque()
+        self._jobs: dict[Hashable, PoolJob] = {}  # jobs with an id
+        self._slow: set[PoolJob] = set()  # jobs waiting for a slot or a spawn
         self._no_jobs: trio.Event | None = None
         self._epoch = 0
         self._failed = False
         self._failed_event = trio.Event()
         self._closing = False
+        self._retiring, self._retired = False, trio.Event()  # retire_idle() began, ended
         self._closed = False
         self._closed_event = trio.Event()
         self._succeeded = self._failures = self._cancelled = 0
@@ -215,20 +194,19 @@ class HelperPool:
             ValueError: ``job_id`` is already running, ``stall`` is not a valid
                 duration, or ``operation`` is not a str of 1..128 characters.
         """
-        if self._closing or self._failed:
+        if self._closing or self._retiring or self._failed:
             self._check_accepting()
         if stall is not None:
             stall = validate_duration("stall", stall, allow_zero=False)
         free = self._free
         if free and job_id is None and not self._waiters:
-            # The fast path: a free slot with a ready helper. No scope, no extra
-            # checkpoint (the helper's run_job is the checkpoint), nothing allocated.
+            # The fast path: a free slot with a ready helper. No scope, no extra checkpoint
+            # (the helper's run_job is one), nothing allocated, positional arguments.
             slot = free[0]
             helper = slot.helper
             if helper is not None and helper.idle and slot.epoch == self._epoch:
                 free.popleft()
                 try:
-                    # Positional: keywords cost a hot path more.
                     result = await helper.run_job(operation, payload, on_progress, deadline, stall)
                 except BaseException as exc:
                     mapped = self._count_failure(exc, None, operation)
@@ -254,7 +232,7 @@ class HelperPool:
         stall: float | None,
     ) -> Any:
         """:meth:`run_job` off the fast path: a job id, a wait, a spawn or a deadline."""
-        job = _Job()
+        job = PoolJob()
         if job_id is not None:
             if job_id in self._jobs:
                 raise ValueError(f"job id {job_id!r} is already running")
@@ -279,7 +257,7 @@ class HelperPool:
                 self._release(slot)
 
     def _count_failure(
-        self, exc: BaseException, job: _Job | None, operation: str
+        self, exc: BaseException, job: PoolJob | None, operation: str
     ) -> BaseException | None:
         """Count a job that raised ``exc``; return what to raise instead, if anything."""
         if isinstance(exc, JobCancelled | ForcedTermination | DeadlineExceeded):
@@ -298,7 +276,7 @@ class HelperPool:
 
     @enable_ki_protection
     async def _prepare(
-        self, job: _Job, operation: str, deadline: float
+        self, job: PoolJob, operation: str, deadline: float
     ) -> tuple[Slot, HelperProcess]:
         """The slow path: wait for a slot and (re)spawn its helper, cancellable by
         :meth:`cancel_job` and close, bounded by ``deadline``."""
@@ -348,7 +326,7 @@ class HelperPool:
         return True
 
     @staticmethod
-    def _cancel(job: _Job) -> None:
+    def _cancel(job: PoolJob) -> None:
         job.cancelled = True
         if job.scope is not None:
             job.scope.cancel()
@@ -376,7 +354,7 @@ class HelperPool:
         return PoolClosed(f"the helper pool closed {when}")
 
     def _check_accepting(self) -> None:
-        if self._closing:
+        if self._closing or self._retiring:
             raise self._closed_error("before the job")
         if self._failed:
             raise self._failure()
@@ -399,7 +377,7 @@ class HelperPool:
     async def _wait_for_slot(self) -> Slot:
         if self._closing:
             raise self._closed_error("before the job")
-        waiter = _Waiter()
+        waiter = SlotWaiter()
         self._waiters.append(waiter)
         try:
             with trio.move_on_after(self.config.acquire_timeout):
@@ -418,7 +396,7 @@ class HelperPool:
             size=self.config.size,
         )
 
-    def _forget(self, waiter: _Waiter) -> None:
+    def _forget(self, waiter: SlotWaiter) -> None:
         with contextlib.suppress(ValueError):
             self._waiters.remove(waiter)
         slot, waiter.slot = waiter.slot, None
@@ -446,7 +424,8 @@ class HelperPool:
         if slot.held and slot.helper is helper:
             slot.held = False
             self._release(slot)
-        if self.on_helper_exit is not None and helper.ready is not None and not self._closing:
+        stopping = self._closing or self._retiring  # an intended stop: no news
+        if self.on_helper_exit is not None and helper.ready is not None and not stopping:
             self.on_helper_exit()
 
     @property
@@ -514,7 +493,7 @@ class HelperPool:
             HelperStartupError: (code ``helper_startup_failed``) an eager respawn
                 failed; so may ``HelperExitedError`` (code ``helper_exited``).
         """
-        if self._closing:
+        if self._closing or self._retiring:
             raise PoolClosed("the helper pool is closing or closed")
         self._failed = False
         self._failed_event = trio.Event()
@@ -548,6 +527,28 @@ class HelperPool:
                 slot.helper.hurry()
 
     @enable_ki_protection
+    async def retire_idle(self) -> None:
+        """Take no new job; shut the idle helpers down now (design §3.8).
+
+        The pool actor's first half of a graceful close: running jobs go on until
+        :meth:`aclose`, so a hung job's ladder does not delay the idle helpers' shutdown.
+        A checkpoint, shielded, at most ``shutdown + terminate + kill`` seconds. Then
+        :meth:`run_job` (waiting jobs too) and :meth:`restart` raise ``pool_closed``.
+        """
+        if self._retiring or self._closing:
+            await trio.lowlevel.checkpoint()
+            return
+        self._retiring = True
+        try:
+            with trio.CancelScope(shield=True):
+                async with trio.open_nursery() as nursery:
+                    for slot in self._free:
+                        if slot.helper is not None and not slot.helper.exited:
+                            nursery.start_soon(slot.helper.shutdown)
+        finally:
+            self._retired.set()
+
+    @enable_ki_protection
     async def aclose(self) -> None:
         """Close the pool now: cancel jobs, shut every helper down, reap (design §3.8).
 
@@ -569,6 +570,8 @@ class HelperPool:
     @enable_ki_protection
     async def _close(self) -> None:
         self._closing = True
+        if self._retiring:
+            await self._retired.wait()  # one shutdown at a time per helper
         for waiter in self._waiters:
             waiter.event.set()  # each finds no slot and raises PoolClosed
         for job in (*self._jobs.values(), *self._slow):

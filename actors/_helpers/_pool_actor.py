@@ -263,7 +263,14 @@ class PoolActor(Actor):
 
     @enable_ki_protection
     async def on_drained(self) -> None:
-        """Give jobs of the direct path the stop's grace too, then let the pool close."""
+        """Shut the idle helpers down, give running jobs the stop's grace, then let the
+        pool close (design §3.8).
+
+        The idle helpers go first, while jobs (of the direct path too) run on: a hung
+        job's cancel ladder and the idle helpers' shutdown run side by side.
+        """
+        if self._pool is not None:
+            await self._pool.retire_idle()
         lease = self._lease
         while lease is not None and lease.in_flight:
             lease.idle = trio.Event()

@@ -179,6 +179,73 @@ async def test_close_cancels_running_jobs_and_reaps_every_helper():
         await pool.run_job("echo", 1)
 
 
+async def test_close_shuts_idle_helpers_down_while_a_hung_job_is_cancelled():
+    # The busy helper is stopped: it cannot read the cancel frame, so its job's ladder
+    # sits in cancel_grace until the test lets it go on. The idle helper must be gone
+    # before that, or the close takes the sum of two ladders (design §3.8).
+    timeouts = HelperTimeouts(
+        startup=10.0, reply=60.0, cancel_grace=30.0, shutdown=1.0, terminate=0.5, kill=0.5
+    )
+    outcome: list[BaseException] = []
+
+    async def job(pool) -> None:
+        try:
+            await pool.run_job("cooperative", 60)
+        except PoolClosed as exc:
+            outcome.append(exc)
+
+    async with (
+        trio.open_nursery() as outer,
+        open_helper_pool(spec(), size=2, timeouts=timeouts) as pool,
+    ):
+        outer.start_soon(job, pool)
+        await trio.testing.wait_all_tasks_blocked()
+        busy, idle = pool.snapshot().helpers
+        assert busy is not None
+        assert idle is not None
+        assert (busy.state, idle.state) == ("busy", "idle")
+        os.kill(busy.pid, signal.SIGSTOP)
+        try:
+            outer.start_soon(pool.aclose)
+            with trio.fail_after(10):  # not cancel_grace: only a failure waits this long
+                while pool.snapshot().helpers[1].alive:  # type: ignore[union-attr]  # noqa: ASYNC110
+                    await trio.sleep(0.01)
+            stuck = pool.snapshot().helpers[0]
+            assert stuck is not None
+            assert (stuck.state, stuck.unreaped, stuck.active_operation) == (
+                "cancelling", False, "cooperative",
+            )  # fmt: skip
+        finally:
+            os.kill(busy.pid, signal.SIGCONT)  # it reads the cancel frame and stops
+    helpers = pool.snapshot().helpers
+    assert [h.exit_code for h in helpers if h is not None] == [0, 0]
+    assert [exc.code for exc in outcome] == ["pool_closed"]
+
+
+async def test_retire_idle_lets_running_jobs_finish_and_refuses_new_ones():
+    results: list[object] = []
+    async with open_helper_pool(spec(), size=2, timeouts=FAST) as pool:
+        async with trio.open_nursery() as jobs:
+
+            async def job() -> None:
+                results.append(await pool.run_job("cooperative", 0.3))
+
+            jobs.start_soon(job)
+            await trio.testing.wait_all_tasks_blocked()
+            await pool.retire_idle()
+            busy, idle = pool.snapshot().helpers
+            assert busy is not None
+            assert idle is not None
+            assert (busy.alive, idle.alive, idle.exit_code) == (True, False, 0)
+            with pytest.raises(PoolClosed):
+                await pool.run_job("echo", 1)
+            with pytest.raises(PoolClosed):
+                await pool.restart()
+            await pool.retire_idle()  # again: nothing more to do
+        assert results == ["finished"]
+    assert [h.exit_code for h in pool.snapshot().helpers if h is not None] == [0, 0]
+
+
 async def test_lazy_pool_spawns_at_the_first_job():
     async with open_helper_pool(spec(), size=2, timeouts=FAST, eager=False) as pool:
         assert pool.snapshot().helpers == (None, None)

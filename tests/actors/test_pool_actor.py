@@ -7,6 +7,8 @@ Every test checks afterwards that no child process and no zombie is left.
 from __future__ import annotations
 
 import functools
+import os
+import signal
 
 import pytest
 import trio
@@ -158,6 +160,48 @@ async def test_stop_during_a_job_runs_the_ladder_and_reaps(nursery):
     await trio.testing.wait_all_tasks_blocked()
     assert [exc.code for exc in outcome] == ["actor_stopped"]
     assert_no_children()
+
+
+async def test_stop_shuts_idle_helpers_down_while_a_hung_job_is_cancelled(nursery):
+    # As in a server's shutdown: the caller gave up on a job whose helper hangs (it is
+    # stopped, so the job's cancel ladder waits out cancel_grace). The idle helper is
+    # shut down at once, not after that ladder (design §3.8).
+    timeouts = HelperTimeouts(
+        startup=10.0, reply=60.0, cancel_grace=30.0, shutdown=1.0, terminate=0.5, kill=0.5
+    )
+    actor = PoolActor(spec(), PoolConfig(size=2, timeouts=timeouts))
+    supervisor = PoolHandle(await nursery.start(actor.run))
+    asking = trio.CancelScope()
+
+    async def job() -> None:
+        with asking:
+            await supervisor.run_job("cooperative", 60, timeout=60)
+
+    nursery.start_soon(job)
+    await trio.testing.wait_all_tasks_blocked()
+    busy, idle = actor.pool.snapshot().helpers
+    assert busy is not None
+    assert idle is not None
+    assert (busy.state, idle.state) == ("busy", "idle")
+    os.kill(busy.pid, signal.SIGSTOP)
+    asking.cancel()  # the caller gives up: a CancelJob goes to the actor
+    await trio.testing.wait_all_tasks_blocked()
+    assert actor.pool.snapshot().helpers[0].state == "cancelling"  # type: ignore[union-attr]
+    async with trio.open_nursery() as stopping:
+        stopping.start_soon(functools.partial(supervisor.ref.stop, grace=60.0))
+        try:
+            with trio.fail_after(10):  # not cancel_grace: only a failure waits this long
+                while actor.pool.snapshot().helpers[1].alive:  # type: ignore[union-attr]  # noqa: ASYNC110
+                    await trio.sleep(0.01)
+            stuck = actor.pool.snapshot().helpers[0]
+            assert stuck is not None
+            assert (stuck.state, stuck.unreaped, stuck.active_operation) == (
+                "cancelling", False, "cooperative",
+            )  # fmt: skip
+        finally:
+            os.kill(busy.pid, signal.SIGCONT)  # it reads the cancel frame and stops
+    helpers = actor.pool.snapshot().helpers
+    assert [h.exit_code for h in helpers if h is not None] == [0, 0]
 
 
 async def test_startup_failure_fails_nursery_start(nursery):

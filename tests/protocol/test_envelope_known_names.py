@@ -3,7 +3,9 @@
 Once a job for an operation has been encoded, a reply for it is fenced by comparing the
 operation's bytes instead of decoding them, and its payload is scanned inline. These
 tests forge replies whose operation or payload differ from a good one by a few bytes
-and check the fast path gives exactly the general path's result or refusal.
+and check the fast path gives exactly the general path's result or refusal. A job read
+by the helper (no operation expected) looks a known name up by its bytes; the last
+tests check that path the same way, and that a refused name is never learnt.
 """
 
 from __future__ import annotations
@@ -108,3 +110,47 @@ def _with_payload(good: bytes, text: bytes) -> bytes:
     head = bytearray(good[:HEAD])
     head[30:34] = len(text).to_bytes(4, "big")
     return bytes(head) + good[HEAD : HEAD + 4] + text
+
+
+# --- a frame read without an expected operation (the helper reading a job) -------------
+
+
+def _job_body(session: str, operation: str) -> bytes:
+    return encode_fields(kind="job", session=session, generation=3, operation=operation)[4:]
+
+
+def _job(body: bytes, session: str) -> Any:
+    return decode_fenced(body, session=session, kinds=("job", "cancel", "shutdown"))
+
+
+def test_a_job_decodes_as_in_the_general_path_before_and_after_its_name_is_learnt() -> None:
+    session = new_session()
+    operation = "ünlearnt-" + session[:8]  # a name no other test has used
+    body = _job_body(session, operation)
+    first = _job(body, session)  # decoded and checked, then learnt
+    again = _job(body, session)  # looked up by its bytes
+    assert first == again == decode_envelope(body)
+    assert type(again.operation) is str
+    assert again.operation == operation
+
+
+def test_a_job_whose_operation_bytes_are_not_utf8_is_refused_by_name() -> None:
+    session = new_session()
+    body = bytearray(_job_body(session, "echo"))
+    _job(bytes(body), session)  # "echo" is known now
+    body[HEAD] = 0xFF
+    with pytest.raises(ProtocolError) as info:
+        _job(bytes(body), session)
+    assert info.value.details["field"] == "operation"
+
+
+def test_a_job_whose_operation_is_too_long_is_refused_and_not_learnt() -> None:
+    session = new_session()
+    # Over 128 characters: only a forged frame carries it (the encoder refuses it).
+    head = bytearray(_job_body(session, "echo")[:HEAD])
+    head[28:30] = (200).to_bytes(2, "big")  # the operation's length in the head
+    body = bytes(head) + b"x" * 200
+    for _ in range(2):  # refused the second time too: a bad name is never learnt
+        with pytest.raises(ProtocolError) as info:
+            _job(body, session)
+        assert info.value.details["field"] == "operation"
