@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._types import RunStatus
-
 if TYPE_CHECKING:
-    from ._types import OperationSpec
+    from collections.abc import Awaitable
+
+    from ._types import OperationSpec, RunStatus
 
 __all__ = ["Operations", "ProgressReporter", "Runner"]
 
@@ -23,9 +22,15 @@ class ProgressReporter(Protocol):
     def __call__(self, fraction: float, note: str | None = None, /) -> None: ...
 
 
-#: ``await runner(run_status, report)`` does one run and returns its JSON-compatible
-#: result (design §6.6); ``report`` is a :class:`ProgressReporter`.
-Runner = Callable[[RunStatus, ProgressReporter], Awaitable[Any]]
+class Runner(Protocol):
+    """A built-in runner of an operation (design §6.6).
+
+    ``await runner(run_status, report)`` does one run and returns its JSON-compatible
+    result; ``report`` is a :class:`ProgressReporter`. An exception fails the run
+    (``runner_failed``); the event log's ``run_timeout`` bounds it.
+    """
+
+    def __call__(self, run: RunStatus, report: ProgressReporter, /) -> Awaitable[Any]: ...
 
 
 class Operations:
