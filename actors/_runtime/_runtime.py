@@ -99,6 +99,14 @@ async def no_execute(job: Any, runtime: Any) -> Any:
     )
 
 
+def _render_fn(value: RenderFn | None) -> RenderFn:
+    return no_render_fn if value is None else value
+
+
+def _execute(value: Callable[..., Awaitable[Any]] | None) -> Callable[..., Awaitable[Any]]:
+    return no_execute if value is None else value
+
+
 def _default_restart() -> Backoff:
     return Backoff(base=1.0, cap=30.0, reset_after=60.0)
 
@@ -122,14 +130,16 @@ class RuntimeConfig:
 
     helper: HelperSpec = attrs.field(validator=attrs.validators.instance_of(HelperSpec))
     """The helper program the helper pool runs (design §3.1)."""
-    render_fn: RenderFn = attrs.field(default=no_render_fn, validator=_callable)
+    render_fn: RenderFn = attrs.field(default=None, converter=_render_fn, validator=_callable)
     """``render_fn(observation, kind, options, check_cancel) -> bytes``, run in a worker
-    thread by the renderer (design §5.1). By default none: a render then fails with
+    thread by the renderer (design §5.1). None (the default): a render fails with
     ``RenderError`` (code ``render_failed``) saying so."""
-    execute: Callable[..., Awaitable[Any]] = attrs.field(default=no_execute, validator=_callable)
+    execute: Callable[..., Awaitable[Any]] = attrs.field(
+        default=None, converter=_execute, validator=_callable
+    )
     """``async execute(job: SchedulerJob, runtime: Runtime) -> result``: does one claim
     of the scheduler (design §4), typically through ``runtime.pool`` and
-    ``runtime.renderer``. By default none: a claim then fails with
+    ``runtime.renderer``. None (the default): a claim fails with
     ``UnsupportedOperation`` (code ``unsupported_operation``) saying so."""
     pool: PoolConfig = attrs.field(factory=PoolConfig)
     """Pool size, helper timeouts, restart intensity (design §3.2, §3.7)."""
