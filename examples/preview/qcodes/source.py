@@ -146,6 +146,8 @@ class QcodesSource:
             raise
         self._has_experiments = "experiments" in tables
         self._has_layouts = {"layouts", "dependencies"} <= tables
+        #: (data_version, [(run_id, max_row_id, is_completed, has_exception)]) of the last probe.
+        self._probed: tuple[int, list[tuple[int, int, int, int]]] | None = None
 
     # -- lifetime ---------------------------------------------------------------------
 
@@ -204,23 +206,25 @@ class QcodesSource:
             ``run_count`` and ``runs``: a list of ``[run_id, max_row_id, is_completed,
             has_exception]``; :func:`revision` of one entry is a per-run change token.
         """
-        wanted = None if run_ids is None else {int(r) for r in run_ids}
         with self._read():
-            data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-            rows = self._conn.execute(
-                f"SELECT run_id, result_table_name, is_completed, {self._exception_expr()} "
-                "FROM runs ORDER BY run_id"
-            ).fetchall()
-            runs = []
-            for run_id, table, completed, has_exc in rows:
-                if wanted is not None and run_id not in wanted:
-                    continue
-                runs.append([run_id, self._max_row_id(table), int(bool(completed)), int(has_exc)])
+            data_version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+            # Polled often: an unchanged data_version means no other connection
+            # committed since the last probe, whose answer is still exact (one table
+            # query per run saved).
+            if self._probed is None or self._probed[0] != data_version:
+                rows = self._conn.execute(
+                    f"SELECT run_id, result_table_name, is_completed, {self._exception_expr()} "
+                    "FROM runs ORDER BY run_id"
+                ).fetchall()
+                entries = [(r, self._max_row_id(t), int(bool(c)), int(e)) for r, t, c, e in rows]
+                self._probed = (data_version, entries)
+        entries = self._probed[1]
+        wanted = None if run_ids is None else {int(r) for r in run_ids}
         return {
-            "data_version": int(data_version),
-            "run_count": len(rows),
-            "max_run_id": rows[-1][0] if rows else 0,
-            "runs": runs,
+            "data_version": data_version,
+            "run_count": len(entries),
+            "max_run_id": entries[-1][0] if entries else 0,
+            "runs": [list(e) for e in entries if wanted is None or e[0] in wanted],
         }
 
     # -- listing ----------------------------------------------------------------------
