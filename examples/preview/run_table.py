@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from actors import RunInfo
 from actors.errors import UnknownRun
 
-from .runs import RunRecord, summary_message
+from .runs import RunRecord, row_inputs, summary_message
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -38,6 +38,8 @@ class RunTable:
         self._jobs: dict[int, int] = {}
         self._guids: dict[str, int] = {}
         """GUID given to the scheduler -> its run (unique, design §4.8)."""
+        self._rows: dict[int, tuple[tuple[Any, ...], messages.RunSummary]] = {}
+        """Run id -> the inputs of its last ``run_list`` row and that row."""
 
     def register(self, summary: dict[str, Any], now: float) -> RunRecord:
         """Add the run of a helper's run summary (``list_runs``), seen at ``now``.
@@ -101,8 +103,20 @@ class RunTable:
         ]
 
     def summaries(self) -> tuple[messages.RunSummary, ...]:
-        """The rows of a ``run_list`` message, in run order."""
-        return tuple(summary_message(r) for r in self.runs.values())
+        """The rows of a ``run_list`` message, in run order.
+
+        A row is built again only when what it shows changed (:func:`row_inputs`): the
+        list is asked for at every push of a changed run list, with most rows as before.
+        """
+        rows = self._rows
+        listed: list[messages.RunSummary] = []
+        for record in self.runs.values():
+            inputs = row_inputs(record)
+            known = rows.get(record.run_id)
+            if known is None or known[0] != inputs:
+                known = rows[record.run_id] = (inputs, summary_message(record))
+            listed.append(known[1])
+        return tuple(listed)
 
     def track_job(self, record: RunRecord, job: int) -> None:
         """``job`` is the new event-log run reporting ``record`` (it is queued)."""

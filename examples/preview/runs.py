@@ -37,6 +37,7 @@ __all__ = [
     "KIND_COUNT",
     "RunRecord",
     "finish_result",
+    "row_inputs",
     "run_status",
     "summary_message",
     "verdict_of",
@@ -192,6 +193,26 @@ def run_status(record: RunRecord) -> str | None:
     if record.parked or not record.completed:
         return "progressive"
     return None
+
+
+def row_inputs(record: RunRecord) -> tuple[Any, ...]:
+    """What :func:`summary_message` reads of ``record``: equal inputs, an equal row.
+
+    The summary's values are compared, not copied: they are replaced when they change
+    (reads and probes assign new values, never change one in place).
+    """
+    summary = record.summary
+    return (
+        run_status(record),
+        record.job,
+        record.completed,
+        record.guid,
+        summary.get("row_count"),
+        summary.get("name"),
+        summary.get("exp_name"),
+        summary.get("sample_name"),
+        summary.get("shapes"),
+    )
 
 
 def summary_message(record: RunRecord) -> messages.RunSummary:

@@ -478,6 +478,25 @@ def test_revision_numbers_and_summaries() -> None:
     assert finish_result(record, ())["status"] == "empty"
 
 
+def test_run_list_rows_are_built_again_only_when_they_change() -> None:
+    table = RunTable()
+    for run_id in (1, 2):
+        table.register({"run_id": run_id, "name": f"r{run_id}", "row_count": 5,
+                        "is_completed": True, "revision": "a"}, 0.0)  # fmt: skip
+    first = table.summaries()
+    assert table.summaries() == first
+    assert all(a is b for a, b in zip(table.summaries(), first, strict=True))
+    one, two = table.runs[1], table.runs[2]
+    table.track_job(one, 41)
+    one.note_probe(9, False)
+    two.note_observation({"status": "ok", "shapes": {"y": [3, 3]}})
+    two.published.add("metadata")
+    rows = table.summaries()
+    assert (rows[0].job_run_id, rows[0].rows, rows[0].completed) == (41, 9, False)
+    assert (rows[1].status, rows[1].shape) == ("ok", (3, 3))
+    assert rows == tuple(summary_message(r) for r in table.runs.values())
+
+
 @pytest.mark.parametrize(
     ("shape", "row"), [([40, 2**60], ()), ([2**53], ()), ([2**53 - 1, 3], (2**53 - 1, 3))]
 )

@@ -316,6 +316,27 @@ def test_probe_and_reads_see_rows_committed_by_a_writer(writable_db):
             writer.close()
 
 
+def test_a_probe_of_an_unchanged_database_reads_no_table_again(writable_db):
+    with open_source(writable_db) as src:
+        first = src.probe()
+        statements: list[str] = []
+        src._conn.set_trace_callback(statements.append)
+        again = src.probe()
+        assert again == first
+        assert not any("max(id)" in s or "FROM runs" in s for s in statements)
+        again["runs"][11][1] = -1  # each answer is its own: the next one is unchanged
+        assert src.probe()["runs"][11] == [12, 120, 0, 0]
+        writer = sqlite3.connect(writable_db)
+        try:
+            writer.execute('INSERT INTO "results-1-7" (dac_gate1, dmm_v1) VALUES (0.21, 0.5)')
+            writer.commit()
+        finally:
+            writer.close()
+        statements.clear()
+        assert src.probe([12])["runs"] == [[12, 121, 0, 0]]
+        assert any("max(id)" in s for s in statements)
+
+
 # -- awkward values ------------------------------------------------------------------
 
 

@@ -146,6 +146,8 @@ class QcodesSource:
             raise
         self._has_experiments = "experiments" in tables
         self._has_layouts = {"layouts", "dependencies"} <= tables
+        #: (data_version, [(run_id, max_row_id, is_completed, has_exception)]) of the last probe.
+        self._probed: tuple[int, list[tuple[int, int, int, int]]] | None = None
 
     # -- lifetime ---------------------------------------------------------------------
 
@@ -206,22 +208,23 @@ class QcodesSource:
         """
         wanted = None if run_ids is None else {int(r) for r in run_ids}
         with self._read():
-            data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-            rows = self._conn.execute(
-                f"SELECT run_id, result_table_name, is_completed, {self._exception_expr()} "
-                "FROM runs ORDER BY run_id"
-            ).fetchall()
-            runs = []
-            for run_id, table, completed, has_exc in rows:
-                if wanted is not None and run_id not in wanted:
-                    continue
-                runs.append([run_id, self._max_row_id(table), int(bool(completed)), int(has_exc)])
-        return {
-            "data_version": int(data_version),
-            "run_count": len(rows),
-            "max_run_id": rows[-1][0] if rows else 0,
-            "runs": runs,
-        }
+            data_version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+            # Polled often: an unchanged data_version means no other connection
+            # committed since the last full probe, whose answer is still exact (one
+            # table query per run saved).
+            if self._probed is None or self._probed[0] != data_version:
+                rows = self._conn.execute(
+                    f"SELECT run_id, result_table_name, is_completed, {self._exception_expr()} "
+                    "FROM runs ORDER BY run_id"
+                ).fetchall()
+                entries = [(r, self._max_row_id(t), int(bool(c)), int(e))
+                           for r, t, c, e in rows if wanted is None or r in wanted]  # fmt: skip
+                if wanted is not None:
+                    return _probe_answer(data_version, [row[0] for row in rows], entries)
+                self._probed = (data_version, entries)
+        everything = self._probed[1]
+        chosen = everything if wanted is None else [e for e in everything if e[0] in wanted]
+        return _probe_answer(data_version, [e[0] for e in everything], chosen)
 
     # -- listing ----------------------------------------------------------------------
 
@@ -526,6 +529,18 @@ class QcodesSource:
             if fallback is not None:
                 return fallback, None
         return None, problem
+
+
+def _probe_answer(
+    data_version: int, run_ids: list[int], entries: list[tuple[int, int, int, int]]
+) -> dict[str, Any]:
+    # Fresh lists: a caller may change its answer without changing the next one.
+    return {
+        "data_version": data_version,
+        "run_count": len(run_ids),
+        "max_run_id": run_ids[-1] if run_ids else 0,
+        "runs": [list(entry) for entry in entries],
+    }
 
 
 def revision(entry: list[Any]) -> str:
