@@ -51,6 +51,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import observation as obs
+from .cells import (
+    cell,
+    float_or_none,
+    last_line,
+    probe_answer,
+    revision,
+    row_id,
+    status,
+    str_or_none,
+)
 from .db import ReadTransaction, connect, validate_schema
 from .db import quote_name as _q
 from .details import details as _details
@@ -96,7 +106,6 @@ _FIXED_RUN_COLUMNS = frozenset(
         "measurement_exception",
     }
 )  # fmt: skip
-_MAX_TEXT = 2048
 
 CheckCancel = Callable[[], None]
 
@@ -220,11 +229,11 @@ class QcodesSource:
                 entries = [(r, self._max_row_id(t), int(bool(c)), int(e))
                            for r, t, c, e in rows if wanted is None or r in wanted]  # fmt: skip
                 if wanted is not None:
-                    return _probe_answer(data_version, [row[0] for row in rows], entries)
+                    return probe_answer(data_version, [row[0] for row in rows], entries)
                 self._probed = (data_version, entries)
         everything = self._probed[1]
         chosen = everything if wanted is None else [e for e in everything if e[0] in wanted]
-        return _probe_answer(data_version, [e[0] for e in everything], chosen)
+        return probe_answer(data_version, [e[0] for e in everything], chosen)
 
     # -- listing ----------------------------------------------------------------------
 
@@ -263,14 +272,14 @@ class QcodesSource:
         exception = record.get("measurement_exception")
         summary: dict[str, Any] = {
             "run_id": run_id,
-            "guid": _str_or_none(record.get("guid")),
-            "name": _cell(record.get("name")) or f"run {run_id}",
-            "exp_id": _cell(record.get("exp_id")),
+            "guid": str_or_none(record.get("guid")),
+            "name": cell(record.get("name")) or f"run {run_id}",
+            "exp_id": cell(record.get("exp_id")),
             **self._experiment(record.get("exp_id")),
             "result_table_name": table,
-            "result_counter": _cell(record.get("result_counter")),
-            "run_timestamp": _float_or_none(record.get("run_timestamp")),
-            "completed_timestamp": _float_or_none(record.get("completed_timestamp")),
+            "result_counter": cell(record.get("result_counter")),
+            "run_timestamp": float_or_none(record.get("run_timestamp")),
+            "completed_timestamp": float_or_none(record.get("completed_timestamp")),
             "is_completed": bool(record["is_completed"]),
             "row_count": count,
             "shapes": description.shapes if description else None,
@@ -279,15 +288,15 @@ class QcodesSource:
             if description
             else {},
             "measurement_exception": exception is not None,
-            "exception_summary": _last_line(exception),
-            "metadata": {k: _cell(v) for k, v in record.items() if k not in _FIXED_RUN_COLUMNS},
+            "exception_summary": last_line(exception),
+            "metadata": {k: cell(v) for k, v in record.items() if k not in _FIXED_RUN_COLUMNS},
             "revision": revision([run_id, max_id, record["is_completed"], exception is not None]),
             "problem": problem,
         }
         points = None
         if description and count:
             points = self._scalar_points(table, description)
-        summary["status"], summary["status_reason"] = _status(
+        summary["status"], summary["status_reason"] = status(
             completed=bool(record["is_completed"]),
             exception=exception,
             rows=count,
@@ -366,7 +375,7 @@ class QcodesSource:
         )
         check()
         points = {d["name"]: d["points"] for d in dependents if d["component"] != "phase"}
-        summary["status"], summary["status_reason"] = _status(
+        summary["status"], summary["status_reason"] = status(
             completed=summary["is_completed"],
             exception=record.get("measurement_exception"),
             rows=summary["row_count"],
@@ -489,11 +498,11 @@ class QcodesSource:
     def _max_row_id(self, table: str) -> int:
         try:
             row = self._conn.execute(f"SELECT max(id) FROM {_q(table)}").fetchone()
-            if _row_id(row[0]) is None:  # ids that are not numbers: rows stand in
+            if row_id(row[0]) is None:  # ids that are not numbers: rows stand in
                 row = self._conn.execute(f"SELECT count(*) FROM {_q(table)}").fetchone()
         except sqlite3.Error:
             return 0
-        return _row_id(row[0]) or 0
+        return row_id(row[0]) or 0
 
     def _row_stats(self, table: str) -> tuple[int, int]:
         try:
@@ -501,7 +510,7 @@ class QcodesSource:
         except sqlite3.Error:
             return 0, 0
         count = int(row[0])
-        max_id = _row_id(row[1])
+        max_id = row_id(row[1])
         return count, count if max_id is None else max_id
 
     def _experiment(self, exp_id: object) -> dict[str, Any]:
@@ -512,7 +521,7 @@ class QcodesSource:
         ).fetchone()
         if row is None:
             return {"exp_name": None, "sample_name": None}
-        return {"exp_name": _cell(row[0]), "sample_name": _cell(row[1])}
+        return {"exp_name": cell(row[0]), "sample_name": cell(row[1])}
 
     def _description(self, record: dict[str, Any]) -> tuple[RunDescription | None, str | None]:
         text = record.get("run_description")
@@ -529,97 +538,3 @@ class QcodesSource:
             if fallback is not None:
                 return fallback, None
         return None, problem
-
-
-def _probe_answer(
-    data_version: int, run_ids: list[int], entries: list[tuple[int, int, int, int]]
-) -> dict[str, Any]:
-    # Fresh lists: a caller may change its answer without changing the next one.
-    return {
-        "data_version": data_version,
-        "run_count": len(run_ids),
-        "max_run_id": run_ids[-1] if run_ids else 0,
-        "runs": [list(entry) for entry in entries],
-    }
-
-
-def revision(entry: list[Any]) -> str:
-    """A per-run change token from a probe entry ``[run_id, max_row_id, completed, exc]``."""
-    _, max_id, completed, has_exc = entry
-    return f"rows={int(max_id)};completed={int(bool(completed))};exc={int(bool(has_exc))}"
-
-
-def _status(
-    *,
-    completed: bool,
-    exception: object,
-    rows: int,
-    points: dict[str, int] | None,
-    planned: dict[str, int],
-) -> tuple[str, str]:
-    short = _shortfall(points or {}, planned)
-    if not completed:
-        detail = f"; {short}" if short else (f"; {rows} rows so far" if rows else "")
-        return "incomplete", f"not completed: still being written, or the writer stopped{detail}"
-    if exception is not None:
-        detail = f" ({short})" if short else ""
-        return "interrupted", f"measurement raised {_last_line(exception)}{detail}"
-    if rows == 0:
-        return "empty", "no results were recorded"
-    if short:
-        return "interrupted", f"ended early: {short}"
-    return "ok", ""
-
-
-def _shortfall(points: dict[str, int], planned: dict[str, int]) -> str:
-    for name, want in planned.items():
-        have = points.get(name)
-        if have is not None and have < want:
-            return f"{have} of {want} planned points of {name}"
-    return ""
-
-
-def _last_line(text: object) -> str | None:
-    if text is None:
-        return None
-    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    return (lines[-1] if lines else "exception")[:_MAX_TEXT]
-
-
-def _row_id(value: object) -> int | None:
-    """A results table's ``max(id)`` as an int; None when it is not a number.
-
-    QCoDeS declares ``id INTEGER PRIMARY KEY``, but a table rebuilt by another tool may
-    hold text or BLOB ids; NULL (an empty table) is 0.
-    """
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value):
-        return int(value)
-    return None
-
-
-def _cell(value: object) -> Any:
-    """A cell of the ``runs`` table as strict JSON: any column may hold any SQLite type.
-
-    A BLOB becomes ``"<n bytes>"``, a non-finite REAL None, long text is cut.
-    """
-    if isinstance(value, bytes):
-        return f"<{len(value)} bytes>"
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, str) and len(value) > _MAX_TEXT:
-        return value[:_MAX_TEXT] + "…"
-    return value
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _float_or_none(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
