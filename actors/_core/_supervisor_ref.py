@@ -22,6 +22,8 @@ from ._live_ref import LiveRef
 from ._supervisor_spec import ChildCounts, ChildInfo, ChildSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._lifecycle import ActorEvent, StateMachine
     from ._supervisor_events import EventReporter
 
@@ -142,11 +144,20 @@ class SupervisorRef:
                 message names the child and the reason, ``__cause__`` is the error.
             ActorStopped: (code ``actor_stopped``) the supervisor is not running.
         """
+        return await self._start_child(spec)
+
+    async def _start_child(
+        self, spec: ChildSpec, *, admit: Callable[[], None] | None = None
+    ) -> LiveRef[Any, Any]:
+        # ``admit`` (raising to refuse) runs under the lock, so that a limit such as a
+        # dynamic supervisor's ``max_children`` holds against concurrent calls.
         if not isinstance(spec, ChildSpec):
             raise TypeError(f"spec must be a ChildSpec, got {spec!r}")
         sup = self._sup
         async with sup._lock:
             sup._check_open()
+            if admit is not None:
+                admit()
             existing = sup._by_id.get(spec.id)
             if existing is not None:
                 raise self._exists(existing)
