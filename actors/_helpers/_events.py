@@ -128,7 +128,7 @@ class PoolEvent:
 
 @attrs.frozen(kw_only=True)
 class HeldEvent:
-    """An event :meth:`PoolEvents.holding` kept back: published later, or never."""
+    """An event :meth:`PoolEvents._holding` kept back: published later, or never."""
 
     kind: str
     """One of :data:`POOL_EVENT_KINDS`."""
@@ -274,12 +274,12 @@ class PoolEvents:
             stream._end()
 
     @contextlib.contextmanager
-    def holding(self, *kinds: str) -> Iterator[list[HeldEvent]]:
+    def _holding(self, *kinds: str) -> Iterator[list[HeldEvent]]:
         """Keep events of ``kinds`` back while the block runs (design §3.15).
 
         The pool's restarter holds ``pool_restarted`` until the restart has succeeded,
         so that nobody counts a recovery that did not happen. Yields the list the held
-        events are added to; pass one to :meth:`release` to publish it after all.
+        events are added to; pass one to :meth:`_release` to publish it after all.
 
         Raises:
             ValueError: an unknown kind.
@@ -295,7 +295,7 @@ class PoolEvents:
         finally:
             self._holds = previous
 
-    def release(self, event: HeldEvent, text: str | None = None) -> None:
+    def _release(self, event: HeldEvent, text: str | None = None) -> None:
         """Publish a held event now, with another log message if ``text`` is given."""
         self.emit(event.kind, event.text if text is None else text, **event.fields)
 

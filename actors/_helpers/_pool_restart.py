@@ -72,11 +72,11 @@ async def restart_when_failed(pool: RestartingPool, backoff: Backoff) -> None:
         else:
             # The failed attempt's helper failing its startup fails the pool again: say
             # so in its order (before the next attempt is scheduled) and in its words.
-            with pool.events.holding("intensity_exceeded") as exceeded:
+            with pool.events._holding("intensity_exceeded") as exceeded:
                 await pool.wait_failed()
             for event in [*held, *exceeded]:
                 text = f"pool {name!r} is still failed: its helpers do not start ({failed.code})"
-                pool.events.release(event, text)
+                pool.events._release(event, text)
         delay = tracker.next_delay(trio.current_time())
         after = "" if failed is None else f" (the last attempt failed: {failed.code})"
         pool.events.emit(
@@ -90,7 +90,7 @@ async def restart_when_failed(pool: RestartingPool, backoff: Backoff) -> None:
         await trio.sleep(delay)
         # ``pool_restarted`` is said only once the restart has succeeded: an eager
         # respawn may fail (and fail the pool again meanwhile).
-        with pool.events.holding("pool_restarted", "intensity_exceeded") as held:
+        with pool.events._holding("pool_restarted", "intensity_exceeded") as held:
             try:
                 await pool.restart()
             except PoolClosed:
@@ -102,7 +102,7 @@ async def restart_when_failed(pool: RestartingPool, backoff: Backoff) -> None:
                 failed = None
         if failed is None:
             for event in held:
-                pool.events.release(event)
+                pool.events._release(event)
             continue
         held = [event for event in held if event.kind == "intensity_exceeded"]
         pool.events.emit(

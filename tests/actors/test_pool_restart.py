@@ -239,6 +239,6 @@ async def test_a_failed_restart_is_restart_failed_and_pool_restarted_only_a_succ
 def test_holding_refuses_an_unknown_kind():
     with (
         pytest.raises(ValueError, match="unknown event kinds"),
-        PoolEvents("calls").holding("pool_restartd"),
+        PoolEvents("calls")._holding("pool_restartd"),
     ):
         pass
