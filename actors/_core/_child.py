@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from ._supervisor_spec import exit_reason
+from ._supervisor_spec import BRUTAL_KILL, INFINITY, exit_reason
 
 if TYPE_CHECKING:
     from ._backoff import BackoffTracker
@@ -126,6 +126,16 @@ class Child:
         """True while an incarnation has started and not ended."""
         inc = self.current
         return self.status == RUNNING and inc is not None and not inc.done.is_set()
+
+    def cut_start(self, grace: float) -> None:
+        """Cancel a start under way in ``grace`` seconds, or its shutdown grace if shorter."""
+        inc = self.current
+        if inc is None or inc.started or inc.done.is_set():
+            return
+        inc.stopping = True  # its start raises ActorStopped: not a failure
+        shutdown = self.spec.shutdown
+        own = grace if shutdown == INFINITY else 0.0 if shutdown == BRUTAL_KILL else shutdown
+        inc.scope.deadline = min(inc.scope.deadline, trio.current_time() + min(grace, float(own)))
 
     def set_status(self, status: str) -> None:
         """Move to ``status`` and wake every ref waiting for a change."""

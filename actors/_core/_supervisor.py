@@ -416,8 +416,14 @@ class Supervisor:
         self._report.event("child_stopped", child.id, inc.number)
         shutdown = child.spec.shutdown
         ref = inc.ref
-        if shutdown == BRUTAL_KILL or ref is None:
+        if shutdown == BRUTAL_KILL:
             inc.scope.cancel()  # stopping is set: a start cut short raises ActorStopped
+        elif ref is None:
+            # A start under way: no ref to stop it by, so it is cancelled at its grace
+            # (with infinity, at the stopping supervisor's deadline).
+            if shutdown != INFINITY:
+                deadline = trio.current_time() + shutdown
+                inc.scope.deadline = min(inc.scope.deadline, deadline)
         elif shutdown == INFINITY:
             # No grace of its own: only the stopping supervisor's deadline bounds it.
             if isinstance(ref, ActorRef):
@@ -580,18 +586,7 @@ class Supervisor:
         # A start under way (a first start, start_child, restart_child) holds no scope
         # of ours: cancel it within the child's own shutdown grace.
         for child in self._children:
-            inc = child.current
-            if inc is None or inc.started or inc.done.is_set():
-                continue
-            inc.stopping = True
-            shutdown = child.spec.shutdown
-            if shutdown == BRUTAL_KILL:
-                child_grace = 0.0
-            elif shutdown == INFINITY:
-                child_grace = grace
-            else:
-                child_grace = min(grace, shutdown)
-            inc.scope.deadline = min(inc.scope.deadline, trio.current_time() + child_grace)
+            child.cut_start(grace)
 
     def __repr__(self) -> str:
         return f"<Supervisor {self._name!r} {self._lifecycle.state.value}>"
