@@ -161,7 +161,8 @@ class DynamicSupervisorRef:
         Raises:
             TooManyChildren: (code ``max_children``, transient) ``max_children`` run.
             ChildStartFailed: (code ``child_start_failed``) it failed to start.
-            ActorStopped: (code ``actor_stopped``) the supervisor is not running.
+            ActorStopped: (code ``actor_stopped``) the supervisor is not running, or was
+                stopped while the child started.
         """
         dyn = self._dyn
         template = dyn._template

@@ -140,9 +140,11 @@ class SupervisorRef:
             ChildRunning: (code ``child_running``) a child with this id runs.
             ChildAlreadyPresent: (code ``child_already_present``) a child with this id
                 exists but does not run (``restart_child`` or ``delete_child`` it).
-            ChildStartFailed: (code ``child_start_failed``) it failed to start; the
-                message names the child and the reason, ``__cause__`` is the error.
-            ActorStopped: (code ``actor_stopped``) the supervisor is not running.
+            ChildStartFailed: (code ``child_start_failed``) it failed to start, or did
+                not within its ``start_timeout`` (reason ``start_timeout``); the message
+                names the child and the reason, ``__cause__`` is the error.
+            ActorStopped: (code ``actor_stopped``) the supervisor is not running, or was
+                stopped while the child started (the start was cancelled).
         """
         return await self._start_child(spec)
 
@@ -200,9 +202,10 @@ class SupervisorRef:
         Raises:
             ChildNotFound: (code ``child_not_found``) no child has this id.
             ChildRunning: (code ``child_running``) it runs (or is being restarted).
-            ChildStartFailed: (code ``child_start_failed``) it failed to start; the spec
-                is kept.
-            ActorStopped: (code ``actor_stopped``) the supervisor is not running.
+            ChildStartFailed: (code ``child_start_failed``) it failed to start, or did
+                not within its ``start_timeout``; the spec is kept.
+            ActorStopped: (code ``actor_stopped``) the supervisor is not running, or was
+                stopped while the child started.
         """
         sup = self._sup
         async with sup._lock:
