@@ -23,15 +23,28 @@ what waiting refs sleep on.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Final
 
 import trio
+
+from ._supervisor_spec import BRUTAL_KILL, INFINITY, exit_reason
 
 if TYPE_CHECKING:
     from ._backoff import BackoffTracker
     from ._supervisor_spec import ChildRef, ChildSpec, ChildType, Runnable
 
-__all__ = ["GONE", "RESTARTING", "RUNNING", "STARTING", "STOPPED", "Child", "Incarnation"]
+__all__ = [
+    "GONE",
+    "RESTARTING",
+    "RUNNING",
+    "STARTING",
+    "STOPPED",
+    "Child",
+    "Incarnation",
+    "StartedRelay",
+    "start_failure",
+]
 
 STARTING: Final = "starting"
 RUNNING: Final = "running"
@@ -43,7 +56,17 @@ GONE: Final = "gone"
 class Incarnation:
     """One run of a child: one actor instance, in its own cancel scope."""
 
-    __slots__ = ("actor", "done", "error", "number", "ref", "scope", "started", "stopping")
+    __slots__ = (
+        "actor",
+        "done",
+        "error",
+        "number",
+        "ref",
+        "scope",
+        "started",
+        "stopping",
+        "timed_out",
+    )
 
     def __init__(self, number: int, actor: Runnable | None) -> None:
         self.number = number
@@ -54,6 +77,7 @@ class Incarnation:
         self.error: BaseException | None = None
         self.started = False
         self.stopping = False  # the supervisor stopped it: its exit is not reported
+        self.timed_out = False  # its start took longer than ``ChildSpec.start_timeout``
 
 
 class Child:
@@ -103,6 +127,16 @@ class Child:
         inc = self.current
         return self.status == RUNNING and inc is not None and not inc.done.is_set()
 
+    def cut_start(self, grace: float) -> None:
+        """Cancel a start under way in ``grace`` seconds, or its shutdown grace if shorter."""
+        inc = self.current
+        if inc is None or inc.started or inc.done.is_set():
+            return
+        inc.stopping = True  # its start raises ActorStopped: not a failure
+        shutdown = self.spec.shutdown
+        own = grace if shutdown == INFINITY else 0.0 if shutdown == BRUTAL_KILL else shutdown
+        inc.scope.deadline = min(inc.scope.deadline, trio.current_time() + min(grace, float(own)))
+
     def set_status(self, status: str) -> None:
         """Move to ``status`` and wake every ref waiting for a change."""
         self.status = status
@@ -122,3 +156,31 @@ class Child:
             return True
         inc = self.current
         return self.status == RUNNING and inc is not None and inc.ref is not ref
+
+
+class StartedRelay:
+    """A ``task_status`` that records the child's ref before passing it on."""
+
+    __slots__ = ("_inc", "_status")
+
+    def __init__(self, inc: Incarnation, status: trio.TaskStatus[ChildRef]) -> None:
+        self._inc = inc
+        self._status = status
+
+    def started(self, value: ChildRef | None = None) -> None:
+        assert value is not None
+        inc = self._inc
+        inc.ref = value
+        inc.started = True
+        if not inc.stopping:
+            inc.scope.deadline = math.inf  # the start timeout bounds only the start
+        self._status.started(value)
+
+
+def start_failure(inc: Incarnation | None) -> tuple[str, str | None]:
+    """Why a start failed: ``start_timeout``, or the error's code (or type); and its text."""
+    error = None if inc is None else inc.error
+    reason, message = exit_reason(error)
+    if inc is not None and inc.timed_out:
+        reason = "start_timeout"
+    return reason, message

@@ -161,17 +161,10 @@ class DynamicSupervisorRef:
         Raises:
             TooManyChildren: (code ``max_children``, transient) ``max_children`` run.
             ChildStartFailed: (code ``child_start_failed``) it failed to start.
-            ActorStopped: (code ``actor_stopped``) the supervisor is not running.
+            ActorStopped: (code ``actor_stopped``) the supervisor is not running, or was
+                stopped while the child started.
         """
         dyn = self._dyn
-        limit = dyn._max_children
-        if limit is not None and len(dyn._supervisor._children) >= limit:
-            await trio.lowlevel.checkpoint()
-            raise TooManyChildren(
-                f"dynamic supervisor {self.name!r} already has {limit} children",
-                supervisor=self.name,
-                max_children=limit,
-            )
         template = dyn._template
         start = cast("Callable[..., Runnable]", template.start)
         spec = attrs.evolve(
@@ -179,7 +172,18 @@ class DynamicSupervisorRef:
             id=f"{template.id}-{next(dyn._numbers)}",
             start=functools.partial(start, *args),
         )
-        return await self._inner.start_child(spec)
+        return await self._inner._start_child(spec, admit=self._admit)
+
+    def _admit(self) -> None:
+        # Under the supervisor's lock: the children starting count as well.
+        dyn = self._dyn
+        limit = dyn._max_children
+        if limit is not None and len(dyn._supervisor._children) >= limit:
+            raise TooManyChildren(
+                f"dynamic supervisor {self.name!r} already has {limit} children",
+                supervisor=self.name,
+                max_children=limit,
+            )
 
     async def terminate_child(self, id: str) -> None:
         """Stop child ``id`` and forget it (OTP ``terminate_child/2`` with a pid).

@@ -135,7 +135,8 @@ class LiveRef(Generic[MsgT, ReplyT]):
             ValueError: ``timeout`` is invalid (design §1.6; names ``timeout``).
             ActorRestarting: (code ``actor_restarting``, transient) no incarnation was
                 running before the deadline, or the one that took the message ended
-                before answering and the child is being restarted.
+                before answering and the child is being restarted, or was still ending
+                at the deadline (its supervisor had not decided yet).
             AskTimeout: (code ``ask_timeout``, transient) the incarnation did not answer
                 in time.
             ActorStopped: (code ``actor_stopped``) the child is gone for good.
@@ -151,9 +152,13 @@ class LiveRef(Generic[MsgT, ReplyT]):
         try:
             return await ref.ask(message, timeout=min(remaining, MAX_DURATION))
         except ActorStopped:
-            with trio.move_on_at(deadline):
+            with trio.move_on_at(deadline) as timer:
                 await ref.wait_stopped()  # the supervisor decides at once
             if self._child.replaced(ref):
+                raise self._restarting() from None
+            if timer.cancelled_caught and self._child.status not in (STOPPED, GONE):
+                # Still ending (a long on_stop) when time ran out: its supervisor has
+                # not decided yet, so it is not gone for good (as ``send``).
                 raise self._restarting() from None
             raise
 

@@ -61,7 +61,16 @@ import trio
 from ..errors import ActorStopped, ChildStartFailed, RestartIntensityExceeded
 from ._actor import _only_cancelled
 from ._backoff import Backoff, BackoffTracker
-from ._child import GONE, RESTARTING, RUNNING, STOPPED, Child, Incarnation
+from ._child import (
+    GONE,
+    RESTARTING,
+    RUNNING,
+    STOPPED,
+    Child,
+    Incarnation,
+    StartedRelay,
+    start_failure,
+)
 from ._config import MAX_DURATION, validate_count, validate_duration
 from ._lifecycle import ActorEvent, ActorState, new_actor_lifecycle
 from ._ref import ActorRef, enter_owner, inside, leave_owner
@@ -93,22 +102,6 @@ __all__ = [
     "SupervisorEvent",
     "SupervisorRef",
 ]
-
-
-class _StartedRelay:
-    """A ``task_status`` that records the child's ref before passing it on."""
-
-    __slots__ = ("_inc", "_status")
-
-    def __init__(self, inc: Incarnation, status: trio.TaskStatus[ChildRef]) -> None:
-        self._inc = inc
-        self._status = status
-
-    def started(self, value: ChildRef | None = None) -> None:
-        assert value is not None
-        self._inc.ref = value
-        self._inc.started = True
-        self._status.started(value)
 
 
 class Supervisor:
@@ -240,7 +233,7 @@ class Supervisor:
                     failure = exc
                     self._closing = True
                     self._lifecycle.process_event(ActorEvent.STOP)
-                    await self._stop_children(self._children)
+                    await self._shutdown()
                 else:
                     if self._lifecycle.state is ActorState.STARTING:
                         self._lifecycle.process_event(ActorEvent.STARTED)
@@ -253,9 +246,7 @@ class Supervisor:
                     else:
                         self._closing = True
                         self._report.event("shutdown", "", 0)
-                        with trio.CancelScope(deadline=self._stop_deadline) as scope:
-                            self._shutdown_scope = scope
-                            await self._stop_children(self._children)
+                        await self._shutdown()
                 # Whatever is left (the stop grace ran out) is cancelled, still one
                 # child at a time in reverse start order; then nothing can remain.
                 await self._kill_children(self._children)
@@ -277,6 +268,12 @@ class Supervisor:
             leave_owner(owner_token)
         if failure is not None:
             raise failure
+
+    async def _shutdown(self) -> None:
+        # Stop the children in reverse order, within the stop's grace (if one was asked).
+        with trio.CancelScope(deadline=self._stop_deadline) as scope:
+            self._shutdown_scope = scope
+            await self._stop_children(self._children)
 
     # --- the children ------------------------------------------------------------------
 
@@ -311,14 +308,16 @@ class Supervisor:
         """Start ``child`` outside a restart round (its first start, or ``restart_child``).
 
         Raises:
-            ChildStartFailed: (code ``child_start_failed``) it failed to start.
-            ActorStopped: (code ``actor_stopped``) the supervisor is stopping.
+            ChildStartFailed: (code ``child_start_failed``) it failed to start, or did
+                not start within its ``start_timeout`` (reason ``start_timeout``).
+            ActorStopped: (code ``actor_stopped``) the supervisor is stopping (a stop
+                during the start cancels it).
         """
         if await self._start(child):
             return
         inc = child.current
         error = inc.error if inc is not None else None
-        reason, message = exit_reason(error)
+        reason, message = start_failure(inc)
         child.set_status(STOPPED)
         raise ChildStartFailed(
             f"supervisor {self._name!r}: child {child.id!r} failed to start: {message}",
@@ -349,10 +348,23 @@ class Supervisor:
             return False
         inc = Incarnation(number, actor)
         child.current = inc
+        timeout = child.spec.start_timeout
+        inc.scope.deadline = trio.current_time() + timeout  # lifted once it started
         try:
             ref = await nursery.start(self._run_child, child, inc)
         except Exception as exc:
-            inc.error = exc
+            if inc.stopping:
+                # A stop cut the start short: the supervisor is stopping, the child did
+                # not fail. Inside the decision loop the stop's cancellation lands here.
+                await trio.lowlevel.checkpoint()
+                raise ActorStopped(
+                    f"supervisor {self._name!r} is stopping", actor=self._name
+                ) from None
+            error: Exception = exc
+            if inc.scope.cancelled_caught:
+                inc.timed_out = True
+                error = TimeoutError(f"child {child.id!r} did not start within {timeout:g} s")
+            inc.error = error
             return False
         child.type = "worker" if isinstance(ref, ActorRef) else "supervisor"
         child.set_status(RUNNING)
@@ -366,7 +378,7 @@ class Supervisor:
         *,
         task_status: trio.TaskStatus[ChildRef] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        relay = cast("trio.TaskStatus[ChildRef]", _StartedRelay(inc, task_status))
+        relay = cast("trio.TaskStatus[ChildRef]", StartedRelay(inc, task_status))
         assert inc.actor is not None
         try:
             with inc.scope:
@@ -404,8 +416,14 @@ class Supervisor:
         self._report.event("child_stopped", child.id, inc.number)
         shutdown = child.spec.shutdown
         ref = inc.ref
-        if shutdown == BRUTAL_KILL or ref is None:
-            inc.scope.cancel()
+        if shutdown == BRUTAL_KILL:
+            inc.scope.cancel()  # stopping is set: a start cut short raises ActorStopped
+        elif ref is None:
+            # A start under way: no ref to stop it by, so it is cancelled at its grace
+            # (with infinity, at the stopping supervisor's deadline).
+            if shutdown != INFINITY:
+                deadline = trio.current_time() + shutdown
+                inc.scope.deadline = min(inc.scope.deadline, deadline)
         elif shutdown == INFINITY:
             # No grace of its own: only the stopping supervisor's deadline bounds it.
             if isinstance(ref, ActorRef):
@@ -540,7 +558,7 @@ class Supervisor:
         for member in group:
             if not await self._start(member):
                 inc = member.current
-                reason, message = exit_reason(None if inc is None else inc.error)
+                reason, message = start_failure(inc)
                 member.set_status(RESTARTING)
                 self._report.event(
                     "restart_failed", member.id, 0 if inc is None else inc.number,
@@ -565,6 +583,10 @@ class Supervisor:
             if self._shutdown_scope is not None:
                 self._shutdown_scope.deadline = deadline
         self._loop_scope.cancel()
+        # A start under way (a first start, start_child, restart_child) holds no scope
+        # of ours: cancel it within the child's own shutdown grace.
+        for child in self._children:
+            child.cut_start(grace)
 
     def __repr__(self) -> str:
         return f"<Supervisor {self._name!r} {self._lifecycle.state.value}>"

@@ -22,6 +22,8 @@ from ._live_ref import LiveRef
 from ._supervisor_spec import ChildCounts, ChildInfo, ChildSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._lifecycle import ActorEvent, StateMachine
     from ._supervisor_events import EventReporter
 
@@ -138,15 +140,26 @@ class SupervisorRef:
             ChildRunning: (code ``child_running``) a child with this id runs.
             ChildAlreadyPresent: (code ``child_already_present``) a child with this id
                 exists but does not run (``restart_child`` or ``delete_child`` it).
-            ChildStartFailed: (code ``child_start_failed``) it failed to start; the
-                message names the child and the reason, ``__cause__`` is the error.
-            ActorStopped: (code ``actor_stopped``) the supervisor is not running.
+            ChildStartFailed: (code ``child_start_failed``) it failed to start, or did
+                not within its ``start_timeout`` (reason ``start_timeout``); the message
+                names the child and the reason, ``__cause__`` is the error.
+            ActorStopped: (code ``actor_stopped``) the supervisor is not running, or was
+                stopped while the child started (the start was cancelled).
         """
+        return await self._start_child(spec)
+
+    async def _start_child(
+        self, spec: ChildSpec, *, admit: Callable[[], None] | None = None
+    ) -> LiveRef[Any, Any]:
+        # ``admit`` (raising to refuse) runs under the lock, so that a limit such as a
+        # dynamic supervisor's ``max_children`` holds against concurrent calls.
         if not isinstance(spec, ChildSpec):
             raise TypeError(f"spec must be a ChildSpec, got {spec!r}")
         sup = self._sup
         async with sup._lock:
             sup._check_open()
+            if admit is not None:
+                admit()
             existing = sup._by_id.get(spec.id)
             if existing is not None:
                 raise self._exists(existing)
@@ -189,9 +202,10 @@ class SupervisorRef:
         Raises:
             ChildNotFound: (code ``child_not_found``) no child has this id.
             ChildRunning: (code ``child_running``) it runs (or is being restarted).
-            ChildStartFailed: (code ``child_start_failed``) it failed to start; the spec
-                is kept.
-            ActorStopped: (code ``actor_stopped``) the supervisor is not running.
+            ChildStartFailed: (code ``child_start_failed``) it failed to start, or did
+                not within its ``start_timeout``; the spec is kept.
+            ActorStopped: (code ``actor_stopped``) the supervisor is not running, or was
+                stopped while the child started.
         """
         sup = self._sup
         async with sup._lock:

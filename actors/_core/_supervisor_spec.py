@@ -96,7 +96,8 @@ class SupervisorEvent:
     ref: ChildRef | None = None
     """``child_started``: the new incarnation's ref."""
     reason: str | None = None
-    """``child_exited`` and ``restart_failed``: ``"normal"``, or the error's code (an
+    """``child_exited`` and ``restart_failed``: ``"normal"``, ``"start_timeout"`` (a
+    start took longer than ``ChildSpec.start_timeout``), or the error's code (an
     ``ActorError``) or type."""
     message: str | None = None
     """``child_exited`` and ``restart_failed``: the error, bounded to 1 KiB, or None
@@ -126,6 +127,10 @@ def _check_shutdown(instance: object, attribute: attrs.Attribute[Any], value: ob
     validate_duration("shutdown", value)
 
 
+def _check_start_timeout(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    validate_duration("start_timeout", value, allow_zero=False)
+
+
 def _check_significant(
     instance: ChildSpec, attribute: attrs.Attribute[bool], value: object
 ) -> None:
@@ -142,7 +147,8 @@ class ChildSpec:
     Raises:
         ValueError: ``id`` is empty, ``restart`` is unknown, ``shutdown`` is neither
             ``"brutal_kill"``, ``"infinity"`` nor a valid duration (design §1.6; names
-            ``shutdown``), or ``significant`` is set on a permanent child.
+            ``shutdown``), ``start_timeout`` is not a valid duration above 0 (names
+            ``start_timeout``), or ``significant`` is set on a permanent child.
         TypeError: ``start`` is not callable, or ``significant`` is not a bool.
     """
 
@@ -164,6 +170,13 @@ class ChildSpec:
     """Whether its end (by itself, not restarted) may shut its supervisor down, per the
     supervisor's ``auto_shutdown`` (design §1.10). Only for transient or temporary
     children."""
+    start_timeout: float = attrs.field(default=5.0, converter=_shutdown_converter,
+                                       validator=_check_start_timeout)  # fmt: skip
+    """Seconds (trio clock) one start (``on_start``, or a child supervisor's first
+    starts) may take; a longer start is a failed start, reason ``start_timeout``
+    (design §1.4). OTP waits forever by default; we bound it, as every wait, so that a
+    hanging start cannot hold the supervisor's calls and restarts. Give a child
+    supervisor more than the sum of its children's."""
 
 
 @attrs.frozen(kw_only=True)

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
+    "MAX_ROW_ID",
     "RESERVED_PREFIXES",
     "check_fraction",
     "check_kind",
@@ -24,9 +25,14 @@ __all__ = [
 RESERVED_PREFIXES = ("job_", "admission_", "request_", "revision_")
 
 
+#: The largest integer SQLite stores (a run id is a rowid): a larger int sent to it
+#: raises OverflowError, so bounds are checked against it before any query.
+MAX_ROW_ID = 2**63 - 1
+
+
 def is_run_id(value: object) -> bool:
-    """True for an int >= 1 that is not a bool (run ids start at 1)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    """True for an int in ``[1, MAX_ROW_ID]`` that is not a bool (run ids start at 1)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_ROW_ID
 
 
 def check_text(name: str, value: object, limit: int = 128) -> str:

@@ -219,8 +219,9 @@ class EventLogClient:
             One :class:`~actors.Recovered` per held run, by run id.
 
         Raises:
-            InvalidCommand: (``invalid_command``) ``decide`` returned something else
-                (``details["fields"] == ["decide"]``), or a bad ``current`` or ``actor``.
+            InvalidCommand: (``invalid_command``) ``decide`` is not an async function
+                or returned something else (``details["fields"] == ["decide"]``), or a
+                bad ``current`` or ``actor``.
             AskTimeout: (``ask_timeout``) one request took longer than the timeout.
             ActorStopped: (``actor_stopped``) the log stopped; runs not yet decided stay
                 held (as they do when ``decide`` raises, which propagates).

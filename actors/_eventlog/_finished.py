@@ -20,7 +20,7 @@ import attrs
 import trio
 
 from ..errors import InvalidCommand, LedgerCorrupt
-from ._checks import check_text
+from ._checks import MAX_ROW_ID, check_text
 from ._rows import decode_run
 from ._types import TERMINAL_STATES
 
@@ -118,9 +118,10 @@ class FinishedRuns:
     ) -> FinishedRunsPage:
         """One page of decided runs; see :meth:`actors.EventLog.finished_runs`."""
         maximum = self._config.finished_runs_limit
-        if type(after) is not int or after < 0:
+        # Checked against SQLite's range too, so the answer is the same with a ledger.
+        if type(after) is not int or not 0 <= after <= MAX_ROW_ID:
             raise InvalidCommand(
-                f"after must be a run id >= 0, got {after!r:.40}", fields=["after"]
+                f"after must be a run id in [0, 2**63 - 1], got {after!r:.40}", fields=["after"]
             )
         if limit is None:
             limit = maximum

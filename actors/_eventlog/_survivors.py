@@ -11,6 +11,7 @@ reported for that run, never raised, so one bad survivor never blocks the others
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -91,18 +92,30 @@ async def recover_survivors(
     :meth:`actors.EventLog.recover` and :meth:`actors.EventLogClient.recover`.
 
     Raises:
-        InvalidCommand: (``invalid_command``) ``decide`` returned something that is not
-            a :data:`Decision` (``details["fields"] == ["decide"]``), ``actor`` is not a
+        InvalidCommand: (``invalid_command``) ``decide`` is not an async function or
+            returned something that is not a :data:`Decision` (``details["fields"] ==
+            ["decide"]``), ``actor`` is not a
             name, or ``current`` is not a mapping of known ingredients (``check_drift``).
         ActorStopped, AskTimeout: the log went away; the undecided runs stay held.
         Exception: whatever ``decide`` raised; the runs not yet decided stay held.
     """
     check_text("actor", actor)
+    if not callable(decide):
+        raise InvalidCommand(f"decide must be an async function, got {decide!r:.60}",
+                             fields=["decide"])  # fmt: skip
     outcomes = []
     for status in survivors:
         run_id = status.run_id
         drift = await check_drift(run_id, current)
-        decision = await decide(Survivor(status=status, drift=drift))
+        pending = decide(Survivor(status=status, drift=drift))
+        if not inspect.isawaitable(pending):
+            # A sync function: say so, instead of the TypeError of awaiting its result.
+            raise InvalidCommand(
+                f"decide must be an async function; it returned {pending!r:.60} for run"
+                f" {run_id} without awaiting",
+                fields=["decide"],
+            )
+        decision = await pending
         if decision not in _DECISIONS:
             raise InvalidCommand(
                 f"decide returned {decision!r:.60} for run {run_id}; expected one of"

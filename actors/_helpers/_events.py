@@ -3,8 +3,8 @@
 Every step the pool takes with a helper (design §3.10) is one :class:`PoolEvent`:
 spawned, ready, startup failed, job started, cancel sent, grace expired, SIGTERM sent,
 SIGKILL sent, reaped, quarantined, released, late reply dropped, escaped, signal failed,
-restart intensity exceeded, pool restarted, pool restart scheduled (design §3.15) and
-call retried (design §3.14). :class:`PoolEvents` hands each to
+restart intensity exceeded, pool restarted, pool restart scheduled, pool restart failed
+(design §3.15) and call retried (design §3.14). :class:`PoolEvents` hands each to
 
 * every subscriber (:meth:`PoolEvents.subscribe`): a bounded buffer per subscriber; one
   that falls behind loses its oldest events, counted in :attr:`PoolEventStream.dropped`
@@ -21,6 +21,7 @@ kind and no DEBUG handler exists.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final
@@ -31,10 +32,17 @@ import trio
 from .._core._config import validate_count
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
     from types import TracebackType
 
-__all__ = ["LEVELS", "POOL_EVENT_KINDS", "PoolEvent", "PoolEventStream", "PoolEvents"]
+__all__ = [
+    "LEVELS",
+    "POOL_EVENT_KINDS",
+    "HeldEvent",
+    "PoolEvent",
+    "PoolEventStream",
+    "PoolEvents",
+]
 
 #: The logger of the helper pool (one per subsystem; helper stderr has its own child).
 LOGGER: Final = logging.getLogger("actors.helpers")
@@ -58,6 +66,7 @@ LEVELS: Final[Mapping[str, int]] = {
     "intensity_exceeded": logging.ERROR,
     "pool_restarted": logging.WARNING,
     "restart_scheduled": logging.WARNING,
+    "restart_failed": logging.WARNING,
     "call_retried": logging.INFO,
 }
 #: Every kind of :class:`PoolEvent`.
@@ -115,6 +124,18 @@ class PoolEvent:
             "generation": self.generation,
             **self.details,
         }
+
+
+@attrs.frozen(kw_only=True)
+class HeldEvent:
+    """An event :meth:`PoolEvents._holding` kept back: published later, or never."""
+
+    kind: str
+    """One of :data:`POOL_EVENT_KINDS`."""
+    text: str
+    """The log message it was emitted with."""
+    fields: Mapping[str, Any]
+    """The other arguments of :meth:`PoolEvents.emit` (``level``, ``slot``, details)."""
 
 
 class PoolEventStream:
@@ -212,6 +233,7 @@ class PoolEvents:
         self.closed = False
         self.pools_opened = 0
         """Pools opened on this hub so far."""
+        self._holds: dict[str, list[HeldEvent]] = {}
 
     def subscribe(
         self, *, bound: int = 256, kinds: Iterable[str] = POOL_EVENT_KINDS
@@ -251,6 +273,32 @@ class PoolEvents:
         for stream in self._streams:
             stream._end()
 
+    @contextlib.contextmanager
+    def _holding(self, *kinds: str) -> Iterator[list[HeldEvent]]:
+        """Keep events of ``kinds`` back while the block runs (design §3.15).
+
+        The pool's restarter holds ``pool_restarted`` until the restart has succeeded,
+        so that nobody counts a recovery that did not happen. Yields the list the held
+        events are added to; pass one to :meth:`_release` to publish it after all.
+
+        Raises:
+            ValueError: an unknown kind.
+        """
+        unknown = set(kinds) - POOL_EVENT_KINDS
+        if unknown:
+            raise ValueError(f"unknown event kinds {sorted(unknown)}")
+        held: list[HeldEvent] = []
+        previous = self._holds
+        self._holds = {**previous, **dict.fromkeys(kinds, held)}
+        try:
+            yield held
+        finally:
+            self._holds = previous
+
+    def _release(self, event: HeldEvent, text: str | None = None) -> None:
+        """Publish a held event now, with another log message if ``text`` is given."""
+        self.emit(event.kind, event.text if text is None else text, **event.fields)
+
     def wanted(self, level: int = logging.DEBUG) -> bool:
         """True if an event logged at ``level`` would reach anyone (never waits)."""
         return self.active or LOGGER.isEnabledFor(level)
@@ -281,6 +329,12 @@ class PoolEvents:
             slot, helper, incarnation, pid, generation: Who it concerns.
             **details: More JSON-compatible facts (``exit_code``, ``reason``, ...).
         """
+        held = self._holds.get(kind)
+        if held is not None:
+            fields = {"level": level, "slot": slot, "helper": helper,
+                      "incarnation": incarnation, "pid": pid, "generation": generation}  # fmt: skip
+            held.append(HeldEvent(kind=kind, text=text, fields={**fields, **details}))
+            return
         if level is None:
             level = LEVELS[kind]
         if not (self.active or LOGGER.isEnabledFor(level)):

@@ -4,10 +4,13 @@
 ``PoolConfig(restart=Backoff(...))`` is given (:func:`open_helper_pool` starts it). Each
 time the pool fails (``intensity_exceeded``), it waits the backoff's next delay
 (``restart_scheduled``, with ``delay`` and ``attempt``), then calls
-:meth:`HelperPool.restart` (``pool_restarted``). A restart that fails (an eager respawn
-that does not start: ``startup_failed``) counts as the next attempt and is scheduled
-again, longer each time up to the cap. Attempts count from 1 again after the backoff's
-``reset_after`` quiet seconds (:class:`~actors.BackoffTracker`).
+:meth:`HelperPool.restart`; ``pool_restarted`` is published only once that succeeded.
+A restart that fails (an eager respawn that does not start: ``startup_failed``) is a
+``restart_failed`` event (``attempt``, the error's ``code`` and ``message``) instead;
+once the pool has failed again (``intensity_exceeded``, saying its helpers do not
+start) the next attempt is scheduled, longer each time up to the cap. Attempts count
+from 1 again after the backoff's ``reset_after`` quiet seconds
+(:class:`~actors.BackoffTracker`).
 
 While it waits, the pool is marked ``recovering``: jobs fail at once with the transient
 :class:`~actors.errors.PoolRestarting` rather than wait. Failing fast is the choice
@@ -28,7 +31,7 @@ from ..errors import ActorError, PoolClosed
 
 if TYPE_CHECKING:
     from .._core._backoff import Backoff
-    from ._events import PoolEvents
+    from ._events import HeldEvent, PoolEvents
     from ._spec import HelperSpec
 
 __all__ = ["RestartingPool", "restart_when_failed"]
@@ -61,27 +64,51 @@ async def restart_when_failed(pool: RestartingPool, backoff: Backoff) -> None:
     pool.recovering = True
     tracker = BackoffTracker(backoff)
     name = pool.spec.name
+    failed: ActorError | None = None  # the last restart attempt's failure
+    held: list[HeldEvent] = []  # what that attempt's failure said meanwhile
     while True:
-        await pool.wait_failed()
-        failed: str | None = None  # the code of the last restart attempt's failure
-        while True:
-            delay = tracker.next_delay(trio.current_time())
-            after = "" if failed is None else f" (the last attempt failed: {failed})"
-            pool.events.emit(
-                "restart_scheduled",
-                f"pool {name!r} failed: restarting it in {delay:g} s "
-                f"(attempt {tracker.attempt}){after}",
-                delay=delay,
-                attempt=tracker.attempt,
-                last_failure=failed,
-            )
-            await trio.sleep(delay)
+        if failed is None:
+            await pool.wait_failed()
+        else:
+            # The failed attempt's helper failing its startup fails the pool again: say
+            # so in its order (before the next attempt is scheduled) and in its words.
+            with pool.events._holding("intensity_exceeded") as exceeded:
+                await pool.wait_failed()
+            for event in [*held, *exceeded]:
+                text = f"pool {name!r} is still failed: its helpers do not start ({failed.code})"
+                pool.events._release(event, text)
+        delay = tracker.next_delay(trio.current_time())
+        after = "" if failed is None else f" (the last attempt failed: {failed.code})"
+        pool.events.emit(
+            "restart_scheduled",
+            f"pool {name!r} failed: restarting it in {delay:g} s "
+            f"(attempt {tracker.attempt}){after}",
+            delay=delay,
+            attempt=tracker.attempt,
+            last_failure=None if failed is None else failed.code,
+        )
+        await trio.sleep(delay)
+        # ``pool_restarted`` is said only once the restart has succeeded: an eager
+        # respawn may fail (and fail the pool again meanwhile).
+        with pool.events._holding("pool_restarted", "intensity_exceeded") as held:
             try:
                 await pool.restart()
             except PoolClosed:
                 return  # closed meanwhile (aclose() inside the block): nothing to restart
             except ActorError as exc:
                 # The spawn has reported how (startup_failed); try again, later.
-                failed = exc.code
-                continue
-            break
+                failed = exc
+            else:
+                failed = None
+        if failed is None:
+            for event in held:
+                pool.events._release(event)
+            continue
+        held = [event for event in held if event.kind == "intensity_exceeded"]
+        pool.events.emit(
+            "restart_failed",
+            f"pool {name!r}: restart attempt {tracker.attempt} failed: {failed.message}",
+            attempt=tracker.attempt,
+            code=failed.code,
+            message=failed.message,
+        )

@@ -44,7 +44,7 @@ import trio
 from trio.lowlevel import enable_ki_protection
 
 from .._core._backoff import Backoff
-from .._core._config import count_field, duration_field
+from .._core._config import MAX_DURATION, count_field, duration_field
 from .._core._groups import unwrap_sole_exception
 from .._core._supervisor import ChildSpec
 from .._eventlog._actor import EventLogActor
@@ -62,7 +62,7 @@ from .._scheduler._messages import HelperRestarted
 from .._scheduler._state import RunInfo, SchedulerConfig
 from ..errors import ChildStartFailed, RenderError, UnsupportedOperation
 from ._eventlog_sink import EventLogSink
-from ._tree import LiveChild, build_tree, route
+from ._tree import SYSTEM_START_TIMEOUT, LiveChild, build_tree, route
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -215,12 +215,27 @@ class Runtime:
         """Where the pool's and the tree's events are appended to the event log."""
         self._events_send, self._events_receive = trio.open_memory_channel[Any](64)
         grace = config.shutdown_grace
+        # The pool starts once its eager helpers are ready, each within the helpers'
+        # startup timeout (all at once); the others get the system children's bound.
+        pool_start = min(MAX_DURATION, config.pool.timeouts.startup + SYSTEM_START_TIMEOUT)
         self.tree: Supervisor = build_tree(
-            ChildSpec("event_log", self._new_event_log, shutdown=grace),
+            ChildSpec(
+                "event_log", self._new_event_log, shutdown=grace, start_timeout=SYSTEM_START_TIMEOUT
+            ),
             [
-                ChildSpec("pool", self._new_pool, shutdown=grace),
-                ChildSpec("renderer", self._new_renderer, shutdown=grace),
-                ChildSpec("scheduler", self._new_scheduler, shutdown=grace),
+                ChildSpec("pool", self._new_pool, shutdown=grace, start_timeout=pool_start),
+                ChildSpec(
+                    "renderer",
+                    self._new_renderer,
+                    shutdown=grace,
+                    start_timeout=SYSTEM_START_TIMEOUT,
+                ),
+                ChildSpec(
+                    "scheduler",
+                    self._new_scheduler,
+                    shutdown=grace,
+                    start_timeout=SYSTEM_START_TIMEOUT,
+                ),
             ],
             max_restarts=config.max_restarts,
             period=config.restart_period,

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import trio
 
+from .._core._config import MAX_DURATION
 from .._core._ref import ActorRef
 from .._core._supervisor import ChildSpec, Supervisor
 from ..errors import ActorStopped, AskTimeout
@@ -43,7 +44,11 @@ if TYPE_CHECKING:
     from .._core._backoff import Backoff
     from .._core._supervisor import SupervisorEvent
 
-__all__ = ["LiveChild", "build_tree"]
+__all__ = ["SYSTEM_START_TIMEOUT", "LiveChild", "build_tree"]
+
+#: Seconds (trio clock) a system actor's start may take (design §1.4, §1.7): generous,
+#: as the event log's boot reads its ledger and a loaded machine is slow, but bounded.
+SYSTEM_START_TIMEOUT = 60.0
 
 _log = logging.getLogger("actors.runtime")
 
@@ -156,8 +161,13 @@ def build_tree(
             on_event=on_event,
         )
 
+    # The services start one after the other: their bounds add up.
+    services_start = min(MAX_DURATION, sum(spec.start_timeout for spec in services))
     return Supervisor(
-        [event_log, ChildSpec("services", make_services, shutdown=grace)],
+        [
+            event_log,
+            ChildSpec("services", make_services, shutdown=grace, start_timeout=services_start),
+        ],
         strategy="rest_for_one",
         max_restarts=max_restarts,
         period=period,

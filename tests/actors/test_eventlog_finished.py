@@ -177,3 +177,19 @@ async def test_a_bad_query_names_its_field(kwargs: dict[str, Any], field: str) -
             await log.finished_runs(**kwargs)
         assert info.value.details["fields"] == [field]
         assert (await log.finished_runs(limit=10)).runs == ()  # the maximum itself is fine
+
+
+@pytest.mark.parametrize("ledger", [True, False])
+@pytest.mark.parametrize("after", [2**63, 2**64, -(2**63) - 1])
+async def test_an_after_beyond_sqlite_integers_names_after_with_or_without_a_ledger(
+    tmp_path: Path, ledger: bool, after: int
+) -> None:
+    async with client(cfg(tmp_path / "ledger.db" if ledger else None)) as log:
+        await decide_five(log)
+        with pytest.raises(InvalidCommand) as info:
+            await log.finished_runs(after=after)
+        assert info.value.details["fields"] == ["after"]
+        # The largest SQLite integer is a fine cursor: nothing comes after it.
+        page = await log.finished_runs(after=2**63 - 1)
+        assert (page.runs, page.cursor, page.more) == ((), 2**63 - 1, False)
+        assert (await log.status(1)).state == "finished"  # the log goes on

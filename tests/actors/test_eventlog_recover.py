@@ -162,6 +162,21 @@ async def test_a_decision_that_is_not_one_names_decide_and_leaves_the_run_held(
         assert len((await log.boot_report()).survivors) == 3  # nothing was decided
 
 
+async def test_a_sync_decide_names_decide_and_leaves_the_runs_held(tmp_path: Path) -> None:
+    config = cfg(tmp_path / "ledger.db")
+    await crash_with_three_survivors(config)
+
+    def sync_decide(survivor: Survivor) -> Decision:
+        return "resume"
+
+    async with client(config) as log:
+        for decide in (sync_decide, None):
+            with pytest.raises(InvalidCommand, match="async function") as info:
+                await log.recover(decide)  # type: ignore[arg-type]
+            assert info.value.details["fields"] == ["decide"]
+        assert len((await log.boot_report()).survivors) == 3  # nothing was decided
+
+
 async def test_an_error_in_decide_propagates_and_the_rest_stay_held(tmp_path: Path) -> None:
     config = cfg(tmp_path / "ledger.db")
     await crash_with_three_survivors(config)

@@ -171,3 +171,74 @@ async def test_the_restarter_ends_when_the_pool_closed_meanwhile(autojump_clock)
     pool.fail()
     await restart_when_failed(pool, Backoff(base=1.0, cap=4.0))  # returns: no loop
     assert trio.current_time() == 1.0
+
+
+class EagerFakePool(FakePool):
+    """Like ``HelperPool.restart`` with an eager respawn: ``pool_restarted`` is emitted
+    before the respawn, and a respawn that fails its startup fails the pool again just
+    after the restart raised (its helper's exit is counted by another task)."""
+
+    def __init__(self, failing: int, nursery: trio.Nursery) -> None:
+        super().__init__(failing)
+        self.nursery = nursery
+
+    def fail(self) -> None:
+        self._failed.set()
+        self.events.emit("intensity_exceeded", "more than 0 helper restarts within 10 s")
+
+    async def restart(self) -> None:
+        self._failed = trio.Event()
+        self.events.emit("pool_restarted", "pool 'calls' restarted", epoch=len(self.restarts))
+        try:
+            await super().restart()
+        except HelperStartupError:
+            self.nursery.start_soon(self.fail_soon)
+            raise
+
+    async def fail_soon(self) -> None:
+        await trio.lowlevel.checkpoint()
+        self.fail()
+
+
+async def test_a_failed_restart_is_restart_failed_and_pool_restarted_only_a_success(
+    autojump_clock, nursery, caplog
+):
+    pool = EagerFakePool(failing=2, nursery=nursery)
+    backoff = Backoff(base=1.0, cap=4.0, reset_after=30.0)
+    with pool.events.subscribe() as stream:
+        nursery.start_soon(restart_when_failed, pool, backoff)
+        await trio.testing.wait_all_tasks_blocked()
+        pool.fail()  # at t=0
+        await trio.sleep(20)
+        events = []
+        while (event := stream.receive_nowait()) is not None:
+            events.append((event.time, event.kind, event.details.get("attempt")))
+    assert events == [
+        (0.0, "intensity_exceeded", None),
+        (0.0, "restart_scheduled", 1),
+        (1.0, "restart_failed", 1),
+        (1.0, "intensity_exceeded", None),  # the pool failed again: before the next try
+        (1.0, "restart_scheduled", 2),
+        (3.0, "restart_failed", 2),
+        (3.0, "intensity_exceeded", None),
+        (3.0, "restart_scheduled", 3),
+        (7.0, "pool_restarted", None),  # once, for the restart that succeeded
+    ]
+    assert pool.restarts == [(1.0, False), (3.0, False), (7.0, True)]
+    failed = [r for r in caplog.records if getattr(r, "event", None) == "restart_failed"]
+    assert failed[0].getMessage() == (
+        "pool 'calls': restart attempt 1 failed: calls#0.2: no ready frame within 10 s"
+    )
+    assert failed[0].code == "helper_startup_failed"
+    again = [r for r in caplog.records if getattr(r, "event", None) == "intensity_exceeded"]
+    assert again[1].getMessage() == (
+        "pool 'calls' is still failed: its helpers do not start (helper_startup_failed)"
+    )
+
+
+def test_holding_refuses_an_unknown_kind():
+    with (
+        pytest.raises(ValueError, match="unknown event kinds"),
+        PoolEvents("calls")._holding("pool_restartd"),
+    ):
+        pass
