@@ -114,6 +114,7 @@ class Spawner:
         helper = slot.helper
         if helper is not None and helper.usable and slot.epoch == self._epoch():
             return helper
+        excused = helper is not None and helper.stopped_on_request
         if helper is not None:
             if not helper.exited:
                 with trio.CancelScope(shield=True):
@@ -130,7 +131,9 @@ class Spawner:
             if self._closing():  # the close began while the old one was retired
                 raise self._closed_error("while a helper was replaced")
         replaces = slot.spawned
-        if replaces:
+        if replaces and excused:
+            self.restarts += 1  # the pool stopped it itself: not a crash (design §3.7)
+        elif replaces:
             self.note_restart()
         slot.spawned = True
         slot.incarnation += 1
