@@ -102,6 +102,7 @@ class Spawner:
         """When each replacement within the intensity window happened (trio clock)."""
         self.spawning: set[trio.CancelScope] = set()
         """Starts under way (the pool's close cancels them)."""
+        self._spawns_done: trio.Event | None = None
         self.spawns = 0
         """Helper processes started."""
         self.restarts = 0
@@ -176,6 +177,8 @@ class Spawner:
             failure.append(exc)
         finally:
             self.spawning.discard(scope)
+            if not self.spawning and self._spawns_done is not None:
+                self._spawns_done.set()
             if scope.cancelled_caught and not failure:
                 failure.append(self._closed_error("while a helper started"))
             slot.spawning = False
@@ -183,6 +186,16 @@ class Spawner:
             if slot.release_pending:
                 slot.release_pending = False
                 self._release(slot)
+
+    @enable_ki_protection
+    async def wait_spawns_done(self) -> None:
+        """Wait until no start is under way (a cancelled one kills its helper and waits
+        for the reaper, bounded by ``kill``); the close waits so before it abandons
+        the reapers, or a late start's kill would look unreaped (design §3.8)."""
+        while self.spawning:
+            self._spawns_done = trio.Event()
+            await self._spawns_done.wait()
+        await trio.lowlevel.checkpoint()
 
     def note_restart(self) -> None:
         """Count one replacement; fail the pool past the intensity (design §1.4, §3.7)."""

@@ -6,15 +6,19 @@ Real helpers, real clock, short timeouts; no child or zombie may be left.
 
 from __future__ import annotations
 
+import logging
+
+import attrs
 import pytest
 import run_sync_functions as fns
 import trio
 from helper_support import FAST, assert_no_children
 
-from actors import HelperSpec, PoolConfig, PoolFailed, open_helper_pool
+from actors import HelperExitedError, HelperSpec, PoolConfig, PoolFailed, open_helper_pool
 
 CALLS = HelperSpec(entry="actors.helper:serve_calls", name="calls")
 SIZE = 8
+LONG_KILL = attrs.evolve(FAST, kill=2.0)
 
 
 @pytest.fixture(autouse=True)
@@ -77,3 +81,32 @@ async def test_crashes_still_use_up_the_restart_intensity():
         with pytest.raises(PoolFailed, match="more than 5 helper restarts within 10 s"):
             await pool.run_sync(fns.crash, 3)
         assert pool.failed
+
+
+async def test_a_failed_pool_reaps_its_late_spawns_without_a_false_quarantine(caplog):
+    caplog.set_level(logging.WARNING, logger="actors")
+    pool_cm = open_helper_pool(CALLS, size=SIZE, timeouts=LONG_KILL)
+    pool = await pool_cm.__aenter__()
+    try:
+        # Every helper crashes at once: five replacements start (the intensity allows
+        # five), the sixth fails the pool while they are still starting.
+        async with trio.open_nursery() as nursery:
+            for _ in range(SIZE):
+                nursery.start_soon(_crash_until_failed, pool)
+            await pool.wait_failed()
+            nursery.cancel_scope.cancel()  # and close now, the replacements under way
+        assert pool.failed
+    finally:
+        start = trio.current_time()
+        await pool_cm.__aexit__(None, None, None)
+        took = trio.current_time() - start
+    assert [r.getMessage() for r in caplog.records if "quarantined" in r.getMessage()] == []
+    # The late starts are killed and reaped at once: a reap missed would show as
+    # the whole kill timeout (2 s) spent waiting.
+    assert took < LONG_KILL.kill / 2
+
+
+async def _crash_until_failed(pool) -> None:
+    for _ in range(2):
+        with pytest.raises((PoolFailed, HelperExitedError)):
+            await pool.run_sync(fns.crash, 3)
