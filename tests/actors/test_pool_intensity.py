@@ -14,7 +14,15 @@ import run_sync_functions as fns
 import trio
 from helper_support import FAST, assert_no_children
 
-from actors import HelperExitedError, HelperSpec, PoolConfig, PoolFailed, open_helper_pool
+from actors import (
+    DeadlineExceeded,
+    HelperExitedError,
+    HelperSpec,
+    JobStalled,
+    PoolConfig,
+    PoolFailed,
+    open_helper_pool,
+)
 
 CALLS = HelperSpec(entry="actors.helper:serve_calls", name="calls")
 SIZE = 8
@@ -65,10 +73,21 @@ async def test_a_cancelled_map_does_not_use_up_the_restart_intensity():
 async def test_replacements_after_a_deadline_do_not_count():
     async with open_helper_pool(CALLS, size=2, timeouts=FAST) as pool:
         for _ in range(7):  # more than max_restarts (5), each needing a replacement
-            with trio.move_on_after(0.2):
-                await pool.run_sync(fns.sleep, 60)
+            with pytest.raises(DeadlineExceeded):
+                await pool.run_sync(fns.sleep, 60, deadline=trio.current_time() + 0.2)
         assert await pool.run_sync(fns.identity, 1) == 1
         assert pool.statistics().restarts == 6
+
+
+async def test_stalled_helpers_still_use_up_the_restart_intensity():
+    # A helper that misses its own stall deadline did hang: its replacement counts.
+    config = PoolConfig(max_restarts=1, restart_period=10.0, timeouts=FAST)
+    async with open_helper_pool(CALLS, config) as pool:
+        for _ in range(2):
+            with pytest.raises(JobStalled):
+                await pool.run_sync(fns.sleep, 60, stall=0.2)
+        with pytest.raises(PoolFailed, match="more than 1 helper restarts within 10 s"):
+            await pool.run_sync(fns.sleep, 60, stall=0.2)
 
 
 async def test_crashes_still_use_up_the_restart_intensity():
