@@ -14,10 +14,10 @@ at most ``acquire_timeout`` seconds), spawns a fresh incarnation there if the sl
 none or its helper died (design §3.7), runs the job, and gives the slot back. A slot whose
 helper is quarantined (design §3.5 step 4) is given back only once the helper is gone, so
 no replacement is spawned before that. Replacements count against the restart intensity
-(design §1.4): more than ``max_restarts`` within ``restart_period`` seconds and the pool
-fails every job with :class:`~actors.errors.PoolFailed` until :meth:`HelperPool.restart`
-(or, under a supervisor that restarts it, with the transient
-:class:`~actors.errors.PoolRestarting`). A failed job is never replayed (design §3.4).
+(design §1.4; §3.7: not those the ladder caused for a caller): more than ``max_restarts``
+within ``restart_period`` seconds and the pool fails every job with ``PoolFailed`` until
+:meth:`HelperPool.restart` (or, under a supervisor that restarts it, with the transient
+``PoolRestarting``). A failed job is never replayed (design §3.4).
 
 The job path is lean on purpose (it is most of a short job's cost): with a free slot and
 a ready helper a job takes no lock, allocates nothing of its own (unless it has a

@@ -3,7 +3,8 @@
 :class:`Spawner` is the part of a :class:`~actors._helpers._pool.HelperPool` that gives a
 slot a usable helper: it retires the slot's old incarnation (shutdown, then the
 ladder), counts the replacement against the restart intensity (design §1.4: past it the
-pool fails), and starts the new incarnation. The start runs in the pool's nursery, not
+pool fails) unless the old one was stopped by the ladder for a caller's cancel or
+deadline (design §3.7), and starts the new incarnation. The start runs in the pool's nursery, not
 in the job's task: a job cancelled while its helper starts does not kill that helper (a
 restart wasted, and counted against the intensity); the helper serves the next job.
 """
