@@ -60,6 +60,7 @@ from ._helpers._pool_actor import CancelJob as CancelJob
 from ._helpers._pool_actor import GetSnapshot as GetSnapshot
 from ._helpers._pool_actor import GetStatistics as GetStatistics
 from ._helpers._pool_actor import RestartPool as RestartPool
+from ._helpers._pool_actor import RetireIdle as RetireIdle
 from ._helpers._pool_actor import RunJob as RunJob
 from ._helpers._pool_actor import PoolActor as PoolActor
 from ._helpers._pool_handle import PoolHandle as PoolHandle
@@ -205,6 +206,7 @@ __all__ = [
     "GetSnapshot",
     "GetStatistics",
     "RestartPool",
+    "RetireIdle",
     "Scheduler",
     "SchedulerConfig",
     "SchedulerStatistics",

@@ -1,4 +1,5 @@
-"""Leak checks for tests that start real processes: children, zombies, gone pids.
+"""Leak checks for tests that start real processes: children, zombies, gone pids, and
+what a child has not read yet.
 
 Shared by ``tests/actors`` and ``tests/examples`` (``tests/conftest.py`` puts this folder
 on ``sys.path``). Reads ``/proc``; never waits.
@@ -6,7 +7,10 @@ on ``sys.path``). Reads ``/proc``; never waits.
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
+import termios
 from pathlib import Path
 
 
@@ -35,6 +39,38 @@ def pid_gone(pid: int) -> bool:
     """True if ``pid`` no longer runs: absent, or a zombie someone else must reap."""
     stat = _stat(pid)
     return stat is None or (stat[0] == "Z" and stat[1] != os.getpid())
+
+
+def unread_pipe_bytes(pid: int) -> int:
+    """Bytes waiting unread in the pipes that ``pid`` reads from (0 if it is gone).
+
+    For a helper: a job frame it has not taken yet, e.g. because it is stopped. (A
+    helper reads its frames from a private copy of its stdin, not from fd 0.)
+    """
+    total = 0
+    try:
+        entries = os.listdir(f"/proc/{pid}/fd")
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+    for entry in entries:
+        path = f"/proc/{pid}/fd/{entry}"
+        try:
+            if not os.readlink(path).startswith("pipe:"):
+                continue
+            info = Path(f"/proc/{pid}/fdinfo/{entry}").read_text()
+            flags = int(info.split("flags:", 1)[1].split()[0], 8)
+            if flags & os.O_ACCMODE != os.O_RDONLY:
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # closed meanwhile, or the process is gone
+        try:
+            count = array.array("i", [0])
+            fcntl.ioctl(fd, termios.FIONREAD, count)
+            total += count[0]
+        finally:
+            os.close(fd)
+    return total
 
 
 def assert_no_children() -> None:

@@ -14,10 +14,10 @@ at most ``acquire_timeout`` seconds), spawns a fresh incarnation there if the sl
 none or its helper died (design §3.7), runs the job, and gives the slot back. A slot whose
 helper is quarantined (design §3.5 step 4) is given back only once the helper is gone, so
 no replacement is spawned before that. Replacements count against the restart intensity
-(design §1.4): more than ``max_restarts`` within ``restart_period`` seconds and the pool
-fails every job with :class:`~actors.errors.PoolFailed` until :meth:`HelperPool.restart`
-(or, under a supervisor that restarts it, with the transient
-:class:`~actors.errors.PoolRestarting`). A failed job is never replayed (design §3.4).
+(design §1.4; §3.7: not those the ladder caused for a caller): more than ``max_restarts``
+within ``restart_period`` seconds and the pool fails every job with ``PoolFailed`` until
+:meth:`HelperPool.restart` (or, under a supervisor that restarts it, with the transient
+``PoolRestarting``). A failed job is never replayed (design §3.4).
 
 The job path is lean on purpose (it is most of a short job's cost): with a free slot and
 a ready helper a job takes no lock, allocates nothing of its own (unless it has a
@@ -52,7 +52,7 @@ from ._containment import available_mode
 from ._events import PoolEvents
 from ._pool_calls import pool_map, pool_run_sync
 from ._pool_config import PoolConfig, PoolSnapshot, PoolStatistics
-from ._pool_jobs import PoolJob, SlotWaiter
+from ._pool_jobs import PoolJob, SlotWaiter, close_helper
 from ._spawner import Slot, Spawner
 
 if TYPE_CHECKING:
@@ -569,7 +569,7 @@ class HelperPool:
 
     @enable_ki_protection
     async def _close(self) -> None:
-        self._closing = True
+        self._closing, timeouts = True, self.config.timeouts
         if self._retiring:
             await self._retired.wait()  # one shutdown at a time per helper
         for waiter in self._waiters:
@@ -584,11 +584,12 @@ class HelperPool:
             for slot in self._slots:
                 if slot.helper is not None and not slot.helper.exited:
                     slot.helper.cancel()
-                    nursery.start_soon(self._close_helper, slot.helper)
-        if self._slow:
-            # Jobs still in their slow path (a spawn being killed): bounded by kill.
-            self._no_jobs = trio.Event()
-            with trio.move_on_after(self.config.timeouts.kill):
+                    nursery.start_soon(close_helper, slot.helper, timeouts.close_bound)
+        # Killed starts (not abandoned: their reapers see the kill), slow jobs: kill bound.
+        with trio.move_on_after(timeouts.kill):
+            await self._spawner.wait_spawns_done()
+            if self._slow:
+                self._no_jobs = trio.Event()
                 await self._no_jobs.wait()
         for slot in self._slots:
             if slot.helper is not None:
@@ -597,10 +598,3 @@ class HelperPool:
                 slot.helper.discard()
         self._closed = True
         self._free.clear()
-
-    @enable_ki_protection
-    async def _close_helper(self, helper: HelperProcess) -> None:
-        with trio.move_on_after(self.config.timeouts.close_bound):
-            await helper.wait_job_done()
-        if not helper.exited:
-            await helper.shutdown()

@@ -62,6 +62,7 @@ __all__ = [
     "ON_FAILURE",
     "CancelJob",
     "GetLease",
+    "RetireIdle",
     "PoolLease",
     "GetSnapshot",
     "GetStatistics",
@@ -132,6 +133,17 @@ class GetStatistics:
 @attrs.frozen(kw_only=True)
 class RestartPool:
     """Ask: clear a failed pool and start fresh incarnations (design §3.7)."""
+
+
+@attrs.frozen(kw_only=True)
+class RetireIdle:
+    """Send (or ask, answered with None once done): take no new job and shut the idle
+    helpers down now, while running jobs go on (design §3.8).
+
+    A server sends it as its shutdown starts, so that the idle helpers' shutdown runs
+    side by side with the grace its running work gets, not after it. Jobs sent after it
+    fail with ``PoolClosed``; the pool closes when the actor stops.
+    """
 
 
 @attrs.frozen(kw_only=True)
@@ -327,6 +339,8 @@ class PoolActor(Actor):
             reply.send(pool.statistics())
         elif isinstance(message, RestartPool):
             self.nursery.start_soon(self._restart, reply)
+        elif isinstance(message, RetireIdle):
+            self.nursery.start_soon(self._retire_idle, reply)
         elif isinstance(message, GetLease):
             reply.send(self._lease)
         else:
@@ -364,6 +378,10 @@ class PoolActor(Actor):
         else:
             reply.send(None)
             self._exit_seen.set()
+
+    async def _retire_idle(self, reply: Reply) -> None:
+        await self.pool.retire_idle()  # shielded, bounded by shutdown + terminate + kill
+        reply.send(None)
 
     def _helper_exited(self) -> None:
         self._exit_seen.set()

@@ -28,7 +28,14 @@ from .._core._lifecycle import ActorState
 from .._core._ref import ActorRef
 from ..errors import ActorStopped, AskTimeout, DeadlineExceeded, PoolClosed
 from ._handle_calls import handle_map, handle_run_sync
-from ._pool_actor import CancelJob, GetLease, GetSnapshot, GetStatistics, RestartPool
+from ._pool_actor import (
+    CancelJob,
+    GetLease,
+    GetSnapshot,
+    GetStatistics,
+    RestartPool,
+    RetireIdle,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
@@ -244,6 +251,19 @@ class PoolHandle:
         """
         result: PoolStatistics = await self.ref.ask(GetStatistics(), timeout=timeout)
         return result
+
+    def retire_idle(self) -> None:
+        """Take no new job; shut the idle helpers down now (design §3.8); never waits.
+
+        Sends :class:`~actors.RetireIdle`: running jobs go on until the pool actor
+        stops, jobs sent from now on fail with ``PoolClosed``. A server calls it as its
+        shutdown starts, so the idle helpers' shutdown ladder runs alongside the grace.
+
+        Raises:
+            MailboxFull: (code ``mailbox_full``) the pool actor's mailbox is full.
+            ActorStopped: (code ``actor_stopped``) the pool actor is stopped.
+        """
+        self.ref.try_send(RetireIdle())
 
     async def restart(self, *, timeout: float = 30.0) -> None:  # noqa: ASYNC109
         """Restart the pool (design §3.7); ``timeout`` in seconds.

@@ -2,7 +2,8 @@
 
 :class:`~actors._helpers._pool.HelperPool` keeps a :class:`PoolJob` for a job that
 :meth:`~actors._helpers._pool.HelperPool.cancel_job` or the close must reach, and a
-:class:`SlotWaiter` for a job waiting for a free slot.
+:class:`SlotWaiter` for a job waiting for a free slot; the close ends each helper with
+:func:`close_helper`.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 if TYPE_CHECKING:
     from ._process import HelperProcess
     from ._spawner import Slot
 
-__all__ = ["PoolJob", "SlotWaiter"]
+__all__ = ["PoolJob", "SlotWaiter", "close_helper"]
 
 
 class PoolJob:
@@ -39,3 +41,13 @@ class SlotWaiter:
     def __init__(self) -> None:
         self.event = trio.Event()
         self.slot: Slot | None = None
+
+
+@enable_ki_protection
+async def close_helper(helper: HelperProcess, bound: float) -> None:
+    """The close's end of one helper (design §3.8): wait up to ``bound`` seconds (trio's
+    clock) for its job to stop (its ladder), then shut it down if it is still there."""
+    with trio.move_on_after(bound):
+        await helper.wait_job_done()
+    if not helper.exited:
+        await helper.shutdown()

@@ -68,6 +68,7 @@ _JOB_SENT: Final = HelperEvent.JOB_SENT
 _REPLIED: Final = HelperEvent.REPLIED
 _DEBUG: Final = logging.DEBUG
 _INF: Final = math.inf
+_ON_REQUEST: Final = frozenset({"caller_cancelled", "cancelled", "deadline"})
 _checkpoint_if_cancelled: Final = trio.lowlevel.checkpoint_if_cancelled
 
 
@@ -118,6 +119,9 @@ class HelperProcess:
         #: ``sigterm``, ``sigkill``, ``quarantined`` or ``signal_failed`` (None if no
         #: job was stopped).
         self.last_escalation: str | None = None
+        #: The pool's own ladder ended this incarnation for a caller's cancel or
+        #: deadline: its replacement is not counted as a restart (design §3.7).
+        self.stopped_on_request = False
         self._events = events if events is not None else PoolEvents(spec.name)
         self._machine = new_helper_lifecycle(self.label)
         self.idle = False
@@ -417,7 +421,10 @@ class HelperProcess:
                     raise self._stopped_error(generation, operation, "cooperative", "cancelled")
         except (trio.Cancelled, KeyboardInterrupt):  # Ctrl-C in the task that waits
             with trio.CancelScope(shield=True):
-                await self._ladder.stop_job(generation, operation, reason="caller_cancelled")
+                escalation = await self._ladder.stop_job(
+                    generation, operation, reason="caller_cancelled"
+                )
+            self._note_stop("caller_cancelled", escalation)
             raise
         except PipeGone:
             with trio.CancelScope(shield=True):
@@ -490,7 +497,15 @@ class HelperProcess:
             escalation = await self._ladder.stop_job(
                 generation, operation, parent_timeout=cause == "reply_timeout", reason=cause
             )
+        self._note_stop(cause, escalation)
         raise self._stopped_error(generation, operation, escalation, cause)
+
+    def _note_stop(self, cause: str, escalation: str) -> None:
+        # design §3.7: a helper the ladder signalled because a caller gave up (its
+        # cancel or deadline) did not crash; one that missed its reply or stall
+        # deadline did hang, and its replacement counts as a restart.
+        if cause in _ON_REQUEST and escalation in ("sigterm", "sigkill"):
+            self.stopped_on_request = True
 
     def _stopped_error(
         self, generation: int, operation: str, escalation: str, cause: str

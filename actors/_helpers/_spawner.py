@@ -3,7 +3,8 @@
 :class:`Spawner` is the part of a :class:`~actors._helpers._pool.HelperPool` that gives a
 slot a usable helper: it retires the slot's old incarnation (shutdown, then the
 ladder), counts the replacement against the restart intensity (design §1.4: past it the
-pool fails), and starts the new incarnation. The start runs in the pool's nursery, not
+pool fails) unless the old one was stopped by the ladder for a caller's cancel or
+deadline (design §3.7), and starts the new incarnation. The start runs in the pool's nursery, not
 in the job's task: a job cancelled while its helper starts does not kill that helper (a
 restart wasted, and counted against the intensity); the helper serves the next job.
 """
@@ -102,6 +103,7 @@ class Spawner:
         """When each replacement within the intensity window happened (trio clock)."""
         self.spawning: set[trio.CancelScope] = set()
         """Starts under way (the pool's close cancels them)."""
+        self._spawns_done: trio.Event | None = None
         self.spawns = 0
         """Helper processes started."""
         self.restarts = 0
@@ -114,6 +116,7 @@ class Spawner:
         helper = slot.helper
         if helper is not None and helper.usable and slot.epoch == self._epoch():
             return helper
+        excused = helper is not None and helper.stopped_on_request
         if helper is not None:
             if not helper.exited:
                 with trio.CancelScope(shield=True):
@@ -130,7 +133,9 @@ class Spawner:
             if self._closing():  # the close began while the old one was retired
                 raise self._closed_error("while a helper was replaced")
         replaces = slot.spawned
-        if replaces:
+        if replaces and excused:
+            self.restarts += 1  # the pool stopped it itself: not a crash (design §3.7)
+        elif replaces:
             self.note_restart()
         slot.spawned = True
         slot.incarnation += 1
@@ -173,6 +178,8 @@ class Spawner:
             failure.append(exc)
         finally:
             self.spawning.discard(scope)
+            if not self.spawning and self._spawns_done is not None:
+                self._spawns_done.set()
             if scope.cancelled_caught and not failure:
                 failure.append(self._closed_error("while a helper started"))
             slot.spawning = False
@@ -180,6 +187,16 @@ class Spawner:
             if slot.release_pending:
                 slot.release_pending = False
                 self._release(slot)
+
+    @enable_ki_protection
+    async def wait_spawns_done(self) -> None:
+        """Wait until no start is under way (a cancelled one kills its helper and waits
+        for the reaper, bounded by ``kill``); the close waits so before it abandons
+        the reapers, or a late start's kill would look unreaped (design §3.8)."""
+        while self.spawning:
+            self._spawns_done = trio.Event()
+            await self._spawns_done.wait()
+        await trio.lowlevel.checkpoint()
 
     def note_restart(self) -> None:
         """Count one replacement; fail the pool past the intensity (design §1.4, §3.7)."""

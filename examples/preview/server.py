@@ -67,7 +67,6 @@ if __name__ == "__main__":  # main() gives Ctrl-C back to Python's default, then
     signal.signal(signal.SIGINT, _exit_quietly)
 
 # The imports after the handler above: ruff's E402 is expected here.
-import functools  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
@@ -114,7 +113,7 @@ if TYPE_CHECKING:
     import socket
     from collections.abc import AsyncIterator, Callable, Sequence
 
-    from actors import BootReport
+    from actors import BootReport, PoolHandle
 
 __all__ = [
     "DASHBOARD",
@@ -190,11 +189,21 @@ def _alive(pid: int) -> bool:
 
 
 async def _shutdown(
-    front: FrontDoor, databases: Databases, signals: AsyncIterator[int], grace: float
+    front: FrontDoor,
+    databases: Databases,
+    pool: PoolHandle,
+    signals: AsyncIterator[int],
+    grace: float,
 ) -> int:
-    # Runs waiting on a writer cannot finish within any grace, and queued ones have done
-    # nothing yet: cancel them at once; the running ones get the grace.
-    prepare = functools.partial(databases.cancel_open, actor="server_shutdown", waiting_only=True)
+    async def prepare() -> None:
+        # The idle helpers are shut down now, side by side with the grace and a hung
+        # job's ladder, not after them (design §3.8); running jobs go on.
+        with suppress(ActorError):  # the pool actor is already stopping: nothing to do
+            pool.retire_idle()
+        # Runs waiting on a writer cannot finish within any grace, and queued ones have
+        # done nothing yet: cancel them at once; the running ones get the grace.
+        await databases.cancel_open(actor="server_shutdown", waiting_only=True)
+
     signum = await shutdown_on_signal(front, signals, grace=grace, prepare=prepare)
     with trio.move_on_after(grace + 1.0) as cleanup:
         cleanup.shield = True  # record the rest as cancelled, not as survivors
@@ -349,7 +358,7 @@ async def serve_preview(
                     _open_server(
                         config, front_config, identity,
                         paths=paths, sockets=sockets, on_boot=on_boot,
-                    ) as (front, _app, databases),
+                    ) as (front, app, databases),
                     trio.open_nursery() as nursery,
                 ):  # fmt: skip
                     # A signal routed meanwhile has cancelled ``starting``: this
@@ -361,7 +370,7 @@ async def serve_preview(
                     task_status.started(front)
                     if on_ready is not None:
                         on_ready(front)
-                    signum = await _shutdown(front, databases, receive, grace)
+                    signum = await _shutdown(front, databases, app.runtime.pool, receive, grace)
                     ledger = None if config.ledger is None else str(config.ledger)
                     for line in await left_held(front.eventlog, ledger=ledger):
                         print(line, flush=True)

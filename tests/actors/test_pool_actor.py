@@ -25,6 +25,7 @@ from actors import (
     HelperTimeouts,
     InvalidCommand,
     PoolActor,
+    PoolClosed,
     PoolConfig,
     PoolFailed,
     PoolHandle,
@@ -276,3 +277,34 @@ async def test_a_raising_on_helper_exit_is_logged_and_the_actor_goes_on(nursery,
     assert await handle.run_job("echo", 2, timeout=5) == 2  # the actor still serves
     assert any("on_helper_exit raised" in r.getMessage() for r in caplog.records)
     await handle.ref.stop()
+
+
+async def test_retire_idle_shuts_idle_helpers_down_while_jobs_run_on(nursery):
+    # A server's shutdown begins: the idle helper goes now, the running job finishes,
+    # a new job is refused; the pool closes only when the actor stops (design §3.8).
+    actor = PoolActor(spec(), PoolConfig(size=2, timeouts=FAST))
+    supervisor = PoolHandle(await nursery.start(actor.run))
+    results: list[object] = []
+
+    async def job() -> None:
+        results.append(await supervisor.run_job("sleep", 0.5, timeout=10))
+
+    async with trio.open_nursery() as jobs:
+        jobs.start_soon(job)
+        await trio.testing.wait_all_tasks_blocked()
+        busy, idle = actor.pool.snapshot().helpers
+        assert busy is not None
+        assert idle is not None
+        assert (busy.state, idle.state) == ("busy", "idle")
+        supervisor.retire_idle()
+        with trio.fail_after(5):  # the shutdown frame: at once, not after the job
+            while actor.pool.snapshot().helpers[1].alive:  # type: ignore[union-attr]  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        assert actor.pool.snapshot().helpers[0].state == "busy"  # type: ignore[union-attr]
+        with pytest.raises(PoolClosed):
+            await supervisor.run_job("echo", 1, timeout=5)
+    assert results == [0.5]
+    gone = actor.pool.snapshot().helpers[1]
+    assert gone is not None
+    assert gone.exit_code == 0  # it obeyed the shutdown frame: no signal was needed
+    await supervisor.ref.stop()
