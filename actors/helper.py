@@ -55,7 +55,6 @@ Fault modes (design §3.9) for tests are chosen by the startup frame's ``fault``
 from __future__ import annotations
 
 import os
-import select
 import sys
 import time
 from collections import deque
@@ -64,13 +63,13 @@ from protocol.envelope import (
     MAX_PROGRESS_NOTE_BYTES,
     PROTOCOL_VERSION,
     Envelope,
-    decode_envelope,
-    decode_positional,
     encode_fields,
     encode_positional,
 )
 from protocol.errors import ProtocolError
-from protocol.framing import DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST, FrameDecoder
+from protocol.framing import DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST
+
+from ._child_stdio import ChildStdio as _Stdio
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the child ~3 ms
 if TYPE_CHECKING:
@@ -137,11 +136,9 @@ FAULT_MODES: Final = frozenset(
         "grandchild_ignores_sigterm",
     }
 )
-_REQUEST_KINDS: Final = ("job", "cancel", "shutdown")
 _CATEGORIES: Final = ("transient", "permanent", "stale")
 _CODE_CHARS: Final = "abcdefghijklmnopqrstuvwxyz0123456789_"
 _MAX_MESSAGE_BYTES: Final = 1024
-_READ_SIZE: Final = 65536  # a whole pipe buffer; more costs an mmap per read
 _monotonic = time.monotonic
 
 
@@ -187,85 +184,6 @@ class JobError(Exception):
         self.message = message
         self.code = code
         self.category = category
-
-
-class _Stdio:
-    """The frame stream: private duplicates of fds 0/1, a decoder, and decoded frames."""
-
-    __slots__ = ("broken", "decoder", "eof", "max_reply", "pending", "rfd", "session", "wfd")
-
-    def __init__(self) -> None:
-        # os.dup gives non-inheritable descriptors (PEP 446): grandchildren never get them.
-        self.rfd = os.dup(0)
-        self.wfd = os.dup(1)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
-        os.dup2(2, 1)
-        sys.stdout = sys.stderr
-        self.decoder = FrameDecoder(max_size=DEFAULT_MAX_REQUEST)
-        self.max_reply = DEFAULT_MAX_REPLY
-        self.pending: deque[Envelope] = deque()
-        self.eof = False
-        #: The session once the startup frame is in; frames are then fenced against it.
-        self.session: str | None = None
-        #: A protocol error met while polling during a job (reported after the job).
-        self.broken: ProtocolError | None = None
-
-    def set_limits(self, max_request: int, max_reply: int) -> None:
-        """Adopt the limits of the startup frame, in bytes (nothing else is buffered)."""
-        if self.decoder.buffered == 0:
-            self.decoder = FrameDecoder(max_size=max_request)
-        self.max_reply = max_reply
-
-    def _feed(self, data: bytes) -> None:
-        if not data:
-            self.eof = True
-            self.decoder.close()
-            return
-        session = self.session
-        for body in self.decoder.feed(data):
-            if session is None:
-                self.pending.append(decode_envelope(body))
-            else:
-                self.pending.append(decode_positional(body, session, _REQUEST_KINDS))
-
-    def receive(self) -> Envelope | None:
-        """Block until the next envelope; None at end of input.
-
-        Raises:
-            ProtocolError: a malformed frame, or (code ``protocol_violation``) one of
-                another session or version, or of a kind the parent must not send.
-        """
-        while not self.pending:
-            if self.eof:
-                return None
-            data = os.read(self.rfd, _READ_SIZE)
-            session = self.session
-            if data and session is not None:
-                bodies = self.decoder.feed(data)
-                if len(bodies) == 1:  # the usual read: one whole frame, no queue needed
-                    return decode_positional(bodies[0], session, _REQUEST_KINDS)
-                self.pending.extend(decode_positional(b, session, _REQUEST_KINDS) for b in bodies)
-            else:
-                self._feed(data)
-        return self.pending.popleft()
-
-    def poll(self) -> None:
-        """Read whatever input is ready, without blocking; remember a protocol error."""
-        try:
-            while not self.eof and select.select([self.rfd], [], [], 0)[0]:
-                self._feed(os.read(self.rfd, _READ_SIZE))
-        except ProtocolError as exc:
-            self.broken = exc
-            self.eof = True
-
-    def write(self, data: bytes) -> None:
-        written = os.write(self.wfd, data)
-        if written < len(data):
-            view = memoryview(data)[written:]
-            while view:
-                view = view[os.write(self.wfd, view) :]
 
 
 class JobContext:

@@ -48,6 +48,7 @@ async def test_child_loads_the_real_protocol_errors_and_no_fault_code():
     assert "actors._helpers._faults" not in files  # imported only when a fault is set
     assert set(files) == {
         "actors",
+        "actors._child_stdio",
         "actors.helper",
         "protocol",
         "protocol._envelope_checks",
