@@ -34,9 +34,7 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +42,7 @@ sys.path.insert(0, str(ROOT))  # run as a script: import the repository's packag
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run_sync_helper
 
 import trio  # noqa: E402
+from measure import Figures  # noqa: E402
 from run_sync_helper import square  # noqa: E402
 
 from actors import HelperSpec, open_helper_pool  # noqa: E402
@@ -62,39 +61,6 @@ CALLS = 300 if QUICK else 1000
 NAMES = ("run_sync", "pickled", "named", "trio_parallel")
 
 
-def child_cpu(pid: int) -> float | None:
-    """Seconds of CPU the process ``pid`` has used so far (Linux), else None."""
-    try:
-        with open(f"/proc/{pid}/schedstat") as file:
-            return int(file.read().split()[0]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-class Figures:
-    """Per call: wall time, this process's CPU time, this process's + the child's."""
-
-    def __init__(self) -> None:
-        self.wall: list[float] = []
-        self.cpu: list[float] = []
-        self.total: list[float] = []
-
-    async def measure(self, run, child_pid: int) -> None:
-        child_before = child_cpu(child_pid)
-        cpu_before, wall_before = time.process_time(), time.perf_counter()
-        await run()
-        wall, cpu = time.perf_counter() - wall_before, time.process_time() - cpu_before
-        child_after = child_cpu(child_pid)
-        self.wall.append(wall / CALLS)
-        self.cpu.append(cpu / CALLS)
-        if child_before is not None and child_after is not None:
-            self.total.append((cpu + child_after - child_before) / CALLS)
-
-    def median(self, kind: str) -> float:
-        values = getattr(self, kind)
-        return statistics.median(values) if values else math.nan
-
-
 def verdict(value: float, target: float) -> str:
     """``OK`` or ``MISS``: every target line says plainly whether it was met."""
     return "OK" if value <= target else "MISS"
@@ -102,7 +68,7 @@ def verdict(value: float, target: float) -> str:
 
 async def bench() -> dict[str, Figures]:
     """Interleaved rounds of the three ways, fresh processes each round."""
-    figures = {name: Figures() for name in NAMES}
+    figures = {name: Figures(CALLS) for name in NAMES}
     for round_ in range(ROUNDS):
         async with open_helper_pool(SPEC) as pool:
             helper = pool.snapshot().helpers[0].pid

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 import os
 import statistics
 import subprocess
@@ -69,6 +68,7 @@ sys.path.insert(0, str(ROOT))  # run as a script: import the repository's packag
 
 import trio  # noqa: E402
 import trio.testing  # noqa: E402
+from measure import Figures  # noqa: E402
 
 from actors import (  # noqa: E402
     HelperSpec,
@@ -140,39 +140,6 @@ def child_env() -> dict[str, str]:
     return {**os.environ, **CHILD_ENV}
 
 
-def child_cpu(pid: int) -> float | None:
-    """Seconds of CPU the process ``pid`` has used so far (Linux), else None."""
-    try:
-        with open(f"/proc/{pid}/schedstat") as file:
-            return int(file.read().split()[0]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-class Figures:
-    """Per round trip: wall time, this process's CPU time, the child's CPU time."""
-
-    def __init__(self) -> None:
-        self.wall: list[float] = []
-        self.cpu: list[float] = []
-        self.child: list[float] = []
-
-    async def measure(self, run, child_pid: int) -> None:
-        child_before = child_cpu(child_pid)
-        cpu_before, wall_before = time.process_time(), time.perf_counter()
-        await run()
-        wall, cpu = time.perf_counter() - wall_before, time.process_time() - cpu_before
-        child_after = child_cpu(child_pid)
-        self.wall.append(wall / ROUND_TRIPS)
-        self.cpu.append(cpu / ROUND_TRIPS)
-        if child_before is not None and child_after is not None:
-            self.child.append((child_after - child_before) / ROUND_TRIPS)
-
-    def median(self, kind: str) -> float:
-        values = getattr(self, kind)
-        return statistics.median(values) if values else math.nan
-
-
 async def raw_round_trip(process: trio.Process, frame: bytes) -> None:
     assert process.stdin is not None
     assert process.stdout is not None
@@ -237,7 +204,7 @@ async def bench_round_trip() -> dict[str, Figures]:
     all use the same processes would keep that luck.
     """
     names = ("raw", "codec", "pool", "actor", "watched")
-    figures = {name: Figures() for name in names}
+    figures = {name: Figures(ROUND_TRIPS) for name in names}
     # The raw echo carries as many bytes as a job frame, so only the machinery differs.
     frame = encode_fields(
         kind="job", session=new_session(), generation=1000, operation="echo", payload=1000
