@@ -5,9 +5,7 @@ Use :func:`~actors._helpers._pool_open.open_helper_pool`::
     spec = HelperSpec(entry="my_pkg.helper:main")
     async with open_helper_pool(spec, size=2, timeouts=HelperTimeouts(reply=5)) as pool:
         result = await pool.run_job("scan", {"run_id": 3}, on_progress=print)
-        with pool.events.subscribe() as stream:  # every step it takes (design §3.10)
-            async for event in stream:
-                print(event.kind, event.helper, event.pid)
+        summary = await pool.run_job("summary", 3, expect=dict)  # typed: dict
 
 Each pool slot holds one helper incarnation at a time. A job takes a free slot (waiting
 at most ``acquire_timeout`` seconds), spawns a fresh incarnation there if the slot has
@@ -31,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections import deque
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
 import trio
 from trio.lowlevel import enable_ki_protection
@@ -52,7 +50,7 @@ from ._containment import available_mode
 from ._events import PoolEvents
 from ._pool_calls import pool_map, pool_run_sync
 from ._pool_config import PoolConfig, PoolSnapshot, PoolStatistics
-from ._pool_jobs import PoolJob, SlotWaiter, close_helper
+from ._pool_jobs import PoolJob, SlotWaiter, close_helper, expected
 from ._spawner import Slot, Spawner
 
 if TYPE_CHECKING:
@@ -64,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = ["HelperPool", "PoolConfig", "PoolSnapshot", "PoolStatistics"]
 
 _INF: Final = math.inf
+T = TypeVar("T")
 
 
 class HelperPool:
@@ -109,15 +108,10 @@ class HelperPool:
         self._closed_event = trio.Event()
         self._succeeded = self._failures = self._cancelled = 0
         self._spawner = Spawner(
-            self,
-            nursery,
-            epoch=lambda: self._epoch,
-            closing=lambda: self._closing,
-            closed_error=self._closed_error,
-            on_exit=self._on_exit,
-            release=self._release,
+            self, nursery, epoch=lambda: self._epoch, closing=lambda: self._closing,
+            closed_error=self._closed_error, on_exit=self._on_exit, release=self._release,
             fail=self._fail,
-        )
+        )  # fmt: skip
 
     # --- jobs -----------------------------------------------------------------------
 
@@ -127,6 +121,18 @@ class HelperPool:
     def _count_call_failed(self) -> None:  # a run_sync call whose function raised
         self._succeeded, self._failures = self._succeeded - 1, self._failures + 1
 
+    @overload
+    async def run_job(
+        self, operation: str, payload: Any = None, *, job_id: Hashable | None = None,
+        on_progress: ProgressCallback | None = None, deadline: float = _INF,
+        stall: float | None = None, expect: None = None,
+    ) -> Any: ...  # fmt: skip
+    @overload
+    async def run_job(
+        self, operation: str, payload: Any = None, *, job_id: Hashable | None = None,
+        on_progress: ProgressCallback | None = None, deadline: float = _INF,
+        stall: float | None = None, expect: type[T],
+    ) -> T: ...  # fmt: skip
     @enable_ki_protection
     async def run_job(
         self,
@@ -137,62 +143,55 @@ class HelperPool:
         on_progress: ProgressCallback | None = None,
         deadline: float = _INF,
         stall: float | None = None,
+        expect: type[T] | None = None,
     ) -> Any:
         """Run one job on a free helper and return its result (design §3.4-3.7).
 
         Args:
             operation: The handler's name.
-            payload: JSON-compatible arguments (at most ``spec.max_request`` bytes of
-                JSON).
+            payload: JSON-compatible arguments (at most ``spec.max_request`` bytes).
             job_id: Optional key for :meth:`cancel_job`; unique among running jobs.
-            on_progress: Optional ``on_progress(fraction, note)``, called for each
-                progress report of the job (``ctx.progress`` in the helper; ``fraction``
-                a float in ``[0, 1]``, ``note`` a str or None). It is called
-                synchronously on the event loop, in this task, and must not block; an
-                exception from it is logged and ignored, never fails the job.
+            on_progress: Optional ``on_progress(fraction, note)`` per progress report
+                (``fraction`` in ``[0, 1]``, ``note`` a str or None): sync, on the event
+                loop in this task, must not block; what it raises is logged and ignored.
             deadline: Absolute deadline of the whole job (waiting for a slot included),
                 in seconds on trio's clock; none by default.
             stall: Seconds the job may go without a progress report before it is
                 stopped (design §3.12); none by default. Any progress frame resets it.
+            expect: The type the result must be (e.g. ``dict``), checked with
+                ``isinstance``; type checkers then see it as the return type.
 
         Returns:
-            The handler's JSON result.
+            The handler's JSON result (of type ``expect``, when given).
 
         Cancellation:
-            Cancelling the caller runs the escalation ladder of design §3.5 for this job
-            only (shielded, at most ``cancel_grace + terminate + kill`` seconds), then
-            ``trio.Cancelled`` propagates.
+            Cancelling the caller runs this job's ladder (design §3.5; shielded, at most
+            ``cancel_grace + terminate + kill`` seconds), then ``trio.Cancelled``.
 
         Raises:
-            PoolClosed: (code ``pool_closed``) the pool is closing, or closed while the
-                job ran.
-            PoolFailed: (code ``pool_failed``) restart intensity was exceeded (design
-                §3.7); nothing runs until :meth:`restart`.
-            PoolRestarting: (code ``pool_restarting``) as ``PoolFailed``, but the
-                pool's supervisor restarts it by itself (:attr:`recovering`).
-            PoolBusy: (code ``pool_busy``) no helper was free within
-                ``acquire_timeout`` seconds.
+            PoolClosed: (code ``pool_closed``) the pool is closing, or closed meanwhile.
+            PoolFailed: (code ``pool_failed``) restart intensity exceeded (§3.7).
+            PoolRestarting: (code ``pool_restarting``) failed, restarting (:attr:`recovering`).
+            PoolBusy: (code ``pool_busy``) no helper free within ``acquire_timeout``.
             DeadlineExceeded: (code ``deadline_exceeded``) ``deadline`` passed; a job
                 already sent was stopped through the ladder first.
             JobStalled: (code ``stalled``) no progress report within ``stall`` seconds.
-            JobCancelled: (code ``cancelled``) :meth:`cancel_job` cancelled it and the
-                helper stopped without SIGKILL.
-            ForcedTermination: (code ``forced_termination``) the job was cancelled or
-                timed out and its helper had to be SIGKILLed (``details["escalation"]``).
+            JobCancelled: (code ``cancelled``) :meth:`cancel_job` cancelled it.
+            ForcedTermination: (code ``forced_termination``) cancelled or timed out, and
+                its helper had to be SIGKILLed (``details["escalation"]``).
             SignalFailed: (code ``signal_failed``) the ladder could not signal the
                 helper (``details``: ``pid``, ``errno``); its slot stays quarantined.
             ReplyTimeout: (code ``reply_timeout``) no reply within ``timeouts.reply``.
-            HelperStartupError: (code ``helper_startup_failed``) a fresh helper did not
-                become ready.
+            HelperStartupError: (code ``helper_startup_failed``) no fresh helper ready.
             HelperExitedError: (code ``helper_exited``) the helper exited during the job
                 (or its startup); ``details`` has ``exit_code`` and ``signal``.
-            ProtocolViolation: (code ``protocol_violation``) the reply or a progress
-                frame broke the envelope rules; the helper was killed.
-            FrameTooLarge: (code ``frame_too_large``) the job or its reply is over the
-                size limit.
+            ProtocolViolation: (code ``protocol_violation``) a bad reply or progress
+                frame; the helper was killed.
+            FrameTooLarge: (code ``frame_too_large``) the job or reply is over the limit.
             HelperJobFailed: (the handler's code) the handler reported an error.
-            ValueError: ``job_id`` is already running, ``stall`` is not a valid
-                duration, or ``operation`` is not a str of 1..128 characters.
+            ValueError: a running ``job_id``, a bad ``stall``, or ``operation`` not a
+                str of 1..128 characters.
+            TypeError: the result is not an instance of ``expect``.
         """
         if self._closing or self._retiring or self._failed:
             self._check_accepting()
@@ -219,8 +218,9 @@ class HelperPool:
                     else:
                         self._release(slot)
                 self._succeeded += 1
-                return result
-        return await self._run_slow(operation, payload, job_id, on_progress, deadline, stall)
+                return result if expect is None else expected(result, expect, operation)
+        result = await self._run_slow(operation, payload, job_id, on_progress, deadline, stall)
+        return result if expect is None else expected(result, expect, operation)
 
     async def _run_slow(
         self,

@@ -18,7 +18,7 @@ for the new incarnation, within its own timeout.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import trio
 from trio.lowlevel import enable_ki_protection
@@ -36,6 +36,7 @@ from ._pool_actor import (
     RestartPool,
     RetireIdle,
 )
+from ._pool_jobs import expected
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["PoolHandle", "RefSource"]
 
 _RUNNING = ActorState.RUNNING
+T = TypeVar("T")
 
 
 class RefSource(Protocol):
@@ -107,6 +109,18 @@ class PoolHandle:
     run_sync = handle_run_sync
     map = handle_map
 
+    @overload
+    async def run_job(
+        self, operation: str, payload: Any = None, *, timeout: float,  # noqa: ASYNC109
+        on_progress: ProgressCallback | None = None, stall: float | None = None,
+        expect: None = None,
+    ) -> Any: ...  # fmt: skip
+    @overload
+    async def run_job(
+        self, operation: str, payload: Any = None, *, timeout: float,  # noqa: ASYNC109
+        on_progress: ProgressCallback | None = None, stall: float | None = None,
+        expect: type[T],
+    ) -> T: ...  # fmt: skip
     @enable_ki_protection
     async def run_job(
         self,
@@ -116,6 +130,7 @@ class PoolHandle:
         timeout: float,  # noqa: ASYNC109
         on_progress: ProgressCallback | None = None,
         stall: float | None = None,
+        expect: type[T] | None = None,
     ) -> Any:
         """Run one job and return its result, within ``timeout`` seconds (trio clock).
 
@@ -137,11 +152,14 @@ class PoolHandle:
                 method has returned or raised.
             stall: Seconds the job may go without a progress report (design §3.12);
                 none by default.
+            expect: The type the result must be (e.g. ``dict``), checked with
+                ``isinstance``; type checkers then see it as the return type.
 
         Raises:
             AskTimeout: (code ``ask_timeout``) no result within ``timeout``; the job
                 was stopped.
             ValueError: ``timeout`` or ``stall`` is invalid (design §1.6).
+            TypeError: the result is not an instance of ``expect``.
             ActorStopped: (code ``actor_stopped``) the pool actor is stopped (or
                 stopped while the job ran).
             ActorError: whatever the job failed with, as in
@@ -167,7 +185,7 @@ class PoolHandle:
             lease.room()  # raises PoolBusy
         lease.in_flight += 1
         try:
-            return await lease.pool.run_job(
+            result = await lease.pool.run_job(
                 operation, payload, on_progress=on_progress, deadline=deadline, stall=stall
             )
         except DeadlineExceeded as exc:
@@ -185,6 +203,7 @@ class PoolHandle:
             lease.in_flight -= 1
             if lease.idle is not None and not lease.in_flight:
                 lease.idle.set()
+        return result if expect is None else expected(result, expect, operation)
 
     @enable_ki_protection
     async def _renew(self, deadline: float, seconds: float) -> PoolLease:

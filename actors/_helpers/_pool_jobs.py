@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 from trio.lowlevel import enable_ki_protection
@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from ._process import HelperProcess
     from ._spawner import Slot
 
-__all__ = ["PoolJob", "SlotWaiter", "close_helper"]
+__all__ = ["PoolJob", "SlotWaiter", "close_helper", "expected"]
+
+T = TypeVar("T")
 
 
 class PoolJob:
@@ -51,3 +53,16 @@ async def close_helper(helper: HelperProcess, bound: float) -> None:
         await helper.wait_job_done()
     if not helper.exited:
         await helper.shutdown()
+
+
+def expected(result: Any, expect: type[T], operation: str) -> T:
+    """``result`` if it is an instance of ``expect`` (``run_job(..., expect=)``).
+
+    Raises:
+        TypeError: it is not; the message names the operation and both types.
+    """
+    if isinstance(result, expect):
+        return result
+    raise TypeError(
+        f"job {operation!r} returned {type(result).__name__}, not {expect.__name__} (expect=)"
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import Any, assert_type
 
 import pytest
 import trio
@@ -342,3 +343,14 @@ async def test_close_fails_a_job_that_waits_for_a_slot_with_pool_closed():
         assert pool.statistics().waiting == 1
     assert [exc.code for exc in outcome] == ["pool_closed", "pool_closed"]
     assert pool.statistics().waiting == 0
+
+
+async def test_expect_types_and_checks_a_job_result():
+    async with open_helper_pool(spec(), size=1, timeouts=FAST) as pool:
+        result = await pool.run_job("echo", {"a": 1}, expect=dict)
+        assert_type(result, dict[Any, Any])
+        assert result == {"a": 1}
+        with pytest.raises(TypeError, match="job 'echo' returned list, not dict"):
+            await pool.run_job("echo", [1], expect=dict)
+        assert await pool.run_job("echo", 5) == 5  # without expect: Any, unchecked
+    assert_no_children()

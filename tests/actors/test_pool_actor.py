@@ -308,3 +308,11 @@ async def test_retire_idle_shuts_idle_helpers_down_while_jobs_run_on(nursery):
     assert gone is not None
     assert gone.exit_code == 0  # it obeyed the shutdown frame: no signal was needed
     await supervisor.ref.stop()
+
+
+async def test_the_handle_checks_expect_too(nursery):
+    supervisor = await _start(nursery)
+    assert await supervisor.run_job("echo", "x", timeout=5, expect=str) == "x"
+    with pytest.raises(TypeError, match="returned int, not str"):
+        await supervisor.run_job("echo", 3, timeout=5, expect=str)
+    await supervisor.ref.stop(grace=1.0)
