@@ -16,16 +16,27 @@ turns one into a :class:`protocol.records.ErrorRecord` (data only, message bound
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
-
 from ._error_data import CATEGORIES as CATEGORIES
 from ._error_data import MAX_ERROR_MESSAGE_BYTES as MAX_ERROR_MESSAGE_BYTES
-from ._error_data import Category as Category  # noqa: TC001  (re-exported)
 from ._error_data import bound_message as bound_message
 from ._error_data import describe_exception as describe_exception
 
+# Not typing.TYPE_CHECKING: the helper child imports this module and must start fast.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, ClassVar
+
+    from ._error_data import Category as Category
     from .records import ErrorRecord
+
+
+def __getattr__(name: str) -> object:
+    """``Category`` (re-exported from the error data) at run time, built on first use."""
+    if name == "Category":
+        from . import _error_data
+
+        return _error_data.Category
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ActorError(Exception):
