@@ -34,6 +34,7 @@ def __getattr__(name: str) -> object:
         return Literal["transient", "permanent", "stale"]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 #: Bound on an error message that crosses a boundary, in bytes of UTF-8 (design §1.5).
 MAX_ERROR_MESSAGE_BYTES = 1024
 
