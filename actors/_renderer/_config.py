@@ -1,8 +1,8 @@
 """The renderer's settings, messages and answers (design §5.1, §5.3).
 
 Pure data (attrs frozen classes), validated at construction (design §1.6). Nothing here
-knows a payload format: the embedder passes its check (``check_payload``), e.g. the
-preview server's PNG check.
+knows a payload format: the embedder passes its check (``check_payload``), e.g. one
+that verifies an image's header.
 """
 
 from __future__ import annotations
@@ -113,7 +113,8 @@ class Render:
     observation: Any
     """What to draw (JSON-compatible)."""
     kind: str = attrs.field(validator=_check_kind)
-    """Which picture, e.g. ``"thumbnail"``."""
+    """Which derived payload of the observation, e.g. ``"summary"`` (the embedder's
+    ``render_fn`` decides what each kind means)."""
     deadline: float = attrs.field(validator=_check_deadline)
     """Absolute deadline, seconds on trio's clock (``trio.current_time()``)."""
     options: Mapping[str, Any] = attrs.field(factory=dict, converter=_options)
