@@ -1,8 +1,9 @@
 """Functions the ``run_sync`` tests send to helpers by reference (no trio, no attrs).
 
 Imported by the tests (parent) and, lazily, by the helper child through the parent's
-``sys.path``. Its ``time.sleep`` calls are the *workload* of a blocking call inside the
-child, not test timing.
+``sys.path``. Nothing here waits for time to pass: a call that must stay in flight
+waits on an event — one nobody sets (:func:`block`, stopped only by the pool), or a FIFO
+the test opens (:func:`gated`), an event across processes.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +82,14 @@ def make_lock() -> Any:
     return threading.Lock()
 
 
-def sleep(seconds: float) -> float:
-    time.sleep(seconds)
-    return seconds
+#: Set by nobody: :func:`block` waits on it until the pool stops the helper.
+_NEVER = threading.Event()
+
+
+def block(*_items: object) -> None:
+    """Never return by itself (arguments ignored, so a map can feed it): only a
+    deadline, a stall or reply timeout, or a cancel (through the pool's ladder) ends it."""
+    _NEVER.wait()
 
 
 def crash(status: int) -> None:
@@ -102,18 +107,24 @@ def crash_once(marker: str) -> str:
     return "second time lucky"
 
 
-def timed(item: int, seconds: float) -> tuple[int, float, float]:
-    """Sleep, and say when it ran (monotonic clock, shared by every process)."""
-    start = time.monotonic()
-    time.sleep(seconds)
-    return item, start, time.monotonic()
+def gated(item: int, folder: str) -> tuple[int, int]:
+    """Mark this call started, wait at its gate (the FIFO ``folder/gate-<item>``, until
+    the test opens it for writing and closes it), and return how many calls were in
+    flight when it started, itself included (started minus done, across processes)."""
+    base = Path(folder)
+    (base / f"started-{item}").touch()
+    in_flight = len(list(base.glob("started-*"))) - len(list(base.glob("done-*")))
+    with open(base / f"gate-{item}", "rb") as gate:
+        gate.read()
+    (base / f"done-{item}").touch()
+    return item, in_flight
 
 
-def fail_at(item: int, bad: int, seconds: float) -> int:
-    """Fail for item ``bad``, sleep ``seconds`` for the others."""
+def fail_at(item: int, bad: int) -> int:
+    """Fail for item ``bad``; the others :func:`block`."""
     if item == bad:
         raise ValueError(f"item {item} is bad")
-    time.sleep(seconds)
+    block()
     return item
 
 

@@ -41,7 +41,7 @@ async def _cancelled_calls(pool, count: int) -> None:
 
     async def one() -> None:
         with trio.move_on_after(0.3):
-            await pool.run_sync(fns.sleep, 60)
+            await pool.run_sync(fns.block)
 
     async with trio.open_nursery() as nursery:
         for _ in range(count):
@@ -65,7 +65,7 @@ async def test_cancelled_calls_do_not_use_up_the_restart_intensity():
 async def test_a_cancelled_map_does_not_use_up_the_restart_intensity():
     async with open_helper_pool(CALLS, size=SIZE, timeouts=FAST) as pool:
         with trio.move_on_after(0.3):
-            await pool.map(fns.sleep, [60] * SIZE, limit=SIZE)
+            await pool.map(fns.block, range(SIZE), limit=SIZE)
         assert await pool.map(fns.identity, range(SIZE)) == list(range(SIZE))
         assert not pool.failed
 
@@ -74,7 +74,7 @@ async def test_replacements_after_a_deadline_do_not_count():
     async with open_helper_pool(CALLS, size=2, timeouts=FAST) as pool:
         for _ in range(7):  # more than max_restarts (5), each needing a replacement
             with pytest.raises(DeadlineExceeded):
-                await pool.run_sync(fns.sleep, 60, deadline=trio.current_time() + 0.2)
+                await pool.run_sync(fns.block, deadline=trio.current_time() + 0.2)
         assert await pool.run_sync(fns.identity, 1) == 1
         assert pool.statistics().restarts == 6
 
@@ -85,9 +85,9 @@ async def test_stalled_helpers_still_use_up_the_restart_intensity():
     async with open_helper_pool(CALLS, config) as pool:
         for _ in range(2):
             with pytest.raises(JobStalled):
-                await pool.run_sync(fns.sleep, 60, stall=0.2)
+                await pool.run_sync(fns.block, stall=0.2)
         with pytest.raises(PoolFailed, match="more than 1 helper restarts within 10 s"):
-            await pool.run_sync(fns.sleep, 60, stall=0.2)
+            await pool.run_sync(fns.block, stall=0.2)
 
 
 async def test_crashes_still_use_up_the_restart_intensity():

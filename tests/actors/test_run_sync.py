@@ -237,7 +237,7 @@ async def test_a_deadline_stops_the_call_through_the_ladder():
         with pool.events.subscribe() as stream:
             start = trio.current_time()
             with pytest.raises(DeadlineExceeded) as caught:
-                await pool.run_sync(fns.sleep, 30, deadline=start + 0.3)
+                await pool.run_sync(fns.block, deadline=start + 0.3)
             elapsed = trio.current_time() - start
             kinds = drained_kinds(stream)
         assert await pool.run_sync(fns.square, 5) == 25  # a fresh helper serves
@@ -252,10 +252,10 @@ async def test_a_silent_call_stalls_and_a_long_one_meets_the_reply_deadline():
     timeouts = attrs.evolve(FAST, reply=0.4)
     async with open_helper_pool(CALLS, timeouts=timeouts) as pool:
         with pytest.raises(JobStalled) as stalled:
-            await pool.run_sync(fns.sleep, 30, stall=0.2)
+            await pool.run_sync(fns.block, stall=0.2)
         with pytest.raises(ReplyTimeout):
-            await pool.run_sync(fns.sleep, 30)
-        assert await pool.run_sync(fns.sleep, 0) == 0
+            await pool.run_sync(fns.block)
+        assert await pool.run_sync(fns.square, 0) == 0
     assert stalled.value.details["stall"] == 0.2
 
 
@@ -263,7 +263,7 @@ async def test_cancelling_the_caller_runs_the_ladder_then_cancelled_propagates()
     async with open_helper_pool(CALLS, timeouts=FAST) as pool:
         with pool.events.subscribe() as stream:
             with trio.move_on_after(0.3) as scope:
-                await pool.run_sync(fns.sleep, 30)
+                await pool.run_sync(fns.block)
             kinds = drained_kinds(stream)
             helper = pool.snapshot().helpers[0]
     assert scope.cancelled_caught
@@ -284,7 +284,7 @@ async def test_a_handle_runs_calls_through_the_pool_actor(nursery):
         statistics = await handle.statistics()
         assert (statistics.jobs_succeeded, statistics.jobs_failed) == (11, 1)
         with pytest.raises(AskTimeout):  # the job was stopped through its ladder
-            await handle.run_sync(fns.sleep, 30, timeout=0.3)
+            await handle.run_sync(fns.block, timeout=0.3)
         with pytest.raises(ValueError, match="timeout"):
             await handle.run_sync(fns.square, 1, timeout=-1)
     finally:
