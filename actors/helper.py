@@ -359,7 +359,7 @@ def _run_job(
     result: Any = None
     error: dict[str, str] | None = None
     handler = handlers.get(job.operation)
-    if handler is None and job.operation == "actors.call":
+    if handler is None and job.operation == "actors.call":  # _child_call.CALL_OPERATION
         handler = _call_handler()
     if handler is None:
         status = "error"

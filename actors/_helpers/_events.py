@@ -303,10 +303,6 @@ class PoolEvents:
         """True if an event logged at ``level`` would reach anyone (never waits)."""
         return self.active or LOGGER.isEnabledFor(level)
 
-    def wants_jobs(self) -> bool:
-        """True if a ``job_started`` event would reach anyone (the job path asks)."""
-        return self.jobs_watched or LOGGER.isEnabledFor(logging.DEBUG)
-
     def emit(
         self,
         kind: str,

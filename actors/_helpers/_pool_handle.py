@@ -200,9 +200,7 @@ class PoolHandle:
                 raise
             raise ActorStopped(f"actor {lease.ref.name!r} stopped", actor=lease.ref.name) from None
         finally:
-            lease.in_flight -= 1
-            if lease.idle is not None and not lease.in_flight:
-                lease.idle.set()
+            lease.ended()
         return result if expect is None else expected(result, expect, operation)
 
     @enable_ki_protection

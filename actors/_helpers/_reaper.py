@@ -85,8 +85,6 @@ class Reaper:
         """The leader was waited for (its tree may still be swept)."""
         self.escaped: list[int] = []
         """Pids of the tree that outlived the sweep (design §3.11)."""
-        self.undeliverable: list[tuple[int, int]] = []
-        """``(pid, errno)`` of each SIGKILL of the sweep that could not be delivered."""
         # Shielded so that outside cancellation cannot stop the reaping; only
         # :meth:`abandon` cancels it (a quarantined process we finally give up on).
         self._scope = trio.CancelScope(shield=True)
@@ -123,7 +121,6 @@ class Reaper:
             self.returncode = process.returncode
             tree.mark_reaped()
             survivors, failures = await tree.sweep(kill)
-            self.undeliverable = failures
             if survivors:
                 self.escaped = survivors
                 if self._helper.state is not HelperState.QUARANTINED:

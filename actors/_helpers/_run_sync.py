@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
+from .._child_call import CALL_OPERATION
 from ..errors import (
     ActorError,
     FunctionNotImportable,
@@ -65,8 +66,6 @@ __all__ = [
     "map_job_error",
 ]
 
-#: The operation of a call (the child's ``actors._child_call.CALL_OPERATION``).
-CALL_OPERATION: Final = "actors.call"
 _MAX_CACHED: Final = 4096
 _PROTOCOL: Final = pickle.HIGHEST_PROTOCOL
 _references: dict[Any, str] = {}

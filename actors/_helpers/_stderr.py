@@ -82,13 +82,6 @@ class StderrTail:
         self.drain_nowait()
         return self.text()
 
-    def last_line(self) -> str:
-        """The last non-empty line of the tail, or ``""``."""
-        for line in reversed(self.text().splitlines()):
-            if line.strip():
-                return line.strip()
-        return ""
-
     def close(self) -> None:
         """Stop reading and close the pipe (a running :meth:`run` returns)."""
         if not self.closed:

@@ -74,8 +74,6 @@ class LiveChild(Generic[InstanceT]):
         self.instance: InstanceT | None = None
         """The running incarnation's actor object."""
         self.pending: InstanceT | None = None
-        self.incarnations = 0
-        """Incarnations started so far."""
         self.closed = False
         self._changed = trio.Event()
 
@@ -92,7 +90,6 @@ class LiveChild(Generic[InstanceT]):
         """The tree started a new incarnation."""
         self.ref = self.last_ref = ref
         self.instance = self.pending
-        self.incarnations += 1
         self._notify()
 
     def exited(self) -> None:

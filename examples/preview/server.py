@@ -98,7 +98,7 @@ from ..web.launch import (  # noqa: E402
     listening,
 )
 from ..web.names import NULL_ORIGIN  # noqa: E402
-from ..web.serverinfo import InfoFile  # noqa: E402
+from ..web.serverinfo import InfoFile, process_alive  # noqa: E402
 from .app import PreviewApp, PreviewConfig, open_database  # noqa: E402
 from .databases import Databases, find_databases  # noqa: E402
 from .sample_db import (  # noqa: E402
@@ -173,19 +173,9 @@ def private_workdir(cache_root: Path) -> Path:
     cache_root.mkdir(parents=True, exist_ok=True)
     for stale in cache_root.glob("preview-*-*"):
         pid = stale.name.split("-")[1]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"preview-{os.getpid()}-", dir=cache_root))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # e.g. another user's process: alive
-        return True
-    return True
 
 
 async def _shutdown(

@@ -95,10 +95,6 @@ class Admission:
             if not self._per_address[address]:
                 del self._per_address[address]
 
-    def holding(self, address: str) -> int:
-        """Slots ``address`` holds now."""
-        return self._per_address.get(address, 0)
-
     def refused(
         self, refusal: Refusal, peer: str, kind: str, headers: Mapping[bytes, bytes]
     ) -> None:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
-from trio_websocket import ConnectionClosed, Endpoint
+from trio_websocket import ConnectionClosed
 
 from actors import ResyncRequired as PortResync
 from protocol import messages
@@ -172,15 +172,10 @@ class Connection:
         data: Free per-connection state for extension handlers (e.g. the selection).
     """
 
-    def __init__(
-        self, front: Server, ws: WebSocketConnection, conn_id: int, *, peer: str | None = None
-    ) -> None:
+    def __init__(self, front: Server, ws: WebSocketConnection, conn_id: int, *, peer: str) -> None:
         self.front = front
         self.ws = ws
         self.id = conn_id
-        if peer is None:
-            remote = ws.remote
-            peer = f"{remote.address}:{remote.port}" if isinstance(remote, Endpoint) else "local"
         self.name = f"ws-{conn_id}@{peer}"[:128]
         self.data: dict[str, Any] = {}
         bound = front.config.send_queue

@@ -66,10 +66,6 @@ class Dispatcher:
             raise ValueError(f"{tag!r} is not a client request type: {sorted(_REQUEST_TAGS)}")
         self._handlers[tag] = handler
 
-    def handler(self, tag: str) -> Handler | None:
-        """The handler serving ``tag`` now, or None."""
-        return self._handlers.get(tag)
-
     async def dispatch(self, conn: Connection, text: str | bytes) -> messages.Message:
         """Answer one client message of ``conn``; every failure becomes an ``error`` answer.
 

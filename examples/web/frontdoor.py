@@ -199,10 +199,6 @@ class FrontDoor:
         """
         self._dispatcher.register(tag, handler)
 
-    def handler(self, tag: str) -> Handler | None:
-        """The handler serving ``tag`` now (a built-in one, to wrap it), or None."""
-        return self._dispatcher.handler(tag)
-
     def on_disconnect(self, fn: Callable[[Connection], object]) -> Callable[[], None]:
         """Call ``fn(conn)`` (sync) whenever a client connection ends; errors are logged.
 

@@ -38,6 +38,7 @@ __all__ = [
     "ENV_RUNTIME_DIR",
     "ENV_TOKEN",
     "InfoFile",
+    "process_alive",
     "ServerInfo",
     "find_token",
     "info_file",
@@ -212,7 +213,8 @@ def _read(path: Path) -> ServerInfo | None:
         return None
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """True if a process ``pid`` exists (another user's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -237,7 +239,7 @@ def list_servers() -> list[ServerInfo]:
         info = _read(path)
         if info is None:
             continue
-        if not _alive(info.pid):
+        if not process_alive(info.pid):
             with contextlib.suppress(OSError):
                 path.unlink()
             continue
