@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
 import attrs
 
@@ -75,8 +75,14 @@ def _flag(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
         raise FieldError(attribute.name, f"must be a bool, got {type(value).__name__}")
 
 
+def is_code(value: object) -> TypeGuard[str]:
+    """True if ``value`` is a snake_case code of at most 64 characters (an error code,
+    an event kind): lowercase ASCII letters and digits, single underscores between."""
+    return isinstance(value, str) and len(value) <= 64 and _CODE_RE.fullmatch(value) is not None
+
+
 def _code(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, str) or len(value) > 64 or not _CODE_RE.fullmatch(value):
+    if not is_code(value):
         raise FieldError(attribute.name, f"must be a snake_case code, got {value!r:.80}")
 
 

@@ -83,6 +83,7 @@ from ._fields import MAX_REQUEST_ID_LENGTH as MAX_REQUEST_ID_LENGTH
 from ._fields import MAX_TEXT_LENGTH as MAX_TEXT_LENGTH
 from ._fields import MAX_URL_LENGTH as MAX_URL_LENGTH
 from ._fields import MAX_VISIBLE_RUNS as MAX_VISIBLE_RUNS
+from ._fields import is_code as is_code
 from ._run_data import MAX_DATA_BUCKETS as MAX_DATA_BUCKETS
 from ._run_data import MAX_DATA_SIDE as MAX_DATA_SIDE
 from ._run_data import DataAxis as DataAxis
@@ -111,6 +112,7 @@ __all__ = [
     "MAX_DATA_SIDE",
     "MAX_JSON_INT",
     "MAX_URL_LENGTH",
+    "is_code",
     "MAX_REQUEST_ID_LENGTH",
     "MAX_VISIBLE_RUNS",
     "TAGS",

@@ -6,6 +6,8 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from protocol.messages import is_code
+
 from ..errors import InvalidCommand
 
 if TYPE_CHECKING:
@@ -82,13 +84,7 @@ def check_kind(kind: object) -> str:
             log's own kinds (starting with one of :data:`RESERVED_PREFIXES`); the
             message names ``kind``.
     """
-    if (
-        not isinstance(kind, str)
-        or not 0 < len(kind) <= 64
-        or not kind.replace("_", "a").isalnum()
-        or not kind.isascii()
-        or kind != kind.lower()
-    ):
+    if not is_code(kind):  # the protocol's rule, so a recorded event always encodes
         raise ValueError(f"kind must be a snake_case name of <= 64 chars, got {kind!r:.80}")
     if kind.startswith(RESERVED_PREFIXES):
         raise ValueError(f"kind {kind!r} is one of the event log's own kinds")

@@ -369,8 +369,7 @@ class Runs:
         run.progress = fraction
         ledger = self._ledger
         if ledger is not None:
-            batch = ledger._batch  # its size, inlined (the hot path): rows + events
-            if batch.rows + batch.last_seq - batch.first_seq >= self._config.max_pending_rows:
+            if ledger.pending_rows > self._config.max_pending_rows:
                 self._fold(run_id, fraction, note)
                 return
             if self._folded:

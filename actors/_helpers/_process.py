@@ -1,20 +1,13 @@
 """One helper process incarnation, seen from the parent (design §3.2-3.8).
 
-A :class:`HelperProcess` spawns one child in its own session, inside a process-tree
-containment (:mod:`actors._helpers._containment`: a cgroup, the ``/proc`` tree, or the
-process group), performs the startup handshake, runs jobs one at a time, and is stopped
-by its :class:`~actors._helpers._ladder.Ladder` (the escalation ladder of design §3.5).
-Its :class:`~actors._helpers._reaper.Reaper`, a task in the pool's nursery, reaps it and
-sweeps its tree, and its :class:`~actors._helpers._stderr.StderrTail` forwards its
-stderr to logging and keeps the tail for its errors. Every step is a
-:class:`~actors._helpers._events.PoolEvent` (design §3.10).
-
-While a job runs the helper may send ``progress`` frames before its reply; each is
-fenced like the reply (design §2.3: a progress frame of another session, generation or
-operation is a protocol violation and retires the helper by force), handed to the
-job's ``on_progress`` callback, on the event loop, in the job's task, and resets the
-job's optional ``stall`` timeout (design §3.12).
-
+A :class:`HelperProcess` spawns one child in its own session inside a process-tree
+containment (:mod:`~actors._helpers._containment`), performs the startup handshake, runs
+jobs one at a time, and is stopped by its :class:`~actors._helpers._ladder.Ladder`
+(design §3.5); its :class:`~actors._helpers._reaper.Reaper` reaps it and sweeps its
+tree, its :class:`~actors._helpers._stderr.StderrTail` forwards its stderr to logging.
+Every step is a :class:`~actors._helpers._events.PoolEvent` (design §3.10). A job's
+``progress`` frames are fenced like its reply (design §2.3), handed to its
+``on_progress`` in the job's task, and reset its optional ``stall`` timeout (§3.12).
 How the child starts without trio, attrs or cattrs: see ``actors._helpers._spec.BOOTSTRAP``.
 """
 
@@ -27,12 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from protocol.envelope import (
-    MAX_GENERATION,
-    decode_positional,
-    encode_positional,
-    new_session,
-)
+from protocol.envelope import MAX_GENERATION, decode_positional, encode_positional, new_session
 
 from .._core._lifecycle import HelperEvent, HelperState, new_helper_lifecycle
 from ..errors import (
@@ -444,6 +432,7 @@ class HelperProcess:
             self._active = self._job_scope = None
             if self._job_done is not None:
                 self._job_done.set()
+                self._job_done = None
         # (reply is set: else the scope caught a cancel and _job_stopped raised)
         self.idle = machine.process_event(_REPLIED) is _IDLE
         if reply.status == "ok":  # type: ignore[union-attr]
@@ -475,7 +464,8 @@ class HelperProcess:
     async def wait_job_done(self) -> None:
         """Wait until no job runs on this helper (its ladder included)."""
         while self._active is not None:
-            self._job_done = trio.Event()
+            if self._job_done is None:  # one event for every waiter
+                self._job_done = trio.Event()
             await self._job_done.wait()
         await trio.lowlevel.checkpoint()
 

@@ -180,6 +180,7 @@ class Spawner:
             self.spawning.discard(scope)
             if not self.spawning and self._spawns_done is not None:
                 self._spawns_done.set()
+                self._spawns_done = None
             if scope.cancelled_caught and not failure:
                 failure.append(self._closed_error("while a helper started"))
             slot.spawning = False
@@ -194,7 +195,8 @@ class Spawner:
         for the reaper, bounded by ``kill``); the close waits so before it abandons
         the reapers, or a late start's kill would look unreaped (design §3.8)."""
         while self.spawning:
-            self._spawns_done = trio.Event()
+            if self._spawns_done is None:  # one event for every waiter
+                self._spawns_done = trio.Event()
             await self._spawns_done.wait()
         await trio.lowlevel.checkpoint()
 

@@ -27,7 +27,7 @@ async def test_a_recorded_event_takes_the_next_seq_and_reaches_watchers(tmp_path
 @pytest.mark.parametrize(
     "kind",
     ["", "Helper", "helper-spawned", "x" * 65, "héllo", "job_finished", "admission_paused",
-     "request_detached", "revision_bumped", 7],
+     "request_detached", "revision_bumped", 7, "x_", "_x", "a__b"],
 )  # fmt: skip
 async def test_a_malformed_or_reserved_kind_is_refused(kind):
     async with open_event_log() as log:
