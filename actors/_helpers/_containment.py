@@ -322,8 +322,9 @@ class ProcessTree:
         if self.mode == "tree" and not self.reaped and self.leader is not None:
             self._scan()
 
-    def signal(self, sig: int) -> list[tuple[int, int]]:
-        """Send ``sig`` to every live process of the tree; never waits.
+    def signal(self, sig: int, members: list[int] | None = None) -> list[tuple[int, int]]:
+        """Send ``sig`` to every live process of the tree; never waits. ``members``:
+        the tree just read by the caller (:meth:`members`), so it is not read twice.
 
         Returns:
             ``(pid, errno)`` of each process the signal could not reach (e.g.
@@ -354,7 +355,7 @@ class ProcessTree:
             # Nothing better here: a member left in the group keeps its id in use.
             with contextlib.suppress(OSError):
                 _killpg(leader, sig)
-        for pid in self.members():
+        for pid in self.members() if members is None else members:
             try:
                 _kill(pid, sig)
             except ProcessLookupError:
@@ -377,7 +378,7 @@ class ProcessTree:
                 left = self.members()
                 if not left:
                     return [], sorted(failures.items())
-                for pid, code in self.signal(signal.SIGKILL):
+                for pid, code in self.signal(signal.SIGKILL, left):
                     failures[pid] = code
                 for pid in left:
                     await _wait_gone(pid)
