@@ -148,7 +148,10 @@ class PlainHttp:
             if reason is not None:
                 return reason
             head = None
+            if not self._admitting():  # close() came after the answer: no idle wait
+                return "shutting_down"
             config = self.config
+            # No checkpoint since the check: a close() from now on cancels this scope.
             with self._bounded(trio.current_time() + config.keepalive_timeout) as idle:
                 more = await conn.wait_request()
             if idle.cancelled_caught:
