@@ -31,7 +31,10 @@ trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
 * **Plain HTTP** on the same port (:mod:`examples.web.http`): ``pages`` maps paths
   (``/``) to pages served to a browser's ``GET``; ``routes`` answer the paths under
   their prefixes (:mod:`examples.web.routes`, the token checked first); other paths get
-  404. The websocket upgrade of any path works as before.
+  404. The connection is kept alive for the client's next request, each checked on its
+  own, within ``keepalive_timeout`` and ``keepalive_requests``
+  (:mod:`examples.web.plainhttp`). The websocket upgrade of any path, as a connection's
+  first request, works as before.
 * **Extensions**: ``handlers`` maps more request types (the preview server's
   ``select``, ``visible``, ``list_runs``) to ``async fn(conn, request) -> reply | None``
   (None answers ``ok``); a handler may push with ``conn.push(message)``. Each call has

@@ -12,13 +12,11 @@ nothing and has no timeout of its own: the front door's policy
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import attrs
 import h11
-
-if TYPE_CHECKING:
-    import trio
+import trio
 
 __all__ = ["Answer", "Head", "HttpConnection"]
 
@@ -109,6 +107,8 @@ class HttpConnection:
             (``error`` then says the status to answer and why).
         """
         conn = self._h11
+        if conn.trailing_data[0]:  # pipelined, or its first bytes came by wait_request()
+            await trio.lowlevel.checkpoint()
         while True:
             try:
                 event = conn.next_event()
@@ -153,7 +153,7 @@ class HttpConnection:
         return bool(data)
 
     async def wait_request(self) -> bool:
-        """Wait until the next request has begun (a checkpoint unless its bytes are here).
+        """Wait until the next request has begun (a checkpoint).
 
         Call after :meth:`next_cycle` said True.
 
@@ -161,10 +161,9 @@ class HttpConnection:
             True once bytes of the next request are in, False if the client closed.
         """
         data, closed = self._h11.trailing_data
-        if data:
-            return True  # pipelined after the previous request
-        if closed:
-            return False
+        if data or closed:  # pipelined after the previous request, or the end
+            await trio.lowlevel.checkpoint()
+            return bool(data)
         return await self._receive()
 
     async def send(self, answer: Answer, *, close: bool = False) -> None:

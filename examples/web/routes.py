@@ -11,7 +11,8 @@ both are given, both must be right. Only
 other methods are 405 as for the pages.
 
 :class:`Router` matches a request to the route with the longest prefix, runs it under
-the front door's handshake deadline (the caller's cancel scope), and writes the answer:
+the request's deadline (``handshake_timeout``, the caller's cancel scope), and writes the
+answer through the caller (on a kept-alive connection, :mod:`examples.web.plainhttp`):
 
 * a query parameter given twice (``?rev=1&rev=2``) is a 400 naming it: the route never
   runs;
