@@ -15,9 +15,9 @@ it sees every run's
 ``job_queued`` ... ``job_finished``), asks ``list_runs``, selects ``RUN`` (so the
 server draws it first), and for every ``image_ready`` notice fetches the image from
 its URL over HTTP (design §7.6; one ``GET`` per image on one kept-alive connection, the
-token in an ``Authorization`` header) and saves it as ``DIR/run<id>-<kind>.png`` (a newer revision overwrites an older
-one; an image already superseded when it is fetched, a 404, is skipped: its newer notice
-follows). It stops when
+token in an ``Authorization`` header) and saves it as ``DIR/run<id>-<kind>.png`` (a
+newer revision overwrites an older one; an image already superseded when it is fetched,
+a 404, is skipped: its newer notice follows). It stops when
 every run of the newest run list is settled (:meth:`Collection.missing`), or when
 ``--timeout`` seconds have passed: a run is settled once its current event-log run
 finished and every image that run published came, at the finished revision or newer
