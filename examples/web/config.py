@@ -176,7 +176,8 @@ class FrontDoorStatistics:
     refusals: Mapping[str, int] = attrs.field(factory=dict)
     """Refused requests (websocket and plain HTTP) by reason, e.g. ``foreign_origin``,
     ``foreign_host``, ``missing_token``, ``wrong_token``, ``address_limit``, ``full``,
-    ``shutting_down``."""
+    ``shutting_down``, ``late_upgrade`` (a websocket upgrade after a plain request on the
+    same connection)."""
     accept_failures: int = 0
     """Times ``accept()`` failed for want of file descriptors or memory."""
     route_answers: Mapping[str, int] = attrs.field(factory=dict)

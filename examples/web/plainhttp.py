@@ -139,6 +139,7 @@ class PlainHttp:
         # Returns why the connection ends. ``last`` names why its first answer closes it.
         head: Head | None = first
         while True:
+            reason: str | None = None
             with self._bounded(deadline) as scope:
                 if head is None:
                     head = await conn.receive_head()
