@@ -26,7 +26,8 @@ thumbnails <= 0.5x the floor's time for the thumbnails alone; first thumbnail af
 connect <= 100 ms. Wall times are seconds of ``time.monotonic``; CPU times are seconds.
 
 The client learns of an image from the server's ``image_ready`` notices and fetches
-it by URL (:func:`image_bytes`), as the dashboard does.
+it by URL (:func:`image_bytes`), as the dashboard's browser does: over at most
+:data:`FETCHES_AT_ONCE` kept-alive HTTP/1.1 connections.
 """
 
 from __future__ import annotations
@@ -158,18 +159,18 @@ def peak_rss_kib(pid: int) -> float:
     return 0.0
 
 
-#: Images fetched at once, as a browser does per server (HTTP/1.1, six connections).
+#: Images fetched at once, as a browser does per server (HTTP/1.1, six kept-alive
+#: connections).
 FETCHES_AT_ONCE = 6
 #: Largest image fetched, in bytes.
 MAX_IMAGE = 8 * 1024 * 1024
 
 
-async def image_bytes(url: str, notice: Any) -> bytes:
+async def image_bytes(client: Any, notice: Any) -> bytes:
     """The bytes of the image an ``image_ready`` notice announces: one ``GET`` of its
-    URL from the server at ``url`` (design §7.6)."""
-    from examples.web.fetch import http_get
-
-    fetched = await http_get(url, notice.url, max_body=MAX_IMAGE)
+    URL with ``client`` (an :class:`~examples.web.fetch.HttpClient` of the server,
+    design §7.6)."""
+    fetched = await client.get(notice.url, max_body=MAX_IMAGE)
     if fetched.status != 200:
         raise RuntimeError(f"GET {notice.url}: {fetched.status}")
     return bytes(fetched.body)
@@ -179,29 +180,32 @@ async def collect(url: str, expected: int, timeout: float) -> dict[str, Any]:  #
     """Connect to ``url`` and time the images of ``expected`` runs (see the module doc).
 
     Each ``image_ready`` notice is fetched by URL, up to :data:`FETCHES_AT_ONCE` at a
-    time, as the dashboard's browser does; an image counts when its bytes are in.
+    time over as many kept-alive connections, as the dashboard's browser does; an image
+    counts when its bytes are in.
 
     Returns:
         ``first_thumbnail``, ``thumbnails``, ``previews`` (seconds after the
-        connection opened, None if not reached), ``bytes`` and ``images`` received.
+        connection opened, None if not reached), ``bytes`` and ``images`` received,
+        and the HTTP ``connections`` the images came over.
     """
     import trio
     from trio_websocket import open_websocket_url
 
+    from examples.web.fetch import open_http_client
     from protocol import messages
     from protocol.codec import decode_server_message
 
     found: dict[str, set[int]] = {"thumbnail": set(), "preview": set()}
     times: dict[str, float | None] = {"first_thumbnail": None, "thumbnails": None,
                                       "previews": None}  # fmt: skip
-    totals = {"bytes": 0, "images": 0}
+    totals = {"bytes": 0, "images": 0, "connections": 0}
     limiter = trio.CapacityLimiter(FETCHES_AT_ONCE)
     all_in = trio.Event()
     connected = time.monotonic()
 
-    async def fetch(notice: Any) -> None:
+    async def fetch(client: Any, notice: Any) -> None:
         async with limiter:
-            data = await image_bytes(url, notice)
+            data = await image_bytes(client, notice)
         totals["bytes"] += len(data)
         totals["images"] += 1
         now = time.monotonic() - connected
@@ -215,7 +219,10 @@ async def collect(url: str, expected: int, timeout: float) -> dict[str, Any]:  #
             all_in.set()
 
     with trio.move_on_after(timeout):
-        async with open_websocket_url(url, max_message_size=16 * 1024 * 1024) as ws:
+        async with (
+            open_http_client(url, max_connections=FETCHES_AT_ONCE) as client,
+            open_websocket_url(url, max_message_size=16 * 1024 * 1024) as ws,
+        ):
             connected = time.monotonic()
             # Images only: an event-log subscription from the start would add 500 runs'
             # events to the same connection, which this client does not measure.
@@ -226,11 +233,12 @@ async def collect(url: str, expected: int, timeout: float) -> dict[str, Any]:  #
                     while True:
                         message = decode_server_message(await ws.get_message(), max_size=16 * 2**20)
                         if isinstance(message, messages.ImageReady) and message.kind in found:
-                            nursery.start_soon(fetch, message)
+                            nursery.start_soon(fetch, client, message)
 
                 nursery.start_soon(notices)
                 await all_in.wait()
                 nursery.cancel_scope.cancel()
+            totals["connections"] = client.opened
     return {**times, **totals, "found": found}
 
 
@@ -317,7 +325,8 @@ def report(runs: int, full: dict[str, float], thumbs: dict[str, float],
     lines += [
         f"  first thumbnail after connect {seconds('first_thumbnail')}, all thumbnails "
         f"{seconds('thumbnails')}, all previews {seconds('previews')}",
-        f"  {server['images']} images, {server['bytes'] / mib / mib:.2f} MiB"
+        f"  {server['images']} images, {server['bytes'] / mib / mib:.2f} MiB over "
+        f"{server['connections']} HTTP connections"
         + (f"; missing {server['missing']}" if server.get("missing") else ""),
         f"  CPU of server + helpers {server['cpu']:.2f} s (server alone "
         f"{server['server_cpu']:.2f} s), server peak RSS {server['rss_kib'] / mib:.1f} MiB",

@@ -14,10 +14,10 @@ the other databases' runs are skipped), subscribes to the event log (from the st
 it sees every run's
 ``job_queued`` ... ``job_finished``), asks ``list_runs``, selects ``RUN`` (so the
 server draws it first), and for every ``image_ready`` notice fetches the image from
-its URL over HTTP (design §7.6; one ``GET`` per image, the token in an ``Authorization``
-header) and saves it as ``DIR/run<id>-<kind>.png`` (a newer revision overwrites an older
-one; an image already superseded when it is fetched, a 404, is skipped: its newer notice
-follows). It stops when
+its URL over HTTP (design §7.6; one ``GET`` per image on one kept-alive connection, the
+token in an ``Authorization`` header) and saves it as ``DIR/run<id>-<kind>.png`` (a
+newer revision overwrites an older one; an image already superseded when it is fetched,
+a 404, is skipped: its newer notice follows). It stops when
 every run of the newest run list is settled (:meth:`Collection.missing`), or when
 ``--timeout`` seconds have passed: a run is settled once its current event-log run
 finished and every image that run published came, at the finished revision or newer
@@ -55,7 +55,7 @@ from protocol import messages
 from protocol.codec import decode_server_message
 
 from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
-from ..web.fetch import FetchError, http_get
+from ..web.fetch import FetchError, HttpClient, open_http_client
 
 __all__ = [
     "Collection",
@@ -288,9 +288,12 @@ async def collect(
     headers = [(b"authorization", f"Bearer {token}".encode())] if token else None
     ids = (f"c{n}" for n in itertools.count(1))
     with trio.move_on_after(timeout):
-        async with open_websocket_url(
-            url, extra_headers=headers, max_message_size=MAX_MESSAGE, connect_timeout=timeout
-        ) as ws:
+        async with (
+            open_http_client(url, token=token) as http,  # one kept-alive connection
+            open_websocket_url(
+                url, extra_headers=headers, max_message_size=MAX_MESSAGE, connect_timeout=timeout
+            ) as ws,
+        ):
 
             async def send(kind: str, **fields: Any) -> None:
                 request = {"type": kind, "request_id": next(ids), **fields}
@@ -319,7 +322,7 @@ async def collect(
                 elif isinstance(message, messages.ImageReady):
                     if seen.db is not None and message.db != seen.db:
                         continue
-                    saved = await _fetch(url, token, out, message)
+                    saved = await _fetch(http, out, message)
                     if saved is not None:
                         seen.images[message.run_id, message.kind] = saved
                 elif isinstance(message, messages.ResyncRequired):
@@ -336,11 +339,9 @@ async def collect(
     return seen
 
 
-async def _fetch(
-    url: str, token: str | None, out: Path, notice: messages.ImageReady
-) -> SavedImage | None:
+async def _fetch(http: HttpClient, out: Path, notice: messages.ImageReady) -> SavedImage | None:
     """Fetch the image of ``notice`` and save it; None if it is no longer held (404)."""
-    fetched = await http_get(url, notice.url, token=token, max_body=MAX_IMAGE)
+    fetched = await http.get(notice.url, max_body=MAX_IMAGE)
     if fetched.status == 404:
         return None
     if fetched.status != 200:

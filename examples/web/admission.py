@@ -1,12 +1,14 @@
-"""Who gets one of the front door's websocket slots, and the refusals (design §7.3).
+"""Who gets one of the front door's connection slots, and the refusals (design §7.3).
 
 :class:`Admission` holds the slot counts of a front door: ``max_connections`` slots in
 all, ``max_per_address`` for one IP address. A handshake takes its slot the moment it
 passes the checks (the Host, Origin and token checks of :mod:`examples.web.guard`, then
 the limits), before the front door waits for anything, so concurrent handshakes each
 see the ones ahead of them; the slot is given back when the handshake fails or times
-out, or when the connection it opened ends. A refused request is counted by reason and
-logged once (``event=request_refused``).
+out, or when the connection it opened ends. A plain HTTP connection takes a slot for as
+long as it is kept alive, if one is free (:meth:`Admission.has_room`); without one it is
+answered once and closed, never refused (:mod:`examples.web.plainhttp`). A refused
+request is counted by reason and logged once (``event=request_refused``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ class Admission:
 
     Attributes:
         guard: The checks applied first.
-        held: Slots taken now: handshakes in progress and open connections.
+        held: Slots taken now: handshakes in progress, open websocket connections and
+            kept-alive plain HTTP connections.
         refusals: Refused requests (websocket and plain HTTP) by reason.
     """
 
@@ -67,6 +70,13 @@ class Admission:
         refusal = self.guard.check(target, headers, websocket=True)
         if refusal is not None:
             return refusal
+        return self._limit(address)
+
+    def has_room(self, address: str) -> bool:
+        """True if a slot for ``address`` is free now (neither limit is reached)."""
+        return self._limit(address) is None
+
+    def _limit(self, address: str) -> Refusal | None:
         config = self.config
         if self.held >= config.max_connections:
             return Refusal(status=503, reason="full", message="too many connections")
@@ -82,8 +92,8 @@ class Admission:
     def slot(self, address: str) -> Iterator[None]:
         """Hold one slot for ``address`` for the duration of the block.
 
-        Take it right after :meth:`refusal` said None, with no checkpoint between, so
-        that at most ``max_connections`` slots are ever held.
+        Take it right after :meth:`refusal` said None (or :meth:`has_room` True), with
+        no checkpoint between, so that at most ``max_connections`` slots are ever held.
         """
         self.held += 1
         self._per_address[address] += 1

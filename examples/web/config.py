@@ -113,8 +113,16 @@ class FrontDoorConfig:
     """Seconds (trio clock) one request's handler may take: past them it is cancelled
     and the client is answered ``request_timeout`` (retryable); the connection goes on."""
     handshake_timeout: float = duration_field(5.0, allow_zero=False)
-    """Seconds (trio clock) a client has to complete the opening handshake (or a plain
-    HTTP request and its answer, see :mod:`examples.web.http`)."""
+    """Seconds (trio clock) a client has to complete the opening handshake, or a plain
+    HTTP request and its answer (:mod:`examples.web.plainhttp`): the first one from the
+    moment the connection is accepted, a later one on a kept-alive connection from its
+    first byte."""
+    keepalive_timeout: float = duration_field(5.0, allow_zero=False, maximum=300.0)
+    """Seconds (trio clock) a kept-alive plain HTTP connection waits for the client's
+    next request after an answer; then the server closes it."""
+    keepalive_requests: int = count_field(1000, minimum=1, maximum=100_000)
+    """Most plain HTTP requests one connection carries: the last answer says
+    ``Connection: close`` (1: every answer closes its connection)."""
     max_request_head: int = count_field(16 * 1024, minimum=1024, maximum=1 << 20)
     """Largest request head (request line and headers) read, in bytes: above it a
     client gets HTTP 431 and is closed."""
@@ -159,12 +167,17 @@ class FrontDoorStatistics:
     """Handshakes refused (host, origin or token: 403; one address's limit: 429; full or
     shutting down: 503)."""
     http_requests: int = 0
-    """Plain HTTP requests answered (pages, 404, 405, 400, 431, and 403 for a foreign
-    ``Host``)."""
+    """Plain HTTP requests answered (pages, routes, 404, 405, 400, 431, and 403 for a
+    foreign ``Host`` or a missing token)."""
+    http_connections: int = 0
+    """Plain HTTP connections open now that hold an admission slot (kept alive)."""
+    http_reused: int = 0
+    """Plain HTTP requests answered on a connection that had answered one before."""
     refusals: Mapping[str, int] = attrs.field(factory=dict)
     """Refused requests (websocket and plain HTTP) by reason, e.g. ``foreign_origin``,
     ``foreign_host``, ``missing_token``, ``wrong_token``, ``address_limit``, ``full``,
-    ``shutting_down``."""
+    ``shutting_down``, ``late_upgrade`` (a websocket upgrade after a plain request on the
+    same connection)."""
     accept_failures: int = 0
     """Times ``accept()`` failed for want of file descriptors or memory."""
     route_answers: Mapping[str, int] = attrs.field(factory=dict)

@@ -31,7 +31,10 @@ trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
 * **Plain HTTP** on the same port (:mod:`examples.web.http`): ``pages`` maps paths
   (``/``) to pages served to a browser's ``GET``; ``routes`` answer the paths under
   their prefixes (:mod:`examples.web.routes`, the token checked first); other paths get
-  404. The websocket upgrade of any path works as before.
+  404. The connection is kept alive for the client's next request, each checked on its
+  own, within ``keepalive_timeout`` and ``keepalive_requests``
+  (:mod:`examples.web.plainhttp`). The websocket upgrade of any path, as a connection's
+  first request, works as before.
 * **Extensions**: ``handlers`` maps more request types (the preview server's
   ``select``, ``visible``, ``list_runs``) to ``async fn(conn, request) -> reply | None``
   (None answers ``ok``); a handler may push with ``conn.push(message)``. Each call has
@@ -81,16 +84,9 @@ from .config import FrontDoorConfig, FrontDoorStatistics
 from .connection import Connection
 from .dispatch import Dispatcher
 from .guard import Guard
-from .http import (
-    Head,
-    Page,
-    ReplayStream,
-    answer,
-    linger,
-    peer_name,
-    plain_response,
-    read_head,
-)
+from .http import Page, ReplayStream, peer_name, plain_response
+from .httpconn import HttpConnection
+from .plainhttp import PlainHttp
 from .routes import Route, Router
 
 if TYPE_CHECKING:
@@ -102,6 +98,7 @@ if TYPE_CHECKING:
     from protocol import messages
 
     from .api import Handler
+    from .httpconn import Head
 
 __all__ = [
     "FrontDoor",
@@ -183,9 +180,13 @@ class FrontDoor:
         self._done = trio.Event()
         self.port: int | None = None
         self.head_hint = 0
-        self._accepted = self._rejected = self._http = 0
+        self._accepted = self._rejected = 0
         # The guard is replaced once the ports are bound.
         self._admission = Admission(self.config, Guard(self.config, ()))
+        self._plain = PlainHttp(
+            self.config, self._admission, self.router, self.pages,
+            bounded=self._bounded, admitting=lambda: self._admitting,
+        )  # fmt: skip
         self._acceptor = Acceptor(self._serve_stream, backoff=self.config.accept_backoff)
 
     # -- extension API ------------------------------------------------------------------
@@ -304,22 +305,21 @@ class FrontDoor:
         # trio-websocket's own server would wait forever for a rejected client that keeps
         # its TCP connection open; here the stream is ours to close.
         peer = peer_name(stream)
-        # One deadline for the whole opening handshake (or plain HTTP answer), however
-        # many steps it takes: a client that stops reading or writing frees its task,
-        # its descriptor and its slot in handshake_timeout seconds at most.
+        # One deadline for the whole opening handshake (or the first plain HTTP request
+        # and its answer), however many steps it takes: a client that stops reading or
+        # writing frees its task, its descriptor and its slot in handshake_timeout
+        # seconds at most.
         deadline = trio.current_time() + self.config.handshake_timeout
         try:
             async with trio.open_nursery() as nursery:
+                conn = HttpConnection(stream, max_head=self.config.max_request_head)
                 head: Head | None = None
-                with self._handshake(deadline):
-                    head = await read_head(stream, max_head=self.config.max_request_head)
+                with self._bounded(deadline):
+                    head = await conn.receive_head()
                 if head is None:
                     pass  # no complete head in time, or closing
-                elif not head.websocket:  # plain HTTP (a page, 404, ...), or gone
-                    with self._handshake(deadline):
-                        if await self._answer_http(stream, head):
-                            self._http += 1
-                            await linger(stream)
+                elif not head.websocket:  # plain HTTP (a page, an image, 404, ...), or gone
+                    await self._plain.serve(conn, head, peer, deadline)
                 else:
                     await self._open_websocket(nursery, stream, head, peer, deadline)
                 nursery.cancel_scope.cancel()
@@ -340,8 +340,9 @@ class FrontDoor:
             await trio.aclose_forcefully(stream)
 
     @contextmanager
-    def _handshake(self, deadline: float) -> Iterator[trio.CancelScope]:
-        # A step of the opening handshake: bounded by its deadline, cut short by close().
+    def _bounded(self, deadline: float) -> Iterator[trio.CancelScope]:
+        # A step of a handshake or of a plain HTTP connection: bounded by its deadline,
+        # cut short by close().
         with trio.move_on_at(deadline) as scope:
             self._pending.add(scope)
             try:
@@ -401,25 +402,6 @@ class FrontDoor:
 
     # -- one client ---------------------------------------------------------------------
 
-    async def _answer_http(self, stream: trio.SocketStream, head: Head) -> int:
-        # The pages are public, but a rebound DNS name must not reach them (design §7.3);
-        # a protected route also needs the token, as a websocket handshake does.
-        if head.request is not None:
-            headers = dict(head.request.headers)
-            target = _target(head.request.target)
-            guard = self._admission.guard
-            refusal = guard.check(target, headers, websocket=False)
-            route = self.router.match(head.request.method, target, pages=self.pages)
-            if refusal is None and route is not None and route.protected:
-                refusal = guard.check_token(target, headers)
-            if refusal is not None:
-                self._admission.refused(refusal, peer_name(stream), "http", headers)
-                await stream.send_all(plain_response(refusal.status, refusal.text))
-                return refusal.status
-            if route is not None:
-                return await self.router.answer(stream, route, head.request, peer_name(stream))
-        return await answer(stream, head, self.pages)
-
     async def _open_websocket(
         self, nursery: trio.Nursery, stream: trio.SocketStream, head: Head, peer: str,
         deadline: float,
@@ -439,14 +421,14 @@ class FrontDoor:
             # reason phrase ("HTTP/1.1 403 "), this says "403 Forbidden". No linger: a
             # websocket client sends nothing more before its answer, and the attack
             # path stays cheap.
-            with self._handshake(deadline):
+            with self._bounded(deadline):
                 await stream.send_all(plain_response(refusal.status, refusal.text))
             return
         # The slot is taken before anything waits: concurrent handshakes each see the
         # ones ahead of them, so at most max_connections are ever accepted.
         with admission.slot(address):
             ws: WebSocketConnection | None = None
-            with self._handshake(deadline):
+            with self._bounded(deadline):
                 ws_request = await wrap_server_stream(
                     nursery,
                     ReplayStream(stream, head.raw),
@@ -493,7 +475,9 @@ class FrontDoor:
             connections=len(self._connections),
             accepted=self._accepted,
             rejected=self._rejected,
-            http_requests=self._http,
+            http_requests=self._plain.answered,
+            http_connections=self._plain.open,
+            http_reused=self._plain.reused,
             refusals=dict(self._admission.refusals),
             accept_failures=self._acceptor.failures,
             route_answers=self.router.statistics(),

@@ -38,7 +38,12 @@ if TYPE_CHECKING:
 
 __all__ = ["Guard", "Refusal", "offered_token", "offered_tokens"]
 
-_PHRASES = {403: "Forbidden", 429: "Too Many Requests", 503: "Service Unavailable"}
+_PHRASES = {
+    400: "Bad Request",
+    403: "Forbidden",
+    429: "Too Many Requests",
+    503: "Service Unavailable",
+}
 #: Characters of a header value quoted back in a refusal (the rest is cut).
 _QUOTE = 100
 
@@ -48,7 +53,8 @@ class Refusal:
     """Why a request is refused: what the client is told and what the log says."""
 
     status: int
-    """The HTTP status: 403 (host, origin, token), 429 (one address's limit), 503."""
+    """The HTTP status: 403 (host, origin, token), 429 (one address's limit), 503, or
+    400 (a websocket upgrade after a plain request, :mod:`examples.web.plainhttp`)."""
     reason: str
     """A snake_case name for logs and statistics, e.g. ``foreign_origin``."""
     message: str

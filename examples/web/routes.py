@@ -11,7 +11,8 @@ both are given, both must be right. Only
 other methods are 405 as for the pages.
 
 :class:`Router` matches a request to the route with the longest prefix, runs it under
-the front door's handshake deadline (the caller's cancel scope), and writes the answer:
+the request's deadline (``handshake_timeout``, the caller's cancel scope), and writes the
+answer through the caller (on a kept-alive connection, :mod:`examples.web.plainhttp`):
 
 * a query parameter given twice (``?rev=1&rev=2``) is a 400 naming it: the route never
   runs;
@@ -35,13 +36,14 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from .http import response
+from .http import make_answer
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
     import h11
-    import trio
+
+    from .httpconn import Answer
 
 __all__ = ["HttpAnswer", "HttpRequest", "Route", "Router", "etag_matches"]
 
@@ -166,9 +168,20 @@ class Router:
         return None
 
     async def answer(
-        self, stream: trio.abc.SendStream, route: Route, request: h11.Request, peer: str
+        self,
+        send: Callable[[Answer], Awaitable[object]],
+        route: Route,
+        request: h11.Request,
+        peer: str,
     ) -> int:
         """Run ``route`` for ``request`` and send its answer (no timeout of its own).
+
+        Args:
+            send: ``await send(answer)`` writes the answer (on a kept-alive connection,
+                :meth:`HttpConnection.send <examples.web.httpconn.HttpConnection.send>`).
+            route: The route :meth:`match` found.
+            request: The request.
+            peer: ``address:port`` of the client, for the log.
 
         Returns:
             The status sent.
@@ -200,7 +213,7 @@ class Router:
                 extra={"event": "http_route_too_large", "route": name, "bytes": len(result.body)},
             )  # fmt: skip
             result = HttpAnswer.text(500, "the answer is too large")
-        await stream.send_all(encode_answer(result, head_only=http_request.method == "HEAD"))
+        await send(wire_answer(result, head_only=http_request.method == "HEAD"))
         key = str(result.status)
         self.answered[key] = self.answered.get(key, 0) + 1
         LOGGER.info(
@@ -226,16 +239,15 @@ def _repeated(names: Iterable[str]) -> str | None:
     return None
 
 
-def encode_answer(answer: HttpAnswer, *, head_only: bool) -> bytes:
-    """The bytes of ``answer`` with the headers of every answer (:mod:`examples.web.http`)."""
-    extra = tuple(f"{name}: {value}" for name, value in answer.headers)
-    return response(
+def wire_answer(answer: HttpAnswer, *, head_only: bool) -> Answer:
+    """``answer`` with the headers of every answer (:mod:`examples.web.http`)."""
+    return make_answer(
         answer.status,
         _reasons(answer.status),
         answer.body,
         content_type=answer.content_type,
         head_only=head_only or answer.status == 304,
         cache_control=answer.cache_control,
-        extra=extra,
+        extra=answer.headers,
         length=answer.status != 304,
     )

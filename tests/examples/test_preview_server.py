@@ -94,7 +94,8 @@ async def _http_get(url: str, path: str) -> bytes:
     with trio.fail_after(10):
         stream = await trio.open_tcp_stream(parts.hostname, parts.port)
         async with stream:
-            await stream.send_all(f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\n\r\n".encode())
+            head = f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n"
+            await stream.send_all(head.encode())  # one-shot: the answer ends at the close
             answer = b""
             while chunk := await stream.receive_some(65536):
                 answer += chunk

@@ -57,9 +57,10 @@ async def exchange(front: FrontDoor, request: bytes) -> bytes:
 
 
 def get(front: FrontDoor, path: str, method: str = "GET", extra: str = "") -> bytes:
-    """A request head to ``front``, with the ``Host`` a browser would send."""
+    """A one-shot request head to ``front`` (``Connection: close``), with the ``Host`` a
+    browser would send: :func:`exchange` reads its answer up to the server's close."""
     host = f"127.0.0.1:{front.port}"
-    return f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n".encode()
+    return f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{extra}\r\n".encode()
 
 
 def split(answer: bytes) -> tuple[str, dict[str, str], bytes]:
