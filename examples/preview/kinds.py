@@ -15,8 +15,8 @@ from typing import Any, Final
 
 from actors import Kind
 
+from .drawing.kinds import MIME
 from .drawing.png import MIN_PNG_BYTES, check_png
-from .drawing.render import MIME
 
 __all__ = ["PREVIEW_KINDS", "PNG_PAYLOADS"]
 

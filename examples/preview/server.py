@@ -101,12 +101,6 @@ from ..web.names import NULL_ORIGIN  # noqa: E402
 from ..web.serverinfo import InfoFile, process_alive  # noqa: E402
 from .app import PreviewApp, PreviewConfig, open_database  # noqa: E402
 from .databases import Databases, find_databases  # noqa: E402
-from .sample_db import (  # noqa: E402
-    LIVE_RUN_ID,
-    append_live_rows,
-    create_sample_database,
-    default_sample_path,
-)
 from .static_files import static_pages  # noqa: E402
 
 if TYPE_CHECKING:
@@ -156,6 +150,8 @@ async def live_demo(path: Path, *, rows: int = DEMO_ROWS, interval: float = DEMO
     A plain ``sqlite3`` writer in a worker thread, like a measurement in another
     process: the server sees the rows only through its change probe (design §4.5).
     """
+    from .sample_db import LIVE_RUN_ID, append_live_rows  # numpy: only for the sample
+
     while True:
         await trio.sleep(interval)
         state = await trio.to_thread.run_sync(append_live_rows, path, rows)
@@ -423,6 +419,9 @@ def _stopped_early(signum: int) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    # The sample's writer needs numpy; a server of real databases never loads it.
+    from .sample_db import create_sample_database, default_sample_path
+
     parser = _parser()
     args = parser.parse_args(argv)
     front_config = front_door_config(parser, args)

@@ -528,3 +528,16 @@ async def test_ctrl_c_before_the_server_is_ready_exits_quietly(
         assert "before the server was ready" in errors
     assert all(pid_gone(pid) for pid in helpers)
     assert_no_children()
+
+
+def test_the_server_process_loads_neither_numpy_nor_pillow():
+    """The helpers read and draw (design §5.4): the server starts without the drawing
+    code, which it loads only to draw something itself (a live image, a ``draw``)."""
+    check = (
+        "import sys, examples.preview.server, examples.preview.app\n"
+        "loaded = sorted({'numpy', 'PIL'} & set(sys.modules))\n"
+        "assert not loaded, loaded\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", check], cwd=root, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
