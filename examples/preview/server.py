@@ -59,7 +59,7 @@ import sys
 
 
 def _exit_quietly(signum: int, frame: object) -> None:
-    """Ctrl-C while the modules below load (numpy takes a while): no traceback."""
+    """Ctrl-C while the modules below load (half a second of imports): no traceback."""
     raise SystemExit(128 + signum)
 
 
