@@ -100,6 +100,7 @@ from ..web.launch import (  # noqa: E402
 from ..web.names import NULL_ORIGIN  # noqa: E402
 from ..web.serverinfo import InfoFile, process_alive  # noqa: E402
 from .app import PreviewApp, PreviewConfig, open_database  # noqa: E402
+from .config import default_cache_dir  # noqa: E402
 from .databases import Databases, find_databases  # noqa: E402
 from .static_files import static_pages  # noqa: E402
 
@@ -419,9 +420,6 @@ def _stopped_early(signum: int) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    # The sample's writer needs numpy; a server of real databases never loads it.
-    from .sample_db import create_sample_database, default_sample_path
-
     parser = _parser()
     args = parser.parse_args(argv)
     front_config = front_door_config(parser, args)
@@ -432,9 +430,12 @@ def _main(argv: list[str] | None) -> int:
         try:
             if on_term == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, _early_signal)
-            cache_dir = Path(args.cache_dir) if args.cache_dir else default_sample_path().parent
+            cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
             demo = None
             if not args.paths:  # a private copy: never shared with another server
+                # The sample's writer needs numpy; a server of real databases never loads it.
+                from .sample_db import create_sample_database
+
                 workdir = private_workdir(cache_dir)
                 db = create_sample_database(workdir / "qcodes-sample.db")
                 demo = None if args.no_live_demo else db
