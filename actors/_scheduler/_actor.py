@@ -416,7 +416,8 @@ class SchedulerActor(Actor):
         payloads = self._payloads
         assert payloads is not None
         data = payloads.memory.get(key)
-        if data is None and payloads.disk is not None:
+        # A key the disk's index does not hold is a miss without a thread hop.
+        if data is None and payloads.disk is not None and not payloads.disk.absent(key):
             data = await self._disk("read", payloads.disk.get, key)
             if data is not None:
                 payloads.memory.put(key, data, len(data))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import sys
@@ -37,6 +38,7 @@ from .._core._config import validate_count
 __all__ = [
     "OBSERVATION_MAX_BYTES",
     "OBSERVATION_MAX_ENTRIES",
+    "SIZE_SAMPLE",
     "CacheStatistics",
     "DiskCache",
     "DiskCacheStatistics",
@@ -180,33 +182,41 @@ class ObservationCache(LRUCache[K, V]):
         super().__init__(max_bytes=max_bytes, max_entries=max_entries)
 
 
-def approximate_size(value: Any, *, _depth: int = 0) -> int:
+#: Items :func:`approximate_size` samples per container (first items first): a result
+#: is sized on the event loop each time a kind that others need is published.
+SIZE_SAMPLE = 32
+
+
+def approximate_size(value: Any) -> int:
     """A rough size in bytes of a result, for the observation cache's byte bound.
 
     Exact for bytes-like values and ``str`` (UTF-8 length); ``nbytes`` for array-like
-    values (numpy); containers are summed recursively (at most 4 levels deep; long
-    sequences are estimated from their first 64 items); anything else is
-    ``sys.getsizeof``. Always at least 1.
+    values (numpy); containers are summed from their first :data:`SIZE_SAMPLE` items
+    (keys and values), scaled to their length, at most 4 levels deep;
+    anything else is ``sys.getsizeof``. Always at least 1.
     """
+    return max(1, _size(value, 0))
+
+
+def _size(value: Any, depth: int) -> int:
     if isinstance(value, bytes | bytearray | memoryview):
-        return max(1, len(value))
-    if isinstance(value, str):
-        return max(1, len(value.encode("utf-8", errors="replace")))
+        return len(value)
+    if isinstance(value, str):  # isascii() is O(1): no copy of a long ASCII text
+        return len(value) if value.isascii() else len(value.encode("utf-8", errors="replace"))
     nbytes = getattr(value, "nbytes", None)
     if isinstance(nbytes, int) and not isinstance(nbytes, bool):
-        return max(1, nbytes)
+        return nbytes
     size = sys.getsizeof(value, 64)
-    if _depth < 4:
-        if isinstance(value, dict):
-            items: list[Any] = [*value.keys(), *value.values()]
-        elif isinstance(value, list | tuple | set | frozenset):
-            items = list(value) if len(value) <= 64 else list(value)[:64]
-        else:
-            return max(1, size)
-        sample = sum(approximate_size(item, _depth=_depth + 1) for item in items[:128])
-        total = len(value) * (2 if isinstance(value, dict) else 1)
-        size += sample * total // max(1, min(len(items), 128)) if items else 0
-    return max(1, size)
+    if depth >= 4 or not isinstance(value, dict | list | tuple | set | frozenset) or not value:
+        return size
+    sample = 0
+    if isinstance(value, dict):
+        for key, item in itertools.islice(value.items(), SIZE_SAMPLE):
+            sample += _size(key, depth + 1) + _size(item, depth + 1)
+    else:
+        for item in itertools.islice(value, SIZE_SAMPLE):
+            sample += _size(item, depth + 1)
+    return size + sample * len(value) // min(len(value), SIZE_SAMPLE)
 
 
 def _check_text(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
@@ -286,6 +296,7 @@ class DiskCache:
         self._bytes = 0
         self._hits = 0
         self._misses = 0
+        self._absent = 0
         self._corrupt = 0
         self._evictions = 0
         found: list[tuple[int, str, int]] = []
@@ -307,6 +318,20 @@ class DiskCache:
     def directory(self) -> Path:
         """The cache directory."""
         return self._dir
+
+    def absent(self, key: PayloadKey) -> bool:
+        """Whether ``key`` has no entry in this cache's index: a miss known without file
+        I/O (counted as one), so it may be asked on the event loop.
+
+        The index holds the entries found when the cache was opened and those written
+        through it since; an entry another process writes into the directory later is
+        not known (as for the byte bound) and is overwritten by the next ``put``. Never
+        takes the lock (a write in a worker thread may hold it); call it from one thread.
+        """
+        if key.digest() + _SUFFIX in self._index:  # one dict lookup: atomic under the GIL
+            return False
+        self._absent += 1  # its own counter: the lock-holding threads never touch it
+        return True
 
     def get(self, key: PayloadKey) -> bytes | None:
         """Return the payload stored for ``key``, or None.
@@ -395,7 +420,7 @@ class DiskCache:
                 bytes=self._bytes,
                 max_bytes=self._max_bytes,
                 hits=self._hits,
-                misses=self._misses,
+                misses=self._misses + self._absent,
                 corrupt=self._corrupt,
                 evictions=self._evictions,
             )

@@ -85,6 +85,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from actors import (
+    POOL_EVENT_KINDS,
     EventLogConfig,
     HelperSpec,
     OperationSpec,
@@ -100,7 +101,7 @@ from .claim_runner import ClaimRunner
 from .clients import Clients
 from .config import PreviewConfig
 from .data_view import DataView
-from .drawing.render import RENDERER_VERSION, render
+from .drawing.kinds import RENDERER_VERSION
 from .drawn_views import DrawnViews
 from .eventlog_runs import OPERATION, EventLogRuns
 from .helper_jobs import HelperJobs
@@ -119,7 +120,7 @@ from .selection import Selection
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable, Mapping
 
     from actors import EventLogClient, Runtime, SchedulerJob
 
@@ -129,7 +130,15 @@ if TYPE_CHECKING:
     from .runs import RunRecord
 
 
-__all__ = ["OPERATION", "OPERATIONS", "PreviewApp", "PreviewConfig", "open_database"]
+__all__ = [
+    "OPERATION",
+    "OPERATIONS",
+    "POOL_EVENTS",
+    "PreviewApp",
+    "PreviewConfig",
+    "draw",
+    "open_database",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The operations the preview server's event log accepts (design §6.2).
@@ -138,6 +147,11 @@ OPERATIONS = (
         name=OPERATION, fields=frozenset({"run_id", "db"}), required=frozenset({"run_id"})
     ),
 )
+
+#: The helper pool's events the event log records (design §3.10): all but
+#: ``job_started``, one per helper job (two per run), which no client of the preview
+#: reads and which cost the server about 0.1 ms each to record and push.
+POOL_EVENTS = POOL_EVENT_KINDS - {"job_started"}
 
 
 def open_database(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -155,6 +169,26 @@ def open_database(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     with open_source(path) as source:
         return source.identity()
+
+
+def draw(
+    observation: Mapping[str, Any],
+    kind: str,
+    options: Mapping[str, Any] | None = None,
+    check_cancel: Callable[[], None] | None = None,
+) -> bytes:
+    """The renderer's ``render_fn``: :func:`examples.preview.drawing.render.render`.
+
+    The drawing code (numpy, Pillow) is loaded by the first drawing the server does
+    itself (a live image, a ``draw`` request), in a renderer lane; the helpers draw
+    every other image (design §5.4), so a server may never need it.
+
+    Raises:
+        ValueError: as :func:`~examples.preview.drawing.render.render`.
+    """
+    from .drawing.render import render
+
+    return render(observation, kind, options, check_cancel)
 
 
 class PreviewApp:
@@ -234,7 +268,7 @@ class PreviewApp:
                 cwd=str(ROOT),
                 name="preview-helper",
             ),
-            render_fn=render,
+            render_fn=draw,
             execute=self.execute,
             pool=PoolConfig(size=config.helpers, timeouts=config.helper_timeouts),
             renderer=RendererConfig(threads=config.render_threads, **PNG_PAYLOADS),
@@ -249,6 +283,7 @@ class PreviewApp:
             renderer_version=RENDERER_VERSION,
             eventlog=EventLogConfig(ledger_path=config.ledger, max_inflight=config.max_inflight),
             operations=OPERATIONS,
+            pool_events=POOL_EVENTS,
             shutdown_grace=config.stop_grace,
         )
 

@@ -32,7 +32,7 @@ import trio
 from actors.errors import ActorError
 from protocol import messages
 
-from .qcodes.source import revision
+from .qcodes.cells import revision
 
 if TYPE_CHECKING:
     from .clients import Clients

@@ -129,6 +129,8 @@ class Clients:
 
     def push_run_list(self) -> None:
         """Push the run list to every connection with image pushes (never waits)."""
+        if not self._images.pushers:
+            return  # nobody to tell: the rows are not even built
         message = messages.RunList(request_id=None, runs=self._table.summaries())
         for pusher in list(self._images.pushers):
             target: Any = pusher.target

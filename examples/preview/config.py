@@ -7,16 +7,25 @@ settings it needs from it, never the whole config.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import attrs
 
 from actors import HelperTimeouts, count_field, duration_field
 
-__all__ = ["RENDER_SLACK", "PreviewConfig"]
+__all__ = ["RENDER_SLACK", "PreviewConfig", "default_cache_dir"]
 
 #: Seconds (trio clock) an ask of the renderer may take beyond the drawing's deadline.
 RENDER_SLACK = 1.0
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/trio-actors`` (``~/.cache`` by default): the server's default
+    payload-cache folder, where the sample database lives too
+    (:func:`~examples.preview.sample_db.default_sample_path`)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "trio-actors"
 
 
 def _path(value: str | os.PathLike[str]) -> str:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from actors.helper import JobError
 
-from .drawing.render import KINDS, render
+from .drawing.kinds import KINDS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -75,6 +75,10 @@ def draw_kinds(
         JobError: (code ``render_failed``, permanent) the observation cannot be drawn,
             as the renderer classifies a failed drawing (design §1.5).
     """
+    # Loaded at a helper's start already (by examples.preview.helper); the server,
+    # which imports this module for png_of, never draws here.
+    from .drawing.render import render
+
     images = {}
     for kind in kinds:
         try:

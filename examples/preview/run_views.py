@@ -41,7 +41,7 @@ from actors.errors import ActorError, InvalidCommand, SourceError
 from protocol import messages
 
 from .config import RENDER_SLACK
-from .drawing.render import KINDS, MIME, report_of
+from .drawing.kinds import KINDS, MIME
 from .image_urls import view_url
 from .push import StoredImage
 
@@ -169,6 +169,8 @@ class RunViews:
             with suppress(ActorError):
                 renderer.try_send(CancelRender(job_id=job_id))
             raise
+        from .drawing.render import report_of  # Pillow: loaded by the renderer's drawing
+
         png: bytes = rendered.data
         report = report_of(png)
         number = self._drawn.add(

@@ -59,7 +59,7 @@ import sys
 
 
 def _exit_quietly(signum: int, frame: object) -> None:
-    """Ctrl-C while the modules below load (numpy takes a while): no traceback."""
+    """Ctrl-C while the modules below load (half a second of imports): no traceback."""
     raise SystemExit(128 + signum)
 
 
@@ -100,13 +100,8 @@ from ..web.launch import (  # noqa: E402
 from ..web.names import NULL_ORIGIN  # noqa: E402
 from ..web.serverinfo import InfoFile, process_alive  # noqa: E402
 from .app import PreviewApp, PreviewConfig, open_database  # noqa: E402
+from .config import default_cache_dir  # noqa: E402
 from .databases import Databases, find_databases  # noqa: E402
-from .sample_db import (  # noqa: E402
-    LIVE_RUN_ID,
-    append_live_rows,
-    create_sample_database,
-    default_sample_path,
-)
 from .static_files import static_pages  # noqa: E402
 
 if TYPE_CHECKING:
@@ -156,6 +151,8 @@ async def live_demo(path: Path, *, rows: int = DEMO_ROWS, interval: float = DEMO
     A plain ``sqlite3`` writer in a worker thread, like a measurement in another
     process: the server sees the rows only through its change probe (design §4.5).
     """
+    from .sample_db import LIVE_RUN_ID, append_live_rows  # numpy: only for the sample
+
     while True:
         await trio.sleep(interval)
         state = await trio.to_thread.run_sync(append_live_rows, path, rows)
@@ -433,9 +430,12 @@ def _main(argv: list[str] | None) -> int:
         try:
             if on_term == signal.SIG_DFL and threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, _early_signal)
-            cache_dir = Path(args.cache_dir) if args.cache_dir else default_sample_path().parent
+            cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
             demo = None
             if not args.paths:  # a private copy: never shared with another server
+                # The sample's writer needs numpy; a server of real databases never loads it.
+                from .sample_db import create_sample_database
+
                 workdir = private_workdir(cache_dir)
                 db = create_sample_database(workdir / "qcodes-sample.db")
                 demo = None if args.no_live_demo else db

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 import trio
@@ -133,6 +134,22 @@ def test_disk_cache_round_trip_and_persistence(tmp_path):
     assert stats.bytes == entry_path(reopened, key()).stat().st_size
 
 
+def test_absent_knows_a_miss_from_the_index_without_reading(tmp_path):
+    cache = DiskCache(tmp_path, max_bytes=10_000)
+    assert cache.absent(key(1))  # never written: no file is opened
+    cache.put(key(1), b"png")
+    assert not cache.absent(key(1))
+    reopened = DiskCache(tmp_path, max_bytes=10_000)
+    assert not reopened.absent(key(1))  # found by the scan at open
+    assert reopened.absent(key(2))
+    (tmp_path / (key(1).digest() + ".bin")).write_bytes(b"damaged")
+    assert not reopened.absent(key(1))  # still known: the read finds it corrupt
+    assert reopened.get(key(1)) is None
+    assert reopened.absent(key(1))  # removed from the index with the file
+    stats = reopened.statistics()
+    assert (stats.misses, stats.corrupt, stats.entries) == (3, 1, 0)
+
+
 def test_disk_writes_are_atomic_no_temp_file_left(tmp_path, monkeypatch):
     cache = DiskCache(tmp_path, max_bytes=10_000)
     cache.put(key(), b"old")
@@ -259,3 +276,8 @@ def test_approximate_size_of_common_results():
     large = approximate_size({"x": [1.0] * 10_000})
     assert large > 100 * small / 2  # long lists are estimated, not ignored
     assert approximate_size([[[[[b"deep"]]]]]) > 0
+    text = "x" * 10_000  # a long ASCII text (base64) counts in full, wherever it is
+    result = {**{f"k{n}": n for n in range(30)}, "images": {"thumbnail": text}}
+    assert 10_000 < approximate_size(result) < 12_000
+    one = {"é": "é" * 3}  # UTF-8 lengths, key and value
+    assert approximate_size(one) == sys.getsizeof(one) + 2 + 6

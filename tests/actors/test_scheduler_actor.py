@@ -10,6 +10,7 @@ import trio.testing
 from scheduler_support import Recorder, config, running, settled
 
 from actors import (
+    DiskCache,
     Failed,
     FormatChanged,
     GetSchedulerStatistics,
@@ -340,6 +341,34 @@ async def test_payloads_come_from_the_disk_cache_after_a_restart(tmp_path):
         }
     assert executed == ["metadata", "thumbnail", "preview", "metadata"]
     assert stats.payload_disk.hits == 2
+
+
+class CountingDisk(DiskCache):
+    """A disk cache that counts the reads that reach its files."""
+
+    reads = 0
+
+    def get(self, key):
+        CountingDisk.reads += 1
+        return super().get(key)
+
+
+async def test_keys_the_disk_does_not_hold_are_misses_without_a_read(tmp_path):
+    CountingDisk.reads = 0
+    for _attempt in range(2):
+        cache = PayloadCache()
+        cache.disk = CountingDisk(tmp_path, max_bytes=100_000)
+        kwargs = {"runs": runs(2), "source": "db", "payload_cache": cache}
+        async with running(execute_png, **kwargs) as (_a, ref, rec):
+            await rec.until(settled(2), seconds=10)
+            stats = await ref.ask(GetSchedulerStatistics(), timeout=5.0)
+        if _attempt == 0:  # a fresh folder: four misses, no file opened for them
+            assert (CountingDisk.reads, stats.payload_disk.misses) == (0, 4)
+    assert (CountingDisk.reads, stats.payload_disk.hits, stats.payload_disk.misses) == (4, 4, 0)
+
+
+async def execute_png(job):
+    return {"m": 1} if job.claim.kind == "metadata" else f"png-{job.claim.kind}".encode()
 
 
 async def test_format_change_gives_new_cache_keys(tmp_path):

@@ -20,6 +20,7 @@ import trio.testing
 from PIL import Image
 
 from actors import (
+    POOL_EVENT_KINDS,
     CancelRender,
     Claim,
     Failed,
@@ -214,6 +215,15 @@ def claim(kind: str = "metadata", *, page: bool = False, revision: str = TOKEN) 
         generation=0, incarnation=0, attempt=1, deadline=trio.current_time() + 15, tier="selected",
         page=page, first=not page,
     )  # fmt: skip
+
+
+def test_the_runtime_config_keeps_one_event_per_helper_job_out_of_the_event_log(tmp_path):
+    app = PreviewApp(PreviewConfig(db="unused.db", cache_dir=tmp_path), {"source_id": "src"})
+    config = app.runtime_config()
+    assert config.pool_events == POOL_EVENT_KINDS - {"job_started"}
+    assert {"spawned", "reaped", "pool_restarted"} <= config.pool_events  # the rest stay
+    # Thumbnails are drawn by every read of a finished run: only previews are cached.
+    assert [kind.name for kind in config.scheduler.kinds if kind.cached] == ["preview"]
 
 
 # --- execute: progressive runs (design §4.5) ---------------------------------------------

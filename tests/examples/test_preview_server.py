@@ -529,3 +529,23 @@ async def test_ctrl_c_before_the_server_is_ready_exits_quietly(
         assert "before the server was ready" in errors
     assert all(pid_gone(pid) for pid in helpers)
     assert_no_children()
+
+
+async def test_a_server_of_finished_runs_loads_neither_numpy_nor_pillow(tmp_path: Path) -> None:
+    """The helpers read and draw (design §5.4): the server starts without the drawing
+    code, which it loads only to draw something itself (a live image, a ``draw``)."""
+    from examples.preview.sample_db import create_many_runs_database
+
+    db = create_many_runs_database(tmp_path / "runs.db", 3)  # every run finished
+    process, url, _stderr = await _start_server(db, tmp_path)
+    try:
+        async with open_websocket_url(url) as ws:
+            run_list = await Client(ws).request("list_runs")
+            assert [r["run_id"] for r in run_list["runs"]] == [1, 2, 3]
+        maps = await trio.Path(f"/proc/{process.pid}/maps").read_text()
+        assert "numpy" not in maps
+        assert "PIL" not in maps
+    finally:
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(15):
+            assert await process.wait() == 0

@@ -8,6 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
+from examples.preview.config import default_cache_dir
 from examples.preview.qcodes.source import open_source
 from examples.preview.sample_db import (
     LIVE_RUN_ID,
@@ -155,7 +156,7 @@ def test_live_run_grows_and_completes(tmp_path):
 def test_default_path_honours_xdg_cache_home(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     path = default_sample_path()
-    assert path.parent == tmp_path / "trio-actors"
+    assert path.parent == tmp_path / "trio-actors" == default_cache_dir()  # the server's
     assert ensure_sample_database() == path
     assert path.is_file()
 

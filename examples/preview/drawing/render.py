@@ -41,6 +41,10 @@ from PIL import Image, ImageDraw
 
 from . import plotting as plot
 from .encode import encode_png
+from .kinds import KINDS as KINDS
+from .kinds import MIME as MIME
+from .kinds import RENDERER_VERSION as RENDERER_VERSION
+from .kinds import REPORT_KEY as REPORT_KEY
 from .panels import Style as _Style
 from .panels import heatmap, trace
 from .scales import SCALES
@@ -59,13 +63,6 @@ __all__ = [
     "report_of",
 ]
 
-#: Default size (width, height) in pixels of each kind.
-KINDS: dict[str, tuple[int, int]] = {"thumbnail": (160, 120), "preview": (640, 480)}
-#: Part of every cache key (design §4.10): bump when the pictures change.
-RENDERER_VERSION = "2"
-MIME = "image/png"
-#: The PNG text chunk holding the drawing's report (JSON).
-REPORT_KEY = "preview-report"
 
 _OPTIONS = frozenset({"width", "height", "dependent", "max_panels", "transpose", "scale", "xscale"})
 _XSCALES = ("auto", "linear", "log")

@@ -2,7 +2,10 @@
 
 The schema is described in ``shared/data/README.md``; this module needs only the
 standard library's :mod:`sqlite3` and numpy, and never imports trio, so it runs inside
-a helper process (:mod:`examples.preview.helper`).
+a helper process (:mod:`examples.preview.helper`). numpy and the shaping of values
+(:mod:`~examples.preview.qcodes.shaping`) are loaded by the first read of values: the
+server process opens a database only to check it (:meth:`QcodesSource.identity`), and
+starts faster and smaller without them.
 
 Usage::
 
@@ -48,9 +51,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from . import observation as obs
 from .cells import (
     cell,
     float_or_none,
@@ -71,7 +71,6 @@ from .rundescription import (
     description_from_layouts,
     parse_run_description,
 )
-from .shaping import MAX_GRID_SIDE, MAX_TRACE_POINTS, plot_series, shape_dependents
 
 if TYPE_CHECKING:
     import os
@@ -80,8 +79,6 @@ if TYPE_CHECKING:
 __all__ = [
     "OBSERVATION_SCHEMA",
     "MAX_OBSERVATION_VALUES",
-    "MAX_TRACE_POINTS",
-    "MAX_GRID_SIDE",
     "ParamInfo",
     "QcodesSource",
     "open_source",
@@ -368,6 +365,8 @@ class QcodesSource:
             SourceError: (code ``source_unreadable``) the run's description or results
                 table cannot be read.
         """
+        from .shaping import shape_dependents  # numpy: loaded by the first read
+
         check = check_cancel or _never_cancel
         record, summary, description, raw = self._read_raw(run_id, check)
         dependents, sizes = shape_dependents(
@@ -398,6 +397,8 @@ class QcodesSource:
             UnknownRun: (code ``unknown_run``) no run has this id.
             SourceError: (code ``source_unreadable``) as :meth:`read_run`.
         """
+        from .shaping import plot_series  # numpy: loaded by the first read
+
         _, summary, description, raw = self._read_raw(run_id, check_cancel or _never_cancel)
         return summary, [s for item in raw for s in plot_series(item, description)]
 
@@ -463,6 +464,10 @@ class QcodesSource:
         while chunk := cursor.fetchmany(FETCH_CHUNK):
             check()
             raw.extend(chunk)
+        import numpy as np  # loaded by the first read (see the module docstring)
+
+        from . import observation as obs
+
         if all(kind in ("numeric", "text") for kind in kinds):
             # Scalar cells only (the usual case): decode column by column, no broadcasting.
             cells = list(zip(*raw, strict=True)) if raw else [() for _ in kinds]
