@@ -4,9 +4,10 @@
 little work per frame as trio allows: a write is one non-blocking ``os.write``; a read
 takes whatever the pipe holds in one ``os.read`` of a whole pipe buffer (a reply of
 several frames costs one read), waiting for readability only when it is empty (and then
-the wait is the checkpoint: no extra pass of the run loop), decoding it
-with a :class:`~protocol.framing.FrameDecoder` that enforces the reply size limit before
-buffering a body.
+the wait is the checkpoint: no extra pass of the run loop). A read that is exactly one
+whole frame within the reply size limit (the usual reply) is taken as it is; anything
+else goes through a :class:`~protocol.framing.FrameDecoder`, which enforces the limit
+before buffering a body.
 """
 
 from __future__ import annotations
