@@ -136,6 +136,7 @@ _new_envelope = tuple.__new__
 #: ``kinds`` of :func:`decode_positional` → its fast path's accepted heads (see
 #: :func:`_accepted_for`); callers pass a few constant tuples.
 _accepted_heads: dict[tuple[str, ...], dict[bytes, tuple[str, str | None]]] = {}
+_MAX_ACCEPTED_HEADS: Final = 64
 
 
 def _accepted_for(kinds: tuple[str, ...]) -> dict[bytes, tuple[str, str | None]]:
@@ -153,7 +154,7 @@ def _accepted_for(kinds: tuple[str, ...]) -> dict[bytes, tuple[str, str | None]]
             code = bytes((MAGIC, PROTOCOL_VERSION, KIND_CODES[kind], STATUS_CODES[status]))
             heads[code] = (KIND_NAMES[code[2]], status)  # type: ignore[assignment]
     if type(kinds) is tuple:
-        if len(_accepted_heads) >= _MAX_KNOWN_OPERATIONS:
+        if len(_accepted_heads) >= _MAX_ACCEPTED_HEADS:
             _accepted_heads.clear()
         _accepted_heads[kinds] = heads
     return heads
@@ -163,6 +164,7 @@ def _learn_session(session: str) -> bytes:
     """Remember a session that has just passed validation; return its bytes."""
     if len(_known_sessions) >= _MAX_KNOWN_SESSIONS:
         _known_sessions.clear()
+        _shapes.clear()  # a shape's frames must keep teaching the decoder their session
     raw = _known_sessions[session] = bytes.fromhex(session)
     return raw
 
@@ -172,6 +174,7 @@ def _learn_operation(operation: str, raw: bytes) -> None:
     if len(_known_operations) >= _MAX_KNOWN_OPERATIONS:
         _known_operations.clear()
         _operation_names.clear()
+        _shapes.clear()  # ... and their operation
     _known_operations[operation] = raw
     _operation_names[raw] = operation
 
@@ -331,8 +334,9 @@ def _frame_shape(
     Returns the constant parts of the frame's head (``FRAME_PARTS``' magic, version,
     kind and status; the session and operation length) and the operation's bytes, and
     remembers them for the hot path's shapes: a request, or an ok or cancelled reply,
-    of the current version, without an error record (whose checks do not involve the
-    payload or the generation).
+    of the current version, without an error record. Their other checks involve only
+    the generation and the limits, which :func:`encode_positional` makes on every
+    frame (the payload of such a frame is any JSON value).
 
     Raises:
         ValueError, FrameTooLarge, ProtocolError: as :func:`encode_fields`.
