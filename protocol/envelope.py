@@ -153,7 +153,7 @@ def _accepted_for(kinds: tuple[str, ...]) -> dict[bytes, tuple[str, str | None]]
         for status in statuses:
             code = bytes((MAGIC, PROTOCOL_VERSION, KIND_CODES[kind], STATUS_CODES[status]))
             heads[code] = (KIND_NAMES[code[2]], status)  # type: ignore[assignment]
-    if type(kinds) is tuple:
+    if type(kinds) is tuple and all(type(kind) is str for kind in kinds):  # hashable
         if len(_accepted_heads) >= _MAX_ACCEPTED_HEADS:
             _accepted_heads.clear()
         _accepted_heads[kinds] = heads

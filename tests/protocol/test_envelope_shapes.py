@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from protocol import FrameTooLarge, ProtocolError, new_session
+from protocol import FrameTooLarge, ProtocolError, ProtocolViolation, new_session
 from protocol.envelope import (
     PROTOCOL_VERSION,
     Envelope,
@@ -111,3 +111,13 @@ def test_heads_accepted_for_kinds_decode_like_the_general_path() -> None:
             got = decode_fenced(body, session=session, kinds=kinds, generation=1, operation="echo")  # type: ignore[arg-type]
             assert got == decode_envelope(body)
             assert got.version == PROTOCOL_VERSION
+
+
+def test_odd_kinds_are_refused_as_by_the_general_path() -> None:
+    session = new_session()
+    _warm(session)
+    body = encode_fields(**JOB, session=session)[4:]
+    for kinds in ((["job"],), ("reply",), ()):
+        with pytest.raises(ProtocolViolation) as caught:
+            decode_fenced(body, session=session, kinds=kinds)  # type: ignore[arg-type]
+        assert caught.value.details["field"] == "kind"
