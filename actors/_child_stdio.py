@@ -14,7 +14,7 @@ from collections import deque
 
 from protocol.envelope import Envelope, decode_envelope, decode_positional
 from protocol.errors import ProtocolError
-from protocol.framing import DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST, FrameDecoder
+from protocol.framing import DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST, HEADER_SIZE, FrameDecoder
 
 __all__ = ["ChildStdio"]
 
@@ -26,7 +26,18 @@ _READ_SIZE = 65536  # a whole pipe buffer; more costs an mmap per read
 class ChildStdio:
     """The frame stream: private duplicates of fds 0/1, a decoder, and decoded frames."""
 
-    __slots__ = ("broken", "decoder", "eof", "max_reply", "pending", "rfd", "session", "wfd")
+    __slots__ = (
+        "broken",
+        "decoder",
+        "eof",
+        "max_reply",
+        "max_request",
+        "pending",
+        "rfd",
+        "session",
+        "wfd",
+        "whole",
+    )
 
     def __init__(self) -> None:
         # os.dup gives non-inheritable descriptors (PEP 446): grandchildren never get them.
@@ -38,6 +49,10 @@ class ChildStdio:
         os.dup2(2, 1)
         sys.stdout = sys.stderr
         self.decoder = FrameDecoder(max_size=DEFAULT_MAX_REQUEST)
+        self.max_request = DEFAULT_MAX_REQUEST
+        #: True while the decoder holds no part of a frame: a read that is exactly one
+        #: whole frame within the limit is then taken without the decoder's call.
+        self.whole = True
         self.max_reply = DEFAULT_MAX_REPLY
         self.pending: deque[Envelope] = deque()
         self.eof = False
@@ -50,6 +65,7 @@ class ChildStdio:
         """Adopt the limits of the startup frame, in bytes (nothing else is buffered)."""
         if self.decoder.buffered == 0:
             self.decoder = FrameDecoder(max_size=max_request)
+            self.max_request = max_request
         self.max_reply = max_reply
 
     def _feed(self, data: bytes) -> None:
@@ -58,7 +74,10 @@ class ChildStdio:
             self.decoder.close()
             return
         session = self.session
-        for body in self.decoder.feed(data):
+        self.whole = False  # until the decoder has taken this (it may raise)
+        bodies = self.decoder.feed(data)
+        self.whole = self.decoder.buffered == 0
+        for body in bodies:
             if session is None:
                 self.pending.append(decode_envelope(body))
             else:
@@ -77,8 +96,14 @@ class ChildStdio:
             data = os.read(self.rfd, _READ_SIZE)
             session = self.session
             if data and session is not None:
+                if self.whole and len(data) >= HEADER_SIZE:  # the decoder's first check
+                    size = int.from_bytes(data[:HEADER_SIZE], "big")
+                    if size == len(data) - HEADER_SIZE and size <= self.max_request:
+                        return decode_positional(data[HEADER_SIZE:], session, REQUEST_KINDS)
+                self.whole = False  # until the decoder has taken this (it may raise)
                 bodies = self.decoder.feed(data)
-                if len(bodies) == 1:  # the usual read: one whole frame, no queue needed
+                self.whole = self.decoder.buffered == 0
+                if len(bodies) == 1:  # one whole frame, no queue needed
                     return decode_positional(bodies[0], session, REQUEST_KINDS)
                 self.pending.extend(decode_positional(b, session, REQUEST_KINDS) for b in bodies)
             else:

@@ -355,18 +355,20 @@ def _run_job(
 ) -> bool:
     """Run one job and reply; return True if the parent asked to shut down meanwhile."""
     ctx = JobContext(stdio, job)
+    # Read once, before the handler runs (it may write to ctx): slots, not properties.
+    operation, generation = ctx.operation, ctx.generation
     status = "ok"
     result: Any = None
     error: dict[str, str] | None = None
-    handler = handlers.get(job.operation)
-    if handler is None and job.operation == "actors.call":  # _child_call.CALL_OPERATION
+    handler = handlers.get(operation)
+    if handler is None and operation == "actors.call":  # _child_call.CALL_OPERATION
         handler = _call_handler()
     if handler is None:
         status = "error"
         error = {
             "category": "permanent",
             "code": "unknown_operation",
-            "message": _bound(f"this helper has no handler for {job.operation!r}"),
+            "message": _bound(f"this helper has no handler for {operation!r}"),
         }
     else:
         try:
@@ -388,7 +390,7 @@ def _run_job(
             answer["error"] = error
         if faulty_reply(stdio, fault, job, answer, FAULT_EXIT_CODE):
             return ctx.shutdown_requested
-    session, generation, operation = job.session, job.generation, job.operation
+    session = job.session
     try:
         frame = encode_positional(
             "reply", session, generation, operation, status, result, error, stdio.max_reply

@@ -52,7 +52,8 @@ from ._envelope_checks import (
 from ._envelope_value import Envelope
 from ._envelope_wire import (
     BODY_HEADER,
-    FRAME_HEADER,
+    BODY_PARTS,
+    FRAME_PARTS,
     KIND_CODES,
     KIND_NAMES,
     MAGIC,
@@ -103,7 +104,8 @@ PROTOCOL_VERSION: Final = 2
 
 _HEAD: Final = BODY_HEADER.size  # 34 bytes of fixed fields before the operation
 _unpack_head = BODY_HEADER.unpack_from
-_pack_frame_head = FRAME_HEADER.pack
+_unpack_parts = BODY_PARTS.unpack_from
+_pack_frame_parts = FRAME_PARTS.pack
 _REQUEST_KINDS: Final = ("job", "cancel", "shutdown")
 _PLAIN_STATUSES: Final = ("ok", "cancelled")
 
@@ -123,15 +125,46 @@ _known_operations: dict[str, bytes] = {}
 #: checked again. Kept in step with ``_known_operations`` by :func:`_learn_operation`.
 _operation_names: dict[bytes, str] = {}
 _MAX_KNOWN_OPERATIONS: Final = 256
+#: Frame shapes encoded before, ``(kind, session, operation, status)`` → the constant
+#: parts of their head (see :func:`_frame_shape`): a job or reply then skips the field
+#: checks its shape passed already. Cleared when it grows past a bound.
+_shapes: dict[tuple[str, str, str, str | None], tuple[bytes, bytes, bytes]] = {}
+_MAX_SHAPES: Final = 1024
 #: ``Envelope`` from fields already proven valid: ``_envelope_value.trusted`` without
 #: its call (the decoder builds one per frame).
 _new_envelope = tuple.__new__
+#: ``kinds`` of :func:`decode_positional` → its fast path's accepted heads (see
+#: :func:`_accepted_for`); callers pass a few constant tuples.
+_accepted_heads: dict[tuple[str, ...], dict[bytes, tuple[str, str | None]]] = {}
+_MAX_ACCEPTED_HEADS: Final = 64
+
+
+def _accepted_for(kinds: tuple[str, ...]) -> dict[bytes, tuple[str, str | None]]:
+    """The fast path's heads for a frame of one of ``kinds``: the first 4 bytes (magic,
+    version, kind, status) of each shape it takes (a request, an ok or cancelled reply;
+    not a progress frame, whose payload has its own checks) → that kind and status."""
+    heads: dict[bytes, tuple[str, str | None]] = {}
+    for kind in kinds:
+        statuses: tuple[str | None, ...] = ()
+        if kind in _REQUEST_KINDS:
+            statuses = (None,)
+        elif kind == "reply":
+            statuses = _PLAIN_STATUSES
+        for status in statuses:
+            code = bytes((MAGIC, PROTOCOL_VERSION, KIND_CODES[kind], STATUS_CODES[status]))
+            heads[code] = (KIND_NAMES[code[2]], status)  # type: ignore[assignment]
+    if type(kinds) is tuple and all(type(kind) is str for kind in kinds):  # hashable
+        if len(_accepted_heads) >= _MAX_ACCEPTED_HEADS:
+            _accepted_heads.clear()
+        _accepted_heads[kinds] = heads
+    return heads
 
 
 def _learn_session(session: str) -> bytes:
     """Remember a session that has just passed validation; return its bytes."""
     if len(_known_sessions) >= _MAX_KNOWN_SESSIONS:
         _known_sessions.clear()
+        _shapes.clear()  # a shape's frames must keep teaching the decoder their session
     raw = _known_sessions[session] = bytes.fromhex(session)
     return raw
 
@@ -141,6 +174,7 @@ def _learn_operation(operation: str, raw: bytes) -> None:
     if len(_known_operations) >= _MAX_KNOWN_OPERATIONS:
         _known_operations.clear()
         _operation_names.clear()
+        _shapes.clear()  # ... and their operation
     _known_operations[operation] = raw
     _operation_names[raw] = operation
 
@@ -236,39 +270,26 @@ def encode_positional(
 
     For the helper protocol's own per-job calls; same checks, bytes and errors.
     """
-    # The hot path's shapes (a request; an ok or cancelled reply) with a known session
-    # are checked inline; anything else gets every check.
-    raw_session = _known_sessions.get(session)
-    if not (
-        raw_session is not None
-        and error is None
-        and type(generation) is int
-        and 0 <= generation <= MAX_GENERATION
-        and type(operation) is str
-        and 0 < len(operation) <= MAX_OPERATION_LENGTH
-        and type(version) is int
-        and version == PROTOCOL_VERSION
-        and (
-            (status is None and kind in _REQUEST_KINDS)
-            or (kind == "reply" and status in _PLAIN_STATUSES)
-        )
+    # A frame of a shape encoded before (its kind, session, operation and status checked
+    # then) costs one dict lookup; the generation and version are checked every time.
+    try:
+        shape = _shapes.get((kind, session, operation, status))
+    except TypeError:  # an unhashable field: the general checks name it
+        shape = None
+    if (
+        shape is None
+        or error is not None
+        or type(generation) is not int
+        or not 0 <= generation <= MAX_GENERATION
+        or type(version) is not int
+        or version != PROTOCOL_VERSION
     ):
-        validate(version, kind, session, generation, operation, status, payload, error)
-        if raw_session is None:
-            raw_session = _learn_session(session)
-    if type(max_size) is not int or not 0 <= max_size <= MAX_FRAME_LIMIT:
+        shape = _frame_shape(
+            kind, session, generation, operation, status, payload, error, version, max_size
+        )
+    elif type(max_size) is not int or not 0 <= max_size <= MAX_FRAME_LIMIT:
         _check_limit(max_size)  # raises the TypeError/ValueError that names it
-    op = _known_operations.get(operation)
-    if op is None:
-        try:
-            op = operation.encode()
-        except UnicodeEncodeError:
-            raise ProtocolError(
-                "envelope field 'operation' is not valid Unicode (a lone surrogate)",
-                field="operation",
-            ) from None
-        if type(operation) is str:  # validated above; a subclass could compare oddly
-            _learn_operation(operation, op)
+    prefix, middle, op = shape
     try:
         if payload is None:
             body = b""
@@ -293,19 +314,77 @@ def encode_positional(
             size=size,
             limit=max_size,
         )
-    head = _pack_frame_head(
-        size,
-        MAGIC,
-        version,
-        KIND_CODES[kind],
-        STATUS_CODES[status],
-        generation,
-        raw_session,
-        len(op),
-        len(body),
-    )
-    frame = head + op + body
+    frame = _pack_frame_parts(size, prefix, generation, middle, len(body)) + op + body
     return frame + record if record else frame
+
+
+def _frame_shape(
+    kind: str,
+    session: str,
+    generation: int,
+    operation: str,
+    status: str | None,
+    payload: Any,
+    error: dict[str, str] | None,
+    version: int,
+    max_size: int,
+) -> tuple[bytes, bytes, bytes]:
+    """:func:`encode_positional`'s checks for a frame whose shape it has not seen.
+
+    Returns the constant parts of the frame's head (``FRAME_PARTS``' magic, version,
+    kind and status; the session and operation length) and the operation's bytes, and
+    remembers them for the hot path's shapes: a request, or an ok or cancelled reply,
+    of the current version, without an error record. Their other checks involve only
+    the generation and the limits, which :func:`encode_positional` makes on every
+    frame (the payload of such a frame is any JSON value).
+
+    Raises:
+        ValueError, FrameTooLarge, ProtocolError: as :func:`encode_fields`.
+    """
+    raw_session = _known_sessions.get(session)
+    plain = (
+        error is None
+        and type(operation) is str
+        and 0 < len(operation) <= MAX_OPERATION_LENGTH
+        and type(version) is int
+        and version == PROTOCOL_VERSION
+        and (
+            (status is None and kind in _REQUEST_KINDS)
+            or (kind == "reply" and status in _PLAIN_STATUSES)
+        )
+    )
+    if not (
+        plain
+        and raw_session is not None
+        and type(generation) is int
+        and 0 <= generation <= MAX_GENERATION
+    ):
+        validate(version, kind, session, generation, operation, status, payload, error)
+        if raw_session is None:
+            raw_session = _learn_session(session)
+    if type(max_size) is not int or not 0 <= max_size <= MAX_FRAME_LIMIT:
+        _check_limit(max_size)  # raises the TypeError/ValueError that names it
+    op = _known_operations.get(operation)
+    if op is None:
+        try:
+            op = operation.encode()
+        except UnicodeEncodeError:
+            raise ProtocolError(
+                "envelope field 'operation' is not valid Unicode (a lone surrogate)",
+                field="operation",
+            ) from None
+        if type(operation) is str:  # validated above; a subclass could compare oddly
+            _learn_operation(operation, op)
+    shape = (
+        bytes((MAGIC, version, KIND_CODES[kind], STATUS_CODES[status])),
+        raw_session + len(op).to_bytes(2, "big"),
+        op,
+    )
+    if plain and type(kind) is str and type(session) is str:
+        if len(_shapes) >= _MAX_SHAPES:
+            _shapes.clear()
+        _shapes[(kind, session, operation, status)] = shape
+    return shape
 
 
 def decode_envelope(payload: bytes) -> Envelope:
@@ -439,25 +518,20 @@ def decode_positional(
     # refusal, goes through the general checks, which name the field.
     expected_session = _known_sessions.get(session)
     if expected_session is not None and len(payload) >= _HEAD:
-        magic, version, kind_code, status_code, g, raw_session, op_size, body_size = _unpack_head(
-            payload
-        )
-        kind = KIND_NAMES[kind_code]
-        end = _HEAD + op_size + body_size
+        try:
+            accepted = _accepted_heads[kinds]
+        except (KeyError, TypeError):
+            accepted = _accepted_for(kinds)
+        prefix, g, raw_session, op_size, body_size = _unpack_parts(payload)
+        shape = accepted.get(prefix)  # magic, version, kind and status in one lookup
+        start = _HEAD + op_size
         if (
-            magic == MAGIC
-            and version == PROTOCOL_VERSION
-            and kind in kinds
-            and end == len(payload)
+            shape is not None
+            and start + body_size == len(payload)
             and raw_session == expected_session
             and g <= MAX_GENERATION
             and (generation is None or g == generation)
-            and (
-                (status_code == 0 and kind in _REQUEST_KINDS)
-                or (kind == "reply" and (status_code == 1 or status_code == 3))
-            )
         ):
-            start = _HEAD + op_size
             op: str | None = None
             raw_op = payload[_HEAD:start]
             if operation is not None:
@@ -469,7 +543,7 @@ def decode_positional(
                 op = _operation_names.get(raw_op)
                 if op is None:
                     try:
-                        op = str(raw_op, "utf-8")
+                        op = raw_op.decode()
                     except UnicodeDecodeError:
                         op = None
                     else:
@@ -483,15 +557,15 @@ def decode_positional(
                     # parse() inlined for the plain case; anything else (bad UTF-8,
                     # not JSON, trailing bytes, a \u escape to check) goes through it.
                     try:
-                        text = str(payload[start:end], "utf-8")
+                        text = payload[start:].decode()
                         body, stop = scan(text, 0)
                     except (ValueError, RecursionError, StopIteration):
                         text, stop = "", -1
                     if stop != len(text) or "\\u" in text:
-                        body = parse(payload[start:end], "payload")
+                        body = parse(payload[start:], "payload")
+                kind, status = shape
                 return _new_envelope(
-                    Envelope,
-                    (version, kind, session, g, op, STATUS_NAMES[status_code], body, None),
+                    Envelope, (PROTOCOL_VERSION, kind, session, g, op, status, body, None)
                 )
     env = decode_envelope(payload)
     _fence(env, session, kinds, generation, operation)

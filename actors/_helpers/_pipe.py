@@ -4,9 +4,10 @@
 little work per frame as trio allows: a write is one non-blocking ``os.write``; a read
 takes whatever the pipe holds in one ``os.read`` of a whole pipe buffer (a reply of
 several frames costs one read), waiting for readability only when it is empty (and then
-the wait is the checkpoint: no extra pass of the run loop), decoding it
-with a :class:`~protocol.framing.FrameDecoder` that enforces the reply size limit before
-buffering a body.
+the wait is the checkpoint: no extra pass of the run loop). A read that is exactly one
+whole frame within the reply size limit (the usual reply) is taken as it is; anything
+else goes through a :class:`~protocol.framing.FrameDecoder`, which enforces the limit
+before buffering a body.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from protocol.framing import FrameDecoder
+from protocol.framing import HEADER_SIZE, FrameDecoder
 
 if TYPE_CHECKING:
     from trio.lowlevel import FdStream
@@ -44,13 +45,27 @@ class HelperPipe:
         max_reply: Largest frame payload accepted from the child, in bytes.
     """
 
-    __slots__ = ("_decoder", "_frames", "_rfd", "_stdin", "_wfd", "send_broken")
+    __slots__ = (
+        "_decoder",
+        "_frames",
+        "_max_reply",
+        "_rfd",
+        "_stdin",
+        "_wfd",
+        "_whole",
+        "send_broken",
+    )
 
     def __init__(self, stdin: FdStream, stdout: FdStream, *, max_reply: int) -> None:
         self._stdin = stdin
         self._wfd = stdin.fileno()
         self._rfd = stdout.fileno()
         self._decoder = FrameDecoder(max_size=max_reply)
+        self._max_reply = max_reply
+        # True while the decoder holds no part of a frame: a read that is exactly one
+        # whole frame within the limit is then taken as it is, without the decoder's
+        # call (the usual reply; the decoder's own first check, done here).
+        self._whole = True
         self._frames: deque[bytes] = deque()
         #: True while a frame is only partly written (a cancellation cut it): the
         #: stream can carry no further frame (design §3.5 then skips the cancel frame).
@@ -126,8 +141,14 @@ class HelperPipe:
                 raise PipeGone from None
             if not data:
                 raise PipeGone
+            if self._whole and len(data) >= HEADER_SIZE:
+                size = int.from_bytes(data[:HEADER_SIZE], "big")
+                if size == len(data) - HEADER_SIZE and size <= self._max_reply:
+                    return data[HEADER_SIZE:]
+            self._whole = False  # until the decoder has taken this (it may raise)
             got = self._decoder.feed(data)
-            if len(got) == 1:  # the usual read: one whole frame, no queue needed
+            self._whole = self._decoder.buffered == 0
+            if len(got) == 1:  # one whole frame, no queue needed
                 return got[0]
             frames.extend(got)
         return frames.popleft()

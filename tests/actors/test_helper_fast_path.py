@@ -403,6 +403,37 @@ async def test_a_partial_write_is_marked_until_send_rest_finishes(plain):
     assert not plain.pipe.send_broken
 
 
+async def test_frames_split_or_joined_across_reads_come_out_whole_and_in_order(plain):
+    # A read that is exactly one frame is taken without the decoder; one that ends
+    # inside a frame hands the rest to it, until it holds nothing again.
+    first, second, third = _frame(1), _frame(2), _frame(3)
+    os.write(plain.reply_write, first)
+    assert plain.pipe.receive_nowait() == first[4:]
+    os.write(plain.reply_write, second[:3])  # not even a whole length prefix
+    assert plain.pipe.receive_nowait() is None
+    os.write(plain.reply_write, second[3:] + third[:20])
+    assert plain.pipe.receive_nowait() == second[4:]
+    assert plain.pipe.receive_nowait() is None  # the start of the third, kept
+    os.write(plain.reply_write, third[20:])
+    assert plain.pipe.receive_nowait() == third[4:]
+    os.write(plain.reply_write, first)  # whole again: the decoder holds nothing
+    assert plain.pipe.receive_nowait() == first[4:]
+    assert plain.pipe.receive_nowait() is None
+
+
+async def test_a_frame_over_the_reply_limit_is_refused_and_so_is_everything_after(plain):
+    at_limit = struct.pack(">I", 4096) + b"x" * 4096
+    os.write(plain.reply_write, at_limit)
+    assert plain.pipe.receive_nowait() == at_limit[4:]
+    os.write(plain.reply_write, struct.pack(">I", 4097) + b"x" * 4097)
+    with pytest.raises(FrameTooLarge):
+        plain.pipe.receive_nowait()
+    # The stream cannot be resynchronised: a good frame read whole is refused too.
+    os.write(plain.reply_write, _frame(4))
+    with pytest.raises(FrameTooLarge):
+        plain.pipe.receive_nowait()
+
+
 # --- 1. the same outcome on both paths -------------------------------------------------
 
 
