@@ -14,8 +14,10 @@ ends it:
   the accept for the first request and from its first byte for a later one (cut
   without an answer: a client that writes or reads slowly pins nothing longer);
 * the answer is the ``keepalive_requests``-th of the connection, the server is shutting
-  down, the request has a body (never read), or the answer is a refusal (a foreign
-  ``Host``, a protected route without the token: 403), a 405, a bad head (400, 431) or
+  down, the request has a body (never read; any ``Transfer-Encoding`` counts, even an
+  empty chunked body: RFC 9112 §6.3), or the answer is a refusal (a foreign
+  ``Host``, a protected route without the token: 403), a 405, a bad head (400, 431,
+  501) or
   a websocket upgrade after a plain request (400: a websocket opens its own
   connection, as browsers do). Then the answer says ``Connection: close``, and the
   server half-closes and drains what the client still sends (:func:`~examples.web.http.
@@ -26,17 +28,21 @@ defence), then the token for a protected route (:mod:`examples.web.guard`). A co
 holds one of the front door's admission slots while it is kept alive
 (:mod:`examples.web.admission`), so ``max_connections`` and ``max_per_address`` bound
 these too; when no slot is free, or the server is shutting down, its first request is
-answered with ``Connection: close``, as a one-shot request, and never refused. Each
+answered with ``Connection: close``, as a one-shot request, and never refused. While it
+waits for its client (idle, or reading a later request's head) it only lends its slot:
+a websocket handshake that finds none free takes it, and the connection is closed
+without a word (reason ``reclaimed``). Each
 connection's end is one ``DEBUG`` record of ``examples.frontdoor`` with
 ``event=http_connection_closed``, its ``peer``, ``requests`` and ``reason``
 (``client_closed``, ``client_asked``, ``idle_timeout``, ``request_timeout``,
 ``max_requests``, ``no_slot``, ``shutting_down``, ``body``, ``refused``,
-``bad_request``, ``method``) as ``extra``.
+``bad_request``, ``method``, ``reclaimed``) as ``extra``.
 """
 
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 import trio
@@ -48,7 +54,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from contextlib import AbstractContextManager
 
-    from .admission import Admission
+    from .admission import Admission, Slot
     from .config import FrontDoorConfig
     from .http import Page
     from .httpconn import Answer, Head, HttpConnection
@@ -119,10 +125,10 @@ class PlainHttp:
         elif not self.admission.has_room(address):
             reason = await self._serve(conn, head, peer, deadline, last="no_slot")
         else:
-            with self.admission.slot(address):  # no checkpoint since has_room()
+            with self.admission.slot(address) as slot:  # no checkpoint since has_room()
                 self.open += 1
                 try:
-                    reason = await self._serve(conn, head, peer, deadline, last=None)
+                    reason = await self._serve(conn, head, peer, deadline, slot=slot)
                 finally:
                     self.open -= 1
         if LOGGER.isEnabledFor(logging.DEBUG):
@@ -134,17 +140,23 @@ class PlainHttp:
             )  # fmt: skip
 
     async def _serve(
-        self, conn: HttpConnection, first: Head, peer: str, deadline: float, *, last: str | None
-    ) -> str:
-        # Returns why the connection ends. ``last`` names why its first answer closes it.
+        self, conn: HttpConnection, first: Head, peer: str, deadline: float, *,
+        last: str | None = None, slot: Slot | None = None,
+    ) -> str:  # fmt: skip
+        # Returns why the connection ends. ``last`` names why its first answer closes it;
+        # ``slot`` is lent while the connection waits for its client.
+        admission = self.admission
         head: Head | None = first
         while True:
             reason: str | None = None
             with self._bounded(deadline) as scope:
                 if head is None:
-                    head = await conn.receive_head()
+                    with _lent(admission, slot, scope, peer):
+                        head = await conn.receive_head()
                 reason = await self._cycle(conn, head, peer, last)
             if scope.cancelled_caught:
+                if slot is not None and slot.reclaimed:
+                    return "reclaimed"
                 return "shutting_down" if not self._admitting() else "request_timeout"
             if reason is not None:
                 return reason
@@ -153,9 +165,14 @@ class PlainHttp:
                 return "shutting_down"
             config = self.config
             # No checkpoint since the check: a close() from now on cancels this scope.
-            with self._bounded(trio.current_time() + config.keepalive_timeout) as idle:
+            with (
+                self._bounded(trio.current_time() + config.keepalive_timeout) as idle,
+                _lent(admission, slot, idle, peer),
+            ):
                 more = await conn.wait_request()
             if idle.cancelled_caught:
+                if slot is not None and slot.reclaimed:
+                    return "reclaimed"
                 return "idle_timeout" if self._admitting() else "shutting_down"
             if not more:
                 return "client_closed"
@@ -215,3 +232,10 @@ class PlainHttp:
         self.answered += 1
         if conn.requests > 1:
             self.reused += 1
+
+
+def _lent(
+    admission: Admission, slot: Slot | None, scope: trio.CancelScope, peer: str
+) -> AbstractContextManager[None]:
+    # A connection without a slot (answered once) has nothing to lend.
+    return nullcontext() if slot is None else admission.lend(slot, scope, peer)

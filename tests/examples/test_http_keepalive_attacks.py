@@ -1,0 +1,125 @@
+"""Hostile clients against the front door's plain HTTP keep-alive (design §7.1, §7.3).
+
+Request smuggling (a body framed two ways, a body that ends at once), h11's refusals
+with their proper status lines, and kept connections that wait for their client: they
+never keep a websocket client out. A real front door on port 0 and raw TCP clients on
+the real clock with short timeouts, as in ``test_http_keepalive``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+from frontdoor_support import TIMEOUT, assert_no_children, open_client
+from test_frontdoor import rejected_handshake
+from test_http_keepalive import RawClient, connect, request
+from test_routes import TOKEN, config, serving
+from test_ws_http import PAGE
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from examples.web.frontdoor import FrontDoor
+
+
+@pytest.fixture(autouse=True)
+def _no_child_left() -> Iterator[None]:
+    yield
+    assert_no_children()
+
+
+# -- smuggling -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [
+        # Both framings: RFC 9112 §6.3 wants the connection closed after the answer, so
+        # that a proxy reading the other framing cannot be fed a request of its own.
+        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+        # A chunked body that ends at once is still a body announced.
+        "Transfer-Encoding: chunked\r\n",
+    ],
+)
+async def test_a_chunked_request_closes_its_connection_even_with_an_empty_body(framing: str):
+    async with serving(config()) as front:
+        client = await connect(front)
+        async with client.stream:
+            smuggled = f"GET /img/a.png HTTP/1.1\r\nHost: 127.0.0.1:{front.port}\r\n\r\n"
+            await client.send(request(front, "/", extra=framing) + b"0\r\n\r\n" + smuggled.encode())
+            status, headers, body = await client.answer()
+            assert (status, headers["connection"], body) == ("HTTP/1.1 200 OK", "close", PAGE.body)
+            assert await client.closed()  # the request after the body is never read
+        stats = front.statistics()
+        assert (stats.http_requests, stats.refusals) == (1, {})
+
+
+async def test_an_unsupported_transfer_coding_is_501_not_implemented():
+    async with serving(config()) as front:
+        client = await connect(front)
+        async with client.stream:
+            await client.send(request(front, "/", extra="Transfer-Encoding: gzip, chunked\r\n"))
+            status, headers, body = await client.answer()
+            assert (status, headers["connection"]) == ("HTTP/1.1 501 Not Implemented", "close")
+            assert body.startswith(b"501 Not Implemented: ")
+            assert await client.closed()
+
+
+async def test_a_conflicting_content_length_is_400_and_nothing_after_it_is_read():
+    async with serving(config()) as front:
+        client = await connect(front)
+        async with client.stream:
+            await client.send(
+                request(front, "/", extra="Content-Length: 0\r\nContent-Length: 44\r\n")
+                + request(front, "/img/a.png")
+            )
+            status, headers, _ = await client.answer()
+            assert (status, headers["connection"]) == ("HTTP/1.1 400 Bad Request", "close")
+            assert await client.closed()
+        assert front.statistics().refusals == {}
+
+
+# -- kept connections never keep a websocket client out ---------------------------------
+
+
+async def kept(front: FrontDoor, target: str = "/") -> RawClient:
+    """A connection kept alive after one public request (no token)."""
+    client = await connect(front)
+    await client.send(request(front, target))
+    status, headers, _ = await client.answer()
+    assert (status, "connection" in headers) == ("HTTP/1.1 200 OK", False)
+    return client
+
+
+async def wait_http_connections(front: FrontDoor, count: int) -> None:
+    with trio.fail_after(TIMEOUT):
+        while front.statistics().http_connections != count:  # noqa: ASYNC110 - server state
+            await trio.sleep(0.01)
+
+
+@pytest.mark.parametrize("limit", ["max_per_address", "max_connections"])
+async def test_a_websocket_takes_the_slot_of_the_longest_waiting_kept_connection(limit: str):
+    # Without the token, a client may still fetch the public page and keep its
+    # connection: idle, or dribbling its next request, it must not hold a slot a
+    # websocket client with the token needs.
+    async with serving(config(keepalive_timeout=30.0, **{limit: 2})) as front:
+        first = await kept(front)
+        second = await kept(front)
+        async with first.stream, second.stream:
+            await second.send(b"GET / HT")  # a later request begun, never finished
+            await wait_http_connections(front, 2)
+            async with open_client(front.port, f"/?token={TOKEN}") as ws:  # type: ignore[arg-type]
+                assert (await ws.request("boot_report"))["type"] == "boot_report_reply"
+                assert await first.closed()  # the longest waiting: closed without a word
+                async with open_client(front.port, f"/?token={TOKEN}") as other:  # type: ignore[arg-type]
+                    assert (await other.request("boot_report"))["type"] == "boot_report_reply"
+                    assert await second.closed()  # its half request is never answered
+                    stats = front.statistics()
+                    assert (stats.http_connections, stats.http_reclaimed) == (0, 2)
+                    assert stats.refusals == {}
+                    # Every slot is a websocket's now: nothing to take, refused as before.
+                    with trio.fail_after(TIMEOUT):
+                        rejected = await rejected_handshake(front, f"/?token={TOKEN}")
+                    assert rejected.status_code == (429 if limit == "max_per_address" else 503)
