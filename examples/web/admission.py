@@ -9,16 +9,17 @@ out, or when the connection it opened ends. A plain HTTP connection takes a slot
 long as it is kept alive, if one is free (:meth:`Admission.has_room`); without one it is
 answered once and closed, never refused (:mod:`examples.web.plainhttp`).
 
-A kept plain HTTP connection only lends its slot while it waits for its client (idle
-between requests, or reading a later request's head; :meth:`Admission.lend`): a
-websocket handshake that finds no slot free takes the slot of the one that has waited
-longest (of its own address, when the address's limit is the one reached), and that
-connection is closed without a word, as an idle one is at its ``keepalive_timeout``.
-So a client without the token, which may fetch the public pages, never keeps a client
-with the token out; a connection being answered keeps its slot. Each such decision is
-one ``INFO`` record (``event=http_slot_reclaimed``, with the ``peer`` and ``address`` of
-the connection closed). A refused request is counted by reason and logged once
-(``event=request_refused``).
+A plain HTTP connection lends its slot whenever it waits for its client (idle between
+requests, reading a request head, writing an answer or lingering after the last one;
+:meth:`Admission.lend`): a websocket handshake that finds no slot free takes the slot
+of the one that has waited longest (of its own address, when the address's limit is
+the one reached), and that connection is closed without a word, as an idle one is at
+its ``keepalive_timeout``. So a client without the token, which may fetch the public
+pages, never keeps a client with the token out, however it reads or writes; only a
+route at work keeps its slot (for ``handshake_timeout`` seconds at most). Each such
+decision is one ``INFO`` record (``event=http_slot_reclaimed``, with the ``peer`` and
+``address`` of the connection closed). A refused request is counted by reason and
+logged once (``event=request_refused``).
 """
 
 from __future__ import annotations

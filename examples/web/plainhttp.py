@@ -29,9 +29,10 @@ holds one of the front door's admission slots while it is kept alive
 (:mod:`examples.web.admission`), so ``max_connections`` and ``max_per_address`` bound
 these too; when no slot is free, or the server is shutting down, its first request is
 answered with ``Connection: close``, as a one-shot request, and never refused. While it
-waits for its client (idle, or reading a later request's head) it only lends its slot:
-a websocket handshake that finds none free takes it, and the connection is closed
-without a word (reason ``reclaimed``). Each
+waits for its client (idle, reading a later request's head, writing an answer the
+client does not take, lingering) it only lends its slot: a websocket handshake that
+finds none free takes it, and the connection is closed without a word (reason
+``reclaimed``). Each
 connection's end is one ``DEBUG`` record of ``examples.frontdoor`` with
 ``event=http_connection_closed``, its ``peer``, ``requests`` and ``reason``
 (``client_closed``, ``client_asked``, ``idle_timeout``, ``request_timeout``,
@@ -41,6 +42,7 @@ connection's end is one ``DEBUG`` record of ``examples.frontdoor`` with
 
 from __future__ import annotations
 
+import functools
 import logging
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
@@ -144,16 +146,17 @@ class PlainHttp:
         last: str | None = None, slot: Slot | None = None,
     ) -> str:  # fmt: skip
         # Returns why the connection ends. ``last`` names why its first answer closes it;
-        # ``slot`` is lent while the connection waits for its client.
+        # ``slot`` is lent whenever the connection waits for its client.
         admission = self.admission
         head: Head | None = first
         while True:
             reason: str | None = None
             with self._bounded(deadline) as scope:
+                waiting = functools.partial(_lent, admission, slot, scope, peer)
                 if head is None:
-                    with _lent(admission, slot, scope, peer):
+                    with waiting():
                         head = await conn.receive_head()
-                reason = await self._cycle(conn, head, peer, last)
+                reason = await self._cycle(conn, head, peer, last, waiting)
             if scope.cancelled_caught:
                 if slot is not None and slot.reclaimed:
                     return "reclaimed"
@@ -179,15 +182,27 @@ class PlainHttp:
             deadline = trio.current_time() + config.handshake_timeout
 
     async def _cycle(
-        self, conn: HttpConnection, head: Head, peer: str, last: str | None
-    ) -> str | None:
+        self, conn: HttpConnection, head: Head, peer: str, last: str | None,
+        waiting: Callable[[], AbstractContextManager[None]],
+    ) -> str | None:  # fmt: skip
         # One request and its answer. Returns why the connection ends, or None: it goes on.
+        # Writing and lingering wait for the client (``waiting``): a client that does not
+        # take its answers lends its slot as an idle one does; a route's work does not.
+
+        async def send(answer: Answer, *, close: bool) -> None:
+            with waiting():
+                await conn.send(answer, close=close)
+
+        async def drain() -> None:
+            with waiting():
+                await linger(conn.stream)
+
         if head.request is None:
             if head.error is None:
                 return "client_closed"
-            await conn.send(error_answer(*head.error), close=True)
+            await send(error_answer(*head.error), close=True)
             self._count(conn)
-            await linger(conn.stream)
+            await drain()
             return "bad_request"
         close = last
         if close is None:
@@ -209,23 +224,20 @@ class PlainHttp:
             refusal = guard.check_token(target, headers)
         if refusal is not None:
             self.admission.refused(refusal, peer, "http", headers)
-            await conn.send(plain_answer(refusal.status, refusal.text), close=True)
+            await send(plain_answer(refusal.status, refusal.text), close=True)
             close = "refused"
         elif route is not None:
-
-            async def send(answer: Answer) -> None:
-                await conn.send(answer, close=close is not None)
-
-            await self.router.answer(send, route, request, peer)
+            answer_route = functools.partial(send, close=close is not None)
+            await self.router.answer(answer_route, route, request, peer)
         else:
             answer = page_answer(request, self.pages)
             if answer.status == 405:
                 close = "method"  # a body of an unknown method is never read
-            await conn.send(answer, close=close is not None)
+            await send(answer, close=close is not None)
         self._count(conn)
         if close is None and conn.next_cycle():
             return None
-        await linger(conn.stream)
+        await drain()
         return close or "client_asked"
 
     def _count(self, conn: HttpConnection) -> None:

@@ -8,6 +8,7 @@ the real clock with short timeouts, as in ``test_http_keepalive``.
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING
 
 import pytest
@@ -123,3 +124,27 @@ async def test_a_websocket_takes_the_slot_of_the_longest_waiting_kept_connection
                     with trio.fail_after(TIMEOUT):
                         rejected = await rejected_handshake(front, f"/?token={TOKEN}")
                     assert rejected.status_code == (429 if limit == "max_per_address" else 503)
+
+
+async def test_a_client_that_takes_no_answers_lends_its_slot_too():
+    # It pipelines the requests a connection may carry and reads nothing: the answers
+    # fill both socket buffers and the server waits to write. Its deadline is long here;
+    # a websocket client still gets in.
+    settings = config(
+        max_per_address=1, handshake_timeout=30.0, keepalive_timeout=30.0,
+        socket_send_buffer=4096,
+    )  # fmt: skip
+    async with serving(settings) as front:
+        sock = trio.socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        with trio.fail_after(TIMEOUT):
+            await sock.connect(("127.0.0.1", front.port))
+        async with trio.SocketStream(sock) as hoarder:
+            with trio.fail_after(TIMEOUT):
+                await hoarder.send_all(request(front, "/") * 1000)  # about 50 KiB
+            await wait_http_connections(front, 1)
+            async with open_client(front.port, f"/?token={TOKEN}") as ws:  # type: ignore[arg-type]
+                assert (await ws.request("boot_report"))["type"] == "boot_report_reply"
+            stats = front.statistics()
+            assert (stats.http_reclaimed, stats.refusals) == (1, {})
+            assert stats.http_requests < 1000  # it was cut while answers were waiting
