@@ -8,16 +8,19 @@ the real clock with short timeouts, as in ``test_http_keepalive``.
 
 from __future__ import annotations
 
+import functools
 import socket
 from typing import TYPE_CHECKING
 
 import pytest
 import trio
 from frontdoor_support import TIMEOUT, assert_no_children, open_client
-from test_frontdoor import rejected_handshake
+from test_frontdoor import client, rejected_handshake
+from test_frontdoor import serving as frontdoor_serving
 from test_http_keepalive import RawClient, connect, request
 from test_routes import TOKEN, config, serving
-from test_ws_http import PAGE
+from test_ws_http import PAGE, PAGES
+from trio_websocket import ConnectionClosed
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -148,3 +151,28 @@ async def test_a_client_that_takes_no_answers_lends_its_slot_too():
             stats = front.statistics()
             assert (stats.http_reclaimed, stats.refusals) == (1, {})
             assert stats.http_requests < 1000  # it was cut while answers were waiting
+
+
+# -- shutdown ---------------------------------------------------------------------------
+
+
+async def test_a_request_during_the_shutdown_grace_is_answered_and_its_connection_closed():
+    async with frontdoor_serving(pages=PAGES) as front, client(front) as ws:
+        browser = await kept(front)
+        async with browser.stream:
+            run = await ws.request("submit", operation="slow", arguments={"seconds": 1.0})
+            assert run["admitted"]
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(functools.partial(front.shutdown, grace=5.0))
+                with trio.fail_after(TIMEOUT):
+                    while front.admitting:  # noqa: ASYNC110 - server state
+                        await trio.sleep(0.01)
+                # The run keeps the grace going: the kept connection is still served.
+                await browser.send(request(front, "/"))
+                status, headers, body = await browser.answer()
+                assert (status, headers["connection"], body) == (
+                    "HTTP/1.1 200 OK", "close", PAGE.body,
+                )  # fmt: skip
+                assert await browser.closed()
+                with pytest.raises(ConnectionClosed):
+                    await ws.read_until_closed()
