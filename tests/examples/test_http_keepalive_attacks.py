@@ -85,6 +85,37 @@ async def test_a_conflicting_content_length_is_400_and_nothing_after_it_is_read(
         assert front.statistics().refusals == {}
 
 
+# -- a pipelined request is checked on its own -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("second", "status"),
+    [
+        ("GET / HTTP/1.1\r\nHost: rebound.example:{port}\r\n\r\n", "403 Forbidden"),
+        ("GET /img/a.png HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n", "403 Forbidden"),
+        ("GET /img/a.png HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+         "Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n", "400 Bad Request"),
+    ],
+)  # fmt: skip
+async def test_a_request_in_the_same_packet_as_a_good_one_is_checked_on_its_own(
+    second: str, status: str
+):
+    # The first carries the token (as a header) and a good Host; nothing of it
+    # carries over to the second, which arrives with it.
+    async with serving(config()) as front:
+        client = await connect(front)
+        async with client.stream:
+            first = request(front, "/img/a.png", extra=f"Authorization: Bearer {TOKEN}\r\n")
+            third = request(front, "/img/a.png", extra=f"Authorization: Bearer {TOKEN}\r\n")
+            await client.send(first + second.format(port=front.port).encode() + third)
+            assert (await client.answer())[0] == "HTTP/1.1 200 OK"
+            got, headers, body = await client.answer()
+            assert (got, headers["connection"]) == (f"HTTP/1.1 {status}", "close")
+            assert body.startswith(status.encode())
+            assert await client.closed()  # the third is never answered
+        assert front.statistics().route_answers == {"200": 1}
+
+
 # -- kept connections never keep a websocket client out ---------------------------------
 
 
