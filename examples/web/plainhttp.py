@@ -15,11 +15,10 @@ ends it:
   without an answer: a client that writes or reads slowly pins nothing longer);
 * the answer is the ``keepalive_requests``-th of the connection, the server is shutting
   down, the request has a body (never read; any ``Transfer-Encoding`` counts, even an
-  empty chunked body: RFC 9112 §6.3), or the answer is a refusal (a foreign
-  ``Host``, a protected route without the token: 403), a 405, a bad head (400, 431,
-  501) or
-  a websocket upgrade after a plain request (400: a websocket opens its own
-  connection, as browsers do). Then the answer says ``Connection: close``, and the
+  empty chunked body: RFC 9112 §6.3), or the answer is a refusal (a foreign ``Host``,
+  a protected route without the token: 403), a 405, a bad head (400, 431, 501) or a
+  websocket upgrade after a plain request (400: a websocket opens its own connection,
+  as browsers do). Then the answer says ``Connection: close``, and the
   server half-closes and drains what the client still sends (:func:`~examples.web.http.
   linger`) within the same deadline.
 
@@ -29,10 +28,9 @@ holds one of the front door's admission slots while it is kept alive
 (:mod:`examples.web.admission`), so ``max_connections`` and ``max_per_address`` bound
 these too; when no slot is free, or the server is shutting down, its first request is
 answered with ``Connection: close``, as a one-shot request, and never refused. While it
-waits for its client (idle, reading a later request's head, writing an answer the
-client does not take, lingering) it only lends its slot: a websocket handshake that
-finds none free takes it, and the connection is closed without a word (reason
-``reclaimed``). Each
+waits for its client (idle, reading a request head, writing an answer the client does
+not take, lingering) it only lends its slot: a websocket handshake that finds none free
+takes it, and the connection is closed without a word (reason ``reclaimed``). Each
 connection's end is one ``DEBUG`` record of ``examples.frontdoor`` with
 ``event=http_connection_closed``, its ``peer``, ``requests`` and ``reason``
 (``client_closed``, ``client_asked``, ``idle_timeout``, ``request_timeout``,
