@@ -1,9 +1,11 @@
 """Hostile clients against the front door's plain HTTP keep-alive (design §7.1, §7.3).
 
 Request smuggling (a body framed two ways, a body that ends at once), h11's refusals
-with their proper status lines, and kept connections that wait for their client: they
-never keep a websocket client out. A real front door on port 0 and raw TCP clients on
-the real clock with short timeouts, as in ``test_http_keepalive``.
+with their proper status lines, pipelined requests checked on their own, kept
+connections that wait for their client (idle, dribbling, not reading: they never keep a
+websocket client out), half-closed clients and a request during the shutdown grace. A
+real front door on port 0 and raw TCP clients on the real clock with short timeouts, as
+in ``test_http_keepalive``.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import trio
 from frontdoor_support import TIMEOUT, assert_no_children, open_client
 from test_frontdoor import client, rejected_handshake
 from test_frontdoor import serving as frontdoor_serving
-from test_http_keepalive import RawClient, connect, request
-from test_routes import TOKEN, config, serving
+from test_http_keepalive import IMAGE_URL, RawClient, connect, request
+from test_routes import IMAGE, TOKEN, config, serving
 from test_ws_http import PAGE, PAGES
 from trio_websocket import ConnectionClosed
 
@@ -182,6 +184,35 @@ async def test_a_client_that_takes_no_answers_lends_its_slot_too():
             stats = front.statistics()
             assert (stats.http_reclaimed, stats.refusals) == (1, {})
             assert stats.http_requests < 1000  # it was cut while answers were waiting
+
+
+# -- half-closed clients ------------------------------------------------------------------
+
+
+async def test_a_client_that_half_closes_after_its_requests_gets_every_answer():
+    async with serving(config()) as front:
+        client = await connect(front)
+        async with client.stream:
+            await client.send(request(front, "/") + request(front, IMAGE_URL))
+            await client.stream.send_eof()
+            assert (await client.answer())[::2] == ("HTTP/1.1 200 OK", PAGE.body)
+            status, headers, body = await client.answer()
+            assert (status, "connection" in headers, body) == ("HTTP/1.1 200 OK", False, IMAGE)
+            assert await client.closed()
+        assert front.statistics().http_requests == 2
+
+
+async def test_a_client_that_half_closes_inside_a_head_gets_a_400():
+    async with serving(config()) as front:
+        client = await connect(front)
+        async with client.stream:
+            await client.send(request(front, "/") + b"GET /img/a.png HT")
+            await client.stream.send_eof()
+            assert (await client.answer())[0] == "HTTP/1.1 200 OK"
+            status, headers, body = await client.answer()
+            assert (status, headers["connection"]) == ("HTTP/1.1 400 Bad Request", "close")
+            assert body.startswith(b"400 Bad Request: ")
+            assert await client.closed()
 
 
 # -- shutdown ---------------------------------------------------------------------------
