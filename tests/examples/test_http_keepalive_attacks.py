@@ -97,6 +97,11 @@ async def test_a_conflicting_content_length_is_400_and_nothing_after_it_is_read(
         ("GET /img/a.png HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n", "403 Forbidden"),
         ("GET /img/a.png HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
          "Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n", "400 Bad Request"),
+        # An obsolete line folding h11 joins: the Host is then not the server's.
+        ("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n rebound.example\r\n\r\n",
+         "403 Forbidden"),
+        ("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n" + "X: y\r\n" * 3000 + "\r\n",
+         "431 Request Header Fields Too Large"),
     ],
 )  # fmt: skip
 async def test_a_request_in_the_same_packet_as_a_good_one_is_checked_on_its_own(
