@@ -155,9 +155,11 @@ class PlainHttp:
                     with waiting():
                         head = await conn.receive_head()
                 reason = await self._cycle(conn, head, peer, last, waiting)
+            # Taken as the wait ended, the cancel may have met no checkpoint: the slot is
+            # gone all the same, and the connection with it.
+            if slot is not None and slot.reclaimed:
+                return "reclaimed"
             if scope.cancelled_caught:
-                if slot is not None and slot.reclaimed:
-                    return "reclaimed"
                 return "shutting_down" if not self._admitting() else "request_timeout"
             if reason is not None:
                 return reason
@@ -171,9 +173,9 @@ class PlainHttp:
                 _lent(admission, slot, idle, peer),
             ):
                 more = await conn.wait_request()
+            if slot is not None and slot.reclaimed:
+                return "reclaimed"
             if idle.cancelled_caught:
-                if slot is not None and slot.reclaimed:
-                    return "reclaimed"
                 return "idle_timeout" if self._admitting() else "shutting_down"
             if not more:
                 return "client_closed"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
+import trio.testing
 from frontdoor_support import TIMEOUT, assert_no_children, open_client
 from test_frontdoor import client, rejected_handshake
 from test_frontdoor import serving as frontdoor_serving
@@ -24,10 +25,11 @@ from test_routes import IMAGE, TOKEN, config, serving
 from test_ws_http import PAGE, PAGES
 from trio_websocket import ConnectionClosed
 
+from examples.web.frontdoor import FrontDoor, FrontDoorConfig
+from examples.web.httpconn import HttpConnection
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-    from examples.web.frontdoor import FrontDoor
 
 
 @pytest.fixture(autouse=True)
@@ -243,3 +245,39 @@ async def test_a_request_during_the_shutdown_grace_is_answered_and_its_connectio
                 assert await browser.closed()
                 with pytest.raises(ConnectionClosed):
                     await ws.read_until_closed()
+
+
+class _ReclaimedAsDataCame(HttpConnection):
+    """A connection whose slot a handshake takes right as its next request arrives."""
+
+    def __init__(self, stream: trio.abc.HalfCloseableStream, front: FrontDoor) -> None:
+        super().__init__(stream, max_head=4096)
+        self.front = front
+
+    async def wait_request(self) -> bool:
+        more = await super().wait_request()
+        # No checkpoint after this: the cancel of the idle wait is never delivered.
+        assert self.front._admission.refusal("/", {}, "127.0.0.1", admitting=True) is None
+        return more
+
+
+async def test_a_slot_taken_as_the_next_request_arrives_ends_the_connection():
+    settings = FrontDoorConfig(allowed_hosts={"*"}, max_per_address=1)
+    front = FrontDoor(None, settings, pages=PAGES)  # type: ignore[arg-type]  # no websocket
+    client, server = trio.testing.memory_stream_pair()
+    conn = _ReclaimedAsDataCame(server, front)
+    get = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    async with trio.open_nursery() as nursery:
+        await client.send_all(get)
+        head = await conn.receive_head()
+        deadline = trio.current_time() + TIMEOUT
+        nursery.start_soon(front._plain.serve, conn, head, "127.0.0.1:40000", deadline)
+        answer = b""
+        with trio.fail_after(TIMEOUT):
+            while not answer.endswith(PAGE.body):
+                answer += await client.receive_some(65536)
+            await client.send_all(get)  # the next request: never answered
+    assert answer.count(b"HTTP/1.1 200 OK") == 1
+    stats = front.statistics()
+    assert (stats.http_requests, stats.http_connections, stats.http_reclaimed) == (1, 0, 1)
+    await client.aclose()
