@@ -173,6 +173,9 @@ class FrontDoorStatistics:
     """Plain HTTP connections open now that hold an admission slot (kept alive)."""
     http_reused: int = 0
     """Plain HTTP requests answered on a connection that had answered one before."""
+    http_reclaimed: int = 0
+    """Kept plain HTTP connections closed while waiting for their client, because a
+    websocket handshake needed their slot (design §7.3)."""
     refusals: Mapping[str, int] = attrs.field(factory=dict)
     """Refused requests (websocket and plain HTTP) by reason, e.g. ``foreign_origin``,
     ``foreign_host``, ``missing_token``, ``wrong_token``, ``address_limit``, ``full``,

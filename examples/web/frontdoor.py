@@ -478,6 +478,7 @@ class FrontDoor:
             http_requests=self._plain.answered,
             http_connections=self._plain.open,
             http_reused=self._plain.reused,
+            http_reclaimed=self._admission.reclaimed,
             refusals=dict(self._admission.refusals),
             accept_failures=self._acceptor.failures,
             route_answers=self.router.statistics(),

@@ -22,7 +22,7 @@ a ``Host`` that is not the server's       403 with the reason (the DNS-rebinding
 another method                            405 (``Allow: GET, HEAD``); closes
 a malformed head, or a request target     400 with h11's words (never the client's
 that is not a path (``http://host/...``,  bytes); over ``max_head`` bytes: 431;
-whose authority would escape the Host     closes
+whose authority would escape the Host     an unknown transfer coding: 501; closes
 check)
 a websocket upgrade after a plain         400 (a websocket opens its own connection,
 request on the same connection            as browsers do); closes
@@ -77,6 +77,12 @@ __all__ = [
 _CHUNK: Final = 4096
 #: Most bytes read (and dropped) after an answer, before the connection is closed.
 _LINGER_BYTES: Final = 64 * 1024
+#: Reason phrases of the statuses h11 hints at for a request it cannot read.
+_ERROR_REASONS: Final = {
+    400: "Bad Request",
+    431: "Request Header Fields Too Large",
+    501: "Not Implemented",
+}
 _CSP: Final = (
     "default-src 'none'; script-src 'self' 'unsafe-inline'; "
     "style-src 'self' 'unsafe-inline'; "
@@ -217,12 +223,13 @@ def plain_response(status: int, text: str) -> bytes:
 
 
 def error_answer(status: int, why: str) -> Answer:
-    """The answer to a request that could not be read: 400, or 431 for a head too large.
+    """The answer to a request that could not be read: 400, 431 for a head too large,
+    501 for a transfer coding h11 does not know.
 
     ``why`` is in the server's words (at most 200 characters are sent), never the
     client's bytes.
     """
-    reason = "Request Header Fields Too Large" if status == 431 else "Bad Request"
+    reason = _ERROR_REASONS.get(status, "Bad Request")
     return make_answer(status, reason, f"{status} {reason}: {why[:200]}\n".encode())
 
 

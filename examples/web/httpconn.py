@@ -34,10 +34,12 @@ class Head:
     """Every byte read so far, for a connection's first request only (a websocket
     handshake replays them to trio-websocket); empty for later requests."""
     error: tuple[int, str] | None = None
-    """For a bad head: the HTTP status to answer (400, 431) and why."""
+    """For a bad head: the HTTP status to answer (400, 431, or 501 for a transfer
+    coding h11 does not know) and why."""
     has_body: bool = False
-    """True if the request announces a body (``Content-Length`` above 0, chunked): the
-    front door does not read bodies, so the connection closes after the answer."""
+    """True if the request announces a body (``Content-Length`` above 0, any
+    ``Transfer-Encoding``, even with an empty body): the front door does not read
+    bodies, so the connection closes after the answer."""
 
     @property
     def websocket(self) -> bool:
@@ -131,6 +133,10 @@ class HttpConnection:
         if not request.target.startswith(b"/"):  # absolute-form: its authority is unchecked
             why = "the request target must be a path starting with '/'"
             return self._head(None, error=(400, why))
+        # Any Transfer-Encoding counts as a body, even one that ends at once: with a
+        # Content-Length beside it, RFC 9112 §6.3 wants the connection closed.
+        if any(name == b"transfer-encoding" for name, _ in request.headers):
+            return self._head(request, has_body=True)
         try:  # without a body h11 ends the request at once, needing no more bytes
             has_body = not isinstance(conn.next_event(), h11.EndOfMessage)
         except h11.RemoteProtocolError:  # a broken body: never read, the connection closes

@@ -14,10 +14,11 @@ ends it:
   the accept for the first request and from its first byte for a later one (cut
   without an answer: a client that writes or reads slowly pins nothing longer);
 * the answer is the ``keepalive_requests``-th of the connection, the server is shutting
-  down, the request has a body (never read), or the answer is a refusal (a foreign
-  ``Host``, a protected route without the token: 403), a 405, a bad head (400, 431) or
-  a websocket upgrade after a plain request (400: a websocket opens its own
-  connection, as browsers do). Then the answer says ``Connection: close``, and the
+  down, the request has a body (never read; any ``Transfer-Encoding`` counts, even an
+  empty chunked body: RFC 9112 §6.3), or the answer is a refusal (a foreign ``Host``,
+  a protected route without the token: 403), a 405, a bad head (400, 431, 501) or a
+  websocket upgrade after a plain request (400: a websocket opens its own connection,
+  as browsers do). Then the answer says ``Connection: close``, and the
   server half-closes and drains what the client still sends (:func:`~examples.web.http.
   linger`) within the same deadline.
 
@@ -26,17 +27,22 @@ defence), then the token for a protected route (:mod:`examples.web.guard`). A co
 holds one of the front door's admission slots while it is kept alive
 (:mod:`examples.web.admission`), so ``max_connections`` and ``max_per_address`` bound
 these too; when no slot is free, or the server is shutting down, its first request is
-answered with ``Connection: close``, as a one-shot request, and never refused. Each
+answered with ``Connection: close``, as a one-shot request, and never refused. While it
+waits for its client (idle, reading a request head, writing an answer the client does
+not take, lingering) it only lends its slot: a websocket handshake that finds none free
+takes it, and the connection is closed without a word (reason ``reclaimed``). Each
 connection's end is one ``DEBUG`` record of ``examples.frontdoor`` with
 ``event=http_connection_closed``, its ``peer``, ``requests`` and ``reason``
 (``client_closed``, ``client_asked``, ``idle_timeout``, ``request_timeout``,
 ``max_requests``, ``no_slot``, ``shutting_down``, ``body``, ``refused``,
-``bad_request``, ``method``) as ``extra``.
+``bad_request``, ``method``, ``reclaimed``) as ``extra``.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 import trio
@@ -48,7 +54,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from contextlib import AbstractContextManager
 
-    from .admission import Admission
+    from .admission import Admission, Slot
     from .config import FrontDoorConfig
     from .http import Page
     from .httpconn import Answer, Head, HttpConnection
@@ -119,10 +125,10 @@ class PlainHttp:
         elif not self.admission.has_room(address):
             reason = await self._serve(conn, head, peer, deadline, last="no_slot")
         else:
-            with self.admission.slot(address):  # no checkpoint since has_room()
+            with self.admission.slot(address) as slot:  # no checkpoint since has_room()
                 self.open += 1
                 try:
-                    reason = await self._serve(conn, head, peer, deadline, last=None)
+                    reason = await self._serve(conn, head, peer, deadline, slot=slot)
                 finally:
                     self.open -= 1
         if LOGGER.isEnabledFor(logging.DEBUG):
@@ -134,16 +140,25 @@ class PlainHttp:
             )  # fmt: skip
 
     async def _serve(
-        self, conn: HttpConnection, first: Head, peer: str, deadline: float, *, last: str | None
-    ) -> str:
-        # Returns why the connection ends. ``last`` names why its first answer closes it.
+        self, conn: HttpConnection, first: Head, peer: str, deadline: float, *,
+        last: str | None = None, slot: Slot | None = None,
+    ) -> str:  # fmt: skip
+        # Returns why the connection ends. ``last`` names why its first answer closes it;
+        # ``slot`` is lent whenever the connection waits for its client.
+        admission = self.admission
         head: Head | None = first
         while True:
             reason: str | None = None
             with self._bounded(deadline) as scope:
+                waiting = functools.partial(_lent, admission, slot, scope, peer)
                 if head is None:
-                    head = await conn.receive_head()
-                reason = await self._cycle(conn, head, peer, last)
+                    with waiting():
+                        head = await conn.receive_head()
+                reason = await self._cycle(conn, head, peer, last, waiting)
+            # Taken as the wait ended, the cancel may have met no checkpoint: the slot is
+            # gone all the same, and the connection with it.
+            if slot is not None and slot.reclaimed:
+                return "reclaimed"
             if scope.cancelled_caught:
                 return "shutting_down" if not self._admitting() else "request_timeout"
             if reason is not None:
@@ -153,8 +168,13 @@ class PlainHttp:
                 return "shutting_down"
             config = self.config
             # No checkpoint since the check: a close() from now on cancels this scope.
-            with self._bounded(trio.current_time() + config.keepalive_timeout) as idle:
+            with (
+                self._bounded(trio.current_time() + config.keepalive_timeout) as idle,
+                _lent(admission, slot, idle, peer),
+            ):
                 more = await conn.wait_request()
+            if slot is not None and slot.reclaimed:
+                return "reclaimed"
             if idle.cancelled_caught:
                 return "idle_timeout" if self._admitting() else "shutting_down"
             if not more:
@@ -162,15 +182,27 @@ class PlainHttp:
             deadline = trio.current_time() + config.handshake_timeout
 
     async def _cycle(
-        self, conn: HttpConnection, head: Head, peer: str, last: str | None
-    ) -> str | None:
+        self, conn: HttpConnection, head: Head, peer: str, last: str | None,
+        waiting: Callable[[], AbstractContextManager[None]],
+    ) -> str | None:  # fmt: skip
         # One request and its answer. Returns why the connection ends, or None: it goes on.
+        # Writing and lingering wait for the client (``waiting``): a client that does not
+        # take its answers lends its slot as an idle one does; a route's work does not.
+
+        async def send(answer: Answer, *, close: bool) -> None:
+            with waiting():
+                await conn.send(answer, close=close)
+
+        async def drain() -> None:
+            with waiting():
+                await linger(conn.stream)
+
         if head.request is None:
             if head.error is None:
                 return "client_closed"
-            await conn.send(error_answer(*head.error), close=True)
+            await send(error_answer(*head.error), close=True)
             self._count(conn)
-            await linger(conn.stream)
+            await drain()
             return "bad_request"
         close = last
         if close is None:
@@ -192,26 +224,30 @@ class PlainHttp:
             refusal = guard.check_token(target, headers)
         if refusal is not None:
             self.admission.refused(refusal, peer, "http", headers)
-            await conn.send(plain_answer(refusal.status, refusal.text), close=True)
+            await send(plain_answer(refusal.status, refusal.text), close=True)
             close = "refused"
         elif route is not None:
-
-            async def send(answer: Answer) -> None:
-                await conn.send(answer, close=close is not None)
-
-            await self.router.answer(send, route, request, peer)
+            answer_route = functools.partial(send, close=close is not None)
+            await self.router.answer(answer_route, route, request, peer)
         else:
             answer = page_answer(request, self.pages)
             if answer.status == 405:
                 close = "method"  # a body of an unknown method is never read
-            await conn.send(answer, close=close is not None)
+            await send(answer, close=close is not None)
         self._count(conn)
         if close is None and conn.next_cycle():
             return None
-        await linger(conn.stream)
+        await drain()
         return close or "client_asked"
 
     def _count(self, conn: HttpConnection) -> None:
         self.answered += 1
         if conn.requests > 1:
             self.reused += 1
+
+
+def _lent(
+    admission: Admission, slot: Slot | None, scope: trio.CancelScope, peer: str
+) -> AbstractContextManager[None]:
+    # A connection without a slot (answered once) has nothing to lend.
+    return nullcontext() if slot is None else admission.lend(slot, scope, peer)

@@ -249,15 +249,18 @@ async def test_kept_connections_hold_admission_slots():
                 status, headers, body = await other.answer()
                 assert (status, headers["connection"], body) == ("HTTP/1.1 200 OK", "close", IMAGE)
                 assert await other.closed()
-            with trio.fail_after(TIMEOUT):
-                rejected = await rejected_handshake(front, f"/?token={TOKEN}")
-            assert rejected.status_code == 429
-            assert front.statistics().refusals == {"address_limit": 1}
-        with trio.fail_after(TIMEOUT):
-            while front.statistics().http_connections:  # noqa: ASYNC110 - server state
-                await trio.sleep(0.01)
-        async with open_client(front.port, f"/?token={TOKEN}") as ws:  # type: ignore[arg-type]
-            assert (await ws.request("boot_report"))["type"] == "boot_report_reply"
+            assert front.statistics().http_connections == 1
+            # The kept connection only lends its slot while it waits: a websocket takes
+            # it (design §7.3), and the kept connection is closed without a word.
+            async with open_client(front.port, f"/?token={TOKEN}") as ws:  # type: ignore[arg-type]
+                assert (await ws.request("boot_report"))["type"] == "boot_report_reply"
+                assert await kept.closed()
+                with trio.fail_after(TIMEOUT):
+                    rejected = await rejected_handshake(front, f"/?token={TOKEN}")
+                assert rejected.status_code == 429  # a websocket's slot is never taken
+        stats = front.statistics()
+        assert (stats.http_connections, stats.http_reclaimed) == (0, 1)
+        assert stats.refusals == {"address_limit": 1}
 
 
 async def test_closing_the_front_door_ends_idle_kept_connections_at_once():
