@@ -132,6 +132,10 @@ def test_the_documentation_examples_type_check_under_mypy_strict(tmp_path: Path)
             "--no-error-summary",
             "--show-error-codes",
             "--no-color-output",
+            # Its own cache (kept between runs): test_tutorial's mypy run may use the
+            # checkout's default one at the same time (pytest -n).
+            "--cache-dir",
+            str(ROOT / ".mypy_cache" / "doc-examples"),
             *sorted(str(blocks / name) for name in where),
         ],
         cwd=ROOT,

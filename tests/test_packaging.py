@@ -9,6 +9,7 @@ and are installed as ``trio_actors_examples``, so no top-level package named
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,8 +65,27 @@ def _bare_venv(where: Path) -> Path:
     return venv
 
 
+#: What a build never reads: its own outputs, caches and environments.
+_NOT_SOURCE = shutil.ignore_patterns(
+    ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", "_build"
+)
+
+
 @pytest.fixture(scope="module")
-def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of this checkout's sources, for pip to build from.
+
+    Never the checkout itself: a build writes ``build/`` there, and an editable install
+    rebuilds ``build/__editable__...``, the link tree the test environment (and a
+    concurrent test's subprocess) imports the examples through.
+    """
+    copy = tmp_path_factory.mktemp("checkout") / "trio-actors"
+    shutil.copytree(ROOT, copy, ignore=_NOT_SOURCE, symlinks=True)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def fresh_venv(tmp_path_factory: pytest.TempPathFactory, checkout: Path) -> Path:
     """A new venv with trio-actors installed from this checkout, not editable.
 
     Its dependencies come from the test's own environment through a ``.pth`` line (a few
@@ -76,7 +96,7 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = _bare_venv(tmp_path_factory.mktemp("venv"))
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-         "-q", "--no-deps", str(ROOT)],
+         "-q", "--no-deps", str(checkout)],
         check=True, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     return venv
@@ -161,7 +181,7 @@ async def wrong(ref: ActorRef[int, int]) -> str:
 """
 
 
-def test_an_editable_install_is_followed_by_mypy(tmp_path: Path) -> None:
+def test_an_editable_install_is_followed_by_mypy(tmp_path: Path, checkout: Path) -> None:
     """The README's ``pip install -e .``, then ``mypy --strict`` on a file elsewhere.
 
     mypy must find ``actors`` (a path entry, not an import hook) with its types
@@ -171,7 +191,7 @@ def test_an_editable_install_is_followed_by_mypy(tmp_path: Path) -> None:
     python = str(venv / "bin" / "python")
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
-         "-e", str(ROOT)],
+         "-e", str(checkout)],
         check=True, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     work = tmp_path / "elsewhere"

@@ -61,6 +61,21 @@ def strays():
             os.kill(pid, signal.SIGKILL)
 
 
+async def _wait_loaded(pid: int) -> None:
+    """Until ``pid`` has loaded its program: ``spawn_setsid`` returns as soon as the exec
+    has begun, and a process still inside it (a busy machine can leave it there a while)
+    has no environment yet, so no tag to be found by."""
+    with trio.fail_after(10):
+        # Another process's state: only polling can see it.
+        while not await trio.to_thread.run_sync(_environ, pid):  # noqa: ASYNC110
+            await trio.sleep(0.01)
+
+
+def _environ(pid: int) -> bytes:
+    with open(f"/proc/{pid}/environ", "rb") as file:
+        return file.read()
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_setsid_grandchild_that_ignores_sigterm_goes_with_its_helper(mode, strays):
     async with open_helper_pool(spec(containment=mode), timeouts=FAST) as pool:
@@ -101,6 +116,7 @@ async def test_a_crashed_helper_leaves_no_orphan(strays):
     async with open_helper_pool(spec(containment="tree"), timeouts=FAST) as pool:
         grandchild = await pool.run_job("spawn_setsid")
         strays.append(grandchild)
+        await _wait_loaded(grandchild)
         with pytest.raises(HelperExitedError) as caught:
             await pool.run_job("crash", 3)
         assert pid_gone(grandchild)  # "exited" means: reaped and its tree is gone
@@ -128,6 +144,7 @@ async def test_what_cannot_be_killed_is_reported_as_escaped_and_quarantines(monk
             grandchild = await pool.run_job("spawn_setsid")
             strays.append(grandchild)
             protected.append(grandchild)
+            await _wait_loaded(grandchild)
             with pytest.raises(HelperExitedError) as caught:
                 await pool.run_job("crash", 3)
             events = []

@@ -602,9 +602,15 @@ async def _big_push_then_close(*, read_during_close: bool, close_timeout: float)
             front.close()  # every client: 1001, with the big message half sent
             if not read_during_close:
                 await trio.sleep(close_timeout + 0.3)  # past it: the message is cut off
+            answered = False
             with trio.fail_after(10):
                 while chunk := await stream.receive_some(65536):
                     received += chunk
+                    if not answered and any(op == 0x8 for op, _ in parse_frames(received)[0]):
+                        # Answer the close as a client does: the server then ends the
+                        # connection at once, not after its close_timeout.
+                        await stream.send_all(client_frame(b"\x03\xe9", opcode=0x8))
+                        answered = True
         finally:
             await stream.aclose()
     return received
