@@ -43,23 +43,29 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
-from trio_websocket import ConnectionClosed, open_websocket_url
+from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
 from protocol import messages
 from protocol.codec import decode_server_message
 
 from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
+from ..web.closing import RESYNC_REQUIRED
 from ..web.fetch import FetchError, HttpClient, open_http_client
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 __all__ = [
     "Collection",
     "DatabaseRefused",
+    "ImageRefused",
     "SavedImage",
     "collect",
     "database_lines",
@@ -73,6 +79,16 @@ MAX_MESSAGE = 4 * 1024 * 1024
 MAX_IMAGE = 16 * 1024 * 1024
 #: The image kinds the preview server draws for each run.
 IMAGE_KINDS = ("thumbnail", "preview")
+#: Images fetched at once, each over its own kept-alive HTTP connection.
+FETCHERS = 4
+#: Reconnects in a row, without a new event or image in between, before giving up.
+RECONNECTS = 5
+#: Seconds (trio clock) before the first reconnect in a row; doubled for each next one,
+#: up to :data:`BACKOFF_CAP`.
+BACKOFF_FIRST = 0.1
+BACKOFF_CAP = 2.0
+
+_log = logging.getLogger(__name__)
 
 
 @attrs.frozen(kw_only=True)
@@ -111,6 +127,12 @@ class Collection:
     """Error answers received."""
     complete: bool = False
     """True when every run was settled (:meth:`missing` was empty)."""
+    resumed: int = 0
+    """The cursor of the newest ``snapshot_reply``: the events before it that the
+    session did not see are lost (its cursor had expired, design §6.15); 0 if none."""
+    decided: set[int] = attrs.field(factory=set)
+    """Database runs whose event-log run ended among those lost events: their finish is
+    unknown, so a thumbnail and a preview of any revision settle them."""
 
     def missing(self) -> list[tuple[int, str]]:
         """What is still expected, as (run, ``thumbnail``/``preview``/``job_finished``).
@@ -124,6 +146,8 @@ class Collection:
         * still being written (``completed`` false) and not ended: a thumbnail and a
           preview of any revision once it has rows (its newest live images: the run
           may be written for hours);
+        * its end was among the events lost to an expired cursor (:attr:`decided`): a
+          thumbnail and a preview of any revision;
         * otherwise its ``job_finished``: only the finish tells which images will come
           (an empty run has images too; a kind that failed has none).
         """
@@ -134,6 +158,8 @@ class Collection:
                 kinds, revision = _published(finish)
             elif not run.completed:
                 kinds, revision = (IMAGE_KINDS if run.rows > 0 else ()), 0
+            elif run_id in self.decided:
+                kinds, revision = IMAGE_KINDS, 0
             else:
                 wanted.append((run_id, "job_finished"))
                 continue
@@ -178,15 +204,17 @@ class Collection:
 
     @property
     def cursor(self) -> int:
-        """The ``seq`` of the newest event seen (0 if none): where to subscribe again."""
-        return self.events[-1].seq if self.events else 0
+        """The ``seq`` of the newest event seen or resumed at (0 if none): where to
+        subscribe again."""
+        return max(self.events[-1].seq if self.events else 0, self.resumed)
 
-    def _note_event(self, event: messages.Event) -> None:
+    def _note_event(self, event: messages.Event) -> int:
+        """Take in ``event``; 1 if it was new, 0 if it was seen already."""
         if event.seq <= self.cursor:
-            return  # already seen (a subscription again after resync_required)
+            return 0  # already seen (a subscription again after resync_required)
         self.events.append(event)
         if event.run_id is None:
-            return
+            return 1
         if event.kind == "job_queued":
             arguments = event.data.get("arguments", {})
             run = arguments.get("run_id")
@@ -197,6 +225,17 @@ class Collection:
             self.finished[self.jobs[event.run_id]] = {
                 **event.data, "kind": event.kind, "job": event.run_id,
             }  # fmt: skip
+        return 1
+
+    def _resume_at(self, snapshot: messages.SnapshotReply) -> None:
+        """Go on from ``snapshot``: the runs not live in it, whose end this session has
+        not seen, ended among the events it lost (design §6.15)."""
+        live = {run.run_id for run in snapshot.runs}
+        for run_id in self.runs:
+            job = self.job(run_id)
+            if job is not None and job not in live and self._finish(run_id) is None:
+                self.decided.add(run_id)
+        self.resumed = max(self.resumed, snapshot.cursor)
 
 
 def _result(finish: dict[str, Any]) -> dict[str, Any]:
@@ -226,6 +265,14 @@ def _published(finish: dict[str, Any]) -> tuple[tuple[str, ...], int]:
 
 class DatabaseRefused(Exception):
     """The server refused ``use_database`` (an unknown or unreadable database)."""
+
+
+class ImageRefused(Exception):
+    """The server answered an image's ``GET`` with a status other than 200 or 404.
+
+    Unlike :class:`~examples.web.fetch.FetchError` (no HTTP answer, or a cut one), the
+    server did answer; the message names the path and the answer's first line.
+    """
 
 
 async def databases(
@@ -274,69 +321,267 @@ async def collect(
 ) -> Collection:
     """Connect to ``url``, save the images into ``out``; see the module docstring.
 
+    Every wait (each connection, each reconnect's delay, each fetch) is bounded by the
+    one deadline ``timeout`` seconds (trio clock) after the call.
+
     Returns:
         What was seen; ``complete`` tells whether every expected image came within
         ``timeout`` seconds (trio clock).
 
     Raises:
         DatabaseRefused: ``db`` was given and the server refused it.
-        HandshakeError: the server refused the connection (e.g. a wrong token).
-        ConnectionClosed: the server closed the connection.
+        HandshakeError: the server refused the first connection (e.g. a wrong token).
+        ConnectionClosed: the server closed the connection other than for falling
+            behind, or dropped the client :data:`RECONNECTS` times in a row without a
+            new event or image in between.
+        FetchError: an image's answer was not HTTP, was cut off, or too large.
+        ImageRefused: an image was answered with a status other than 200 or 404.
     """
     await trio.Path(out).mkdir(parents=True, exist_ok=True)
     seen = Collection()
-    headers = [(b"authorization", f"Bearer {token}".encode())] if token else None
-    ids = (f"c{n}" for n in itertools.count(1))
     with trio.move_on_after(timeout):
-        async with (
-            open_http_client(url, token=token) as http,  # one kept-alive connection
-            open_websocket_url(
-                url, extra_headers=headers, max_message_size=MAX_MESSAGE, connect_timeout=timeout
-            ) as ws,
-        ):
-
-            async def send(kind: str, **fields: Any) -> None:
-                request = {"type": kind, "request_id": next(ids), **fields}
-                await ws.send_message(json.dumps(request, separators=(",", ":")))
-
-            if db is not None:
-                await send("use_database", db=db)  # request c1
-            await send("list_databases")  # answered first: whose runs the session sees
-            await send("subscribe", cursor=0)
-            await send("list_runs")
-            if select is not None:
-                await send("select", run_id=select)
-            listed = False
-            while not (listed and not seen.missing()):
-                message = decode_server_message(await ws.get_message(), max_size=MAX_MESSAGE)
-                if isinstance(message, messages.RunList):
-                    seen.runs = {run.run_id: run for run in message.runs}
-                    listed = True
-                elif isinstance(message, messages.Events):
-                    for event in message.events:
-                        seen._note_event(event)
-                elif isinstance(message, messages.Event):
-                    seen._note_event(message)
-                elif isinstance(message, messages.DatabaseList):
-                    seen.db = message.current
-                elif isinstance(message, messages.ImageReady):
-                    if seen.db is not None and message.db != seen.db:
-                        continue
-                    saved = await _fetch(http, out, message)
-                    if saved is not None:
-                        seen.images[message.run_id, message.kind] = saved
-                elif isinstance(message, messages.ResyncRequired):
-                    # Events or pushes were dropped (design §6.9): the subscription
-                    # ended, and the run list or an image may be gone.
-                    await send("subscribe", cursor=seen.cursor)
-                    await send("list_runs")
-                elif isinstance(message, messages.ErrorReply):
-                    if db is not None and message.request_id == "c1":
-                        raise DatabaseRefused(f"database {db!r}: {message.message}")
-                    seen.errors.append(message)
-                    print(f"error {message.code}: {message.message}", file=sys.stderr)
-            seen.complete = True
+        async with open_http_client(url, token=token, max_connections=FETCHERS) as http:
+            session = _Session(url, out, http, seen, select=select, db=db, token=token,
+                               timeout=timeout)  # fmt: skip
+            await session.run()
     return seen
+
+
+class _Wanted:
+    """Image notices not fetched yet: the newest revision per (run, kind).
+
+    The websocket reader puts (never waits) and the fetchers take, so a reader never
+    stops reading for a fetch; the notices held are at most runs x kinds. A (run, kind)
+    being fetched is not handed out again until that fetch is done, so an older
+    revision never overwrites a newer file.
+    """
+
+    def __init__(self) -> None:
+        self._notices: dict[tuple[int, str], messages.ImageReady] = {}
+        self._busy: set[tuple[int, str]] = set()
+        self._lot = trio.lowlevel.ParkingLot()
+
+    def put(self, notice: messages.ImageReady) -> None:
+        """Hold ``notice`` unless a newer revision of its image is held already."""
+        key = (notice.run_id, notice.kind)
+        held = self._notices.get(key)
+        if held is None or notice.revision > held.revision:
+            self._notices[key] = notice
+            self._lot.unpark()
+
+    async def get(self) -> messages.ImageReady:
+        """The oldest held notice whose image is not being fetched (waits for one).
+
+        Always a checkpoint. Call :meth:`done` with its key once it is fetched.
+        """
+        await trio.lowlevel.checkpoint()
+        while True:
+            for key, notice in self._notices.items():
+                if key not in self._busy:
+                    del self._notices[key]
+                    self._busy.add(key)
+                    return notice
+            await self._lot.park()
+
+    def done(self, key: tuple[int, str]) -> None:
+        """The fetch of ``key`` ended: a newer notice of it may be handed out."""
+        self._busy.discard(key)
+        if key in self._notices:
+            self._lot.unpark()
+
+
+class _Dropped(Exception):
+    """A connection ended in a way the client comes back from (close 4000)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class _Session:
+    """One :func:`collect`: the connections one after another, and the fetchers."""
+
+    def __init__(
+        self,
+        url: str,
+        out: Path,
+        http: HttpClient,
+        seen: Collection,
+        *,
+        select: int | None,
+        db: str | None,
+        token: str | None,
+        timeout: float,
+    ) -> None:
+        self.url, self.out, self.http, self.seen = url, out, http, seen
+        self.select, self.db, self.timeout = select, db, timeout
+        self.headers = [(b"authorization", f"Bearer {token}".encode())] if token else None
+        self.wanted = _Wanted()
+        self.listed = False  # a run list came: until then nothing is known to be missing
+        self.failure: Exception | None = None
+        self.progress = 0  # events and images taken in: a drop after progress is no loop
+        self.scope = trio.CancelScope()
+        self.reading = trio.CancelScope()  # the current connection's reading, or a delay
+
+    async def run(self) -> None:
+        """Collect until every run is settled; the first failure is raised as it is."""
+        with self.scope:
+            async with trio.open_nursery() as nursery:
+                for _ in range(FETCHERS):
+                    nursery.start_soon(self._guarded, self._fetch_images)
+                nursery.start_soon(self._guarded, self._connections)
+        if self.failure is not None:
+            raise self.failure
+
+    async def _guarded(self, fn: Callable[[], Awaitable[None]]) -> None:
+        # A failure ends the session and is raised alone, not in an exception group.
+        try:
+            await fn()
+        except Exception as exc:
+            if self.failure is None:
+                self.failure = exc
+            self.scope.cancel()
+
+    def _check(self) -> None:
+        if self.listed and not self.seen.missing():
+            self.seen.complete = True
+            self.reading.cancel()  # the connection then closes normally (code 1000)
+
+    async def _connections(self) -> None:
+        """Connect, and connect again each time the server drops the client (design
+        §7.4): at most :data:`RECONNECTS` times in a row without progress, waiting
+        :data:`BACKOFF_FIRST` seconds, doubling up to :data:`BACKOFF_CAP`."""
+        attempt = 0
+        first = True
+        while not self.seen.complete:
+            progress = self.progress
+            self.reading = trio.CancelScope()
+            try:
+                await self._connection(first=first)
+                continue  # complete
+            except _Dropped as dropped:
+                why = dropped.why
+                cause: BaseException = dropped.__cause__ or dropped
+            except (HandshakeError, OSError) as exc:
+                if first:
+                    raise
+                why, cause = connection_problem(exc) or str(exc), exc
+            first = False
+            if self.seen.complete:
+                break
+            attempt = 1 if self.progress > progress else attempt + 1
+            if attempt > RECONNECTS:
+                raise cause
+            delay = min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (attempt - 1))
+            print(
+                f"preview_client: {why}; reconnecting in {delay:g} s after event "
+                f"{self.seen.cursor} (attempt {attempt} of {RECONNECTS})",
+                file=sys.stderr,
+            )
+            _log.info(
+                "reconnecting after event %d: %s", self.seen.cursor, why,
+                extra={"event": "client_reconnect", "why": why, "cursor": self.seen.cursor,
+                       "attempt": attempt, "delay": delay},
+            )  # fmt: skip
+            self.reading = trio.CancelScope()
+            with self.reading:
+                await trio.sleep(delay)
+        self.scope.cancel()  # the fetchers too
+
+    async def _connection(self, *, first: bool) -> None:
+        """One websocket connection, read until it ends.
+
+        Raises:
+            _Dropped: the server dropped the client for falling behind (close 4000).
+        """
+        ids = (f"c{n}" for n in itertools.count(1))
+        async with open_websocket_url(
+            self.url, extra_headers=self.headers, max_message_size=MAX_MESSAGE,
+            connect_timeout=self.timeout,
+        ) as ws:  # fmt: skip
+
+            async def send(kind: str, **fields: Any) -> str:
+                request_id = next(ids)
+                request = {"type": kind, "request_id": request_id, **fields}
+                await ws.send_message(json.dumps(request, separators=(",", ":")))
+                return request_id
+
+            if self.db is not None:
+                await send("use_database", db=self.db)  # request c1
+            await send("list_databases")  # answered first: whose runs the session sees
+            subscription = await send("subscribe", cursor=self.seen.cursor)
+            await send("list_runs")  # every image is announced again
+            if self.select is not None:
+                await send("select", run_id=self.select)
+            try:
+                with self.reading:
+                    while True:
+                        message = decode_server_message(
+                            await ws.get_message(), max_size=MAX_MESSAGE
+                        )
+                        subscription = await self._take(message, send, subscription)
+                        self._check()
+            except ConnectionClosed as exc:
+                # trio-websocket 0.12 leaves a client's TCP stream open after a close the
+                # server began (it waits for the server's TCP close, then never closes
+                # its own): close it, or each drop leaks a socket.
+                await trio.aclose_forcefully(ws._stream)
+                reason = exc.reason
+                if reason is not None and reason.code == RESYNC_REQUIRED:
+                    raise _Dropped(connection_problem(exc) or "resync required") from exc
+                raise
+
+    async def _take(
+        self, message: messages.Message, send: Callable[..., Awaitable[str]], subscription: str
+    ) -> str:
+        """Take in one server message; returns the id of the current ``subscribe``."""
+        seen = self.seen
+        if isinstance(message, messages.RunList):
+            seen.runs = {run.run_id: run for run in message.runs}
+            self.listed = True
+        elif isinstance(message, messages.Events | messages.Event):
+            events = message.events if isinstance(message, messages.Events) else (message,)
+            for event in events:
+                self.progress += seen._note_event(event)
+        elif isinstance(message, messages.DatabaseList):
+            seen.db = message.current
+        elif isinstance(message, messages.ImageReady):
+            if seen.db is None or message.db == seen.db:
+                held = seen.images.get((message.run_id, message.kind))
+                if held is None or held.revision < message.revision:
+                    self.wanted.put(message)
+        elif isinstance(message, messages.SnapshotReply):
+            seen._resume_at(message)
+            return await send("subscribe", cursor=message.cursor)
+        elif isinstance(message, messages.ErrorReply):
+            if self.db is not None and message.request_id == "c1":
+                raise DatabaseRefused(f"database {self.db!r}: {message.message}")
+            if message.request_id == subscription and message.code == "cursor_expired":
+                # The log no longer holds the events after the cursor (design §6.15).
+                await send("snapshot")
+                return subscription
+            seen.errors.append(message)
+            print(f"error {message.code}: {message.message}", file=sys.stderr)
+        # resync_required: the server closes the connection next (code 4000), then the
+        # client connects again and resumes after its cursor.
+        return subscription
+
+    async def _fetch_images(self) -> None:
+        """One fetcher: fetch the wanted images one at a time, forever."""
+        while True:
+            notice = await self.wanted.get()
+            key = (notice.run_id, notice.kind)
+            try:
+                held = self.seen.images.get(key)
+                if held is not None and held.revision >= notice.revision:
+                    continue  # came again after a reconnect: saved once
+                saved = await _fetch(self.http, self.out, notice)
+            finally:
+                self.wanted.done(key)
+            if saved is not None:
+                self.seen.images[key] = saved
+                self.progress += 1
+                self._check()
 
 
 async def _fetch(http: HttpClient, out: Path, notice: messages.ImageReady) -> SavedImage | None:
@@ -346,9 +591,7 @@ async def _fetch(http: HttpClient, out: Path, notice: messages.ImageReady) -> Sa
         return None
     if fetched.status != 200:
         first = fetched.body.decode("utf-8", "replace").splitlines()[:1]
-        raise ConnectionError(
-            f"GET {notice.url.split('?')[0]}: {' '.join(first) or fetched.status}"
-        )
+        raise ImageRefused(f"GET {notice.url.split('?')[0]}: {' '.join(first) or fetched.status}")
     path = out / f"run{notice.run_id}-{notice.kind}.png"
     await trio.Path(path).write_bytes(fetched.body)
     return SavedImage(
@@ -419,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(error, trio.TooSlowError):  # --databases got no list in time
             print(f"preview_client: {url}: no answer within {args.timeout:g} s", file=sys.stderr)
             return 1
-        if isinstance(error, FetchError):  # an image could not be fetched
+        if isinstance(error, FetchError | ImageRefused):  # an image could not be fetched
             print(f"preview_client: {url}: {error}", file=sys.stderr)
             return 1
         problem = connection_problem(error)

@@ -42,16 +42,30 @@ class Expect:
     fields: dict[str, Any] = attrs.field(factory=dict)
 
 
-Step = Expect | messages.Message
+@attrs.frozen
+class Close:
+    """A script step: the server closes the connection with this code and reason."""
+
+    code: int
+    reason: str
+
+
+Step = Expect | Close | messages.Message
 
 
 @attrs.define
 class ScriptedServer:
-    """A websocket peer that plays ``script``, then holds the connection open."""
+    """A websocket peer that plays ``script``, then holds the connection open.
+
+    A :class:`Close` step ends a connection; the steps after it are played on the
+    client's next connection.
+    """
 
     script: list[Step]
     played: int = 0
     """Steps done; less than ``len(script)`` if the client closed early."""
+    connections: int = 0
+    """Websocket connections accepted."""
     requests: list[dict[str, Any]] = attrs.field(factory=list)
     fetched: list[str] = attrs.field(factory=list)
     """The image paths the client fetched over HTTP."""
@@ -75,8 +89,13 @@ class ScriptedServer:
 
     async def handle(self, request: WebSocketRequest) -> None:
         ws = await request.accept()
+        self.connections += 1
         try:
-            for step in self.script:
+            for step in self.script[self.played :]:
+                if isinstance(step, Close):
+                    self.played += 1
+                    await ws.aclose(step.code, step.reason)
+                    return
                 if isinstance(step, Expect):
                     message = json.loads(await ws.get_message())
                     self.requests.append(message)
@@ -235,35 +254,86 @@ async def test_runs_that_will_send_nothing_more_are_not_waited_for(
     assert seen.status(2) == "cancelled"
 
 
-async def test_resync_required_subscribes_again_from_the_last_event(
-    nursery: trio.Nursery, tmp_path: Path
+def reopening(cursor: int) -> list[Step]:
+    """The requests of a connection again: the client resumes after ``cursor``."""
+    return [
+        Expect("list_databases"),
+        OPENING[1],
+        Expect("subscribe", {"cursor": cursor}),
+        Expect("list_runs"),
+    ]
+
+
+async def test_a_client_dropped_for_falling_behind_reconnects_after_its_cursor(
+    nursery: trio.Nursery, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The server dropped pushes: the subscription ended and an image may be lost. An
-    # event queued before the notice still arrives after it, and again in the answer.
+    # The server drops the client (resync_required, then close 4000): it connects again,
+    # subscribes after the last event it has, asks list_runs again, and counts an image
+    # announced again at the same revision once (fetched once).
     seen, server = await play(nursery, tmp_path, [
         *OPENING,
         events(queued(1, 101, 1)),
         run_list(summary(1, rows=5, job=101)),
-        messages.ResyncRequired(head=3),
-        queued(2, 102, 2),
-        Expect("subscribe", {"cursor": 1}),
-        Expect("list_runs"),
+        image(1, "thumbnail", 1),
+        messages.ResyncRequired(head=3, cursor=1),
+        Close(4000, "resync required; cursor=1"),
+        *reopening(1),
         events(queued(2, 102, 2), finished(3, 101, "ok", status="ok", revision=1,
                                            published=BOTH)),
         run_list(summary(1, rows=5, job=101), summary(2, rows=5, completed=False, job=102)),
         image(1, "thumbnail", 1), image(1, "preview", 1),
         image(2, "thumbnail", 1), image(2, "preview", 1),
     ])  # fmt: skip
+    assert server.connections == 2
     assert [event.seq for event in seen.events] == [1, 2, 3]
     assert seen.jobs == {101: 1, 102: 2}
     assert statuses(seen)[1] == "ok"
+    assert sorted(server.fetched) == sorted(
+        f"/db/t-1/runs/{run}/{kind}.png" for run in (1, 2) for kind in ("thumbnail", "preview")
+    )
     assert [r["type"] for r in server.requests] == [
-        "list_databases",
-        "subscribe",
-        "list_runs",
-        "subscribe",
-        "list_runs",
-    ]
+        "list_databases", "subscribe", "list_runs",
+        "list_databases", "subscribe", "list_runs",
+    ]  # fmt: skip
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1
+    assert "resync required; cursor=1" in lines[0]
+    assert "reconnecting" in lines[0]
+    assert "after event 1" in lines[0]
+
+
+async def test_a_cursor_expired_after_a_drop_resumes_from_a_snapshot(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    # The log no longer holds the events after the cursor (design §6.15): the client
+    # takes a snapshot and subscribes after its cursor. Run 1's finish was among the
+    # lost events (its event-log run is not live in the snapshot): any revision of each
+    # image settles it. Run 2 is still drawing and its finish comes.
+    expired = messages.ErrorReply(
+        request_id="c2", code="cursor_expired", message="below the window",
+        retryable=False, details={"resync": "snapshot", "floor": 5},
+    )  # fmt: skip
+    live = messages.StatusReply(request_id=None, run_id=102, state="running")
+    seen, server = await play(nursery, tmp_path, [
+        *OPENING,
+        events(queued(1, 101, 1), queued(2, 102, 2)),
+        run_list(summary(1, rows=5, job=101), summary(2, rows=5, job=102)),
+        Close(4000, "resync required; cursor=2"),
+        *reopening(2),
+        expired,
+        Expect("snapshot"),
+        messages.SnapshotReply(request_id="c4", cursor=9, revision=1, runs=(live,)),
+        Expect("subscribe", {"cursor": 9}),
+        events(finished(10, 102, "ok", status="ok", revision=2, published=BOTH)),
+        run_list(summary(1, rows=5, job=101, status="ok"), summary(2, rows=5, job=102)),
+        image(1, "thumbnail", 3), image(1, "preview", 3),
+        image(2, "thumbnail", 2), image(2, "preview", 2),
+    ])  # fmt: skip
+    assert (seen.decided, seen.resumed, seen.cursor) == ({1}, 9, 10)
+    assert [event.seq for event in seen.events] == [1, 2, 10]
+    assert statuses(seen) == {1: "ok", 2: "ok"}
+    assert seen.errors == []
+    assert [r["type"] for r in server.requests][-2:] == ["snapshot", "subscribe"]
 
 
 @pytest.mark.parametrize(
