@@ -12,8 +12,10 @@ reaches.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import urllib.parse
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -27,7 +29,7 @@ from protocol import messages
 from protocol.codec import encode_message
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from types import ModuleType
 
 #: Seconds (trio clock) a client may take; only a failing test waits this long.
 TIMEOUT = 10.0
@@ -380,3 +382,37 @@ async def test_runs_and_images_of_another_database_are_skipped(
     assert seen.jobs == {101: 1}
     assert saved(tmp_path)["run1-preview.png"] == b"1-preview-r1"
     assert server.fetched == ["/db/t-1/runs/1/thumbnail.png", "/db/t-1/runs/1/preview.png"]
+
+
+def load_benchmark() -> ModuleType:
+    """``benchmarks/preview.py`` as a module (the benchmarks are scripts, not a package)."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "preview.py"
+    spec = importlib.util.spec_from_file_location("preview_benchmark", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_the_benchmark_client_reconnects_when_dropped(nursery: trio.Nursery) -> None:
+    # A loaded machine may not read for push_timeout: the benchmark's client connects
+    # again, asks list_runs again, and its times still count from the first connection.
+    server = ScriptedServer([
+        Expect("list_runs"),
+        image(1, "thumbnail", 1),
+        messages.ResyncRequired(head=0, cursor=0),
+        Close(4000, "resync required; cursor=0"),
+        Expect("list_runs"),
+        image(1, "thumbnail", 1), image(1, "preview", 1),
+    ])  # fmt: skip
+    listeners = await nursery.start(
+        functools.partial(
+            trio.serve_tcp, server.serve, 0, host="127.0.0.1", handler_nursery=nursery
+        )
+    )
+    port = listeners[0].socket.getsockname()[1]
+    figures = await load_benchmark().collect(f"ws://127.0.0.1:{port}", 1, TIMEOUT)
+    assert (server.connections, figures["reconnects"]) == (2, 1)
+    assert figures["found"] == {"thumbnail": {1}, "preview": {1}}
+    assert 0 <= figures["first_thumbnail"] <= figures["previews"] < TIMEOUT
