@@ -11,25 +11,39 @@ exits. Otherwise it connects, switches to database ``ID`` if ``--db`` is given
 (``use_database``; an unknown id is exit status 2), asks ``list_databases`` (a server
 of several databases, design §7.5: the session is about the one the connection uses;
 the other databases' runs are skipped), subscribes to the event log (from the start, so
-it sees every run's
-``job_queued`` ... ``job_finished``), asks ``list_runs``, selects ``RUN`` (so the
-server draws it first), and for every ``image_ready`` notice fetches the image from
-its URL over HTTP (design §7.6; one ``GET`` per image on one kept-alive connection, the
-token in an ``Authorization`` header) and saves it as ``DIR/run<id>-<kind>.png`` (a
-newer revision overwrites an older one; an image already superseded when it is fetched,
-a 404, is skipped: its newer notice follows). It stops when
-every run of the newest run list is settled (:meth:`Collection.missing`), or when
-``--timeout`` seconds have passed: a run is settled once its current event-log run
-finished and every image that run published came, at the finished revision or newer
-(so an empty run's images count, and a kind that failed is not waited for); a run still
-being written needs only its newest images. On ``resync_required`` it subscribes again
-from the last event it saw and asks ``list_runs`` again (every image is pushed again).
+it sees every run's ``job_queued`` ... ``job_finished``), asks ``list_runs``, selects
+``RUN`` (so the server draws it first), and for every ``image_ready`` notice fetches the
+image from its URL over HTTP (design §7.6; the token in an ``Authorization`` header) and
+saves it as ``DIR/run<id>-<kind>.png`` (a newer revision overwrites an older one; an
+image already superseded when it is fetched, a 404, is skipped: its newer notice
+follows). The websocket is read without pause: the notices go to :data:`FETCHERS`
+fetch tasks (each on its own kept-alive connection) through a table that holds only the
+newest revision per (run, kind), so the reader never waits for a fetch and the table is
+at most runs x kinds. It stops when every run of the newest run list is settled
+(:meth:`Collection.missing`), or when ``--timeout`` seconds have passed: a run is
+settled once its current event-log run finished and every image that run published
+came, at the finished revision or newer (so an empty run's images count, and a kind
+that failed is not waited for); a run still being written needs only its newest images.
+
+If the server drops it for falling behind (``resync_required``, then close 4000,
+design §7.4), it prints one line on stderr (why, and the event it resumes after),
+connects again after :data:`BACKOFF_FIRST` seconds (doubled for each drop in a row
+without a new event or image in between, up to :data:`BACKOFF_CAP`; after
+:data:`RECONNECTS` such drops it gives up), sends ``use_database`` again if ``--db`` was
+given, subscribes after the newest event it has (the cursor the server named, unless
+the server had sent it none), asks ``list_runs`` again (every image is announced again;
+one already saved at that revision is neither fetched nor counted again) and goes on.
+If the log no longer holds that cursor (``cursor_expired``) it takes a ``snapshot`` and
+subscribes after its cursor (design §6.15); a run whose finish was among the events
+lost then is settled by a thumbnail and a preview of any revision. Every wait is within
+the one ``--timeout``.
+
 It prints one line per image: run, kind, revision, width x height, bytes, the
 run's event-log run (``job``) and its status (from the newest ``run_list``, or from
 the ``job_finished`` event of that event-log run if it came later). Exit status 0 when
-every image came, 1 on timeout, when the server went away meanwhile or refused an image
-(any answer but 200 or 404), 2 for a bad
-argument or a refused connection (nothing listening, a wrong token); each failure is one
+every image came, 1 on timeout, when the server went away meanwhile (closed the
+connection other than for falling behind, or dropped it too often) or refused an image
+(any answer but 200 or 404), 2 for a bad argument or a refused connection (nothing listening, a wrong token); each failure is one
 line on stderr. An ``http://`` address (the dashboard's) is taken as ``ws://``. The
 token is ``--token``, else the ``?token=`` of the address, else ``$TRIO_ACTORS_TOKEN``,
 else the one a local server wrote in its info file (design §7.3); it is sent in an
@@ -48,7 +62,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
@@ -58,6 +71,7 @@ from protocol.codec import decode_server_message
 from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
 from ..web.closing import RESYNC_REQUIRED
 from ..web.fetch import FetchError, HttpClient, open_http_client
+from .client_collection import Collection, SavedImage
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -77,8 +91,6 @@ __all__ = [
 MAX_MESSAGE = 4 * 1024 * 1024
 #: Largest image fetched, in bytes (a 640 x 480 preview is well under it).
 MAX_IMAGE = 16 * 1024 * 1024
-#: The image kinds the preview server draws for each run.
-IMAGE_KINDS = ("thumbnail", "preview")
 #: Images fetched at once, each over its own kept-alive HTTP connection.
 FETCHERS = 4
 #: Reconnects in a row, without a new event or image in between, before giving up.
@@ -89,178 +101,6 @@ BACKOFF_FIRST = 0.1
 BACKOFF_CAP = 2.0
 
 _log = logging.getLogger(__name__)
-
-
-@attrs.frozen(kw_only=True)
-class SavedImage:
-    """One PNG written by the client."""
-
-    run_id: int
-    kind: str
-    revision: int
-    width: int
-    height: int
-    size: int
-    """Bytes of PNG."""
-    path: Path
-
-
-@attrs.define(kw_only=True)
-class Collection:
-    """What a session saw."""
-
-    runs: dict[int, messages.RunSummary] = attrs.field(factory=dict)
-    """The run list, by database run id."""
-    images: dict[tuple[int, str], SavedImage] = attrs.field(factory=dict)
-    """The newest image per (run, kind)."""
-    events: list[messages.Event] = attrs.field(factory=list)
-    """Every event-log event, in ``seq`` order."""
-    jobs: dict[int, int] = attrs.field(factory=dict)
-    """Event-log run id → database run id (from ``job_queued``)."""
-    finished: dict[int, dict[str, Any]] = attrs.field(factory=dict)
-    """Database run id → the ``data`` of its newest ``job_finished`` or ``job_cancelled``
-    event, with ``kind`` (which of the two) and ``job`` (its event-log run)."""
-    db: str | None = None
-    """The database the session's runs are of (``database_list``'s ``current``); the
-    events and notices of other databases' runs are skipped (design §7.5)."""
-    errors: list[messages.ErrorReply] = attrs.field(factory=list)
-    """Error answers received."""
-    complete: bool = False
-    """True when every run was settled (:meth:`missing` was empty)."""
-    resumed: int = 0
-    """The cursor of the newest ``snapshot_reply``: the events before it that the
-    session did not see are lost (its cursor had expired, design §6.15); 0 if none."""
-    decided: set[int] = attrs.field(factory=set)
-    """Database runs whose event-log run ended among those lost events: their finish is
-    unknown, so a thumbnail and a preview of any revision settle them."""
-
-    def missing(self) -> list[tuple[int, str]]:
-        """What is still expected, as (run, ``thumbnail``/``preview``/``job_finished``).
-
-        For each run of the newest run list, in run order (design §7.2):
-
-        * its current event-log run ended with ``job_finished``: each image kind the
-          result lists as ``published``, at the result's ``revision`` or newer (the
-          finish can overtake the last image: they are pushed by different tasks);
-          ended with ``job_cancelled``: nothing more;
-        * still being written (``completed`` false) and not ended: a thumbnail and a
-          preview of any revision once it has rows (its newest live images: the run
-          may be written for hours);
-        * its end was among the events lost to an expired cursor (:attr:`decided`): a
-          thumbnail and a preview of any revision;
-        * otherwise its ``job_finished``: only the finish tells which images will come
-          (an empty run has images too; a kind that failed has none).
-        """
-        wanted: list[tuple[int, str]] = []
-        for run_id, run in sorted(self.runs.items()):
-            finish = self._finish(run_id)
-            if finish is not None:
-                kinds, revision = _published(finish)
-            elif not run.completed:
-                kinds, revision = (IMAGE_KINDS if run.rows > 0 else ()), 0
-            elif run_id in self.decided:
-                kinds, revision = IMAGE_KINDS, 0
-            else:
-                wanted.append((run_id, "job_finished"))
-                continue
-            for kind in kinds:
-                image = self.images.get((run_id, kind))
-                if image is None or image.revision < revision:
-                    wanted.append((run_id, kind))
-        return wanted
-
-    def _finish(self, run_id: int) -> dict[str, Any] | None:
-        """The end (``job_finished``/``job_cancelled`` data) of the run's newest
-        event-log run, or None while it is open (or unknown)."""
-        data = self.finished.get(run_id)
-        if data is not None and data.get("job") == self.job(run_id):
-            return data
-        return None
-
-    def job(self, run_id: int) -> int | None:
-        """The run's newest event-log run (from ``run_list`` or the events), or None."""
-        run = self.runs.get(run_id)
-        listed = None if run is None else run.job_run_id
-        jobs = [job for job, of in self.jobs.items() if of == run_id]
-        return max([*jobs, *([] if listed is None else [listed])], default=None)
-
-    def status(self, run_id: int) -> str:
-        """The run's status, or ``-`` if unknown.
-
-        The ``job_finished`` (or ``job_cancelled``) event of the run's newest event-log
-        run when it came, else the newest ``run_list``'s ``status`` (so a client that
-        connects late needs no old events).
-        """
-        data = self._finish(run_id)
-        if data is not None:
-            if data["kind"] == "job_cancelled":
-                return "cancelled"
-            result = _result(data)
-            return str(result.get("status") or data.get("verdict"))
-        run = self.runs.get(run_id)
-        if run is not None and run.status is not None:
-            return run.status
-        return "-"
-
-    @property
-    def cursor(self) -> int:
-        """The ``seq`` of the newest event seen or resumed at (0 if none): where to
-        subscribe again."""
-        return max(self.events[-1].seq if self.events else 0, self.resumed)
-
-    def _note_event(self, event: messages.Event) -> int:
-        """Take in ``event``; 1 if it was new, 0 if it was seen already."""
-        if event.seq <= self.cursor:
-            return 0  # already seen (a subscription again after resync_required)
-        self.events.append(event)
-        if event.run_id is None:
-            return 1
-        if event.kind == "job_queued":
-            arguments = event.data.get("arguments", {})
-            run = arguments.get("run_id")
-            db = arguments.get("db")
-            if isinstance(run, int) and (db is None or self.db is None or db == self.db):
-                self.jobs[event.run_id] = run
-        elif event.kind in ("job_finished", "job_cancelled") and event.run_id in self.jobs:
-            self.finished[self.jobs[event.run_id]] = {
-                **event.data, "kind": event.kind, "job": event.run_id,
-            }  # fmt: skip
-        return 1
-
-    def _resume_at(self, snapshot: messages.SnapshotReply) -> None:
-        """Go on from ``snapshot``: the runs not live in it, whose end this session has
-        not seen, ended among the events it lost (design §6.15)."""
-        live = {run.run_id for run in snapshot.runs}
-        for run_id in self.runs:
-            job = self.job(run_id)
-            if job is not None and job not in live and self._finish(run_id) is None:
-                self.decided.add(run_id)
-        self.resumed = max(self.resumed, snapshot.cursor)
-
-
-def _result(finish: dict[str, Any]) -> dict[str, Any]:
-    """The ``result`` object of a ``job_finished`` event's data ({} if absent or not one)."""
-    result = finish.get("result")
-    return result if isinstance(result, dict) else {}
-
-
-def _published(finish: dict[str, Any]) -> tuple[tuple[str, ...], int]:
-    """The image kinds a run's ended event-log run published, and their revision.
-
-    A ``job_cancelled`` published nothing more. A ``job_finished`` whose result has no
-    ``published`` list (not this server's) is taken to have published both kinds.
-    """
-    if finish.get("kind") == "job_cancelled":
-        return (), 0
-    result = _result(finish)
-    published = result.get("published")
-    kinds: tuple[str, ...] = IMAGE_KINDS
-    if isinstance(published, list):
-        kinds = tuple(kind for kind in IMAGE_KINDS if kind in published)
-    revision = result.get("revision")
-    if isinstance(revision, bool) or not isinstance(revision, int):
-        revision = 0
-    return kinds, revision
 
 
 class DatabaseRefused(Exception):
