@@ -43,8 +43,8 @@ run's event-log run (``job``) and its status (from the newest ``run_list``, or f
 the ``job_finished`` event of that event-log run if it came later). Exit status 0 when
 every image came, 1 on timeout, when the server went away meanwhile (closed the
 connection other than for falling behind, or dropped it too often) or refused an image
-(any answer but 200 or 404), 2 for a bad argument or a refused connection (nothing listening, a wrong token); each failure is one
-line on stderr. An ``http://`` address (the dashboard's) is taken as ``ws://``. The
+(any answer but 200 or 404), 2 for a bad argument or a refused connection (nothing
+listening, a wrong token); each failure is one line on stderr. An ``http://`` address (the dashboard's) is taken as ``ws://``. The
 token is ``--token``, else the ``?token=`` of the address, else ``$TRIO_ACTORS_TOKEN``,
 else the one a local server wrote in its info file (design §7.3); it is sent in an
 ``Authorization`` header and never printed.
