@@ -38,16 +38,16 @@ subscribes after its cursor (design §6.15); a run whose finish was among the ev
 lost then is settled by a thumbnail and a preview of any revision. Every wait is within
 the one ``--timeout``.
 
-It prints one line per image: run, kind, revision, width x height, bytes, the
-run's event-log run (``job``) and its status (from the newest ``run_list``, or from
-the ``job_finished`` event of that event-log run if it came later). Exit status 0 when
-every image came, 1 on timeout, when the server went away meanwhile (closed the
-connection other than for falling behind, or dropped it too often) or refused an image
-(any answer but 200 or 404), 2 for a bad argument or a refused connection (nothing
-listening, a wrong token); each failure is one line on stderr. An ``http://`` address (the dashboard's) is taken as ``ws://``. The
-token is ``--token``, else the ``?token=`` of the address, else ``$TRIO_ACTORS_TOKEN``,
-else the one a local server wrote in its info file (design §7.3); it is sent in an
-``Authorization`` header and never printed.
+It prints one line per image: run, kind, revision, width x height, bytes, the run's
+event-log run (``job``) and its status (from the newest ``run_list``, or from the
+``job_finished`` event of that event-log run if it came later). Exit status 0 when every
+image came, 1 on timeout, when the server went away meanwhile (closed the connection
+other than for falling behind, or dropped it too often) or refused an image (any answer
+but 200 or 404), 2 for a bad argument or a refused connection (nothing listening, a
+wrong token); each failure is one line on stderr. An ``http://`` address (the
+dashboard's) is taken as ``ws://``. The token is ``--token``, else the ``?token=`` of
+the address, else ``$TRIO_ACTORS_TOKEN``, else the one a local server wrote in its info
+file (design §7.3); it is sent in an ``Authorization`` header and never printed.
 
 Every message is read with the project's strict codec
 (:func:`protocol.codec.decode_server_message`).
