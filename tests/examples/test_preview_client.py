@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pytest
 import trio
+import trio.testing
 from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_stream
 
-from examples.preview.client import Collection, collect, listing
+from examples.preview.client import Collection, _Wanted, collect, listing
 from examples.web.http import ReplayStream, read_head, response
 from protocol import messages
 from protocol.codec import encode_message
@@ -416,3 +417,32 @@ async def test_the_benchmark_client_reconnects_when_dropped(nursery: trio.Nurser
     assert (server.connections, figures["reconnects"]) == (2, 1)
     assert figures["found"] == {"thumbnail": {1}, "preview": {1}}
     assert 0 <= figures["first_thumbnail"] <= figures["previews"] < TIMEOUT
+
+
+async def test_the_fetch_table_holds_the_newest_revision_and_no_image_twice_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The reader puts without waiting; an image being fetched is not handed out again
+    # until its fetch is done (so an older revision never overwrites a newer file).
+    wanted = _Wanted()
+    for notice in (image(1, "thumbnail", 1), image(1, "thumbnail", 3),
+                   image(1, "thumbnail", 2), image(2, "preview", 1)):  # fmt: skip
+        wanted.put(notice)
+    assert await wanted.get() == image(1, "thumbnail", 3)
+    wanted.put(image(1, "thumbnail", 4))
+    assert await wanted.get() == image(2, "preview", 1)
+    start = trio.current_time()
+    with trio.move_on_after(5) as waited:
+        await wanted.get()  # only the busy thumbnail is held
+    assert (waited.cancelled_caught, trio.current_time() - start) == (True, 5)
+    async with trio.open_nursery() as nursery:
+        got: list[messages.ImageReady] = []
+
+        async def take() -> None:
+            got.append(await wanted.get())
+
+        nursery.start_soon(take)
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == []
+        wanted.done((1, "thumbnail"))
+    assert got == [image(1, "thumbnail", 4)]
