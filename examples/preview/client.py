@@ -258,6 +258,7 @@ class _Session:
         self.headers = [(b"authorization", f"Bearer {token}".encode())] if token else None
         self.wanted = _Wanted()
         self.listed = False  # a run list came: until then nothing is known to be missing
+        self.paging = True  # reading the backlog with watch, not subscribed yet
         self.failure: Exception | None = None
         self.progress = 0  # events and images taken in: a drop after progress is no loop
         self.scope = trio.CancelScope()
@@ -349,7 +350,11 @@ class _Session:
             if self.db is not None:
                 await send("use_database", db=self.db)  # request c1
             await send("list_databases")  # answered first: whose runs the session sees
-            subscription = await send("subscribe", cursor=self.seen.cursor)
+            # Page through the backlog with watch first: a subscribe's backlog beyond
+            # watch_limit goes through its bounded port, which a long log overflows
+            # at once (then the server drops the client, design §6.9).
+            self.paging = True
+            following = await send("watch", cursor=self.seen.cursor)
             await send("list_runs")  # every image is announced again
             if self.select is not None:
                 await send("select", run_id=self.select)
@@ -359,7 +364,7 @@ class _Session:
                         message = decode_server_message(
                             await ws.get_message(), max_size=MAX_MESSAGE
                         )
-                        subscription = await self._take(message, send, subscription)
+                        following = await self._take(message, send, following)
                         self._check()
             except ConnectionClosed as exc:
                 # trio-websocket 0.12 leaves a client's TCP stream open after a close the
@@ -372,17 +377,27 @@ class _Session:
                 raise
 
     async def _take(
-        self, message: messages.Message, send: Callable[..., Awaitable[str]], subscription: str
+        self, message: messages.Message, send: Callable[..., Awaitable[str]], following: str
     ) -> str:
-        """Take in one server message; returns the id of the current ``subscribe``."""
+        """Take in one server message.
+
+        ``following`` is the id of the newest ``watch`` or ``subscribe`` request; returns
+        it, or the id of the next one: ``watch`` again after a page of events, and
+        ``subscribe`` once a page is empty (the backlog is read).
+        """
         seen = self.seen
         if isinstance(message, messages.RunList):
             seen.runs = {run.run_id: run for run in message.runs}
             self.listed = True
-        elif isinstance(message, messages.Events | messages.Event):
-            events = message.events if isinstance(message, messages.Events) else (message,)
-            for event in events:
+        elif isinstance(message, messages.Event):
+            self.progress += seen._note_event(message)
+        elif isinstance(message, messages.Events):
+            for event in message.events:
                 self.progress += seen._note_event(event)
+            if self.paging and message.request_id == following:
+                self.paging = bool(message.events)  # an empty page: the backlog is read
+                kind = "watch" if self.paging else "subscribe"
+                return await send(kind, cursor=message.cursor)
         elif isinstance(message, messages.DatabaseList):
             seen.db = message.current
         elif isinstance(message, messages.ImageReady):
@@ -392,19 +407,20 @@ class _Session:
                     self.wanted.put(message)
         elif isinstance(message, messages.SnapshotReply):
             seen._resume_at(message)
+            self.paging = False
             return await send("subscribe", cursor=message.cursor)
         elif isinstance(message, messages.ErrorReply):
             if self.db is not None and message.request_id == "c1":
                 raise DatabaseRefused(f"database {self.db!r}: {message.message}")
-            if message.request_id == subscription and message.code == "cursor_expired":
+            if message.request_id == following and message.code == "cursor_expired":
                 # The log no longer holds the events after the cursor (design §6.15).
                 await send("snapshot")
-                return subscription
+                return following
             seen.errors.append(message)
             print(f"error {message.code}: {message.message}", file=sys.stderr)
         # resync_required: the server closes the connection next (code 4000), then the
         # client connects again and resumes after its cursor.
-        return subscription
+        return following
 
     async def _fetch_images(self) -> None:
         """One fetcher: fetch the wanted images one at a time, forever."""

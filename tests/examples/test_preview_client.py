@@ -183,9 +183,21 @@ OPENING: list[Step] = [
         databases=(messages.DatabaseInfo(db="t-1", name="t.db", state="ready"),),
         current="t-1",
     ),
-    Expect("subscribe", {"cursor": 0}),
+    Expect("watch", {"cursor": 0}),
     Expect("list_runs"),
 ]
+
+
+def caught_up(*items: messages.Event) -> list[Step]:
+    """The backlog a connection pages through with ``watch`` (its requests ``c2`` and
+    ``c4``): ``items``, then an empty page, after which the client subscribes."""
+    cursor = max((event.seq for event in items), default=0)
+    return [
+        messages.Events(request_id="c2", events=items, cursor=cursor),
+        Expect("watch", {"cursor": cursor}),
+        messages.Events(request_id="c4", events=(), cursor=cursor),
+        Expect("subscribe", {"cursor": cursor}),
+    ]
 
 
 async def test_an_empty_run_and_every_status_are_waited_for(
@@ -195,7 +207,7 @@ async def test_an_empty_run_and_every_status_are_waited_for(
     # images of run 1 came first, and the client must not stop there.
     seen, _ = await play(nursery, tmp_path, [
         *OPENING,
-        events(queued(1, 101, 1), queued(2, 102, 2)),
+        *caught_up(queued(1, 101, 1), queued(2, 102, 2)),
         run_list(summary(1, rows=5, job=101), summary(2, rows=0, job=102)),
         image(1, "thumbnail", 1), image(1, "preview", 1),
         finished(3, 101, "ok", status="ok", revision=1, published=BOTH),
@@ -215,7 +227,7 @@ async def test_a_finish_ahead_of_its_images_waits_for_their_revision(
     # can come while the client holds revision 1.
     seen, _ = await play(nursery, tmp_path, [
         *OPENING,
-        events(queued(1, 101, 1)),
+        *caught_up(queued(1, 101, 1)),
         run_list(summary(1, rows=5, job=101)),
         image(1, "thumbnail", 1), image(1, "preview", 1),
         finished(2, 101, "ok", status="ok", revision=2, published=BOTH),
@@ -237,7 +249,7 @@ async def test_runs_that_will_send_nothing_more_are_not_waited_for(
     start = trio.current_time()
     seen, _ = await play(nursery, tmp_path, [
         *OPENING,
-        events(
+        *caught_up(
             queued(1, 101, 1), queued(2, 102, 2), queued(3, 103, 3), queued(4, 104, 4),
             finished(5, 101, "failed", status="ok", revision=1,
                      published=["metadata", "preview"], failed=["thumbnail"]),
@@ -262,7 +274,7 @@ def reopening(cursor: int) -> list[Step]:
     return [
         Expect("list_databases"),
         OPENING[1],
-        Expect("subscribe", {"cursor": cursor}),
+        Expect("watch", {"cursor": cursor}),
         Expect("list_runs"),
     ]
 
@@ -275,13 +287,13 @@ async def test_a_client_dropped_for_falling_behind_reconnects_after_its_cursor(
     # announced again at the same revision once (fetched once).
     seen, server = await play(nursery, tmp_path, [
         *OPENING,
-        events(queued(1, 101, 1)),
+        *caught_up(queued(1, 101, 1)),
         run_list(summary(1, rows=5, job=101)),
         image(1, "thumbnail", 1),
         messages.ResyncRequired(head=3, cursor=1),
         Close(4000, "resync required; cursor=1"),
         *reopening(1),
-        events(queued(2, 102, 2), finished(3, 101, "ok", status="ok", revision=1,
+        *caught_up(queued(2, 102, 2), finished(3, 101, "ok", status="ok", revision=1,
                                            published=BOTH)),
         run_list(summary(1, rows=5, job=101), summary(2, rows=5, completed=False, job=102)),
         image(1, "thumbnail", 1), image(1, "preview", 1),
@@ -295,8 +307,8 @@ async def test_a_client_dropped_for_falling_behind_reconnects_after_its_cursor(
         f"/db/t-1/runs/{run}/{kind}.png" for run in (1, 2) for kind in ("thumbnail", "preview")
     )
     assert [r["type"] for r in server.requests] == [
-        "list_databases", "subscribe", "list_runs",
-        "list_databases", "subscribe", "list_runs",
+        "list_databases", "watch", "list_runs", "watch", "subscribe",
+        "list_databases", "watch", "list_runs", "watch", "subscribe",
     ]  # fmt: skip
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1
@@ -319,7 +331,7 @@ async def test_a_cursor_expired_after_a_drop_resumes_from_a_snapshot(
     live = messages.StatusReply(request_id=None, run_id=102, state="running")
     seen, server = await play(nursery, tmp_path, [
         *OPENING,
-        events(queued(1, 101, 1), queued(2, 102, 2)),
+        *caught_up(queued(1, 101, 1), queued(2, 102, 2)),
         run_list(summary(1, rows=5, job=101), summary(2, rows=5, job=102)),
         Close(4000, "resync required; cursor=2"),
         *reopening(2),
@@ -372,7 +384,7 @@ async def test_runs_and_images_of_another_database_are_skipped(
     foreign = attrs.evolve(image(1, "preview", 9), db="other-2", url="/db/other-2/x.png")
     seen, server = await play(nursery, tmp_path, [
         *OPENING,
-        events(queued(1, 101, 1), other, finished(3, 201, "ok", status="ok", revision=9,
+        *caught_up(queued(1, 101, 1), other, finished(3, 201, "ok", status="ok", revision=9,
                                                    published=BOTH)),
         run_list(summary(1, rows=5, job=101)),
         foreign,
