@@ -8,35 +8,38 @@ Usage::
 
 ``--databases`` prints the server's databases (id, state, runs, file name, error) and
 exits. Otherwise it connects, switches to database ``ID`` if ``--db`` is given
-(``use_database``; an unknown id is exit status 2), asks ``list_databases`` (a server
-of several databases, design §7.5: the session is about the one the connection uses;
-the other databases' runs are skipped), subscribes to the event log (from the start, so
-it sees every run's ``job_queued`` ... ``job_finished``), asks ``list_runs``, selects
-``RUN`` (so the server draws it first), and for every ``image_ready`` notice fetches the
-image from its URL over HTTP (design §7.6; the token in an ``Authorization`` header) and
-saves it as ``DIR/run<id>-<kind>.png`` (a newer revision overwrites an older one; an
-image already superseded when it is fetched, a 404, is skipped: its newer notice
-follows). The websocket is read without pause: the notices go to :data:`FETCHERS`
-fetch tasks (each on its own kept-alive connection) through a table that holds only the
-newest revision per (run, kind), so the reader never waits for a fetch and the table is
-at most runs x kinds. It stops when every run of the newest run list is settled
-(:meth:`Collection.missing`), or when ``--timeout`` seconds have passed: a run is
-settled once its current event-log run finished and every image that run published
-came, at the finished revision or newer (so an empty run's images count, and a kind
-that failed is not waited for); a run still being written needs only its newest images.
+(``use_database``; an unknown id is exit status 2), asks ``list_databases`` (a server of
+several databases, design §7.5: the session is about the one the connection uses; the
+other databases' runs are skipped), reads the event log from the start (so it sees every
+run's ``job_queued`` ... ``job_finished``) page by page with ``watch`` until a page is
+empty, then subscribes after the last one (a subscription's backlog beyond
+``watch_limit`` goes through its bounded port, which a long log would overflow at once,
+design §6.9), asks ``list_runs``, selects ``RUN`` (so the server draws it first), and
+for every ``image_ready`` notice fetches the image from its URL over HTTP (design §7.6;
+the token in an ``Authorization`` header) and saves it as ``DIR/run<id>-<kind>.png`` (a
+newer revision overwrites an older one; an image already superseded when it is fetched,
+a 404, is skipped: its newer notice follows). The websocket is read without pause: the
+notices go to :data:`FETCHERS` fetch tasks (each on its own kept-alive connection)
+through a table that holds only the newest revision per (run, kind), so the reader never
+waits for a fetch and the table is at most runs x kinds. It stops when every run of the
+newest run list is settled (:meth:`Collection.missing`), or when ``--timeout`` seconds
+have passed: a run is settled once its current event-log run finished and every image
+that run published came, at the finished revision or newer (so an empty run's images
+count, and a kind that failed is not waited for); a run still being written needs only
+its newest images.
 
-If the server drops it for falling behind (``resync_required``, then close 4000,
-design §7.4), it prints one line on stderr (why, and the event it resumes after),
-connects again after :data:`BACKOFF_FIRST` seconds (doubled for each drop in a row
-without a new event or image in between, up to :data:`BACKOFF_CAP`; after
-:data:`RECONNECTS` such drops it gives up), sends ``use_database`` again if ``--db`` was
-given, subscribes after the newest event it has (the cursor the server named, unless
+If the server drops it for falling behind (``resync_required``, then close 4000, design
+§7.4), it prints one line on stderr (why, and the event it resumes after), connects
+again after :data:`BACKOFF_FIRST` seconds (doubled for each drop in a row without a new
+event or image in between, up to :data:`BACKOFF_CAP`; after :data:`RECONNECTS` such
+drops it gives up), sends ``use_database`` again if ``--db`` was given, reads and
+subscribes as above after the newest event it has (the cursor the server named, unless
 the server had sent it none), asks ``list_runs`` again (every image is announced again;
-one already saved at that revision is neither fetched nor counted again) and goes on.
-If the log no longer holds that cursor (``cursor_expired``) it takes a ``snapshot`` and
-subscribes after its cursor (design §6.15); a run whose finish was among the events
-lost then is settled by a thumbnail and a preview of any revision. Every wait is within
-the one ``--timeout``.
+one already saved at that revision is neither fetched nor counted again) and goes on. If
+the log no longer holds that cursor (``cursor_expired``) it takes a ``snapshot`` and
+subscribes after its cursor (design §6.15); a run whose finish was among the events lost
+then is settled by a thumbnail and a preview of any revision. Every wait is within the
+one ``--timeout``.
 
 It prints one line per image: run, kind, revision, width x height, bytes, the run's
 event-log run (``job``) and its status (from the newest ``run_list``, or from the

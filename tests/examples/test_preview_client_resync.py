@@ -1,12 +1,13 @@
 """The command-line client keeps up with a long event log, and comes back after the
 server dropped it for falling behind (design §7.2, §7.4).
 
-Real preview servers with real helpers on the real clock (STYLE rule 21), with bounds
-(``watch_limit``, ``subscriber_bound``) far below the event log's length: a client that
-subscribed from the start would overflow its port at once. The drop is forced by the
-server's own :meth:`~examples.web.connection.Connection.mark_resync` while one run's
-read stalls in a helper (so the client cannot be done yet), and the stall ends only
-when the test cancels that run. No child is left.
+Real preview servers with real helpers on the real clock (STYLE rule 21), with a
+``watch_limit`` far below the event log's length. The first has a port bound of one
+event too: a client that subscribed from the start would overflow its port at once. In
+the second the drop is forced by the server's own
+:meth:`~examples.web.connection.Connection.mark_resync` while one run's read stalls in
+a helper (so the client cannot be done yet), and the stall ends only when the test
+cancels that run. No child is left.
 """
 
 from __future__ import annotations
