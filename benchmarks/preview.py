@@ -248,15 +248,11 @@ async def collect(url: str, expected: int, timeout: float) -> dict[str, Any]:  #
             try:
                 await notices(client, nursery, first=attempt == 0)
             except ConnectionClosed as exc:
-                if (
-                    exc.reason is None
-                    or exc.reason.code != RESYNC_REQUIRED
-                    or (attempt == RECONNECTS)
-                ):
+                reason = exc.reason
+                if reason is None or reason.code != RESYNC_REQUIRED or attempt == RECONNECTS:
                     raise
                 totals["reconnects"] += 1
-                print(f"dropped by the server ({exc.reason.reason}); reconnecting",
-                      file=sys.stderr)  # fmt: skip
+                print(f"dropped by the server ({reason.reason}); reconnecting", file=sys.stderr)
 
     totals["reconnects"] = 0
     with trio.move_on_after(timeout):
