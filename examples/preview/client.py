@@ -8,32 +8,49 @@ Usage::
 
 ``--databases`` prints the server's databases (id, state, runs, file name, error) and
 exits. Otherwise it connects, switches to database ``ID`` if ``--db`` is given
-(``use_database``; an unknown id is exit status 2), asks ``list_databases`` (a server
-of several databases, design §7.5: the session is about the one the connection uses;
-the other databases' runs are skipped), subscribes to the event log (from the start, so
-it sees every run's
-``job_queued`` ... ``job_finished``), asks ``list_runs``, selects ``RUN`` (so the
-server draws it first), and for every ``image_ready`` notice fetches the image from
-its URL over HTTP (design §7.6; one ``GET`` per image on one kept-alive connection, the
-token in an ``Authorization`` header) and saves it as ``DIR/run<id>-<kind>.png`` (a
+(``use_database``; an unknown id is exit status 2), asks ``list_databases`` (a server of
+several databases, design §7.5: the session is about the one the connection uses; the
+other databases' runs are skipped), reads the event log from the start (so it sees every
+run's ``job_queued`` ... ``job_finished``) page by page with ``watch`` until a page is
+empty, then subscribes after the last one (a subscription's backlog beyond
+``watch_limit`` goes through its bounded port, which a long log would overflow at once,
+design §6.9), asks ``list_runs``, selects ``RUN`` (so the server draws it first), and
+for every ``image_ready`` notice fetches the image from its URL over HTTP (design §7.6;
+the token in an ``Authorization`` header) and saves it as ``DIR/run<id>-<kind>.png`` (a
 newer revision overwrites an older one; an image already superseded when it is fetched,
-a 404, is skipped: its newer notice follows). It stops when
-every run of the newest run list is settled (:meth:`Collection.missing`), or when
-``--timeout`` seconds have passed: a run is settled once its current event-log run
-finished and every image that run published came, at the finished revision or newer
-(so an empty run's images count, and a kind that failed is not waited for); a run still
-being written needs only its newest images. On ``resync_required`` it subscribes again
-from the last event it saw and asks ``list_runs`` again (every image is pushed again).
-It prints one line per image: run, kind, revision, width x height, bytes, the
-run's event-log run (``job``) and its status (from the newest ``run_list``, or from
-the ``job_finished`` event of that event-log run if it came later). Exit status 0 when
-every image came, 1 on timeout, when the server went away meanwhile or refused an image
-(any answer but 200 or 404), 2 for a bad
-argument or a refused connection (nothing listening, a wrong token); each failure is one
-line on stderr. An ``http://`` address (the dashboard's) is taken as ``ws://``. The
-token is ``--token``, else the ``?token=`` of the address, else ``$TRIO_ACTORS_TOKEN``,
-else the one a local server wrote in its info file (design §7.3); it is sent in an
-``Authorization`` header and never printed.
+a 404, is skipped: its newer notice follows). The websocket is read without pause: the
+notices go to :data:`FETCHERS` fetch tasks (each on its own kept-alive connection)
+through a table that holds only the newest revision per (run, kind), so the reader never
+waits for a fetch and the table is at most runs x kinds. It stops when every run of the
+newest run list is settled (:meth:`Collection.missing`), or when ``--timeout`` seconds
+have passed: a run is settled once its current event-log run finished and every image
+that run published came, at the finished revision or newer (so an empty run's images
+count, and a kind that failed is not waited for); a run still being written needs only
+its newest images.
+
+If the server drops it for falling behind (``resync_required``, then close 4000, design
+§7.4), it prints one line on stderr (why, and the event it resumes after), connects
+again after :data:`BACKOFF_FIRST` seconds (doubled for each drop in a row without a new
+event or image in between, up to :data:`BACKOFF_CAP`; after :data:`RECONNECTS` such
+drops it gives up), sends ``use_database`` again if ``--db`` was given, reads and
+subscribes as above after the newest event it has (the cursor the server named, unless
+the server had sent it none), asks ``list_runs`` again (every image is announced again;
+one already saved at that revision is neither fetched nor counted again) and goes on. If
+the log no longer holds that cursor (``cursor_expired``) it takes a ``snapshot`` and
+subscribes after its cursor (design §6.15); a run whose finish was among the events lost
+then is settled by a thumbnail and a preview of any revision. Every wait is within the
+one ``--timeout``.
+
+It prints one line per image: run, kind, revision, width x height, bytes, the run's
+event-log run (``job``) and its status (from the newest ``run_list``, or from the
+``job_finished`` event of that event-log run if it came later). Exit status 0 when every
+image came, 1 on timeout, when the server went away meanwhile (closed the connection
+other than for falling behind, or dropped it too often) or refused an image (any answer
+but 200 or 404), 2 for a bad argument or a refused connection (nothing listening, a
+wrong token); each failure is one line on stderr. An ``http://`` address (the
+dashboard's) is taken as ``ws://``. The token is ``--token``, else the ``?token=`` of
+the address, else ``$TRIO_ACTORS_TOKEN``, else the one a local server wrote in its info
+file (design §7.3); it is sent in an ``Authorization`` header and never printed.
 
 Every message is read with the project's strict codec
 (:func:`protocol.codec.decode_server_message`).
@@ -43,23 +60,29 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
-from trio_websocket import ConnectionClosed, open_websocket_url
+from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
 from protocol import messages
 from protocol.codec import decode_server_message
 
 from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
+from ..web.closing import RESYNC_REQUIRED
 from ..web.fetch import FetchError, HttpClient, open_http_client
+from .client_collection import Collection, SavedImage
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 __all__ = [
     "Collection",
     "DatabaseRefused",
+    "ImageRefused",
     "SavedImage",
     "collect",
     "database_lines",
@@ -71,161 +94,28 @@ __all__ = [
 MAX_MESSAGE = 4 * 1024 * 1024
 #: Largest image fetched, in bytes (a 640 x 480 preview is well under it).
 MAX_IMAGE = 16 * 1024 * 1024
-#: The image kinds the preview server draws for each run.
-IMAGE_KINDS = ("thumbnail", "preview")
+#: Images fetched at once, each over its own kept-alive HTTP connection.
+FETCHERS = 4
+#: Reconnects in a row, without a new event or image in between, before giving up.
+RECONNECTS = 5
+#: Seconds (trio clock) before the first reconnect in a row; doubled for each next one,
+#: up to :data:`BACKOFF_CAP`.
+BACKOFF_FIRST = 0.1
+BACKOFF_CAP = 2.0
 
-
-@attrs.frozen(kw_only=True)
-class SavedImage:
-    """One PNG written by the client."""
-
-    run_id: int
-    kind: str
-    revision: int
-    width: int
-    height: int
-    size: int
-    """Bytes of PNG."""
-    path: Path
-
-
-@attrs.define(kw_only=True)
-class Collection:
-    """What a session saw."""
-
-    runs: dict[int, messages.RunSummary] = attrs.field(factory=dict)
-    """The run list, by database run id."""
-    images: dict[tuple[int, str], SavedImage] = attrs.field(factory=dict)
-    """The newest image per (run, kind)."""
-    events: list[messages.Event] = attrs.field(factory=list)
-    """Every event-log event, in ``seq`` order."""
-    jobs: dict[int, int] = attrs.field(factory=dict)
-    """Event-log run id → database run id (from ``job_queued``)."""
-    finished: dict[int, dict[str, Any]] = attrs.field(factory=dict)
-    """Database run id → the ``data`` of its newest ``job_finished`` or ``job_cancelled``
-    event, with ``kind`` (which of the two) and ``job`` (its event-log run)."""
-    db: str | None = None
-    """The database the session's runs are of (``database_list``'s ``current``); the
-    events and notices of other databases' runs are skipped (design §7.5)."""
-    errors: list[messages.ErrorReply] = attrs.field(factory=list)
-    """Error answers received."""
-    complete: bool = False
-    """True when every run was settled (:meth:`missing` was empty)."""
-
-    def missing(self) -> list[tuple[int, str]]:
-        """What is still expected, as (run, ``thumbnail``/``preview``/``job_finished``).
-
-        For each run of the newest run list, in run order (design §7.2):
-
-        * its current event-log run ended with ``job_finished``: each image kind the
-          result lists as ``published``, at the result's ``revision`` or newer (the
-          finish can overtake the last image: they are pushed by different tasks);
-          ended with ``job_cancelled``: nothing more;
-        * still being written (``completed`` false) and not ended: a thumbnail and a
-          preview of any revision once it has rows (its newest live images: the run
-          may be written for hours);
-        * otherwise its ``job_finished``: only the finish tells which images will come
-          (an empty run has images too; a kind that failed has none).
-        """
-        wanted: list[tuple[int, str]] = []
-        for run_id, run in sorted(self.runs.items()):
-            finish = self._finish(run_id)
-            if finish is not None:
-                kinds, revision = _published(finish)
-            elif not run.completed:
-                kinds, revision = (IMAGE_KINDS if run.rows > 0 else ()), 0
-            else:
-                wanted.append((run_id, "job_finished"))
-                continue
-            for kind in kinds:
-                image = self.images.get((run_id, kind))
-                if image is None or image.revision < revision:
-                    wanted.append((run_id, kind))
-        return wanted
-
-    def _finish(self, run_id: int) -> dict[str, Any] | None:
-        """The end (``job_finished``/``job_cancelled`` data) of the run's newest
-        event-log run, or None while it is open (or unknown)."""
-        data = self.finished.get(run_id)
-        if data is not None and data.get("job") == self.job(run_id):
-            return data
-        return None
-
-    def job(self, run_id: int) -> int | None:
-        """The run's newest event-log run (from ``run_list`` or the events), or None."""
-        run = self.runs.get(run_id)
-        listed = None if run is None else run.job_run_id
-        jobs = [job for job, of in self.jobs.items() if of == run_id]
-        return max([*jobs, *([] if listed is None else [listed])], default=None)
-
-    def status(self, run_id: int) -> str:
-        """The run's status, or ``-`` if unknown.
-
-        The ``job_finished`` (or ``job_cancelled``) event of the run's newest event-log
-        run when it came, else the newest ``run_list``'s ``status`` (so a client that
-        connects late needs no old events).
-        """
-        data = self._finish(run_id)
-        if data is not None:
-            if data["kind"] == "job_cancelled":
-                return "cancelled"
-            result = _result(data)
-            return str(result.get("status") or data.get("verdict"))
-        run = self.runs.get(run_id)
-        if run is not None and run.status is not None:
-            return run.status
-        return "-"
-
-    @property
-    def cursor(self) -> int:
-        """The ``seq`` of the newest event seen (0 if none): where to subscribe again."""
-        return self.events[-1].seq if self.events else 0
-
-    def _note_event(self, event: messages.Event) -> None:
-        if event.seq <= self.cursor:
-            return  # already seen (a subscription again after resync_required)
-        self.events.append(event)
-        if event.run_id is None:
-            return
-        if event.kind == "job_queued":
-            arguments = event.data.get("arguments", {})
-            run = arguments.get("run_id")
-            db = arguments.get("db")
-            if isinstance(run, int) and (db is None or self.db is None or db == self.db):
-                self.jobs[event.run_id] = run
-        elif event.kind in ("job_finished", "job_cancelled") and event.run_id in self.jobs:
-            self.finished[self.jobs[event.run_id]] = {
-                **event.data, "kind": event.kind, "job": event.run_id,
-            }  # fmt: skip
-
-
-def _result(finish: dict[str, Any]) -> dict[str, Any]:
-    """The ``result`` object of a ``job_finished`` event's data ({} if absent or not one)."""
-    result = finish.get("result")
-    return result if isinstance(result, dict) else {}
-
-
-def _published(finish: dict[str, Any]) -> tuple[tuple[str, ...], int]:
-    """The image kinds a run's ended event-log run published, and their revision.
-
-    A ``job_cancelled`` published nothing more. A ``job_finished`` whose result has no
-    ``published`` list (not this server's) is taken to have published both kinds.
-    """
-    if finish.get("kind") == "job_cancelled":
-        return (), 0
-    result = _result(finish)
-    published = result.get("published")
-    kinds: tuple[str, ...] = IMAGE_KINDS
-    if isinstance(published, list):
-        kinds = tuple(kind for kind in IMAGE_KINDS if kind in published)
-    revision = result.get("revision")
-    if isinstance(revision, bool) or not isinstance(revision, int):
-        revision = 0
-    return kinds, revision
+_log = logging.getLogger(__name__)
 
 
 class DatabaseRefused(Exception):
     """The server refused ``use_database`` (an unknown or unreadable database)."""
+
+
+class ImageRefused(Exception):
+    """The server answered an image's ``GET`` with a status other than 200 or 404.
+
+    Unlike :class:`~examples.web.fetch.FetchError` (no HTTP answer, or a cut one), the
+    server did answer; the message names the path and the answer's first line.
+    """
 
 
 async def databases(
@@ -274,69 +164,283 @@ async def collect(
 ) -> Collection:
     """Connect to ``url``, save the images into ``out``; see the module docstring.
 
+    Every wait (each connection, each reconnect's delay, each fetch) is bounded by the
+    one deadline ``timeout`` seconds (trio clock) after the call.
+
     Returns:
         What was seen; ``complete`` tells whether every expected image came within
         ``timeout`` seconds (trio clock).
 
     Raises:
         DatabaseRefused: ``db`` was given and the server refused it.
-        HandshakeError: the server refused the connection (e.g. a wrong token).
-        ConnectionClosed: the server closed the connection.
+        HandshakeError: the server refused the first connection (e.g. a wrong token).
+        ConnectionClosed: the server closed the connection other than for falling
+            behind, or dropped the client :data:`RECONNECTS` times in a row without a
+            new event or image in between.
+        FetchError: an image's answer was not HTTP, was cut off, or too large.
+        ImageRefused: an image was answered with a status other than 200 or 404.
     """
     await trio.Path(out).mkdir(parents=True, exist_ok=True)
     seen = Collection()
-    headers = [(b"authorization", f"Bearer {token}".encode())] if token else None
-    ids = (f"c{n}" for n in itertools.count(1))
     with trio.move_on_after(timeout):
-        async with (
-            open_http_client(url, token=token) as http,  # one kept-alive connection
-            open_websocket_url(
-                url, extra_headers=headers, max_message_size=MAX_MESSAGE, connect_timeout=timeout
-            ) as ws,
-        ):
-
-            async def send(kind: str, **fields: Any) -> None:
-                request = {"type": kind, "request_id": next(ids), **fields}
-                await ws.send_message(json.dumps(request, separators=(",", ":")))
-
-            if db is not None:
-                await send("use_database", db=db)  # request c1
-            await send("list_databases")  # answered first: whose runs the session sees
-            await send("subscribe", cursor=0)
-            await send("list_runs")
-            if select is not None:
-                await send("select", run_id=select)
-            listed = False
-            while not (listed and not seen.missing()):
-                message = decode_server_message(await ws.get_message(), max_size=MAX_MESSAGE)
-                if isinstance(message, messages.RunList):
-                    seen.runs = {run.run_id: run for run in message.runs}
-                    listed = True
-                elif isinstance(message, messages.Events):
-                    for event in message.events:
-                        seen._note_event(event)
-                elif isinstance(message, messages.Event):
-                    seen._note_event(message)
-                elif isinstance(message, messages.DatabaseList):
-                    seen.db = message.current
-                elif isinstance(message, messages.ImageReady):
-                    if seen.db is not None and message.db != seen.db:
-                        continue
-                    saved = await _fetch(http, out, message)
-                    if saved is not None:
-                        seen.images[message.run_id, message.kind] = saved
-                elif isinstance(message, messages.ResyncRequired):
-                    # Events or pushes were dropped (design §6.9): the subscription
-                    # ended, and the run list or an image may be gone.
-                    await send("subscribe", cursor=seen.cursor)
-                    await send("list_runs")
-                elif isinstance(message, messages.ErrorReply):
-                    if db is not None and message.request_id == "c1":
-                        raise DatabaseRefused(f"database {db!r}: {message.message}")
-                    seen.errors.append(message)
-                    print(f"error {message.code}: {message.message}", file=sys.stderr)
-            seen.complete = True
+        async with open_http_client(url, token=token, max_connections=FETCHERS) as http:
+            session = _Session(url, out, http, seen, select=select, db=db, token=token,
+                               timeout=timeout)  # fmt: skip
+            await session.run()
     return seen
+
+
+class _Wanted:
+    """Image notices not fetched yet: the newest revision per (run, kind).
+
+    The websocket reader puts (never waits) and the fetchers take, so a reader never
+    stops reading for a fetch; the notices held are at most runs x kinds. A (run, kind)
+    being fetched is not handed out again until that fetch is done, so an older
+    revision never overwrites a newer file.
+    """
+
+    def __init__(self) -> None:
+        self._notices: dict[tuple[int, str], messages.ImageReady] = {}
+        self._busy: set[tuple[int, str]] = set()
+        self._lot = trio.lowlevel.ParkingLot()
+
+    def put(self, notice: messages.ImageReady) -> None:
+        """Hold ``notice`` unless a newer revision of its image is held already."""
+        key = (notice.run_id, notice.kind)
+        held = self._notices.get(key)
+        if held is None or notice.revision > held.revision:
+            self._notices[key] = notice
+            self._lot.unpark()
+
+    async def get(self) -> messages.ImageReady:
+        """The oldest held notice whose image is not being fetched (waits for one).
+
+        Always a checkpoint. Call :meth:`done` with its key once it is fetched.
+        """
+        await trio.lowlevel.checkpoint()
+        while True:
+            for key, notice in self._notices.items():
+                if key not in self._busy:
+                    del self._notices[key]
+                    self._busy.add(key)
+                    return notice
+            await self._lot.park()
+
+    def done(self, key: tuple[int, str]) -> None:
+        """The fetch of ``key`` ended: a newer notice of it may be handed out."""
+        self._busy.discard(key)
+        if key in self._notices:
+            self._lot.unpark()
+
+
+class _Dropped(Exception):
+    """A connection ended in a way the client comes back from (close 4000)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class _Session:
+    """One :func:`collect`: the connections one after another, and the fetchers."""
+
+    def __init__(
+        self,
+        url: str,
+        out: Path,
+        http: HttpClient,
+        seen: Collection,
+        *,
+        select: int | None,
+        db: str | None,
+        token: str | None,
+        timeout: float,
+    ) -> None:
+        self.url, self.out, self.http, self.seen = url, out, http, seen
+        self.select, self.db, self.timeout = select, db, timeout
+        self.headers = [(b"authorization", f"Bearer {token}".encode())] if token else None
+        self.wanted = _Wanted()
+        self.listed = False  # a run list came: until then nothing is known to be missing
+        self.paging = True  # reading the backlog with watch, not subscribed yet
+        self.failure: Exception | None = None
+        self.progress = 0  # events and images taken in: a drop after progress is no loop
+        self.scope = trio.CancelScope()
+        self.reading = trio.CancelScope()  # the current connection's reading, or a delay
+
+    async def run(self) -> None:
+        """Collect until every run is settled; the first failure is raised as it is."""
+        with self.scope:
+            async with trio.open_nursery() as nursery:
+                for _ in range(FETCHERS):
+                    nursery.start_soon(self._guarded, self._fetch_images)
+                nursery.start_soon(self._guarded, self._connections)
+        if self.failure is not None:
+            raise self.failure
+
+    async def _guarded(self, fn: Callable[[], Awaitable[None]]) -> None:
+        # A failure ends the session and is raised alone, not in an exception group.
+        try:
+            await fn()
+        except Exception as exc:
+            if self.failure is None:
+                self.failure = exc
+            self.scope.cancel()
+
+    def _check(self) -> None:
+        if self.listed and not self.seen.missing():
+            self.seen.complete = True
+            self.reading.cancel()  # the connection then closes normally (code 1000)
+
+    async def _connections(self) -> None:
+        """Connect, and connect again each time the server drops the client (design
+        §7.4): at most :data:`RECONNECTS` times in a row without progress, waiting
+        :data:`BACKOFF_FIRST` seconds, doubling up to :data:`BACKOFF_CAP`."""
+        attempt = 0
+        first = True
+        while not self.seen.complete:
+            progress = self.progress
+            self.reading = trio.CancelScope()
+            try:
+                await self._connection(first=first)
+                continue  # complete
+            except _Dropped as dropped:
+                why = dropped.why
+                cause: BaseException = dropped.__cause__ or dropped
+            except (HandshakeError, OSError) as exc:
+                if first:
+                    raise
+                why, cause = connection_problem(exc) or str(exc), exc
+            first = False
+            if self.seen.complete:
+                break
+            attempt = 1 if self.progress > progress else attempt + 1
+            if attempt > RECONNECTS:
+                raise cause
+            delay = min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (attempt - 1))
+            print(
+                f"preview_client: {why}; reconnecting in {delay:g} s after event "
+                f"{self.seen.cursor} (attempt {attempt} of {RECONNECTS})",
+                file=sys.stderr,
+            )
+            _log.info(
+                "reconnecting after event %d: %s", self.seen.cursor, why,
+                extra={"event": "client_reconnect", "why": why, "cursor": self.seen.cursor,
+                       "attempt": attempt, "delay": delay},
+            )  # fmt: skip
+            self.reading = trio.CancelScope()
+            with self.reading:
+                await trio.sleep(delay)
+        self.scope.cancel()  # the fetchers too
+
+    async def _connection(self, *, first: bool) -> None:
+        """One websocket connection, read until it ends.
+
+        Raises:
+            _Dropped: the server dropped the client for falling behind (close 4000).
+        """
+        ids = (f"c{n}" for n in itertools.count(1))
+        async with open_websocket_url(
+            self.url, extra_headers=self.headers, max_message_size=MAX_MESSAGE,
+            connect_timeout=self.timeout,
+        ) as ws:  # fmt: skip
+
+            async def send(kind: str, **fields: Any) -> str:
+                request_id = next(ids)
+                request = {"type": kind, "request_id": request_id, **fields}
+                await ws.send_message(json.dumps(request, separators=(",", ":")))
+                return request_id
+
+            if self.db is not None:
+                await send("use_database", db=self.db)  # request c1
+            await send("list_databases")  # answered first: whose runs the session sees
+            # Page through the backlog with watch first: a subscribe's backlog beyond
+            # watch_limit goes through its bounded port, which a long log overflows
+            # at once (then the server drops the client, design §6.9).
+            self.paging = True
+            following = await send("watch", cursor=self.seen.cursor)
+            await send("list_runs")  # every image is announced again
+            if self.select is not None:
+                await send("select", run_id=self.select)
+            try:
+                with self.reading:
+                    while True:
+                        message = decode_server_message(
+                            await ws.get_message(), max_size=MAX_MESSAGE
+                        )
+                        following = await self._take(message, send, following)
+                        self._check()
+            except ConnectionClosed as exc:
+                # trio-websocket 0.12 leaves a client's TCP stream open after a close the
+                # server began (it waits for the server's TCP close, then never closes
+                # its own): close it, or each drop leaks a socket.
+                await trio.aclose_forcefully(ws._stream)
+                reason = exc.reason
+                if reason is not None and reason.code == RESYNC_REQUIRED:
+                    raise _Dropped(connection_problem(exc) or "resync required") from exc
+                raise
+
+    async def _take(
+        self, message: messages.Message, send: Callable[..., Awaitable[str]], following: str
+    ) -> str:
+        """Take in one server message.
+
+        ``following`` is the id of the newest ``watch`` or ``subscribe`` request; returns
+        it, or the id of the next one: ``watch`` again after a page of events, and
+        ``subscribe`` once a page is empty (the backlog is read).
+        """
+        seen = self.seen
+        if isinstance(message, messages.RunList):
+            seen.runs = {run.run_id: run for run in message.runs}
+            self.listed = True
+        elif isinstance(message, messages.Event):
+            self.progress += seen._note_event(message)
+        elif isinstance(message, messages.Events):
+            for event in message.events:
+                self.progress += seen._note_event(event)
+            if self.paging and message.request_id == following:
+                self.paging = bool(message.events)  # an empty page: the backlog is read
+                kind = "watch" if self.paging else "subscribe"
+                return await send(kind, cursor=message.cursor)
+        elif isinstance(message, messages.DatabaseList):
+            seen.db = message.current
+        elif isinstance(message, messages.ImageReady):
+            if seen.db is None or message.db == seen.db:
+                held = seen.images.get((message.run_id, message.kind))
+                if held is None or held.revision < message.revision:
+                    self.wanted.put(message)
+        elif isinstance(message, messages.SnapshotReply):
+            seen._resume_at(message)
+            self.paging = False
+            return await send("subscribe", cursor=message.cursor)
+        elif isinstance(message, messages.ErrorReply):
+            if self.db is not None and message.request_id == "c1":
+                raise DatabaseRefused(f"database {self.db!r}: {message.message}")
+            if message.request_id == following and message.code == "cursor_expired":
+                # The log no longer holds the events after the cursor (design §6.15).
+                await send("snapshot")
+                return following
+            seen.errors.append(message)
+            print(f"error {message.code}: {message.message}", file=sys.stderr)
+        # resync_required: the server closes the connection next (code 4000), then the
+        # client connects again and resumes after its cursor.
+        return following
+
+    async def _fetch_images(self) -> None:
+        """One fetcher: fetch the wanted images one at a time, forever."""
+        while True:
+            notice = await self.wanted.get()
+            key = (notice.run_id, notice.kind)
+            try:
+                held = self.seen.images.get(key)
+                if held is not None and held.revision >= notice.revision:
+                    continue  # came again after a reconnect: saved once
+                saved = await _fetch(self.http, self.out, notice)
+            finally:
+                self.wanted.done(key)
+            if saved is not None:
+                self.seen.images[key] = saved
+                self.progress += 1
+                self._check()
 
 
 async def _fetch(http: HttpClient, out: Path, notice: messages.ImageReady) -> SavedImage | None:
@@ -346,9 +450,7 @@ async def _fetch(http: HttpClient, out: Path, notice: messages.ImageReady) -> Sa
         return None
     if fetched.status != 200:
         first = fetched.body.decode("utf-8", "replace").splitlines()[:1]
-        raise ConnectionError(
-            f"GET {notice.url.split('?')[0]}: {' '.join(first) or fetched.status}"
-        )
+        raise ImageRefused(f"GET {notice.url.split('?')[0]}: {' '.join(first) or fetched.status}")
     path = out / f"run{notice.run_id}-{notice.kind}.png"
     await trio.Path(path).write_bytes(fetched.body)
     return SavedImage(
@@ -419,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(error, trio.TooSlowError):  # --databases got no list in time
             print(f"preview_client: {url}: no answer within {args.timeout:g} s", file=sys.stderr)
             return 1
-        if isinstance(error, FetchError):  # an image could not be fetched
+        if isinstance(error, FetchError | ImageRefused):  # an image could not be fetched
             print(f"preview_client: {url}: {error}", file=sys.stderr)
             return 1
         problem = connection_problem(error)

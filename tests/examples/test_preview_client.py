@@ -12,22 +12,25 @@ reaches.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import urllib.parse
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
 import trio
+import trio.testing
 from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_stream
 
-from examples.preview.client import Collection, collect, listing
+from examples.preview.client import Collection, _Wanted, collect, listing
 from examples.web.http import ReplayStream, read_head, response
 from protocol import messages
 from protocol.codec import encode_message
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from types import ModuleType
 
 #: Seconds (trio clock) a client may take; only a failing test waits this long.
 TIMEOUT = 10.0
@@ -42,16 +45,30 @@ class Expect:
     fields: dict[str, Any] = attrs.field(factory=dict)
 
 
-Step = Expect | messages.Message
+@attrs.frozen
+class Close:
+    """A script step: the server closes the connection with this code and reason."""
+
+    code: int
+    reason: str
+
+
+Step = Expect | Close | messages.Message
 
 
 @attrs.define
 class ScriptedServer:
-    """A websocket peer that plays ``script``, then holds the connection open."""
+    """A websocket peer that plays ``script``, then holds the connection open.
+
+    A :class:`Close` step ends a connection; the steps after it are played on the
+    client's next connection.
+    """
 
     script: list[Step]
     played: int = 0
     """Steps done; less than ``len(script)`` if the client closed early."""
+    connections: int = 0
+    """Websocket connections accepted."""
     requests: list[dict[str, Any]] = attrs.field(factory=list)
     fetched: list[str] = attrs.field(factory=list)
     """The image paths the client fetched over HTTP."""
@@ -75,8 +92,13 @@ class ScriptedServer:
 
     async def handle(self, request: WebSocketRequest) -> None:
         ws = await request.accept()
+        self.connections += 1
         try:
-            for step in self.script:
+            for step in self.script[self.played :]:
+                if isinstance(step, Close):
+                    self.played += 1
+                    await ws.aclose(step.code, step.reason)
+                    return
                 if isinstance(step, Expect):
                     message = json.loads(await ws.get_message())
                     self.requests.append(message)
@@ -161,9 +183,21 @@ OPENING: list[Step] = [
         databases=(messages.DatabaseInfo(db="t-1", name="t.db", state="ready"),),
         current="t-1",
     ),
-    Expect("subscribe", {"cursor": 0}),
+    Expect("watch", {"cursor": 0}),
     Expect("list_runs"),
 ]
+
+
+def caught_up(*items: messages.Event) -> list[Step]:
+    """The backlog a connection pages through with ``watch`` (its requests ``c2`` and
+    ``c4``): ``items``, then an empty page, after which the client subscribes."""
+    cursor = max((event.seq for event in items), default=0)
+    return [
+        messages.Events(request_id="c2", events=items, cursor=cursor),
+        Expect("watch", {"cursor": cursor}),
+        messages.Events(request_id="c4", events=(), cursor=cursor),
+        Expect("subscribe", {"cursor": cursor}),
+    ]
 
 
 async def test_an_empty_run_and_every_status_are_waited_for(
@@ -173,7 +207,7 @@ async def test_an_empty_run_and_every_status_are_waited_for(
     # images of run 1 came first, and the client must not stop there.
     seen, _ = await play(nursery, tmp_path, [
         *OPENING,
-        events(queued(1, 101, 1), queued(2, 102, 2)),
+        *caught_up(queued(1, 101, 1), queued(2, 102, 2)),
         run_list(summary(1, rows=5, job=101), summary(2, rows=0, job=102)),
         image(1, "thumbnail", 1), image(1, "preview", 1),
         finished(3, 101, "ok", status="ok", revision=1, published=BOTH),
@@ -193,7 +227,7 @@ async def test_a_finish_ahead_of_its_images_waits_for_their_revision(
     # can come while the client holds revision 1.
     seen, _ = await play(nursery, tmp_path, [
         *OPENING,
-        events(queued(1, 101, 1)),
+        *caught_up(queued(1, 101, 1)),
         run_list(summary(1, rows=5, job=101)),
         image(1, "thumbnail", 1), image(1, "preview", 1),
         finished(2, 101, "ok", status="ok", revision=2, published=BOTH),
@@ -215,7 +249,7 @@ async def test_runs_that_will_send_nothing_more_are_not_waited_for(
     start = trio.current_time()
     seen, _ = await play(nursery, tmp_path, [
         *OPENING,
-        events(
+        *caught_up(
             queued(1, 101, 1), queued(2, 102, 2), queued(3, 103, 3), queued(4, 104, 4),
             finished(5, 101, "failed", status="ok", revision=1,
                      published=["metadata", "preview"], failed=["thumbnail"]),
@@ -235,35 +269,86 @@ async def test_runs_that_will_send_nothing_more_are_not_waited_for(
     assert seen.status(2) == "cancelled"
 
 
-async def test_resync_required_subscribes_again_from_the_last_event(
-    nursery: trio.Nursery, tmp_path: Path
+def reopening(cursor: int) -> list[Step]:
+    """The requests of a connection again: the client resumes after ``cursor``."""
+    return [
+        Expect("list_databases"),
+        OPENING[1],
+        Expect("watch", {"cursor": cursor}),
+        Expect("list_runs"),
+    ]
+
+
+async def test_a_client_dropped_for_falling_behind_reconnects_after_its_cursor(
+    nursery: trio.Nursery, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The server dropped pushes: the subscription ended and an image may be lost. An
-    # event queued before the notice still arrives after it, and again in the answer.
+    # The server drops the client (resync_required, then close 4000): it connects again,
+    # subscribes after the last event it has, asks list_runs again, and counts an image
+    # announced again at the same revision once (fetched once).
     seen, server = await play(nursery, tmp_path, [
         *OPENING,
-        events(queued(1, 101, 1)),
+        *caught_up(queued(1, 101, 1)),
         run_list(summary(1, rows=5, job=101)),
-        messages.ResyncRequired(head=3),
-        queued(2, 102, 2),
-        Expect("subscribe", {"cursor": 1}),
-        Expect("list_runs"),
-        events(queued(2, 102, 2), finished(3, 101, "ok", status="ok", revision=1,
+        image(1, "thumbnail", 1),
+        messages.ResyncRequired(head=3, cursor=1),
+        Close(4000, "resync required; cursor=1"),
+        *reopening(1),
+        *caught_up(queued(2, 102, 2), finished(3, 101, "ok", status="ok", revision=1,
                                            published=BOTH)),
         run_list(summary(1, rows=5, job=101), summary(2, rows=5, completed=False, job=102)),
         image(1, "thumbnail", 1), image(1, "preview", 1),
         image(2, "thumbnail", 1), image(2, "preview", 1),
     ])  # fmt: skip
+    assert server.connections == 2
     assert [event.seq for event in seen.events] == [1, 2, 3]
     assert seen.jobs == {101: 1, 102: 2}
     assert statuses(seen)[1] == "ok"
+    assert sorted(server.fetched) == sorted(
+        f"/db/t-1/runs/{run}/{kind}.png" for run in (1, 2) for kind in ("thumbnail", "preview")
+    )
     assert [r["type"] for r in server.requests] == [
-        "list_databases",
-        "subscribe",
-        "list_runs",
-        "subscribe",
-        "list_runs",
-    ]
+        "list_databases", "watch", "list_runs", "watch", "subscribe",
+        "list_databases", "watch", "list_runs", "watch", "subscribe",
+    ]  # fmt: skip
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1
+    assert "resync required; cursor=1" in lines[0]
+    assert "reconnecting" in lines[0]
+    assert "after event 1" in lines[0]
+
+
+async def test_a_cursor_expired_after_a_drop_resumes_from_a_snapshot(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    # The log no longer holds the events after the cursor (design §6.15): the client
+    # takes a snapshot and subscribes after its cursor. Run 1's finish was among the
+    # lost events (its event-log run is not live in the snapshot): any revision of each
+    # image settles it. Run 2 is still drawing and its finish comes.
+    expired = messages.ErrorReply(
+        request_id="c2", code="cursor_expired", message="below the window",
+        retryable=False, details={"resync": "snapshot", "floor": 5},
+    )  # fmt: skip
+    live = messages.StatusReply(request_id=None, run_id=102, state="running")
+    seen, server = await play(nursery, tmp_path, [
+        *OPENING,
+        *caught_up(queued(1, 101, 1), queued(2, 102, 2)),
+        run_list(summary(1, rows=5, job=101), summary(2, rows=5, job=102)),
+        Close(4000, "resync required; cursor=2"),
+        *reopening(2),
+        expired,
+        Expect("snapshot"),
+        messages.SnapshotReply(request_id="c4", cursor=9, revision=1, runs=(live,)),
+        Expect("subscribe", {"cursor": 9}),
+        events(finished(10, 102, "ok", status="ok", revision=2, published=BOTH)),
+        run_list(summary(1, rows=5, job=101, status="ok"), summary(2, rows=5, job=102)),
+        image(1, "thumbnail", 3), image(1, "preview", 3),
+        image(2, "thumbnail", 2), image(2, "preview", 2),
+    ])  # fmt: skip
+    assert (seen.decided, seen.resumed, seen.cursor) == ({1}, 9, 10)
+    assert [event.seq for event in seen.events] == [1, 2, 10]
+    assert statuses(seen) == {1: "ok", 2: "ok"}
+    assert seen.errors == []
+    assert [r["type"] for r in server.requests][-2:] == ["snapshot", "subscribe"]
 
 
 @pytest.mark.parametrize(
@@ -299,7 +384,7 @@ async def test_runs_and_images_of_another_database_are_skipped(
     foreign = attrs.evolve(image(1, "preview", 9), db="other-2", url="/db/other-2/x.png")
     seen, server = await play(nursery, tmp_path, [
         *OPENING,
-        events(queued(1, 101, 1), other, finished(3, 201, "ok", status="ok", revision=9,
+        *caught_up(queued(1, 101, 1), other, finished(3, 201, "ok", status="ok", revision=9,
                                                    published=BOTH)),
         run_list(summary(1, rows=5, job=101)),
         foreign,
@@ -310,3 +395,66 @@ async def test_runs_and_images_of_another_database_are_skipped(
     assert seen.jobs == {101: 1}
     assert saved(tmp_path)["run1-preview.png"] == b"1-preview-r1"
     assert server.fetched == ["/db/t-1/runs/1/thumbnail.png", "/db/t-1/runs/1/preview.png"]
+
+
+def load_benchmark() -> ModuleType:
+    """``benchmarks/preview.py`` as a module (the benchmarks are scripts, not a package)."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "preview.py"
+    spec = importlib.util.spec_from_file_location("preview_benchmark", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_the_benchmark_client_reconnects_when_dropped(nursery: trio.Nursery) -> None:
+    # A loaded machine may not read for push_timeout: the benchmark's client connects
+    # again, asks list_runs again, and its times still count from the first connection.
+    server = ScriptedServer([
+        Expect("list_runs"),
+        image(1, "thumbnail", 1),
+        messages.ResyncRequired(head=0, cursor=0),
+        Close(4000, "resync required; cursor=0"),
+        Expect("list_runs"),
+        image(1, "thumbnail", 1), image(1, "preview", 1),
+    ])  # fmt: skip
+    listeners = await nursery.start(
+        functools.partial(
+            trio.serve_tcp, server.serve, 0, host="127.0.0.1", handler_nursery=nursery
+        )
+    )
+    port = listeners[0].socket.getsockname()[1]
+    figures = await load_benchmark().collect(f"ws://127.0.0.1:{port}", 1, TIMEOUT)
+    assert (server.connections, figures["reconnects"]) == (2, 1)
+    assert figures["found"] == {"thumbnail": {1}, "preview": {1}}
+    assert 0 <= figures["first_thumbnail"] <= figures["previews"] < TIMEOUT
+
+
+async def test_the_fetch_table_holds_the_newest_revision_and_no_image_twice_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The reader puts without waiting; an image being fetched is not handed out again
+    # until its fetch is done (so an older revision never overwrites a newer file).
+    wanted = _Wanted()
+    for notice in (image(1, "thumbnail", 1), image(1, "thumbnail", 3),
+                   image(1, "thumbnail", 2), image(2, "preview", 1)):  # fmt: skip
+        wanted.put(notice)
+    assert await wanted.get() == image(1, "thumbnail", 3)
+    wanted.put(image(1, "thumbnail", 4))
+    assert await wanted.get() == image(2, "preview", 1)
+    start = trio.current_time()
+    with trio.move_on_after(5) as waited:
+        await wanted.get()  # only the busy thumbnail is held
+    assert (waited.cancelled_caught, trio.current_time() - start) == (True, 5)
+    async with trio.open_nursery() as nursery:
+        got: list[messages.ImageReady] = []
+
+        async def take() -> None:
+            got.append(await wanted.get())
+
+        nursery.start_soon(take)
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == []
+        wanted.done((1, "thumbnail"))
+    assert got == [image(1, "thumbnail", 4)]
