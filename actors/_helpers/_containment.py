@@ -15,9 +15,12 @@ platform offers:
     that carry its tag in their environment (inherited, so ``setsid()`` does not lose
     it), or whose parent is one of those. The helper also makes itself a *child
     subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), so an orphaned grandchild stays its
-    child while it lives. The parent process never becomes a subreaper: it would then
-    inherit orphans of every process tree of its embedding program and would have to
-    reap them, stealing exit statuses from code it does not own.
+    child while it lives. After the helper's exit, a process that may be an orphan of
+    the tree but cannot be read yet (inside its exec) is read again each sweep round;
+    one never read is reported, not signalled. The parent process never becomes a
+    subreaper: it would then inherit orphans of every process tree of its embedding
+    program and would have to reap them, stealing exit statuses from code it does not
+    own.
 ``group`` (other POSIX systems): the process group only. A descendant that left the
     group is not found, so it can be neither killed nor reported.
 
