@@ -43,6 +43,8 @@ from typing import Final
 import trio
 from trio.lowlevel import enable_ki_protection
 
+from ._subreaper import is_subreaper
+
 __all__ = ["CONTAINMENT_MODES", "TAG_ENV", "ProcessTree", "available_mode"]
 
 #: Values of ``HelperSpec.containment``.
@@ -232,10 +234,15 @@ def _real_uid(pid: int) -> int | None:
 
 def _orphan_reapers() -> set[int]:
     """Who may adopt an orphan of a dead helper: the nearest child subreaper above it, or
-    init. The helper's ancestors are this process and its own ancestors (pid 0 stands
-    for a parent outside this pid namespace)."""
+    init (pid 0 stands for a parent outside this pid namespace). Above the helper are
+    this process, counted only if it is a subreaper (its own children are not orphans),
+    and this process's ancestors, whose flag cannot be read from here."""
+    me = os.getpid()
     reapers = {0, 1}
-    pid = os.getpid()
+    if is_subreaper():
+        reapers.add(me)
+    stat = _stat(me)
+    pid = stat[1] if stat is not None else 1
     while pid > 1 and pid not in reapers:
         reapers.add(pid)
         stat = _stat(pid)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -180,6 +181,46 @@ async def test_a_grandchild_that_cannot_be_read_until_the_end_is_reported_not_ki
     assert escaped.details["pids"] == [grandchild]
     assert escaped.details["unidentified"] == [grandchild]
     assert escaped.details["undeliverable"] == []
+
+
+async def test_an_unreadable_process_that_is_not_an_orphan_of_the_tree_is_left_alone(
+    monkeypatch, strays
+):
+    # Started while the helper lived, unreadable to the sweep, but a child of this
+    # process (not a subreaper), so never an orphan of the helper's tree: not a suspect,
+    # not reported, not signalled.
+    real_read = containment_module._read_environ
+    unreadable: list[int] = []
+    monkeypatch.setattr(
+        containment_module,
+        "_read_environ",
+        lambda pid: None if pid in unreadable else real_read(pid),
+    )
+    hub = PoolEvents("helper")
+    with hub.subscribe() as stream:
+        async with open_helper_pool(
+            spec(containment="tree"), timeouts=HelperTimeouts(kill=0.3), events=hub
+        ) as pool:
+            await pool.run_job("echo", 1)
+            neighbour = await trio.lowlevel.open_process(
+                [sys.executable, "-c", "import time; time.sleep(30)"], stdin=subprocess.DEVNULL
+            )
+            strays.append(neighbour.pid)
+            unreadable.append(neighbour.pid)
+            try:
+                with pytest.raises(HelperExitedError) as caught:
+                    await pool.run_job("crash", 3)
+                assert not pool.snapshot().helpers[0].quarantined
+                assert neighbour.poll() is None
+            finally:
+                neighbour.kill()
+                await neighbour.wait()
+        kinds = []
+        while (event := stream.receive_nowait()) is not None:
+            kinds.append(event.kind)
+    assert "reaped" in kinds
+    assert "escaped" not in kinds
+    assert "escaped" not in caught.value.details
 
 
 async def test_what_cannot_be_killed_is_reported_as_escaped_and_quarantines(monkeypatch, strays):
