@@ -15,9 +15,12 @@ platform offers:
     that carry its tag in their environment (inherited, so ``setsid()`` does not lose
     it), or whose parent is one of those. The helper also makes itself a *child
     subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), so an orphaned grandchild stays its
-    child while it lives. The parent process never becomes a subreaper: it would then
-    inherit orphans of every process tree of its embedding program and would have to
-    reap them, stealing exit statuses from code it does not own.
+    child while it lives. After the helper's exit, a process that may be an orphan of
+    the tree but cannot be read yet (inside its exec) is read again each sweep round;
+    one never read is reported, not signalled. The parent process never becomes a
+    subreaper: it would then inherit orphans of every process tree of its embedding
+    program and would have to reap them, stealing exit statuses from code it does not
+    own.
 ``group`` (other POSIX systems): the process group only. A descendant that left the
     group is not found, so it can be neither killed nor reported.
 
@@ -40,6 +43,8 @@ from typing import Final
 import trio
 from trio.lowlevel import enable_ki_protection
 
+from ._subreaper import is_subreaper
+
 __all__ = ["CONTAINMENT_MODES", "TAG_ENV", "ProcessTree", "available_mode"]
 
 #: Values of ``HelperSpec.containment``.
@@ -52,6 +57,8 @@ _PROC: Final = Path("/proc")
 _TICKS: Final = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 #: Pause between two looks at a process that cannot be waited on (no pidfd), seconds.
 _POLL: Final = 0.005
+#: Longest pause between two sweep rounds that wait for an unreadable process, seconds.
+_POLL_MAX: Final = 0.1
 _NONE: Final = ("", 0, 0, 0, -1)
 _PREFIX: Final = "trio-actors."
 
@@ -195,12 +202,54 @@ def _stat(pid: int) -> tuple[str, int, int, int, int] | None:
     )
 
 
-def _has_tag(pid: int, marker: bytes) -> bool:
+def _read_environ(pid: int) -> bytes | None:
+    """``/proc/PID/environ``, or None if it cannot be read (gone, or no permission).
+
+    Empty (``b""``) while the process is inside an exec, before its new program has its
+    stack; a started program whose environment is empty has a command line, one inside
+    an exec has none yet.
+    """
     try:
         with open(f"/proc/{pid}/environ", "rb") as file:
-            return marker in file.read()
+            environ = file.read()
+        if environ.strip(b"\0"):
+            return environ
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return b"\0" if file.read(1) else b""  # no tag either way
     except OSError:
-        return False
+        return None
+
+
+def _real_uid(pid: int) -> int | None:
+    """The real user id of ``pid`` (kept across a set-user-id exec), None if gone."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as file:
+            for line in file:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _orphan_reapers() -> set[int]:
+    """Who may adopt an orphan of a dead helper: the nearest child subreaper above it, or
+    init (pid 0 stands for a parent outside this pid namespace). Above the helper are
+    this process, counted only if it is a subreaper (its own children are not orphans),
+    and this process's ancestors, whose flag cannot be read from here."""
+    me = os.getpid()
+    reapers = {0, 1}
+    if is_subreaper():
+        reapers.add(me)
+    stat = _stat(me)
+    pid = stat[1] if stat is not None else 1
+    while pid > 1 and pid not in reapers:
+        reapers.add(pid)
+        stat = _stat(pid)
+        if stat is None:
+            break
+        pid = stat[1]
+    return reapers
 
 
 class ProcessTree:
@@ -222,6 +271,9 @@ class ProcessTree:
         self._marker = f"\0{TAG_ENV}={tag}\0".encode()
         self._since = 0
         self._cgroup: Path | None = None
+        #: Processes that may belong to the tree but could not be told apart at the last
+        #: look (their environment was empty or unreadable; see :meth:`sweep`).
+        self.unidentified: list[int] = []
 
     def environment(self) -> dict[str, str]:
         """Variables the helper must be started with (its tree's tag)."""
@@ -296,7 +348,14 @@ class ProcessTree:
             if (pid == leader or pgrp == leader or session == leader)
             and (before is None or start < before)
         }
-        found |= {pid for pid in table if pid not in found and _has_tag(pid, self._marker)}
+        unread: list[int] = []
+        for pid in table:
+            if pid not in found:
+                environ = _read_environ(pid)
+                if not environ:
+                    unread.append(pid)  # inside an exec, say: no environment yet
+                elif self._marker in b"\0" + environ:
+                    found.add(pid)
         if self.reaped:
             # Seen in the tree while the leader lived (the same process: same start).
             found |= {
@@ -310,7 +369,29 @@ class ProcessTree:
         alive = sorted(pid for pid in found if table[pid][0] != "Z")
         if not self.reaped:
             self._known.update((pid, table[pid][4]) for pid in alive if pid != leader)
+        else:
+            self.unidentified = self._suspects(table, unread, found)
         return alive
+
+    def _suspects(
+        self, table: dict[int, tuple[str, int, int, int, int]], unread: list[int], found: set[int]
+    ) -> list[int]:
+        """The unread processes that may be orphans of this tree: alive, started while
+        the helper lived, adopted by the reaper its orphans go to, and (unless we are
+        root, who can read any environment) of our real user id."""
+        if not unread:
+            return []
+        reapers = _orphan_reapers()
+        uid = os.getuid()
+        return sorted(
+            pid
+            for pid in unread
+            if pid not in found
+            and table[pid][0] not in ("Z", "X")
+            and table[pid][1] in reapers
+            and table[pid][4] <= self._reaped_at
+            and (uid == 0 or _real_uid(pid) == uid)
+        )
 
     def remember(self) -> None:
         """Look at the tree now, while the leader lives (``tree`` mode; never waits).
@@ -368,21 +449,34 @@ class ProcessTree:
     async def sweep(self, grace: float) -> tuple[list[int], list[tuple[int, int]]]:
         """The leader is reaped: kill what is left and wait up to ``grace`` seconds.
 
+        A process that may be an orphan of the tree but whose environment cannot be read
+        now (empty while it is inside an exec, unreadable once it changed credentials)
+        is never skipped: the next round reads it again (rounds back off from 5 ms to
+        100 ms, one ``/proc`` walk each). If it still cannot be told apart when the time
+        runs out, it is not signalled (nothing proves it ours) but is counted among the
+        survivors and listed in :attr:`unidentified`.
+
         Returns:
             ``(survivors, failures)``: pids still alive when the time ran out (escaped),
             and ``(pid, errno)`` of each SIGKILL that could not be delivered.
         """
         failures: dict[int, int] = {}
+        pause = _POLL
         with trio.move_on_after(grace):
             while True:
                 left = self.members()
-                if not left:
+                if left:
+                    for pid, code in self.signal(signal.SIGKILL, left):
+                        failures[pid] = code
+                    for pid in left:
+                        await _wait_gone(pid)
+                elif not self.unidentified:
                     return [], sorted(failures.items())
-                for pid, code in self.signal(signal.SIGKILL, left):
-                    failures[pid] = code
-                for pid in left:
-                    await _wait_gone(pid)
-        return self.members(), sorted(failures.items())
+                else:  # another process's exec has no event to wait on: look again
+                    await trio.sleep(pause)
+                    pause = min(pause * 2, _POLL_MAX)
+        left = self.members()
+        return sorted({*left, *self.unidentified}), sorted(failures.items())
 
     def close(self) -> None:
         """Remove the cgroup (once empty; a populated one is left in place)."""

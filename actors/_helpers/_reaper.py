@@ -123,13 +123,21 @@ class Reaper:
             survivors, failures = await tree.sweep(kill)
             if survivors:
                 self.escaped = survivors
+                unidentified = tree.unidentified
                 if self._helper.state is not HelperState.QUARANTINED:
                     advance(HelperEvent.ESCAPED)
                 emit(
                     "escaped",
                     f"{len(survivors)} process(es) of its tree outlived SIGKILL by "
-                    f"{kill:g} s: {survivors}; quarantined until they are gone",
+                    f"{kill:g} s: {survivors}"
+                    + (
+                        f" ({unidentified} not signalled: environment unreadable)"
+                        if unidentified
+                        else ""
+                    )
+                    + "; quarantined until they are gone",
                     pids=survivors,
+                    unidentified=unidentified,
                     undeliverable=[list(item) for item in failures],
                     containment=tree.mode,
                 )

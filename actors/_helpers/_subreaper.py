@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["become_subreaper"]
+__all__ = ["become_subreaper", "is_subreaper"]
 
 _PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+_PR_GET_CHILD_SUBREAPER = 37
 
 
 def become_subreaper() -> bool:
@@ -26,3 +27,19 @@ def become_subreaper() -> bool:
         return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
+
+
+def is_subreaper() -> bool:
+    """True if this process is a child subreaper (Linux): orphans of its descendants
+    become its children. The parent asks it when it looks for a dead helper's orphans."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        flag = ctypes.c_int(0)
+        ok = libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+    return ok and flag.value != 0
