@@ -11,6 +11,7 @@ past the cursor while paging, or holds a page until the client unsubscribes.
 
 from __future__ import annotations
 
+import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -213,7 +214,8 @@ async def test_a_client_that_closes_during_the_catch_up_ends_it():
         assert log.watches == 2
 
 
-async def test_a_cursor_that_expires_during_the_catch_up_ends_in_resync_then_snapshot():
+async def test_a_cursor_that_expires_during_the_catch_up_ends_in_resync_then_snapshot(caplog):
+    caplog.set_level(logging.INFO, logger="examples.frontdoor")
     async with serving(window=16) as (front, log):
         await log.notes(12)
 
@@ -231,6 +233,8 @@ async def test_a_cursor_that_expires_during_the_catch_up_ends_in_resync_then_sna
         reason = closed.value.reason
         assert (reason.code, cursor_of(reason.reason)) == (4000, 4)
         assert c.pushed == []  # no event of the expired backlog
+        (failed,) = [r for r in caplog.records if getattr(r, "event", None) == "catchup_failed"]
+        assert (failed.cursor, failed.code) == (4, "cursor_expired")
         # Coming back from its cursor, it is told to take a snapshot (design §6.15).
         log.before_watch = None
         async with open_client(front.port) as again:
