@@ -11,7 +11,7 @@ request          event-log call                                 answer
 ``status``       ``status(run_id, request_id=...)``             ``status_reply``
 ``snapshot``     ``snapshot()``                                 ``snapshot_reply`` (§6.15)
 ``watch``        ``watch(cursor, limit=watch_limit)``           ``events``
-``subscribe``    ``watch``, then ``subscribe`` (a port)         ``events`` + ``event`` pushes
+``subscribe``    ``watch`` (page by page), then ``subscribe``   ``events`` + ``event`` pushes
 ``unsubscribe``  closes the port                                ``ok``
 ``ack``          ``port.ack(seq)``                              ``ok``
 ``boot_report``  ``boot_report()``                              ``boot_report_reply``
@@ -203,27 +203,38 @@ async def watch(conn: Connection, request: messages.Watch) -> messages.Message:
 async def subscribe(conn: Connection, request: messages.Subscribe) -> messages.Message:
     """``subscribe`` → ``events`` (the backlog), then one ``event`` per new event (§6.9).
 
-    With ``cursor``, the answer holds up to ``watch_limit`` events after it and the
-    rest are pushed; without, only new events are pushed. A second ``subscribe``
-    replaces the first. Pushes stop at ``unsubscribe`` or ``resync_required``.
+    With ``cursor``, the answer holds up to ``watch_limit`` events after it. If that
+    page is full, the rest of the backlog is pushed page by page at the client's pace
+    (each ``event`` waits for room in its send queue, at most ``push_timeout``
+    seconds), and only once a page comes back short does the bounded live port open,
+    after the last event pushed: every event once, in order, however far behind the
+    client was (design §7.4, :mod:`examples.web.catchup`). A ``cursor_expired`` while
+    paging drops the client with ``resync_required`` and close 4000 (its cursor is
+    the last event it was sent; from there it takes a snapshot, design §6.15).
+    Without ``cursor``, only new events are pushed. A second ``subscribe`` replaces
+    the first (and stops its catch-up). Pushes stop at ``unsubscribe`` or
+    ``resync_required``.
 
     Raises:
         CursorExpired: (``cursor_expired``) ``cursor`` is outside the log;
             ``details.resync`` is ``"snapshot"``: take a ``snapshot`` and subscribe
             from its cursor (design §6.15).
     """
-    log = conn.front.eventlog
+    log, config = conn.front.eventlog, conn.front.config
     conn.unsubscribe()
     if request.cursor is None:
         backlog: tuple[messages.Event, ...] = ()
         cursor = (await log.statistics()).head
     else:
-        result = await log.watch(request.cursor, limit=conn.front.config.watch_limit)
+        result = await log.watch(request.cursor, limit=config.watch_limit)
         backlog = tuple(event_message(e) for e in result.events)
         cursor = result.cursor
     conn.front.saw(cursor)
+    if len(backlog) == config.watch_limit:  # maybe more behind: page it, then go live
+        conn.after_reply(lambda: conn.start_pump(cursor=cursor))
+        return messages.Events(request_id=request.request_id, events=backlog, cursor=cursor)
     port = await log.subscribe(
-        conn.port_name(), cursor=cursor, bound=conn.front.config.subscriber_bound, local=False
+        conn.port_name(), cursor=cursor, bound=config.subscriber_bound, local=False
     )
     conn.after_reply(lambda: conn.start_pump(port))
     return messages.Events(request_id=request.request_id, events=backlog, cursor=cursor)

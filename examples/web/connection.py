@@ -13,14 +13,15 @@ Everything the server sends goes through one bounded queue of ``send_queue`` enc
 messages. Answers wait for room: a client that does not read stops *its own* requests.
 Pushed events come from a bounded event-log port (design §6.9) through a pump task that
 also waits for room, so a slow client's backlog piles up in its port, never in the event
-log. Once the port passes its bound, or an answer, an event or an extension push finds
-the queue full for ``push_timeout`` seconds, the client is dropped for falling behind
-(and its further requests are not served): the writer
-sends ``resync_required`` next, ahead of everything still queued (which is dropped),
-with ``cursor`` = the newest event it was sent, then closes the connection with code
-4000 and the same cursor in the reason (design §7.4, :mod:`examples.web.closing`). The
-client resumes after that cursor (or takes a snapshot, design §6.15). The event log and
-every other client go on at full speed.
+log; a client subscribing from far behind is first paged up to the head
+(:mod:`examples.web.catchup`). Once the port passes its bound, or an answer, an event or
+an extension push finds the queue full for ``push_timeout`` seconds, the client is
+dropped for falling behind (and its further requests are not served): the writer sends
+``resync_required`` next, ahead of everything still queued (which is dropped), with
+``cursor`` = the newest event it was sent, then closes the connection with code 4000
+and the same cursor in the reason (design §7.4, :mod:`examples.web.closing`). The client
+resumes after that cursor (or takes a snapshot, design §6.15). The event log and every
+other client go on at full speed.
 
 A close frame from the client is honoured within ``close_timeout`` seconds even while a
 message to it is stuck: trio-websocket notes the close at once but cannot answer it
@@ -46,6 +47,7 @@ from actors import ResyncRequired as PortResync
 from protocol import messages
 from protocol.codec import encode_message
 
+from .catchup import catch_up, event_message
 from .closing import KEEPALIVE_TIMEOUT, RESYNC_REQUIRED, with_cursor
 
 if TYPE_CHECKING:
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
 
     from trio_websocket import WebSocketConnection
 
-    from actors import EventLogClient, Port
+    from actors import Event, EventLogClient, Port
 
     from .config import FrontDoorConfig
 
@@ -88,11 +90,6 @@ def wire_text(message: messages.Message) -> str:
         except UnicodeEncodeError:
             text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text
-
-
-def event_message(event: Any) -> messages.Event:
-    """Return the client ``event`` message of an event-log :class:`~actors.Event`."""
-    return messages.Event(seq=event.seq, kind=event.kind, run_id=event.run_id, data=event.data)
 
 
 class Server(Protocol):
@@ -299,11 +296,11 @@ class Connection:
         try:
             fn()
         except Exception as exc:
+            callback = getattr(fn, "__qualname__", repr(fn))[:200]
             LOGGER.warning(
                 "%s: an after_reply callback failed", self.name, exc_info=True,
                 extra={"event": "after_reply_failed", "connection": self.name,
-                       "callback": getattr(fn, "__qualname__", repr(fn))[:200],
-                       "error": type(exc).__name__},
+                       "callback": callback, "error": type(exc).__name__},
             )  # fmt: skip
 
     async def _writer(self) -> None:
@@ -491,22 +488,25 @@ class Connection:
     @property
     def subscribed(self) -> bool:
         """True while events are pushed to this client."""
-        return self._port is not None
+        return self._pump_scope is not None
 
     def port_name(self) -> str:
         """A fresh, unique name for this connection's next event-log port."""
         self._ports_opened += 1
         return f"{self.name}#{self._ports_opened}"[:128]
 
-    def start_pump(self, port: Port) -> None:
-        """Push ``port``'s events to this client (after the current answer is queued)."""
+    def start_pump(self, port: Port | None = None, *, cursor: int = 0) -> None:
+        """Push ``port``'s events to this client (after the current answer is queued).
+
+        Without ``port``: first catch up from ``cursor`` (:mod:`examples.web.catchup`).
+        """
         self.unsubscribe()
         self._port = port
         scope = self._pump_scope = trio.CancelScope()
         if self._nursery is None:  # pragma: no cover - handlers run inside run()
-            port.close()
-            return
-        self._nursery.start_soon(self._pump, port, scope)
+            self.unsubscribe()
+        else:
+            self._nursery.start_soon(self._pump, port, scope, cursor)
 
     def unsubscribe(self) -> None:
         """Stop pushing events; idempotent."""
@@ -522,24 +522,37 @@ class Connection:
         if self._port is not None:
             self._port.ack(seq)
 
-    async def _pump(self, port: Port, scope: trio.CancelScope) -> None:
-        with scope:
-            try:
+    async def push_event(self, event: Event) -> bool:
+        """Queue ``event`` as an ``event`` push; False if the client is (now) dropped."""
+        self._last_seq = event.seq
+        self.front.saw(event.seq)
+        if not await self._queue(event_message(event)):
+            return False
+        self._pushed += 1
+        return True
+
+    async def _pump(self, port: Port | None, scope: trio.CancelScope, cursor: int) -> None:
+        try:
+            with scope:
+                if port is None:
+                    port = self._port = await catch_up(self, cursor)
+                    if port is None:
+                        return  # dropped
                 async for item in port:
                     if isinstance(item, PortResync):
                         self.mark_resync(item.head)
                         break
-                    self._last_seq = item.seq
-                    self.front.saw(item.seq)
-                    if not await self._queue(event_message(item)):
+                    if not await self.push_event(item):
                         break  # the client is dropped for falling behind
-                    self._pushed += 1
-            except trio.ClosedResourceError:
-                pass  # the port was closed by unsubscribe
-            finally:
+        except trio.ClosedResourceError:
+            pass  # the port was closed by unsubscribe
+        finally:
+            if port is not None:
                 port.close()
-                if self._port is port:
-                    self._port = self._pump_scope = None
+            if self._pump_scope is scope:
+                self._port = self._pump_scope = None
+            elif self._port is port:
+                self._port = None
 
     def statistics(self) -> ConnectionStatistics:
         """Return this connection's counters."""
