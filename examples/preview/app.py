@@ -374,6 +374,11 @@ class PreviewApp:
         """Stop the work of the run whose event-log run ``job`` was cancelled (§6.7)."""
         return self._claims.halt_job(job)
 
+    def stop_probing(self) -> None:
+        """Stop looking for new and changed runs (at shutdown): a probe in flight is
+        cancelled now, not when the app's tasks are (design §3.8)."""
+        self._probe.stop()
+
     async def cancel_open(self, *, actor: str, waiting_only: bool = False) -> int:
         """Cancel the open event-log runs at shutdown: :meth:`EventLogRuns.cancel_open
         <examples.preview.eventlog_runs.EventLogRuns.cancel_open>`; how many."""

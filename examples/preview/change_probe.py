@@ -81,6 +81,7 @@ class ChangeProbe:
         self.probes = 0
         """Probes that succeeded."""
         self._left_out: set[int] = set()  # run ids beyond what clients can address
+        self._stopped = trio.CancelScope()  # cancelled by stop(): no probe from then on
 
     async def add_new(self, now: float) -> list[RunRecord]:
         """Register the runs after the newest known one, seen at ``now``; open their
@@ -114,8 +115,17 @@ class ChangeProbe:
             )  # fmt: skip
         return False
 
+    def stop(self) -> None:
+        """Stop probing now (at shutdown): a probe in flight is cancelled, so its job's
+        cancel ladder runs beside the others rather than after them (design §3.8)."""
+        self._stopped.cancel()
+
     async def run(self) -> None:
-        """Probe every ``poll_interval`` seconds until cancelled (a task)."""
+        """Probe every ``poll_interval`` seconds until cancelled or :meth:`stop` (a task)."""
+        with self._stopped:
+            await self._probe_forever()
+
+    async def _probe_forever(self) -> None:
         while True:
             await trio.sleep(self._poll_interval)
             try:

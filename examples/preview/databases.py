@@ -431,6 +431,12 @@ class Databases:
             if entry.app is not None:
                 entry.app.on_disconnect(conn)
 
+    def stop_probing(self) -> None:
+        """Stop every started database's change probe (at shutdown)."""
+        for entry in self.entries.values():
+            if entry.app is not None:
+                entry.app.stop_probing()
+
     async def cancel_open(self, *, actor: str, waiting_only: bool = False) -> int:
         """Cancel the open event-log runs of every started database (at shutdown)."""
         total = 0

@@ -192,6 +192,9 @@ async def _shutdown(
         # job's ladder, not after them (design §3.8); running jobs go on.
         with suppress(ActorError):  # the pool actor is already stopping: nothing to do
             pool.retire_idle()
+        # A change probe's job in flight would otherwise be cancelled only with the
+        # app's tasks, its ladder after every other one.
+        databases.stop_probing()
         # Runs waiting on a writer cannot finish within any grace, and queued ones have
         # done nothing yet: cancel them at once; the running ones get the grace.
         await databases.cancel_open(actor="server_shutdown", waiting_only=True)
