@@ -188,7 +188,12 @@ class Ladder:
         timeouts = self._timeouts
         pipe = self._pipe()
         escalation = "cooperative"
-        if self.hurried or (pipe is not None and pipe.send_broken):
+        if helper.state is HelperState.EXITED:
+            # It died and was reaped before the caller's cancel came: there is nothing
+            # to cancel, only its tree's sweep to wait for.
+            await self._wait_exit_after_eof()
+            escalation = "exited"
+        elif self.hurried or (pipe is not None and pipe.send_broken):
             escalation = await self.escalate(sigterm_first=not self.hurried)
         else:
             self._advance(HelperEvent.CANCEL_SENT)
