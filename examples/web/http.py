@@ -66,6 +66,7 @@ __all__ = [
     "linger",
     "make_answer",
     "page_answer",
+    "peer_address",
     "peer_name",
     "plain_answer",
     "plain_response",
@@ -274,3 +275,9 @@ def peer_name(stream: trio.SocketStream) -> str:
     except OSError:
         return "gone"
     return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "local"
+
+
+def peer_address(peer: str) -> str:
+    """The IP address of ``peer`` (``address:port``, :func:`peer_name`): what the
+    admission slots count per address."""
+    return peer.rpartition(":")[0] or peer
