@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .http import make_answer
+from .httpconn import reason_phrase
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -48,13 +49,6 @@ if TYPE_CHECKING:
 __all__ = ["HttpAnswer", "HttpRequest", "Route", "Router", "etag_matches"]
 
 LOGGER = logging.getLogger("examples.frontdoor")
-_REASONS = {
-    200: "OK",
-    304: "Not Modified",
-    400: "Bad Request",
-    404: "Not Found",
-    500: "Internal Server Error",
-}
 
 
 @attrs.frozen(kw_only=True)
@@ -94,7 +88,7 @@ class HttpAnswer:
 
 
 def _reasons(status: int) -> str:
-    return _REASONS.get(status, "Error")
+    return reason_phrase(status, "Error")
 
 
 @attrs.frozen(kw_only=True)
