@@ -167,7 +167,7 @@ class Router:
         route: Route,
         request: h11.Request,
         peer: str,
-    ) -> int:
+    ) -> None:
         """Run ``route`` for ``request`` and send its answer (no timeout of its own).
 
         Args:
@@ -176,9 +176,6 @@ class Router:
             route: The route :meth:`match` found.
             request: The request.
             peer: ``address:port`` of the client, for the log.
-
-        Returns:
-            The status sent.
         """
         target = request.target.decode("ascii", "replace")
         split = urllib.parse.urlsplit(target)
@@ -217,7 +214,6 @@ class Router:
                    "method": http_request.method, "path": http_request.path[:200],
                    "status": result.status, "bytes": len(result.body)},
         )  # fmt: skip
-        return result.status
 
     def statistics(self) -> dict[str, int]:
         """Answers sent so far, by status (``"200"``, ``"304"``, ``"404"``, ...)."""
