@@ -84,7 +84,7 @@ from .config import FrontDoorConfig, FrontDoorStatistics
 from .connection import Connection
 from .dispatch import Dispatcher
 from .guard import Guard
-from .http import Page, ReplayStream, peer_name, plain_response
+from .http import Page, ReplayStream, peer_address, peer_name, plain_response
 from .httpconn import HttpConnection
 from .plainhttp import PlainHttp
 from .routes import Route, Router
@@ -409,7 +409,7 @@ class FrontDoor:
         # The checks read h11's head: trio-websocket's request lacks the Host header.
         request = head.request
         assert request is not None  # a websocket head is a request
-        address = peer.rpartition(":")[0] or peer
+        address = peer_address(peer)
         headers = dict(request.headers)  # names lowercased by h11
         admission = self._admission
         target = _target(request.target)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from .httpconn import reason_phrase
 from .names import ANY, NULL_ORIGIN, is_loopback, parse_host, parse_origin
 
 if TYPE_CHECKING:
@@ -38,12 +39,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Guard", "Refusal", "offered_token", "offered_tokens"]
 
-_PHRASES = {
-    400: "Bad Request",
-    403: "Forbidden",
-    429: "Too Many Requests",
-    503: "Service Unavailable",
-}
 #: Characters of a header value quoted back in a refusal (the rest is cut).
 _QUOTE = 100
 
@@ -63,7 +58,7 @@ class Refusal:
     @property
     def text(self) -> str:
         """The refusal's body: ``403 Forbidden: <message>`` and a newline."""
-        return f"{self.status} {_PHRASES.get(self.status, 'Refused')}: {self.message}\n"
+        return f"{self.status} {reason_phrase(self.status, 'Refused')}: {self.message}\n"
 
 
 def _quote(value: str) -> str:

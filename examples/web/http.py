@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Final
 import attrs
 import trio
 
-from .httpconn import Answer, Head, HttpConnection
+from .httpconn import Answer, Head, HttpConnection, reason_phrase
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -66,6 +66,7 @@ __all__ = [
     "linger",
     "make_answer",
     "page_answer",
+    "peer_address",
     "peer_name",
     "plain_answer",
     "plain_response",
@@ -77,12 +78,6 @@ __all__ = [
 _CHUNK: Final = 4096
 #: Most bytes read (and dropped) after an answer, before the connection is closed.
 _LINGER_BYTES: Final = 64 * 1024
-#: Reason phrases of the statuses h11 hints at for a request it cannot read.
-_ERROR_REASONS: Final = {
-    400: "Bad Request",
-    431: "Request Header Fields Too Large",
-    501: "Not Implemented",
-}
 _CSP: Final = (
     "default-src 'none'; script-src 'self' 'unsafe-inline'; "
     "style-src 'self' 'unsafe-inline'; "
@@ -211,10 +206,10 @@ def response(
 def plain_answer(status: int, text: str) -> Answer:
     """A plain-text answer with the headers of every answer, e.g. a refusal.
 
-    ``text`` starts with the status line's status and reason: ``403 Forbidden: ...``.
+    ``text`` starts with the status and its reason phrase, as the status line does:
+    ``403 Forbidden: ...``.
     """
-    reason = text.split(":", 1)[0].partition(" ")[2] or "Refused"
-    return make_answer(status, reason, text.encode())
+    return make_answer(status, reason_phrase(status, "Refused"), text.encode())
 
 
 def plain_response(status: int, text: str) -> bytes:
@@ -229,7 +224,7 @@ def error_answer(status: int, why: str) -> Answer:
     ``why`` is in the server's words (at most 200 characters are sent), never the
     client's bytes.
     """
-    reason = _ERROR_REASONS.get(status, "Bad Request")
+    reason = reason_phrase(status, "Bad Request")
     return make_answer(status, reason, f"{status} {reason}: {why[:200]}\n".encode())
 
 
@@ -274,3 +269,9 @@ def peer_name(stream: trio.SocketStream) -> str:
     except OSError:
         return "gone"
     return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "local"
+
+
+def peer_address(peer: str) -> str:
+    """The IP address of ``peer`` (``address:port``, :func:`peer_name`): what the
+    admission slots count per address."""
+    return peer.rpartition(":")[0] or peer

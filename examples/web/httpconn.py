@@ -12,16 +12,26 @@ nothing and has no timeout of its own: the front door's policy
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Final
 
 import attrs
 import h11
 import trio
 
-__all__ = ["Answer", "Head", "HttpConnection"]
+__all__ = ["Answer", "Head", "HttpConnection", "reason_phrase"]
 
 #: Bytes asked of the socket per read while reading a request head.
 _CHUNK: Final = 4096
+
+
+def reason_phrase(status: int, default: str) -> str:
+    """The reason phrase of HTTP ``status`` (``403`` -> ``Forbidden``), or ``default``
+    for a status HTTP does not name."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return default
 
 
 @attrs.frozen(kw_only=True)

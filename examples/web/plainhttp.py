@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from .guard import Refusal
-from .http import error_answer, linger, page_answer, plain_answer
+from .http import error_answer, linger, page_answer, peer_address, plain_answer
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -119,7 +119,7 @@ class PlainHttp:
             peer: ``address:port`` of the client.
             deadline: When the first request's answer must be out (trio clock).
         """
-        address = peer.rpartition(":")[0] or peer
+        address = peer_address(peer)
         if not self._admitting():
             reason = await self._serve(conn, head, peer, deadline, last="shutting_down")
         elif not self.admission.has_room(address):

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .http import make_answer
+from .httpconn import reason_phrase
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -48,13 +49,6 @@ if TYPE_CHECKING:
 __all__ = ["HttpAnswer", "HttpRequest", "Route", "Router", "etag_matches"]
 
 LOGGER = logging.getLogger("examples.frontdoor")
-_REASONS = {
-    200: "OK",
-    304: "Not Modified",
-    400: "Bad Request",
-    404: "Not Found",
-    500: "Internal Server Error",
-}
 
 
 @attrs.frozen(kw_only=True)
@@ -94,7 +88,7 @@ class HttpAnswer:
 
 
 def _reasons(status: int) -> str:
-    return _REASONS.get(status, "Error")
+    return reason_phrase(status, "Error")
 
 
 @attrs.frozen(kw_only=True)
@@ -173,7 +167,7 @@ class Router:
         route: Route,
         request: h11.Request,
         peer: str,
-    ) -> int:
+    ) -> None:
         """Run ``route`` for ``request`` and send its answer (no timeout of its own).
 
         Args:
@@ -182,9 +176,6 @@ class Router:
             route: The route :meth:`match` found.
             request: The request.
             peer: ``address:port`` of the client, for the log.
-
-        Returns:
-            The status sent.
         """
         target = request.target.decode("ascii", "replace")
         split = urllib.parse.urlsplit(target)
@@ -223,7 +214,6 @@ class Router:
                    "method": http_request.method, "path": http_request.path[:200],
                    "status": result.status, "bytes": len(result.body)},
         )  # fmt: skip
-        return result.status
 
     def statistics(self) -> dict[str, int]:
         """Answers sent so far, by status (``"200"``, ``"304"``, ``"404"``, ...)."""
