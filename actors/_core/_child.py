@@ -63,7 +63,6 @@ class Incarnation:
         "number",
         "ref",
         "scope",
-        "started",
         "stopping",
         "timed_out",
     )
@@ -75,9 +74,13 @@ class Incarnation:
         self.scope = trio.CancelScope()
         self.done = trio.Event()
         self.error: BaseException | None = None
-        self.started = False
         self.stopping = False  # the supervisor stopped it: its exit is not reported
         self.timed_out = False  # its start took longer than ``ChildSpec.start_timeout``
+
+    @property
+    def started(self) -> bool:
+        """True once its start reported its ref (``task_status.started``)."""
+        return self.ref is not None
 
 
 class Child:
@@ -171,7 +174,6 @@ class StartedRelay:
         assert value is not None
         inc = self._inc
         inc.ref = value
-        inc.started = True
         if not inc.stopping:
             inc.scope.deadline = math.inf  # the start timeout bounds only the start
         self._status.started(value)

@@ -61,36 +61,29 @@ class EventReporter:
             level = logging.WARNING if abnormal else logging.INFO
         else:
             level = _LEVELS[kind]
-        if kind == "shutdown" and _log.isEnabledFor(level):
-            _log.log(
-                level,
-                "supervisor %r: stopping its children",
-                self._name,
-                extra={
-                    "event": kind,
-                    "supervisor": self._name,
-                    "child": child,
-                    "incarnation": incarnation,
-                    "time": trio.current_time(),
-                },
-            )
-        elif _log.isEnabledFor(level):
-            _log.log(
-                level,
-                "supervisor %r: child %r (incarnation %d) %s",
-                self._name,
-                child,
-                incarnation,
-                self._text(kind, fields),
-                extra={
-                    "event": kind,
-                    "supervisor": self._name,
-                    "child": child,
-                    "incarnation": incarnation,
-                    "time": trio.current_time(),
-                    **{f"child_{key}": value for key, value in fields.items() if key != "ref"},
-                },
-            )
+        if _log.isEnabledFor(level):
+            extra = {
+                "event": kind,
+                "supervisor": self._name,
+                "child": child,
+                "incarnation": incarnation,
+                "time": trio.current_time(),
+            }
+            if kind == "shutdown":
+                _log.log(level, "supervisor %r: stopping its children", self._name, extra=extra)
+            else:
+                extra.update(
+                    {f"child_{key}": value for key, value in fields.items() if key != "ref"}
+                )
+                _log.log(
+                    level,
+                    "supervisor %r: child %r (incarnation %d) %s",
+                    self._name,
+                    child,
+                    incarnation,
+                    self._text(kind, fields),
+                    extra=extra,
+                )
         if self._on_event is not None:
             event = SupervisorEvent(
                 kind=kind,

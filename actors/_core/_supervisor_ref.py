@@ -210,9 +210,7 @@ class SupervisorRef:
         sup = self._sup
         async with sup._lock:
             sup._check_open()
-            child = self._get(id)
-            if child.status != STOPPED:
-                raise ChildRunning(f"child {id!r} of {self.name!r} is running", child=id)
+            child = self._get_stopped(id)
             try:
                 await sup._start_first(child)
             except ChildStartFailed:
@@ -233,9 +231,7 @@ class SupervisorRef:
         sup = self._sup
         async with sup._lock:
             sup._check_open()
-            child = self._get(id)
-            if child.status != STOPPED:
-                raise ChildRunning(f"child {id!r} of {self.name!r} is running", child=id)
+            child = self._get_stopped(id)
             sup._forget(child)
 
     def which_children(self) -> list[ChildInfo]:
@@ -322,6 +318,12 @@ class SupervisorRef:
             raise ChildNotFound(
                 f"supervisor {self.name!r} has no child {id!r}", supervisor=self.name, child=id
             )
+        return child
+
+    def _get_stopped(self, id: str) -> Child:
+        child = self._get(id)
+        if child.status != STOPPED:
+            raise ChildRunning(f"child {id!r} of {self.name!r} is running", child=id)
         return child
 
     def _exists(self, child: Child) -> ChildRunning | ChildAlreadyPresent:
