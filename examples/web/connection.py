@@ -535,9 +535,10 @@ class Connection:
         try:
             with scope:
                 if port is None:
-                    port = self._port = await catch_up(self, cursor)
-                    if port is None:
-                        return  # dropped
+                    port = await catch_up(self, cursor)
+                    if port is None or self._pump_scope is not scope:
+                        return  # dropped, or replaced as it ended (its port closes below)
+                    self._port = port
                 async for item in port:
                     if isinstance(item, PortResync):
                         self.mark_resync(item.head)
@@ -551,8 +552,6 @@ class Connection:
                 port.close()
             if self._pump_scope is scope:
                 self._port = self._pump_scope = None
-            elif self._port is port:
-                self._port = None
 
     def statistics(self) -> ConnectionStatistics:
         """Return this connection's counters."""
