@@ -65,6 +65,7 @@ from protocol.envelope import (
     Envelope,
     encode_fields,
     encode_positional,
+    is_error_code,
 )
 from protocol.errors import ProtocolError
 from protocol.framing import DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST
@@ -137,7 +138,6 @@ FAULT_MODES: Final = frozenset(
     }
 )
 _CATEGORIES: Final = ("transient", "permanent", "stale")
-_CODE_CHARS: Final = "abcdefghijklmnopqrstuvwxyz0123456789_"
 _MAX_MESSAGE_BYTES: Final = 1024
 _monotonic = time.monotonic
 
@@ -309,15 +309,7 @@ def _error_record(exc: BaseException) -> dict[str, str]:
     code = getattr(exc, "code", None)
     category = getattr(exc, "category", None)
     text = str(getattr(exc, "message", "") or exc)
-    valid = (
-        isinstance(code, str)
-        and 0 < len(code) <= 64
-        and not code.strip(_CODE_CHARS)
-        and code[0] != "_"
-        and code[-1] != "_"
-        and "__" not in code
-        and category in _CATEGORIES
-    )
+    valid = is_error_code(code) and category in _CATEGORIES
     if not valid:
         code, category = "handler_failed", "permanent"
         text = f"{type(exc).__name__}: {text}"
