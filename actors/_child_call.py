@@ -31,6 +31,7 @@ import pickle
 import sys
 
 from protocol.envelope import is_error_code
+from protocol.errors import CATEGORIES
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the child ~3 ms
 if TYPE_CHECKING:
@@ -46,7 +47,6 @@ MAX_TRACEBACK_BYTES: Final = 16384
 #: Largest pickled exception sent back, in bytes; a larger one travels as text only.
 MAX_EXCEPTION_BYTES: Final = 65536
 _MAX_MESSAGE_BYTES: Final = 1024
-_CATEGORIES: Final = ("transient", "permanent", "stale")
 _INT_BOUND: Final = 2**63
 
 _functions: dict[str, Callable[..., Any]] = {}
@@ -128,7 +128,7 @@ def _raised(exc: Exception) -> list[Any]:
         pickled = None
     code = getattr(exc, "code", None)
     category = getattr(exc, "category", None)
-    valid = is_error_code(code) and category in _CATEGORIES
+    valid = is_error_code(code) and category in CATEGORIES
     try:
         message = str(exc)
     except Exception:  # a broken __str__ must not lose the type and the traceback
