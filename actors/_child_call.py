@@ -30,6 +30,9 @@ import binascii
 import pickle
 import sys
 
+from protocol.envelope import is_error_code
+from protocol.errors import CATEGORIES
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the child ~3 ms
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -44,8 +47,6 @@ MAX_TRACEBACK_BYTES: Final = 16384
 #: Largest pickled exception sent back, in bytes; a larger one travels as text only.
 MAX_EXCEPTION_BYTES: Final = 65536
 _MAX_MESSAGE_BYTES: Final = 1024
-_CATEGORIES: Final = ("transient", "permanent", "stale")
-_CODE_CHARS: Final = "abcdefghijklmnopqrstuvwxyz0123456789_"
 _INT_BOUND: Final = 2**63
 
 _functions: dict[str, Callable[..., Any]] = {}
@@ -127,15 +128,7 @@ def _raised(exc: Exception) -> list[Any]:
         pickled = None
     code = getattr(exc, "code", None)
     category = getattr(exc, "category", None)
-    valid = (
-        isinstance(code, str)
-        and 0 < len(code) <= 64
-        and not code.strip(_CODE_CHARS)
-        and code[0] != "_"
-        and code[-1] != "_"
-        and "__" not in code
-        and category in _CATEGORIES
-    )
+    valid = is_error_code(code) and category in CATEGORIES
     try:
         message = str(exc)
     except Exception:  # a broken __str__ must not lose the type and the traceback

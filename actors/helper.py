@@ -65,8 +65,9 @@ from protocol.envelope import (
     Envelope,
     encode_fields,
     encode_positional,
+    is_error_code,
 )
-from protocol.errors import ProtocolError
+from protocol.errors import CATEGORIES, ProtocolError, bound_message
 from protocol.framing import DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST
 
 from ._child_stdio import ChildStdio as _Stdio
@@ -136,9 +137,6 @@ FAULT_MODES: Final = frozenset(
         "grandchild_ignores_sigterm",
     }
 )
-_CATEGORIES: Final = ("transient", "permanent", "stale")
-_CODE_CHARS: Final = "abcdefghijklmnopqrstuvwxyz0123456789_"
-_MAX_MESSAGE_BYTES: Final = 1024
 _monotonic = time.monotonic
 
 
@@ -278,7 +276,7 @@ class JobContext:
         stdio = self._stdio
         assert stdio.session is not None
         if note is not None:
-            note = _bound(note, MAX_PROGRESS_NOTE_BYTES)
+            note = bound_message(note, MAX_PROGRESS_NOTE_BYTES)
         stdio.write(
             encode_fields(
                 kind="progress",
@@ -292,43 +290,23 @@ class JobContext:
         return True
 
 
-def _bound(message: str, limit: int = _MAX_MESSAGE_BYTES) -> str:
-    """Cut to ``limit`` bytes of UTF-8; a lone surrogate is written as its escape."""
-    try:
-        raw = message.encode("utf-8")
-    except UnicodeEncodeError:
-        raw = message.encode("utf-8", errors="backslashreplace")
-        message = raw.decode("utf-8")
-    if len(raw) <= limit:
-        return message
-    return raw[: limit - 3].decode("utf-8", errors="ignore") + "…"
-
-
 def _error_record(exc: BaseException) -> dict[str, str]:
     """Turn a handler's exception into data: category, code, bounded message (§1.5)."""
     code = getattr(exc, "code", None)
     category = getattr(exc, "category", None)
     text = str(getattr(exc, "message", "") or exc)
-    valid = (
-        isinstance(code, str)
-        and 0 < len(code) <= 64
-        and not code.strip(_CODE_CHARS)
-        and code[0] != "_"
-        and code[-1] != "_"
-        and "__" not in code
-        and category in _CATEGORIES
-    )
+    valid = is_error_code(code) and category in CATEGORIES
     if not valid:
         code, category = "handler_failed", "permanent"
         text = f"{type(exc).__name__}: {text}"
-    return {"category": str(category), "code": str(code), "message": _bound(text)}
+    return {"category": str(category), "code": str(code), "message": bound_message(text)}
 
 
 def _unencodable(exc: BaseException) -> dict[str, str]:
     return {
         "category": "permanent",
         "code": "reply_unencodable",
-        "message": _bound(f"the result could not be sent: {exc}"),
+        "message": bound_message(f"the result could not be sent: {exc}"),
     }
 
 
@@ -368,7 +346,7 @@ def _run_job(
         error = {
             "category": "permanent",
             "code": "unknown_operation",
-            "message": _bound(f"this helper has no handler for {operation!r}"),
+            "message": bound_message(f"this helper has no handler for {operation!r}"),
         }
     else:
         try:

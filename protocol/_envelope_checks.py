@@ -21,6 +21,7 @@ __all__ = [
     "MAX_PROGRESS_NOTE_BYTES",
     "REPLY_STATUSES",
     "FieldError",
+    "is_error_code",
     "validate",
 ]
 
@@ -60,6 +61,19 @@ def _is_int(value: object) -> TypeGuard[int]:
     return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def is_error_code(code: object) -> TypeGuard[str]:
+    """True if ``code`` is a snake_case error code of at most 64 characters: lowercase
+    ASCII letters and digits, single underscores between them."""
+    return (
+        isinstance(code, str)
+        and 0 < len(code) <= 64
+        and not code.strip(_CODE_CHARS)
+        and code[0] != "_"
+        and code[-1] != "_"
+        and "__" not in code
+    )
+
+
 def _validate_error(error: object) -> None:
     if not isinstance(error, dict):
         raise FieldError("error", f"must be an object, got {type(error).__name__}")
@@ -75,14 +89,7 @@ def _validate_error(error: object) -> None:
             "error", f"category must be one of {list(CATEGORIES)}, got {error['category']!r:.80}"
         )
     code = error["code"]
-    if (
-        not isinstance(code, str)
-        or not 0 < len(code) <= 64
-        or code.strip(_CODE_CHARS)
-        or code[0] == "_"
-        or code[-1] == "_"
-        or "__" in code
-    ):
+    if not is_error_code(code):
         raise FieldError("error", f"code must be a snake_case string, got {code!r:.80}")
     message = error["message"]
     if not isinstance(message, str):

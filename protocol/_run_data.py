@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from ._field_error import FieldError
+from ._fields import MAX_JSON_INT, MAX_TEXT_LENGTH, _flag, _optional
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,8 +33,6 @@ __all__ = [
 MAX_DATA_BUCKETS: Final = 65_536
 #: Most cells per side of a map a ``run_data`` may ask for (a server allows fewer).
 MAX_DATA_SIDE: Final = 2048
-_MAX_INT: Final = 2**53 - 1
-_MAX_TEXT: Final = 4096
 #: Most numbers in one list: a map of MAX_DATA_SIDE² cells.
 _MAX_NUMBERS: Final = MAX_DATA_SIDE**2
 
@@ -48,17 +47,7 @@ def _int_in(low: int, high: int) -> Callable[..., None]:
     return check
 
 
-def _optional_int_in(low: int, high: int) -> Callable[..., None]:
-    check = _int_in(low, high)
-
-    def optional(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value is not None:
-            check(instance, attribute, value)
-
-    return optional
-
-
-def _text(min_length: int = 0, max_length: int = _MAX_TEXT) -> Callable[..., None]:
+def _text(min_length: int = 0, max_length: int = MAX_TEXT_LENGTH) -> Callable[..., None]:
     def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
         if not isinstance(value, str) or not min_length <= len(value) <= max_length:
             raise FieldError(
@@ -68,9 +57,7 @@ def _text(min_length: int = 0, max_length: int = _MAX_TEXT) -> Callable[..., Non
     return check
 
 
-def _optional_text(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None:
-        _text(1)(instance, attribute, value)
+_optional_text: Final = _optional(_text(1))
 
 
 def _numbers(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -87,7 +74,7 @@ def _numbers(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
 
 def _texts(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, tuple) or not all(
-        isinstance(item, str) and len(item) <= _MAX_TEXT for item in value
+        isinstance(item, str) and len(item) <= MAX_TEXT_LENGTH for item in value
     ):
         raise FieldError(attribute.name, "must be an array of strings")
 
@@ -115,12 +102,14 @@ class RunData:
 
     request_id: str = attrs.field(validator=_text(1, 128))
     """Client-chosen id, 1..128 characters."""
-    run_id: int = attrs.field(validator=_int_in(0, _MAX_INT))
+    run_id: int = attrs.field(validator=_int_in(0, MAX_JSON_INT))
     """The database's run id."""
-    buckets: int | None = attrs.field(default=None, validator=_optional_int_in(1, MAX_DATA_BUCKETS))
+    buckets: int | None = attrs.field(
+        default=None, validator=_optional(_int_in(1, MAX_DATA_BUCKETS))
+    )
     """Most buckets per 1-D trace (each gives its min and max sample); ``None``: the
     server's maximum."""
-    side: int | None = attrs.field(default=None, validator=_optional_int_in(1, MAX_DATA_SIDE))
+    side: int | None = attrs.field(default=None, validator=_optional(_int_in(1, MAX_DATA_SIDE)))
     """Most rows, and most columns, of a 2-D map; ``None``: the server's maximum."""
 
 
@@ -166,7 +155,7 @@ class DataSeries:
     """``magnitude`` or ``phase`` for complex data, else ``None``."""
     levels: tuple[str, ...] = attrs.field(default=(), validator=_texts)
     """For text data: the level names its values stand for."""
-    nonfinite: int = attrs.field(default=0, validator=_int_in(0, _MAX_INT))
+    nonfinite: int = attrs.field(default=0, validator=_int_in(0, MAX_JSON_INT))
     """Missing or non-finite values (NaN, ±Inf) in the source."""
     shape: tuple[int, ...] = attrs.field(validator=_shape)
     """As delivered: ``(points,)`` or ``(rows, columns)``."""
@@ -211,25 +200,20 @@ class RunDataReply:
 
     request_id: str | None = attrs.field(validator=_optional_text)
     """The request's id."""
-    run_id: int = attrs.field(validator=_int_in(0, _MAX_INT))
+    run_id: int = attrs.field(validator=_int_in(0, MAX_JSON_INT))
     """The database's run id."""
     name: str = attrs.field(default="", validator=_text())
     """The measurement's name."""
-    completed: bool = attrs.field(default=True)
+    completed: bool = attrs.field(default=True, validator=_flag)
     """False while the run is still being written (ask again for newer data)."""
     buckets: int = attrs.field(validator=_int_in(1, MAX_DATA_BUCKETS))
     """Buckets per trace used: fewer than asked when the byte bound needed it."""
     side: int = attrs.field(validator=_int_in(1, MAX_DATA_SIDE))
     """Most rows and columns per map used, likewise."""
-    bytes: int = attrs.field(validator=_int_in(0, _MAX_INT))
+    bytes: int = attrs.field(validator=_int_in(0, MAX_JSON_INT))
     """Size of the series' data as the helper encoded it, in bytes of JSON."""
     series: tuple[DataSeries, ...] = attrs.field()
     """Every plottable series (complex data gives magnitude and phase)."""
-
-    @completed.validator
-    def _check_completed(self, attribute: attrs.Attribute[Any], value: object) -> None:
-        if not isinstance(value, bool):
-            raise FieldError(attribute.name, f"must be a bool, got {type(value).__name__}")
 
     @series.validator
     def _check_series(self, attribute: attrs.Attribute[Any], value: object) -> None:

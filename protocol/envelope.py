@@ -47,6 +47,7 @@ from ._envelope_checks import (
     MAX_PROGRESS_NOTE_BYTES,
     REPLY_STATUSES,
     FieldError,
+    is_error_code,
     validate,
 )
 from ._envelope_value import Envelope
@@ -95,6 +96,7 @@ __all__ = [
     "encode_fields",
     "encode_positional",
     "encodes_as_utf8",
+    "is_error_code",
     "new_session",
 ]
 

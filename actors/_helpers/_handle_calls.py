@@ -10,6 +10,7 @@ bounded by a ``timeout`` in seconds rather than an absolute deadline, as the han
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import trio
@@ -129,10 +130,7 @@ async def handle_run_sync(
     async def once(bound: float) -> Any:
         return await _run(self, payload, reference, bound, stall)
 
-    def emit(kind: str, text: str, **details: Any) -> None:
-        _emit(self, kind, text, **details)
-
-    result: T = await attempts(once, reference, retry, deadline, emit)
+    result: T = await attempts(once, reference, retry, deadline, partial(_emit, self))
     return result
 
 
@@ -176,8 +174,7 @@ async def handle_map(
             lease = await self._renew(deadline, deadline - trio.current_time())
         bound = lease.pool.config.size
 
-    def emit(kind: str, text: str, **details: Any) -> None:
-        _emit(self, kind, text, **details)
+    emit = partial(_emit, self)
 
     async def call(args: tuple[Any, ...]) -> T:
         payload, _ = encode_call(fn, args, {})

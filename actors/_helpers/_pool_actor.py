@@ -42,6 +42,8 @@ import attrs
 import trio
 from trio.lowlevel import enable_ki_protection
 
+from protocol.envelope import MAX_OPERATION_LENGTH
+
 from .._core._actor import Actor
 from .._core._backoff import Backoff, BackoffTracker
 from .._core._config import check_hashable, show_value, validate_count, validate_duration
@@ -84,8 +86,11 @@ def _default_recovery() -> Backoff:
 
 
 def _check_operation(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, str) or not 1 <= len(value) <= 128:
-        raise ValueError(f"operation must be a str of 1..128 characters, got {show_value(value)}")
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_OPERATION_LENGTH:
+        raise ValueError(
+            f"operation must be a str of 1..{MAX_OPERATION_LENGTH} characters, "
+            f"got {show_value(value)}"
+        )
 
 
 def _optional_stall(value: object) -> float | None:

@@ -18,7 +18,6 @@ from ._run_sync import (
     attempts,
     decode_reply,
     encode_call,
-    events_emit,
     map_job_error,
 )
 
@@ -138,7 +137,7 @@ async def pool_run_sync(
     async def once(bound: float) -> Any:
         return await run_call(self, payload, reference, bound, stall)
 
-    result: T = await attempts(once, reference, retry, deadline, events_emit(self.events))
+    result: T = await attempts(once, reference, retry, deadline, self.events.emit)
     return result
 
 
@@ -190,7 +189,7 @@ async def pool_map(
         else validate_count("limit", limit, minimum=1, maximum=4096)
     )
     _, reference = encode_call(fn, (), {})  # refuse an unsendable fn before any item
-    emit = events_emit(self.events)
+    emit = self.events.emit
 
     async def call(args: tuple[Any, ...]) -> T:
         payload, _ = encode_call(fn, args, {})

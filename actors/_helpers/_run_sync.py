@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from .._scheduler._retry import RetryPolicy
-    from ._events import PoolEvents
 
 __all__ = [
     "CALL_OPERATION",
@@ -61,7 +60,6 @@ __all__ = [
     "attempts",
     "decode_reply",
     "encode_call",
-    "events_emit",
     "function_reference",
     "map_job_error",
 ]
@@ -351,12 +349,3 @@ async def attempts(
                 delay=delay,
             )
         await trio.sleep(delay)
-
-
-def events_emit(events: PoolEvents) -> Emit:
-    """An :class:`Emit` that reports to ``events``."""
-
-    def emit(kind: str, text: str, **details: Any) -> None:
-        events.emit(kind, text, **details)
-
-    return emit
