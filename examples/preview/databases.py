@@ -207,13 +207,12 @@ class Databases:
         for entry in list(self.entries.values()):
             if entry is self.primary or entry.path in present:
                 continue
-            if entry.app is not None or entry.kept:
-                if entry.app is not None:  # in use: stays listed, in error, until it is back
-                    entry.stop()
-                    entry.fail("the file is gone")
-                    entry.kept = True
-                    self._announce(entry)
-            else:
+            if entry.app is not None:  # in use: stays listed, in error, until it is back
+                entry.stop()
+                entry.fail("the file is gone")
+                entry.kept = True
+                self._announce(entry)
+            elif not entry.kept:
                 self._remove(entry)
         for path, stamp in looked:
             known = self._entry_of(path)
