@@ -207,13 +207,12 @@ class Databases:
         for entry in list(self.entries.values()):
             if entry is self.primary or entry.path in present:
                 continue
-            if entry.app is not None or entry.kept:
-                if entry.app is not None:  # in use: stays listed, in error, until it is back
-                    entry.stop()
-                    entry.fail("the file is gone")
-                    entry.kept = True
-                    self._announce(entry)
-            else:
+            if entry.app is not None:  # in use: stays listed, in error, until it is back
+                entry.stop()
+                entry.fail("the file is gone")
+                entry.kept = True
+                self._announce(entry)
+            elif not entry.kept:
                 self._remove(entry)
         for path, stamp in looked:
             known = self._entry_of(path)
@@ -240,14 +239,9 @@ class Databases:
     async def _check(self, entry: DatabaseEntry, *, announce: bool = True) -> None:
         before = entry.info()
         try:
-            with trio.fail_after(self._scan_timeout):
-                stamp, identity = await trio.to_thread.run_sync(
-                    _check_file, entry.path, abandon_on_cancel=True
-                )
-        except SourceError as exc:  # its message names the path: clients get words only
-            entry.fail(_WHY.get(str(exc.details.get("reason")), "unreadable"))
-        except trio.TooSlowError:
-            entry.fail(f"checking it took over {self._scan_timeout:g} s")
+            stamp, identity = await self._check_in_thread(entry.path)
+        except (SourceError, trio.TooSlowError) as exc:
+            entry.fail(self._why(exc))
         else:
             entry.stamp = stamp
             entry.identity = identity
@@ -264,16 +258,10 @@ class Databases:
         its ``source_id`` differs) a new one, its helpers stopped either way."""
         was = entry.identity.get("source_id")
         try:
-            with trio.fail_after(self._scan_timeout):
-                stamp, identity = await trio.to_thread.run_sync(
-                    _check_file, entry.path, abandon_on_cancel=True
-                )
+            stamp, identity = await self._check_in_thread(entry.path)
         except (SourceError, trio.TooSlowError) as exc:
             entry.stop()
-            if isinstance(exc, SourceError):
-                entry.fail(_WHY.get(str(exc.details.get("reason")), "unreadable"))
-            else:
-                entry.fail(f"checking it took over {self._scan_timeout:g} s")
+            entry.fail(self._why(exc))
             entry.stamp = None
             LOGGER.warning(
                 "%s: changed and no longer readable: %s", entry.name, entry.error,
@@ -290,6 +278,23 @@ class Databases:
         fresh = DatabaseEntry.found(entry.path)
         self.entries[fresh.db] = fresh
         await self._check(fresh)
+
+    async def _check_in_thread(self, path: Path) -> tuple[FileStamp | None, dict[str, Any]]:
+        """:func:`_check_file` in a thread, within the scan timeout.
+
+        Raises:
+            SourceError: as :func:`_check_file`.
+            trio.TooSlowError: it took longer.
+        """
+        with trio.fail_after(self._scan_timeout):
+            return await trio.to_thread.run_sync(_check_file, path, abandon_on_cancel=True)
+
+    def _why(self, exc: SourceError | trio.TooSlowError) -> str:
+        """Why a check failed, in words for clients (a SourceError's message names the
+        path)."""
+        if isinstance(exc, SourceError):
+            return _WHY.get(str(exc.details.get("reason")), "unreadable")
+        return f"checking it took over {self._scan_timeout:g} s"
 
     def _remove(self, entry: DatabaseEntry, *, why: str = "gone") -> None:
         del self.entries[entry.db]

@@ -28,6 +28,8 @@ from typing import Final
 
 import attrs
 
+from .drawing.kinds import KINDS
+
 __all__ = [
     "IMAGE_KINDS",
     "ImagePath",
@@ -39,7 +41,7 @@ __all__ = [
 ]
 
 #: The kinds of image (sizes) a run has: (width, height) in pixels.
-IMAGE_KINDS: Final = {"thumbnail": (160, 120), "preview": (640, 480)}
+IMAGE_KINDS: Final = KINDS
 #: Longest readable part of a database id, in characters.
 _NAME_CHARS: Final = 40
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_.-]+")

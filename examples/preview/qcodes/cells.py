@@ -91,17 +91,18 @@ def row_id(value: object) -> int | None:
     return None
 
 
-def cell(value: object) -> Any:
+def cell(value: object, max_text: int = _MAX_TEXT) -> Any:
     """A cell of the ``runs`` table as strict JSON: any column may hold any SQLite type.
 
-    A BLOB becomes ``"<n bytes>"``, a non-finite REAL None, long text is cut.
+    A BLOB becomes ``"<n bytes>"``, a non-finite REAL None, text longer than
+    ``max_text`` is cut.
     """
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if isinstance(value, str) and len(value) > _MAX_TEXT:
-        return value[:_MAX_TEXT] + "…"
+    if isinstance(value, str) and len(value) > max_text:
+        return value[:max_text] + "…"
     return value
 
 

@@ -19,9 +19,10 @@ What QCoDeS stores and where (``shared/data/README.md``):
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from typing import Any
+
+from .cells import cell, float_or_none
 
 __all__ = ["MAX_SNAPSHOT_BYTES", "MAX_LINKS", "details", "parse_links"]
 
@@ -76,8 +77,8 @@ def details(
         ``edge_type``, ``description``), ``captured_run_id``, ``captured_counter``
         and ``exception`` (the stored traceback text, or None).
     """
-    started = _number(record.get("run_timestamp"))
-    ended = _number(record.get("completed_timestamp"))
+    started = float_or_none(record.get("run_timestamp"))
+    ended = float_or_none(record.get("completed_timestamp"))
     snapshot, size, pruned = _bounded_snapshot(record.get("snapshot"))
     guid = record.get("guid")
     parents = []
@@ -194,18 +195,6 @@ def _top_levels(node: Any, depth: int) -> Any:
     return _slim(node) if not isinstance(node, list) else f"<{len(node)} items>"
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
 def _plain(value: object) -> Any:
     # Any column may hold any SQLite type; the reply is strict JSON.
-    if isinstance(value, bytes):
-        return f"<{len(value)} bytes>"
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, str) and len(value) > _MAX_TEXT:
-        return value[:_MAX_TEXT] + "…"
-    return value
+    return cell(value, _MAX_TEXT)

@@ -406,11 +406,7 @@ class QcodesSource:
         self, run_id: int, check: CheckCancel
     ) -> tuple[dict[str, Any], dict[str, Any], RunDescription, list[dict[str, Any]]]:
         with self._read():  # one read transaction: a run being written, at one moment
-            cursor = self._conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,))
-            row = cursor.fetchone()
-            if row is None:
-                raise UnknownRun(f"no run {run_id} in {self.path.name}", run_id=run_id)
-            record = dict(zip([d[0] for d in cursor.description], row, strict=True))
+            record = self._run_record(run_id)
             summary = self._summary(record)
             description, problem = self._description(record)
             if description is None:
@@ -433,14 +429,18 @@ class QcodesSource:
             UnknownRun: (code ``unknown_run``) no run has this id.
         """
         with self._read():
-            cursor = self._conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,))
-            row = cursor.fetchone()
-            if row is None:
-                raise UnknownRun(f"no run {run_id} in {self.path.name}", run_id=run_id)
-            record = dict(zip([d[0] for d in cursor.description], row, strict=True))
+            record = self._run_record(run_id)
             summary = self._summary(record)
             summary.update(_details(self._conn, record, _FIXED_RUN_COLUMNS))
         return summary
+
+    def _run_record(self, run_id: int) -> dict[str, Any]:
+        """The ``runs`` row of ``run_id`` by column name; the caller holds the read."""
+        cursor = self._conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        row = cursor.fetchone()
+        if row is None:
+            raise UnknownRun(f"no run {run_id} in {self.path.name}", run_id=run_id)
+        return dict(zip([d[0] for d in cursor.description], row, strict=True))
 
     def _read_dependent(
         self, table: str, description: RunDescription, dep: str, check: CheckCancel
