@@ -194,10 +194,11 @@ async def collect(url: str, expected: int, timeout: float) -> dict[str, Any]:  #
         the HTTP ``connections`` the images came over, and the ``reconnects``.
     """
     import trio
-    from trio_websocket import ConnectionClosed, open_websocket_url
+    from trio_websocket import ConnectionClosed
 
     from examples.web.closing import RESYNC_REQUIRED
     from examples.web.fetch import open_http_client
+    from examples.web.wsclient import open_websocket_client
     from protocol import messages
     from protocol.codec import decode_server_message
 
@@ -226,22 +227,16 @@ async def collect(url: str, expected: int, timeout: float) -> dict[str, Any]:  #
 
     async def notices(client: Any, nursery: trio.Nursery, first: bool) -> None:
         nonlocal connected
-        async with open_websocket_url(url, max_message_size=16 * 1024 * 1024) as ws:
+        async with open_websocket_client(url, max_message_size=16 * 1024 * 1024) as ws:
             if first:
                 connected = time.monotonic()
             # Images only: an event-log subscription from the start would add 500 runs'
             # events to the same connection, which this client does not measure.
             await ws.send_message(json.dumps({"type": "list_runs", "request_id": "b1"}))
-            try:
-                while True:
-                    message = decode_server_message(await ws.get_message(), max_size=16 * 2**20)
-                    if isinstance(message, messages.ImageReady) and message.kind in found:
-                        nursery.start_soon(fetch, client, message)
-            except ConnectionClosed:
-                # trio-websocket 0.12 leaves a client's TCP stream open after a close
-                # the server began: close it (see examples/preview/client.py).
-                await trio.aclose_forcefully(ws._stream)
-                raise
+            while True:
+                message = decode_server_message(await ws.get_message(), max_size=16 * 2**20)
+                if isinstance(message, messages.ImageReady) and message.kind in found:
+                    nursery.start_soon(fetch, client, message)
 
     async def connections(client: Any, nursery: trio.Nursery) -> None:
         for attempt in range(RECONNECTS + 1):

@@ -44,10 +44,11 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import trio
-from trio_websocket import ConnectionClosed, open_websocket_url
+from trio_websocket import ConnectionClosed
 
 from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
 from ..web.closing import GOING_AWAY, RESYNC_REQUIRED, cursor_of
+from ..web.wsclient import open_websocket_client
 from .follow import Outcome, Output, Session, describe_end, finish, follow, verdict_name
 from .retry import RetryPolicy, submit_with_retry
 
@@ -65,7 +66,7 @@ MAX_RECONNECTS = 5
 @asynccontextmanager
 async def _session(args: argparse.Namespace) -> AsyncIterator[Session]:
     headers = [(b"authorization", f"Bearer {args.token}".encode())] if args.token else None
-    async with open_websocket_url(args.url, extra_headers=headers) as ws:
+    async with open_websocket_client(args.url, extra_headers=headers) as ws:
         yield Session(ws)
 
 

@@ -34,7 +34,8 @@ Every result has the ``pid`` of the helper that ran it. Run it::
 
     python -m examples.jobs.server [--host 127.0.0.1] [--port 8766] [--ledger PATH]
         [--token T | --no-token] [--allow-origin ORIGIN] [--allow-host HOST]
-        [--max-per-address N] [--files-root DIR] [--helpers N] [--grace S] [-v]
+        [--max-per-address N] [--max-pending N] [--files-root DIR] [--helpers N]
+        [--grace S] [-v]
 
 It binds its port first of all, and prints ``listening on ws://HOST:PORT/?token=T``
 once ready (a fresh random token each start unless ``--token`` gives one or

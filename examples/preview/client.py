@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
-from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
+from trio_websocket import ConnectionClosed, HandshakeError
 
 from protocol import messages
 from protocol.codec import decode_server_message
@@ -74,6 +74,7 @@ from protocol.codec import decode_server_message
 from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
 from ..web.closing import RESYNC_REQUIRED
 from ..web.fetch import FetchError, HttpClient, open_http_client
+from ..web.wsclient import open_websocket_client
 from .client_collection import Collection, SavedImage
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ async def databases(
     """
     headers = [(b"authorization", f"Bearer {token}".encode())] if token else None
     with trio.fail_after(timeout):
-        async with open_websocket_url(
+        async with open_websocket_client(
             url, extra_headers=headers, max_message_size=MAX_MESSAGE, connect_timeout=timeout
         ) as ws:
             await ws.send_message(json.dumps({"type": "list_databases", "request_id": "d1"}))
@@ -339,7 +340,7 @@ class _Session:
             _Dropped: the server dropped the client for falling behind (close 4000).
         """
         ids = (f"c{n}" for n in itertools.count(1))
-        async with open_websocket_url(
+        async with open_websocket_client(
             self.url, extra_headers=self.headers, max_message_size=MAX_MESSAGE,
             connect_timeout=self.timeout,
         ) as ws:  # fmt: skip
@@ -370,10 +371,6 @@ class _Session:
                         following = await self._take(message, send, following)
                         self._check()
             except ConnectionClosed as exc:
-                # trio-websocket 0.12 leaves a client's TCP stream open after a close the
-                # server began (it waits for the server's TCP close, then never closes
-                # its own): close it, or each drop leaks a socket.
-                await trio.aclose_forcefully(ws._stream)
                 reason = exc.reason
                 if reason is not None and reason.code == RESYNC_REQUIRED:
                     raise _Dropped(connection_problem(exc) or "resync required") from exc

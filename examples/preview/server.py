@@ -7,8 +7,8 @@ the renderer draws PNGs and the event log pushes each run's progress. Run it::
 
     python -m examples.preview.server [PATH ...] [--host 127.0.0.1] [--port 8765]
         [--token T | --no-token] [--allow-origin ORIGIN] [--allow-host HOST]
-        [--max-per-address N] [--helpers 2] [--cache-dir DIR] [--ledger PATH]
-        [--grace S] [--poll S] [--stall-after S] [--scan S] [--no-live-demo] [-v]
+        [--max-per-address N] [--max-pending N] [--helpers 2] [--cache-dir DIR]
+        [--ledger PATH] [--grace S] [--poll S] [--stall-after S] [--scan S] [--no-live-demo] [-v]
 
 It binds its port first of all: a port in use is refused with one line on stderr
 (suggesting ``--port 0``) and exit status 2 before anything is written. So is a bad

@@ -80,6 +80,13 @@ class FrontDoorConfig:
     max_per_address: int = count_field(16, minimum=1, maximum=10_000)
     """Clients at once from one IP address (never more than ``max_connections``); more
     are refused with HTTP 429, so one client cannot take every slot."""
+    max_pending: int = count_field(128, minimum=1, maximum=10_000)
+    """Connections at once that have not sent a complete first request head (a plain
+    HTTP request or a websocket handshake) since they were accepted; they hold no slot,
+    only a descriptor, for ``handshake_timeout`` seconds at most. When one more is
+    accepted, the one pending longest is closed (a real client sends its head within
+    milliseconds; design §7.3). Keep it above ``max_connections``, so that clients that
+    all connect at once are all read."""
     accept_backoff: Backoff = attrs.field(
         factory=lambda: Backoff(base=0.05, cap=2.0, reset_after=1.0),
         validator=attrs.validators.instance_of(Backoff),
@@ -181,6 +188,12 @@ class FrontDoorStatistics:
     ``foreign_host``, ``missing_token``, ``wrong_token``, ``address_limit``, ``full``,
     ``shutting_down``, ``late_upgrade`` (a websocket upgrade after a plain request on the
     same connection)."""
+    pending: int = 0
+    """Connections accepted that have not sent a complete first request head yet (at
+    most ``max_pending``)."""
+    pending_evicted: int = 0
+    """Pending connections closed to make room for a newer one, ``max_pending`` being
+    pending (design §7.3)."""
     accept_failures: int = 0
     """Times ``accept()`` failed for want of file descriptors or memory."""
     route_answers: Mapping[str, int] = attrs.field(factory=dict)

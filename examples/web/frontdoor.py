@@ -14,7 +14,9 @@ trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
   hold ``max_per_address`` connections (then 429), all of them ``max_connections``
   (then 503). Each refusal is one plain-text line to the client and one log record
   naming the reason; no websocket is opened. The whole handshake has
-  ``handshake_timeout`` seconds, so a client that stalls in it frees its slot.
+  ``handshake_timeout`` seconds, so a client that stalls in it frees its slot. At most
+  ``max_pending`` connections wait for their first request head at once: one more
+  closes the one that waited longest (:mod:`examples.web.pending`).
   ``accept()`` lacking file descriptors is logged once per episode and retried with a
   backoff (:mod:`examples.web.accept`).
 * **Bounded input**: a websocket message above ``max_frame`` bytes (1 MiB) makes
@@ -86,6 +88,7 @@ from .dispatch import Dispatcher
 from .guard import Guard
 from .http import Page, ReplayStream, peer_address, peer_name, plain_response
 from .httpconn import HttpConnection
+from .pending import PendingConnections
 from .plainhttp import PlainHttp
 from .routes import Route, Router
 
@@ -175,7 +178,8 @@ class FrontDoor:
         self._hook_ids = itertools.count()
         self._admitting = True
         self._listen_scope = trio.CancelScope()
-        self._pending: set[trio.CancelScope] = set()
+        self._steps: set[trio.CancelScope] = set()  # the waits close() cuts short
+        self._pending = PendingConnections(self.config.max_pending)
         self._serving = False
         self._done = trio.Event()
         self.port: int | None = None
@@ -314,7 +318,9 @@ class FrontDoor:
             async with trio.open_nursery() as nursery:
                 conn = HttpConnection(stream, max_head=self.config.max_request_head)
                 head: Head | None = None
-                with self._bounded(deadline):
+                # Pending from the accept (no checkpoint since) until the head is in; a
+                # newer connection may close this one if max_pending are pending.
+                with self._bounded(deadline) as scope, self._pending.waiting(scope, peer):
                     head = await conn.receive_head()
                 if head is None:
                     pass  # no complete head in time, or closing
@@ -344,11 +350,11 @@ class FrontDoor:
         # A step of a handshake or of a plain HTTP connection: bounded by its deadline,
         # cut short by close().
         with trio.move_on_at(deadline) as scope:
-            self._pending.add(scope)
+            self._steps.add(scope)
             try:
                 yield scope
             finally:
-                self._pending.discard(scope)
+                self._steps.discard(scope)
 
     def close(self) -> None:
         """Stop at once: close the listener and every client; never waits.
@@ -358,8 +364,8 @@ class FrontDoor:
         """
         self._admitting = False
         self._listen_scope.cancel()
-        for pending in self._pending:
-            pending.cancel()
+        for step in self._steps:
+            step.cancel()
         for conn in self.connections:
             conn.close(GOING_AWAY, "server shutting down", cursor=True)
 
@@ -480,6 +486,8 @@ class FrontDoor:
             http_reused=self._plain.reused,
             http_reclaimed=self._admission.reclaimed,
             refusals=dict(self._admission.refusals),
+            pending=len(self._pending),
+            pending_evicted=self._pending.evicted,
             accept_failures=self._acceptor.failures,
             route_answers=self.router.statistics(),
         )

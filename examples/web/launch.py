@@ -54,6 +54,7 @@ def add_server_options(parser: OneLineParser, *, port: int) -> None:
 
     ``--host``, ``--port`` (default ``port``), ``--token``/``--no-token``,
     ``--allow-origin``/``--allow-host`` (repeatable), ``--max-per-address``,
+    ``--max-pending``,
     ``--ledger``, ``--grace`` (seconds, default 5) and ``-v``/``--verbose``.
     """
     add = parser.add_argument
@@ -72,6 +73,9 @@ def add_server_options(parser: OneLineParser, *, port: int) -> None:
         "tunnel; repeatable")  # fmt: skip
     add("--max-per-address", type=count(minimum=1, maximum=10_000), default=16,
         help="websocket connections at once from one address (16)")  # fmt: skip
+    add("--max-pending", type=count(minimum=1, maximum=10_000), default=128,
+        help="connections at once that have not sent their first request; one more "
+        "closes the oldest of them (128)")  # fmt: skip
     add("--ledger", default=None, help="SQLite file of the event log: runs survive restarts "
         "(default: in memory)")  # fmt: skip
     add("--grace", type=seconds(), default=5.0, help="seconds to finish work after SIGTERM (5)")
@@ -111,6 +115,7 @@ def front_door_config(
             allowed_origins=args.allow_origin,
             allowed_hosts=args.allow_host,
             max_per_address=args.max_per_address,
+            max_pending=args.max_pending,
             **fields,
         )
     except ValueError as exc:

@@ -142,6 +142,27 @@ async def open_client(
             sock.close()
 
 
+#: TCP states of /proc/net/tcp by their hex code (include/net/tcp_states.h).
+TCP_STATES = {
+    "01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
+    "05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT",
+    "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING",
+}  # fmt: skip
+
+
+def sockets_to(port: int) -> list[str]:
+    """The states of this network namespace's IPv4 TCP sockets connected to
+    ``127.0.0.1:port``: the client sides of a local server's connections.
+
+    A socket its owner has closed is gone or in ``TIME_WAIT``/``FIN_WAIT*``/``LAST_ACK``;
+    one the server closed but its owner never did stays in ``CLOSE_WAIT``.
+    """
+    peer = f"0100007F:{port:04X}"
+    with open("/proc/self/net/tcp", encoding="ascii") as table:
+        rows = [line.split() for line in table.readlines()[1:]]
+    return [TCP_STATES.get(row[3], row[3]) for row in rows if row[2] == peer]
+
+
 async def first_line(stream: trio.abc.ReceiveStream) -> bytes:
     """The first line a server process prints (e.g. ``listening on ...``), with its newline.
 

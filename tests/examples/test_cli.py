@@ -87,6 +87,7 @@ def _run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
         (job_server_main, ["--token", "long-enough", "--no-token"], "exclude each other"),
         (job_server_main, ["--allow-host", "a/b"], "'a/b' is not a host name"),
         (job_server_main, ["--max-per-address", "0"], "argument --max-per-address: must be >= 1"),
+        (preview_server_main, ["--max-pending", "0"], "argument --max-pending: must be >= 1"),
         (job_server_main, ["--files-root", "/no/such/dir"], "files_root must be an existing"),
     ],
 )

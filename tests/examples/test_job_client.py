@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 import trio.testing
-from frontdoor_support import TIMEOUT, assert_no_children, open_client
+from frontdoor_support import TIMEOUT, assert_no_children, open_client, sockets_to
+from trio_websocket import ConnectionClosed
 
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
-from examples.jobs.client import _parser, _resume
+from examples.jobs.client import _parser, _resume, _submit
 from examples.jobs.follow import Output, Session, verdict_name
 from examples.jobs.retry import RetryPolicy, retry_hint, submit_with_retry
+from examples.web.closing import GOING_AWAY
 from examples.web.frontdoor import FrontDoorConfig, open_front_door
 
 if TYPE_CHECKING:
@@ -288,3 +290,40 @@ async def test_resume_follows_the_resumed_run_to_its_verdict(tmp_path) -> None:
         f"run {run}: ok",
         "result: 4",
     ]
+
+
+# -- the client's socket ------------------------------------------------------------------
+
+
+async def test_the_client_closes_its_socket_when_the_server_closes_the_connection() -> None:
+    # The server shuts down while the client follows a run: it closes the websocket
+    # (1001) and its TCP side. The client's socket must close too, not stay in
+    # CLOSE_WAIT for as long as the client lives.
+    actor = EventLogActor(
+        EventLogConfig(), operations=[OperationSpec(name="work")], runners={"work": _forever}
+    )
+    ended: list[BaseException] = []
+    out = io.StringIO()
+
+    async def follow(url: str) -> None:
+        args = argparse.Namespace(
+            url=url, token=None, operation="work", arguments={}, give_up_after=5.0
+        )
+        try:
+            await _submit(args, Output(out=out, err=io.StringIO()))
+        except* ConnectionClosed as group:
+            ended.extend(group.exceptions)  # kept: their tracebacks hold the client's objects
+
+    async with trio.open_nursery() as nursery:
+        log = EventLogClient(await nursery.start(actor.run), timeout=5.0)
+        async with open_front_door(log, FrontDoorConfig()) as front, trio.open_nursery() as clients:
+            port = front.port
+            clients.start_soon(follow, front.url)
+            with trio.fail_after(TIMEOUT):
+                while "run 1: running" not in out.getvalue():  # noqa: ASYNC110 - its output
+                    await trio.sleep(0.01)
+            assert sockets_to(port) == ["ESTABLISHED"]
+            await front.shutdown(grace=0.0)
+        await log.ref.stop(1.0)
+    assert [exc.reason.code for exc in ended] == [GOING_AWAY]  # type: ignore[attr-defined]
+    assert set(sockets_to(port)).isdisjoint({"ESTABLISHED", "CLOSE_WAIT"}), sockets_to(port)
