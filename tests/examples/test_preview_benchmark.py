@@ -35,4 +35,5 @@ def test_the_preview_benchmark_runs_end_to_end() -> None:
                      r"all images [\d.]+ s, CPU [\d.]+ s$", text, flags=re.MULTILINE)  # fmt: skip
     bounds = dict(re.findall(r"^  (CPU helpers alone / floor|helpers' thumbnails / floor)"
                              r"\s+([\d.]+)x", text, flags=re.MULTILINE))  # fmt: skip
-    assert len(bounds) == 2 and all(float(value) > 0 for value in bounds.values())
+    assert len(bounds) == 2
+    assert all(float(value) > 0 for value in bounds.values())
