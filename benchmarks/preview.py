@@ -98,17 +98,19 @@ def floor(db: str, mode: str) -> dict[str, float]:
     }
 
 
-def run_floor(db: Path, mode: str) -> dict[str, float]:
-    """:func:`floor` in a fresh process (its peak RSS is its own)."""
+def in_process(*argv: str) -> dict[str, float]:
+    """This script with ``argv`` in a fresh process (its CPU time, peak RSS and children
+    are its own): the figures it printed last, as JSON."""
     out = subprocess.run(
-        [sys.executable, __file__, "--floor", mode, str(db)],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
+        [sys.executable, __file__, *argv], check=True, capture_output=True, text=True, cwd=ROOT
     )
     figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return figures
+
+
+def run_floor(db: Path, mode: str) -> dict[str, float]:
+    """:func:`floor` in a fresh process."""
+    return in_process("--floor", mode, str(db))
 
 
 # -- the helpers alone ----------------------------------------------------------------------
@@ -163,16 +165,8 @@ async def helpers_alone(db: Path, helpers: int) -> dict[str, float]:
 
 
 def run_helpers_alone(db: Path, helpers: int) -> dict[str, float]:
-    """:func:`helpers_alone` in a fresh process (its children's CPU is theirs alone)."""
-    out = subprocess.run(
-        [sys.executable, __file__, "--helpers-alone", str(helpers), str(db)],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return figures
+    """:func:`helpers_alone` in a fresh process."""
+    return in_process("--helpers-alone", str(helpers), str(db))
 
 
 # -- the server ----------------------------------------------------------------------------
