@@ -12,6 +12,12 @@ folder, then measures in the same run:
   start to exit, imports included), wall time and peak RSS
   (``getrusage(RUSAGE_SELF).ru_maxrss``); and, in a second process, the wall time of
   reading every run and drawing only its thumbnail;
+* **the helpers alone**, the bound any server meets at best: in a third process, a bare
+  :func:`actors.open_helper_pool` of the server's helper (as many helpers as the
+  server has) given the server's own helper jobs, with every helper busy and no server
+  around them: ``read_run`` drawing the thumbnail of every run, then ``draw`` of every
+  preview; its wall time for the thumbnails and the CPU of its helpers (reaped,
+  ``RUSAGE_CHILDREN``; start-up included);
 * **the server**: ``python -m examples.preview.server DB --port 0 --no-token`` as a
   subprocess with a fresh payload cache; once it prints ``listening on``, a websocket
   client asks ``list_runs`` (after which the server pushes every image) and times the
@@ -23,7 +29,10 @@ folder, then measures in the same run:
 It prints each figure and the ratios with OK/MISS against the targets: server + helpers
 CPU <= 1.15x the floor's; server peak RSS <= 1.3x the floor process's; connect -> all
 thumbnails <= 0.5x the floor's time for the thumbnails alone; first thumbnail after
-connect <= 100 ms. Wall times are seconds of ``time.monotonic``; CPU times are seconds.
+connect <= 100 ms. Then the bounds the helpers alone set: the CPU and thumbnail ratios a
+server that cost nothing would reach (the server starts drawing before a client
+connects, so its thumbnail figure can come in below that bound on a small database).
+Wall times are seconds of ``time.monotonic``; CPU times are seconds.
 
 The client learns of an image from the server's ``image_ready`` notices and fetches
 it by URL (:func:`image_bytes`), as the dashboard's browser does: over at most
@@ -92,17 +101,75 @@ def floor(db: str, mode: str) -> dict[str, float]:
     }
 
 
-def run_floor(db: Path, mode: str) -> dict[str, float]:
-    """:func:`floor` in a fresh process (its peak RSS is its own)."""
+def in_process(*argv: str) -> dict[str, float]:
+    """This script with ``argv`` in a fresh process (its CPU time, peak RSS and children
+    are its own): the figures it printed last, as JSON."""
     out = subprocess.run(
-        [sys.executable, __file__, "--floor", mode, str(db)],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
+        [sys.executable, __file__, *argv], check=True, capture_output=True, text=True, cwd=ROOT
     )
     figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return figures
+
+
+def run_floor(db: Path, mode: str) -> dict[str, float]:
+    """:func:`floor` in a fresh process."""
+    return in_process("--floor", mode, str(db))
+
+
+# -- the helpers alone ----------------------------------------------------------------------
+
+
+async def helpers_alone(db: Path, helpers: int) -> dict[str, float]:
+    """The server's helper jobs on a bare pool of ``helpers`` helpers; the figures (see the
+    module doc): ``thumbnails`` (wall seconds from the first job to the last thumbnail),
+    ``all`` (to the last preview) and ``cpu`` (of the reaped helpers, seconds)."""
+    import trio
+
+    from actors import HelperSpec, open_helper_pool
+
+    with tempfile.TemporaryDirectory(prefix="handoff-") as handoff:
+        spec = HelperSpec(
+            entry="examples.preview.helper:main",
+            options={"db": str(db), "handoff": handoff},
+            cwd=str(ROOT),
+        )
+        async with open_helper_pool(spec, size=helpers) as pool:
+            run_ids: list[int] = []
+            after: int | None = 0
+            while after is not None:
+                page = await pool.run_job("list_runs", {"after": after, "limit": 500})
+                run_ids += [run["run_id"] for run in page["runs"]]
+                after = page["next_after"]
+            revisions: dict[int, str | None] = {}
+            start = time.monotonic()
+
+            async def jobs(todo: list[Any], operation: str) -> None:
+                while todo:
+                    payload = todo.pop()
+                    result = await pool.run_job(operation, payload)
+                    if operation == "read_run":
+                        revisions[payload["run_id"]] = result.get("revision")
+
+            async def phase(todo: list[Any], operation: str) -> None:
+                async with trio.open_nursery() as nursery:
+                    for _ in range(helpers):
+                        nursery.start_soon(jobs, todo, operation)
+
+            reads = [{"run_id": run, "draw": ["thumbnail"]} for run in reversed(run_ids)]
+            await phase(reads, "read_run")
+            thumbnails = time.monotonic() - start
+            draws = [{"run_id": run, "kinds": ["preview"], "revision": revisions[run]}
+                     for run in reversed(run_ids)]  # fmt: skip
+            await phase(draws, "draw")
+            done = time.monotonic() - start
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"thumbnails": thumbnails, "all": done, "cpu": usage.ru_utime + usage.ru_stime,
+            "runs": float(len(run_ids))}  # fmt: skip
+
+
+def run_helpers_alone(db: Path, helpers: int) -> dict[str, float]:
+    """:func:`helpers_alone` in a fresh process."""
+    return in_process("--helpers-alone", str(helpers), str(db))
 
 
 # -- the server ----------------------------------------------------------------------------
@@ -324,14 +391,18 @@ def verdict(value: float | None, limit: float) -> str:
 
 
 def report(runs: int, full: dict[str, float], thumbs: dict[str, float],
-           server: dict[str, Any]) -> list[str]:  # fmt: skip
-    """The printed lines: each figure, then each ratio with its verdict."""
+           alone: dict[str, float], server: dict[str, Any], helpers: int) -> list[str]:  # fmt: skip
+    """The printed lines: each figure, then each ratio with its verdict, then the bounds
+    the helpers alone set (the ratios a server that cost nothing would reach)."""
     mib = 1024.0
     lines = [
         f"floor (one process, {runs} runs, thumbnail + preview):",
         f"  CPU {full['cpu']:.2f} s, wall {full['wall']:.2f} s, "
         f"peak RSS {full['rss_kib'] / mib:.1f} MiB",
         f"floor, thumbnails alone: wall {thumbs['wall']:.2f} s",
+        f"helpers alone (bare pool, {helpers} helpers): thumbnails "
+        f"{alone['thumbnails']:.2f} s, all images {alone['all']:.2f} s, "
+        f"CPU {alone['cpu']:.2f} s",
         f"server ({server['processes']} processes at the end, ready after "
         f"{server['ready']:.2f} s):",
     ]
@@ -366,6 +437,10 @@ def report(runs: int, full: dict[str, float], thumbs: dict[str, float],
         + ("  n/a " if first is None else f"{first * 1000:4.0f} ms")
         + f"  (<= {FIRST_THUMBNAIL_TARGET * 1000:.0f} ms) "
         f"{verdict(first, FIRST_THUMBNAIL_TARGET)}",
+        "bounds (the helpers alone: a server that cost nothing):",
+        f"  CPU helpers alone / floor           {alone['cpu'] / full['cpu']:5.2f}x  "
+        f"(server's share now {cpu - alone['cpu'] / full['cpu']:+.2f}x)",
+        f"  helpers' thumbnails / floor         {alone['thumbnails'] / thumbs['wall']:5.2f}x",
     ]
     return lines
 
@@ -379,9 +454,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=COLLECT_TIMEOUT,
                         help="seconds to wait for every image (300)")  # fmt: skip
     parser.add_argument("--floor", nargs=2, metavar=("MODE", "DB"), help=argparse.SUPPRESS)
+    parser.add_argument("--helpers-alone", nargs=2, metavar=("HELPERS", "DB"),
+                        help=argparse.SUPPRESS)  # fmt: skip
     args = parser.parse_args(argv)
     if args.floor:
         print(json.dumps(floor(args.floor[1], args.floor[0])))
+        return 0
+    if args.helpers_alone:
+        import trio
+
+        db = Path(args.helpers_alone[1]).resolve()
+        figures = trio.run(helpers_alone, db, int(args.helpers_alone[0]))
+        print(json.dumps(figures))
         return 0
     runs = args.runs or (60 if args.quick else 500)
     from examples.preview.sample_db import create_many_runs_database
@@ -394,8 +478,9 @@ def main(argv: list[str] | None = None) -> int:
               f"runs written in {time.monotonic() - start:.1f} s")  # fmt: skip
         full = run_floor(db, "all")
         thumbs = run_floor(db, "thumbnails")
+        alone = run_helpers_alone(db, args.helpers)
         server = run_server(db, workdir, runs, args.helpers, args.timeout)
-    for line in report(runs, full, thumbs, server):
+    for line in report(runs, full, thumbs, alone, server, args.helpers):
         print(line)
     return 0
 

@@ -22,8 +22,9 @@ in the caller's own task (see there: the mailbox hop would cost more than a shor
     jobs fail with :class:`~actors.errors.PoolFailed` until :class:`RestartPool`;
 ``"restart"``
     the actor restarts the pool itself after a capped exponential backoff
-    (``recovery``); meanwhile jobs fail with the transient
-    :class:`~actors.errors.PoolRestarting`;
+    (``recovery``), with the pool's own restarter (``restart_scheduled``,
+    ``restart_failed`` and ``pool_restarted`` events, design §3.15); meanwhile jobs fail
+    with the transient :class:`~actors.errors.PoolRestarting`;
 ``"escalate"``
     the actor fails (``run`` raises ``PoolFailed``) so that its supervisor restarts it
     with its own policy; this is what the runtime does (design §1.7).
@@ -45,12 +46,13 @@ from trio.lowlevel import enable_ki_protection
 from protocol.envelope import MAX_OPERATION_LENGTH
 
 from .._core._actor import Actor
-from .._core._backoff import Backoff, BackoffTracker
+from .._core._backoff import Backoff
 from .._core._config import check_hashable, show_value, validate_count, validate_duration
 from ..errors import ActorError, InvalidCommand, PoolBusy, PoolFailed
 from ._events import PoolEvents
 from ._pool_config import PoolConfig
 from ._pool_open import open_helper_pool
+from ._pool_restart import restart_when_failed
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Hashable
@@ -235,7 +237,7 @@ class PoolActor(Actor):
         self.max_jobs = validate_count("max_jobs", max_jobs, minimum=1, maximum=4096)
         self.events = events if events is not None else PoolEvents(spec.name)
         self.on_failure = on_failure
-        self._tracker = BackoffTracker(recovery or _default_recovery())
+        self._recovery = recovery or _default_recovery()
         self._notify = on_helper_exit
         self._pool: HelperPool | None = None
         self._running: set[Hashable] = set()
@@ -400,37 +402,20 @@ class PoolActor(Actor):
     @enable_ki_protection
     async def _watch_failure(self) -> None:
         pool = self.pool
-        while True:
-            await pool.wait_failed()
-            if self.on_failure == "escalate":
-                # The actor fails; its supervisor restarts it (design §1.7).
-                raise PoolFailed(
-                    f"pool {self.spec.name!r} exceeded its restart intensity "
-                    f"({self.config.max_restarts} within {self.config.restart_period:g} s)",
-                    max_restarts=self.config.max_restarts,
-                    period=self.config.restart_period,
-                )
-            while True:
-                delay = self._tracker.next_delay(trio.current_time())
-                _log.warning(
-                    "pool %r failed: restarting it in %g s",
-                    self.spec.name,
-                    delay,
-                    extra={"pool": self.spec.name, "delay": delay},
-                )
-                await trio.sleep(delay)
-                try:
-                    await pool.restart()
-                except ActorError as exc:
-                    _log.warning(
-                        "pool %r: restart failed (%s); trying again",
-                        self.spec.name,
-                        exc,
-                        extra={"pool": self.spec.name, "code": exc.code},
-                    )
-                    continue
-                self._exit_seen.set()
-                break
+        if self.on_failure == "restart":
+            # The pool's own restarter: the same events, logs and backoff as
+            # ``PoolConfig(restart=...)`` (design §3.15); each restart tells
+            # ``on_helper_exit`` too.
+            await restart_when_failed(pool, self._recovery, on_restarted=self._helper_exited)
+            return
+        await pool.wait_failed()
+        # The actor fails; its supervisor restarts it (design §1.7).
+        raise PoolFailed(
+            f"pool {self.spec.name!r} exceeded its restart intensity "
+            f"({self.config.max_restarts} within {self.config.restart_period:g} s)",
+            max_restarts=self.config.max_restarts,
+            period=self.config.restart_period,
+        )
 
     @enable_ki_protection
     async def _notify_exits(self) -> None:

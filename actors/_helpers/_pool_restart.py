@@ -30,6 +30,8 @@ from .._core._backoff import BackoffTracker
 from ..errors import ActorError, PoolClosed
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .._core._backoff import Backoff
     from ._events import HeldEvent, PoolEvents
     from ._spec import HelperSpec
@@ -54,12 +56,16 @@ class RestartingPool(Protocol):
 
 
 @enable_ki_protection
-async def restart_when_failed(pool: RestartingPool, backoff: Backoff) -> None:
+async def restart_when_failed(
+    pool: RestartingPool, backoff: Backoff, *, on_restarted: Callable[[], None] | None = None
+) -> None:
     """Restart ``pool`` after ``backoff`` each time it fails; runs until cancelled.
 
     Args:
         pool: The pool to watch; it is marked ``recovering`` at once.
         backoff: The delay before each restart attempt (design §1.4, §3.15).
+        on_restarted: Called (sync) after each restart that succeeded, once its
+            ``pool_restarted`` is published.
     """
     pool.recovering = True
     tracker = BackoffTracker(backoff)
@@ -103,6 +109,8 @@ async def restart_when_failed(pool: RestartingPool, backoff: Backoff) -> None:
         if failed is None:
             for event in held:
                 pool.events._release(event)
+            if on_restarted is not None:
+                on_restarted()
             continue
         held = [event for event in held if event.kind == "intensity_exceeded"]
         pool.events.emit(

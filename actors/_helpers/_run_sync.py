@@ -329,13 +329,11 @@ async def attempts(
         try:
             return await once(bound)
         except ActorError as exc:
-            if exc.category != "transient" or exc.code in retry.non_retryable_codes:
+            if exc.category != "transient":
                 raise
             if exc.code in retry.crash_codes:
                 crashes += 1
-            if (retry.maximum_attempts is not None and attempt >= retry.maximum_attempts) or (
-                retry.maximum_crashes is not None and crashes >= retry.maximum_crashes
-            ):
+            if retry.gives_up(exc.code, attempts=attempt, crashes=crashes) is not None:
                 raise
             delay = retry.delay(attempt, _rng if retry.jitter else None)
             if trio.current_time() + delay >= deadline:

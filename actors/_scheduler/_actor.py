@@ -113,6 +113,8 @@ __all__ = ["SchedulerActor"]
 
 #: Key of the observation cache: (source, guid, kind, revision).
 ObservationKey = tuple[str, str, str, str]
+#: A payload's disk write still to do: ``DiskCache.put`` and its arguments.
+_DiskWrite = tuple["Callable[[PayloadKey, bytes], bool]", PayloadKey, bytes]
 _MISSING = object()
 
 
@@ -339,6 +341,7 @@ class SchedulerActor(Actor):
     async def _run_job(self, claim: Claim) -> None:
         result: Any = None
         error: ErrorRecord | None = None
+        written: _DiskWrite | None = None
         now = trio.current_time()
         if claim.deadline <= now:
             # The overall deadline passed in the queue, or an attempt timeout below the
@@ -350,24 +353,28 @@ class SchedulerActor(Actor):
                 f"attempt {claim.attempt} could start"
             ).to_record()
         else:
-            result, error = await self._attempt(claim)
+            result, error, written = await self._attempt(claim)
         now = trio.current_time()
         if error is None:
             events = self._core.complete(claim.claim_id, result, now=now)
         else:
             events = self._core.fail(claim.claim_id, error, now=now)
         self._emit(events, source=claim.source)
+        if written is not None:
+            # After the result is out: clients never wait for the disk (design §4.10).
+            await self._disk("write", *written)
 
-    async def _attempt(self, claim: Claim) -> tuple[Any, ErrorRecord | None]:
+    async def _attempt(self, claim: Claim) -> tuple[Any, ErrorRecord | None, _DiskWrite | None]:
         # The stop scope exists (for _cancel_stale) from here, but only execute runs in
         # it: cache reads and writes are outside the attempt's deadline (design §4.14).
+        # Returns the result, the error, and the payload's disk write still to do.
         scope = trio.CancelScope(deadline=claim.deadline + self._core.config.deadline_grace)
         self._scopes[claim.claim_id] = scope
         try:
             key = self._payload_key(claim)
             cached = _MISSING if key is None else await self._cached(key)
             if cached is not _MISSING:
-                return cached, None
+                return cached, None, None
             attempt = await run_attempt(self._execute, self._job(claim), self._args, scope)
         finally:
             del self._scopes[claim.claim_id]
@@ -384,9 +391,10 @@ class SchedulerActor(Actor):
                        "attempt": claim.attempt},
             )  # fmt: skip
         result, error = judge(claim, attempt, stale=stale)
+        written = None
         if error is None and key is not None and not isinstance(result, Progressive):
-            await self._store(key, result)
-        return result, error
+            written = self._store(key, result)
+        return result, error, written
 
     def _job(self, claim: Claim) -> SchedulerJob:
         graph = self._graph
@@ -430,22 +438,25 @@ class SchedulerActor(Actor):
             payloads.memory.discard(key)
             return _MISSING
 
-    async def _store(self, key: PayloadKey, result: Any) -> None:
+    def _store(self, key: PayloadKey, result: Any) -> _DiskWrite | None:
+        # Into the memory level now (a lookup right after the publication hits it); the
+        # disk write, if any, is returned for the worker to do once the result is out.
         payloads = self._payloads
         assert payloads is not None
         try:
             data = self._to_bytes(result)
             if data is None:
-                return
+                return None
             if not isinstance(data, bytes | bytearray | memoryview):
                 raise TypeError(f"returned {type(data).__name__}, not bytes or None")
             data = bytes(data)
         except Exception as exc:  # the embedder's callback: the result stays uncached
             self._callback_failed("payload_to_bytes", key.kind, exc)
-            return
+            return None
         payloads.memory.put(key, data, len(data))
-        if payloads.disk is not None:
-            await self._disk("write", payloads.disk.put, key, data)
+        if payloads.disk is None:
+            return None
+        return payloads.disk.put, key, data
 
     async def _disk(self, what: str, call: Callable[..., Any], *args: Any) -> Any:
         """One payload-cache disk call in a worker thread, bounded by

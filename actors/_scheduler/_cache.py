@@ -29,7 +29,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
@@ -191,23 +191,37 @@ def approximate_size(value: Any) -> int:
     """A rough size in bytes of a result, for the observation cache's byte bound.
 
     Exact for bytes-like values and ``str`` (UTF-8 length); ``nbytes`` for array-like
-    values (numpy); containers are summed from their first :data:`SIZE_SAMPLE` items
-    (keys and values), scaled to their length, at most 4 levels deep;
-    anything else is ``sys.getsizeof``. Always at least 1.
+    values (numpy); ``None``, ``bool``, ``int`` and ``float`` count as their usual object
+    size (16, 28, 28 and 24 bytes); containers are summed from their first
+    :data:`SIZE_SAMPLE` items (keys and values), scaled to their length, at most 4
+    levels deep; anything else is ``sys.getsizeof``. Always at least 1.
     """
     return max(1, _size(value, 0))
 
 
+#: Sizes of the scalars JSON results are made of: a result is sized on the event loop,
+#: and most of its items are these.
+_SCALAR_SIZES: Final[dict[type, int]] = {type(None): 16, bool: 28, int: 28, float: 24}
+_CONTAINERS: Final = (dict, list, tuple, set, frozenset)
+
+
 def _size(value: Any, depth: int) -> int:
+    kind = type(value)
+    scalar = _SCALAR_SIZES.get(kind)
+    if scalar is not None:
+        return scalar
+    if kind is str:  # isascii() is O(1): no copy of a long ASCII text
+        return len(value) if value.isascii() else len(value.encode("utf-8", errors="replace"))
     if isinstance(value, bytes | bytearray | memoryview):
         return len(value)
-    if isinstance(value, str):  # isascii() is O(1): no copy of a long ASCII text
+    if isinstance(value, str):
         return len(value) if value.isascii() else len(value.encode("utf-8", errors="replace"))
-    nbytes = getattr(value, "nbytes", None)
-    if isinstance(nbytes, int) and not isinstance(nbytes, bool):
-        return nbytes
+    if kind not in _CONTAINERS:
+        nbytes = getattr(value, "nbytes", None)
+        if isinstance(nbytes, int) and not isinstance(nbytes, bool):
+            return nbytes
     size = sys.getsizeof(value, 64)
-    if depth >= 4 or not isinstance(value, dict | list | tuple | set | frozenset) or not value:
+    if depth >= 4 or not isinstance(value, _CONTAINERS) or not value:
         return size
     sample = 0
     if isinstance(value, dict):

@@ -208,6 +208,30 @@ class RetryPolicy:
             delay *= 1.0 - self.jitter * rng.random()
         return delay
 
+    def gives_up(self, code: str, *, attempts: int, crashes: int) -> str | None:
+        """Why a ``transient`` failure with ``code`` ends the work; None: retry it.
+
+        The one rule of the scheduler and of ``run_sync`` (design §3.14, §4.12); the
+        overall deadline is each caller's own check.
+
+        Args:
+            code: The failed attempt's error code.
+            attempts: Attempts made so far, the failed one included.
+            crashes: Of those, the attempts that ended with one of ``crash_codes``, the
+                failed one counted.
+
+        Returns:
+            ``"non_retryable"``, ``"crash_loop"`` or ``"attempts_exhausted"`` (a
+            failure reason of the scheduler's ``Failed`` event), or None.
+        """
+        if code in self.non_retryable_codes:
+            return "non_retryable"
+        if self.maximum_crashes is not None and crashes >= self.maximum_crashes:
+            return "crash_loop"
+        if self.maximum_attempts is not None and attempts >= self.maximum_attempts:
+            return "attempts_exhausted"
+        return None
+
     def attempt_seconds(self, default: float) -> float:
         """The per-attempt deadline in seconds: ``attempt_timeout``, else ``default``."""
         return default if self.attempt_timeout is None else self.attempt_timeout

@@ -310,14 +310,9 @@ class RunTable:
         attempts = retry.attempts
         if record.code in policy.crash_codes:
             retry.crashes += 1
-        if record.code in policy.non_retryable_codes:
-            self.fail_slot(run, k, claim, record, events, reason="non_retryable")
-            return
-        if policy.maximum_crashes is not None and retry.crashes >= policy.maximum_crashes:
-            self.fail_slot(run, k, claim, record, events, reason="crash_loop")
-            return
-        if policy.maximum_attempts is not None and attempts >= policy.maximum_attempts:
-            self.fail_slot(run, k, claim, record, events, reason="attempts_exhausted")
+        reason = policy.gives_up(record.code, attempts=attempts, crashes=retry.crashes)
+        if reason is not None:
+            self.fail_slot(run, k, claim, record, events, reason=reason)
             return
         when = now + policy.delay(attempts, self.rng)
         if policy.overall_timeout is not None:

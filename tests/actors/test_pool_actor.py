@@ -226,16 +226,27 @@ async def test_a_failed_pool_recovers_by_itself_with_on_failure_restart(nursery)
         recovery=Backoff(base=0.05, cap=0.1, reset_after=60.0),
         on_helper_exit=on_helper_exit,
     )
-    handle = PoolHandle(await nursery.start(actor.run))
-    with pytest.raises(HelperExitedError):
-        await handle.run_job("crash", 4, timeout=5)
-    with pytest.raises(PoolRestarting):  # transient: the actor restarts the pool itself
-        await handle.run_job("echo", 1, timeout=5)
-    with trio.fail_after(10):
-        while (await handle.snapshot()).failed:  # noqa: ASYNC110 (the backoff runs)
-            await trio.sleep(0.01)
-    assert await handle.run_job("echo", 2, timeout=5) == 2
-    assert len(told) >= 1  # the crashed incarnation, and the restart
+    kinds = {"intensity_exceeded", "restart_scheduled", "restart_failed", "pool_restarted"}
+    with actor.events.subscribe(kinds=kinds) as events:
+        handle = PoolHandle(await nursery.start(actor.run))
+        with pytest.raises(HelperExitedError):
+            await handle.run_job("crash", 4, timeout=5)
+        with pytest.raises(PoolRestarting):  # transient: the actor restarts the pool itself
+            await handle.run_job("echo", 1, timeout=5)
+        # The pool's own restarter's events, as with PoolConfig(restart=...) (§3.15).
+        with trio.fail_after(10):
+            seen = [await events.receive() for _ in range(3)]
+        assert [event.kind for event in seen] == [
+            "intensity_exceeded", "restart_scheduled", "pool_restarted"
+        ]  # fmt: skip
+        assert seen[1].details["attempt"] == 1
+        assert 0.05 <= seen[1].details["delay"] <= 0.1
+        assert not (await handle.snapshot()).failed
+        assert await handle.run_job("echo", 2, timeout=5) == 2
+        with trio.fail_after(10):
+            while not any(at >= seen[2].time for at in told):  # noqa: ASYNC110
+                await trio.sleep(0.01)  # the restart is told to on_helper_exit too
+        assert events.receive_nowait() is None
     await handle.ref.stop()
 
 

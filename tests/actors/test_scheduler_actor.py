@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 
 import pytest
 import trio
@@ -365,6 +366,44 @@ async def test_keys_the_disk_does_not_hold_are_misses_without_a_read(tmp_path):
         if _attempt == 0:  # a fresh folder: four misses, no file opened for them
             assert (CountingDisk.reads, stats.payload_disk.misses) == (0, 4)
     assert (CountingDisk.reads, stats.payload_disk.hits, stats.payload_disk.misses) == (4, 4, 0)
+
+
+class HeldDisk(DiskCache):
+    """A disk cache whose writes wait until :attr:`release` is set (a threading.Event)."""
+
+    release = threading.Event()
+
+    def put(self, key, data):
+        if not HeldDisk.release.wait(10):
+            raise TimeoutError("never released")
+        return super().put(key, data)
+
+
+async def test_a_payload_is_published_before_its_disk_write(tmp_path):
+    # A slow disk never delays a result: it is out (and in the memory level) while its
+    # disk write still waits; the write follows.
+    HeldDisk.release.clear()
+    cache = PayloadCache()
+    cache.disk = HeldDisk(tmp_path, max_bytes=100_000)
+    kwargs = {"runs": runs(1), "source": "db", "payload_cache": cache}
+    try:
+        async with running(execute_png, **kwargs) as (_a, ref, rec):
+            published = lambda events: any(  # noqa: E731
+                isinstance(e, Published) and e.kind == "thumbnail" for e in events
+            )
+            await rec.until(published, seconds=10)
+            assert cache.disk.statistics().entries == 0  # its write is still held
+            assert len(cache.memory) >= 1
+            HeldDisk.release.set()
+            await rec.until(settled(1), seconds=10)
+            with trio.fail_after(10):
+                while cache.disk.statistics().entries < 2:  # noqa: ASYNC110
+                    await trio.sleep(0.01)
+            stats = await ref.ask(GetSchedulerStatistics(), timeout=5.0)
+    finally:
+        HeldDisk.release.set()
+    assert stats.disk_errors == 0
+    assert {p.kind for p in rec.of(Published)} == {"metadata", "thumbnail", "preview"}
 
 
 async def execute_png(job):

@@ -124,6 +124,24 @@ def test_jitter_only_shortens_and_is_reproducible_with_a_seed():
         policy.delay(1)
 
 
+@pytest.mark.parametrize(
+    ("code", "attempts", "crashes", "reason"),
+    [
+        ("source_unreadable", 1, 0, None),
+        ("bad_input", 1, 0, "non_retryable"),  # at once, whatever else
+        ("helper_exited", 2, 2, "crash_loop"),
+        ("helper_exited", 3, 1, "attempts_exhausted"),
+        ("helper_exited", 3, 2, "crash_loop"),  # the crash limit is said first
+        ("source_unreadable", 2, 1, None),
+    ],
+)
+def test_one_rule_says_when_a_transient_failure_ends_the_work(code, attempts, crashes, reason):
+    policy = RetryPolicy(maximum_attempts=3, maximum_crashes=2, non_retryable_codes={"bad_input"})
+    assert policy.gives_up(code, attempts=attempts, crashes=crashes) == reason
+    unlimited = RetryPolicy(maximum_attempts=None, maximum_crashes=None)
+    assert unlimited.gives_up(code, attempts=10**6, crashes=10**6) is None
+
+
 # --- the policy drives the actor (exact virtual times) -----------------------------------------
 
 

@@ -161,7 +161,7 @@ async def test_a_failed_pool_is_restarted_after_the_backoff(caplog):
         server,
         client,
     ):
-        kinds = {"intensity_exceeded", "pool_restarted"}
+        kinds = {"intensity_exceeded", "restart_scheduled", "pool_restarted"}
         with server.runtime.pool_events.subscribe(kinds=kinds) as pool_events:
             codes = []
             for _ in range(5):
@@ -172,8 +172,12 @@ async def test_a_failed_pool_is_restarted_after_the_backoff(caplog):
             assert codes == ["helper_exited", "helper_exited", "pool_restarting"]
             with trio.fail_after(TIMEOUT):
                 failed = await pool_events.receive()
+                scheduled = await pool_events.receive()
                 restarted = await pool_events.receive()
-            assert (failed.kind, restarted.kind) == ("intensity_exceeded", "pool_restarted")
+            assert (failed.kind, scheduled.kind, restarted.kind) == (
+                "intensity_exceeded", "restart_scheduled", "pool_restarted"
+            )  # fmt: skip
+            assert (scheduled.details["delay"], scheduled.details["attempt"]) == (1.0, 1)
             assert restarted.time - failed.time >= 1.0  # the backoff's first step
             after = await run_to_end(client, "count_primes", limit=10)
             assert after[-1]["kind"] == "job_finished"
@@ -183,7 +187,7 @@ async def test_a_failed_pool_is_restarted_after_the_backoff(caplog):
         assert not (await server.runtime.pool.snapshot()).failed
     warnings = [r.getMessage() for r in caplog.records if r.name == "actors.helpers"]
     assert [w for w in warnings if "restarting it in" in w] == [
-        "pool 'job-helper' failed: restarting it in 1 s"
+        "pool 'job-helper' failed: restarting it in 1 s (attempt 1)"
     ]
 
 

@@ -30,3 +30,10 @@ def test_the_preview_benchmark_runs_end_to_end() -> None:
         "connect -> all thumbnails / floor",
         "first thumbnail after connect",
     ]
+    # The helpers alone bound the ratios: measured, and below what the server reached.
+    assert re.search(r"^helpers alone \(bare pool, 2 helpers\): thumbnails [\d.]+ s, "
+                     r"all images [\d.]+ s, CPU [\d.]+ s$", text, flags=re.MULTILINE)  # fmt: skip
+    bounds = dict(re.findall(r"^  (CPU helpers alone / floor|helpers' thumbnails / floor)"
+                             r"\s+([\d.]+)x", text, flags=re.MULTILINE))  # fmt: skip
+    assert len(bounds) == 2
+    assert all(float(value) > 0 for value in bounds.values())
