@@ -11,6 +11,7 @@ in ``test_http_keepalive``.
 from __future__ import annotations
 
 import functools
+import logging
 import socket
 from typing import TYPE_CHECKING
 
@@ -123,6 +124,44 @@ async def test_a_request_in_the_same_packet_as_a_good_one_is_checked_on_its_own(
             assert body.startswith(status.encode())
             assert await client.closed()  # the third is never answered
         assert front.statistics().route_answers == {"200": 1}
+
+
+# -- a refused HEAD ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        ("HEAD /img/a.png HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n", "403 Forbidden"),
+        ("HEAD /img/a.png?token=wrong-token-0 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n",
+         "403 Forbidden"),
+        ("HEAD / HTTP/1.1\r\nHost: rebound.example:{port}\r\n\r\n", "403 Forbidden"),
+        # A pipelined upgrade, refused as a late one: its HEAD form too.
+        ("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+         "HEAD / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+         "Connection: Upgrade\r\n\r\n", "400 Bad Request"),
+    ],
+)  # fmt: skip
+async def test_a_refused_head_gets_the_refusals_head_without_its_body(
+    head: str, status: str, caplog: pytest.LogCaptureFixture
+):
+    # A refusal is made with its body; the answer to a HEAD goes without it (h11 would
+    # refuse to write it, and the client would get no answer at all).
+    caplog.set_level(logging.DEBUG, logger="examples.frontdoor")
+    async with serving(config()) as front:
+        client = await connect(front)
+        async with client.stream:
+            await client.send(head.format(port=front.port).encode())
+            if head.startswith("GET"):
+                assert (await client.answer())[0] == "HTTP/1.1 200 OK"
+            got, headers, _ = await client.answer(head_only=True)
+            assert (got, headers["connection"]) == (f"HTTP/1.1 {status}", "close")
+            assert int(headers["content-length"]) > len(status)  # the GET's body length
+            assert await client.closed()  # and not one byte of that body
+    events = [getattr(record, "event", None) for record in caplog.records]
+    assert "client_stream_failed" not in events
+    (closed,) = [r for r in caplog.records if getattr(r, "event", None) == "http_connection_closed"]
+    assert closed.reason == "refused"
 
 
 # -- kept connections never keep a websocket client out ---------------------------------
