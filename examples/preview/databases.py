@@ -35,6 +35,8 @@ modification time or SQLite header differ from its last check) is checked again:
 same database (being written) stays as it is, a damaged one becomes an entry in error
 (its helpers stopped), another database (replaced by a rename) is removed and added
 again. A symbolic link is followed only to a regular file and listed by its own name.
+A name is shown with U+FFFD for bytes that are not UTF-8 and for control characters; a
+file whose path is not UTF-8 is listed in error (its helpers could not be given it).
 At most ``max_databases`` are served; more are logged once each and left out. The
 first database is never removed nor checked again.
 """
@@ -54,7 +56,7 @@ from protocol import messages
 
 from ..web.api import BUILTIN_HANDLERS
 from .app import PreviewApp, open_database
-from .database_entry import DatabaseEntry
+from .database_entry import DatabaseEntry, display_name
 from .image_route import ImageRoute
 from .image_urls import listed_path
 
@@ -88,6 +90,8 @@ _WHY = {
     "not_sqlite": "not an SQLite database",
     "not_qcodes": "no QCoDeS runs table",
     "unreadable": "unreadable",
+    "path_not_utf8": "its path is not UTF-8 (rename it)",
+    "check_failed": "checking it failed (see the server's log)",
 }
 
 
@@ -221,8 +225,9 @@ class Databases:
                     if path not in self._ignored:
                         self._ignored.add(path)
                         LOGGER.warning(
-                            "%s: not served, over max_databases (%d)", path.name, self._max,
-                            extra={"event": "database_ignored", "database": path.name},
+                            "%s: not served, over max_databases (%d)", display_name(path),
+                            self._max,
+                            extra={"event": "database_ignored", "database": display_name(path)},
                         )  # fmt: skip
                     continue
                 entry = DatabaseEntry.found(path)
@@ -283,11 +288,25 @@ class Databases:
         """:func:`_check_file` in a thread, within the scan timeout.
 
         Raises:
-            SourceError: as :func:`_check_file`.
+            SourceError: as :func:`_check_file`; any other failure of the check too
+                (reason ``check_failed``, logged with its traceback as
+                ``event=database_check_failed``): one odd file never stops the watch.
             trio.TooSlowError: it took longer.
         """
         with trio.fail_after(self._scan_timeout):
-            return await trio.to_thread.run_sync(_check_file, path, abandon_on_cancel=True)
+            try:
+                return await trio.to_thread.run_sync(_check_file, path, abandon_on_cancel=True)
+            except SourceError:
+                raise
+            except Exception as exc:  # one odd file never stops the watch, nor the server
+                LOGGER.error(
+                    "%s: checking it failed", display_name(path), exc_info=True,
+                    extra={"event": "database_check_failed", "database": display_name(path),
+                           "error": type(exc).__name__},
+                )  # fmt: skip
+                raise SourceError(
+                    f"checking it failed ({type(exc).__name__})", reason="check_failed"
+                ) from None
 
     def _why(self, exc: SourceError | trio.TooSlowError) -> str:
         """Why a check failed, in words for clients (a SourceError's message names the

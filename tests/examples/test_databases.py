@@ -33,6 +33,8 @@ from examples.preview.database_entry import DatabaseEntry
 from examples.preview.databases import Databases, find_databases
 from examples.preview.image_urls import database_id
 from examples.preview.server import main as preview_server_main
+from protocol import messages
+from protocol.codec import encode_message
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -307,3 +309,62 @@ def test_a_link_is_listed_by_its_own_name_and_only_to_a_regular_file(tmp_path: P
     assert info.name == "passwd.db"
     assert info.db.startswith("passwd-")
     assert "secret" not in repr(info)
+
+
+async def test_odd_file_names_are_listed_safely_and_never_stop_the_scan(
+    writable_db: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="examples.preview")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    first = shutil.copyfile(writable_db, folder / "a.db")
+    # Bytes that are not UTF-8 (Python keeps them as surrogates) and a newline.
+    shutil.copyfile(writable_db, os.fsdecode(os.fsencode(folder) + b"/bad\xff\xfename.db"))
+    shutil.copyfile(writable_db, folder / "new\nline.db")
+    config = server_config(first, tmp_path)
+    identity = await trio.to_thread.run_sync(open_database, first)
+    databases = Databases(PreviewApp(config, identity), [folder], config)
+    await databases.scan()
+    states = {entry.name: (entry.state, entry.error) for entry in databases.entries.values()}
+    assert states == {
+        "a.db": ("ready", None),
+        # The helpers get the path in JSON: it could never be opened there.
+        "bad\ufffd\ufffdname.db": ("error", "its path is not UTF-8 (rename it)"),
+        "new\ufffdline.db": ("idle", None),
+    }
+    for entry in databases.entries.values():  # every name goes out as UTF-8 text
+        encode_message(messages.DatabaseAdded(database=entry.info())).encode("utf-8")
+    logged = [r.getMessage() for r in caplog.records if getattr(r, "event", None)]
+    assert logged
+    assert not any("\n" in line for line in logged)
+
+
+async def test_a_check_that_fails_unexpectedly_is_an_error_entry_and_the_scan_goes_on(
+    writable_db: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    first = shutil.copyfile(writable_db, folder / "a.db")
+    shutil.copyfile(writable_db, folder / "b.db")
+    shutil.copyfile(writable_db, folder / "c.db")
+    config = server_config(first, tmp_path)
+    identity = await trio.to_thread.run_sync(open_database, first)
+    databases = Databases(PreviewApp(config, identity), [folder], config)
+
+    def check(path: Path) -> dict[str, Any]:
+        if path.name == "b.db":
+            raise RuntimeError("a bug of the reader")
+        return open_database(path)
+
+    monkeypatch.setattr("examples.preview.databases.open_database", check)
+    await databases.scan()
+    states = {entry.name: (entry.state, entry.error) for entry in databases.entries.values()}
+    assert states == {
+        "a.db": ("ready", None),
+        "b.db": ("error", "checking it failed (see the server's log)"),
+        "c.db": ("idle", None),
+    }
+    (failed,) = [r for r in caplog.records if getattr(r, "event", None) == "database_check_failed"]
+    assert (failed.database, failed.error) == ("b.db", "RuntimeError")  # type: ignore[attr-defined]
+    assert failed.exc_info is not None

@@ -7,6 +7,7 @@ no ``-wal`` file (nothing can be writing it).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import urllib.parse
 from pathlib import Path
@@ -65,7 +66,8 @@ def connect(path: Path) -> sqlite3.Connection:
         raise fail("unreadable", f"cannot read database file ({exc.strerror})") from exc
     if header and header != _SQLITE_MAGIC:
         raise fail("not_sqlite", "not an SQLite database (bad file header)")
-    base = "file:" + urllib.parse.quote(str(path))
+    # Bytes: a name that is not UTF-8 (kept by Python as surrogates) is quoted as it is.
+    base = "file:" + urllib.parse.quote(os.fsencode(path))
     try:
         conn = sqlite3.connect(f"{base}?mode=ro", uri=True, isolation_level=None, timeout=2.0)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
