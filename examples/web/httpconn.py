@@ -19,7 +19,7 @@ import attrs
 import h11
 import trio
 
-__all__ = ["Answer", "Head", "HttpConnection", "reason_phrase"]
+__all__ = ["Answer", "Head", "HttpConnection", "header_fields", "reason_phrase"]
 
 #: Bytes asked of the socket per read while reading a request head.
 _CHUNK: Final = 4096
@@ -32,6 +32,17 @@ def reason_phrase(status: int, default: str) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return default
+
+
+def header_fields(request: h11.Request) -> dict[bytes, bytes]:
+    """The request's headers by name (lowercased by h11), a repeated one joined with
+    ``", "`` as RFC 9110 §5.3 combines them: every line counts (an ``Authorization``
+    given twice is one wrong credential unless both are the same; an ``If-None-Match``
+    list may span lines), never only the last."""
+    fields: dict[bytes, bytes] = {}
+    for name, value in request.headers:
+        fields[name] = fields[name] + b", " + value if name in fields else value
+    return fields
 
 
 @attrs.frozen(kw_only=True)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .http import make_answer
-from .httpconn import reason_phrase
+from .httpconn import header_fields, reason_phrase
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -186,7 +186,7 @@ class Router:
             method=request.method.decode("ascii"),
             path=urllib.parse.unquote(split.path),
             query=query,
-            headers=dict(request.headers),
+            headers=header_fields(request),
         )
         name = route.name or route.prefix
         try:

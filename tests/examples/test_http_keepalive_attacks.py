@@ -22,7 +22,7 @@ from frontdoor_support import TIMEOUT, assert_no_children, open_client
 from test_frontdoor import client, rejected_handshake
 from test_frontdoor import serving as frontdoor_serving
 from test_http_keepalive import IMAGE_URL, RawClient, connect, request
-from test_routes import IMAGE, TOKEN, config, serving
+from test_routes import ETAG, IMAGE, TOKEN, config, serving
 from test_ws_http import PAGE, PAGES
 from trio_websocket import ConnectionClosed
 
@@ -162,6 +162,39 @@ async def test_a_refused_head_gets_the_refusals_head_without_its_body(
     assert "client_stream_failed" not in events
     (closed,) = [r for r in caplog.records if getattr(r, "event", None) == "http_connection_closed"]
     assert closed.reason == "refused"
+
+
+# -- a header given twice ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wrong_first", [True, False])
+async def test_every_line_of_a_repeated_authorization_header_counts(wrong_first: bool):
+    # Not only the last line: a wrong credential never hides behind a right one.
+    lines = [f"Authorization: Bearer {TOKEN}\r\n", "Authorization: Bearer wrong-token-0\r\n"]
+    if wrong_first:
+        lines.reverse()
+    async with serving(config()) as front:
+        client = await connect(front)
+        async with client.stream:
+            await client.send(request(front, "/img/a.png", extra="".join(lines)))
+            status, headers, body = await client.answer()
+            assert (status, headers["connection"]) == ("HTTP/1.1 403 Forbidden", "close")
+            assert IMAGE not in body
+        pairs = [tuple(line.strip().encode().split(b": ", 1)) for line in lines]
+        rejected = await rejected_handshake(front, "/", pairs)  # type: ignore[arg-type]
+        assert rejected.status_code == 403
+        assert front.statistics().refusals == {"wrong_token": 2}
+
+
+async def test_an_if_none_match_list_over_two_lines_is_read_whole():
+    async with serving(config()) as front:
+        client = await connect(front)
+        async with client.stream:
+            for lines in [f'If-None-Match: {ETAG}\r\nIf-None-Match: "other"\r\n',
+                          f'If-None-Match: "other"\r\nIf-None-Match: {ETAG}\r\n']:  # fmt: skip
+                await client.send(request(front, IMAGE_URL, extra=lines))
+                status, headers, body = await client.answer()
+                assert (status, headers["etag"], body) == ("HTTP/1.1 304 Not Modified", ETAG, b"")
 
 
 # -- kept connections never keep a websocket client out ---------------------------------
