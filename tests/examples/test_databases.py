@@ -31,6 +31,7 @@ from preview_support import (
 from examples.preview.app import PreviewApp, open_database
 from examples.preview.database_entry import DatabaseEntry
 from examples.preview.databases import Databases, find_databases
+from examples.preview.image_route import IMMUTABLE
 from examples.preview.image_urls import database_id
 from examples.preview.server import main as preview_server_main
 from protocol import messages
@@ -368,3 +369,49 @@ async def test_a_check_that_fails_unexpectedly_is_an_error_entry_and_the_scan_go
     (failed,) = [r for r in caplog.records if getattr(r, "event", None) == "database_check_failed"]
     assert (failed.database, failed.error) == ("b.db", "RuntimeError")  # type: ignore[attr-defined]
     assert failed.exc_info is not None
+
+
+async def test_a_database_replaced_by_another_never_answers_the_old_ones_addresses(
+    writable_db: Path, plots_db: Path, tmp_path: Path
+) -> None:
+    # The new app counts revisions from 1 again, under the same database id: only the
+    # version in the address tells its images from the old ones a browser may hold
+    # (immutable, for a year).
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    first = shutil.copyfile(writable_db, folder / "a.db")
+    second = shutil.copyfile(writable_db, folder / "b.db")
+    config = server_config(first, tmp_path, helpers=1, scan_interval=0.1)
+    db = database_id(second)
+    async with preview_server(config, paths=[folder]) as (front, _), connect(front) as client:
+
+        async def run_1_preview() -> dict[str, Any]:
+            assert (await client.request("use_database", db=db))["type"] == "ok"
+            await client.request("list_runs")
+            seen = Seen()
+            with trio.fail_after(40):
+                await pump(client, seen, lambda: seen.newest(1, "preview") is not None)
+            notice = seen.newest(1, "preview")
+            assert notice is not None
+            return notice
+
+        old = await run_1_preview()
+        held = await fetch(front.url, old["url"])
+        assert (held.status, held.headers["cache-control"]) == (200, IMMUTABLE)
+        shutil.copyfile(plots_db, folder / "b.tmp")
+        os.replace(folder / "b.tmp", second)
+        await _wait_push(client, "database_removed", db=db)
+        listed = await _wait_push(client, "database_added")
+        while listed["database"]["db"] != db:
+            listed = await _wait_push(client, "database_added")
+        assert listed["database"]["state"] == "idle"
+        new = await run_1_preview()
+        assert new["revision"] == old["revision"]  # counted again from 1
+        assert new["url"] != old["url"]
+        stale = await fetch(front.url, old["url"])
+        assert stale.status == 404
+        assert b"is not held" in stale.body
+        fresh = await fetch(front.url, new["url"])
+        assert (fresh.status, fresh.headers["cache-control"]) == (200, IMMUTABLE)
+        assert fresh.body != held.body
+    assert_no_children()
