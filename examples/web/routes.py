@@ -14,8 +14,9 @@ other methods are 405 as for the pages.
 the request's deadline (``handshake_timeout``, the caller's cancel scope), and writes the
 answer through the caller (on a kept-alive connection, :mod:`examples.web.plainhttp`):
 
-* a query parameter given twice (``?rev=1&rev=2``) is a 400 naming it: the route never
-  runs;
+* a query parameter given twice (``?rev=1&rev=2``) is a 400 naming it, and a path with
+  an encoded ``/`` (``%2F``) a 404: the route never runs (decoded, such a path would
+  split one segment into several, and name what no address names);
 * a body over ``max_body`` bytes is never sent: the client gets a 500 and the log says
   why (routes answer from bounded stores, so it is a bug, not a load);
 * an :class:`~actors.errors.ActorError` or any other exception of a route is a 500 with
@@ -192,6 +193,8 @@ class Router:
         try:
             if repeated is not None:  # which one would count is a guess: refused
                 result = HttpAnswer.text(400, f"query parameter {repeated[:40]!r} is repeated")
+            elif "%2f" in split.path.lower():
+                result = HttpAnswer.text(404, "no such address: an encoded '/' in the path")
             else:
                 result = await route.handler(http_request)
         except Exception:  # contained: one bad request never stops the server

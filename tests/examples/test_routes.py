@@ -152,6 +152,19 @@ async def test_head_304_404_and_methods():
         assert front.statistics().route_answers == {"200": 1, "304": 1, "404": 1}
 
 
+async def test_an_encoded_slash_never_reaches_a_route():
+    # Decoded, /img%2Fa.png would be /img/a.png: one segment read as two.
+    async with serving(config()) as front:
+        for path in ("/img%2Fa.png", "/img/x%2f..%2Fa.png"):
+            target = f"{path}?token={TOKEN}"
+            status, _, body = split(await exchange(front, get(front, target)))
+            assert (status, body) == (
+                "HTTP/1.1 404 Not Found",
+                b"404 Not Found: no such address: an encoded '/' in the path\n",
+            )
+        assert front.statistics().route_answers == {"404": 2}
+
+
 async def test_the_host_is_checked_before_the_token():
     async with serving(config()) as front:
         rebound = (
