@@ -21,7 +21,9 @@ answer through the caller (on a kept-alive connection, :mod:`examples.web.plainh
   why (routes answer from bounded stores, so it is a bug, not a load);
 * an :class:`~actors.errors.ActorError` or any other exception of a route is a 500 with
   one plain line, logged with its traceback; the server goes on;
-* ``304 Not Modified`` is sent without ``Content-Length`` or body (RFC 9110 §15.4.5);
+* ``304 Not Modified`` is sent without ``Content-Type``, ``Content-Length`` or body (RFC
+  9110 §15.4.5: a cache copies a 304's headers onto the answer it holds, so a
+  ``text/plain`` there would relabel a cached image);
 * every answer is one INFO record of ``examples.frontdoor`` with ``event=http_route``
   and its ``path`` (never the query, which may hold the token), ``status``, ``bytes``
   and ``route`` as ``extra``, and is counted by status (:meth:`Router.statistics`).
@@ -238,7 +240,7 @@ def wire_answer(answer: HttpAnswer, *, head_only: bool) -> Answer:
         answer.status,
         _reasons(answer.status),
         answer.body,
-        content_type=answer.content_type,
+        content_type=None if answer.status == 304 else answer.content_type,
         head_only=head_only or answer.status == 304,
         cache_control=answer.cache_control,
         extra=answer.headers,
