@@ -25,7 +25,8 @@ answer through the caller (on a kept-alive connection, :mod:`examples.web.plainh
   9110 §15.4.5: a cache copies a 304's headers onto the answer it holds, so a
   ``text/plain`` there would relabel a cached image);
 * every answer is one INFO record of ``examples.frontdoor`` with ``event=http_route``
-  and its ``path`` (never the query, which may hold the token), ``status``, ``bytes``
+  and its ``path`` as sent, percent-encoded (never decoded: a ``%0A`` would start a
+  forged log line; never the query, which may hold the token), ``status``, ``bytes``
   and ``route`` as ``extra``, and is counted by status (:meth:`Router.statistics`).
 
 Helpers for routes: :func:`etag_matches` reads ``If-None-Match``.
@@ -192,6 +193,7 @@ class Router:
             headers=header_fields(request),
         )
         name = route.name or route.prefix
+        logged = split.path[:200]  # h11 let in visible ASCII only: one line, as sent
         try:
             if repeated is not None:  # which one would count is a guess: refused
                 result = HttpAnswer.text(400, f"query parameter {repeated[:40]!r} is repeated")
@@ -200,7 +202,7 @@ class Router:
             else:
                 result = await route.handler(http_request)
         except Exception:  # contained: one bad request never stops the server
-            LOGGER.exception("route %s failed for %s", name, http_request.path[:200])
+            LOGGER.exception("route %s failed for %s", name, logged)
             result = HttpAnswer.text(500, "the server failed to answer this request")
         if len(result.body) > self.max_body:
             LOGGER.error(
@@ -214,9 +216,9 @@ class Router:
         self.answered[key] = self.answered.get(key, 0) + 1
         LOGGER.info(
             "%s %s -> %d (%d bytes)",
-            http_request.method, http_request.path[:200], result.status, len(result.body),
+            http_request.method, logged, result.status, len(result.body),
             extra={"event": "http_route", "route": name, "peer": peer,
-                   "method": http_request.method, "path": http_request.path[:200],
+                   "method": http_request.method, "path": logged,
                    "status": result.status, "bytes": len(result.body)},
         )  # fmt: skip
 

@@ -166,6 +166,19 @@ async def test_an_encoded_slash_never_reaches_a_route():
         assert front.statistics().route_answers == {"404": 2}
 
 
+async def test_a_path_is_logged_as_sent_so_an_encoded_newline_forges_no_line(
+    caplog: pytest.LogCaptureFixture,
+):
+    caplog.set_level(logging.INFO, logger="examples.frontdoor")
+    forged = "/img/x%0A%20%2099%20ms%20examples.frontdoor:%20FORGED.png"
+    async with serving(config()) as front:
+        status, _, _ = split(await exchange(front, get(front, f"{forged}?token={TOKEN}")))
+        assert status == "HTTP/1.1 404 Not Found"
+    (record,) = [r for r in caplog.records if getattr(r, "event", None) == "http_route"]
+    assert record.path == forged  # type: ignore[attr-defined]
+    assert "\n" not in record.getMessage()
+
+
 async def test_the_host_is_checked_before_the_token():
     async with serving(config()) as front:
         rebound = (
