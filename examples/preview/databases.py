@@ -24,7 +24,8 @@ each run's arguments name its database (``arguments.db``).
 * the image route of every database (:class:`~examples.preview.image_route.ImageRoute`).
 
 Folders are looked at again every ``scan_interval`` seconds (trio has no file-system
-notifications; a scan runs in a worker thread within ``job_timeout``). A new file is
+notifications; a scan runs in a worker thread within ``job_timeout``; one that fails is
+logged with its traceback, ``event=scan_failed``, and the next one tries again). A new file is
 checked (read-only, a moment) and announced with ``database_added``: ``idle``, or
 ``error`` with the reason (not SQLite, no QCoDeS ``runs`` table); an entry in error is
 checked again at each scan, so a file still being created becomes usable. A file that is
@@ -197,7 +198,13 @@ class Databases:
     async def _watch(self) -> None:
         while True:
             await trio.sleep(self._scan_interval)
-            await self.scan()
+            try:
+                await self.scan()
+            except Exception as exc:  # contained: the next scan tries again
+                LOGGER.error(
+                    "a scan of the folders failed", exc_info=True,
+                    extra={"event": "scan_failed", "error": type(exc).__name__},
+                )  # fmt: skip
 
     async def scan(self) -> None:
         """Look at the paths once: add new databases, drop gone ones (a checkpoint)."""

@@ -30,7 +30,7 @@ from preview_support import (
 
 from examples.preview.app import PreviewApp, open_database
 from examples.preview.database_entry import DatabaseEntry
-from examples.preview.databases import Databases, find_databases
+from examples.preview.databases import Databases, file_stamp, find_databases
 from examples.preview.image_route import IMMUTABLE
 from examples.preview.image_urls import database_id
 from examples.preview.server import main as preview_server_main
@@ -415,3 +415,33 @@ async def test_a_database_replaced_by_another_never_answers_the_old_ones_address
         assert (fresh.status, fresh.headers["cache-control"]) == (200, IMMUTABLE)
         assert fresh.body != held.body
     assert_no_children()
+
+
+async def test_a_scan_that_fails_is_logged_and_the_watch_goes_on(
+    writable_db: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    first = shutil.copyfile(writable_db, folder / "a.db")
+    config = server_config(first, tmp_path, scan_interval=0.01)
+    identity = await trio.to_thread.run_sync(open_database, first)
+    databases = Databases(PreviewApp(config, identity), [folder], config)
+    looks = 0
+
+    def look(paths: list[Path]) -> list[tuple[Path, Any]]:
+        nonlocal looks
+        looks += 1
+        if looks == 2:  # the watch's first scan
+            raise RuntimeError("a bug of the scan")
+        return [(path, file_stamp(path)) for path in find_databases(paths)]
+
+    monkeypatch.setattr("examples.preview.databases._look", look)
+    # No database is started here: neither the event log nor the front door is used.
+    async with databases.running(None, None):  # type: ignore[arg-type]
+        with trio.fail_after(TIMEOUT):
+            while databases.scans < 3:  # noqa: ASYNC110 - the watch's own pace
+                await trio.sleep(0.01)
+    (failed,) = [r for r in caplog.records if getattr(r, "event", None) == "scan_failed"]
+    assert failed.error == "RuntimeError"  # type: ignore[attr-defined]
+    assert failed.exc_info is not None
