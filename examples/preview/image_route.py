@@ -134,7 +134,9 @@ def _image(request: HttpRequest, image: StoredImage, version: str | None, what: 
         cache_control = IMMUTABLE
     else:
         return HttpAnswer.text(
-            404, f"version {version} of {what} is not held (it was drawn again since)"
+            404,
+            f"version {version} of {what} is not held (drawn again since, or another "
+            "start of its database)",
         )
     headers = (("ETag", image.etag),)
     if etag_matches(request.headers, image.etag):

@@ -21,8 +21,8 @@ answer through the caller (on a kept-alive connection, :mod:`examples.web.plainh
   why (routes answer from bounded stores, so it is a bug, not a load);
 * an :class:`~actors.errors.ActorError` or any other exception of a route is a 500 with
   one plain line, logged with its traceback; the server goes on;
-* ``304 Not Modified`` is sent without ``Content-Type``, ``Content-Length`` or body (RFC
-  9110 §15.4.5: a cache copies a 304's headers onto the answer it holds, so a
+* ``304 Not Modified`` is sent without ``Content-Type``, ``Content-Length`` or body
+  (RFC 9110 §15.4.5: a cache copies a 304's headers onto the answer it holds, so a
   ``text/plain`` there would relabel a cached image);
 * every answer is one INFO record of ``examples.frontdoor`` with ``event=http_route``
   and its ``path`` as sent, percent-encoded (never decoded: a ``%0A`` would start a
