@@ -180,7 +180,8 @@ class ImageReady:
     """A rendered image of a run is ready at ``url``, pushed by the preview server.
 
     The image itself is fetched over HTTP from the same server (design §7.6): the URL
-    names the revision, so it never changes and a browser caches it.
+    names the revision and the version of the bytes, so it never changes and a browser
+    caches it.
     """
 
     db: str = attrs.field(validator=_text(64))
@@ -192,8 +193,8 @@ class ImageReady:
     revision: int = attrs.field(validator=_count)
     """Source revision it was drawn from (design §4.8)."""
     url: str = attrs.field(validator=_path_url)
-    """Where to ``GET`` it: a path and query on the server (``/db/.../preview.png?rev=N``),
-    to which the client adds its token."""
+    """Where to ``GET`` it: a path and query on the server
+    (``/db/.../preview.png?rev=N&v=<version>``), to which the client adds its token."""
     mime: str = attrs.field(validator=_text(255))
     """Media type, e.g. ``image/png``."""
     width: int = attrs.field(validator=_count)
@@ -311,8 +312,9 @@ class Drawing:
     slice_label: str | None = attrs.field(default=None, validator=_optional(_text()))
     """The slice in words, e.g. ``magnet_field = 1 T · slice 6 of 6``."""
     url: str = attrs.field(validator=_path_url)
-    """Where to ``GET`` the picture: a path on the server (design §7.6), to which the
-    client adds its token; held for a while (the newest drawings), never changed."""
+    """Where to ``GET`` the picture: a path and query on the server (design §7.6), to
+    which the client adds its token; held for a while (the newest drawings), never
+    changed."""
     mime: str = attrs.field(validator=_text(255))
     """Media type, e.g. ``image/png``."""
     width: int = attrs.field(validator=_count)

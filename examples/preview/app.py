@@ -76,6 +76,7 @@ the bottom up, each depends only on parts listed before it:
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from contextlib import asynccontextmanager
@@ -111,6 +112,7 @@ from .kinds import PNG_PAYLOADS, PREVIEW_KINDS
 from .live_images import LiveImages
 from .notice_bridge import NoticeBridge
 from .push import ImageStore
+from .qcodes.errors import SourceError
 from .qcodes.source import open_source
 from .revisions import Revisions
 from .run_table import RunTable
@@ -119,7 +121,6 @@ from .runtime_link import RuntimeLink
 from .selection import Selection
 
 if TYPE_CHECKING:
-    import os
     from collections.abc import AsyncIterator, Callable, Mapping
 
     from actors import EventLogClient, Runtime, SchedulerJob
@@ -165,8 +166,17 @@ def open_database(path: str | os.PathLike[str]) -> dict[str, Any]:
 
     Raises:
         SourceError: (code ``source_unreadable``) missing, not SQLite, or no QCoDeS
-            ``runs`` table; ``details["reason"]`` says which.
+            ``runs`` table; or its absolute path is not UTF-8 (reason ``path_not_utf8``:
+            the helpers get it in JSON, design §3.9); ``details["reason"]`` says which.
     """
+    try:
+        os.fsencode(os.path.realpath(path)).decode("utf-8")  # what the helpers open
+    except UnicodeDecodeError:
+        raise SourceError(
+            "the database's path is not UTF-8 (rename it)",
+            path=os.fsencode(path).decode("utf-8", "replace"),
+            reason="path_not_utf8",
+        ) from None
     with open_source(path) as source:
         return source.identity()
 

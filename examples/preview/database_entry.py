@@ -8,6 +8,8 @@ but in :meth:`serve`.
 
 from __future__ import annotations
 
+import os
+import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +28,14 @@ if TYPE_CHECKING:
 
     from .app import PreviewApp
 
-__all__ = ["DatabaseEntry"]
+__all__ = ["DatabaseEntry", "display_name"]
+
+
+def display_name(path: Path) -> str:
+    """``path``'s name as text any client can show and any log can hold on one line:
+    bytes that are not UTF-8 and control characters (a newline...) become U+FFFD."""
+    name = os.fsencode(path.name).decode("utf-8", "replace")
+    return "".join("\ufffd" if unicodedata.category(c) == "Cc" else c for c in name)
 
 
 @attrs.define(kw_only=True, eq=False)
@@ -81,8 +90,8 @@ class DatabaseEntry:
 
     @property
     def name(self) -> str:
-        """The file's name."""
-        return self.path.name
+        """The file's name as clients and logs see it (:func:`display_name`)."""
+        return display_name(self.path)
 
     def info(self) -> messages.DatabaseInfo:
         """The entry as clients see it."""

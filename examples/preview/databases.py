@@ -24,7 +24,8 @@ each run's arguments name its database (``arguments.db``).
 * the image route of every database (:class:`~examples.preview.image_route.ImageRoute`).
 
 Folders are looked at again every ``scan_interval`` seconds (trio has no file-system
-notifications; a scan runs in a worker thread within ``job_timeout``). A new file is
+notifications; a scan runs in a worker thread within ``job_timeout``; one that fails is
+logged with its traceback, ``event=scan_failed``, and the next one tries again). A new file is
 checked (read-only, a moment) and announced with ``database_added``: ``idle``, or
 ``error`` with the reason (not SQLite, no QCoDeS ``runs`` table); an entry in error is
 checked again at each scan, so a file still being created becomes usable. A file that is
@@ -35,6 +36,8 @@ modification time or SQLite header differ from its last check) is checked again:
 same database (being written) stays as it is, a damaged one becomes an entry in error
 (its helpers stopped), another database (replaced by a rename) is removed and added
 again. A symbolic link is followed only to a regular file and listed by its own name.
+A name is shown with U+FFFD for bytes that are not UTF-8 and for control characters; a
+file whose path is not UTF-8 is listed in error (its helpers could not be given it).
 At most ``max_databases`` are served; more are logged once each and left out. The
 first database is never removed nor checked again.
 """
@@ -54,7 +57,7 @@ from protocol import messages
 
 from ..web.api import BUILTIN_HANDLERS
 from .app import PreviewApp, open_database
-from .database_entry import DatabaseEntry
+from .database_entry import DatabaseEntry, display_name
 from .image_route import ImageRoute
 from .image_urls import listed_path
 
@@ -88,6 +91,8 @@ _WHY = {
     "not_sqlite": "not an SQLite database",
     "not_qcodes": "no QCoDeS runs table",
     "unreadable": "unreadable",
+    "path_not_utf8": "its path is not UTF-8 (rename it)",
+    "check_failed": "checking it failed (see the server's log)",
 }
 
 
@@ -193,7 +198,13 @@ class Databases:
     async def _watch(self) -> None:
         while True:
             await trio.sleep(self._scan_interval)
-            await self.scan()
+            try:
+                await self.scan()
+            except Exception as exc:  # contained: the next scan tries again
+                LOGGER.error(
+                    "a scan of the folders failed", exc_info=True,
+                    extra={"event": "scan_failed", "error": type(exc).__name__},
+                )  # fmt: skip
 
     async def scan(self) -> None:
         """Look at the paths once: add new databases, drop gone ones (a checkpoint)."""
@@ -221,8 +232,9 @@ class Databases:
                     if path not in self._ignored:
                         self._ignored.add(path)
                         LOGGER.warning(
-                            "%s: not served, over max_databases (%d)", path.name, self._max,
-                            extra={"event": "database_ignored", "database": path.name},
+                            "%s: not served, over max_databases (%d)", display_name(path),
+                            self._max,
+                            extra={"event": "database_ignored", "database": display_name(path)},
                         )  # fmt: skip
                     continue
                 entry = DatabaseEntry.found(path)
@@ -283,11 +295,25 @@ class Databases:
         """:func:`_check_file` in a thread, within the scan timeout.
 
         Raises:
-            SourceError: as :func:`_check_file`.
+            SourceError: as :func:`_check_file`; any other failure of the check too
+                (reason ``check_failed``, logged with its traceback as
+                ``event=database_check_failed``): one odd file never stops the watch.
             trio.TooSlowError: it took longer.
         """
         with trio.fail_after(self._scan_timeout):
-            return await trio.to_thread.run_sync(_check_file, path, abandon_on_cancel=True)
+            try:
+                return await trio.to_thread.run_sync(_check_file, path, abandon_on_cancel=True)
+            except SourceError:
+                raise
+            except Exception as exc:  # one odd file never stops the watch, nor the server
+                LOGGER.error(
+                    "%s: checking it failed", display_name(path), exc_info=True,
+                    extra={"event": "database_check_failed", "database": display_name(path),
+                           "error": type(exc).__name__},
+                )  # fmt: skip
+                raise SourceError(
+                    f"checking it failed ({type(exc).__name__})", reason="check_failed"
+                ) from None
 
     def _why(self, exc: SourceError | trio.TooSlowError) -> str:
         """Why a check failed, in words for clients (a SourceError's message names the

@@ -1,10 +1,11 @@
 """DrawnViews: the newest pictures ``draw`` made, held for their URLs (design §7.6).
 
-A ``draw`` answer names its picture by URL (``/db/<db>/views/<n>.png``) instead of
-carrying it. :class:`DrawnViews` keeps the newest ``keep`` pictures, at most
+A ``draw`` answer names its picture by URL (``/db/<db>/views/<n>.png?v=<version>``)
+instead of carrying it. :class:`DrawnViews` keeps the newest ``keep`` pictures, at most
 ``max_bytes`` bytes of PNG in all, numbered from 1 in the order drawn; a number is
-never reused, so an address never changes its content. An older picture is forgotten
-(its URL then answers 404); a client asks ``draw`` again.
+never reused while the app runs, and the version (of the bytes) in the address tells a
+picture from one of an earlier run of the server with the same number. An older
+picture is forgotten (its URL then answers 404); a client asks ``draw`` again.
 """
 
 from __future__ import annotations

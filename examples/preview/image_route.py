@@ -9,20 +9,23 @@ never gets here.
 ========================================  ==============================================
 request                                   answer
 ========================================  ==============================================
-a run's image, ``rev`` = the newest       200, ``Cache-Control: private, max-age=<a
-revision                                  year>, immutable``, strong ``ETag``
-the same without ``rev``                  200, ``Cache-Control: private, no-cache``:
+an image whose version ``v`` is given     200, ``Cache-Control: private, max-age=<a
+(and is the newest image's)               year>, immutable``, strong ``ETag``: the
+                                          address names these bytes for good
+the same without ``v``                    200, ``Cache-Control: private, no-cache``:
                                           the browser revalidates with the ``ETag``
 ``If-None-Match`` naming the ``ETag``     304 with the same headers, no body
-a ``draw`` picture (``/views/<n>.png``)   200, immutable (a number is never reused)
 an unknown database, run, kind or         404 naming what is missing
-picture; a revision not held (older or
-newer than the newest)
+picture; a revision or a version not
+held (older or newer than the newest:
+the run was drawn again, the server
+restarted, the file was replaced)
 a run or picture number not in decimal     404 (one address per image)
 with no sign and no leading zero
-``rev`` not such a number; another query  400 naming the parameter
-parameter than ``rev`` and ``token``; a
-parameter given twice
+``rev`` not such a number; ``v`` not 24   400 naming the parameter
+lowercase hex digits; another query
+parameter than ``rev``, ``v`` and
+``token``; a parameter given twice
 ========================================  ==============================================
 
 Every image has ``Content-Type: image/png`` and its ``Content-Length``; ``HEAD`` gets
@@ -46,12 +49,13 @@ if TYPE_CHECKING:
 
 __all__ = ["IMMUTABLE", "REVALIDATE", "ImageRoute", "ImageSource"]
 
-#: ``Cache-Control`` of an address that names its revision: it never changes.
+#: ``Cache-Control`` of an address that names its version: it never changes.
 IMMUTABLE: Final = "private, max-age=31536000, immutable"
-#: ``Cache-Control`` of the newest image without a revision: ask again each time.
+#: ``Cache-Control`` of an address without a version: ask again each time.
 REVALIDATE: Final = "private, no-cache"
-_PARAMETERS: Final = frozenset({"rev", "token"})
+_PARAMETERS: Final = frozenset({"rev", "v", "token"})
 _REV: Final = re.compile(r"0|[1-9][0-9]{0,14}")
+_VERSION: Final = re.compile(r"[0-9a-f]{24}")
 
 
 class ImageSource(Protocol):
@@ -87,6 +91,11 @@ class ImageRoute:
         unknown = sorted(set(request.query) - _PARAMETERS)
         if unknown:
             return HttpAnswer.text(400, f"unknown query parameter {unknown[0][:40]!r}")
+        version = request.query.get("v")
+        if version is not None and _VERSION.fullmatch(version) is None:
+            return HttpAnswer.text(
+                400, f"v must be an image version (24 hex digits), got {version[:40]!r}"
+            )
         named = parse_image_path(request.path)
         if named is None:
             return HttpAnswer.text(404, "no such image address")
@@ -97,7 +106,7 @@ class ImageRoute:
             view = source.views.get(named.view)
             if view is None:
                 return HttpAnswer.text(404, f"picture {named.view} is not held (draw again)")
-            return _image(request, view, IMMUTABLE)
+            return _image(request, view, version, f"picture {named.view}")
         if named.run_id is None or named.kind not in IMAGE_KINDS:
             kinds = ", ".join(IMAGE_KINDS)
             return HttpAnswer.text(404, f"no image kind {named.kind!r} (one of {kinds})")
@@ -105,20 +114,30 @@ class ImageRoute:
         if image is None:
             return HttpAnswer.text(404, f"run {named.run_id} has no {named.kind} (yet)")
         rev = request.query.get("rev")
-        if rev is None:
-            return _image(request, image, REVALIDATE)
-        if _REV.fullmatch(rev) is None:  # one form only: ``rev=01`` is not ``rev=1``
-            return HttpAnswer.text(400, f"rev must be a revision number, got {rev[:40]!r}")
-        if int(rev) != image.revision:
-            return HttpAnswer.text(
-                404,
-                f"revision {int(rev)} of run {named.run_id}'s {named.kind} is not held "
-                f"(the newest is {image.revision})",
-            )
-        return _image(request, image, IMMUTABLE)
+        if rev is not None:
+            if _REV.fullmatch(rev) is None:  # one form only: ``rev=01`` is not ``rev=1``
+                return HttpAnswer.text(400, f"rev must be a revision number, got {rev[:40]!r}")
+            if int(rev) != image.revision:
+                return HttpAnswer.text(
+                    404,
+                    f"revision {int(rev)} of run {named.run_id}'s {named.kind} is not held "
+                    f"(the newest is {image.revision})",
+                )
+        return _image(request, image, version, f"run {named.run_id}'s {named.kind}")
 
 
-def _image(request: HttpRequest, image: StoredImage, cache_control: str) -> HttpAnswer:
+def _image(request: HttpRequest, image: StoredImage, version: str | None, what: str) -> HttpAnswer:
+    # Only an address with the version names one content for good: immutable.
+    if version is None:
+        cache_control = REVALIDATE
+    elif version == image.version:
+        cache_control = IMMUTABLE
+    else:
+        return HttpAnswer.text(
+            404,
+            f"version {version} of {what} is not held (drawn again since, or another "
+            "start of its database)",
+        )
     headers = (("ETag", image.etag),)
     if etag_matches(request.headers, image.etag):
         return HttpAnswer(status=304, cache_control=cache_control, headers=headers)

@@ -3,15 +3,20 @@
 Every image a client may show is fetched over HTTP from the server that announced it
 (``image_ready``, ``drawing``), under the id of its database:
 
-==========================================  ============================================
-path                                        what
-==========================================  ============================================
-``/db/<db>/runs/<run>/<kind>.png?rev=<r>``  the newest image of a run, ``kind`` one of
-                                            :data:`IMAGE_KINDS` (the sizes the app
-                                            draws); ``rev`` names the revision, so the
-                                            address never changes its content
-``/db/<db>/views/<n>.png``                  the ``n``-th picture a ``draw`` asked for
-==========================================  ============================================
+================================================  ======================================
+path                                              what
+================================================  ======================================
+``/db/<db>/runs/<run>/<kind>.png?rev=<r>&v=<h>``  the newest image of a run, ``kind``
+                                                  one of :data:`IMAGE_KINDS` (the sizes
+                                                  the app draws), at revision ``r``
+``/db/<db>/views/<n>.png?v=<h>``                  the ``n``-th picture a ``draw`` asked
+                                                  for
+================================================  ======================================
+
+``v`` is the image's version, the start of the SHA-256 of its bytes: revisions and
+picture numbers count from 1 again when a database's app starts again (the server
+restarted, the file was replaced by another database), and a run may be drawn again at
+the same revision, so only the version makes an address name one content for good.
 
 A database id (:func:`database_id`) is the file's name made safe for a URL plus a hash
 of its absolute path: the same file has the same id at every start, two files of the
@@ -73,14 +78,16 @@ def database_id(path: str | os.PathLike[str]) -> str:
     return f"{name}-{digest}"
 
 
-def image_url(db: str, run_id: int, kind: str, revision: int) -> str:
-    """The address of a run's image at ``revision`` (a path and query, no token)."""
-    return f"/db/{db}/runs/{run_id}/{kind}.png?rev={revision}"
+def image_url(db: str, run_id: int, kind: str, revision: int, version: str) -> str:
+    """The address of a run's image at ``revision`` with bytes of ``version`` (a path and
+    query, no token)."""
+    return f"/db/{db}/runs/{run_id}/{kind}.png?rev={revision}&v={version}"
 
 
-def view_url(db: str, number: int) -> str:
-    """The address of the ``number``-th drawing of a ``draw`` (a path, no token)."""
-    return f"/db/{db}/views/{number}.png"
+def view_url(db: str, number: int, version: str) -> str:
+    """The address of the ``number``-th drawing of a ``draw``, with bytes of ``version``
+    (a path and query, no token)."""
+    return f"/db/{db}/views/{number}.png?v={version}"
 
 
 @attrs.frozen(kw_only=True)

@@ -57,12 +57,19 @@ class StoredImage:
     """PNG bytes."""
     live: bool = False
     """True if drawn from a partial read of a run still being written (design §4.5)."""
+    version: str = attrs.field(init=False, repr=False)
+    """The start of the SHA-256 of the bytes (24 hex digits): in every URL of the image,
+    so that a URL names these bytes and no others (design §7.6)."""
     etag: str = attrs.field(init=False, repr=False)
     """A strong HTTP entity tag of these bytes at this revision (design §7.6)."""
 
+    @version.default
+    def _version(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()[:24]
+
     @etag.default
     def _etag(self) -> str:
-        return f'"r{self.revision}-{hashlib.sha256(self.data).hexdigest()[:24]}"'
+        return f'"r{self.revision}-{self.version}"'
 
     @property
     def key(self) -> Key:
@@ -77,7 +84,7 @@ class StoredImage:
             run_id=self.run_id,
             kind=self.kind,
             revision=self.revision,
-            url=image_url(db, self.run_id, self.kind, self.revision),
+            url=image_url(db, self.run_id, self.kind, self.revision, self.version),
             mime=MIME,
             width=width,
             height=height,

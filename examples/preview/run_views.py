@@ -173,9 +173,8 @@ class RunViews:
 
         png: bytes = rendered.data
         report = report_of(png)
-        number = self._drawn.add(
-            StoredImage(run_id=request.run_id, kind=request.kind, revision=0, data=png)
-        )
+        picture = StoredImage(run_id=request.run_id, kind=request.kind, revision=0, data=png)
+        number = self._drawn.add(picture)
         width, height = KINDS[request.kind]
         label = next((p["slice"] for p in report["panels"] if p.get("slice")), None)
         LOGGER.info(
@@ -192,7 +191,7 @@ class RunViews:
             slice=None if chosen is None else int(chosen["index"]),
             slice_count=0 if chosen is None else int(chosen["count"]),
             slice_label=None if label is None else str(label)[:_TEXT],
-            url=view_url(self._db, number),
+            url=view_url(self._db, number, picture.version),
             mime=MIME,
             width=width,
             height=height,

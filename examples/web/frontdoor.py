@@ -87,7 +87,7 @@ from .connection import Connection
 from .dispatch import Dispatcher
 from .guard import Guard
 from .http import Page, ReplayStream, peer_address, peer_name, plain_response
-from .httpconn import HttpConnection
+from .httpconn import HttpConnection, header_fields
 from .pending import PendingConnections
 from .plainhttp import PlainHttp
 from .routes import Route, Router
@@ -416,7 +416,7 @@ class FrontDoor:
         request = head.request
         assert request is not None  # a websocket head is a request
         address = peer_address(peer)
-        headers = dict(request.headers)  # names lowercased by h11
+        headers = header_fields(request)
         admission = self._admission
         target = _target(request.target)
         refusal = admission.refusal(target, headers, address, admitting=self._admitting)

@@ -15,7 +15,9 @@ alone, before a websocket is opened:
    name with the server's port) or one listed in ``allowed_origins``.
 3. **Token**, for websocket handshakes, when the config has one: ``?token=`` in the
    request target or ``Authorization: Bearer``, compared in constant time; when a
-   request carries several (both, or a repeated ``?token=``), each must be right.
+   request carries several (both, or a repeated ``?token=``), each must be right. An
+   ``Authorization`` header given twice reaches the check as one value, its lines
+   joined (:func:`~examples.web.httpconn.header_fields`): one wrong line refuses it.
 
 A failed check is a :class:`Refusal`: an HTTP status, a reason for the logs and one
 line for the client. The front door answers it and logs it (:mod:`examples.web.frontdoor`).

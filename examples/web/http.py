@@ -28,7 +28,8 @@ a websocket upgrade after a plain         400 (a websocket opens its own connect
 request on the same connection            as browsers do); closes
 ========================================  ============================================
 
-Every answer has ``Content-Length`` (but a 304), ``Cache-Control`` (``no-store``, or the
+Every answer has ``Content-Type`` and ``Content-Length`` (but a 304: a cache would copy
+its ``Content-Type`` onto the image it holds), ``Cache-Control`` (``no-store``, or the
 page's or route's own: the server's scripts and styles may be cached),
 ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: no-referrer`` (a token in the
 page's address never leaves it); pages get a Content-Security-Policy that allows only
@@ -149,7 +150,7 @@ def make_answer(
     reason: str,
     body: bytes,
     *,
-    content_type: str = "text/plain; charset=utf-8",
+    content_type: str | None = "text/plain; charset=utf-8",
     head_only: bool = False,
     cache_control: str = "no-store",
     extra: tuple[tuple[str, str], ...] = (),
@@ -161,13 +162,14 @@ def make_answer(
         status: The HTTP status.
         reason: Its reason phrase.
         body: The content, bytes; left out for ``head_only`` (``HEAD``, 304).
-        content_type: The ``Content-Type`` header.
+        content_type: The ``Content-Type`` header; None: none (a 304, whose headers a
+            cache copies onto the stored answer: RFC 9111 §3.2).
         head_only: True: the head only, ``Content-Length`` still that of ``body``.
         cache_control: The ``Cache-Control`` header.
         extra: More headers, e.g. ``(("ETag", '"r3"'),)``.
         length: False: no ``Content-Length`` (a 304).
     """
-    headers = [("Content-Type", content_type)]
+    headers = [] if content_type is None else [("Content-Type", content_type)]
     if length:
         headers.append(("Content-Length", str(len(body))))
     headers += [

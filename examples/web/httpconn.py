@@ -19,7 +19,7 @@ import attrs
 import h11
 import trio
 
-__all__ = ["Answer", "Head", "HttpConnection", "reason_phrase"]
+__all__ = ["Answer", "Head", "HttpConnection", "header_fields", "reason_phrase"]
 
 #: Bytes asked of the socket per read while reading a request head.
 _CHUNK: Final = 4096
@@ -32,6 +32,17 @@ def reason_phrase(status: int, default: str) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return default
+
+
+def header_fields(request: h11.Request) -> dict[bytes, bytes]:
+    """The request's headers by name (lowercased by h11), a repeated one joined with
+    ``", "`` as RFC 9110 §5.3 combines them: every line counts (an ``Authorization``
+    given twice is one wrong credential unless both are the same; an ``If-None-Match``
+    list may span lines), never only the last."""
+    fields: dict[bytes, bytes] = {}
+    for name, value in request.headers:
+        fields[name] = fields[name] + b", " + value if name in fields else value
+    return fields
 
 
 @attrs.frozen(kw_only=True)
@@ -109,6 +120,7 @@ class HttpConnection:
         self.requests = 0
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=max_head)
         self._raw: bytearray | None = bytearray()  # the first request's bytes only
+        self._head_only = False  # the current request is a HEAD: its answer has no body
         self._received = 0  # bytes received in this cycle (a head in one piece is counted)
 
     async def receive_head(self) -> Head:
@@ -119,6 +131,7 @@ class HttpConnection:
             (``error`` then says the status to answer and why).
         """
         conn = self._h11
+        self._head_only = False
         if conn.trailing_data[0]:  # pipelined, or its first bytes came by wait_request()
             await trio.lowlevel.checkpoint()
         while True:
@@ -131,6 +144,7 @@ class HttpConnection:
                 return self._head(None, error=(exc.error_status_hint, why))
             if isinstance(event, h11.Request):
                 self.requests += 1
+                self._head_only = event.method == b"HEAD"
                 return self._checked(event)
             if event is not h11.NEED_DATA:  # ConnectionClosed: nothing to answer
                 return self._head(None)
@@ -185,6 +199,9 @@ class HttpConnection:
     async def send(self, answer: Answer, *, close: bool = False) -> None:
         """Write ``answer`` (a checkpoint; no timeout of its own).
 
+        The answer to a ``HEAD`` goes without its body, whoever made it (a refusal
+        carries one): its ``Content-Length`` still says the length of the ``GET``'s.
+
         Args:
             answer: The answer to the current request (or to a bad head).
             close: True: the connection ends after this answer (``Connection: close``).
@@ -197,7 +214,7 @@ class HttpConnection:
         headers = [*answer.headers, ("Connection", "close")] if close else list(answer.headers)
         data = conn.send(h11.Response(status_code=answer.status, reason=answer.reason,
                                       headers=headers))  # fmt: skip
-        if answer.body:
+        if answer.body and not self._head_only:  # h11 refuses a body after a HEAD
             data += conn.send(h11.Data(data=answer.body))
         data += conn.send(h11.EndOfMessage())
         await self.stream.send_all(data)

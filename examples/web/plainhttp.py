@@ -49,6 +49,7 @@ import trio
 
 from .guard import Refusal
 from .http import error_answer, linger, page_answer, peer_address, plain_answer
+from .httpconn import header_fields
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -214,7 +215,7 @@ class PlainHttp:
                 close = "body"
         request = head.request
         target = request.target.decode("ascii", "replace")
-        headers = dict(request.headers)
+        headers = header_fields(request)
         guard = self.admission.guard
         refusal = guard.check(target, headers, websocket=False)
         if refusal is None and head.websocket:  # a first one never comes here

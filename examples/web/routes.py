@@ -14,15 +14,19 @@ other methods are 405 as for the pages.
 the request's deadline (``handshake_timeout``, the caller's cancel scope), and writes the
 answer through the caller (on a kept-alive connection, :mod:`examples.web.plainhttp`):
 
-* a query parameter given twice (``?rev=1&rev=2``) is a 400 naming it: the route never
-  runs;
+* a query parameter given twice (``?rev=1&rev=2``) is a 400 naming it, and a path with
+  an encoded ``/`` (``%2F``) a 404: the route never runs (decoded, such a path would
+  split one segment into several, and name what no address names);
 * a body over ``max_body`` bytes is never sent: the client gets a 500 and the log says
   why (routes answer from bounded stores, so it is a bug, not a load);
 * an :class:`~actors.errors.ActorError` or any other exception of a route is a 500 with
   one plain line, logged with its traceback; the server goes on;
-* ``304 Not Modified`` is sent without ``Content-Length`` or body (RFC 9110 §15.4.5);
+* ``304 Not Modified`` is sent without ``Content-Type``, ``Content-Length`` or body
+  (RFC 9110 §15.4.5: a cache copies a 304's headers onto the answer it holds, so a
+  ``text/plain`` there would relabel a cached image);
 * every answer is one INFO record of ``examples.frontdoor`` with ``event=http_route``
-  and its ``path`` (never the query, which may hold the token), ``status``, ``bytes``
+  and its ``path`` as sent, percent-encoded (never decoded: a ``%0A`` would start a
+  forged log line; never the query, which may hold the token), ``status``, ``bytes``
   and ``route`` as ``extra``, and is counted by status (:meth:`Router.statistics`).
 
 Helpers for routes: :func:`etag_matches` reads ``If-None-Match``.
@@ -37,7 +41,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .http import make_answer
-from .httpconn import reason_phrase
+from .httpconn import header_fields, reason_phrase
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -186,16 +190,19 @@ class Router:
             method=request.method.decode("ascii"),
             path=urllib.parse.unquote(split.path),
             query=query,
-            headers=dict(request.headers),
+            headers=header_fields(request),
         )
         name = route.name or route.prefix
+        logged = split.path[:200]  # h11 let in visible ASCII only: one line, as sent
         try:
             if repeated is not None:  # which one would count is a guess: refused
                 result = HttpAnswer.text(400, f"query parameter {repeated[:40]!r} is repeated")
+            elif "%2f" in split.path.lower():
+                result = HttpAnswer.text(404, "no such address: an encoded '/' in the path")
             else:
                 result = await route.handler(http_request)
         except Exception:  # contained: one bad request never stops the server
-            LOGGER.exception("route %s failed for %s", name, http_request.path[:200])
+            LOGGER.exception("route %s failed for %s", name, logged)
             result = HttpAnswer.text(500, "the server failed to answer this request")
         if len(result.body) > self.max_body:
             LOGGER.error(
@@ -209,9 +216,9 @@ class Router:
         self.answered[key] = self.answered.get(key, 0) + 1
         LOGGER.info(
             "%s %s -> %d (%d bytes)",
-            http_request.method, http_request.path[:200], result.status, len(result.body),
+            http_request.method, logged, result.status, len(result.body),
             extra={"event": "http_route", "route": name, "peer": peer,
-                   "method": http_request.method, "path": http_request.path[:200],
+                   "method": http_request.method, "path": logged,
                    "status": result.status, "bytes": len(result.body)},
         )  # fmt: skip
 
@@ -235,7 +242,7 @@ def wire_answer(answer: HttpAnswer, *, head_only: bool) -> Answer:
         answer.status,
         _reasons(answer.status),
         answer.body,
-        content_type=answer.content_type,
+        content_type=None if answer.status == 304 else answer.content_type,
         head_only=head_only or answer.status == 304,
         cache_control=answer.cache_control,
         extra=answer.headers,

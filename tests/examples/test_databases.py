@@ -30,9 +30,12 @@ from preview_support import (
 
 from examples.preview.app import PreviewApp, open_database
 from examples.preview.database_entry import DatabaseEntry
-from examples.preview.databases import Databases, find_databases
+from examples.preview.databases import Databases, file_stamp, find_databases
+from examples.preview.image_route import IMMUTABLE
 from examples.preview.image_urls import database_id
 from examples.preview.server import main as preview_server_main
+from protocol import messages
+from protocol.codec import encode_message
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -307,3 +310,138 @@ def test_a_link_is_listed_by_its_own_name_and_only_to_a_regular_file(tmp_path: P
     assert info.name == "passwd.db"
     assert info.db.startswith("passwd-")
     assert "secret" not in repr(info)
+
+
+async def test_odd_file_names_are_listed_safely_and_never_stop_the_scan(
+    writable_db: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="examples.preview")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    first = shutil.copyfile(writable_db, folder / "a.db")
+    # Bytes that are not UTF-8 (Python keeps them as surrogates) and a newline.
+    shutil.copyfile(writable_db, os.fsdecode(os.fsencode(folder) + b"/bad\xff\xfename.db"))
+    shutil.copyfile(writable_db, folder / "new\nline.db")
+    config = server_config(first, tmp_path)
+    identity = await trio.to_thread.run_sync(open_database, first)
+    databases = Databases(PreviewApp(config, identity), [folder], config)
+    await databases.scan()
+    states = {entry.name: (entry.state, entry.error) for entry in databases.entries.values()}
+    assert states == {
+        "a.db": ("ready", None),
+        # The helpers get the path in JSON: it could never be opened there.
+        "bad\ufffd\ufffdname.db": ("error", "its path is not UTF-8 (rename it)"),
+        "new\ufffdline.db": ("idle", None),
+    }
+    for entry in databases.entries.values():  # every name goes out as UTF-8 text
+        encode_message(messages.DatabaseAdded(database=entry.info())).encode("utf-8")
+    logged = [r.getMessage() for r in caplog.records if getattr(r, "event", None)]
+    assert logged
+    assert not any("\n" in line for line in logged)
+
+
+async def test_a_check_that_fails_unexpectedly_is_an_error_entry_and_the_scan_goes_on(
+    writable_db: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    first = shutil.copyfile(writable_db, folder / "a.db")
+    shutil.copyfile(writable_db, folder / "b.db")
+    shutil.copyfile(writable_db, folder / "c.db")
+    config = server_config(first, tmp_path)
+    identity = await trio.to_thread.run_sync(open_database, first)
+    databases = Databases(PreviewApp(config, identity), [folder], config)
+
+    def check(path: Path) -> dict[str, Any]:
+        if path.name == "b.db":
+            raise RuntimeError("a bug of the reader")
+        return open_database(path)
+
+    monkeypatch.setattr("examples.preview.databases.open_database", check)
+    await databases.scan()
+    states = {entry.name: (entry.state, entry.error) for entry in databases.entries.values()}
+    assert states == {
+        "a.db": ("ready", None),
+        "b.db": ("error", "checking it failed (see the server's log)"),
+        "c.db": ("idle", None),
+    }
+    (failed,) = [r for r in caplog.records if getattr(r, "event", None) == "database_check_failed"]
+    assert (failed.database, failed.error) == ("b.db", "RuntimeError")  # type: ignore[attr-defined]
+    assert failed.exc_info is not None
+
+
+async def test_a_database_replaced_by_another_never_answers_the_old_ones_addresses(
+    writable_db: Path, plots_db: Path, tmp_path: Path
+) -> None:
+    # The new app counts revisions from 1 again, under the same database id: only the
+    # version in the address tells its images from the old ones a browser may hold
+    # (immutable, for a year).
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    first = shutil.copyfile(writable_db, folder / "a.db")
+    second = shutil.copyfile(writable_db, folder / "b.db")
+    config = server_config(first, tmp_path, helpers=1, scan_interval=0.1)
+    db = database_id(second)
+    async with preview_server(config, paths=[folder]) as (front, _), connect(front) as client:
+
+        async def run_1_preview() -> dict[str, Any]:
+            assert (await client.request("use_database", db=db))["type"] == "ok"
+            await client.request("list_runs")
+            seen = Seen()
+            with trio.fail_after(40):
+                await pump(client, seen, lambda: seen.newest(1, "preview") is not None)
+            notice = seen.newest(1, "preview")
+            assert notice is not None
+            return notice
+
+        old = await run_1_preview()
+        held = await fetch(front.url, old["url"])
+        assert (held.status, held.headers["cache-control"]) == (200, IMMUTABLE)
+        shutil.copyfile(plots_db, folder / "b.tmp")
+        os.replace(folder / "b.tmp", second)
+        await _wait_push(client, "database_removed", db=db)
+        listed = await _wait_push(client, "database_added")
+        while listed["database"]["db"] != db:
+            listed = await _wait_push(client, "database_added")
+        assert listed["database"]["state"] == "idle"
+        new = await run_1_preview()
+        assert new["revision"] == old["revision"]  # counted again from 1
+        assert new["url"] != old["url"]
+        stale = await fetch(front.url, old["url"])
+        assert stale.status == 404
+        assert b"is not held" in stale.body
+        fresh = await fetch(front.url, new["url"])
+        assert (fresh.status, fresh.headers["cache-control"]) == (200, IMMUTABLE)
+        assert fresh.body != held.body
+    assert_no_children()
+
+
+async def test_a_scan_that_fails_is_logged_and_the_watch_goes_on(
+    writable_db: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    first = shutil.copyfile(writable_db, folder / "a.db")
+    config = server_config(first, tmp_path, scan_interval=0.01)
+    identity = await trio.to_thread.run_sync(open_database, first)
+    databases = Databases(PreviewApp(config, identity), [folder], config)
+    looks = 0
+
+    def look(paths: list[Path]) -> list[tuple[Path, Any]]:
+        nonlocal looks
+        looks += 1
+        if looks == 2:  # the watch's first scan
+            raise RuntimeError("a bug of the scan")
+        return [(path, file_stamp(path)) for path in find_databases(paths)]
+
+    monkeypatch.setattr("examples.preview.databases._look", look)
+    # No database is started here: neither the event log nor the front door is used.
+    async with databases.running(None, None):  # type: ignore[arg-type]
+        with trio.fail_after(TIMEOUT):
+            while databases.scans < 3:  # noqa: ASYNC110 - the watch's own pace
+                await trio.sleep(0.01)
+    (failed,) = [r for r in caplog.records if getattr(r, "event", None) == "scan_failed"]
+    assert failed.error == "RuntimeError"  # type: ignore[attr-defined]
+    assert failed.exc_info is not None

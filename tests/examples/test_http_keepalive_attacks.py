@@ -11,6 +11,7 @@ in ``test_http_keepalive``.
 from __future__ import annotations
 
 import functools
+import logging
 import socket
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,7 @@ from frontdoor_support import TIMEOUT, assert_no_children, open_client
 from test_frontdoor import client, rejected_handshake
 from test_frontdoor import serving as frontdoor_serving
 from test_http_keepalive import IMAGE_URL, RawClient, connect, request
-from test_routes import IMAGE, TOKEN, config, serving
+from test_routes import ETAG, IMAGE, TOKEN, config, serving
 from test_ws_http import PAGE, PAGES
 from trio_websocket import ConnectionClosed
 
@@ -123,6 +124,77 @@ async def test_a_request_in_the_same_packet_as_a_good_one_is_checked_on_its_own(
             assert body.startswith(status.encode())
             assert await client.closed()  # the third is never answered
         assert front.statistics().route_answers == {"200": 1}
+
+
+# -- a refused HEAD ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        ("HEAD /img/a.png HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n", "403 Forbidden"),
+        ("HEAD /img/a.png?token=wrong-token-0 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n",
+         "403 Forbidden"),
+        ("HEAD / HTTP/1.1\r\nHost: rebound.example:{port}\r\n\r\n", "403 Forbidden"),
+        # A pipelined upgrade, refused as a late one: its HEAD form too.
+        ("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+         "HEAD / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+         "Connection: Upgrade\r\n\r\n", "400 Bad Request"),
+    ],
+)  # fmt: skip
+async def test_a_refused_head_gets_the_refusals_head_without_its_body(
+    head: str, status: str, caplog: pytest.LogCaptureFixture
+):
+    # A refusal is made with its body; the answer to a HEAD goes without it (h11 would
+    # refuse to write it, and the client would get no answer at all).
+    caplog.set_level(logging.DEBUG, logger="examples.frontdoor")
+    async with serving(config()) as front:
+        client = await connect(front)
+        async with client.stream:
+            await client.send(head.format(port=front.port).encode())
+            if head.startswith("GET"):
+                assert (await client.answer())[0] == "HTTP/1.1 200 OK"
+            got, headers, _ = await client.answer(head_only=True)
+            assert (got, headers["connection"]) == (f"HTTP/1.1 {status}", "close")
+            assert int(headers["content-length"]) > len(status)  # the GET's body length
+            assert await client.closed()  # and not one byte of that body
+    events = [getattr(record, "event", None) for record in caplog.records]
+    assert "client_stream_failed" not in events
+    (closed,) = [r for r in caplog.records if getattr(r, "event", None) == "http_connection_closed"]
+    assert closed.reason == "refused"
+
+
+# -- a header given twice ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wrong_first", [True, False])
+async def test_every_line_of_a_repeated_authorization_header_counts(wrong_first: bool):
+    # Not only the last line: a wrong credential never hides behind a right one.
+    lines = [f"Authorization: Bearer {TOKEN}\r\n", "Authorization: Bearer wrong-token-0\r\n"]
+    if wrong_first:
+        lines.reverse()
+    async with serving(config()) as front:
+        client = await connect(front)
+        async with client.stream:
+            await client.send(request(front, "/img/a.png", extra="".join(lines)))
+            status, headers, body = await client.answer()
+            assert (status, headers["connection"]) == ("HTTP/1.1 403 Forbidden", "close")
+            assert IMAGE not in body
+        pairs = [tuple(line.strip().encode().split(b": ", 1)) for line in lines]
+        rejected = await rejected_handshake(front, "/", pairs)  # type: ignore[arg-type]
+        assert rejected.status_code == 403
+        assert front.statistics().refusals == {"wrong_token": 2}
+
+
+async def test_an_if_none_match_list_over_two_lines_is_read_whole():
+    async with serving(config()) as front:
+        client = await connect(front)
+        async with client.stream:
+            for lines in [f'If-None-Match: {ETAG}\r\nIf-None-Match: "other"\r\n',
+                          f'If-None-Match: "other"\r\nIf-None-Match: {ETAG}\r\n']:  # fmt: skip
+                await client.send(request(front, IMAGE_URL, extra=lines))
+                status, headers, body = await client.answer()
+                assert (status, headers["etag"], body) == ("HTTP/1.1 304 Not Modified", ETAG, b"")
 
 
 # -- kept connections never keep a websocket client out ---------------------------------

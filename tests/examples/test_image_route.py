@@ -70,21 +70,49 @@ def route() -> tuple[ImageRoute, Source]:
     return ImageRoute({DB: source}.get), source
 
 
-async def test_a_revisioned_url_is_immutable_and_revalidates_to_304(route):
+async def test_a_versioned_url_is_immutable_and_revalidates_to_304(route):
     images, source = route
     image = source.images.get((3, "preview"))
     assert image is not None
-    answer = await images.answer(request(image_url(DB, 3, "preview", 2)))
+    url = image_url(DB, 3, "preview", 2, image.version)
+    assert url == f"/db/{DB}/runs/3/preview.png?rev=2&v={image.version}"
+    answer = await images.answer(request(url))
     assert (answer.status, answer.body, answer.content_type) == (200, image.data, "image/png")
     assert answer.cache_control == IMMUTABLE
     assert answer.headers == (("ETag", image.etag),)
-    assert image.etag.startswith('"r2-')
-    assert not image.etag.startswith("W/")
-    revalidate = request(image_url(DB, 3, "preview", 2), If_None_Match=image.etag)
+    assert image.etag == f'"r2-{image.version}"'
+    revalidate = request(url, If_None_Match=image.etag)
     again = await images.answer(revalidate)
     assert (again.status, again.body, again.headers) == (304, b"", (("ETag", image.etag),))
-    newest = await images.answer(request(f"/db/{DB}/runs/3/preview.png?token=t"))
-    assert (newest.status, newest.cache_control) == (200, REVALIDATE)
+    # Without the version, the address may name other bytes one day: revalidated.
+    for unversioned in ("", "?rev=2"):
+        newest = await images.answer(request(f"/db/{DB}/runs/3/preview.png{unversioned}"))
+        assert (newest.status, newest.body, newest.cache_control) == (200, image.data, REVALIDATE)
+
+
+async def test_an_address_never_names_other_bytes_than_its_own(route):
+    # Revisions count from 1 again when a database's app starts again (the server
+    # restarted, the file was replaced by another database under the same id), and a
+    # run may be drawn again at its revision: the version tells the bytes apart.
+    images, source = route
+    old = source.images.get((3, "preview"))
+    assert old is not None
+    held = request(image_url(DB, 3, "preview", 2, old.version))
+    restarted = Source(images=ImageStore(db=DB), views=DrawnViews(keep=2))
+    restarted.images.put(StoredImage(run_id=3, kind="preview", revision=2, data=png(64, 48, 7)))
+    for store in (ImageRoute({DB: restarted}.get), images):
+        if store is images:  # drawn again at the same revision, in the same app
+            assert source.images.put(
+                StoredImage(run_id=3, kind="preview", revision=2, data=png(64, 48, 9))
+            )
+        answer = await store.answer(held)
+        assert answer.status == 404
+        assert f"version {old.version} of run 3's preview is not held" in answer.body.decode()
+    newest = source.images.get((3, "preview"))
+    assert newest is not None
+    assert newest.version != old.version
+    answer = await images.answer(request(image_url(DB, 3, "preview", 2, newest.version)))
+    assert (answer.status, answer.body, answer.cache_control) == (200, newest.data, IMMUTABLE)
 
 
 @pytest.mark.parametrize(
@@ -108,6 +136,10 @@ async def test_a_revisioned_url_is_immutable_and_revalidates_to_304(route):
         (f"/db/{DB}/views/01.png", 404, "no such image address"),
         (f"/db/{DB}/runs/3/preview.png?rev=02", 400, "rev must be a revision number"),
         (f"/db/{DB}/runs/3/preview.png?rev=\u0662", 400, "rev must be a revision number"),
+        (f"/db/{DB}/runs/3/preview.png?v=abc", 400, "v must be an image version"),
+        (f"/db/{DB}/runs/3/preview.png?v={'A' * 24}", 400, "v must be an image version"),
+        (f"/db/{DB}/runs/3/preview.png?v={'0' * 24}", 404, "of run 3's preview is not held"),
+        (f"/db/{DB}/runs/3/preview.png?rev=1&v={'0' * 24}", 404, "revision 1 of run 3's"),
     ],
 )
 async def test_what_is_not_there_or_not_allowed_is_named(route, target, status, words):
@@ -127,8 +159,13 @@ async def test_drawn_views_are_held_newest_first_by_number(route):
     numbers = [source.views.add(picture) for picture in pictures]
     assert numbers == [1, 2, 3]
     assert source.views.get(1) is None  # keep=2: the oldest is forgotten
-    answer = await images.answer(request(view_url(DB, 3)))
+    answer = await images.answer(request(view_url(DB, 3, pictures[2].version)))
     assert (answer.status, answer.body, answer.cache_control) == (200, pictures[2].data, IMMUTABLE)
+    unversioned = await images.answer(request(f"/db/{DB}/views/3.png"))
+    assert (unversioned.status, unversioned.cache_control) == (200, REVALIDATE)
+    # Numbers count from 1 again in a new app: another picture's version is a 404.
+    other = await images.answer(request(view_url(DB, 3, pictures[1].version)))
+    assert other.status == 404
     assert source.views.statistics()["views"] == 2
 
 
@@ -141,7 +178,7 @@ def test_database_ids_are_stable_safe_and_never_the_path(tmp_path: Path):
     assert first.startswith("My_run_2026-")
     assert str(tmp_path) not in first
     assert "/" not in first
-    parsed = parse_image_path(image_url(first, 5, "thumbnail", 1).split("?")[0])
+    parsed = parse_image_path(image_url(first, 5, "thumbnail", 1, "0" * 24).split("?")[0])
     assert parsed is not None
     assert (parsed.db, parsed.run_id, parsed.kind) == (first, 5, "thumbnail")
     assert database_id(tmp_path / "....db").startswith("db-")
@@ -161,7 +198,11 @@ async def test_a_real_server_serves_images_by_url_with_the_token(
         notice = seen.newest(1, "preview")
         assert notice is not None
         assert notice["db"] == app.db_id
-        assert notice["url"] == f"/db/{app.db_id}/runs/1/preview.png?rev={notice['revision']}"
+        image = app.images.get((1, "preview"))
+        assert image is not None
+        assert notice["url"] == (
+            f"/db/{app.db_id}/runs/1/preview.png?rev={notice['revision']}&v={image.version}"
+        )
         assert str(writable_db.parent) not in notice["url"]
         data = await fetch_png(front.url, notice, token)
         assert decode_png(data).size == (640, 480)

@@ -599,7 +599,8 @@ def test_store_keeps_the_newest_and_bounds_previews() -> None:
     assert store.keys() == [(2, "preview"), (3, "preview")]
     message = store.get((3, "preview")).message("d-1")  # type: ignore[union-attr]
     assert (message.width, message.height, message.mime) == (640, 480, "image/png")
-    assert message.url == "/db/d-1/runs/3/preview.png?rev=1"
+    version = store.get((3, "preview")).version  # type: ignore[union-attr]
+    assert message.url == f"/db/d-1/runs/3/preview.png?rev=1&v={version}"
     assert message.bytes == len(store.get((3, "preview")).data)  # type: ignore[union-attr]
 
 

@@ -8,20 +8,23 @@ is encoded as the helper would; one bad run must never hide the others.
 
 from __future__ import annotations
 
+import gc
 import io
 import shutil
 import sqlite3
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
+from actors.errors import SourceError
 from examples.preview.helper import PreviewHandlers
+from examples.preview.qcodes.source import open_source
 from protocol._strict_json import dumps_value
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from pathlib import Path
 
 
 class _Context:
@@ -191,3 +194,22 @@ def test_a_damaged_npy_cell_is_a_missing_value_not_an_unreadable_run(damaged, re
     entry = observation["dependents"][0]
     assert entry["points"] == len(ids)
     assert entry["nonfinite"] == 3  # the three damaged cells; the good one reads 2.5
+
+
+def test_a_file_sqlite_cannot_read_leaves_no_descriptor_open(plots_db: Path, tmp_path: Path):
+    # A truncated copy: an SQLite header, then nothing SQLite can read. A folder's broken
+    # file is checked again at every scan: each check must give its descriptors back
+    # at once, not whenever the garbage collector runs (disabled here to show it).
+    truncated = tmp_path / "truncated.db"
+    truncated.write_bytes(plots_db.read_bytes()[:5000])
+    descriptors = Path("/proc/self/fd")
+    gc.disable()
+    try:
+        before = len(list(descriptors.iterdir()))
+        for _ in range(10):
+            with pytest.raises(SourceError) as failed:
+                open_source(truncated)
+            assert failed.value.details["reason"] == "not_sqlite"
+        assert len(list(descriptors.iterdir())) == before
+    finally:
+        gc.enable()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import shutil
 import sqlite3
 
 import numpy as np
@@ -123,6 +125,17 @@ def test_identity(source, real_db):
     assert ident["run_count"] == 12
     assert ident["user_version"] == 9
     assert len(ident["source_id"]) == 16
+
+
+def test_a_file_name_that_is_not_utf8_is_opened_as_it_is(real_db, tmp_path):
+    # Python keeps the bytes as surrogates: the SQLite URI and the identity use them as
+    # they are.
+    odd = os.fsdecode(os.fsencode(tmp_path) + b"/run\xff.db")
+    shutil.copyfile(real_db, odd)
+    with open_source(odd) as src:
+        ident = src.identity()
+        assert ident["run_count"] == 12
+        assert [r["run_id"] for r in src.list_runs()] == list(README_RUNS)
 
 
 # -- observations --------------------------------------------------------------------

@@ -143,6 +143,7 @@ async def test_head_304_404_and_methods():
         status, headers, body = split(await exchange(front, get(front, target, extra=revalidate)))
         assert (status, body) == ("HTTP/1.1 304 Not Modified", b"")
         assert "content-length" not in headers
+        assert "content-type" not in headers  # a cache would relabel the image it holds
         assert headers["etag"] == ETAG
         status, _, body = split(await exchange(front, get(front, f"/img/b.png?token={TOKEN}")))
         assert (status, body) == ("HTTP/1.1 404 Not Found", b"404 Not Found: no such image\n")
@@ -150,6 +151,32 @@ async def test_head_304_404_and_methods():
         status, headers, _ = split(await exchange(front, post))
         assert (status, headers["allow"]) == ("HTTP/1.1 405 Method Not Allowed", "GET, HEAD")
         assert front.statistics().route_answers == {"200": 1, "304": 1, "404": 1}
+
+
+async def test_an_encoded_slash_never_reaches_a_route():
+    # Decoded, /img%2Fa.png would be /img/a.png: one segment read as two.
+    async with serving(config()) as front:
+        for path in ("/img%2Fa.png", "/img/x%2f..%2Fa.png"):
+            target = f"{path}?token={TOKEN}"
+            status, _, body = split(await exchange(front, get(front, target)))
+            assert (status, body) == (
+                "HTTP/1.1 404 Not Found",
+                b"404 Not Found: no such address: an encoded '/' in the path\n",
+            )
+        assert front.statistics().route_answers == {"404": 2}
+
+
+async def test_a_path_is_logged_as_sent_so_an_encoded_newline_forges_no_line(
+    caplog: pytest.LogCaptureFixture,
+):
+    caplog.set_level(logging.INFO, logger="examples.frontdoor")
+    forged = "/img/x%0A%20%2099%20ms%20examples.frontdoor:%20FORGED.png"
+    async with serving(config()) as front:
+        status, _, _ = split(await exchange(front, get(front, f"{forged}?token={TOKEN}")))
+        assert status == "HTTP/1.1 404 Not Found"
+    (record,) = [r for r in caplog.records if getattr(r, "event", None) == "http_route"]
+    assert record.path == forged  # type: ignore[attr-defined]
+    assert "\n" not in record.getMessage()
 
 
 async def test_the_host_is_checked_before_the_token():

@@ -7,6 +7,7 @@ no ``-wal`` file (nothing can be writing it).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import urllib.parse
 from pathlib import Path
@@ -65,10 +66,10 @@ def connect(path: Path) -> sqlite3.Connection:
         raise fail("unreadable", f"cannot read database file ({exc.strerror})") from exc
     if header and header != _SQLITE_MAGIC:
         raise fail("not_sqlite", "not an SQLite database (bad file header)")
-    base = "file:" + urllib.parse.quote(str(path))
+    # Bytes: a name that is not UTF-8 (kept by Python as surrogates) is quoted as it is.
+    base = "file:" + urllib.parse.quote(os.fsencode(path))
     try:
-        conn = sqlite3.connect(f"{base}?mode=ro", uri=True, isolation_level=None, timeout=2.0)
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        conn = _checked_connection(f"{base}?mode=ro")
     except sqlite3.DatabaseError as exc:
         if "not a database" in str(exc) or "malformed" in str(exc):
             raise fail("not_sqlite", f"not an SQLite database ({exc})") from exc
@@ -76,14 +77,26 @@ def connect(path: Path) -> sqlite3.Connection:
             raise fail("unreadable", f"cannot open database read-only ({exc})") from exc
         # Read-only folder and nothing writing (no -wal): a static file.
         try:
-            conn = sqlite3.connect(f"{base}?immutable=1", uri=True, isolation_level=None)
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            conn = _checked_connection(f"{base}?immutable=1")
         except sqlite3.DatabaseError as exc2:
             raise fail("unreadable", f"cannot open database read-only ({exc2})") from exc2
     conn.execute("PRAGMA query_only = 1")
     # SQLite keeps whatever bytes a writer stored: text that is not UTF-8 is read with
     # U+FFFD in place of the bad bytes, not refused for the whole query (every run).
     conn.text_factory = _text
+    return conn
+
+
+def _checked_connection(uri: str) -> sqlite3.Connection:
+    # Closed at once when SQLite cannot read it, not whenever the garbage collector gets
+    # to it (the error's traceback holds it in a cycle): a broken file in a watched
+    # folder is checked again at every scan, and each check would hold its descriptors.
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=2.0)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 

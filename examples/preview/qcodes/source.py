@@ -197,7 +197,7 @@ class QcodesSource:
             "size_bytes": stat.st_size,
             "run_count": int(run_count),
             "user_version": int(user_version),
-            "source_id": hashlib.sha256(token.encode()).hexdigest()[:16],
+            "source_id": hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()[:16],
         }
 
     def probe(self, run_ids: Iterable[int] | None = None) -> dict[str, Any]:
