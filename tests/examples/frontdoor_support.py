@@ -30,8 +30,9 @@ TIMEOUT = 10.0
 _LOG_LINE = re.compile(r"^ *(\d+) ms (\S+): (.*)$", re.MULTILINE)
 
 
-def logged(log: str, logger: str, start: str) -> list[float]:
-    """When an example server logged each message of ``logger`` that begins with ``start``.
+def logged(log: str, logger: str, pattern: str) -> list[float]:
+    """When an example server logged each message of ``logger`` that ``pattern`` matches
+    (``re.match``: from the message's start).
 
     Times are the server's own clock: seconds since its logging began (the log's
     ``relativeCreated``), so they leave out what the test process measures besides (the
@@ -41,7 +42,7 @@ def logged(log: str, logger: str, start: str) -> list[float]:
     return [
         int(match[1]) / 1000
         for match in _LOG_LINE.finditer(log)
-        if match[2] == logger and match[3].startswith(start)
+        if match[2] == logger and re.match(pattern, match[3])
     ]
 
 
