@@ -373,10 +373,11 @@ class FrontDoor:
         """Shut down gracefully within about ``grace`` seconds (design §7.1); a checkpoint.
 
         Stops accepting clients and admitting work at once; waits until the event log
-        has no queued or running run, at most ``grace`` seconds (trio clock), while
-        connected clients can still watch their runs; then closes every client with code
-        1001 and its resume cursor (design §7.4) and waits (bounded by
-        ``close_timeout``) until :meth:`serve` returned. Runs still running afterwards
+        has no queued or running run and every subscribed client was sent the events up
+        to its head then (the last runs' ``job_finished`` included), at most ``grace``
+        seconds (trio clock), while connected clients can still watch their runs; then
+        closes every client with code 1001 and its resume cursor (design §7.4) and waits
+        (bounded by ``close_timeout``) until :meth:`serve` returned. Runs still running afterwards
         are the caller's to stop: leaving the runtime cancels them, and with a ledger
         they are survivors at the next boot (design §6.10).
 
@@ -387,7 +388,9 @@ class FrontDoor:
         self._admitting = False
         self._listen_scope.cancel()
         with trio.move_on_after(grace):
-            await self._wait_idle()
+            head = await self._wait_idle()
+            if head is not None:
+                await self._wait_sent(head)
         self.close()
         if self._serving:
             with trio.move_on_after(self.config.close_timeout + 1.0):
@@ -395,15 +398,29 @@ class FrontDoor:
         else:
             await trio.lowlevel.checkpoint()
 
-    async def _wait_idle(self) -> None:
+    async def _wait_idle(self) -> int | None:
+        """Wait until the event log has no queued or running run; return its head then
+        (None if the event log is gone or stuck)."""
         while True:
             try:
                 stats = await self.eventlog.statistics()
             except (AskTimeout, ActorStopped):
-                return  # the event log is gone or stuck: nothing left to wait for
+                return None  # nothing left to wait for
             self.saw(stats.head)  # the cursor of the clients that were sent no event
             if stats.queued + stats.running == 0:
-                return
+                return stats.head
+            await trio.sleep(self.config.idle_poll)
+
+    async def _wait_sent(self, head: int) -> None:
+        """Wait until every subscribed client was sent the events up to ``head``.
+
+        The last runs' events may still wait in a client's port or send queue when the
+        event log is idle; closed then, the client would miss them (design §7.1). A
+        client dropped for falling behind is no longer subscribed, so it is not waited
+        for; a slow one is, within the caller's grace.
+        """
+        # Polled at idle_poll like _wait_idle: each connection's writer moves its cursor.
+        while any(_behind(conn, head) for conn in self.connections):  # noqa: ASYNC110
             await trio.sleep(self.config.idle_poll)
 
     # -- one client ---------------------------------------------------------------------
@@ -535,6 +552,15 @@ async def open_front_door(
             yield front
         finally:
             front.close()
+
+
+def _behind(conn: Connection, head: int) -> bool:
+    """True if ``conn`` is subscribed and was not sent every event up to ``head`` yet
+    (its ``events`` answer brings it to where its subscription began)."""
+    if conn.closed:
+        return False
+    stats = conn.statistics()
+    return stats.subscribed and (stats.cursor is None or stats.cursor < head)
 
 
 async def shutdown_on_signal(

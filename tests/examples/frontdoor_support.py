@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import socket
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,24 @@ if TYPE_CHECKING:
 
 #: Seconds any single expected message may take to arrive (generous: shared machine).
 TIMEOUT = 10.0
+#: One line of an example server's log (``examples.web.cli.LOG_FORMAT``).
+_LOG_LINE = re.compile(r"^ *(\d+) ms (\S+): (.*)$", re.MULTILINE)
+
+
+def logged(log: str, logger: str, pattern: str) -> list[float]:
+    """When an example server logged each message of ``logger`` that ``pattern`` matches
+    (``re.match``: from the message's start).
+
+    Times are the server's own clock: seconds since its logging began (the log's
+    ``relativeCreated``), so they leave out what the test process measures besides (the
+    interpreter's start and exit, the test's own scheduling), which a loaded machine
+    stretches far more than the steps the server times itself.
+    """
+    return [
+        int(match[1]) / 1000
+        for match in _LOG_LINE.finditer(log)
+        if match[2] == logger and re.match(pattern, match[3])
+    ]
 
 
 class Client:

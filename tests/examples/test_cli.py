@@ -123,7 +123,7 @@ def test_a_port_in_use_is_one_line_and_nothing_is_written(
     tmp_path: Path, busy_port: int, module: str
 ) -> None:
     cache = tmp_path / "cache"
-    extra = ["--cache-dir", str(cache)] if module.endswith("preview_server") else []
+    extra = ["--cache-dir", str(cache)] if module == "examples.preview.server" else []
     done = _run(module, "--port", str(busy_port), *extra)
     assert done.returncode == 2
     assert done.stdout == ""

@@ -35,6 +35,7 @@ from trio_websocket import (
 
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
 from examples.web.closing import cursor_of
+from examples.web.connection import Connection
 from examples.web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
 from protocol import messages
 
@@ -400,6 +401,31 @@ async def test_shutdown_refuses_new_work_waits_for_runs_then_closes_with_1001():
         with pytest.raises((OSError, HandshakeError)):
             async with client(front):
                 pass
+
+
+async def test_shutdown_sends_the_finished_runs_events_before_closing(monkeypatch):
+    # On a loaded machine a finished run's events may still wait in a client's port or
+    # send queue when the event log falls idle; slowed pushes make that certain here.
+    push_event = Connection.push_event
+
+    async def slow_push_event(self: Connection, event: Any) -> bool:
+        await trio.sleep(0.1)
+        return await push_event(self, event)
+
+    monkeypatch.setattr(Connection, "push_event", slow_push_event)
+    async with serving() as front, client(front) as c:
+        await c.request("subscribe")
+        run = await c.request("submit", operation="echo", arguments={})
+        await c.wait_state(run["run_id"], "finished")  # answers are not slowed
+        with trio.fail_after(10):
+            await front.shutdown(grace=5.0)
+        with pytest.raises(ConnectionClosed) as closed:
+            await c.read_until_closed()
+    events = [m for m in c.pushed if m["type"] == "event"]
+    assert [e["run_id"] for e in events] == [run["run_id"]] * len(events)
+    assert events[-1]["kind"] == "job_finished"
+    assert closed.value.reason.code == 1001
+    assert closed.value.reason.reason == f"server shutting down; cursor={events[-1]['seq']}"
 
 
 async def test_boot_report_resume_and_discard_after_a_restart(tmp_path):

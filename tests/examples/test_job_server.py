@@ -25,6 +25,7 @@ from frontdoor_support import (
     assert_no_children,
     children,
     first_line,
+    logged,
     open_client,
     pid_gone,
 )
@@ -191,15 +192,18 @@ async def test_a_failed_pool_is_restarted_after_the_backoff(caplog):
     ]
 
 
-async def _start_server(ledger: Path, grace: float) -> tuple[trio.Process, int, str, str]:
-    """Start ``python -m examples.jobs.server`` on a free port; return it, the port,
-    the resource with the token it printed (``/?token=...``) and the line after it,
-    which tells the runs held from before."""
-    process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "examples.jobs.server", "--port", "0", "--helpers", "1",
-         "--ledger", str(ledger), "--grace", str(grace)],
-        cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+async def _start_server(
+    ledger: Path, grace: float, log: Path
+) -> tuple[trio.Process, int, str, str]:
+    """Start ``python -m examples.jobs.server -v`` on a free port, its log into ``log``;
+    return it, the port, the resource with the token it printed (``/?token=...``) and
+    the line after it, which tells the runs held from before."""
+    with log.open("wb") as sink:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "examples.jobs.server", "--port", "0", "--helpers", "1",
+             "--ledger", str(ledger), "--grace", str(grace), "-v"],
+            cwd=str(ROOT), stdout=subprocess.PIPE, stderr=sink,
+        )  # fmt: skip
     assert process.stdout is not None
     line = await first_line(process.stdout)
     match = re.fullmatch(rb"listening on ws://127\.0\.0\.1:(\d+)(/\?token=[\w-]{32})\n", line)
@@ -226,7 +230,8 @@ async def _stop(process: trio.Process, grace: float) -> tuple[float, str]:
 async def test_sigterm_stops_within_grace_reaps_helpers_and_leaves_survivors(tmp_path):
     ledger = tmp_path / "ledger.db"
     grace = 1.0
-    process, port, resource, held = await _start_server(ledger, grace)
+    log = tmp_path / "server.log"
+    process, port, resource, held = await _start_server(ledger, grace, log)
     assert held == "held from before: none"
     try:
         async with open_client(port, resource) as client:
@@ -245,8 +250,17 @@ async def test_sigterm_stops_within_grace_reaps_helpers_and_leaves_survivors(tmp
                 1001, f"server shutting down; cursor={last}"
             )  # fmt: skip
         assert process.returncode == 0
-        assert elapsed < grace + 1.0
         assert all(pid_gone(pid) for pid in helpers)
+        # The running job had its grace, then the server stopped within grace + 1 s
+        # (short ladder steps and close timeout), timed on its own clock: from outside,
+        # the interpreter's exit and this process's scheduling stretch it on a loaded
+        # machine (1.4 to 3 s seen with four busy loops on two cores). The job's 60 s
+        # were never waited for: ``_stop`` allows grace + 5 s.
+        server_log = log.read_text()
+        (signalled,) = logged(server_log, "examples.frontdoor", "signal 15: shutting down ")
+        (stopped,) = logged(server_log, "examples.jobs.server", "stopped$")
+        assert elapsed >= grace
+        assert grace <= stopped - signalled < grace + 1.0, server_log
         assert printed == (
             f"leaving 1 run unfinished: {run_id} (running); held at the next start with this "
             "ledger: resume or discard it then\n"
@@ -256,7 +270,7 @@ async def test_sigterm_stops_within_grace_reaps_helpers_and_leaves_survivors(tmp
             process.kill()
             await process.wait()
     # The restarted server lists the unfinished run; nothing runs by itself (§6.10).
-    process, port, resource, held = await _start_server(ledger, grace)
+    process, port, resource, held = await _start_server(ledger, grace, log)
     assert held == (
         f"held from before: 1 run ({run_id}); nothing runs until you decide each: "
         f"python -m examples.jobs.client --url ws://127.0.0.1:{port} resume ID, or "

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import trio
-from frontdoor_support import assert_no_children
+from frontdoor_support import TIMEOUT, assert_no_children
 from preview_support import SIZES, Seen, connect, preview_server, pump, server_config
 
 from examples.preview.helper import CRASH_EXIT_CODE
@@ -27,6 +27,10 @@ KINDS = ("metadata", "thumbnail", "preview")
 
 def _notes(seen: Seen, run: int) -> list[str]:
     return [e["data"].get("note") for e in seen.by_run[run] if e["kind"] == "job_progress"]
+
+
+def _kinds(seen: Seen, run: int) -> list[str]:
+    return [e["kind"] for e in seen.by_run[run]]
 
 
 async def _until(predicate: Callable[[], bool], what: str) -> None:
@@ -87,6 +91,12 @@ async def test_cancel_stops_a_runs_work_and_is_reported_truthfully(
         job = app.runs[5].job
         assert job is not None
         await _until(stalled.exists, "run 5's read stalls in a helper")
+        # The event-log run is started when the app handles the scheduler's RunStarted
+        # notice, which may come after the helper's read began: cancelled before that,
+        # it would be a queued run's cancel (``job_queued job_cancelled``), not the
+        # running one's this test is about.
+        with trio.fail_after(TIMEOUT):
+            await pump(client, seen, lambda: "job_started" in _kinds(seen, 5))
         start = trio.current_time()
         reply = await client.request("cancel", run_id=job)
         assert (reply["type"], reply["state"]) == ("status_reply", "cancelled")
@@ -110,7 +120,7 @@ async def test_cancel_stops_a_runs_work_and_is_reported_truthfully(
         # A cooperative cancel: the helper lives on, so the runtime saw no helper end.
         assert not [e for e in seen.events if e["kind"] == "helper_reaped"]
         assert app.runtime.scheduler_actor.scheduler.incarnation == 0
-        kinds = [e["kind"] for e in seen.by_run[5]]
+        kinds = _kinds(seen, 5)
         assert kinds == ["job_queued", "job_started", "job_progress", "job_cancelled"], kinds
         assert seen.by_run[5][2]["data"] == {"fraction": 0.0, "synthetic": True}
         assert not any(run == 5 for run, _ in seen.images)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-from frontdoor_support import Client, assert_no_children, children, pid_gone
+from frontdoor_support import Client, assert_no_children, children, logged, pid_gone
 from preview_support import (
     REPO,
     SIZES,
@@ -439,7 +439,7 @@ async def test_hung_helpers_are_killed_within_grace_plus_one_second(
     frame waits unread in a stopped helper's pipe: so every run has both ladders.
     """
     grace = 0.5
-    process, url, stderr = await _start_server(real_db, tmp_path, "--grace", str(grace))
+    process, url, stderr = await _start_server(real_db, tmp_path, "--grace", str(grace), "-v")
     try:
         async with open_websocket_url(url) as ws:
             client = Client(ws, "h")
@@ -466,11 +466,9 @@ async def test_hung_helpers_are_killed_within_grace_plus_one_second(
                 # The frame sits in another process's pipe: only polling can see it.
                 while not any(unread_pipe_bytes(pid) for pid in helpers):  # noqa: ASYNC110
                     await trio.sleep(0.01)
-            start = trio.current_time()
             process.send_signal(signal.SIGTERM)
             with trio.fail_after(20):
                 status = await process.wait()
-            elapsed = trio.current_time() - start
             with trio.fail_after(5):
                 closed = await _until_closed(ws)
             assert closed.reason.code == 1001
@@ -478,8 +476,26 @@ async def test_hung_helpers_are_killed_within_grace_plus_one_second(
         if process.returncode is None:
             process.kill()
             await process.wait()
-    assert status == 0, stderr.read_text()
-    assert elapsed < grace + 1.0, elapsed
+    log = stderr.read_text()
+    assert status == 0, log
+    # Side by side: each ladder began (its first step logged: the cancel of the job, or
+    # the idle one's SIGTERM after its shutdown frame) before the other ended in SIGKILL.
+    # One after the other, the second would begin only after the first's SIGKILL.
+    began = {}
+    killed = {}
+    for pid in helpers:
+        helper = rf"\S+ \(pid {pid}\): "
+        began[pid] = min(logged(log, "actors.helpers", helper + "(cancel|SIGTERM) sent"))
+        (killed[pid],) = logged(log, "actors.helpers", helper + "SIGKILL sent")
+    first, second = helpers
+    assert began[first] < killed[second], log
+    assert began[second] < killed[first], log
+    # And short: every helper was killed within grace + 1 s of the signal, timed on the
+    # server's own clock. From outside, the interpreter's exit and this process's
+    # scheduling stretch it on a loaded machine (1.2 to 1.9 s seen with four busy
+    # loops on two cores, where the server's own figure stayed under 0.9 s).
+    (signalled,) = logged(log, "examples.frontdoor", "signal 15: shutting down ")
+    assert max(killed.values()) - signalled < grace + 1.0, log
     assert_no_children()
 
 
