@@ -15,7 +15,15 @@
     const k = Math.min(Math.floor(p), VIRIDIS.length - 2), f = p - k;
     return VIRIDIS[k].map((c, n) => Math.round(c + f * (VIRIDIS[k + 1][n] - c)));
   }
-  function number(v) { return v === null || v === undefined ? "no value" : String(+v.toPrecision(7)); }
+  // A measured value in SI units is often tiny (a current of 2e-9 A) or huge: below 1e-3
+  // and from 1e6 on it is written with an exponent, never rounded away to "0".
+  function decimal(v, digits) {
+    const a = Math.abs(v), short = +v.toPrecision(digits);
+    return a !== 0 && (a < 1e-3 || a >= 1e6) ? short.toExponential() : String(short);
+  }
+  function number(v) { return v === null || v === undefined ? "no value" : decimal(v, 7); }
+  // Axis tick labels (uPlot's own show at most three decimals); a null split is unlabelled.
+  function ticks(u, splits) { return splits.map((v) => v === null ? "" : decimal(v, 6)); }
   function named(thing) { return thing.label || thing.name; }
   function unit(thing) { return thing.unit ? ` ${thing.unit}` : ""; }
   function title(thing) { return `${named(thing)}${thing.unit ? ` (${thing.unit})` : ""}`; }
@@ -148,7 +156,7 @@
       return {
         width: WIDTH, height: HEIGHT, legend: {show: false},
         scales: {x: {time: false, range: span}, y: {range: span}},
-        axes: [{label: title(xAxis)}, {label: yTitle, size: 70}],
+        axes: [{label: title(xAxis), values: ticks}, {label: yTitle, size: 70, values: ticks}],
         cursor: {drag: {x: true, y: true, uni: 30}, points: {show: false}},
         ...extra,
       };
@@ -245,7 +253,8 @@
       const line = (el, axis, xs, ys, what) => {
         const opts = {
           width: CUT_WIDTH, height: CUT_HEIGHT, legend: {show: false}, title: what,
-          scales: {x: {time: false}}, axes: [{label: title(axis)}, {size: 60}],
+          scales: {x: {time: false}},
+          axes: [{label: title(axis), values: ticks}, {size: 60, values: ticks}],
           series: [{}, {stroke: "#d62728", width: 1, points: {show: xs.length < 60}}],
           cursor: {drag: {x: true, y: false}},
         };
