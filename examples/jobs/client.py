@@ -46,7 +46,15 @@ from typing import TYPE_CHECKING, Any
 import trio
 from trio_websocket import ConnectionClosed, open_websocket_url
 
-from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
+from ..web.cli import (
+    OneLineParser,
+    client_target,
+    connection_problem,
+    count,
+    leaf,
+    seconds,
+    stdout_closed,
+)
 from ..web.closing import GOING_AWAY, RESYNC_REQUIRED, cursor_of
 from .follow import Outcome, Output, Session, describe_end, finish, follow, verdict_name
 from .retry import RetryPolicy, submit_with_retry
@@ -320,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         return trio.run(_run, args)
     except BaseException as exc:  # one line for a failed connection; others re-raised
         error = leaf(exc)
+        if isinstance(error, BrokenPipeError):  # e.g. `watch 0 | head`
+            return stdout_closed()
         if isinstance(error, json.JSONDecodeError):
             print(
                 f"job_client: the server sent a message that is not JSON: {error}", file=sys.stderr

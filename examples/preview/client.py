@@ -71,7 +71,15 @@ from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 from protocol import messages
 from protocol.codec import decode_server_message
 
-from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
+from ..web.cli import (
+    OneLineParser,
+    client_target,
+    connection_problem,
+    count,
+    leaf,
+    seconds,
+    stdout_closed,
+)
 from ..web.closing import RESYNC_REQUIRED
 from ..web.fetch import FetchError, HttpClient, open_http_client
 from .client_collection import Collection, SavedImage
@@ -515,6 +523,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     except BaseException as exc:  # one line for a failed connection; others re-raised
         error = leaf(exc)
+        if isinstance(error, BrokenPipeError):  # e.g. `--databases | head -1`
+            return stdout_closed()
         if isinstance(error, DatabaseRefused):
             print(f"preview_client: {error}", file=sys.stderr)
             return 2
@@ -532,13 +542,17 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"preview_client: cannot connect to {url}: {problem}", file=sys.stderr)
         return 2
-    for line in listing(seen):
-        print(line)
-    if not seen.complete:
-        missing = ", ".join(f"run{r}-{k}" for r, k in seen.missing()[:10])
-        print(f"timeout after {args.timeout:g} s; missing: {missing or 'the run list'}")
-        return 1
-    print(f"saved {len(seen.images)} images of {len(seen.runs)} runs into {out}")
+    try:
+        for line in listing(seen):
+            print(line)
+        if not seen.complete:
+            missing = ", ".join(f"run{r}-{k}" for r, k in seen.missing()[:10])
+            print(f"timeout after {args.timeout:g} s; missing: {missing or 'the run list'}")
+            return 1
+        print(f"saved {len(seen.images)} images of {len(seen.runs)} runs into {out}")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return stdout_closed()
     return 0
 
 

@@ -13,6 +13,7 @@ import ast
 import contextlib
 import hashlib
 import json
+import os
 import re
 import signal
 import socket
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 from frontdoor_support import TIMEOUT, assert_no_children, first_line
+from preview_support import preview_server, server_config
 
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
 from examples.jobs.server import JobServerConfig, open_job_server
@@ -330,6 +332,41 @@ async def test_clients_against_a_job_server(tmp_path: Path) -> None:
         " did not finish: with a ledger the server holds it at its next start (resume or "
         "discard it then)"
     ), line
+
+
+async def _client_unread(module: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """Run a client whose stdout is a pipe nobody reads any more (``... | head -0``)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        with trio.fail_after(2 * TIMEOUT):
+            return await trio.run_process(
+                [sys.executable, "-m", module, *args], cwd=ROOT, stdout=write_end,
+                capture_stderr=True, check=False,
+            )  # fmt: skip
+    finally:
+        os.close(write_end)
+
+
+async def test_a_reader_that_stops_reading_is_no_connection_problem(
+    real_db: Path, tmp_path: Path
+) -> None:
+    # Each client's output goes to a closed pipe: it stops quietly with status 1, and
+    # never says "cannot connect ...: broken pipe" about a server that answered.
+    config = JobServerConfig(front_door=FrontDoorConfig(port=0, token=TOKEN), helpers=1)
+    async with open_job_server(config) as server:
+        url, token = server.front.url, ["--token", TOKEN]
+        done = await _client("examples.jobs.client", "--url", url, *token, "submit", "sleep",
+                             '{"seconds": 0}')  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        done = await _client_unread("examples.jobs.client", "--url", url, *token, "watch", "0")
+        assert (done.returncode, done.stderr) == (1, b"")
+    preview = server_config(real_db, tmp_path, helpers=1)
+    async with preview_server(preview, token=TOKEN) as (front, _app):
+        for argv in (["--databases"], ["--out", str(tmp_path / "out")]):
+            done = await _client_unread("examples.preview.client", front.url, *token, *argv)
+            assert (done.returncode, done.stderr) == (1, b""), argv
+        assert len(list((tmp_path / "out").glob("*.png"))) == 24  # it did its work
 
 
 # -- messages ----------------------------------------------------------------------------
