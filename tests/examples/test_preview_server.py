@@ -389,7 +389,10 @@ async def test_a_signal_right_after_listening_stops_promptly(real_db: Path, tmp_
     errors = stderr.read_text()
     assert status == 0, errors
     assert elapsed < 10.0  # not the 30 s grace (the run being written never finishes)
-    assert "examples.frontdoor: signal 15: shutting down (grace 30 s)" in errors
+    assert (
+        "examples.frontdoor: SIGTERM: shutting down (grace 30 s; a second signal stops at once)"
+        in errors
+    )
     assert "Traceback" not in errors
     assert_no_children()
 
