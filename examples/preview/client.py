@@ -76,6 +76,7 @@ from ..web.cli import (
     client_target,
     connection_problem,
     count,
+    describe,
     leaf,
     seconds,
     stdout_closed,
@@ -510,6 +511,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     out = Path(args.out)
+    if not args.databases:
+        try:  # before connecting: a folder that cannot be made is no connection problem
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            parser.error(f"argument --out: cannot make the folder {str(out)!r}: {describe(exc)}")
     try:
         if args.databases:
             listed = trio.run(lambda: databases(url, token=token, timeout=args.timeout))
@@ -533,6 +539,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         if isinstance(error, FetchError | ImageRefused):  # an image could not be fetched
             print(f"preview_client: {url}: {error}", file=sys.stderr)
+            return 1
+        if isinstance(error, OSError) and error.filename is not None:  # saving an image
+            saving = f"cannot save {error.filename}: {describe(error)}"
+            print(f"preview_client: {saving}", file=sys.stderr)
             return 1
         problem = connection_problem(error)
         if problem is None:

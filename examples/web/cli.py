@@ -257,6 +257,8 @@ def _os_reason(exc: BaseException) -> str | None:
         if id(current) in seen:
             continue
         seen.add(id(current))
+        if isinstance(current, socket.gaierror):  # its errno is no errno: strerror(-2) is no help
+            return f"unknown host ({(current.strerror or str(current)).lower()})"
         if isinstance(current, OSError) and current.errno:
             return os.strerror(current.errno).lower()
         if isinstance(current, BaseExceptionGroup):

@@ -33,7 +33,7 @@ from examples.jobs.server import JobServerConfig, open_job_server
 from examples.jobs.server import main as job_server_main
 from examples.preview.client import main as preview_client_main
 from examples.preview.server import main as preview_server_main
-from examples.web.cli import OneLineParser, websocket_url
+from examples.web.cli import OneLineParser, connection_problem, websocket_url
 from examples.web.frontdoor import FrontDoorConfig
 from examples.web.launch import add_server_options, server_token, with_token
 from examples.web.serverinfo import ENV_TOKEN
@@ -230,6 +230,46 @@ def test_clients_report_nothing_listening(
     done = _run("examples.jobs.client", "--url", f"ws://127.0.0.1:{port}", "status", "1")
     assert done.returncode == 2
     assert _one_line(done.stderr).endswith(": connection refused")
+
+
+def test_clients_name_an_unknown_host_and_a_folder_they_cannot_make(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A name that does not resolve: not "unknown error -2" (a resolver's code as errno).
+    problem = connection_problem(socket.gaierror(socket.EAI_NONAME, "Name or service not known"))
+    assert problem == "unknown host (name or service not known)"
+    # An --out that cannot be a folder is bad input, said before connecting anywhere.
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as exited:
+        preview_client_main(["ws://127.0.0.1:1", "--out", str(blocker / "previews")])
+    assert exited.value.code == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line == (
+        f"preview_client: argument --out: cannot make the folder '{blocker / 'previews'}': "
+        "not a directory (see --help)"
+    )
+
+
+async def test_an_image_the_client_cannot_save_is_no_connection_problem(
+    real_db: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    for run in range(1, 13):  # every image's file name is taken by a folder
+        for kind in ("thumbnail", "preview"):
+            (out / f"run{run}-{kind}.png").mkdir(parents=True)
+    config = server_config(real_db, tmp_path, helpers=1)
+    async with preview_server(config, token=TOKEN) as (front, _app):
+        done = await _client(
+            "examples.preview.client", front.url, "--token", TOKEN, "--out", str(out)
+        )
+    assert done.returncode == 1
+    line = _one_line(done.stderr.decode())
+    assert re.fullmatch(
+        rf"preview_client: cannot save {re.escape(str(out))}/run\d+-(thumbnail|preview)\.png: "
+        "is a directory",
+        line,
+    ), line
 
 
 @pytest.mark.parametrize(
