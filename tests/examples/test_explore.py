@@ -9,7 +9,8 @@ the page), the readout under the cursor gives the value of the known point there
 double-click shows the whole run again; on a 2-D map the readout gives both setpoints
 and the value with their names and units, a box drag zooms both axes, and a click draws
 the horizontal and vertical cuts through the cell with the map's exact values; the
-tick labels of nA and µS values in SI units (A, S) read as the values they mark. Skipped
+tick labels of nA and µS values in SI units (A, S) read as the values they mark; a
+newer answer keeps a zoom but shows a whole run whole again. Skipped
 without chromium. Real clock, generous deadlines (STYLE rule 21).
 """
 
@@ -335,5 +336,40 @@ async def test_axis_labels_of_tiny_si_values(explore_db: Path, tmp_path: Path) -
             setpoint, conductance = await _ticks(page, cut)
             _assert_labels_tell(setpoint)
             _assert_labels_tell(conductance)
+        assert await page.js("document.body.dataset.errors || '0'") == "0"
+    assert_no_children()
+
+
+#: A newer answer for the shown run, as a run being written gives: every value doubled.
+GROWN = (
+    "explore.data = {...explore.data, series: explore.data.series.map((s) =>"
+    " ({...s, values: s.values.map((v) => v === null ? v : 2 * v)}))}; explore.draw(true)"
+)
+
+
+async def test_a_newer_answer_keeps_a_zoom_but_shows_a_whole_run_whole(
+    explore_db: Path, tmp_path: Path
+) -> None:
+    config = server_config(explore_db, tmp_path, helpers=2)
+    async with (
+        preview_server(config, token=TOKEN) as (front, _),
+        chromium(tmp_path / "profile") as devtools,
+    ):
+        page = await _open(devtools, dashboard_page_url(front.url, TOKEN) + "&select=1")
+        await _shown(page, 1)
+        full = await page.scales()
+        # Shown whole: the newer data are shown whole too, not in the old ranges.
+        await page.js(GROWN)
+        grown = await page.scales()
+        assert grown["x"] == full["x"]
+        assert grown["y"] == pytest.approx([2 * full["y"][0], 2 * full["y"][1]], rel=1e-12)
+        # Zoomed in by the person: the zoom stays.
+        left, _ = await page.at(-0.005, 0.0)
+        right, middle = await page.at(0.005, 0.0)
+        await page.zoom_x(left, right, middle)
+        zoomed = await page.scales()
+        assert zoomed["x"][1] - zoomed["x"][0] < 0.6 * (full["x"][1] - full["x"][0])
+        await page.js(GROWN)
+        assert await page.scales() == zoomed
         assert await page.js("document.body.dataset.errors || '0'") == "0"
     assert_no_children()

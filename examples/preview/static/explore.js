@@ -47,6 +47,13 @@
     if (lo === null || hi === null || !isFinite(lo) || !isFinite(hi)) return [0, 1];
     return lo === hi ? [lo - Math.abs(lo || 1) / 2, hi + Math.abs(hi || 1) / 2] : [lo, hi];
   }
+  function whole(values) {  // the range uPlot shows all of `values` in: `span` of min, max
+    let lo = null, hi = null;
+    for (const v of values) {
+      if (v !== null) { lo = lo === null ? v : Math.min(lo, v); hi = hi === null ? v : Math.max(hi, v); }
+    }
+    return span(null, lo, hi);
+  }
   function edges(centres) {  // the outer edges of evenly drawn cells around the centres
     const [lo, hi] = extent(centres), n = centres.length;
     const half = n > 1 ? (hi - lo) / (n - 1) / 2 : 0.5;
@@ -54,7 +61,7 @@
   }
 
   const explore = {
-    runId: null, key: "", data: null, index: 0, plot: null, cuts: null, hover: null,
+    runId: null, key: "", data: null, index: 0, plot: null, cuts: null, hover: null, full: null,
     send: null, nextId: 1, pending: new Set(), wanted: "", asked: 0,
 
     // Called by the page whenever it shows the selected run.
@@ -119,16 +126,17 @@
     clear() {
       if (this.plot) this.plot.destroy();
       if (this.cuts) { this.cuts.h.plot.destroy(); this.cuts.v.plot.destroy(); }
-      this.plot = null; this.cuts = null; this.hover = null;
+      this.plot = null; this.cuts = null; this.hover = null; this.full = null;
       for (const id of ["xplot", "xcuth", "xcutv"]) {
         const el = document.getElementById(id);
         if (el) el.innerHTML = "";
       }
     },
 
-    // Draw the chosen series; `keep`: a newer answer for the same run keeps the zoom.
+    // Draw the chosen series; `keep`: a newer answer for the same run keeps the person's
+    // zoom, if any (a run being written that was shown whole is shown whole again).
     draw(keep = false) {
-      const zoom = keep && this.plot ? {x: {...this.plot.scales.x}, y: {...this.plot.scales.y}} : null;
+      const zoom = keep && this.zoomedIn() ? {x: {...this.plot.scales.x}, y: {...this.plot.scales.y}} : null;
       this.clear();
       const s = this.data && this.data.series[this.index];
       const info = document.getElementById("xinfo");
@@ -152,6 +160,16 @@
       document.body.dataset.explore = `${this.runId}:${this.index}:${this.data.bytes}`;
     },
 
+    // Whether the plot shows less than the whole of what it was drawn from (`full`).
+    zoomedIn() {
+      if (!this.plot || !this.full) return false;
+      const inside = (scale, [lo, hi]) => {
+        const tiny = (hi - lo) * 1e-9;
+        return scale.min > lo + tiny || scale.max < hi - tiny;
+      };
+      return inside(this.plot.scales.x, this.full.x) || inside(this.plot.scales.y, this.full.y);
+    },
+
     options(s, xAxis, yTitle, extra) {
       return {
         width: WIDTH, height: HEIGHT, legend: {show: false},
@@ -168,6 +186,7 @@
       const ascending = order.every((k, n) => n === 0 || axis.values[order[n - 1]] <= axis.values[k]);
       if (!ascending) order.sort((a, b) => axis.values[a] - axis.values[b]);
       const data = [order.map((k) => axis.values[k]), order.map((k) => s.values[k])];
+      this.full = {x: whole(data[0]), y: whole(data[1])};
       const opts = this.options(s, axis, title(s), {
         series: [{}, {stroke: "#1f77b4", width: 1, points: {show: data[0].length < 60}, spanGaps: false}],
         hooks: {setCursor: [(u) => this.readTrace(u, s, axis)]},
@@ -189,6 +208,7 @@
     map(s) {
       const [rows, cols] = s.shape, [outer, inner] = s.axes;
       const xr = edges(inner.values), yr = edges(outer.values);
+      this.full = {x: xr, y: yr};
       const [lo, hi] = extent(s.values);
       const image = document.createElement("canvas");
       image.width = cols; image.height = rows;
