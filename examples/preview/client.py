@@ -531,6 +531,9 @@ def main(argv: list[str] | None = None) -> int:
         error = leaf(exc)
         if isinstance(error, BrokenPipeError):  # e.g. `--databases | head -1`
             return stdout_closed()
+        if isinstance(error, KeyboardInterrupt):  # Ctrl-C: what is saved stays saved
+            print("preview_client: interrupted", file=sys.stderr)
+            return 130
         if isinstance(error, DatabaseRefused):
             print(f"preview_client: {error}", file=sys.stderr)
             return 2

@@ -27,6 +27,7 @@ import pytest
 import trio
 from frontdoor_support import TIMEOUT, assert_no_children, first_line
 from preview_support import preview_server, server_config
+from trio_websocket import ConnectionClosed, serve_websocket
 
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
 from examples.jobs.server import JobServerConfig, open_job_server
@@ -40,6 +41,8 @@ from examples.web.serverinfo import ENV_TOKEN
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from trio_websocket import WebSocketRequest
 
     from actors import RunStatus
 
@@ -270,6 +273,90 @@ async def test_an_image_the_client_cannot_save_is_no_connection_problem(
         "is a directory",
         line,
     ), line
+
+
+async def _started(argv: list[str]) -> trio.Process:
+    return await trio.lowlevel.open_process(
+        [sys.executable, "-m", *argv], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+
+
+async def _ended(process: trio.Process) -> tuple[int, str]:
+    """Wait for ``process``; its exit status and the whole of its stderr."""
+    assert process.stderr is not None
+    errors = b""
+    with trio.fail_after(2 * TIMEOUT):
+        while chunk := await process.stderr.receive_some():
+            errors += chunk
+        return await process.wait(), errors.decode()
+
+
+async def test_ctrl_c_while_a_client_connects_is_one_line() -> None:
+    listener = trio.socket.socket()
+    with listener:
+        await listener.bind(("127.0.0.1", 0))
+        listener.listen()  # a server that never answers the handshake
+        port = listener.getsockname()[1]
+        for argv, name in (
+            (["examples.preview.client", f"ws://127.0.0.1:{port}", "--token", TOKEN],
+             "preview_client"),
+            (["examples.jobs.client", "--url", f"ws://127.0.0.1:{port}", "--token", TOKEN,
+              "status", "1"], "job_client"),
+        ):  # fmt: skip
+            process = await _started(argv)
+            with trio.fail_after(2 * TIMEOUT):
+                connection, _ = await listener.accept()  # the client is inside trio.run
+            with connection:
+                process.send_signal(signal.SIGINT)
+                status, errors = await _ended(process)
+            assert status == 130
+            assert _one_line(errors) == f"{name}: interrupted"
+
+
+async def test_a_second_ctrl_c_stops_waiting_for_a_run(nursery: trio.Nursery) -> None:
+    cancel_asked = trio.Event()
+
+    async def server(request: WebSocketRequest) -> None:  # admits, starts, never ends
+        ws = await request.accept()
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                message = json.loads(await ws.get_message())
+                answers: list[dict[str, object]] = []
+                if message["type"] == "subscribe":
+                    answers = [{"type": "events", "events": [], "cursor": 0}]
+                elif message["type"] == "submit":
+                    answers = [
+                        {"type": "receipt", "admitted": True, "run_id": 7, "snapshot_id": "s",
+                         "revision": 0, "event_cursor": 0, "coalesced": False},
+                        {"type": "event", "seq": 1, "kind": "job_started", "run_id": 7,
+                         "data": {}},
+                    ]  # fmt: skip
+                elif message["type"] == "cancel":
+                    cancel_asked.set()  # never answered: a server too busy to say
+                for answer in answers:
+                    await ws.send_message(json.dumps({"request_id": message["request_id"],
+                                                      **answer}))  # fmt: skip
+
+    listening = await nursery.start(serve_websocket, server, "127.0.0.1", 0, None)
+    process = await _started(
+        ["examples.jobs.client", "--url", f"ws://127.0.0.1:{listening.port}", "--token", TOKEN,
+         "submit", "sleep", '{"seconds": 60}']
+    )  # fmt: skip
+    assert process.stdout is not None
+    shown = b""
+    with trio.fail_after(2 * TIMEOUT):
+        while b"run 7: running" not in shown:  # following: Ctrl-C now cancels the run
+            shown += await process.stdout.receive_some()
+    process.send_signal(signal.SIGINT)
+    with trio.fail_after(2 * TIMEOUT):
+        await cancel_asked.wait()
+    process.send_signal(signal.SIGINT)
+    status, errors = await _ended(process)
+    assert status == 130
+    assert errors.splitlines() == [
+        "cancelling run 7 (Ctrl-C again to stop waiting)",
+        "stopped waiting for run 7; `status 7` tells how it ends",
+    ]
 
 
 @pytest.mark.parametrize(
