@@ -423,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _stopped_early(signum: int) -> int:
-    print(f"signal {signum} before the server was ready: stopped", file=sys.stderr)
+    name = signal.Signals(signum).name  # SIGINT or SIGTERM: the two it waits for
+    print(f"{name} before the server was ready: stopped", file=sys.stderr)
     return 128 + signum
 
 

@@ -529,7 +529,7 @@ async def test_ctrl_c_before_the_server_is_ready_exits_quietly(
     assert "KeyboardInterrupt" not in errors
     assert status in (0, 130), errors  # 0 only if it became ready before the signal
     if when == "while_starting" and status == 130:
-        assert "before the server was ready" in errors
+        assert "SIGINT before the server was ready: stopped" in errors
     assert all(pid_gone(pid) for pid in helpers)
     assert_no_children()
 
