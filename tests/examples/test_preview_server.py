@@ -16,7 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import urllib.parse
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -443,6 +443,7 @@ async def test_hung_helpers_are_killed_within_grace_plus_one_second(
     """
     grace = 0.5
     process, url, stderr = await _start_server(real_db, tmp_path, "--grace", str(grace))
+    helpers: list[int] = []
     try:
         async with open_websocket_url(url) as ws:
             client = Client(ws, "h")
@@ -481,6 +482,9 @@ async def test_hung_helpers_are_killed_within_grace_plus_one_second(
         if process.returncode is None:
             process.kill()
             await process.wait()
+            for pid in helpers:  # stopped, in sessions of their own: nobody else reaps them
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
     assert status == 0, stderr.read_text()
     assert elapsed < grace + 1.0, elapsed
     assert_no_children()
