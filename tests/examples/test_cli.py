@@ -40,7 +40,7 @@ from examples.web.launch import add_server_options, server_token, with_token
 from examples.web.serverinfo import ENV_TOKEN
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
 
     from trio_websocket import WebSocketRequest
 
@@ -275,10 +275,26 @@ async def test_an_image_the_client_cannot_save_is_no_connection_problem(
     ), line
 
 
-async def _started(argv: list[str]) -> trio.Process:
-    return await trio.lowlevel.open_process(
-        [sys.executable, "-m", *argv], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+def _interruptible() -> None:
+    # In the child before exec: a worker of pytest-xdist ignores SIGINT, and Python keeps
+    # an ignored SIGINT ignored, so without this the client would never see its Ctrl-C.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@contextlib.asynccontextmanager
+async def _started(argv: list[str]) -> AsyncIterator[trio.Process]:
+    """A client as a person starts it (Ctrl-C acts); killed if the test leaves it running."""
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", *argv], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, preexec_fn=_interruptible,
+    )  # fmt: skip
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+            with trio.CancelScope(shield=True):
+                await process.wait()
 
 
 async def _ended(process: trio.Process) -> tuple[int, str]:
@@ -291,26 +307,29 @@ async def _ended(process: trio.Process) -> tuple[int, str]:
         return await process.wait(), errors.decode()
 
 
-async def test_ctrl_c_while_a_client_connects_is_one_line() -> None:
-    listener = trio.socket.socket()
-    with listener:
-        await listener.bind(("127.0.0.1", 0))
-        listener.listen()  # a server that never answers the handshake
-        port = listener.getsockname()[1]
-        for argv, name in (
-            (["examples.preview.client", f"ws://127.0.0.1:{port}", "--token", TOKEN],
-             "preview_client"),
-            (["examples.jobs.client", "--url", f"ws://127.0.0.1:{port}", "--token", TOKEN,
-              "status", "1"], "job_client"),
-        ):  # fmt: skip
-            process = await _started(argv)
+async def test_ctrl_c_while_a_client_waits_is_one_line(nursery: trio.Nursery) -> None:
+    asked = trio.Semaphore(0)
+
+    async def server(request: WebSocketRequest) -> None:  # hears each request, answers none
+        ws = await request.accept()
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                await ws.get_message()
+                asked.release()
+
+    listening = await nursery.start(serve_websocket, server, "127.0.0.1", 0, None)
+    url = f"ws://127.0.0.1:{listening.port}"
+    for argv, name in (
+        (["examples.preview.client", url, "--token", TOKEN, "--databases"], "preview_client"),
+        (["examples.jobs.client", "--url", url, "--token", TOKEN, "status", "1"], "job_client"),
+    ):
+        async with _started(argv) as process:
             with trio.fail_after(2 * TIMEOUT):
-                connection, _ = await listener.accept()  # the client is inside trio.run
-            with connection:
-                process.send_signal(signal.SIGINT)
-                status, errors = await _ended(process)
-            assert status == 130
-            assert _one_line(errors) == f"{name}: interrupted"
+                await asked.acquire()  # the client waits for its answer, inside trio.run
+            process.send_signal(signal.SIGINT)
+            status, errors = await _ended(process)
+        assert status == 130
+        assert _one_line(errors) == f"{name}: interrupted"
 
 
 async def test_a_second_ctrl_c_stops_waiting_for_a_run(nursery: trio.Nursery) -> None:
@@ -338,20 +357,19 @@ async def test_a_second_ctrl_c_stops_waiting_for_a_run(nursery: trio.Nursery) ->
                                                       **answer}))  # fmt: skip
 
     listening = await nursery.start(serve_websocket, server, "127.0.0.1", 0, None)
-    process = await _started(
-        ["examples.jobs.client", "--url", f"ws://127.0.0.1:{listening.port}", "--token", TOKEN,
-         "submit", "sleep", '{"seconds": 60}']
-    )  # fmt: skip
-    assert process.stdout is not None
-    shown = b""
-    with trio.fail_after(2 * TIMEOUT):
-        while b"run 7: running" not in shown:  # following: Ctrl-C now cancels the run
-            shown += await process.stdout.receive_some()
-    process.send_signal(signal.SIGINT)
-    with trio.fail_after(2 * TIMEOUT):
-        await cancel_asked.wait()
-    process.send_signal(signal.SIGINT)
-    status, errors = await _ended(process)
+    argv = ["examples.jobs.client", "--url", f"ws://127.0.0.1:{listening.port}", "--token",
+            TOKEN, "submit", "sleep", '{"seconds": 60}']  # fmt: skip
+    async with _started(argv) as process:
+        assert process.stdout is not None
+        shown = b""
+        with trio.fail_after(2 * TIMEOUT):
+            while b"run 7: running" not in shown:  # following: Ctrl-C now cancels the run
+                shown += await process.stdout.receive_some()
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(2 * TIMEOUT):
+            await cancel_asked.wait()
+        process.send_signal(signal.SIGINT)
+        status, errors = await _ended(process)
     assert status == 130
     assert errors.splitlines() == [
         "cancelling run 7 (Ctrl-C again to stop waiting)",
