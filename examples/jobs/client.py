@@ -46,7 +46,15 @@ from typing import TYPE_CHECKING, Any
 import trio
 from trio_websocket import ConnectionClosed
 
-from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
+from ..web.cli import (
+    OneLineParser,
+    client_target,
+    connection_problem,
+    count,
+    leaf,
+    seconds,
+    stdout_closed,
+)
 from ..web.closing import GOING_AWAY, RESYNC_REQUIRED, cursor_of
 from ..web.wsclient import open_websocket_client
 from .follow import Outcome, Output, Session, describe_end, finish, follow, verdict_name
@@ -148,7 +156,9 @@ def _waiter(waiter: str | None) -> dict[str, str]:
 async def _follow_until_decided(
     args: argparse.Namespace, session: Session, run_id: int, waiter: str | None, output: Output
 ) -> int:
-    """Follow with Ctrl-C cancelling ``waiter`` (a second one stops waiting): exit status."""
+    """Follow with Ctrl-C cancelling ``waiter`` (a second one stops waiting): exit status
+    (130 when a second Ctrl-C stopped the wait, as for a shell's interrupted command)."""
+    outcome: Outcome | None = None
     with trio.open_signal_receiver(signal.SIGINT) as interrupts:
         async with trio.open_nursery() as nursery:
 
@@ -170,6 +180,9 @@ async def _follow_until_decided(
                     )
                 raise
             nursery.cancel_scope.cancel()
+    if outcome is None:  # a second Ctrl-C: the run's end is not known here
+        output.note(f"stopped waiting for run {run_id}; `status {run_id}` tells how it ends")
+        return 130
     return 0 if outcome.ok else 1
 
 
@@ -321,6 +334,11 @@ def main(argv: list[str] | None = None) -> int:
         return trio.run(_run, args)
     except BaseException as exc:  # one line for a failed connection; others re-raised
         error = leaf(exc)
+        if isinstance(error, BrokenPipeError):  # e.g. `watch 0 | head`
+            return stdout_closed()
+        if isinstance(error, KeyboardInterrupt):  # Ctrl-C outside a followed run
+            print("job_client: interrupted", file=sys.stderr)
+            return 130
         if isinstance(error, json.JSONDecodeError):
             print(
                 f"job_client: the server sent a message that is not JSON: {error}", file=sys.stderr

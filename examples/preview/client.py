@@ -71,7 +71,16 @@ from trio_websocket import ConnectionClosed, HandshakeError
 from protocol import messages
 from protocol.codec import decode_server_message
 
-from ..web.cli import OneLineParser, client_target, connection_problem, count, leaf, seconds
+from ..web.cli import (
+    OneLineParser,
+    client_target,
+    connection_problem,
+    count,
+    describe,
+    leaf,
+    seconds,
+    stdout_closed,
+)
 from ..web.closing import RESYNC_REQUIRED
 from ..web.fetch import FetchError, HttpClient, open_http_client
 from ..web.wsclient import open_websocket_client
@@ -499,6 +508,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     out = Path(args.out)
+    if not args.databases:
+        try:  # before connecting: a folder that cannot be made is no connection problem
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            parser.error(f"argument --out: cannot make the folder {str(out)!r}: {describe(exc)}")
     try:
         if args.databases:
             listed = trio.run(lambda: databases(url, token=token, timeout=args.timeout))
@@ -512,6 +526,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     except BaseException as exc:  # one line for a failed connection; others re-raised
         error = leaf(exc)
+        if isinstance(error, BrokenPipeError):  # e.g. `--databases | head -1`
+            return stdout_closed()
+        if isinstance(error, KeyboardInterrupt):  # Ctrl-C: what is saved stays saved
+            print("preview_client: interrupted", file=sys.stderr)
+            return 130
         if isinstance(error, DatabaseRefused):
             print(f"preview_client: {error}", file=sys.stderr)
             return 2
@@ -521,6 +540,10 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(error, FetchError | ImageRefused):  # an image could not be fetched
             print(f"preview_client: {url}: {error}", file=sys.stderr)
             return 1
+        if isinstance(error, OSError) and error.filename is not None:  # saving an image
+            saving = f"cannot save {error.filename}: {describe(error)}"
+            print(f"preview_client: {saving}", file=sys.stderr)
+            return 1
         problem = connection_problem(error)
         if problem is None:
             raise
@@ -529,13 +552,17 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"preview_client: cannot connect to {url}: {problem}", file=sys.stderr)
         return 2
-    for line in listing(seen):
-        print(line)
-    if not seen.complete:
-        missing = ", ".join(f"run{r}-{k}" for r, k in seen.missing()[:10])
-        print(f"timeout after {args.timeout:g} s; missing: {missing or 'the run list'}")
-        return 1
-    print(f"saved {len(seen.images)} images of {len(seen.runs)} runs into {out}")
+    try:
+        for line in listing(seen):
+            print(line)
+        if not seen.complete:
+            missing = ", ".join(f"run{r}-{k}" for r, k in seen.missing()[:10])
+            print(f"timeout after {args.timeout:g} s; missing: {missing or 'the run list'}")
+            return 1
+        print(f"saved {len(seen.images)} images of {len(seen.runs)} runs into {out}")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return stdout_closed()
     return 0
 
 

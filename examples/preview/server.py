@@ -423,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _stopped_early(signum: int) -> int:
-    print(f"signal {signum} before the server was ready: stopped", file=sys.stderr)
+    name = signal.Signals(signum).name  # SIGINT or SIGTERM: the two it waits for
+    print(f"{name} before the server was ready: stopped", file=sys.stderr)
     return 128 + signum
 
 
@@ -479,14 +480,18 @@ def _first_database(paths: Sequence[Path]) -> Path | None:
             except SourceError as exc:
                 print(f"preview_server: {exc.message}", file=sys.stderr)
                 return None
+    refused: list[str] = []
     for found in find_databases(paths):
         try:
             open_database(found)
-        except SourceError:
+        except SourceError as exc:
+            refused.append(exc.message)
             continue
         return found
     named = ", ".join(str(path) for path in paths)
-    print(f"preview_server: no readable QCoDeS database in {named}", file=sys.stderr)
+    why = "no *.db file there" if not refused else refused[0]  # one line: the first reason
+    more = f" (and {len(refused) - 1} more unreadable)" if len(refused) > 1 else ""
+    print(f"preview_server: no readable QCoDeS database in {named}: {why}{more}", file=sys.stderr)
     return None
 
 

@@ -12,6 +12,8 @@
 * :func:`websocket_url`, :func:`client_target`, :func:`connection_problem`: the
   clients' address and token handling (design §7.3) and one line for a connection that
   failed (refused, wrong token, closed mid-stream).
+* :func:`stdout_closed`: a quiet exit when the reader of a client's output went away
+  (``... | head``), which is no connection problem.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ __all__ = [
     "leaf",
     "seconds",
     "setup_logging",
+    "stdout_closed",
     "websocket_url",
 ]
 
@@ -254,6 +257,8 @@ def _os_reason(exc: BaseException) -> str | None:
         if id(current) in seen:
             continue
         seen.add(id(current))
+        if isinstance(current, socket.gaierror):  # its errno is no errno: strerror(-2) is no help
+            return f"unknown host ({(current.strerror or str(current)).lower()})"
         if isinstance(current, OSError) and current.errno:
             return os.strerror(current.errno).lower()
         if isinstance(current, BaseExceptionGroup):
@@ -285,3 +290,20 @@ def connection_problem(exc: BaseException) -> str | None:
     if isinstance(exc, HandshakeError | OSError):  # a HandshakeError's cause: the OSError
         return _os_reason(exc) or str(exc) or "the opening handshake failed"
     return None
+
+
+def stdout_closed() -> int:
+    """The exit status of a client whose stdout's reader went away (``... | head``).
+
+    A :class:`BrokenPipeError` that reaches a client's ``main`` comes from its own
+    output: trio and trio-websocket turn a broken socket into their own errors. So the
+    client says nothing (the person chose to stop reading), points stdout at
+    ``/dev/null`` so that Python's flush at exit does not fail a second time, and
+    exits with status 1, as Python's documentation advises for ``SIGPIPE``.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+    return 1

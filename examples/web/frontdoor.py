@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import signal
 import socket
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING
@@ -572,8 +573,9 @@ async def shutdown_on_signal(
 ) -> int:
     """Wait for a signal, then shut ``front`` down gracefully (design §7.1).
 
-    Logs ``signal N: shutting down (grace G s)`` (a warning of ``examples.frontdoor``),
-    the same line for every example server.
+    Logs ``SIGINT: shutting down (grace G s; a second signal stops at once)`` (a
+    warning of ``examples.frontdoor``, the signal by name), the same line for every
+    example server.
 
     Args:
         front: A serving front door.
@@ -588,13 +590,20 @@ async def shutdown_on_signal(
         The first signal's number.
     """
     signum = await anext(signals)
-    LOGGER.warning("signal %d: shutting down (grace %g s)", signum, grace)
+    try:  # SIGINT, not 2: as a person knows it
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    LOGGER.warning(
+        "%s: shutting down (grace %g s; a second signal stops at once)",
+        name, grace, extra={"event": "shutdown_signal", "signum": signum},
+    )  # fmt: skip
     async with trio.open_nursery() as nursery:
         hurry = trio.CancelScope()
 
         async def second_signal() -> None:
             await anext(signals)
-            LOGGER.warning("second signal: closing now")
+            LOGGER.warning("second signal: closing now", extra={"event": "shutdown_hurried"})
             hurry.cancel()
 
         nursery.start_soon(second_signal)

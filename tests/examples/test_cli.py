@@ -13,6 +13,7 @@ import ast
 import contextlib
 import hashlib
 import json
+import os
 import re
 import signal
 import socket
@@ -25,19 +26,23 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 from frontdoor_support import TIMEOUT, assert_no_children, first_line
+from preview_support import preview_server, server_config
+from trio_websocket import ConnectionClosed, serve_websocket
 
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
 from examples.jobs.server import JobServerConfig, open_job_server
 from examples.jobs.server import main as job_server_main
 from examples.preview.client import main as preview_client_main
 from examples.preview.server import main as preview_server_main
-from examples.web.cli import OneLineParser, websocket_url
+from examples.web.cli import OneLineParser, connection_problem, websocket_url
 from examples.web.frontdoor import FrontDoorConfig
 from examples.web.launch import add_server_options, server_token, with_token
 from examples.web.serverinfo import ENV_TOKEN
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
+
+    from trio_websocket import WebSocketRequest
 
     from actors import RunStatus
 
@@ -231,6 +236,148 @@ def test_clients_report_nothing_listening(
     assert _one_line(done.stderr).endswith(": connection refused")
 
 
+def test_clients_name_an_unknown_host_and_a_folder_they_cannot_make(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A name that does not resolve: not "unknown error -2" (a resolver's code as errno).
+    problem = connection_problem(socket.gaierror(socket.EAI_NONAME, "Name or service not known"))
+    assert problem == "unknown host (name or service not known)"
+    # An --out that cannot be a folder is bad input, said before connecting anywhere.
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as exited:
+        preview_client_main(["ws://127.0.0.1:1", "--out", str(blocker / "previews")])
+    assert exited.value.code == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line == (
+        f"preview_client: argument --out: cannot make the folder '{blocker / 'previews'}': "
+        "not a directory (see --help)"
+    )
+
+
+async def test_an_image_the_client_cannot_save_is_no_connection_problem(
+    real_db: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    for run in range(1, 13):  # every image's file name is taken by a folder
+        for kind in ("thumbnail", "preview"):
+            (out / f"run{run}-{kind}.png").mkdir(parents=True)
+    config = server_config(real_db, tmp_path, helpers=1)
+    async with preview_server(config, token=TOKEN) as (front, _app):
+        done = await _client(
+            "examples.preview.client", front.url, "--token", TOKEN, "--out", str(out)
+        )
+    assert done.returncode == 1
+    line = _one_line(done.stderr.decode())
+    assert re.fullmatch(
+        rf"preview_client: cannot save {re.escape(str(out))}/run\d+-(thumbnail|preview)\.png: "
+        "is a directory",
+        line,
+    ), line
+
+
+def _interruptible() -> None:
+    # In the child before exec: a worker of pytest-xdist ignores SIGINT, and Python keeps
+    # an ignored SIGINT ignored, so without this the client would never see its Ctrl-C.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@contextlib.asynccontextmanager
+async def _started(argv: list[str]) -> AsyncIterator[trio.Process]:
+    """A client as a person starts it (Ctrl-C acts); killed if the test leaves it running."""
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", *argv], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, preexec_fn=_interruptible,
+    )  # fmt: skip
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+            with trio.CancelScope(shield=True):
+                await process.wait()
+
+
+async def _ended(process: trio.Process) -> tuple[int, str]:
+    """Wait for ``process``; its exit status and the whole of its stderr."""
+    assert process.stderr is not None
+    errors = b""
+    with trio.fail_after(2 * TIMEOUT):
+        while chunk := await process.stderr.receive_some():
+            errors += chunk
+        return await process.wait(), errors.decode()
+
+
+async def test_ctrl_c_while_a_client_waits_is_one_line(nursery: trio.Nursery) -> None:
+    asked = trio.Semaphore(0)
+
+    async def server(request: WebSocketRequest) -> None:  # hears each request, answers none
+        ws = await request.accept()
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                await ws.get_message()
+                asked.release()
+
+    listening = await nursery.start(serve_websocket, server, "127.0.0.1", 0, None)
+    url = f"ws://127.0.0.1:{listening.port}"
+    for argv, name in (
+        (["examples.preview.client", url, "--token", TOKEN, "--databases"], "preview_client"),
+        (["examples.jobs.client", "--url", url, "--token", TOKEN, "status", "1"], "job_client"),
+    ):
+        async with _started(argv) as process:
+            with trio.fail_after(2 * TIMEOUT):
+                await asked.acquire()  # the client waits for its answer, inside trio.run
+            process.send_signal(signal.SIGINT)
+            status, errors = await _ended(process)
+        assert status == 130
+        assert _one_line(errors) == f"{name}: interrupted"
+
+
+async def test_a_second_ctrl_c_stops_waiting_for_a_run(nursery: trio.Nursery) -> None:
+    cancel_asked = trio.Event()
+
+    async def server(request: WebSocketRequest) -> None:  # admits, starts, never ends
+        ws = await request.accept()
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                message = json.loads(await ws.get_message())
+                answers: list[dict[str, object]] = []
+                if message["type"] == "subscribe":
+                    answers = [{"type": "events", "events": [], "cursor": 0}]
+                elif message["type"] == "submit":
+                    answers = [
+                        {"type": "receipt", "admitted": True, "run_id": 7, "snapshot_id": "s",
+                         "revision": 0, "event_cursor": 0, "coalesced": False},
+                        {"type": "event", "seq": 1, "kind": "job_started", "run_id": 7,
+                         "data": {}},
+                    ]  # fmt: skip
+                elif message["type"] == "cancel":
+                    cancel_asked.set()  # never answered: a server too busy to say
+                for answer in answers:
+                    await ws.send_message(json.dumps({"request_id": message["request_id"],
+                                                      **answer}))  # fmt: skip
+
+    listening = await nursery.start(serve_websocket, server, "127.0.0.1", 0, None)
+    argv = ["examples.jobs.client", "--url", f"ws://127.0.0.1:{listening.port}", "--token",
+            TOKEN, "submit", "sleep", '{"seconds": 60}']  # fmt: skip
+    async with _started(argv) as process:
+        assert process.stdout is not None
+        shown = b""
+        with trio.fail_after(2 * TIMEOUT):
+            while b"run 7: running" not in shown:  # following: Ctrl-C now cancels the run
+                shown += await process.stdout.receive_some()
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(2 * TIMEOUT):
+            await cancel_asked.wait()
+        process.send_signal(signal.SIGINT)
+        status, errors = await _ended(process)
+    assert status == 130
+    assert errors.splitlines() == [
+        "cancelling run 7 (Ctrl-C again to stop waiting)",
+        "stopped waiting for run 7; `status 7` tells how it ends",
+    ]
+
+
 @pytest.mark.parametrize(
     ("arguments", "words"),
     [("{x", "arguments must be a JSON object: Expecting"), ("[1]", "got list")],
@@ -331,6 +478,41 @@ async def test_clients_against_a_job_server(tmp_path: Path) -> None:
         " did not finish: with a ledger the server holds it at its next start (resume or "
         "discard it then)"
     ), line
+
+
+async def _client_unread(module: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """Run a client whose stdout is a pipe nobody reads any more (``... | head -0``)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        with trio.fail_after(2 * TIMEOUT):
+            return await trio.run_process(
+                [sys.executable, "-m", module, *args], cwd=ROOT, stdout=write_end,
+                capture_stderr=True, check=False,
+            )  # fmt: skip
+    finally:
+        os.close(write_end)
+
+
+async def test_a_reader_that_stops_reading_is_no_connection_problem(
+    real_db: Path, tmp_path: Path
+) -> None:
+    # Each client's output goes to a closed pipe: it stops quietly with status 1, and
+    # never says "cannot connect ...: broken pipe" about a server that answered.
+    config = JobServerConfig(front_door=FrontDoorConfig(port=0, token=TOKEN), helpers=1)
+    async with open_job_server(config) as server:
+        url, token = server.front.url, ["--token", TOKEN]
+        done = await _client("examples.jobs.client", "--url", url, *token, "submit", "sleep",
+                             '{"seconds": 0}')  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        done = await _client_unread("examples.jobs.client", "--url", url, *token, "watch", "0")
+        assert (done.returncode, done.stderr) == (1, b"")
+    preview = server_config(real_db, tmp_path, helpers=1)
+    async with preview_server(preview, token=TOKEN) as (front, _app):
+        for argv in (["--databases"], ["--out", str(tmp_path / "out")]):
+            done = await _client_unread("examples.preview.client", front.url, *token, *argv)
+            assert (done.returncode, done.stderr) == (1, b""), argv
+        assert len(list((tmp_path / "out").glob("*.png"))) == 24  # it did its work
 
 
 # -- messages ----------------------------------------------------------------------------

@@ -13,7 +13,9 @@ The test talks to the browser with trio-websocket (Chrome DevTools Protocol,
 it waits until the page has loaded every thumbnail and run 4's preview, takes a
 screenshot into the test's tmp dir and checks the pictures are really there (image
 sizes in the DOM, pixel spread in the screenshot); then it scrolls the run list and
-clicks a run, and checks that the server got ``visible`` and ``select``. Skipped
+clicks a run, and checks that the server got ``visible`` and ``select``. A page with a
+wrong token or none says in a banner why it cannot connect, and one whose server went
+away says it is reconnecting. Skipped
 when no chromium is installed. Real clock, generous deadlines (STYLE rule 21).
 """
 
@@ -41,6 +43,7 @@ from trio_websocket import open_websocket_url
 from examples.preview.app import open_database
 from examples.preview.server import dashboard_page_url, dashboard_url, open_preview_server
 from examples.web.cli import OneLineParser
+from examples.web.frontdoor import FrontDoorConfig
 from examples.web.launch import add_server_options, front_door_config
 
 if TYPE_CHECKING:
@@ -272,6 +275,42 @@ async def test_dashboard_shows_thumbnails_and_the_selected_preview(
             late, "document.querySelector('[data-run=\"12\"] .bar > div').style.width"
         )
         assert width == "83%"
+    assert_no_children()
+
+
+async def test_a_page_that_cannot_connect_says_why(real_db: Path, tmp_path: Path) -> None:
+    # A browser does not show a page why its websocket was refused: the page says it.
+    config = server_config(real_db, tmp_path, helpers=1)
+    identity = await trio.to_thread.run_sync(open_database, config.db)
+    front_config = FrontDoorConfig(port=0, token="right-token-0123456789")
+    server = open_preview_server(config, front_config, identity)
+    async with server as (front, _app), chromium(tmp_path / "profile") as devtools:
+        body = "document.body.dataset"
+        text = "document.getElementById('notice').textContent"
+        address = f"http://127.0.0.1:{front.port}/?token=…"
+        for token, cause in (("wrong-token", "may be from an earlier start"), ("", "no token")):
+            page = await open_page(devtools, dashboard_page_url(front.url, token or None))
+            await wait_for(devtools, page, f"{body}.notice === 'refused'")
+            said = await devtools.evaluate(page, text)
+            assert f"the server at ws://127.0.0.1:{front.port} refused the connection" in said
+            assert cause in said
+            assert (
+                f"open the dashboard address the server printed when it started ({address})" in said
+            )
+            assert await devtools.evaluate(page, f"{body}.connected") == "0"
+        refusals = front.statistics().refusals
+        assert refusals["wrong_token"] >= 1
+        assert refusals["missing_token"] >= 1
+        # The right token: no banner; the server going away: the page says so.
+        page = await open_page(devtools, dashboard_page_url(front.url, front_config.token))
+        await wait_for(devtools, page, f"{body}.connected === '1' && {body}.runs === '12'")
+        assert await devtools.evaluate(page, "document.getElementById('notice').hidden")
+        assert await devtools.evaluate(page, f"{body}.notice === undefined")
+        front.close()
+        await wait_for(devtools, page, f"{body}.notice === 'lost'")
+        said = await devtools.evaluate(page, text)
+        assert said == f"Connection to ws://127.0.0.1:{front.port} lost; reconnecting…"
+        assert await devtools.evaluate(page, f"{body}.errors || '0'") == "0"
     assert_no_children()
 
 

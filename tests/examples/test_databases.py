@@ -191,9 +191,19 @@ def test_the_command_line_refuses_what_it_cannot_serve(
 ) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
+    assert preview_server_main([str(empty), "--port", "0"]) == 2
+    assert capsys.readouterr().err == (
+        f"preview_server: no readable QCoDeS database in {empty}: no *.db file there\n"
+    )
     (empty / "broken.db").write_bytes(b"not a database")
     assert preview_server_main([str(empty), "--port", "0"]) == 2
-    assert capsys.readouterr().err == (f"preview_server: no readable QCoDeS database in {empty}\n")
+    assert capsys.readouterr().err == (
+        f"preview_server: no readable QCoDeS database in {empty}: not an SQLite database "
+        f"(bad file header): {empty / 'broken.db'}\n"
+    )  # why, so a person need not open each file
+    sqlite3.connect(empty / "other.db").execute("CREATE TABLE x (a)").connection.close()
+    assert preview_server_main([str(empty), "--port", "0"]) == 2
+    assert capsys.readouterr().err.endswith(f"{empty / 'broken.db'} (and 1 more unreadable)\n")
     assert preview_server_main([str(empty), str(tmp_path / "missing.db"), "--port", "0"]) == 2
     line = capsys.readouterr().err
     assert line.startswith("preview_server: ")

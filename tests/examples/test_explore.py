@@ -8,7 +8,9 @@ one-sample spike at its true height; a drag zooms (the plot's scale is read back
 the page), the readout under the cursor gives the value of the known point there, and a
 double-click shows the whole run again; on a 2-D map the readout gives both setpoints
 and the value with their names and units, a box drag zooms both axes, and a click draws
-the horizontal and vertical cuts through the cell with the map's exact values. Skipped
+the horizontal and vertical cuts through the cell with the map's exact values; the
+tick labels of nA and µS values in SI units (A, S) read as the values they mark; a
+newer answer keeps a zoom but shows a whole run whole again. Skipped
 without chromium. Real clock, generous deadlines (STYLE rule 21).
 """
 
@@ -286,4 +288,88 @@ async def test_a_map_hover_zoom_and_line_cuts(explore_db: Path, tmp_path: Path) 
         assert await page.js("explore.data.series[0].low.length") > 0
         assert await page.js("document.body.dataset.errors || '0'") == "0"
 
+    assert_no_children()
+
+
+#: The tick labels of each axis of a plot, and the values they stand for.
+TICKS = "[0, 1].map((k) => [u.axes[k]._values, u.axes[k]._splits])"
+
+
+async def _ticks(page: Page, plot: str) -> list[list[tuple[str, float]]]:
+    """Each axis of ``plot`` (a JS expression): its (label, value) pairs with a label."""
+    axes = await page.json(f"((u) => {TICKS})({plot})")
+    return [[(label, value) for label, value in zip(*axis, strict=True) if label] for axis in axes]
+
+
+def _assert_labels_tell(axis: list[tuple[str, float]]) -> None:
+    """Every label is its tick's value (6 significant digits), and no two are alike."""
+    assert len(axis) >= 3, axis
+    for label, value in axis:
+        assert float(label) == pytest.approx(value, rel=1e-5, abs=0), axis
+    assert len({label for label, _ in axis}) == len(axis), axis
+
+
+async def test_axis_labels_of_tiny_si_values(explore_db: Path, tmp_path: Path) -> None:
+    # The sample's currents are nA and its conductances µS, in A and S: rounded to a
+    # few decimals, every tick would read 0.
+    config = server_config(explore_db, tmp_path, helpers=2)
+    async with (
+        preview_server(config, token=TOKEN) as (front, _),
+        chromium(tmp_path / "profile") as devtools,
+    ):
+        page = await _open(devtools, dashboard_page_url(front.url, TOKEN) + "&select=1")
+        await _shown(page, 1)
+        bias, current = await _ticks(page, "explore.plot")
+        _assert_labels_tell(bias)  # ±0.01 V
+        _assert_labels_tell(current)  # ±12 nA
+        assert max(abs(value) for _, value in current) < 1e-7
+        assert any("e-" in label for label, _ in current)
+
+        await page.js("document.querySelector('[data-run=\"4\"]').click()")
+        await page.wait("(document.body.dataset.explore || '').startsWith('4:0:')")
+        info = await page.js("document.getElementById('xinfo').textContent")
+        assert info.endswith("… 1.060846e-6"), info  # the colour range, one notation
+        x, y = await page.at(0.1, 0.0)
+        await page.click(x, y)
+        await page.wait("document.body.dataset.cut !== undefined")
+        for cut in ("explore.cuts.h.plot", "explore.cuts.v.plot"):
+            setpoint, conductance = await _ticks(page, cut)
+            _assert_labels_tell(setpoint)
+            _assert_labels_tell(conductance)
+        assert await page.js("document.body.dataset.errors || '0'") == "0"
+    assert_no_children()
+
+
+#: A newer answer for the shown run, as a run being written gives: every value doubled.
+GROWN = (
+    "explore.data = {...explore.data, series: explore.data.series.map((s) =>"
+    " ({...s, values: s.values.map((v) => v === null ? v : 2 * v)}))}; explore.draw(true)"
+)
+
+
+async def test_a_newer_answer_keeps_a_zoom_but_shows_a_whole_run_whole(
+    explore_db: Path, tmp_path: Path
+) -> None:
+    config = server_config(explore_db, tmp_path, helpers=2)
+    async with (
+        preview_server(config, token=TOKEN) as (front, _),
+        chromium(tmp_path / "profile") as devtools,
+    ):
+        page = await _open(devtools, dashboard_page_url(front.url, TOKEN) + "&select=1")
+        await _shown(page, 1)
+        full = await page.scales()
+        # Shown whole: the newer data are shown whole too, not in the old ranges.
+        await page.js(GROWN)
+        grown = await page.scales()
+        assert grown["x"] == full["x"]
+        assert grown["y"] == pytest.approx([2 * full["y"][0], 2 * full["y"][1]], rel=1e-12)
+        # Zoomed in by the person: the zoom stays.
+        left, _ = await page.at(-0.005, 0.0)
+        right, middle = await page.at(0.005, 0.0)
+        await page.zoom_x(left, right, middle)
+        zoomed = await page.scales()
+        assert zoomed["x"][1] - zoomed["x"][0] < 0.6 * (full["x"][1] - full["x"][0])
+        await page.js(GROWN)
+        assert await page.scales() == zoomed
+        assert await page.js("document.body.dataset.errors || '0'") == "0"
     assert_no_children()

@@ -257,7 +257,7 @@ async def test_sigterm_stops_within_grace_reaps_helpers_and_leaves_survivors(tmp
         # machine (1.4 to 3 s seen with four busy loops on two cores). The job's 60 s
         # were never waited for: ``_stop`` allows grace + 5 s.
         server_log = log.read_text()
-        (signalled,) = logged(server_log, "examples.frontdoor", "signal 15: shutting down ")
+        (signalled,) = logged(server_log, "examples.frontdoor", "SIGTERM: shutting down ")
         (stopped,) = logged(server_log, "examples.jobs.server", "stopped$")
         assert elapsed >= grace
         assert grace <= stopped - signalled < grace + 1.0, server_log

@@ -15,7 +15,15 @@
     const k = Math.min(Math.floor(p), VIRIDIS.length - 2), f = p - k;
     return VIRIDIS[k].map((c, n) => Math.round(c + f * (VIRIDIS[k + 1][n] - c)));
   }
-  function number(v) { return v === null || v === undefined ? "no value" : String(+v.toPrecision(7)); }
+  // A measured value in SI units is often tiny (a current of 2e-9 A) or huge: below 1e-3
+  // and from 1e6 on it is written with an exponent, never rounded away to "0".
+  function decimal(v, digits) {
+    const a = Math.abs(v), short = +v.toPrecision(digits);
+    return a !== 0 && (a < 1e-3 || a >= 1e6) ? short.toExponential() : String(short);
+  }
+  function number(v) { return v === null || v === undefined ? "no value" : decimal(v, 7); }
+  // Axis tick labels (uPlot's own show at most three decimals); a null split is unlabelled.
+  function ticks(u, splits) { return splits.map((v) => v === null ? "" : decimal(v, 6)); }
   function named(thing) { return thing.label || thing.name; }
   function unit(thing) { return thing.unit ? ` ${thing.unit}` : ""; }
   function title(thing) { return `${named(thing)}${thing.unit ? ` (${thing.unit})` : ""}`; }
@@ -39,6 +47,13 @@
     if (lo === null || hi === null || !isFinite(lo) || !isFinite(hi)) return [0, 1];
     return lo === hi ? [lo - Math.abs(lo || 1) / 2, hi + Math.abs(hi || 1) / 2] : [lo, hi];
   }
+  function whole(values) {  // the range uPlot shows all of `values` in: `span` of min, max
+    let lo = null, hi = null;
+    for (const v of values) {
+      if (v !== null) { lo = lo === null ? v : Math.min(lo, v); hi = hi === null ? v : Math.max(hi, v); }
+    }
+    return span(null, lo, hi);
+  }
   function edges(centres) {  // the outer edges of evenly drawn cells around the centres
     const [lo, hi] = extent(centres), n = centres.length;
     const half = n > 1 ? (hi - lo) / (n - 1) / 2 : 0.5;
@@ -46,7 +61,7 @@
   }
 
   const explore = {
-    runId: null, key: "", data: null, index: 0, plot: null, cuts: null, hover: null,
+    runId: null, key: "", data: null, index: 0, plot: null, cuts: null, hover: null, full: null,
     send: null, nextId: 1, pending: new Set(), wanted: "", asked: 0,
 
     // Called by the page whenever it shows the selected run.
@@ -111,16 +126,17 @@
     clear() {
       if (this.plot) this.plot.destroy();
       if (this.cuts) { this.cuts.h.plot.destroy(); this.cuts.v.plot.destroy(); }
-      this.plot = null; this.cuts = null; this.hover = null;
+      this.plot = null; this.cuts = null; this.hover = null; this.full = null;
       for (const id of ["xplot", "xcuth", "xcutv"]) {
         const el = document.getElementById(id);
         if (el) el.innerHTML = "";
       }
     },
 
-    // Draw the chosen series; `keep`: a newer answer for the same run keeps the zoom.
+    // Draw the chosen series; `keep`: a newer answer for the same run keeps the person's
+    // zoom, if any (a run being written that was shown whole is shown whole again).
     draw(keep = false) {
-      const zoom = keep && this.plot ? {x: {...this.plot.scales.x}, y: {...this.plot.scales.y}} : null;
+      const zoom = keep && this.zoomedIn() ? {x: {...this.plot.scales.x}, y: {...this.plot.scales.y}} : null;
       this.clear();
       const s = this.data && this.data.series[this.index];
       const info = document.getElementById("xinfo");
@@ -144,11 +160,21 @@
       document.body.dataset.explore = `${this.runId}:${this.index}:${this.data.bytes}`;
     },
 
+    // Whether the plot shows less than the whole of what it was drawn from (`full`).
+    zoomedIn() {
+      if (!this.plot || !this.full) return false;
+      const inside = (scale, [lo, hi]) => {
+        const tiny = (hi - lo) * 1e-9;
+        return scale.min > lo + tiny || scale.max < hi - tiny;
+      };
+      return inside(this.plot.scales.x, this.full.x) || inside(this.plot.scales.y, this.full.y);
+    },
+
     options(s, xAxis, yTitle, extra) {
       return {
         width: WIDTH, height: HEIGHT, legend: {show: false},
         scales: {x: {time: false, range: span}, y: {range: span}},
-        axes: [{label: title(xAxis)}, {label: yTitle, size: 70}],
+        axes: [{label: title(xAxis), values: ticks}, {label: yTitle, size: 70, values: ticks}],
         cursor: {drag: {x: true, y: true, uni: 30}, points: {show: false}},
         ...extra,
       };
@@ -160,6 +186,7 @@
       const ascending = order.every((k, n) => n === 0 || axis.values[order[n - 1]] <= axis.values[k]);
       if (!ascending) order.sort((a, b) => axis.values[a] - axis.values[b]);
       const data = [order.map((k) => axis.values[k]), order.map((k) => s.values[k])];
+      this.full = {x: whole(data[0]), y: whole(data[1])};
       const opts = this.options(s, axis, title(s), {
         series: [{}, {stroke: "#1f77b4", width: 1, points: {show: data[0].length < 60}, spanGaps: false}],
         hooks: {setCursor: [(u) => this.readTrace(u, s, axis)]},
@@ -181,6 +208,7 @@
     map(s) {
       const [rows, cols] = s.shape, [outer, inner] = s.axes;
       const xr = edges(inner.values), yr = edges(outer.values);
+      this.full = {x: xr, y: yr};
       const [lo, hi] = extent(s.values);
       const image = document.createElement("canvas");
       image.width = cols; image.height = rows;
@@ -245,7 +273,8 @@
       const line = (el, axis, xs, ys, what) => {
         const opts = {
           width: CUT_WIDTH, height: CUT_HEIGHT, legend: {show: false}, title: what,
-          scales: {x: {time: false}}, axes: [{label: title(axis)}, {size: 60}],
+          scales: {x: {time: false}},
+          axes: [{label: title(axis), values: ticks}, {size: 60, values: ticks}],
           series: [{}, {stroke: "#d62728", width: 1, points: {show: xs.length < 60}}],
           cursor: {drag: {x: true, y: false}},
         };
