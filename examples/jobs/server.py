@@ -91,10 +91,11 @@ from actors.errors import ActorError, InvalidCommand, LedgerError
 
 from ..web.api import BUILTIN_HANDLERS
 from ..web.cli import OneLineParser, count, describe, leaf
-from ..web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
+from ..web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door
 from ..web.held import held_at_start, left_held
 from ..web.launch import add_server_options, announce, front_door_config, listening
 from ..web.serverinfo import info_file
+from ..web.signals import shutdown_on_signal
 from .helper import MAX_LIMIT, MAX_SLEEP, OUTSIDE_ROOT, resolve_inside
 
 if TYPE_CHECKING:

@@ -88,13 +88,7 @@ from actors import open_runtime  # noqa: E402
 from actors.errors import ActorError, LedgerError, SourceError  # noqa: E402
 
 from ..web.cli import OneLineParser, count, describe, leaf, seconds  # noqa: E402
-from ..web.frontdoor import (  # noqa: E402
-    FrontDoor,
-    FrontDoorConfig,
-    Page,
-    open_front_door,
-    shutdown_on_signal,
-)
+from ..web.frontdoor import FrontDoor, FrontDoorConfig, Page, open_front_door  # noqa: E402
 from ..web.held import left_held, run_list  # noqa: E402
 from ..web.launch import (  # noqa: E402
     add_server_options,
@@ -104,6 +98,7 @@ from ..web.launch import (  # noqa: E402
 )
 from ..web.names import NULL_ORIGIN  # noqa: E402
 from ..web.serverinfo import InfoFile, process_alive  # noqa: E402
+from ..web.signals import shutdown_on_signal  # noqa: E402
 from .app import PreviewApp, PreviewConfig, open_database  # noqa: E402
 from .config import default_cache_dir  # noqa: E402
 from .databases import Databases, find_databases  # noqa: E402

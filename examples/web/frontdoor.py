@@ -41,7 +41,8 @@ trio-websocket, with the project's strict codec (:mod:`protocol.codec`):
   ``select``, ``visible``, ``list_runs``) to ``async fn(conn, request) -> reply | None``
   (None answers ``ok``); a handler may push with ``conn.push(message)``. Each call has
   ``request_timeout`` seconds (:mod:`examples.web.dispatch`).
-* **Graceful shutdown** (:meth:`FrontDoor.shutdown`, :func:`shutdown_on_signal`): stop
+* **Graceful shutdown** (:meth:`FrontDoor.shutdown`;
+  :func:`~examples.web.signals.shutdown_on_signal` on a signal): stop
   accepting, refuse new work (``server_shutting_down``), wait up to ``grace`` seconds for
   the event log's queued and running runs, then close every websocket with code 1001
   (going away) and ``; cursor=N`` in the reason: where that client resumes after the
@@ -69,7 +70,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import signal
 import socket
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING
@@ -94,7 +94,7 @@ from .plainhttp import PlainHttp
 from .routes import Route, Router
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 
     from trio_websocket import WebSocketConnection
 
@@ -111,7 +111,6 @@ __all__ = [
     "Page",
     "Route",
     "open_front_door",
-    "shutdown_on_signal",
 ]
 
 LOGGER = logging.getLogger("examples.frontdoor")
@@ -562,55 +561,3 @@ def _behind(conn: Connection, head: int) -> bool:
         return False
     stats = conn.statistics()
     return stats.subscribed and (stats.cursor is None or stats.cursor < head)
-
-
-async def shutdown_on_signal(
-    front: FrontDoor,
-    signals: AsyncIterator[int],
-    *,
-    grace: float,
-    prepare: Callable[[], Awaitable[object]] | None = None,
-) -> int:
-    """Wait for a signal, then shut ``front`` down gracefully (design §7.1).
-
-    Logs ``SIGINT: shutting down (grace G s; a second signal stops at once)`` (a
-    warning of ``examples.frontdoor``, the signal by name), the same line for every
-    example server.
-
-    Args:
-        front: A serving front door.
-        signals: The receiver of ``trio.open_signal_receiver(SIGINT, SIGTERM)``, opened
-            by the caller *before* starting anything, so an early signal is not lost.
-        grace: Seconds (trio clock) :meth:`FrontDoor.shutdown` waits for runs to end;
-            a second signal cuts the wait short.
-        prepare: Awaited first (e.g. to cancel work that cannot finish within
-            ``grace``); a second signal cuts it short too.
-
-    Returns:
-        The first signal's number.
-    """
-    signum = await anext(signals)
-    try:  # SIGINT, not 2: as a person knows it
-        name = signal.Signals(signum).name
-    except ValueError:
-        name = f"signal {signum}"
-    LOGGER.warning(
-        "%s: shutting down (grace %g s; a second signal stops at once)",
-        name, grace, extra={"event": "shutdown_signal", "signum": signum},
-    )  # fmt: skip
-    async with trio.open_nursery() as nursery:
-        hurry = trio.CancelScope()
-
-        async def second_signal() -> None:
-            await anext(signals)
-            LOGGER.warning("second signal: closing now", extra={"event": "shutdown_hurried"})
-            hurry.cancel()
-
-        nursery.start_soon(second_signal)
-        with hurry:
-            if prepare is not None:
-                await prepare()
-            await front.shutdown(grace=grace)
-        front.close()
-        nursery.cancel_scope.cancel()
-    return signum

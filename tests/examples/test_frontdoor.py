@@ -36,7 +36,8 @@ from trio_websocket import (
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
 from examples.web.closing import cursor_of
 from examples.web.connection import Connection
-from examples.web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door, shutdown_on_signal
+from examples.web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door
+from examples.web.signals import shutdown_on_signal
 from protocol import messages
 
 if TYPE_CHECKING:
