@@ -1,5 +1,5 @@
 """Leak checks for tests that start real processes: children, zombies, gone pids, and
-what a child has not read yet.
+what a child has not read yet; and a child that hears Ctrl-C as a person's would.
 
 Shared by ``tests/actors`` and ``tests/examples`` (``tests/conftest.py`` puts this folder
 on ``sys.path``). Reads ``/proc``; never waits.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import array
 import fcntl
 import os
+import signal
 import termios
 from pathlib import Path
 
@@ -81,3 +82,14 @@ def assert_no_children() -> None:
     except ChildProcessError:
         return
     raise AssertionError(f"an unreaped child remained: {reaped}")
+
+
+def interruptible() -> None:
+    """``preexec_fn`` of a child that must hear SIGINT (Ctrl-C) as a person's program does.
+
+    A pytest-xdist worker started in the background by a non-interactive shell (as a CI
+    job may be) inherits SIGINT ignored, and so would its children: an ignored SIGINT
+    stays ignored across ``exec``, and Python then installs no ``KeyboardInterrupt``
+    handler. In the child, before ``exec``, this puts SIGINT back to its default.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

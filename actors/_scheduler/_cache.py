@@ -210,12 +210,10 @@ def _size(value: Any, depth: int) -> int:
     scalar = _SCALAR_SIZES.get(kind)
     if scalar is not None:
         return scalar
-    if kind is str:  # isascii() is O(1): no copy of a long ASCII text
+    if isinstance(value, str):  # isascii() is O(1): no copy of a long ASCII text
         return len(value) if value.isascii() else len(value.encode("utf-8", errors="replace"))
     if isinstance(value, bytes | bytearray | memoryview):
         return len(value)
-    if isinstance(value, str):
-        return len(value) if value.isascii() else len(value.encode("utf-8", errors="replace"))
     if kind not in _CONTAINERS:
         nbytes = getattr(value, "nbytes", None)
         if isinstance(nbytes, int) and not isinstance(nbytes, bool):

@@ -16,7 +16,7 @@ import sys
 import pytest
 import trio
 from helper_support import HERE, assert_no_children, spec, wait_gone
-from process_support import pid_gone
+from process_support import interruptible, pid_gone
 
 from actors import ForcedTermination, HelperTimeouts, PoolClosed, open_helper_pool
 
@@ -77,7 +77,10 @@ async def _lines(stream, seen: list[str], until: str, within: float) -> None:
 async def test_a_second_ctrl_c_skips_every_grace_and_leaves_a_bare_keyboard_interrupt():
     code = PROGRAM % {"kill": KILL, "cwd": str(HERE)}
     process = await trio.lowlevel.open_process(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=interruptible,  # Ctrl-C acts, whatever this worker inherited
     )
     seen: list[str] = []
     pids: list[int] = []
@@ -90,8 +93,14 @@ async def test_a_second_ctrl_c_skips_every_grace_and_leaves_a_bare_keyboard_inte
         await _lines(process.stdout, seen, "cancel_sent", within=30)
         start = trio.current_time()
         process.send_signal(signal.SIGINT)  # ...and the second Ctrl-C cuts it short
-        with trio.fail_after(15):
+        with trio.move_on_after(15):
             await process.wait()
+        if process.returncode is None:  # say what the program was doing
+            process.kill()
+            await process.wait()
+            said = (await process.stderr.receive_some(1 << 20)).decode()
+            rest = (await process.stdout.receive_some(1 << 20)).decode().split()
+            pytest.fail(f"still running 15 s after the second Ctrl-C; saw {seen + rest}\n{said}")
         elapsed = trio.current_time() - start
         errors = await process.stderr.receive_some(1 << 20)
         seen.extend((await process.stdout.receive_some(1 << 20)).decode().split())

@@ -27,6 +27,7 @@ import pytest
 import trio
 from frontdoor_support import TIMEOUT, assert_no_children, first_line
 from preview_support import preview_server, server_config
+from process_support import interruptible
 from trio_websocket import ConnectionClosed, serve_websocket
 
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
@@ -276,18 +277,12 @@ async def test_an_image_the_client_cannot_save_is_no_connection_problem(
     ), line
 
 
-def _interruptible() -> None:
-    # In the child before exec: a worker of pytest-xdist ignores SIGINT, and Python keeps
-    # an ignored SIGINT ignored, so without this the client would never see its Ctrl-C.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @contextlib.asynccontextmanager
 async def _started(argv: list[str]) -> AsyncIterator[trio.Process]:
     """A client as a person starts it (Ctrl-C acts); killed if the test leaves it running."""
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", *argv], cwd=ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, preexec_fn=_interruptible,
+        stderr=subprocess.PIPE, preexec_fn=interruptible,
     )  # fmt: skip
     try:
         yield process
