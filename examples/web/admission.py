@@ -105,7 +105,7 @@ class Admission:
             # An address at its limit frees one of its own lent slots, which also makes
             # room on a full server; a full server alone frees any. Never one that
             # would not let this handshake in.
-            own = refusal.reason == "address_limit" or self._at_address_limit(address)
+            own = self._at_address_limit(address)  # always so for an address_limit
             if not self._reclaim(address if own else None):
                 return refusal
         return None
@@ -114,19 +114,19 @@ class Admission:
         """True if a slot for ``address`` is free now (neither limit is reached)."""
         return self._limit(address) is None
 
+    def _address_limit(self) -> int:
+        return min(self.config.max_per_address, self.config.max_connections)
+
     def _at_address_limit(self, address: str) -> bool:
-        config = self.config
-        return self._per_address[address] >= min(config.max_per_address, config.max_connections)
+        return self._per_address[address] >= self._address_limit()
 
     def _limit(self, address: str) -> Refusal | None:
-        config = self.config
-        if self.held >= config.max_connections:
+        if self.held >= self.config.max_connections:
             return Refusal(status=503, reason="full", message="too many connections")
-        limit = min(config.max_per_address, config.max_connections)
         if self._at_address_limit(address):
             return Refusal(
                 status=429, reason="address_limit",
-                message=f"too many connections from {address} (at most {limit})",
+                message=f"too many connections from {address} (at most {self._address_limit()})",
             )  # fmt: skip
         return None
 
