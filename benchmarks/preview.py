@@ -272,7 +272,7 @@ async def collect(url: str, expected: int, timeout: float) -> dict[str, Any]:  #
     found: dict[str, set[int]] = {"thumbnail": set(), "preview": set()}
     times: dict[str, float | None] = {"first_thumbnail": None, "thumbnails": None,
                                       "previews": None}  # fmt: skip
-    totals = {"bytes": 0, "images": 0, "connections": 0}
+    totals = {"bytes": 0, "images": 0, "connections": 0, "reconnects": 0}
     limiter = trio.CapacityLimiter(FETCHES_AT_ONCE)
     all_in = trio.Event()
     connected = time.monotonic()
@@ -316,7 +316,6 @@ async def collect(url: str, expected: int, timeout: float) -> dict[str, Any]:  #
                 totals["reconnects"] += 1
                 print(f"dropped by the server ({reason.reason}); reconnecting", file=sys.stderr)
 
-    totals["reconnects"] = 0
     with trio.move_on_after(timeout):
         async with open_http_client(url, max_connections=FETCHES_AT_ONCE) as client:
             async with trio.open_nursery() as nursery:

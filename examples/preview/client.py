@@ -128,6 +128,11 @@ class ImageRefused(Exception):
     """
 
 
+def _auth_headers(token: str | None) -> list[tuple[bytes, bytes]] | None:
+    """The websocket handshake's ``Authorization: Bearer`` header, if a token is given."""
+    return [(b"authorization", f"Bearer {token}".encode())] if token else None
+
+
 async def databases(
     url: str,
     *,
@@ -140,10 +145,12 @@ async def databases(
         trio.TooSlowError: no answer in time.
         HandshakeError: the server refused the connection (e.g. a wrong token).
     """
-    headers = [(b"authorization", f"Bearer {token}".encode())] if token else None
     with trio.fail_after(timeout):
         async with open_websocket_client(
-            url, extra_headers=headers, max_message_size=MAX_MESSAGE, connect_timeout=timeout
+            url,
+            extra_headers=_auth_headers(token),
+            max_message_size=MAX_MESSAGE,
+            connect_timeout=timeout,
         ) as ws:
             await ws.send_message(json.dumps({"type": "list_databases", "request_id": "d1"}))
             while True:
@@ -268,7 +275,7 @@ class _Session:
     ) -> None:
         self.url, self.out, self.http, self.seen = url, out, http, seen
         self.select, self.db, self.timeout = select, db, timeout
-        self.headers = [(b"authorization", f"Bearer {token}".encode())] if token else None
+        self.headers = _auth_headers(token)
         self.wanted = _Wanted()
         self.listed = False  # a run list came: until then nothing is known to be missing
         self.paging = True  # reading the backlog with watch, not subscribed yet

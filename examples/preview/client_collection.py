@@ -60,6 +60,9 @@ class Collection:
     decided: set[int] = attrs.field(factory=set)
     """Database runs whose event-log run ended among those lost events: their finish is
     unknown, so a thumbnail and a preview of any revision settle them."""
+    _newest_job: dict[int, int] = attrs.field(factory=dict, init=False, repr=False, eq=False)
+    # Database run id -> its newest event-log run in :attr:`jobs` (kept by _note_event):
+    # :meth:`job` is asked for every run at every message, so no scan of every job.
 
     def missing(self) -> list[tuple[int, str]]:
         """What is still expected, as (run, ``thumbnail``/``preview``/``job_finished``).
@@ -108,8 +111,8 @@ class Collection:
         """The run's newest event-log run (from ``run_list`` or the events), or None."""
         run = self.runs.get(run_id)
         listed = None if run is None else run.job_run_id
-        jobs = [job for job, of in self.jobs.items() if of == run_id]
-        return max([*jobs, *([] if listed is None else [listed])], default=None)
+        found = (self._newest_job.get(run_id), listed)
+        return max((job for job in found if job is not None), default=None)
 
     def status(self, run_id: int) -> str:
         """The run's status, or ``-`` if unknown.
@@ -148,6 +151,7 @@ class Collection:
             db = arguments.get("db")
             if isinstance(run, int) and (db is None or self.db is None or db == self.db):
                 self.jobs[event.run_id] = run
+                self._newest_job[run] = max(event.run_id, self._newest_job.get(run, event.run_id))
         elif event.kind in ("job_finished", "job_cancelled") and event.run_id in self.jobs:
             self.finished[self.jobs[event.run_id]] = {
                 **event.data, "kind": event.kind, "job": event.run_id,
