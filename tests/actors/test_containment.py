@@ -62,6 +62,17 @@ def strays():
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.fixture
+def unreadable(monkeypatch):
+    """Pids whose environment the sweep cannot read (None, as on EACCES)."""
+    pids: list[int] = []
+    real_read = containment_module._read_environ
+    monkeypatch.setattr(
+        containment_module, "_read_environ", lambda pid: None if pid in pids else real_read(pid)
+    )
+    return pids
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_setsid_grandchild_that_ignores_sigterm_goes_with_its_helper(mode, strays):
     async with open_helper_pool(spec(containment=mode), timeouts=FAST) as pool:
@@ -138,19 +149,12 @@ async def test_a_grandchild_caught_inside_its_exec_is_looked_at_again(monkeypatc
 
 
 async def test_a_grandchild_that_cannot_be_read_until_the_end_is_reported_not_killed(
-    monkeypatch, strays
+    unreadable, strays
 ):
     # Orphaned by a crash before anything looked, its environment unreadable (EACCES, as
     # once it changed credentials) for the whole kill timeout: nothing proves it is the
     # helper's, so it is not signalled, but it is not ignored either: reported as escaped
     # (unidentified), and the slot waits until it is gone.
-    real_read = containment_module._read_environ
-    unreadable: list[int] = []
-    monkeypatch.setattr(
-        containment_module,
-        "_read_environ",
-        lambda pid: None if pid in unreadable else real_read(pid),
-    )
     hub = PoolEvents("helper")
     with hub.subscribe() as stream:
         async with open_helper_pool(
@@ -184,18 +188,11 @@ async def test_a_grandchild_that_cannot_be_read_until_the_end_is_reported_not_ki
 
 
 async def test_an_unreadable_process_that_is_not_an_orphan_of_the_tree_is_left_alone(
-    monkeypatch, strays
+    unreadable, strays
 ):
     # Started while the helper lived, unreadable to the sweep, but a child of this
     # process (not a subreaper), so never an orphan of the helper's tree: not a suspect,
     # not reported, not signalled.
-    real_read = containment_module._read_environ
-    unreadable: list[int] = []
-    monkeypatch.setattr(
-        containment_module,
-        "_read_environ",
-        lambda pid: None if pid in unreadable else real_read(pid),
-    )
     hub = PoolEvents("helper")
     with hub.subscribe() as stream:
         async with open_helper_pool(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -40,7 +41,10 @@ from test_dashboard import CHROMIUM, DevTools, chromium, open_page, wait_for
 from examples.preview.server import dashboard_page_url
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
     from pathlib import Path
+
+    from examples.preview.config import PreviewConfig
 
 pytestmark = [
     pytest.mark.browser,
@@ -149,14 +153,21 @@ async def _shown(page: Page, run: int) -> None:
     await page.js("document.getElementById('explore').scrollIntoView()")
 
 
-async def test_zoom_hover_and_a_spike_in_a_long_trace(explore_db: Path, tmp_path: Path) -> None:
-    config = server_config(explore_db, tmp_path, helpers=2)
+@asynccontextmanager
+async def _explore(config: PreviewConfig, tmp_path: Path, run: int) -> AsyncIterator[Page]:
+    """A preview server and a browser page on its dashboard, ``run`` shown in the explorer."""
     async with (
         preview_server(config, token=TOKEN) as (front, _),
         chromium(tmp_path / "profile") as devtools,
     ):
-        page = await _open(devtools, dashboard_page_url(front.url, TOKEN) + f"&select={SPIKE_RUN}")
-        await _shown(page, SPIKE_RUN)
+        page = await _open(devtools, dashboard_page_url(front.url, TOKEN) + f"&select={run}")
+        await _shown(page, run)
+        yield page
+
+
+async def test_zoom_hover_and_a_spike_in_a_long_trace(explore_db: Path, tmp_path: Path) -> None:
+    config = server_config(explore_db, tmp_path, helpers=2)
+    async with _explore(config, tmp_path, SPIKE_RUN) as page:
         # The spike, one sample of 400 000, is drawn at its true height.
         assert await page.js("explore.plot.data[0].length") <= 2 * config.data_buckets
         top = await page.js("Math.max(...explore.plot.data[1].filter((v) => v !== null))")
@@ -209,12 +220,7 @@ async def test_zoom_hover_and_a_spike_in_a_long_trace(explore_db: Path, tmp_path
 
 async def test_a_map_hover_zoom_and_line_cuts(explore_db: Path, tmp_path: Path) -> None:
     config = server_config(explore_db, tmp_path, helpers=2)
-    async with (
-        preview_server(config, token=TOKEN) as (front, _),
-        chromium(tmp_path / "profile") as devtools,
-    ):
-        page = await _open(devtools, dashboard_page_url(front.url, TOKEN) + f"&select={MAP_RUN}")
-        await _shown(page, MAP_RUN)
+    async with _explore(config, tmp_path, MAP_RUN) as page:
         shape = await page.json("explore.data.series[0].shape")
         assert shape == [MAP_ROWS, MAP_COLUMNS]
 
@@ -313,12 +319,7 @@ async def test_axis_labels_of_tiny_si_values(explore_db: Path, tmp_path: Path) -
     # The sample's currents are nA and its conductances µS, in A and S: rounded to a
     # few decimals, every tick would read 0.
     config = server_config(explore_db, tmp_path, helpers=2)
-    async with (
-        preview_server(config, token=TOKEN) as (front, _),
-        chromium(tmp_path / "profile") as devtools,
-    ):
-        page = await _open(devtools, dashboard_page_url(front.url, TOKEN) + "&select=1")
-        await _shown(page, 1)
+    async with _explore(config, tmp_path, 1) as page:
         bias, current = await _ticks(page, "explore.plot")
         _assert_labels_tell(bias)  # ±0.01 V
         _assert_labels_tell(current)  # ±12 nA
@@ -351,12 +352,7 @@ async def test_a_newer_answer_keeps_a_zoom_but_shows_a_whole_run_whole(
     explore_db: Path, tmp_path: Path
 ) -> None:
     config = server_config(explore_db, tmp_path, helpers=2)
-    async with (
-        preview_server(config, token=TOKEN) as (front, _),
-        chromium(tmp_path / "profile") as devtools,
-    ):
-        page = await _open(devtools, dashboard_page_url(front.url, TOKEN) + "&select=1")
-        await _shown(page, 1)
+    async with _explore(config, tmp_path, 1) as page:
         full = await page.scales()
         # Shown whole: the newer data are shown whole too, not in the old ranges.
         await page.js(GROWN)
