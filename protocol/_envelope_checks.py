@@ -62,8 +62,9 @@ def _is_int(value: object) -> TypeGuard[int]:
 
 
 def is_error_code(code: object) -> TypeGuard[str]:
-    """True if ``code`` is a snake_case error code of at most 64 characters: lowercase
-    ASCII letters and digits, single underscores between them."""
+    """True if ``code`` is a snake_case code of at most 64 characters (an error code;
+    ``protocol.messages.is_code`` for event kinds too): lowercase ASCII letters and
+    digits, single underscores between them."""
     return (
         isinstance(code, str)
         and 0 < len(code) <= 64

@@ -11,11 +11,11 @@ All integers are bounded by ``2**53 - 1`` so a JavaScript client reads them exac
 from __future__ import annotations
 
 import math
-import re
-from typing import TYPE_CHECKING, Any, Final, TypeGuard
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from ._envelope_checks import is_error_code
 from ._field_error import FieldError
 
 if TYPE_CHECKING:
@@ -44,7 +44,6 @@ MAX_URL_LENGTH: Final = 2048
 #: Longest free-text field (names, states, mime types), in characters.
 MAX_TEXT_LENGTH: Final = 4096
 
-_CODE_RE: Final = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
 #: Field metadata key of an optional field added after the first release: the codec
 #: leaves it out of the JSON while it is ``None``, so a message that does not use it
 #: reads exactly as before (older clients' strict decoders are not surprised by it).
@@ -75,10 +74,9 @@ def _flag(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
         raise FieldError(attribute.name, f"must be a bool, got {type(value).__name__}")
 
 
-def is_code(value: object) -> TypeGuard[str]:
-    """True if ``value`` is a snake_case code of at most 64 characters (an error code,
-    an event kind): lowercase ASCII letters and digits, single underscores between."""
-    return isinstance(value, str) and len(value) <= 64 and _CODE_RE.fullmatch(value) is not None
+#: True if a value is a snake_case code of at most 64 characters (an error code, an
+#: event kind): the envelope's rule, one definition for both protocols.
+is_code: Final = is_error_code
 
 
 def _code(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
