@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = [
     "BODY_HEADER",
     "BODY_PARTS",
-    "FRAME_HEADER",
     "FRAME_PARTS",
     "KIND_CODES",
     "KIND_NAMES",
@@ -55,12 +54,9 @@ BODY_HEADER: Final = struct.Struct(">BBBBQ16sHI")
 #: The same 34 bytes with magic, version, kind and status as one 4-byte field: a
 #: decoder compares those four against the heads it accepts in one dict lookup.
 BODY_PARTS: Final = struct.Struct(">4sQ16sHI")
-#: The same, after the 4-byte frame length of design §2.2 (38 bytes): one ``pack`` call
-#: writes a frame's whole head.
-FRAME_HEADER: Final = struct.Struct(">IBBBBQ16sHI")
-
-#: The same 38 bytes with the fields fixed for one kind of frame grouped: the length,
-#: then magic/version/kind/status (4 bytes), the generation, then the session with the
+#: A frame's whole head (38 bytes): the 4-byte frame length of design §2.2, then the
+#: same 34 bytes with the fields fixed for one kind of frame grouped:
+#: magic/version/kind/status (4 bytes), the generation, then the session with the
 #: operation length (18 bytes), and the payload length. An encoder that has these two
 #: groups ready packs a head from five values instead of nine.
 FRAME_PARTS: Final = struct.Struct(">I4sQ18sI")
