@@ -9,43 +9,43 @@ log with its ledger and ports (``_eventlog``) and the runtime that starts them a
 
 from __future__ import annotations
 
-from ._core._config import MAX_DURATION as MAX_DURATION
-from ._core._config import validate_count as validate_count
-from ._core._config import validate_duration as validate_duration
-from ._core._config import count_field as count_field
-from ._core._config import duration_field as duration_field
+from ._core import MAX_DURATION as MAX_DURATION
+from ._core import validate_count as validate_count
+from ._core import validate_duration as validate_duration
+from ._core import count_field as count_field
+from ._core import duration_field as duration_field
 from .errors import *  # noqa: F403  (the error hierarchy is public as a whole)
 from .errors import __all__ as _error_names
 
 # isort: split
-from ._core._actor import Actor as Actor
-from ._core._backoff import Backoff as Backoff
-from ._core._backoff import BackoffTracker as BackoffTracker
-from ._core._lifecycle import ActorEvent as ActorEvent
-from ._core._lifecycle import ActorState as ActorState
-from ._core._lifecycle import StateMachine as StateMachine
-from ._core._mailbox import MailboxStatistics as MailboxStatistics
-from ._core._ref import ActorRef as ActorRef
-from ._core._ref import Reply as Reply
-from ._core._live_ref import LiveRef as LiveRef
-from ._core._supervisor_spec import BRUTAL_KILL as BRUTAL_KILL
-from ._core._supervisor_spec import INFINITY as INFINITY
-from ._core._supervisor_spec import ChildCounts as ChildCounts
-from ._core._supervisor_spec import ChildInfo as ChildInfo
-from ._core._supervisor_spec import ChildSpec as ChildSpec
-from ._core._supervisor_spec import SupervisorEvent as SupervisorEvent
-from ._core._supervisor_spec import ChildRef as ChildRef
-from ._core._supervisor import Supervisor as Supervisor
-from ._core._supervisor_ref import SupervisorRef as SupervisorRef
-from ._core._dynamic_supervisor import DynamicSupervisor as DynamicSupervisor
-from ._core._dynamic_supervisor import DynamicSupervisorRef as DynamicSupervisorRef
+from ._core import Actor as Actor
+from ._core import Backoff as Backoff
+from ._core import BackoffTracker as BackoffTracker
+from ._core import ActorEvent as ActorEvent
+from ._core import ActorState as ActorState
+from ._core import StateMachine as StateMachine
+from ._core import MailboxStatistics as MailboxStatistics
+from ._core import ActorRef as ActorRef
+from ._core import Reply as Reply
+from ._core import LiveRef as LiveRef
+from ._core import BRUTAL_KILL as BRUTAL_KILL
+from ._core import INFINITY as INFINITY
+from ._core import ChildCounts as ChildCounts
+from ._core import ChildInfo as ChildInfo
+from ._core import ChildSpec as ChildSpec
+from ._core import SupervisorEvent as SupervisorEvent
+from ._core import ChildRef as ChildRef
+from ._core import Supervisor as Supervisor
+from ._core import SupervisorRef as SupervisorRef
+from ._core import DynamicSupervisor as DynamicSupervisor
+from ._core import DynamicSupervisorRef as DynamicSupervisorRef
 
 
 from ._helpers._spec import HelperSnapshot as HelperSnapshot
 from ._helpers._spec import HelperSpec as HelperSpec
 from ._helpers._spec import HelperTimeouts as HelperTimeouts
-from ._core._lifecycle import HelperEvent as HelperEvent
-from ._core._lifecycle import HelperState as HelperState
+from ._core import HelperEvent as HelperEvent
+from ._core import HelperState as HelperState
 from ._helpers._pool import HelperPool as HelperPool
 from ._helpers._pool import PoolConfig as PoolConfig
 from ._helpers._pool import PoolSnapshot as PoolSnapshot
@@ -67,45 +67,45 @@ from ._helpers._pool_handle import PoolHandle as PoolHandle
 from ._helpers._pool_handle import RefSource as RefSource
 
 # isort: split
-from ._scheduler._cache import CacheStatistics as CacheStatistics
-from ._scheduler._cache import DiskCache as DiskCache
-from ._scheduler._cache import DiskCacheStatistics as DiskCacheStatistics
-from ._scheduler._cache import LRUCache as LRUCache
-from ._scheduler._cache import ObservationCache as ObservationCache
-from ._scheduler._cache import PayloadCache as PayloadCache
-from ._scheduler._cache import PayloadKey as PayloadKey
-from ._scheduler._scheduler import Scheduler as Scheduler
-from ._scheduler._config import SchedulerConfig as SchedulerConfig
-from ._scheduler._kinds import Kind as Kind
-from ._scheduler._retry import CRASH_CODES as CRASH_CODES
-from ._scheduler._retry import RetryPolicy as RetryPolicy
-from ._scheduler._actor import SchedulerActor as SchedulerActor
-from ._scheduler._messages import FormatChanged as FormatChanged
-from ._scheduler._messages import GetSchedulerStatistics as GetSchedulerStatistics
-from ._scheduler._messages import HelperRestarted as HelperRestarted
-from ._scheduler._messages import Reconcile as Reconcile
-from ._scheduler._messages import RunStarted as RunStarted
-from ._scheduler._messages import SchedulerActorStatistics as SchedulerActorStatistics
-from ._scheduler._messages import SchedulerJob as SchedulerJob
-from ._scheduler._messages import SetPriority as SetPriority
-from ._scheduler._messages import SetTiers as SetTiers
-from ._scheduler._messages import SourceChanged as SourceChanged
-from ._scheduler._messages import SwitchSource as SwitchSource
-from ._scheduler._state import TIERS as TIERS
-from ._scheduler._state import Claim as Claim
-from ._scheduler._state import Produced as Produced
-from ._scheduler._state import Progressive as Progressive
-from ._scheduler._state import RunInfo as RunInfo
-from ._scheduler._events import FAILURE_REASONS as FAILURE_REASONS
-from ._scheduler._events import Dropped as Dropped
-from ._scheduler._events import Failed as Failed
-from ._scheduler._events import Invalidated as Invalidated
-from ._scheduler._events import Parked as Parked
-from ._scheduler._events import Published as Published
-from ._scheduler._events import Retrying as Retrying
-from ._scheduler._events import SchedulerEvent as SchedulerEvent
-from ._scheduler._events import SchedulerStatistics as SchedulerStatistics
-from ._scheduler._events import Settled as Settled
+from ._scheduler import CacheStatistics as CacheStatistics
+from ._scheduler import DiskCache as DiskCache
+from ._scheduler import DiskCacheStatistics as DiskCacheStatistics
+from ._scheduler import LRUCache as LRUCache
+from ._scheduler import ObservationCache as ObservationCache
+from ._scheduler import PayloadCache as PayloadCache
+from ._scheduler import PayloadKey as PayloadKey
+from ._scheduler import Scheduler as Scheduler
+from ._scheduler import SchedulerConfig as SchedulerConfig
+from ._scheduler import Kind as Kind
+from ._scheduler import CRASH_CODES as CRASH_CODES
+from ._scheduler import RetryPolicy as RetryPolicy
+from ._scheduler import SchedulerActor as SchedulerActor
+from ._scheduler import FormatChanged as FormatChanged
+from ._scheduler import GetSchedulerStatistics as GetSchedulerStatistics
+from ._scheduler import HelperRestarted as HelperRestarted
+from ._scheduler import Reconcile as Reconcile
+from ._scheduler import RunStarted as RunStarted
+from ._scheduler import SchedulerActorStatistics as SchedulerActorStatistics
+from ._scheduler import SchedulerJob as SchedulerJob
+from ._scheduler import SetPriority as SetPriority
+from ._scheduler import SetTiers as SetTiers
+from ._scheduler import SourceChanged as SourceChanged
+from ._scheduler import SwitchSource as SwitchSource
+from ._scheduler import TIERS as TIERS
+from ._scheduler import Claim as Claim
+from ._scheduler import Produced as Produced
+from ._scheduler import Progressive as Progressive
+from ._scheduler import RunInfo as RunInfo
+from ._scheduler import FAILURE_REASONS as FAILURE_REASONS
+from ._scheduler import Dropped as Dropped
+from ._scheduler import Failed as Failed
+from ._scheduler import Invalidated as Invalidated
+from ._scheduler import Parked as Parked
+from ._scheduler import Published as Published
+from ._scheduler import Retrying as Retrying
+from ._scheduler import SchedulerEvent as SchedulerEvent
+from ._scheduler import SchedulerStatistics as SchedulerStatistics
+from ._scheduler import Settled as Settled
 
 
 # isort: split
@@ -140,20 +140,20 @@ from ._eventlog._ports import PortStatistics as PortStatistics
 from ._eventlog._ports import ResyncRequired as ResyncRequired
 
 # isort: split
-from ._renderer._config import CancelRender as CancelRender
-from ._renderer._config import GetRendererStatistics as GetRendererStatistics
-from ._renderer._config import PayloadCheck as PayloadCheck
-from ._renderer._config import Render as Render
-from ._renderer._config import Rendered as Rendered
-from ._renderer._config import RendererConfig as RendererConfig
-from ._renderer._config import RendererStatistics as RendererStatistics
-from ._renderer._job import validate_payload as validate_payload
-from ._renderer._renderer import Renderer as Renderer
+from ._renderer import CancelRender as CancelRender
+from ._renderer import GetRendererStatistics as GetRendererStatistics
+from ._renderer import PayloadCheck as PayloadCheck
+from ._renderer import Render as Render
+from ._renderer import Rendered as Rendered
+from ._renderer import RendererConfig as RendererConfig
+from ._renderer import RendererStatistics as RendererStatistics
+from ._renderer import validate_payload as validate_payload
+from ._renderer import Renderer as Renderer
 
 # isort: split
-from ._runtime._runtime import Runtime as Runtime
-from ._runtime._runtime import RuntimeConfig as RuntimeConfig
-from ._runtime._runtime import open_runtime as open_runtime
+from ._runtime import Runtime as Runtime
+from ._runtime import RuntimeConfig as RuntimeConfig
+from ._runtime import open_runtime as open_runtime
 
 __all__ = [
     "MAX_DURATION",

@@ -26,8 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors import Kind, RunInfo, SchedulerConfig
-from actors._scheduler._scheduler import Scheduler
+from actors import Kind, RunInfo, Scheduler, SchedulerConfig
 
 SIZES = (1_000, 10_000, 100_000)
 #: Five kinds: read -> summary, thumb, preview; report needs summary and thumb.

@@ -3,7 +3,10 @@
 Docstrings, comments and the README cite sections of the design document as
 ``design §N.M`` (also ``§N.M`` alone, and ranges such as ``§3.1-3.8``). Each cited
 number must be a numbered heading of ``docs/design/*.rst``, in the chapter file of its
-first number. The overview's map must hold: "Where a change goes" names files that
+first number. They cite the house style as ``contributing §X.N`` (a letter and a number,
+also ``§X.N`` alone and lists such as ``contributing §D.4, §D.7``); each must be a
+heading of ``docs/contributing.rst``, and nothing may cite a style document that is not
+in the repository. The overview's map must hold: "Where a change goes" names files that
 exist, and "Rooms of the source tree" names every module of ``actors`` and ``protocol``
 (and no file that does not exist). The README must link the document, and the
 generated error table must list every error.
@@ -23,6 +26,7 @@ from actors.errors import ActorError
 
 ROOT = Path(__file__).resolve().parents[1]
 DESIGN = ROOT / "docs" / "design"
+CONTRIBUTING = ROOT / "docs" / "contributing.rst"
 
 #: The chapter file of each top-level section number.
 CHAPTERS = {
@@ -43,6 +47,13 @@ _HEADING = re.compile(rf"({_NUMBER})\s+\S")
 _UNDERLINE = re.compile(r"([=\-~^\"'*+#])\1*")
 #: Right before a § that belongs to another document ("RFC 6455 §5.3").
 _OTHER_DOCUMENT = re.compile(r"RFC \d+ $")
+#: A section of the house style: "§D.7", or a whole part after its name, "contributing §D".
+_STYLE_SECTION = r"[A-Z](?:\.\d+)?"
+_STYLE_HEADING = re.compile(rf"({_STYLE_SECTION})\s+\S")
+_STYLE_CITATION = re.compile(r"(?<![\w.])§([A-Z]\.\d+)\b|\bcontributing\s+§([A-Z])(?![\w.])")
+#: A citation of the style guide that used to live outside the repository (split so
+#: that this file does not match itself).
+_OUTSIDE_STYLE = re.compile(r"\bSTY" r"LE\b")
 
 
 def numbered_headings(text: str) -> list[str]:
@@ -74,6 +85,25 @@ def citations(text: str) -> set[str]:
         if not _OTHER_DOCUMENT.search(text, max(0, match.start() - 16), match.start()):
             found.update(number for number in match.groups() if number)
     return found
+
+
+def style_sections() -> set[str]:
+    """The labels of ``docs/contributing.rst``'s headings ("F.3 Real subprocesses" → "F.3")."""
+    lines = CONTRIBUTING.read_text(encoding="utf-8").splitlines()
+    found = set()
+    for title, underline in itertools.pairwise(lines):
+        title = title.strip()
+        match = _STYLE_HEADING.match(title)
+        if match and _UNDERLINE.fullmatch(underline.strip()) and len(underline) >= len(title):
+            found.add(match.group(1))
+    return found
+
+
+def style_citations(text: str) -> set[str]:
+    """Every section of the house style a text cites ("contributing §D.4, §D.7")."""
+    return {
+        next(group for group in match.groups() if group) for match in _STYLE_CITATION.finditer(text)
+    }
 
 
 def citing_files() -> list[Path]:
@@ -115,6 +145,41 @@ def test_every_cited_section_exists():
             if number not in sections:
                 missing.setdefault(f"§{number}", []).append(str(path.relative_to(ROOT)))
     assert not missing, f"cited but not in docs/design: {missing}"
+
+
+def test_style_parsers_read_headings_and_citations():
+    assert "F.3" in style_sections()
+    assert "A" in style_sections()
+    assert "3.5" not in style_sections()
+    text = "contributing §D.4, §D.7; (§A.3) and contributing §F; §N.M, design §3.5, x§B.1"
+    assert style_citations(text) == {"D.4", "D.7", "A.3", "F"}
+
+
+def test_every_cited_style_section_exists():
+    sections = style_sections()
+    missing: dict[str, list[str]] = {}
+    pages = sorted((ROOT / "docs").rglob("*.rst"))
+    for path in [*citing_files(), *pages]:
+        for label in style_citations(path.read_text(encoding="utf-8")):
+            if label not in sections:
+                missing.setdefault(f"§{label}", []).append(str(path.relative_to(ROOT)))
+    assert not missing, f"cited but not in docs/contributing.rst: {missing}"
+
+
+def test_nothing_cites_a_style_guide_outside_the_repository():
+    assert _OUTSIDE_STYLE.search("see " + "STY" + "LE rule 21")
+    pages = sorted((ROOT / "docs").rglob("*.rst"))
+    citing = [
+        str(path.relative_to(ROOT))
+        for path in [*citing_files(), *pages]
+        if _OUTSIDE_STYLE.search(path.read_text(encoding="utf-8"))
+    ]
+    assert not citing, f"cite the house style as 'contributing §X.N' instead: {citing}"
+
+
+def test_index_includes_the_house_style():
+    index = (ROOT / "docs" / "index.rst").read_text(encoding="utf-8")
+    assert "\n   contributing\n" in index
 
 
 def test_readme_links_the_design_document():

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
+from ..errors import ActorRestarting, ActorStopped
 from ._supervisor_spec import BRUTAL_KILL, INFINITY, exit_reason
 
 if TYPE_CHECKING:
@@ -159,6 +160,25 @@ class Child:
             return True
         inc = self.current
         return self.status == RUNNING and inc is not None and inc.ref is not ref
+
+    def absent_error(self) -> ActorStopped | ActorRestarting:
+        """The error for a message that finds no incarnation: stopped for good, or restarting."""
+        if self.status in (STOPPED, GONE):
+            return ActorStopped(
+                f"child {self.id!r} of supervisor {self.supervisor!r} is not running "
+                f"and will not be restarted ({self.status})",
+                actor=self.id,
+                supervisor=self.supervisor,
+            )
+        return self.restarting_error()
+
+    def restarting_error(self) -> ActorRestarting:
+        """The error for a message sent while the supervisor starts it again."""
+        return ActorRestarting(
+            f"child {self.id!r} of supervisor {self.supervisor!r} is restarting",
+            actor=self.id,
+            supervisor=self.supervisor,
+        )
 
 
 class StartedRelay:

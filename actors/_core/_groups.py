@@ -12,10 +12,22 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import trio
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["sole_exception", "unwrap_sole_exception"]
+__all__ = ["only_cancelled", "sole_exception", "unwrap_sole_exception"]
+
+
+def only_cancelled(error: BaseException) -> bool:
+    """True if ``error`` is ``trio.Cancelled``, or a group holding nothing else."""
+    if isinstance(error, trio.Cancelled):
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        _, rest = error.split(trio.Cancelled)
+        return rest is None
+    return False
 
 
 def sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException | None:

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, Generic
 
 import trio
 
-from ..errors import ActorRestarting, ActorStopped
+from ..errors import ActorStopped
+from ._actor import ActorRef, MsgT, ReplyT
 from ._child import GONE, STOPPED, Child
 from ._config import MAX_DURATION, validate_duration
 from ._lifecycle import ActorState
-from ._ref import ActorRef, MsgT, ReplyT
 
 if TYPE_CHECKING:
     from ._mailbox import MailboxStatistics
@@ -113,13 +113,13 @@ class LiveRef(Generic[MsgT, ReplyT]):
         child = self._child
         ref = self._actor_ref(child.running_ref())
         if ref is None:
-            raise self._absent()
+            raise self._child.absent_error()
         try:
             ref.try_send(message)
         except ActorStopped:
             if child.status in (STOPPED, GONE):
                 raise
-            raise self._restarting() from None
+            raise self._child.restarting_error() from None
 
     async def ask(self, message: MsgT, *, timeout: float) -> ReplyT:  # noqa: ASYNC109
         """Ask the running incarnation (design §1.2, §1.9); waits out a restart.
@@ -148,18 +148,18 @@ class LiveRef(Generic[MsgT, ReplyT]):
         ref = await self._resolve(deadline)
         remaining = deadline - trio.current_time()
         if remaining <= 0:
-            raise self._restarting()
+            raise self._child.restarting_error()
         try:
             return await ref.ask(message, timeout=min(remaining, MAX_DURATION))
         except ActorStopped:
             with trio.move_on_at(deadline) as timer:
                 await ref.wait_stopped()  # the supervisor decides at once
             if self._child.replaced(ref):
-                raise self._restarting() from None
+                raise self._child.restarting_error() from None
             if timer.cancelled_caught and self._child.status not in (STOPPED, GONE):
                 # Still ending (a long on_stop) when time ran out: its supervisor has
                 # not decided yet, so it is not gone for good (as ``send``).
-                raise self._restarting() from None
+                raise self._child.restarting_error() from None
             raise
 
     async def stop(self, grace: float = 1.0) -> None:
@@ -195,7 +195,7 @@ class LiveRef(Generic[MsgT, ReplyT]):
         """
         ref = self._actor_ref(self._child.running_ref())
         if ref is None:
-            raise self._absent()
+            raise self._child.absent_error()
         return ref.statistics()
 
     # --- internals ---------------------------------------------------------------------
@@ -219,10 +219,10 @@ class LiveRef(Generic[MsgT, ReplyT]):
                 if child.status in (STOPPED, GONE):
                     if not waited:
                         await trio.lowlevel.checkpoint()
-                    raise self._absent()
+                    raise self._child.absent_error()
                 await child.changed.wait()
                 waited = True
-        raise self._restarting()
+        raise self._child.restarting_error()
 
     async def _wait_replaced(self, ref: ActorRef[Any, Any], deadline: float) -> None:
         # ``ref`` refused a message: wait for its end (the supervisor's decision follows
@@ -230,26 +230,7 @@ class LiveRef(Generic[MsgT, ReplyT]):
         with trio.move_on_at(deadline):
             await ref.wait_stopped()
         if not self._child.replaced(ref):
-            raise self._absent()
-
-    def _absent(self) -> ActorStopped | ActorRestarting:
-        child = self._child
-        if child.status in (STOPPED, GONE):
-            return ActorStopped(
-                f"child {child.id!r} of supervisor {child.supervisor!r} is not running "
-                f"and will not be restarted ({child.status})",
-                actor=child.id,
-                supervisor=child.supervisor,
-            )
-        return self._restarting()
-
-    def _restarting(self) -> ActorRestarting:
-        child = self._child
-        return ActorRestarting(
-            f"child {child.id!r} of supervisor {child.supervisor!r} is restarting",
-            actor=child.id,
-            supervisor=child.supervisor,
-        )
+            raise self._child.absent_error()
 
     def __repr__(self) -> str:
         return f"<LiveRef {self.name!r} {self._child.status}>"

@@ -49,17 +49,38 @@ Usage::
     await ref.stop()
 
 No task outlives the supervisor's nursery.
+
+The handle :class:`SupervisorRef` (what ``await nursery.start(supervisor.run)``
+returns) lives here with the supervisor whose private state it drives: besides stopping
+it offers OTP's child administration (design §1.10) and the name registry of live
+references (:meth:`SupervisorRef.child`, design §1.9). :class:`DynamicSupervisor` (OTP's
+``simple_one_for_one``, Elixir's ``DynamicSupervisor``) is a supervisor in that mode
+with a template spec: it starts with no child, and
+:meth:`DynamicSupervisorRef.start_child` starts ``template.start(*args)`` as
+``"<template id>-<n>"``; a child that will not run again is forgotten, and
+``restart_child``/``delete_child`` do not apply.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
+import attrs
 import trio
 
-from ..errors import ActorStopped, ChildStartFailed, RestartIntensityExceeded
-from ._actor import _only_cancelled
+from ..errors import (
+    ActorStopped,
+    ChildAlreadyPresent,
+    ChildNotFound,
+    ChildRunning,
+    ChildStartFailed,
+    RestartIntensityExceeded,
+    TooManyChildren,
+)
+from ._actor import ActorRef, enter_owner, inside, leave_owner, request_unbounded_stop
 from ._backoff import Backoff, BackoffTracker
 from ._child import (
     GONE,
@@ -72,16 +93,18 @@ from ._child import (
     start_failure,
 )
 from ._config import MAX_DURATION, validate_count, validate_duration
+from ._groups import only_cancelled
 from ._lifecycle import ActorEvent, ActorState, new_actor_lifecycle
-from ._ref import ActorRef, enter_owner, inside, leave_owner
+from ._live_ref import LiveRef
 from ._supervisor_events import EventReporter
-from ._supervisor_ref import SupervisorRef
 from ._supervisor_spec import (
     AUTO_SHUTDOWNS,
     BRUTAL_KILL,
     INFINITY,
     STRATEGIES,
     AutoShutdown,
+    ChildCounts,
+    ChildInfo,
     ChildRef,
     ChildSpec,
     Strategy,
@@ -93,11 +116,15 @@ if TYPE_CHECKING:
     import random
     from collections.abc import Callable, Sequence
 
+    from ._supervisor_spec import Runnable
+
 __all__ = [
     "BRUTAL_KILL",
     "INFINITY",
     "ChildRef",
     "ChildSpec",
+    "DynamicSupervisor",
+    "DynamicSupervisorRef",
     "Supervisor",
     "SupervisorEvent",
     "SupervisorRef",
@@ -259,7 +286,7 @@ class Supervisor:
             self._lifecycle.process_event(ActorEvent.STOP)
             # Stopped while its children were starting: stopped, not failed (as Actor).
             stopped_early = isinstance(failure, ActorStopped) and self._stop_requested
-            crashed = failure is not None and not _only_cancelled(failure) and not stopped_early
+            crashed = failure is not None and not only_cancelled(failure) and not stopped_early
             self._lifecycle.process_event(ActorEvent.CRASHED if crashed else ActorEvent.FINISHED)
             self._nursery = None
             for child in self._children:
@@ -427,7 +454,7 @@ class Supervisor:
         elif shutdown == INFINITY:
             # No grace of its own: only the stopping supervisor's deadline bounds it.
             if isinstance(ref, ActorRef):
-                ref._cell.request_stop(math.inf)
+                request_unbounded_stop(ref)
             elif isinstance(ref, SupervisorRef):
                 ref._sup._request_stop(math.inf)
             else:  # another kind of child: its longest grace
@@ -590,3 +617,481 @@ class Supervisor:
 
     def __repr__(self) -> str:
         return f"<Supervisor {self._name!r} {self._lifecycle.state.value}>"
+
+
+class SupervisorRef:
+    """The handle to a running :class:`Supervisor` (design §1.4, §1.9, §1.10)."""
+
+    __slots__ = ("_sup",)
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self._sup = supervisor
+
+    @property
+    def name(self) -> str:
+        """The supervisor's name."""
+        return self._sup._name
+
+    @property
+    def state(self) -> ActorState:
+        """``running``, then ``stopping``, then ``stopped`` (or ``failed``)."""
+        return self._sup._lifecycle.state
+
+    @property
+    def restarts(self) -> int:
+        """Restarts counted so far (one per restart round, retried rounds included)."""
+        return self._sup._restart_events
+
+    # --- the name registry (design §1.9) ----------------------------------------------
+
+    def child(self, id: str) -> LiveRef[Any, Any]:
+        """Return the :class:`LiveRef` of child ``id``: it follows the child's restarts.
+
+        The same object for as long as the child belongs to this supervisor. Annotate
+        it to type it: ``cache: LiveRef[Get, bytes] = sup.child("cache")``.
+
+        Raises:
+            ChildNotFound: (code ``child_not_found``, also a ``KeyError``) no child has
+                this id.
+        """
+        child = self._get(id)
+        if child.live is None:
+            live: LiveRef[Any, Any] = LiveRef(child)
+            child.live = live
+        return cast("LiveRef[Any, Any]", child.live)
+
+    def child_supervisor(self, id: str) -> SupervisorRef:
+        """Return the running :class:`SupervisorRef` of child ``id``, a supervisor.
+
+        Raises:
+            ChildNotFound: (code ``child_not_found``) no child has this id.
+            ActorStopped: (code ``actor_stopped``) or ActorRestarting (code
+                ``actor_restarting``): no incarnation of it runs now.
+            TypeError: the child is not a supervisor.
+        """
+        child = self._get(id)
+        ref = child.running_ref()
+        if ref is None:
+            raise child.absent_error()
+        if not isinstance(ref, SupervisorRef):
+            raise TypeError(f"child {id!r} is not a supervisor")
+        return ref
+
+    def restart_count(self, id: str) -> int:
+        """How many times child ``id`` was started again after its first start.
+
+        Raises:
+            ChildNotFound: (code ``child_not_found``) no child has this id.
+        """
+        return self._get(id).restarts
+
+    # --- OTP's child administration (design §1.10) --------------------------------------
+
+    async def start_child(self, spec: ChildSpec) -> LiveRef[Any, Any]:
+        """Add child ``spec`` after the others and start it (OTP ``start_child/2``).
+
+        If it fails to start, the spec is not kept. Always a checkpoint.
+
+        Returns:
+            Its :class:`LiveRef`.
+
+        Raises:
+            TypeError: ``spec`` is not a :class:`ChildSpec`.
+            ChildRunning: (code ``child_running``) a child with this id runs.
+            ChildAlreadyPresent: (code ``child_already_present``) a child with this id
+                exists but does not run (``restart_child`` or ``delete_child`` it).
+            ChildStartFailed: (code ``child_start_failed``) it failed to start, or did
+                not within its ``start_timeout`` (reason ``start_timeout``); the message
+                names the child and the reason, ``__cause__`` is the error.
+            ActorStopped: (code ``actor_stopped``) the supervisor is not running, or was
+                stopped while the child started (the start was cancelled).
+        """
+        return await self._start_child(spec)
+
+    async def _start_child(
+        self, spec: ChildSpec, *, admit: Callable[[], None] | None = None
+    ) -> LiveRef[Any, Any]:
+        # ``admit`` (raising to refuse) runs under the lock, so that a limit such as a
+        # dynamic supervisor's ``max_children`` holds against concurrent calls.
+        if not isinstance(spec, ChildSpec):
+            raise TypeError(f"spec must be a ChildSpec, got {spec!r}")
+        sup = self._sup
+        async with sup._lock:
+            sup._check_open()
+            if admit is not None:
+                admit()
+            existing = sup._by_id.get(spec.id)
+            if existing is not None:
+                raise self._exists(existing)
+            child = sup._add(spec)
+            try:
+                await sup._start_first(child)
+            except BaseException:
+                sup._forget(child, report=False)
+                raise
+            return self.child(spec.id)
+
+    async def terminate_child(self, id: str) -> None:
+        """Stop child ``id`` per its ``shutdown``; keep its spec (OTP ``terminate_child/2``).
+
+        Its supervisor will not restart it by itself (``restart_child`` does); a
+        temporary child's spec, and any child of a dynamic supervisor, is forgotten.
+        Stopping a child that does not run is fine. Always a checkpoint.
+
+        Raises:
+            ChildNotFound: (code ``child_not_found``) no child has this id.
+            ActorStopped: (code ``actor_stopped``) the supervisor is not running.
+        """
+        sup = self._sup
+        async with sup._lock:
+            sup._check_open()
+            child = self._get(id)
+            forget = child.spec.restart == "temporary" or sup._forget_stopped
+            await sup._stop_child(child, GONE if forget else STOPPED)
+            if forget:
+                sup._forget(child)
+
+    async def restart_child(self, id: str) -> LiveRef[Any, Any]:
+        """Start child ``id`` again after ``terminate_child`` (OTP ``restart_child/2``).
+
+        Not counted toward the restart intensity. Always a checkpoint.
+
+        Returns:
+            Its :class:`LiveRef`.
+
+        Raises:
+            ChildNotFound: (code ``child_not_found``) no child has this id.
+            ChildRunning: (code ``child_running``) it runs (or is being restarted).
+            ChildStartFailed: (code ``child_start_failed``) it failed to start, or did
+                not within its ``start_timeout``; the spec is kept.
+            ActorStopped: (code ``actor_stopped``) the supervisor is not running, or was
+                stopped while the child started.
+        """
+        sup = self._sup
+        async with sup._lock:
+            sup._check_open()
+            child = self._get_stopped(id)
+            try:
+                await sup._start_first(child)
+            except ChildStartFailed:
+                child.set_status(STOPPED)
+                raise
+            return self.child(id)
+
+    async def delete_child(self, id: str) -> None:
+        """Forget child ``id``, which must not run (OTP ``delete_child/2``).
+
+        Its :class:`LiveRef` then raises ``ActorStopped``. Always a checkpoint.
+
+        Raises:
+            ChildNotFound: (code ``child_not_found``) no child has this id.
+            ChildRunning: (code ``child_running``) it runs (``terminate_child`` first).
+            ActorStopped: (code ``actor_stopped``) the supervisor is not running.
+        """
+        sup = self._sup
+        async with sup._lock:
+            sup._check_open()
+            child = self._get_stopped(id)
+            sup._forget(child)
+
+    def which_children(self) -> list[ChildInfo]:
+        """Describe every child, in start order; never waits (OTP ``which_children/1``)."""
+        rows: list[ChildInfo] = []
+        for child in self._sup._children:
+            inc = child.current
+            if inc is None:
+                state = ActorState.STARTING
+            elif inc.ref is None:
+                state = ActorState.FAILED if inc.done.is_set() else ActorState.STARTING
+            else:
+                state = inc.ref.state
+            rows.append(
+                ChildInfo(
+                    id=child.id,
+                    state=state,
+                    type=child.type,
+                    running=child.running,
+                    restart=child.spec.restart,
+                    restarts=child.restarts,
+                    incarnation=0 if inc is None else inc.number,
+                    ref=None if inc is None else inc.ref,
+                )
+            )
+        return rows
+
+    def count_children(self) -> ChildCounts:
+        """OTP's ``count_children/1``: specs, active, supervisors, workers; never waits."""
+        children = self._sup._children
+        supervisors = sum(1 for child in children if child.type == "supervisor")
+        return ChildCounts(
+            specs=len(children),
+            active=sum(1 for child in children if child.running),
+            supervisors=supervisors,
+            workers=len(children) - supervisors,
+        )
+
+    # --- stopping -------------------------------------------------------------------
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop every child in reverse start order, then return once the supervisor ended.
+
+        Each child is stopped per its ``shutdown`` (grace, brutal kill or infinity); the
+        whole shutdown takes at most ``grace`` seconds (trio clock), after which
+        remaining children are cancelled. Idempotent; concurrent calls share the
+        earliest deadline. Always a checkpoint.
+
+        Called from inside the supervisor (a child's handler or one of its tasks), it
+        requests the stop and returns after one checkpoint without waiting: the
+        supervisor cannot finish while one of its children waits for it.
+
+        Raises:
+            ValueError: ``grace`` is invalid (design §1.6; names ``grace``).
+        """
+        seconds = validate_duration("grace", grace)
+        sup = self._sup
+        sup._request_stop(seconds)
+        if sup._running_inside() and not sup._stopped.is_set():
+            await trio.lowlevel.checkpoint()
+            return
+        await sup._stopped.wait()
+
+    def stop_nowait(self, grace: float = 5.0) -> None:
+        """Request a stop like :meth:`stop`, without waiting for it (design §1.3).
+
+        A later, shorter grace wins: ``stop_nowait(0)`` during a stop cancels every
+        child that is left at once (a second Ctrl-C, design §3.13).
+
+        Raises:
+            ValueError: ``grace`` is invalid (design §1.6; names ``grace``).
+        """
+        self._sup._request_stop(validate_duration("grace", grace))
+
+    async def wait_stopped(self) -> None:
+        """Wait until the supervisor's ``run`` has ended (stopped or failed)."""
+        await self._sup._stopped.wait()
+
+    # --- internals -------------------------------------------------------------------
+
+    def _get(self, id: str) -> Child:
+        child = self._sup._by_id.get(id)
+        if child is None:
+            raise ChildNotFound(
+                f"supervisor {self.name!r} has no child {id!r}", supervisor=self.name, child=id
+            )
+        return child
+
+    def _get_stopped(self, id: str) -> Child:
+        child = self._get(id)
+        if child.status != STOPPED:
+            raise ChildRunning(f"child {id!r} of {self.name!r} is running", child=id)
+        return child
+
+    def _exists(self, child: Child) -> ChildRunning | ChildAlreadyPresent:
+        if child.status == STOPPED:
+            return ChildAlreadyPresent(
+                f"child {child.id!r} of {self.name!r} exists and is not running",
+                child=child.id,
+            )
+        return ChildRunning(f"child {child.id!r} of {self.name!r} is running", child=child.id)
+
+    def __repr__(self) -> str:
+        return f"<SupervisorRef {self.name!r} {self.state.value}>"
+
+
+class DynamicSupervisor:
+    """Starts children of one spec on demand, and restarts each alone (design §1.10).
+
+    ``max_restarts``, ``period``, ``backoff``, ``name``, ``rng``, ``on_event``,
+    ``auto_shutdown`` and ``restart_wait`` are those of :class:`Supervisor`.
+
+    Args:
+        template: The spec of every child; its ``start`` takes the arguments given to
+            ``start_child``; its id prefixes the children's ids.
+        max_children: At most this many children at once (``>= 1``), or None.
+
+    Raises:
+        TypeError: ``template`` is not a :class:`ChildSpec`.
+        ValueError: ``max_children`` or a :class:`Supervisor` argument is invalid
+            (design §1.6; names the parameter).
+    """
+
+    def __init__(
+        self,
+        template: ChildSpec,
+        *,
+        max_children: int | None = None,
+        max_restarts: int = 3,
+        period: float = 5.0,
+        backoff: Backoff | None = None,
+        name: str = "dynamic_supervisor",
+        rng: random.Random | None = None,
+        on_event: Callable[[SupervisorEvent], object] | None = None,
+        auto_shutdown: AutoShutdown = "never",
+        restart_wait: float = 5.0,
+    ) -> None:
+        if not isinstance(template, ChildSpec):
+            raise TypeError(f"template must be a ChildSpec, got {template!r}")
+        self._template = template
+        self._max_children = (
+            None if max_children is None else validate_count("max_children", max_children)
+        )
+        self._supervisor = Supervisor(
+            [],
+            strategy="one_for_one",
+            max_restarts=max_restarts,
+            period=period,
+            backoff=backoff,
+            name=name,
+            rng=rng,
+            on_event=on_event,
+            auto_shutdown=auto_shutdown,
+            restart_wait=restart_wait,
+        )
+        self._supervisor._forget_stopped = True
+        self._numbers = itertools.count(1)
+        self._ref = DynamicSupervisorRef(self)
+
+    @property
+    def ref(self) -> DynamicSupervisorRef:
+        """The handle returned by ``nursery.start(dynamic_supervisor.run)``."""
+        return self._ref
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[DynamicSupervisorRef] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Supervise until stopped; ``task_status.started(ref)`` at once (design §1.10).
+
+        Raises:
+            RuntimeError: this supervisor already ran.
+            RestartIntensityExceeded: (code ``restart_intensity_exceeded``) its children
+                restarted too often; every child was stopped first.
+        """
+        relay = cast("trio.TaskStatus[SupervisorRef]", _Relay(task_status, self._ref))
+        await self._supervisor.run(task_status=relay)
+
+    def __repr__(self) -> str:
+        return f"<DynamicSupervisor {self._supervisor._name!r}>"
+
+
+class _Relay:
+    """Passes the dynamic supervisor's ref on instead of the inner one."""
+
+    __slots__ = ("_ref", "_status")
+
+    def __init__(
+        self, status: trio.TaskStatus[DynamicSupervisorRef], ref: DynamicSupervisorRef
+    ) -> None:
+        self._status = status
+        self._ref = ref
+
+    def started(self, value: object = None) -> None:
+        self._status.started(self._ref)
+
+
+class DynamicSupervisorRef:
+    """The handle to a running :class:`DynamicSupervisor` (design §1.10)."""
+
+    __slots__ = ("_dyn", "_inner")
+
+    def __init__(self, dynamic: DynamicSupervisor) -> None:
+        self._dyn = dynamic
+        self._inner: SupervisorRef = dynamic._supervisor.ref
+
+    @property
+    def name(self) -> str:
+        """The supervisor's name."""
+        return self._inner.name
+
+    @property
+    def state(self) -> ActorState:
+        """``running``, then ``stopping``, then ``stopped`` (or ``failed``)."""
+        return self._inner.state
+
+    @property
+    def restarts(self) -> int:
+        """Restarts counted so far (one per restart round)."""
+        return self._inner.restarts
+
+    async def start_child(self, *args: Any) -> LiveRef[Any, Any]:
+        """Start a new child: ``template.start(*args)`` (OTP ``start_child/2``).
+
+        Always a checkpoint.
+
+        Returns:
+            The new child's :class:`LiveRef`; its ``name`` is the child's id.
+
+        Raises:
+            TooManyChildren: (code ``max_children``, transient) ``max_children`` run.
+            ChildStartFailed: (code ``child_start_failed``) it failed to start.
+            ActorStopped: (code ``actor_stopped``) the supervisor is not running, or was
+                stopped while the child started.
+        """
+        dyn = self._dyn
+        template = dyn._template
+        start = cast("Callable[..., Runnable]", template.start)
+        spec = attrs.evolve(
+            template,
+            id=f"{template.id}-{next(dyn._numbers)}",
+            start=functools.partial(start, *args),
+        )
+        return await self._inner._start_child(spec, admit=self._admit)
+
+    def _admit(self) -> None:
+        # Under the supervisor's lock: the children starting count as well.
+        dyn = self._dyn
+        limit = dyn._max_children
+        if limit is not None and len(dyn._supervisor._children) >= limit:
+            raise TooManyChildren(
+                f"dynamic supervisor {self.name!r} already has {limit} children",
+                supervisor=self.name,
+                max_children=limit,
+            )
+
+    async def terminate_child(self, id: str) -> None:
+        """Stop child ``id`` and forget it (OTP ``terminate_child/2`` with a pid).
+
+        Raises:
+            ChildNotFound: (code ``child_not_found``) no child has this id.
+            ActorStopped: (code ``actor_stopped``) the supervisor is not running.
+        """
+        await self._inner.terminate_child(id)
+
+    def child(self, id: str) -> LiveRef[Any, Any]:
+        """The :class:`LiveRef` of child ``id``.
+
+        Raises:
+            ChildNotFound: (code ``child_not_found``) no child has this id.
+        """
+        return self._inner.child(id)
+
+    def which_children(self) -> list[ChildInfo]:
+        """Describe every child, in start order; never waits."""
+        return self._inner.which_children()
+
+    def count_children(self) -> ChildCounts:
+        """OTP's counts for ``simple_one_for_one``: one spec, and the children."""
+        counts = self._inner.count_children()
+        return attrs.evolve(counts, specs=1)
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop every child (reverse start order) within ``grace`` s; see ``SupervisorRef.stop``.
+
+        Raises:
+            ValueError: ``grace`` is invalid (design §1.6; names ``grace``).
+        """
+        await self._inner.stop(grace)
+
+    def stop_nowait(self, grace: float = 5.0) -> None:
+        """Request a stop without waiting for it.
+
+        Raises:
+            ValueError: ``grace`` is invalid (design §1.6; names ``grace``).
+        """
+        self._inner.stop_nowait(grace)
+
+    async def wait_stopped(self) -> None:
+        """Wait until the supervisor's ``run`` has ended."""
+        await self._inner.wait_stopped()
+
+    def __repr__(self) -> str:
+        return f"<DynamicSupervisorRef {self.name!r} {self.state.value}>"

@@ -26,8 +26,7 @@ import trio
 
 from protocol.errors import bound_message, describe_exception
 
-from .._core._actor import Actor
-from .._core._groups import unwrap_sole_exception
+from .._core import Actor, unwrap_sole_exception
 from ..errors import ActorCrashed, ActorError, InvalidCommand, LedgerUnavailable, MailboxFull
 from ._checks import check_kind, json_mapping
 from ._eventlog import EventLog
@@ -35,7 +34,7 @@ from ._eventlog import EventLog
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping
 
-    from .._core._ref import ActorRef, Reply
+    from .._core import ActorRef, Reply
     from ._operations import Runner
     from ._types import (
         Event,

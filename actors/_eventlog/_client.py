@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from .._core._config import validate_duration
+from .._core import validate_duration
 from ._actor import (
     ApplyEdit,
     Cancel,
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
     from typing import Unpack
 
-    from .._core._ref import ActorRef
+    from .._core import ActorRef
     from ._finished import FinishedRunsPage
     from ._ports import Port, PortOptions, PortStatistics
     from ._statistics import EventLogStatistics

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._core._groups import unwrap_sole_exception
+from .._core import unwrap_sole_exception
 from ..errors import ActorStopped
 from ._checks import check_kind, json_mapping
 from ._parts import build_parts

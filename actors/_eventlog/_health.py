@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Callable
 
-    from .._core._backoff import Backoff
+    from .._core import Backoff
     from ._batch import Batch
 
     #: ``on_health(error)``: commits fail (``error``), or succeed again (None).

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._core._backoff import Backoff
+from .._core import Backoff
 from ..errors import LedgerError, LedgerUnavailable
 from ._batch import Batch, Segment
 from ._connection import classify_error, keep_log, open_connection

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from .._core._backoff import Backoff
+from .._core import Backoff
 from ._finished import FinishedRuns
 from ._gate import AdmissionGate
 from ._intake import Intake

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from .._core._config import count_field, duration_field
+from .._core import count_field, duration_field
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import trio
 
-from .._core._config import validate_count
+from .._core import validate_count
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping

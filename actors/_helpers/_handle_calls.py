@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import trio
 
-from .._core._config import MAX_DURATION, validate_count, validate_duration
+from .._core import MAX_DURATION, validate_count, validate_duration
 from ..errors import FunctionRaised, HelperJobFailed
 from ._map import ordered_map
 from ._run_sync import CALL_OPERATION, attempts, decode_reply, encode_call, map_job_error
@@ -23,7 +23,7 @@ from ._run_sync import CALL_OPERATION, attempts, decode_reply, encode_call, map_
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from .._scheduler._retry import RetryPolicy
+    from .._scheduler import RetryPolicy
     from ._pool_actor import PoolLease
     from ._process import ProgressCallback
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._core._groups import unwrap_sole_exception
+from .._core import unwrap_sole_exception
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from .._core._groups import unwrap_sole_exception
+from .._core import unwrap_sole_exception
 from ..errors import ActorError
 
 if TYPE_CHECKING:

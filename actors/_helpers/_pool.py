@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._core._config import validate_duration
+from .._core import validate_duration
 from ..errors import (
     ActorError,
     DeadlineExceeded,

@@ -45,9 +45,7 @@ from trio.lowlevel import enable_ki_protection
 
 from protocol.envelope import MAX_OPERATION_LENGTH
 
-from .._core._actor import Actor
-from .._core._backoff import Backoff
-from .._core._config import check_hashable, show_value, validate_count, validate_duration
+from .._core import Actor, Backoff, check_hashable, show_value, validate_count, validate_duration
 from ..errors import ActorError, InvalidCommand, PoolBusy, PoolFailed
 from ._events import PoolEvents
 from ._pool_config import PoolConfig
@@ -57,7 +55,7 @@ from ._pool_restart import restart_when_failed
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Hashable
 
-    from .._core._ref import ActorRef, Reply
+    from .._core import ActorRef, Reply
     from ._pool import HelperPool
     from ._process import ProgressCallback
     from ._spec import HelperSpec

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
-from .._core._config import validate_count
+from .._core import validate_count
 from ..errors import FunctionRaised, HelperJobFailed
 from ._map import ordered_map
 from ._run_sync import (
@@ -24,7 +24,7 @@ from ._run_sync import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterable
 
-    from .._scheduler._retry import RetryPolicy
+    from .._scheduler import RetryPolicy
     from ._events import PoolEvents
     from ._pool_config import PoolConfig
     from ._process import ProgressCallback

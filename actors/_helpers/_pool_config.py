@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import attrs
 
-from .._core._backoff import Backoff
-from .._core._config import count_field, duration_field
+from .._core import Backoff, count_field, duration_field
 from ._spec import HelperSnapshot, HelperTimeouts
 
 __all__ = ["PoolConfig", "PoolSnapshot", "PoolStatistics"]
@@ -68,7 +67,7 @@ class PoolSnapshot:
 
 @attrs.frozen(kw_only=True)
 class PoolStatistics:
-    """Counters of a :class:`HelperPool` (STYLE rule 16)."""
+    """Counters of a :class:`HelperPool` (contributing §D.7)."""
 
     size: int
     """Number of slots."""

@@ -23,9 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._core._config import MAX_DURATION, validate_duration
-from .._core._lifecycle import ActorState
-from .._core._ref import ActorRef
+from .._core import MAX_DURATION, ActorRef, ActorState, validate_duration
 from ..errors import ActorStopped, AskTimeout, DeadlineExceeded, PoolClosed
 from ._handle_calls import handle_map, handle_run_sync
 from ._pool_actor import (

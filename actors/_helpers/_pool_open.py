@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._core._groups import unwrap_sole_exception
+from .._core import unwrap_sole_exception
 from ._interrupt import second_interrupt
 from ._pool import HelperPool
 from ._pool_config import PoolConfig
@@ -17,7 +17,7 @@ from ._pool_restart import restart_when_failed
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from .._core._backoff import Backoff
+    from .._core import Backoff
     from ._events import PoolEvents
     from ._spec import HelperSpec
 

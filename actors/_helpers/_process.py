@@ -22,7 +22,7 @@ from trio.lowlevel import enable_ki_protection
 
 from protocol.envelope import MAX_GENERATION, decode_positional, encode_positional, new_session
 
-from .._core._lifecycle import HelperEvent, HelperState, new_helper_lifecycle
+from .._core import HelperEvent, HelperState, new_helper_lifecycle
 from ..errors import (
     ActorError,
     ProtocolError,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._core._lifecycle import HelperEvent, HelperState
+from .._core import HelperEvent, HelperState
 from ._containment import _wait_gone
 from ._outcomes import exit_details, exited_error
 

@@ -52,7 +52,7 @@ from ..errors import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from .._scheduler._retry import RetryPolicy
+    from .._scheduler import RetryPolicy
 
 __all__ = [
     "CALL_OPERATION",

@@ -17,7 +17,7 @@ import attrs
 import protocol.framing
 from protocol.framing import DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST, MAX_FRAME_LIMIT
 
-from .._core._config import duration_field
+from .._core import duration_field
 from ..helper import FAULT_MODES
 from ._containment import CONTAINMENT_MODES
 

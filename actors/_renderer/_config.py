@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from .._core._config import check_hashable, count_field, duration_field, show_value
+from .._core import check_hashable, count_field, duration_field, show_value
 
 __all__ = [
     "CancelRender",

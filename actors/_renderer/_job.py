@@ -20,7 +20,7 @@ import trio
 
 from protocol.errors import describe_exception
 
-from .._core._config import show_value
+from .._core import show_value
 from ..errors import ActorError, DeadlineExceeded, JobCancelled, PayloadInvalid, RenderError
 from ._config import Rendered
 from ._lanes import JobThread

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._core._actor import Actor
+from .._core import Actor
 from ..errors import ActorError, DeadlineExceeded, JobCancelled, RenderError
 from ._config import CancelRender, GetRendererStatistics, Render, RendererStatistics
 from ._config import RendererConfig as RendererConfig  # the runtime imports it from here
@@ -54,7 +54,7 @@ from ._lanes import Lanes
 if TYPE_CHECKING:
     from collections.abc import Hashable
 
-    from .._core._ref import Reply
+    from .._core import Reply
 
 __all__ = ["Renderer"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .._core._lifecycle import ActorState
+from .._core import ActorState
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -43,10 +43,14 @@ import attrs
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._core._backoff import Backoff
-from .._core._config import MAX_DURATION, count_field, duration_field
-from .._core._groups import unwrap_sole_exception
-from .._core._supervisor import ChildSpec
+from .._core import (
+    MAX_DURATION,
+    Backoff,
+    ChildSpec,
+    count_field,
+    duration_field,
+    unwrap_sole_exception,
+)
 from .._eventlog._actor import EventLogActor
 from .._eventlog._client import EventLogClient
 from .._eventlog._types import EventLogConfig, OperationSpec
@@ -56,10 +60,8 @@ from .._helpers._pool import PoolConfig
 from .._helpers._pool_actor import PoolActor
 from .._helpers._pool_handle import PoolHandle
 from .._helpers._spec import HelperSpec
-from .._renderer._renderer import Renderer, RendererConfig, RenderFn
-from .._scheduler._actor import SchedulerActor
-from .._scheduler._messages import HelperRestarted
-from .._scheduler._state import RunInfo, SchedulerConfig
+from .._renderer import Renderer, RendererConfig, RenderFn
+from .._scheduler import HelperRestarted, RunInfo, SchedulerActor, SchedulerConfig
 from ..errors import ChildStartFailed, RenderError, UnsupportedOperation
 from ._eventlog_sink import EventLogSink
 from ._tree import SYSTEM_START_TIMEOUT, LiveChild, build_tree, route
@@ -67,10 +69,9 @@ from ._tree import SYSTEM_START_TIMEOUT, LiveChild, build_tree, route
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
-    from .._core._ref import ActorRef
-    from .._core._supervisor import Supervisor, SupervisorEvent, SupervisorRef
+    from .._core import ActorRef, Supervisor, SupervisorEvent, SupervisorRef
     from .._eventlog._runs import Runner
-    from .._scheduler._cache import PayloadCache
+    from .._scheduler import PayloadCache
 
 __all__ = ["Runtime", "RuntimeConfig", "open_runtime"]
 

@@ -33,16 +33,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import trio
 
-from .._core._config import MAX_DURATION
-from .._core._ref import ActorRef
-from .._core._supervisor import ChildSpec, Supervisor
+from .._core import MAX_DURATION, ActorRef, ChildSpec, Supervisor
 from ..errors import ActorStopped, AskTimeout
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .._core._backoff import Backoff
-    from .._core._supervisor import SupervisorEvent
+    from .._core import Backoff, SupervisorEvent
 
 __all__ = ["SYSTEM_START_TIMEOUT", "LiveChild", "build_tree"]
 

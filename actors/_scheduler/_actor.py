@@ -80,8 +80,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .._core._actor import Actor
-from .._core._config import validate_count
+from .._core import Actor, validate_count
 from ..errors import DeadlineExceeded, ErrorRecord, InvalidCommand
 from ._attempt import judge, run_attempt
 from ._cache import ObservationCache, PayloadCache, PayloadKey, approximate_size
@@ -107,7 +106,7 @@ if TYPE_CHECKING:
     import random
     from collections.abc import Awaitable, Callable, Iterable
 
-    from .._core._ref import Reply
+    from .._core import Reply
 
 __all__ = ["SchedulerActor"]
 

@@ -33,7 +33,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
-from .._core._config import validate_count
+from .._core import validate_count
 
 __all__ = [
     "OBSERVATION_MAX_BYTES",

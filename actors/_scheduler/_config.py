@@ -10,7 +10,7 @@ from typing import Any, Final
 
 import attrs
 
-from .._core._config import count_field, duration_field
+from .._core import count_field, duration_field
 from ._kinds import DEFAULT_KINDS, Kind, KindGraph, unordered
 
 __all__ = ["DEFAULT_TIERS", "MAX_TIERS", "SchedulerConfig"]

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import attrs
 
-from .._core._config import show_value
+from .._core import show_value
 from ._retry import RetryPolicy
 
 __all__ = ["MAX_KINDS", "Kind", "KindGraph", "unordered"]

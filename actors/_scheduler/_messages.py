@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .._core._config import show_value
+from .._core import show_value
 
 if TYPE_CHECKING:
     from ._cache import CacheStatistics, DiskCacheStatistics

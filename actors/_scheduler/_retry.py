@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from .._core._config import show_value, validate_count, validate_duration
+from .._core import show_value, validate_count, validate_duration
 
 if TYPE_CHECKING:
     import random

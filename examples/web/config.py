@@ -160,7 +160,7 @@ class FrontDoorConfig:
 
 @attrs.frozen(kw_only=True)
 class FrontDoorStatistics:
-    """Counters of a front door (STYLE 16)."""
+    """Counters of a front door (contributing §D.7)."""
 
     port: int | None
     """The bound port, or None before :meth:`FrontDoor.serve` started."""

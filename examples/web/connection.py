@@ -129,7 +129,7 @@ class Server(Protocol):
 
 @attrs.frozen(kw_only=True)
 class ConnectionStatistics:
-    """Counters of one client connection (STYLE 16)."""
+    """Counters of one client connection (contributing §D.7)."""
 
     id: int
     """The connection's number (1, 2, ... per front door)."""

@@ -1,7 +1,7 @@
 """Shared pieces of the helper-process tests: specs, timeouts and leak checks.
 
 Helper tests use real subprocesses, so they run on the real clock with short timeouts
-(STYLE rule 21), and every test checks afterwards that no child and no zombie is left.
+(contributing §F.3), and every test checks afterwards that no child and no zombie is left.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from actors import (
     MailboxFull,
     Reply,
 )
-from actors._core import _ref as ref_module
+from actors._core import _actor as ref_module
 
 
 class Gatekeeper(Actor):

@@ -1,6 +1,6 @@
 """The helper-side library ``actors.helper`` and the child bootstrap (design §3.9).
 
-Real subprocesses, real clock (STYLE rule 21); every test checks that no child remains.
+Real subprocesses, real clock (contributing §F.3); every test checks that no child remains.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ frame's write is wrapped (:class:`Race`) so that it returns only once the helper
 forced on the same bytes by skipping the look (as if the pipe had been empty a moment
 earlier), so each behaviour is checked on both paths with the same helper doing the same.
 
-Real subprocesses on the real clock with short timeouts (STYLE rule 21); every test checks
+Real subprocesses on the real clock with short timeouts (contributing §F.3); every test checks
 that no child and no zombie is left.
 """
 

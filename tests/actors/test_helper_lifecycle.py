@@ -1,4 +1,4 @@
-"""The helper-job state table in ``actors._core._lifecycle`` (design §3.3-3.8, STYLE rule 6)."""
+"""The helper-job state table of ``_core._lifecycle`` (design §3.3-3.8, contributing §B.3)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One helper incarnation: fault modes, the escalation ladder, reply deadlines (design §3).
 
-Real subprocesses on the real clock with short configured timeouts (STYLE rule 21).
+Real subprocesses on the real clock with short configured timeouts (contributing §F.3).
 Every test checks afterwards that no child process and no zombie is left.
 """
 

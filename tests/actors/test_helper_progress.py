@@ -1,6 +1,6 @@
 """Progress frames: ``ctx.progress`` in the helper, ``on_progress`` in the parent (§3.9).
 
-Real subprocesses, real clock (STYLE rule 21); every test checks that no child remains.
+Real subprocesses, real clock (contributing §F.3); every test checks that no child remains.
 """
 
 from __future__ import annotations

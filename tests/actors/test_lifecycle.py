@@ -1,4 +1,4 @@
-"""The lifecycle table and the generic state machine (design §1.3, STYLE 6)."""
+"""The lifecycle table and the generic state machine (design §1.3, contributing §B.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bounded mailbox (design §1.1, §1.2; STYLE 13, 16)."""
+"""The bounded mailbox (design §1.1, §1.2; contributing §D.4, §D.7)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The helper pool: parallelism, waiting, restarts, crash loops, close (design §3.1-3.8).
 
-Real subprocesses on the real clock with short configured timeouts (STYLE rule 21).
+Real subprocesses on the real clock with short configured timeouts (contributing §F.3).
 Every test checks afterwards that no child process and no zombie is left.
 """
 

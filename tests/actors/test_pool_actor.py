@@ -1,6 +1,6 @@
 """The pool actor and its handle (design §3, actors talk over mailboxes).
 
-Real subprocesses on the real clock with short configured timeouts (STYLE rule 21).
+Real subprocesses on the real clock with short configured timeouts (contributing §F.3).
 Every test checks afterwards that no child process and no zombie is left.
 """
 

@@ -1,6 +1,6 @@
 """Every step of the pool is an event, in order, and a log record (design §3.10).
 
-Real helpers on the real clock with short timeouts (STYLE rule 21); each test checks
+Real helpers on the real clock with short timeouts (contributing §F.3); each test checks
 the events of one path, then that no child and no zombie is left.
 """
 

@@ -1,6 +1,6 @@
 """open_runtime: the four system actors under their supervision tree (design §1.7).
 
-Real helper processes, so the real clock with short timeouts (STYLE rule 21); every
+Real helper processes, so the real clock with short timeouts (contributing §F.3); every
 test checks that no child process or zombie is left once the runtime has closed.
 """
 

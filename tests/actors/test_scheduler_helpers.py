@@ -1,6 +1,6 @@
 """The scheduler with real helper processes (design §4.12, §4.13).
 
-Real subprocesses, so the real clock with short configured timeouts (STYLE rule 21),
+Real subprocesses, so the real clock with short configured timeouts (contributing §F.3),
 and every test checks that no child process or zombie is left. The executors run their
 jobs through :class:`actors.HelperPool`, whose ``run_job`` returns only once a
 cancelled job's ladder has finished (design §3.5): the attempt's execution has then

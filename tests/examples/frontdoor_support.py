@@ -1,7 +1,7 @@
 """Shared pieces of the websocket front-door tests: a JSON client and process checks.
 
 Front-door tests talk to a real server over a real websocket (trio-websocket), on the
-real clock with short timeouts (STYLE rule 21): every wait is under ``fail_after``.
+real clock with short timeouts (contributing §F.3): every wait is under ``fail_after``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Shared pieces of the preview-server tests: an in-process server and a message sink.
 
 The server runs real helper processes, so these tests use the real clock with short
-configured intervals and generous deadlines (STYLE rule 21); every test checks that no
+configured intervals and generous deadlines (contributing §F.3); every test checks that no
 child process is left.
 """
 

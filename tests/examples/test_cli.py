@@ -4,7 +4,7 @@ Options are validated when the command line is read; a busy port is reported bef
 anything is written; clients say why a connection failed (refused, wrong token, the
 server gone) and exit non-zero; user-facing messages never cite the design document. Servers run
 in this process or as real subprocesses, on the real clock with short deadlines
-(STYLE rule 21).
+(contributing §F.3).
 """
 
 from __future__ import annotations

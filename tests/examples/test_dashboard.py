@@ -16,7 +16,7 @@ sizes in the DOM, pixel spread in the screenshot); then it scrolls the run list 
 clicks a run, and checks that the server got ``visible`` and ``select``. A page with a
 wrong token or none says in a banner why it cannot connect, and one whose server went
 away says it is reconnecting. Skipped
-when no chromium is installed. Real clock, generous deadlines (STYLE rule 21).
+when no chromium is installed. Real clock, generous deadlines (contributing §F.3).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The preview server runs in this process on a copy of ``tests/data/qcodes_plots.d
 (run 8 was never finished, so the database counts as live and "follow newest" is on);
 new runs are added to the file while the page is open. The browser is driven as in
 ``test_dashboard.py``. Skipped when no chromium is installed. Real clock, generous
-deadlines (STYLE rule 21).
+deadlines (contributing §F.3).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (design §7.5).
 
 The server runs real helper processes for each database started, so the test uses the
-real clock with a short scan interval and generous deadlines (STYLE rule 21), and checks
+real clock with a short scan interval and generous deadlines (contributing §F.3), and checks
 that no child process is left.
 """
 

@@ -3,7 +3,7 @@
 Waiters and their cancels, retry hints, the snapshot and the documented way back
 (snapshot, then subscribe from its cursor) at full emission rate, and close codes with
 resume cursors, each over real websockets to a front door on an in-process event log
-(real clock, short timeouts, STYLE rule 21).
+(real clock, short timeouts, contributing §F.3).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ and the value with their names and units, a box drag zooms both axes, and a clic
 the horizontal and vertical cuts through the cell with the map's exact values; the
 tick labels of nA and µS values in SI units (A, S) read as the values they mark; a
 newer answer keeps a zoom but shows a whole run whole again. Skipped
-without chromium. Real clock, generous deadlines (STYLE rule 21).
+without chromium. Real clock, generous deadlines (contributing §F.3).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A client that stops reading mid-handshake, a handler that never answers, a callb
 check that raises: each costs at most its own request or its own connection, for a
 bounded time, and leaves a log record that says what happened. Clients that only need
 a zero-buffer stream talk to the front door's stream handler directly on the virtual
-clock (exact times, STYLE rule 20); the rest use a real server on loopback.
+clock (exact times, contributing §F.2); the rest use a real server on loopback.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The job client: its retries of refused submits and what it shows a person (design §6.16).
 
-The retry function runs on a virtual clock with seeded randomness (exact times, STYLE
-rule 20); one test drives it over real websockets against a busy front door (real
-clock, short timeouts, rule 21).
+The retry function runs on a virtual clock with seeded randomness (exact times,
+contributing §F.2); one test drives it over real websockets against a busy front door
+(real clock, short timeouts, contributing §F.3).
 """
 
 from __future__ import annotations

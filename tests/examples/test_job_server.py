@@ -1,6 +1,6 @@
 """The job server: helper-process jobs over a real websocket (design §7, §3, §6).
 
-Real helper processes on the real clock with short timeouts (STYLE rule 21); every test
+Real helper processes on the real clock with short timeouts (contributing §F.3); every test
 checks afterwards that no child process is left. The last test runs the server as a
 real subprocess and stops it with SIGTERM.
 """

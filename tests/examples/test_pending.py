@@ -1,7 +1,7 @@
 """Connections that never finish their first request head are bounded (design §7.3).
 
 The bound itself and a front door's streams run on the virtual clock where the timing
-is the point (exact ages and deadlines, STYLE rule 20; in-memory streams, no real I/O);
+is the point (exact ages and deadlines, contributing §F.2; in-memory streams, no real I/O);
 a real front door on port 0 with real sockets, on the real clock, shows that a new
 client gets in while idle connections flood it, and that no more than ``max_pending``
 of them are ever held.

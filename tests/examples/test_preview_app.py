@@ -3,7 +3,7 @@
 The app's scheduler ``execute``, its bridge from scheduler notices to the event log, the
 run bookkeeping and the image pushes are driven with fake actors (plain objects that
 record calls) on ``MockClock(autojump_threshold=0)`` with exact virtual times
-(STYLE rule 20). The real wiring is covered by ``test_preview_server.py`` and
+(contributing §F.2). The real wiring is covered by ``test_preview_server.py`` and
 ``test_progressive.py``.
 """
 

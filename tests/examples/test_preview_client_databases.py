@@ -1,7 +1,7 @@
 """The command-line client picks a database (``--db``) and lists them (``--databases``)
 on a server of several databases (design §7.5).
 
-Real servers with real helpers on the real clock (STYLE rule 21); no child is left.
+Real servers with real helpers on the real clock (contributing §F.3); no child is left.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The command-line client keeps up with a long event log, and comes back after the
 server dropped it for falling behind (design §7.2, §7.4).
 
-Real preview servers with real helpers on the real clock (STYLE rule 21), with a
+Real preview servers with real helpers on the real clock (contributing §F.3), with a
 ``watch_limit`` far below the event log's length. The first has a port bound of one
 event too: a client that subscribed from the start would overflow its port at once. In
 the second the drop is forced by the server's own

@@ -3,8 +3,8 @@
 The server runs in this process with real helper processes on a copy of the real
 sample, with the helper's test faults (:mod:`examples.preview.helper`): ``crash_once``
 kills the helper the first time run 4 is read; ``stall`` makes every read of run 5
-wait, checking for a cancel. Real clock, short intervals, generous deadlines (STYLE
-rule 21).
+wait, checking for a cancel. Real clock, short intervals, generous deadlines
+(contributing §F.3).
 """
 
 from __future__ import annotations

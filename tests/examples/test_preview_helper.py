@@ -1,6 +1,6 @@
 """The preview helper: its handlers in-process, and the entry point in a real child.
 
-The real-child tests run on the real clock with short timeouts (STYLE rule 21).
+The real-child tests run on the real clock with short timeouts (contributing §F.3).
 """
 
 from __future__ import annotations

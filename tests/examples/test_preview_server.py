@@ -2,7 +2,7 @@
 
 The end-to-end test runs ``python -m examples.preview.server`` as a subprocess on a copy
 of the real QCoDeS sample (so it also proves the exit status and the signal handling),
-on the real clock with short intervals and generous deadlines (STYLE rule 21).
+on the real clock with short intervals and generous deadlines (contributing §F.3).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A plain ``sqlite3`` writer plays the measurement: it appends rows to a copy of t
 unfinished run 12 (``is_completed = 0``, 120 of 200 planned points), then completes it,
 and adds a new run. The server (in this process, real helpers, real websocket) must
 notice each change through its probe, redraw the run at a new revision, and finish it
-when it completes. Real clock, short poll interval, generous deadlines (STYLE rule 21).
+when it completes. Real clock, short poll interval, generous deadlines (contributing §F.3).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``run_data`` request of the preview server, end to end (design §7.7).
 
-A real server in this process (real helper processes, real clock, STYLE rule 21) on the
+A real server in this process (real helper processes, real clock, contributing §F.3) on the
 sample database plus runs with known values (:mod:`explore_support`): the answers go
 through the strict codec, keep a 400 000-point trace's spike, carry a map's exact values,
 stay within the byte bound, and bad requests get the API's error replies.

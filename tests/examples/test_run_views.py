@@ -1,6 +1,6 @@
 """The preview server's requests that look into one run: times, details, drawings.
 
-Real helper processes (STYLE rule 21): the real clock, generous deadlines, and no child
+Real helper processes (contributing §F.3): the real clock, generous deadlines, and no child
 process left afterwards.
 """
 

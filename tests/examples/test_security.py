@@ -5,7 +5,7 @@ Each attack of a web page (a foreign ``Origin``), a rebound DNS name (a foreign
 the job server and the preview server running in this process with real helpers, on a
 loopback port with a token; the requests are written by hand, so each header is exactly
 what the test says. Then the job server's file root: ``hash_file`` outside it is refused
-with one message whether the path exists or not. Real clock, short timeouts (STYLE 21).
+with one message whether the path exists or not. Real clock, short timeouts (contributing §F.3).
 """
 
 from __future__ import annotations

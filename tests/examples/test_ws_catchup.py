@@ -1,7 +1,7 @@
 """A client that subscribes from far behind catches up page by page (design §7.4, §6.9).
 
 A real event-log actor and a real front door in-process, real websockets, real clock
-with short timeouts (STYLE rule 21), and tiny bounds (``watch_limit`` 4,
+with short timeouts (contributing §F.3), and tiny bounds (``watch_limit`` 4,
 ``subscriber_bound`` 2) so that a backlog of tens of events is many pages and many
 times the port's bound. The event-log client is the real one, with hooks that run just
 before a ``watch`` or the port's ``subscribe``: that is how a test appends events at

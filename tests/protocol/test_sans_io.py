@@ -1,4 +1,4 @@
-"""The protocol package is sans-io: it never imports trio (design §2, STYLE rule 1).
+"""The protocol package is sans-io: it never imports trio (design §2, contributing §A.1).
 
 Each check runs in a fresh interpreter, where a module set to ``None`` in
 ``sys.modules`` cannot be imported, so an import of it anywhere fails loudly.
