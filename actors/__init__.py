@@ -98,6 +98,7 @@ from ._scheduler._state import Progressive as Progressive
 from ._scheduler._state import RunInfo as RunInfo
 from ._scheduler._events import FAILURE_REASONS as FAILURE_REASONS
 from ._scheduler._events import Dropped as Dropped
+from ._scheduler._events import Interrupted as Interrupted
 from ._scheduler._events import Failed as Failed
 from ._scheduler._events import Invalidated as Invalidated
 from ._scheduler._events import Parked as Parked
@@ -225,6 +226,7 @@ __all__ = [
     "Retrying",
     "Failed",
     "Dropped",
+    "Interrupted",
     "Invalidated",
     "Settled",
     "SchedulerActor",
