@@ -370,9 +370,9 @@ class DiskCache:
 
         Args:
             key: The entry's identity.
-            abort: A flag another thread may set to stop the read between chunks of
-                :data:`WRITE_CHUNK` bytes; the read is then a miss (not counted, the
-                entry kept). None: never stopped.
+            abort: A flag another thread may set to stop the read between chunks
+                of ``WRITE_CHUNK`` bytes (256 KiB); the read is then a miss (not
+                counted, the entry kept). None: never stopped.
 
         Raises:
             OSError: the entry exists but cannot be read (e.g. no permission).
@@ -412,8 +412,8 @@ class DiskCache:
     def put(self, key: PayloadKey, data: bytes, *, abort: AbortFlag | None = None) -> bool:
         """Store ``data`` for ``key`` atomically, then evict oldest entries past the bound.
 
-        The temporary file is written in chunks of :data:`WRITE_CHUNK` bytes, outside
-        the lock (only the rename and the index take it). ``abort`` is checked before
+        The temporary file is written in chunks of ``WRITE_CHUNK`` bytes (256 KiB),
+        outside the lock (only the rename and the index take it). ``abort`` is checked before
         each chunk and before the rename: once it is set the write stops, its temporary
         file is removed and nothing is stored, so a caller that is stopping can wait
         for the thread instead of leaving it writing (design §4.10).
