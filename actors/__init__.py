@@ -98,6 +98,7 @@ from ._scheduler import Progressive as Progressive
 from ._scheduler import RunInfo as RunInfo
 from ._scheduler import FAILURE_REASONS as FAILURE_REASONS
 from ._scheduler import Dropped as Dropped
+from ._scheduler import Interrupted as Interrupted
 from ._scheduler import Failed as Failed
 from ._scheduler import Invalidated as Invalidated
 from ._scheduler import Parked as Parked
@@ -225,6 +226,7 @@ __all__ = [
     "Retrying",
     "Failed",
     "Dropped",
+    "Interrupted",
     "Invalidated",
     "Settled",
     "SchedulerActor",

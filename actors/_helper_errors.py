@@ -151,6 +151,8 @@ class JobStalled(HelperError):
     ``details["stall"]`` is the timeout in seconds. Unlike :class:`ReplyTimeout`, which
     bounds the whole job, this bounds the silence between two progress reports, as the
     heartbeat timeout of a Temporal activity does. Transient: a retry may make progress.
+    The renderer raises it too, for a render abandoned because it showed no activity
+    for ``abandon_after`` seconds after its deadline (design §5.3).
     """
 
     code = "stalled"

@@ -74,7 +74,10 @@ class RendererConfig:
     abandon_after: float = duration_field(1.0)
     """Seconds a render may go on after its deadline (or a cancel) without returning,
     its abort flag raised, before its thread is abandoned and its lane given to a
-    replacement thread (design §5.3)."""
+    replacement thread (design §5.3). A render's only activity is a ``check_cancel``
+    call (which raises once the flag is up) or its return; one that shows none for this
+    long has stalled and ends with :class:`~actors.errors.JobStalled` (code
+    ``stalled``), or ``cancelled`` after a :class:`CancelRender`."""
     max_abandoned: int = count_field(4, minimum=0, maximum=64)
     """Most abandoned threads still running that get a replacement lane; beyond it an
     abandoned thread keeps its lane until it returns (design §5.3)."""
@@ -188,6 +191,9 @@ class RendererStatistics:
     """Jobs ended by :class:`CancelRender`."""
     deadline_exceeded: int
     """Jobs that passed their deadline."""
+    stalled: int = 0
+    """Jobs abandoned because they stopped making progress past their deadline
+    (:class:`~actors.errors.JobStalled`, design §5.3)."""
     abandoned: int = 0
     """Abandoned worker threads still running (design §5.3)."""
     abandoned_total: int = 0

@@ -6,7 +6,8 @@ render function in a worker thread, and raises the thread's abort flag at the de
 next call. The thread records when it had the payload, and the verdict uses that time,
 not the moment the event loop noticed: a payload produced by the deadline is a success.
 A thread still running ``abandon_after`` seconds after its deadline or cancel is
-abandoned (:mod:`actors._renderer._lanes`).
+abandoned (:mod:`actors._renderer._lanes`): it showed no activity (a ``check_cancel``
+call or its return) since its flag went up, so the job ends ``stalled``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ import trio
 from protocol.errors import describe_exception
 
 from .._core import show_value
-from ..errors import ActorError, DeadlineExceeded, JobCancelled, PayloadInvalid, RenderError
+from ..errors import (
+    ActorError,
+    DeadlineExceeded,
+    JobCancelled,
+    JobStalled,
+    PayloadInvalid,
+    RenderError,
+)
 from ._config import Rendered
 from ._lanes import JobThread
 
@@ -162,9 +170,15 @@ async def run_render(
 
     Raises:
         DeadlineExceeded: (code ``deadline_exceeded``, transient) no lane before the
-            deadline; the thread stopped at its abort flag; it produced the payload
-            after the deadline; or it was abandoned ``abandon_after`` seconds later.
-        JobCancelled: (code ``cancelled``, stale) the token was cancelled.
+            deadline; the thread stopped at its abort flag; or it produced the payload
+            after the deadline.
+        JobStalled: (code ``stalled``, transient) the render stopped making progress:
+            ``abandon_after`` seconds after its abort flag went up at the deadline it
+            had still not called ``check_cancel`` (its only sign of activity) nor
+            returned, so its thread was abandoned (design §5.3). ``details``:
+            ``kind``, ``abandoned`` (True) and ``abandon_after`` (seconds).
+        JobCancelled: (code ``cancelled``, stale) the token was cancelled; also when a
+            cancelled render is abandoned.
         RenderError: (code ``render_failed``, permanent) ``render_fn`` raised; the
             message names the exception. An :class:`~actors.errors.ActorError` raised by
             ``render_fn`` is passed on as it is. Also a payload check that itself
@@ -210,11 +224,14 @@ async def run_render(
             extra={"renderer_event": "abandoned", "kind": kind, "job_id": request.job_id,
                    "abandoned": lanes.abandoned, "lanes_lost": lanes.lost},
         )  # fmt: skip
-        raise DeadlineExceeded(
-            f"{kind} render ignored its abort flag; its thread was abandoned "
-            f"{config.abandon_after:g} s after the deadline",
+        # No activity since the flag went up: a stall, not a late result (§5.3).
+        raise JobStalled(
+            f"{kind} render stalled: it did not call check_cancel within "
+            f"{config.abandon_after:g} s of its abort flag going up at its deadline; "
+            "its thread was abandoned",
             kind=kind,
             abandoned=True,
+            abandon_after=config.abandon_after,
         )
     if aborted:
         raise DeadlineExceeded(

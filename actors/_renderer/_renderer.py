@@ -15,11 +15,14 @@ it knows no payload format. Each :class:`Render` ask becomes one task in the act
    §4.14), then validate the payload (``bytes``, size bounds in bytes, the embedder's
    check) before it is answered, so nothing invalid is cached or published;
 5. classify failures (design §1.5): :class:`~actors.errors.DeadlineExceeded` (transient),
+   :class:`~actors.errors.JobStalled` (transient: abandoned, see below),
    :class:`~actors.errors.JobCancelled` (stale), :class:`~actors.errors.PayloadInvalid`
    and :class:`~actors.errors.RenderError` (permanent).
 
 No wedged lanes (design §5.3): a render that ignores its abort flag is abandoned
-``abandon_after`` seconds after its deadline or cancel, and its lane is given to a
+``abandon_after`` seconds after its deadline or cancel (it ends ``stalled``, or
+``cancelled`` after a cancel: a render's activity is a ``check_cancel`` call, and it
+showed none), and its lane is given to a
 replacement thread while fewer than ``max_abandoned`` abandoned threads still run
 (:mod:`actors._renderer._lanes`). Stopping the actor abandons running threads at once,
 so a wedged render never holds up the renderer's shutdown. Each abandonment is a
@@ -44,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._core import Actor
-from ..errors import ActorError, DeadlineExceeded, JobCancelled, RenderError
+from ..errors import ActorError, DeadlineExceeded, JobCancelled, JobStalled, RenderError
 from ._config import CancelRender, GetRendererStatistics, Render, RendererStatistics
 from ._config import RendererConfig as RendererConfig  # the runtime imports it from here
 from ._config import RenderFn as RenderFn
@@ -84,7 +87,7 @@ class Renderer(Actor):
         self._slots = trio.Semaphore(self.config.max_jobs)
         self._jobs: dict[Hashable, RenderToken] = {}
         self._active = 0
-        self._counts = dict.fromkeys(("completed", "failed", "cancelled", "deadline"), 0)
+        self._counts = dict.fromkeys(("completed", "failed", "cancelled", "deadline", "stalled"), 0)
 
     def render_statistics(self) -> RendererStatistics:
         """The counters, without waiting."""
@@ -98,6 +101,7 @@ class Renderer(Actor):
             failed=self._counts["failed"],
             cancelled=self._counts["cancelled"],
             deadline_exceeded=self._counts["deadline"],
+            stalled=self._counts["stalled"],
             abandoned=lanes.abandoned,
             abandoned_total=lanes.abandoned_total,
             lanes_lost=lanes.lost,
@@ -153,6 +157,9 @@ class Renderer(Actor):
             reply.fail(exc)
         except DeadlineExceeded as exc:
             self._counts["deadline"] += 1
+            reply.fail(exc)
+        except JobStalled as exc:
+            self._counts["stalled"] += 1
             reply.fail(exc)
         except ActorError as exc:
             self._counts["failed"] += 1

@@ -19,6 +19,7 @@ from ._config import SchedulerConfig as SchedulerConfig
 from ._events import FAILURE_REASONS as FAILURE_REASONS
 from ._events import Dropped as Dropped
 from ._events import Failed as Failed
+from ._events import Interrupted as Interrupted
 from ._events import Invalidated as Invalidated
 from ._events import Parked as Parked
 from ._events import Published as Published
@@ -60,6 +61,7 @@ __all__ = [
     "FormatChanged",
     "GetSchedulerStatistics",
     "HelperRestarted",
+    "Interrupted",
     "Invalidated",
     "Kind",
     "LRUCache",

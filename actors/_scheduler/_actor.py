@@ -29,10 +29,11 @@ Wiring (for the runtime)::
     ref = await nursery.start(actor.run)
     nursery.start_soon(forward, actor.events)        # one task reads the events:
     # async for notice in events: RunStarted / Published / Parked / Retrying /
-    #                             Failed / Invalidated / Settled
+    #                             Failed / Invalidated / Settled / Interrupted
     await ref.send(SetPriority(selected=3, visible=(1, 2, 4)))
     ...
     await ref.stop(grace=2.0)     # running jobs may finish within grace; then cancelled
+                                  # and reported Interrupted
 
 *Messages* (send or ask; asks are answered ``None`` unless said otherwise):
 :class:`SetPriority`, :class:`SetTiers`, :class:`SourceChanged`, :class:`Reconcile`,
@@ -59,7 +60,9 @@ another actor or process must therefore not return before that work has ended.
 *Events* (:attr:`SchedulerActor.events`, a bounded channel, in order): :class:`RunStarted`
 at a run's first claim per revision, then the core's :class:`~actors.Published`,
 :class:`~actors.Parked`, :class:`~actors.Retrying`, :class:`~actors.Failed`,
-:class:`~actors.Invalidated` and :class:`~actors.Settled`. Stale results are dropped
+:class:`~actors.Invalidated` and :class:`~actors.Settled`, and at the end
+:class:`~actors.Interrupted` for each attempt the stop cut off (its slot stays
+``interrupted``: still to do, not failed). Stale results are dropped
 (logged, not forwarded). Every event is also a ``logging`` record (design §4.12). A slow
 reader holds back the workers (never the mailbox); the channel closes when the actor
 stops.
@@ -74,7 +77,9 @@ the attempt's deadline. Progressive (parked) results are never cached.
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -192,6 +197,7 @@ class SchedulerActor(Actor):
         self._cancelled_stale = 0
         self._stopped = 0
         self._disk_errors = 0
+        self._disk_aborted = 0
         self._callback_errors = 0
         self._reader_gone = False
 
@@ -272,6 +278,7 @@ class SchedulerActor(Actor):
             if payloads is None or payloads.disk is None
             else payloads.disk.statistics(),
             disk_errors=self._disk_errors,
+            disk_aborted=self._disk_aborted,
             stopped=self._stopped,
             callback_errors=self._callback_errors,
         )
@@ -352,7 +359,15 @@ class SchedulerActor(Actor):
                 f"attempt {claim.attempt} could start"
             ).to_record()
         else:
-            result, error, written = await self._attempt(claim)
+            ended = False
+            try:
+                result, error, written = await self._attempt(claim)
+                ended = True
+            finally:
+                if not ended:
+                    # Cut off by the shutdown (the stop's grace ended, or a crash): the
+                    # slot says so, and the work stays to do (design §4.13).
+                    self._emit(self._core.interrupt(claim.claim_id, now=trio.current_time()))
         now = trio.current_time()
         if error is None:
             events = self._core.complete(claim.claim_id, result, now=now)
@@ -458,26 +473,69 @@ class SchedulerActor(Actor):
         return payloads.disk.put, key, data
 
     async def _disk(self, what: str, call: Callable[..., Any], *args: Any) -> Any:
-        """One payload-cache disk call in a worker thread, bounded by
-        ``cache_io_timeout``: an error or a timeout is a miss / a skipped write."""
+        """One payload-cache disk call in a worker thread (design §4.10).
+
+        ``call(*args, abort=flag)`` checks ``flag`` between chunks. The call may take
+        ``cache_io_timeout`` seconds from its start: past that it is abandoned (its
+        flag raised, so it stops and cleans up at its next chunk) and, like an error,
+        it is a miss / a skipped write. When the actor stops meanwhile, the flag goes
+        up and the thread is *waited for* (still at most until that timeout): the
+        call ends at its next chunk and removes its temporary file, so nothing of
+        ours touches the cache once ``stop()`` has returned.
+        """
         timeout = self._core.config.cache_io_timeout
-        with trio.move_on_after(timeout):
+        abort = threading.Event()
+        ended = trio.Event()
+        give_up = trio.CancelScope(deadline=trio.current_time() + timeout, shield=True)
+        results: list[Any] = []
+        errors: list[Exception] = []
+
+        async def in_thread() -> None:
+            # Shielded from the stop: only the call's own timeout abandons the thread.
             try:
-                return await trio.to_thread.run_sync(call, *args, abandon_on_cancel=True)
-            except Exception as exc:  # OSError, or a damaged entry met by the reader
-                self._disk_errors += 1
-                LOGGER.warning(
-                    "payload cache %s failed: %r", what, exc,
-                    extra={"scheduler_event": "cache_io_failed", "io": what,
-                           "errno": getattr(exc, "errno", None)},
-                )  # fmt: skip
-                return None
-        self._disk_errors += 1
-        LOGGER.warning(
-            "payload cache %s took longer than %.3g s; abandoned", what, timeout,
-            extra={"scheduler_event": "cache_io_timeout", "io": what, "timeout": timeout},
-        )  # fmt: skip
-        return None
+                with give_up:
+                    try:
+                        results.append(
+                            await trio.to_thread.run_sync(
+                                functools.partial(call, *args, abort=abort),
+                                abandon_on_cancel=True,
+                            )
+                        )
+                    except Exception as exc:  # OSError, or a damaged entry met by the reader
+                        errors.append(exc)
+            finally:
+                abort.set()  # an abandoned call stops at its next chunk
+                ended.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(in_thread)
+            try:
+                await ended.wait()
+            finally:
+                if not ended.is_set():  # the actor stops: end the call, then wait for it
+                    abort.set()
+                    self._disk_aborted += 1
+                    LOGGER.info(
+                        "payload cache %s cut short by the stop", what,
+                        extra={"scheduler_event": "cache_io_aborted", "io": what},
+                    )  # fmt: skip
+        if give_up.cancelled_caught:
+            self._disk_errors += 1
+            LOGGER.warning(
+                "payload cache %s took longer than %.3g s; abandoned", what, timeout,
+                extra={"scheduler_event": "cache_io_timeout", "io": what, "timeout": timeout},
+            )  # fmt: skip
+            return None
+        if errors:
+            exc = errors[0]
+            self._disk_errors += 1
+            LOGGER.warning(
+                "payload cache %s failed: %r", what, exc,
+                extra={"scheduler_event": "cache_io_failed", "io": what,
+                       "errno": getattr(exc, "errno", None)},
+            )  # fmt: skip
+            return None
+        return results[0]
 
     def _callback_failed(self, name: str, kind: str, exc: Exception) -> None:
         self._callback_errors += 1
@@ -529,29 +587,59 @@ class SchedulerActor(Actor):
             await self._room.wait()
 
     async def _publisher(self) -> None:
+        # The channel is closed by on_stop, once every worker is gone: the notices of
+        # attempts cut off by the stop come after this task ended.
+        send = self._events_send
+        outbox = self._outbox
+        while True:
+            while outbox:
+                try:
+                    await send.send(outbox[0])
+                except trio.BrokenResourceError:
+                    self._reader_left()
+                    outbox.clear()
+                else:
+                    outbox.popleft()
+                self._room.set()
+                self._room = trio.Event()
+            if self._closing and self._live_workers == 0:
+                return
+            self._outbox_changed = trio.Event()
+            await self._outbox_changed.wait()
+
+    def _reader_left(self) -> None:
+        if not self._reader_gone:  # said once; later events go the same way
+            self._reader_gone = True
+            LOGGER.warning(
+                "the events reader is gone; events are dropped from now on",
+                extra={"scheduler_event": "events_dropped"},
+            )
+
+    async def on_stop(self) -> None:
+        """Hand the reader what the stop left in the outbox, then close the channel.
+
+        Every task of the actor has ended, so this includes the :class:`~actors.Interrupted`
+        notices of attempts the stop cut off. Never waits: what the channel's buffer
+        cannot take is dropped, counted and logged (``events_undelivered``).
+        """
         send = self._events_send
         outbox = self._outbox
         with send:
-            while True:
-                while outbox:
-                    try:
-                        await send.send(outbox[0])
-                    except trio.BrokenResourceError:
-                        if not self._reader_gone:  # said once; later events go the same way
-                            self._reader_gone = True
-                            LOGGER.warning(
-                                "the events reader is gone; events are dropped from now on",
-                                extra={"scheduler_event": "events_dropped"},
-                            )
-                        outbox.clear()
-                    else:
-                        outbox.popleft()
-                    self._room.set()
-                    self._room = trio.Event()
-                if self._closing and self._live_workers == 0:
-                    return
-                self._outbox_changed = trio.Event()
-                await self._outbox_changed.wait()
+            while outbox:
+                try:
+                    send.send_nowait(outbox[0])
+                except trio.BrokenResourceError:
+                    self._reader_left()
+                    break
+                except trio.WouldBlock:
+                    LOGGER.warning(
+                        "%d events not delivered: the events channel is full at stop",
+                        len(outbox),
+                        extra={"scheduler_event": "events_undelivered", "count": len(outbox)},
+                    )
+                    break
+                outbox.popleft()
+            outbox.clear()
 
 
 def _bytes_or_none(result: Any) -> bytes | None:

@@ -14,7 +14,9 @@
 
 Nothing here is async and nothing imports trio: :class:`DiskCache` blocks on file
 I/O, so the scheduler actor calls it through ``trio.to_thread.run_sync``. It is safe to
-use from several worker threads at once (one lock guards its index and files).
+use from several worker threads at once (one lock guards its index and the renames).
+Its reads and writes take an abort flag, checked between chunks, so a caller that is
+stopping can end them and wait for its thread instead of leaving it running.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 import attrs
 
@@ -37,6 +39,8 @@ from .._core import validate_count
 
 __all__ = [
     "OBSERVATION_MAX_BYTES",
+    "WRITE_CHUNK",
+    "AbortFlag",
     "OBSERVATION_MAX_ENTRIES",
     "SIZE_SAMPLE",
     "CacheStatistics",
@@ -62,6 +66,18 @@ _VERSION = 1
 _HEADER_SIZE = len(_MAGIC) + 1 + 8 + 32  # magic, version, body length, sha256(body)
 _SUFFIX = ".bin"
 _TEMP_PREFIX = ".tmp-"
+
+#: Bytes a :class:`DiskCache` reads or writes between two checks of its abort flag.
+WRITE_CHUNK: Final = 256 * 1024
+
+
+class AbortFlag(Protocol):
+    """What :meth:`DiskCache.put` and :meth:`DiskCache.get` check between chunks: a
+    ``threading.Event`` fits."""
+
+    def is_set(self) -> bool:
+        """True once the call should stop."""
+        ...
 
 
 @attrs.frozen(kw_only=True)
@@ -345,12 +361,18 @@ class DiskCache:
         self._absent += 1  # its own counter: the lock-holding threads never touch it
         return True
 
-    def get(self, key: PayloadKey) -> bytes | None:
+    def get(self, key: PayloadKey, *, abort: AbortFlag | None = None) -> bytes | None:
         """Return the payload stored for ``key``, or None.
 
         A corrupt or truncated entry (bad magic, length or checksum; larger than
         ``max_bytes``, which no entry can be; or a directory in its place) is a miss and
         is removed (a directory only if empty). A hit makes the entry most recent.
+
+        Args:
+            key: The entry's identity.
+            abort: A flag another thread may set to stop the read between chunks
+                of ``WRITE_CHUNK`` bytes (256 KiB); the read is then a miss (not
+                counted, the entry kept). None: never stopped.
 
         Raises:
             OSError: the entry exists but cannot be read (e.g. no permission).
@@ -359,7 +381,9 @@ class DiskCache:
         path = self._dir / name
         with self._lock:
             try:
-                raw = _read_entry(path, self._max_bytes)
+                raw = _read_entry(path, self._max_bytes, abort)
+            except _Aborted:
+                return None
             except FileNotFoundError:
                 self._forget_locked(name)
                 self._misses += 1
@@ -385,11 +409,24 @@ class DiskCache:
                 os.utime(path)  # keep LRU order across restarts
             return body
 
-    def put(self, key: PayloadKey, data: bytes) -> bool:
+    def put(self, key: PayloadKey, data: bytes, *, abort: AbortFlag | None = None) -> bool:
         """Store ``data`` for ``key`` atomically, then evict oldest entries past the bound.
 
+        The temporary file is written in chunks of ``WRITE_CHUNK`` bytes (256 KiB),
+        outside the lock (only the rename and the index take it). ``abort`` is checked before
+        each chunk and before the rename: once it is set the write stops, its temporary
+        file is removed and nothing is stored, so a caller that is stopping can wait
+        for the thread instead of leaving it writing (design §4.10).
+
+        Args:
+            key: The entry's identity.
+            data: The payload, bytes-like.
+            abort: A flag (e.g. a ``threading.Event``) another thread may set to stop
+                the write between chunks; None: never stopped.
+
         Returns:
-            False (nothing stored) when the entry alone would exceed ``max_bytes``.
+            False (nothing stored) when the entry alone would exceed ``max_bytes``, or
+            when ``abort`` was set before the entry became visible.
 
         Raises:
             TypeError: ``data`` is not bytes-like.
@@ -397,16 +434,28 @@ class DiskCache:
         """
         blob = _encode(bytes(data))
         name = key.digest() + _SUFFIX
-        if len(blob) > self._max_bytes:
+        if len(blob) > self._max_bytes or _raised(abort):
             return False
-        with self._lock:
-            fd, temp = tempfile.mkstemp(dir=self._dir, prefix=_TEMP_PREFIX, suffix=".part")
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(blob)
+        fd, temp = tempfile.mkstemp(dir=self._dir, prefix=_TEMP_PREFIX, suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                view = memoryview(blob)
+                for start in range(0, len(blob), WRITE_CHUNK):
+                    if _raised(abort):
+                        break
+                    handle.write(view[start : start + WRITE_CHUNK])
+                else:
                     if self._fsync:
                         handle.flush()
                         os.fsync(handle.fileno())
+        except BaseException:
+            _unlink(temp)
+            raise
+        with self._lock:
+            if _raised(abort):
+                _unlink(temp)
+                return False
+            try:
                 os.replace(temp, self._dir / name)
             except BaseException:
                 _unlink(temp)
@@ -499,13 +548,32 @@ def _decode(raw: bytes) -> bytes | None:
     return body
 
 
-def _read_entry(path: Path, limit: int) -> bytes | None:
+class _Aborted(Exception):
+    """A read stopped at its abort flag."""
+
+
+def _raised(abort: AbortFlag | None) -> bool:
+    return abort is not None and abort.is_set()
+
+
+def _read_entry(path: Path, limit: int, abort: AbortFlag | None = None) -> bytes | None:
     # The entry's bytes, or None when the file is larger than any entry can be (a
-    # damaged or foreign file must not be read into memory whole).
+    # damaged or foreign file must not be read into memory whole). Read in chunks so
+    # that a set abort flag stops it (raises _Aborted).
     with path.open("rb") as handle:
         if os.fstat(handle.fileno()).st_size > limit:
             return None
-        return handle.read(limit + 1)
+        parts: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            if _raised(abort):
+                raise _Aborted
+            part = handle.read(min(WRITE_CHUNK, left))
+            if not part:
+                break
+            parts.append(part)
+            left -= len(part)
+        return b"".join(parts)
 
 
 def _unlink(path: str | os.PathLike[str]) -> None:

@@ -1,8 +1,9 @@
 """What the scheduler core reports: its events and its statistics (design §4).
 
 Pure data (attrs frozen classes). Every end of a work item is one event:
-:class:`Published` (success), :class:`Failed` (with the ``reason`` it ended) or
-:class:`Dropped` (a stale attempt; the work itself goes on). :class:`Retrying`,
+:class:`Published` (success), :class:`Failed` (with the ``reason`` it ended),
+:class:`Dropped` (a stale attempt; the work itself goes on) or :class:`Interrupted`
+(an attempt cut off by the shutdown; the work is still to do). :class:`Retrying`,
 :class:`Parked`, :class:`Invalidated` and :class:`Settled` report the decisions between.
 """
 
@@ -19,6 +20,7 @@ __all__ = [
     "FAILURE_REASONS",
     "Dropped",
     "Failed",
+    "Interrupted",
     "Invalidated",
     "Parked",
     "Published",
@@ -115,6 +117,26 @@ class Dropped:
 
 
 @attrs.frozen(kw_only=True)
+class Interrupted:
+    """An attempt was cut off by the scheduler's shutdown before it reported (§4.13).
+
+    Its slot is ``interrupted``: neither published nor failed, the work is still to
+    do, so an embedder redoes it (or a reset of the run's source or format makes it
+    pending again). Distinct from :class:`Failed`, which is a verdict on the work.
+    """
+
+    run_id: int
+    guid: str
+    kind: str
+    revision: str
+    """Source revision the cut-off attempt was for."""
+    attempt: int
+    """The attempt that was cut off (1 for the first)."""
+    at: float
+    """When it was cut off, seconds on the caller's clock."""
+
+
+@attrs.frozen(kw_only=True)
 class Invalidated:
     """The run's source changed: its work is pending again at ``revision`` (§4.8)."""
 
@@ -135,7 +157,9 @@ class Settled:
     failed: tuple[str, ...]
 
 
-SchedulerEvent = Published | Parked | Retrying | Failed | Dropped | Invalidated | Settled
+SchedulerEvent = (
+    Published | Parked | Retrying | Failed | Dropped | Interrupted | Invalidated | Settled
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -163,3 +187,5 @@ class SchedulerStatistics:
     """A ``set_priority`` is waiting for the next work boundary."""
     held: int = 0
     """Runs waiting for an older generation's execution of their GUID (design §4.13)."""
+    interrupted: int = 0
+    """Slots whose attempt a shutdown cut off (:class:`Interrupted`): still to do."""

@@ -3,9 +3,9 @@
 Every event the scheduler actor forwards is also one record on the ``actors.scheduler``
 logger, its fields in ``extra`` (``scheduler_event``, ``run_id``, ``guid``, ``kind``,
 ``revision`` and, as they apply, ``attempt``, ``reason``, ``code``, ``category``,
-``not_before``), so a log pipeline can filter on them. Ends of work items are
-``INFO`` (published) or ``WARNING`` (failed); dropped attempts, parks and settlements
-are ``DEBUG``.
+``not_before``, ``at``), so a log pipeline can filter on them. Ends of work items are
+``INFO`` (published) or ``WARNING`` (failed, or interrupted by the shutdown); dropped
+attempts, parks and settlements are ``DEBUG``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ._events import Dropped, Failed, Invalidated, Parked, Published, Retrying, Settled
+from ._events import (
+    Dropped,
+    Failed,
+    Interrupted,
+    Invalidated,
+    Parked,
+    Published,
+    Retrying,
+    Settled,
+)
 
 __all__ = ["LOGGER", "log_event"]
 
@@ -23,6 +32,7 @@ LOGGER = logging.getLogger("actors.scheduler")
 _LEVELS: dict[type, int] = {
     Published: logging.INFO,
     Failed: logging.WARNING,
+    Interrupted: logging.WARNING,
     Retrying: logging.INFO,
     Dropped: logging.DEBUG,
     Parked: logging.DEBUG,
@@ -52,6 +62,12 @@ def log_event(event: Any) -> None:
             "run %s: %s failed (%s after %d attempts): %s: %s",
             event.run_id, event.kind, event.reason, event.attempts, error.code, error.message,
             extra=fields,
+        )  # fmt: skip
+    elif isinstance(event, Interrupted):
+        fields = _fields(event, "interrupted", attempt=event.attempt, at=event.at)
+        LOGGER.warning(
+            "run %s: %s attempt %d interrupted by the shutdown; still to do",
+            event.run_id, event.kind, event.attempt, extra=fields,
         )  # fmt: skip
     elif isinstance(event, Retrying):
         error = event.error

@@ -195,3 +195,6 @@ class SchedulerActorStatistics:
     callback_errors: int = 0
     """Calls of the embedder's ``observation_size``, ``payload_to_bytes`` or
     ``payload_from_bytes`` that raised (logged; the result is kept uncached)."""
+    disk_aborted: int = 0
+    """Disk cache reads or writes cut short by the actor's stop: their thread stopped at
+    its next chunk and was waited for; a write left nothing behind (design §4.10)."""

@@ -33,6 +33,7 @@ from ._state import (
     BLOCKED,
     DONE,
     FAILED,
+    INTERRUPTED,
     PARKED,
     STATUS_NAMES,
     Claim,
@@ -130,7 +131,8 @@ class Scheduler:
         return [run.run_id for run in self._t.runs]
 
     def status(self, run_id: int, kind: str) -> str:
-        """The slot status: blocked, pending, active, backoff, parked, done or failed.
+        """The slot status: blocked, pending, active, backoff, parked, done, failed or
+        interrupted (an attempt cut off by a shutdown, design §4.13).
 
         Raises:
             ScheduleRejected: (code ``schedule_rejected``) unknown run id.
@@ -201,6 +203,7 @@ class Scheduler:
             dropped=self._dropped,
             priority_pending=self._priorities.pending is not None,
             held=len(self._t.held),
+            interrupted=counts[INTERRUPTED],
         )
 
     # --- inputs that change what is wanted ------------------------------------------------
@@ -516,6 +519,35 @@ class Scheduler:
             self._t.transient(run, k, claim, record, now, events)
         else:
             self._t.fail_slot(run, k, claim, record, events)
+        self._t.end_of_claim(run, events)
+        return events
+
+    def interrupt(self, claim_id: int, *, now: float) -> list[SchedulerEvent]:
+        """Report that a claim's attempt was cut off by a shutdown (design §4.13).
+
+        Call it for each attempt still running when the embedder stops for good (the
+        actor does, once the attempt's execution has ended). The slot becomes
+        ``interrupted``: not failed, not retried, still to do; a change of the run's
+        source (:meth:`source_changed`) makes it pending again. A claim of an older
+        generation is dropped instead (its work is no longer wanted).
+
+        Args:
+            claim_id: :attr:`Claim.claim_id`.
+            now: Current time, seconds on the caller's clock.
+
+        Returns:
+            ``[Interrupted]`` (or ``[Dropped]``), then ``Invalidated`` if a deferred
+            source change now applies.
+
+        Raises:
+            ScheduleRejected: (code ``schedule_rejected``) the claim is not active.
+        """
+        claim, run = self._release(claim_id)
+        events: list[SchedulerEvent] = []
+        if claim.generation != self._generation:
+            self._drop(claim, "generation", events)
+            return events
+        self._t.interrupt(run, self._graph.index[claim.kind], claim, now, events)
         self._t.end_of_claim(run, events)
         return events
 

@@ -15,8 +15,9 @@ small table, like h11's ``_state.py``: every legal move is a row in
 
     BLOCKED --unblock--> PENDING --claim--> ACTIVE --succeed--> DONE
                             ^                 |  \\--fail------> FAILED
-                            +----requeue------+   \\--retry----> BACKOFF --wake--> PENDING
-                                                   \\--park----> PARKED --claim--> ACTIVE
+                            +----requeue------+  |\\--retry----> BACKOFF --wake--> PENDING
+                                                 | \\--park----> PARKED --claim--> ACTIVE
+                                                 +--interrupt--> INTERRUPTED
 
 * ``BLOCKED``: a kind whose needs are not all conclusive (published) at the run's
   revision yet (design §4.11).
@@ -24,6 +25,9 @@ small table, like h11's ``_state.py``: every legal move is a row in
   result was handed out as a :class:`Parked` notice, not published (design §4.5).
 * ``BACKOFF``: a transient failure; ``wake`` (or ``wake_parked`` for a progressive page)
   fires when the kind's retry policy says (design §4.12).
+* ``INTERRUPTED``: the attempt was cut off by the actor's shutdown (its stop grace
+  ended, or it crashed) before it reported: not a verdict on the work, which is still
+  to do (design §4.13).
 * ``reset`` / ``reset_blocked`` from any state but ``ACTIVE``: the run's source changed
   or the format changed, so the work is pending again (design §4.6, §4.8).
 
@@ -65,9 +69,19 @@ BACKOFF: Final = 3
 PARKED: Final = 4
 DONE: Final = 5
 FAILED: Final = 6
-STATUS_NAMES: Final = ("blocked", "pending", "active", "backoff", "parked", "done", "failed")
+INTERRUPTED: Final = 7
+STATUS_NAMES: Final = (
+    "blocked",
+    "pending",
+    "active",
+    "backoff",
+    "parked",
+    "done",
+    "failed",
+    "interrupted",
+)
 
-_RESETTABLE = (BLOCKED, PENDING, BACKOFF, PARKED, DONE, FAILED)
+_RESETTABLE = (BLOCKED, PENDING, BACKOFF, PARKED, DONE, FAILED, INTERRUPTED)
 
 #: ``{(status, event): new_status}``: every legal slot move (see the module docstring).
 SLOT_TRANSITIONS: Final[dict[tuple[int, str], int]] = {
@@ -80,6 +94,7 @@ SLOT_TRANSITIONS: Final[dict[tuple[int, str], int]] = {
     (ACTIVE, "retry"): BACKOFF,
     (ACTIVE, "park"): PARKED,
     (ACTIVE, "requeue"): PENDING,  # a stale completion of work that is still wanted
+    (ACTIVE, "interrupt"): INTERRUPTED,  # cut off by a shutdown: still to do
     (BACKOFF, "wake"): PENDING,
     (BACKOFF, "wake_parked"): PARKED,
     **{(status, "reset"): PENDING for status in _RESETTABLE},

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DeadlineExceeded, ScheduleRejected
-from ._events import Failed, Invalidated, Parked, Published, Retrying, Settled
+from ._events import Failed, Interrupted, Invalidated, Parked, Published, Retrying, Settled
 from ._queue import ReadyQueues
 from ._state import (
     BLOCKED,
@@ -385,10 +385,34 @@ class RunTable:
                 )
         self.settle(run, events)
 
+    def interrupt(
+        self, run: _Run, k: int, claim: Claim, now: float, events: list[SchedulerEvent]
+    ) -> None:
+        """The active slot ``k``'s attempt was cut off by a shutdown (design §4.13).
+
+        Not a verdict: the attempt is given back and the slot waits ``interrupted``
+        until a reset makes it pending again.
+        """
+        slot = run.slots[k]
+        self.move(slot, "interrupt")
+        slot.retry = None
+        if k == self.graph.progressive:
+            self.q.progressive.pop(run.order, None)
+        events.append(
+            Interrupted(
+                run_id=run.run_id,
+                guid=run.guid,
+                kind=claim.kind,
+                revision=claim.revision,
+                attempt=claim.attempt,
+                at=now,
+            )
+        )
+
     def settle(self, run: _Run, events: list[SchedulerEvent]) -> None:
         """Report :class:`Settled` when every kind of the run is done or failed."""
         for slot in run.slots:
-            if slot.status < DONE:  # DONE and FAILED are the two highest statuses
+            if slot.status != DONE and slot.status != FAILED:
                 return
         names = self.graph.names
         events.append(

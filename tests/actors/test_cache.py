@@ -11,6 +11,7 @@ import trio
 from actors._scheduler._cache import (
     OBSERVATION_MAX_BYTES,
     OBSERVATION_MAX_ENTRIES,
+    WRITE_CHUNK,
     DiskCache,
     LRUCache,
     ObservationCache,
@@ -281,3 +282,36 @@ def test_approximate_size_of_common_results():
     assert 10_000 < approximate_size(result) < 12_000
     one = {"é": "é" * 3}  # UTF-8 lengths, key and value
     assert approximate_size(one) == sys.getsizeof(one) + 2 + 6
+
+
+class FlagAfter:
+    """An abort flag that goes up at its ``n``-th check (the checks are between chunks)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.checks = 0
+
+    def is_set(self) -> bool:
+        self.checks += 1
+        return self.checks >= self.n
+
+
+def test_an_aborted_write_stops_between_chunks_and_leaves_nothing(tmp_path):
+    cache = DiskCache(tmp_path, max_bytes=10 * WRITE_CHUNK)
+    flag = FlagAfter(3)  # up after the check before the write and one chunk
+    assert cache.put(key(), b"x" * (4 * WRITE_CHUNK), abort=flag) is False
+    assert flag.checks == 4  # stopped after one chunk of four (then: no rename)
+    assert list(tmp_path.iterdir()) == []  # no temporary file, no entry
+    assert cache.statistics().entries == 0
+    assert cache.get(key()) is None
+    assert cache.put(key(), b"x" * (4 * WRITE_CHUNK), abort=FlagAfter(10**6)) is True
+
+
+def test_an_aborted_read_is_a_miss_that_keeps_the_entry(tmp_path):
+    cache = DiskCache(tmp_path, max_bytes=10 * WRITE_CHUNK)
+    blob = os.urandom(3 * WRITE_CHUNK)
+    cache.put(key(), blob)
+    assert cache.get(key(), abort=FlagAfter(2)) is None
+    stats = cache.statistics()
+    assert (stats.entries, stats.corrupt) == (1, 0)
+    assert cache.get(key()) == blob

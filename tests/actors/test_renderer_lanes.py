@@ -23,7 +23,7 @@ from actors import (
     Renderer,
     RendererConfig,
 )
-from actors.errors import ActorStopped, DeadlineExceeded, JobCancelled
+from actors.errors import ActorStopped, DeadlineExceeded, JobCancelled, JobStalled
 
 WAIT = 10.0  # real seconds for things that happen at once unless the code is broken
 IDLE_BEFORE_JUMP = 0.3  # real seconds
@@ -91,7 +91,7 @@ async def test_a_wedged_render_is_abandoned_and_its_lane_replaced(
     config = RendererConfig(threads=1, abandon_after=0.5)
     ref = await nursery.start(Renderer(wedge, config).run)
     start = trio.current_time()
-    with pytest.raises(DeadlineExceeded) as info:
+    with pytest.raises(JobStalled) as info:
         await ref.ask(render("wedge", start + 2.0), timeout=WAIT)
     assert trio.current_time() == start + 2.5  # the deadline plus abandon_after
     assert info.value.details["abandoned"] is True
@@ -113,11 +113,30 @@ async def test_a_wedged_render_is_abandoned_and_its_lane_replaced(
     await ref.stop()
 
 
+async def test_a_render_that_stops_making_progress_ends_stalled(nursery, jump_clock, wedge):
+    # It never reached check_cancel after its abort flag went up at the deadline: no
+    # activity for abandon_after seconds is a stall, not a missed deadline.
+    config = RendererConfig(threads=1, abandon_after=0.5)
+    ref = await nursery.start(Renderer(wedge, config).run)
+    start = trio.current_time()
+    with pytest.raises(JobStalled) as info:
+        await ref.ask(render("wedge", start + 2.0, job_id="j"), timeout=WAIT)
+    assert trio.current_time() == start + 2.5
+    error = info.value
+    assert (error.code, error.category) == ("stalled", "transient")
+    assert not isinstance(error, DeadlineExceeded)
+    assert error.details == {"kind": "thumbnail", "abandoned": True, "abandon_after": 0.5}
+    stats = await statistics(ref)
+    assert (stats.stalled, stats.deadline_exceeded, stats.failed) == (1, 0, 0)
+    await until_threads_end(ref, wedge)
+    await ref.stop()
+
+
 async def test_past_the_cap_an_abandoned_thread_keeps_its_lane(nursery, jump_clock, wedge):
     config = RendererConfig(threads=1, max_abandoned=1, abandon_after=0.5)
     ref = await nursery.start(Renderer(wedge, config).run)
     for _ in range(2):
-        with pytest.raises(DeadlineExceeded):
+        with pytest.raises(JobStalled):
             await ref.ask(render("wedge", trio.current_time() + 1.0), timeout=WAIT)
     stats = await statistics(ref)
     assert (stats.abandoned, stats.lanes_lost, stats.drawing) == (2, 1, 0)

@@ -10,6 +10,7 @@ from scheduler_support import PERMANENT, TRANSIENT, claim_kind, config, drain, m
 from actors import (
     Dropped,
     Failed,
+    Interrupted,
     Invalidated,
     Parked,
     Progressive,
@@ -432,6 +433,39 @@ def test_progressive_rounds_are_fair_and_selected_jumps_to_the_front():
         order.append(page.run_id)
         s.complete(page.claim_id, Progressive(None), now=0.0)
     assert order == [3, 4, 1, 2]
+
+
+# --- shutdown (design §4.13) ----------------------------------------------------------------
+
+
+def test_an_interrupted_attempt_is_marked_and_not_a_verdict():
+    s = make(1)
+    meta = claim_kind(s, 1, "metadata")
+    s.complete(meta.claim_id, {"m": 1}, now=0.0)
+    thumb = claim_kind(s, 1, "thumbnail", now=1.0)
+    s.source_changed(1, "r2")  # deferred behind the active claim
+    events = s.interrupt(thumb.claim_id, now=2.5)
+    assert events[0] == Interrupted(
+        run_id=1, guid="g1", kind="thumbnail", revision="r1", attempt=1, at=2.5
+    )
+    # The deferred change applies once the cut-off claim is released: all to do again.
+    assert [type(e) for e in events] == [Interrupted, Invalidated]
+    assert s.status(1, "metadata") == "pending"
+    assert s.statistics().interrupted == 0
+
+
+def test_an_interrupted_slot_waits_and_never_settles_the_run():
+    s = make(1)
+    meta = claim_kind(s, 1, "metadata")
+    events = s.interrupt(meta.claim_id, now=3.0)
+    assert [type(e) for e in events] == [Interrupted]  # no Failed, no Settled
+    assert s.status(1, "metadata") == "interrupted"
+    stats = s.statistics()
+    assert (stats.active, stats.interrupted, stats.failed) == (0, 1, 0)
+    assert s.claim(4.0) is None  # not retried by itself: the embedder decides
+    with pytest.raises(ScheduleRejected):
+        s.interrupt(meta.claim_id, now=4.0)  # reported once
+    assert (ACTIVE, "interrupt") in SLOT_TRANSITIONS
 
 
 # --- structure -------------------------------------------------------------------------------

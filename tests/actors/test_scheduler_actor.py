@@ -349,9 +349,9 @@ class CountingDisk(DiskCache):
 
     reads = 0
 
-    def get(self, key):
+    def get(self, key, **options):
         CountingDisk.reads += 1
-        return super().get(key)
+        return super().get(key, **options)
 
 
 async def test_keys_the_disk_does_not_hold_are_misses_without_a_read(tmp_path):
@@ -373,10 +373,10 @@ class HeldDisk(DiskCache):
 
     release = threading.Event()
 
-    def put(self, key, data):
+    def put(self, key, data, **options):
         if not HeldDisk.release.wait(10):
             raise TimeoutError("never released")
-        return super().put(key, data)
+        return super().put(key, data, **options)
 
 
 async def test_a_payload_is_published_before_its_disk_write(tmp_path):

@@ -120,13 +120,13 @@ class HeldDisk(DiskCache):
     def absent(self, key):
         return False  # every read goes to the file, where it hangs
 
-    def get(self, key):
+    def get(self, key, **options):
         self._hang("read")
-        return super().get(key)
+        return super().get(key, **options)
 
-    def put(self, key, data):
+    def put(self, key, data, **options):
         self._hang("write")
-        return super().put(key, data)
+        return super().put(key, data, **options)
 
 
 @pytest.mark.parametrize("hold", ["read", "write"])

@@ -215,10 +215,10 @@ class HeldDisk(DiskCache):
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def put(self, key, data):
+    def put(self, key, data, **options):
         self.entered.set()
         assert self.release.wait(10)
-        return super().put(key, data)
+        return super().put(key, data, **options)
 
 
 async def test_cache_writes_are_outside_the_attempts_deadline(tmp_path, mock_clock):
