@@ -6,9 +6,9 @@ runs (:func:`examples.preview.sample_db.create_many_runs_database`) into a tempo
 folder, then measures in the same run:
 
 * **the floor**: one process, no runtime, that reads every run
-  (:meth:`QcodesSource.read_run <examples.preview.qcodes.source.QcodesSource.read_run>`)
+  (:meth:`QcodesSource.read_run <examples.preview.child.qcodes.source.QcodesSource.read_run>`)
   and draws its thumbnail and its preview with the server's drawing code
-  (:func:`examples.preview.drawing.render.render`): its CPU time (user + system, from
+  (:func:`examples.preview.child.drawing.render.render`): its CPU time (user + system, from
   start to exit, imports included), wall time and peak RSS
   (``getrusage(RUSAGE_SELF).ru_maxrss``); and, in a second process, the wall time of
   reading every run and drawing only its thumbnail;
@@ -80,8 +80,8 @@ def floor(db: str, mode: str) -> dict[str, float]:
         db: The database.
         mode: ``"all"`` (thumbnail and preview) or ``"thumbnails"``.
     """
-    from examples.preview.drawing.render import render
-    from examples.preview.qcodes.source import open_source
+    from examples.preview.child.drawing.render import render
+    from examples.preview.child.qcodes.source import open_source
 
     kinds = ("thumbnail", "preview") if mode == "all" else ("thumbnail",)
     start = time.monotonic()
@@ -129,7 +129,7 @@ async def helpers_alone(db: Path, helpers: int) -> dict[str, float]:
 
     with tempfile.TemporaryDirectory(prefix="handoff-") as handoff:
         spec = HelperSpec(
-            entry="examples.preview.helper:main",
+            entry="examples.preview.child.helper:main",
             options={"db": str(db), "handoff": handoff},
             cwd=str(ROOT),
         )

@@ -242,7 +242,7 @@ def test_error_table_lists_every_error_class():
 def _declared_names() -> dict[str, tuple[str, ...]]:
     # The kinds are the embedder's declaration (design §4.11): the scheduler chapter names
     # the default tiers and kind, and the preview server's declaration as its example.
-    from examples.preview.kinds import PREVIEW_KINDS
+    from examples.preview.app.runtime_kinds import PREVIEW_KINDS
 
     return {
         "default tiers": tuple(actors.TIERS),

@@ -26,7 +26,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 INSTALLED_AS = {"examples": "trio_actors_examples"}
 COMMANDS = {
     "trio-actors-preview": "trio_actors_examples.preview.server:main",
-    "trio-actors-preview-client": "trio_actors_examples.preview.client:main",
+    "trio-actors-preview-client": "trio_actors_examples.preview.cli.client:main",
     "trio-actors-jobs": "trio_actors_examples.jobs.server:main",
     "trio-actors-jobs-client": "trio_actors_examples.jobs.client:main",
 }

@@ -3,8 +3,8 @@
 The preview server uses it when it is started without a database: it needs no QCoDeS
 install, only the standard library's :mod:`sqlite3` and numpy. The tables, columns,
 ``run_description`` JSON (version 3) and value encodings follow ``shared/data/README.md``
-(the schema of a file written by QCoDeS 0.58), so :mod:`examples.preview.qcodes.source` reads it
-exactly like a real file:
+(the schema of a file written by QCoDeS 0.58), so
+:mod:`examples.preview.child.qcodes.source` reads it exactly like a real file:
 
 * ``numeric`` columns with NUMERIC affinity (whole floats stored as integers, NaN as the
   text ``'nan'``, ±Inf as REAL);

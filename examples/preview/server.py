@@ -16,7 +16,7 @@ option (e.g. a negative ``--grace``).
 
 Each ``PATH`` is a QCoDeS ``.db`` file or a folder of them; with several paths or a
 folder, every database found is served, with a database picker, and the folders are
-watched for new files (design §7.5, :mod:`examples.preview.databases`). The first
+watched for new files (design §7.5, :mod:`examples.preview.app.databases`). The first
 readable database found is started at once, the others on first use.
 
 With no ``PATH`` it writes a sample database in the QCoDeS schema into a private folder
@@ -31,16 +31,16 @@ It prints ``starting: ...`` at once, and once ready ``listening on
 ws://HOST:PORT/?token=T`` and ``dashboard: http://HOST:PORT/?token=T`` (the dashboard
 page, served on the same port). ``T`` is a fresh random token each start unless
 ``--token`` gives one or ``--no-token`` opts out (loopback only); it is also written to
-the server's info file, where ``python -m examples.preview.client`` finds it. Only the
+the server's info file, where ``python -m examples.preview.cli.client`` finds it. Only the
 server's own pages may open a websocket (``--allow-origin`` adds others; with
 ``--allow-origin null`` the page opened as a file works too, and its address
 ``examples/preview/dashboard.html?ws=...`` is printed), and on a loopback bind only
 requests for a loopback name are answered (``--allow-host`` adds others): design §7.3,
 :mod:`examples.web.guard`. The websocket API is
 the front door's (:mod:`examples.web.frontdoor`: ``subscribe``, ``status``, ...) plus
-``list_runs``, ``select`` and ``visible`` (:mod:`examples.preview.clients`); after
+``list_runs``, ``select`` and ``visible`` (:mod:`examples.preview.app.connected_clients`); after
 ``list_runs`` each image is announced by an ``image_ready`` push and fetched from its
-URL on the same port (design §7.6). ``python -m examples.preview.client``
+URL on the same port (design §7.6). ``python -m examples.preview.cli.client``
 is a command-line client.
 
 SIGINT/SIGTERM shut it down: no new work is admitted; runs waiting on a writer and runs
@@ -99,10 +99,15 @@ from ..web.launch import (  # noqa: E402
 from ..web.names import NULL_ORIGIN  # noqa: E402
 from ..web.serverinfo import InfoFile, process_alive  # noqa: E402
 from ..web.signals import shutdown_on_signal  # noqa: E402
-from .app import PreviewApp, PreviewConfig, open_database  # noqa: E402
-from .config import default_cache_dir  # noqa: E402
-from .databases import Databases, find_databases  # noqa: E402
-from .static_files import static_pages  # noqa: E402
+from .app import (  # noqa: E402
+    Databases,
+    PreviewApp,
+    PreviewConfig,
+    default_cache_dir,
+    find_databases,
+    open_database,
+    static_pages,
+)
 
 if TYPE_CHECKING:
     import socket
@@ -220,9 +225,9 @@ async def open_preview_server(
     Args:
         config: The app's settings; ``config.db`` is the first database.
         front_config: Where the websocket listens.
-        identity: :func:`~examples.preview.app.open_database` of ``config.db``.
+        identity: :func:`~examples.preview.app.preview_app.open_database` of ``config.db``.
         paths: The files and folders whose databases are served besides ``config.db``
-            (:class:`~examples.preview.databases.Databases`); None: only that one.
+            (:class:`~examples.preview.app.databases.Databases`); None: only that one.
         sockets: Listening sockets bound beforehand (:func:`examples.web.cli.bind_sockets`),
             served instead of binding ``front_config``'s address.
         on_boot: Called (sync) with the event log's boot report (the runs its ledger
@@ -302,7 +307,7 @@ async def serve_preview(
     Args:
         config: The app's settings.
         front_config: Where the websocket listens.
-        identity: :func:`~examples.preview.app.open_database` of ``config.db``.
+        identity: :func:`~examples.preview.app.preview_app.open_database` of ``config.db``.
         grace: Seconds (trio clock) running work gets after the first signal.
         demo: A sample database whose unfinished run to grow (see :func:`live_demo`).
         on_ready: Called (sync) once the server is ready; a signal that came before is

@@ -114,8 +114,8 @@ def request(deadline: float, **fields) -> Render:
 
 
 async def test_renders_a_real_preview_off_the_event_loop(nursery, tmp_path):
-    from examples.preview.drawing.render import render
-    from examples.preview.qcodes.source import open_source
+    from examples.preview.child.drawing.render import render
+    from examples.preview.child.qcodes.source import open_source
 
     db = tmp_path / "sample.db"
     shutil.copyfile(DATA, db)

@@ -20,7 +20,7 @@ from frontdoor_support import TIMEOUT, Client
 from PIL import Image
 from trio_websocket import open_websocket_url
 
-from examples.preview.app import PreviewConfig, open_database
+from examples.preview.app.preview_app import PreviewConfig, open_database
 from examples.preview.server import open_preview_server
 from examples.web.fetch import Fetched, http_get
 from examples.web.frontdoor import FrontDoorConfig
@@ -28,7 +28,7 @@ from examples.web.frontdoor import FrontDoorConfig
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
-    from examples.preview.app import PreviewApp
+    from examples.preview.app.preview_app import PreviewApp
     from examples.web.frontdoor import FrontDoor
 
 REPO = Path(__file__).resolve().parents[2]

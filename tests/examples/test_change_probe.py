@@ -7,7 +7,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from examples.preview.change_probe import ChangeProbe
+from examples.preview.app.change_probe import ChangeProbe
 
 POLL = 0.2
 

@@ -33,7 +33,7 @@ from trio_websocket import ConnectionClosed, serve_websocket
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
 from examples.jobs.server import JobServerConfig, open_job_server
 from examples.jobs.server import main as job_server_main
-from examples.preview.client import main as preview_client_main
+from examples.preview.cli.client import main as preview_client_main
 from examples.preview.server import main as preview_server_main
 from examples.web.cli import OneLineParser, connection_problem, websocket_url
 from examples.web.frontdoor import FrontDoorConfig
@@ -266,7 +266,7 @@ async def test_an_image_the_client_cannot_save_is_no_connection_problem(
     config = server_config(real_db, tmp_path, helpers=1)
     async with preview_server(config, token=TOKEN) as (front, _app):
         done = await _client(
-            "examples.preview.client", front.url, "--token", TOKEN, "--out", str(out)
+            "examples.preview.cli.client", front.url, "--token", TOKEN, "--out", str(out)
         )
     assert done.returncode == 1
     line = _one_line(done.stderr.decode())
@@ -316,7 +316,7 @@ async def test_ctrl_c_while_a_client_waits_is_one_line(nursery: trio.Nursery) ->
     listening = await nursery.start(serve_websocket, server, "127.0.0.1", 0, None)
     url = f"ws://127.0.0.1:{listening.port}"
     for argv, name in (
-        (["examples.preview.client", url, "--token", TOKEN, "--databases"], "preview_client"),
+        (["examples.preview.cli.client", url, "--token", TOKEN, "--databases"], "preview_client"),
         (["examples.jobs.client", "--url", url, "--token", TOKEN, "status", "1"], "job_client"),
     ):
         async with _started(argv) as process:
@@ -406,7 +406,7 @@ async def test_clients_against_a_job_server(tmp_path: Path) -> None:
                                  "or wrong token; pass it as ?token=... or an 'Authorization: "
                                  "Bearer ...' header)"), line  # fmt: skip
         done = await _client(  # a subprocess: trio-websocket leaks the refused socket
-            "examples.preview.client", url, "--out", str(tmp_path), "--token", "nope-nope"
+            "examples.preview.cli.client", url, "--out", str(tmp_path), "--token", "nope-nope"
         )
         assert done.returncode == 2
         assert "refused: HTTP 403, check --token" in _one_line(done.stderr.decode())
@@ -505,7 +505,7 @@ async def test_a_reader_that_stops_reading_is_no_connection_problem(
     preview = server_config(real_db, tmp_path, helpers=1)
     async with preview_server(preview, token=TOKEN) as (front, _app):
         for argv in (["--databases"], ["--out", str(tmp_path / "out")]):
-            done = await _client_unread("examples.preview.client", front.url, *token, *argv)
+            done = await _client_unread("examples.preview.cli.client", front.url, *token, *argv)
             assert (done.returncode, done.stderr) == (1, b""), argv
         assert len(list((tmp_path / "out").glob("*.png"))) == 24  # it did its work
 

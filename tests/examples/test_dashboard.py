@@ -40,7 +40,7 @@ from PIL import Image, ImageStat
 from preview_support import server_config
 from trio_websocket import open_websocket_url
 
-from examples.preview.app import open_database
+from examples.preview.app.preview_app import open_database
 from examples.preview.server import dashboard_page_url, dashboard_url, open_preview_server
 from examples.web.cli import OneLineParser
 from examples.web.frontdoor import FrontDoorConfig

@@ -21,8 +21,8 @@ from frontdoor_support import assert_no_children
 from preview_support import server_config
 from test_dashboard import chromium, open_page, pytestmark, wait_for
 
-from examples.preview.app import open_database
-from examples.preview.image_urls import database_id
+from examples.preview.app.image_urls import database_id
+from examples.preview.app.preview_app import open_database
 from examples.preview.server import dashboard_page_url, open_preview_server
 from examples.web.cli import OneLineParser
 from examples.web.launch import add_server_options, front_door_config

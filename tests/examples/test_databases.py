@@ -28,11 +28,10 @@ from preview_support import (
     server_config,
 )
 
-from examples.preview.app import PreviewApp, open_database
-from examples.preview.database_entry import DatabaseEntry
-from examples.preview.databases import Databases, file_stamp, find_databases
-from examples.preview.image_route import IMMUTABLE
-from examples.preview.image_urls import database_id
+from examples.preview.app.databases import DatabaseEntry, Databases, file_stamp, find_databases
+from examples.preview.app.image_urls import database_id
+from examples.preview.app.images import IMMUTABLE
+from examples.preview.app.preview_app import PreviewApp, open_database
 from examples.preview.server import main as preview_server_main
 from protocol import messages
 from protocol.codec import encode_message
@@ -368,7 +367,7 @@ async def test_a_check_that_fails_unexpectedly_is_an_error_entry_and_the_scan_go
             raise RuntimeError("a bug of the reader")
         return open_database(path)
 
-    monkeypatch.setattr("examples.preview.databases.open_database", check)
+    monkeypatch.setattr("examples.preview.app.databases.open_database", check)
     await databases.scan()
     states = {entry.name: (entry.state, entry.error) for entry in databases.entries.values()}
     assert states == {
@@ -446,7 +445,7 @@ async def test_a_scan_that_fails_is_logged_and_the_watch_goes_on(
             raise RuntimeError("a bug of the scan")
         return [(path, file_stamp(path)) for path in find_databases(paths)]
 
-    monkeypatch.setattr("examples.preview.databases._look", look)
+    monkeypatch.setattr("examples.preview.app.databases._look", look)
     # No database is started here: neither the event log nor the front door is used.
     async with databases.running(None, None):  # type: ignore[arg-type]
         with trio.fail_after(TIMEOUT):

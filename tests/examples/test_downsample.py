@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from examples.preview.downsample import grid_blocks, json_numbers, trace_extremes
+from examples.preview.child.downsample import grid_blocks, json_numbers, trace_extremes
 
 FLOATS = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False, allow_infinity=False)
 SPECIAL = st.one_of(FLOATS, st.just(math.nan), st.just(math.inf), st.just(-math.inf))

@@ -11,8 +11,8 @@ from process_support import assert_no_children
 
 from actors import SchedulerConfig
 from actors._scheduler._scheduler import Scheduler
-from examples.preview.embed import cli, list_runs, main
-from examples.preview.kinds import PREVIEW_KINDS
+from examples.preview.app.runtime_kinds import PREVIEW_KINDS
+from examples.preview.cli.embed import cli, list_runs, main
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "qcodes_sample.db"
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
-    from examples.preview.config import PreviewConfig
+    from examples.preview.app.config import PreviewConfig
 
 pytestmark = [
     pytest.mark.browser,

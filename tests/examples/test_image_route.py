@@ -25,10 +25,15 @@ from preview_support import (
     server_config,
 )
 
-from examples.preview.drawn_views import DrawnViews
-from examples.preview.image_route import IMMUTABLE, REVALIDATE, ImageRoute
-from examples.preview.image_urls import database_id, image_url, parse_image_path, view_url
-from examples.preview.push import ImageStore, StoredImage
+from examples.preview.app.image_urls import database_id, image_url, parse_image_path, view_url
+from examples.preview.app.images import (
+    IMMUTABLE,
+    REVALIDATE,
+    DrawnViews,
+    ImageRoute,
+    ImageStore,
+    StoredImage,
+)
 from examples.web.routes import HttpRequest
 
 if TYPE_CHECKING:

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from examples.preview.drawing import glyphs, scales
-from examples.preview.drawing import plotting as plot
-from examples.preview.drawing.render import render, report_of
-from examples.preview.qcodes.source import open_source
+from examples.preview.child.drawing import glyphs, scales
+from examples.preview.child.drawing import plotting as plot
+from examples.preview.child.drawing.render import render, report_of
+from examples.preview.child.qcodes.source import open_source
 
 PSD, LEAKAGE, THERMO, CUBE, HYPERCUBE, UNICODE, DEAD, CRASHED = range(1, 9)
 BLUE = np.array(plot.LINE_COLOURS[0])

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from examples.preview.drawing.encode import encode_png
-from examples.preview.drawing.render import render, report_of
+from examples.preview.child.drawing.encode import encode_png
+from examples.preview.child.drawing.render import render, report_of
 
 
 def _noisy(width: int, height: int) -> Image.Image:

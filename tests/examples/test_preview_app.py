@@ -51,18 +51,18 @@ from actors.errors import (
     UnknownRun,
     WorkCancelled,
 )
-from examples.preview.app import PreviewApp, PreviewConfig
-from examples.preview.kinds import PREVIEW_KINDS
-from examples.preview.push import ClientPusher, ImageStore, StoredImage, png_size
-from examples.preview.run_table import RunTable
-from examples.preview.run_views import RunViews
-from examples.preview.runs import (
+from examples.preview.app.images import ClientPusher, ImageStore, StoredImage, png_size
+from examples.preview.app.preview_app import PreviewApp, PreviewConfig
+from examples.preview.app.run_views import RunViews
+from examples.preview.app.runs import (
     RunRecord,
+    RunTable,
     finish_result,
     run_status,
     summary_message,
     verdict_of,
 )
+from examples.preview.app.runtime_kinds import PREVIEW_KINDS
 from protocol import messages
 
 GUID = "d61e7d4e-0000-0000-0000-01a22b205d20"
@@ -199,7 +199,7 @@ class FakeRuntime:
 def make_app(**config: Any) -> tuple[PreviewApp, FakeRuntime, RunRecord]:
     app = PreviewApp(PreviewConfig(db="unused.db", **config), {"source_id": "src"})
     runtime = FakeRuntime()
-    app._link.attach(runtime)  # type: ignore[arg-type]
+    app._build(runtime)  # type: ignore[arg-type]
     summary = {
         "run_id": 12, "guid": GUID, "name": "crashed_incomplete", "revision": TOKEN,
         "is_completed": False, "row_count": 120, "status": "incomplete",
@@ -308,10 +308,11 @@ async def test_a_thumbnail_drawn_with_the_read_is_pushed_when_the_read_is_publis
 ) -> None:
     # Not when its own claim comes, after every other run's read (design §5.4).
     app, _runtime, record = make_app()
-    await app._jobs.submit(record)
+    await app._running.jobs.submit(record)
     read = {**observation("ok"), "images": drawn("thumbnail")}
-    await app._bridge.handle(Published(run_id=12, guid=GUID, revision=TOKEN, kind="metadata",
-                                       result=read, generation=0))  # fmt: skip
+    bridge = app._running.bridge
+    await bridge.handle(Published(run_id=12, guid=GUID, revision=TOKEN, kind="metadata",
+                                  result=read, generation=0))  # fmt: skip
     stored = app.images.get((12, "thumbnail"))
     assert stored is not None
     assert (stored.revision, png_size(stored.data)) == (1, (160, 120))
@@ -326,18 +327,20 @@ async def test_a_run_reports_its_lifecycle_and_images(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app()
-    await app._jobs.submit(record)
-    await app._bridge.handle(RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata"))
-    await app._bridge.handle(
+    await app._running.jobs.submit(record)
+    await app._running.bridge.handle(
+        RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata")
+    )
+    await app._running.bridge.handle(
         Published(run_id=12, guid=GUID, kind="metadata", revision=TOKEN,
                   result=observation("interrupted", 73), generation=0)
     )  # fmt: skip
     for kind, size in (("thumbnail", (160, 120)), ("preview", (640, 480))):
-        await app._bridge.handle(
+        await app._running.bridge.handle(
             Published(run_id=12, guid=GUID, kind=kind, revision=TOKEN, result=png(*size),
                       generation=0)
         )  # fmt: skip
-    await app._bridge.handle(
+    await app._running.bridge.handle(
         Settled(run_id=12, guid=GUID, revision=TOKEN,
                 published=("metadata", "thumbnail", "preview"), failed=())
     )  # fmt: skip
@@ -362,7 +365,7 @@ async def test_a_run_reports_its_lifecycle_and_images(
     assert png_size(image.data) == (640, 480)
 
     # The run changes after it finished: a new event-log run reports the new revision.
-    await app._bridge.handle(
+    await app._running.bridge.handle(
         Invalidated(run_id=12, guid=GUID, old_revision=TOKEN, revision="rows=130;completed=0;exc=0")
     )
     assert calls[-1] == ("submit", 12, 2)
@@ -374,12 +377,12 @@ async def test_a_failed_metadata_finishes_failed_with_its_record(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app()
-    await app._jobs.submit(record)
+    await app._running.jobs.submit(record)
     error = ErrorRecord(category="permanent", code="source_unreadable", message="bad table")
-    await app._bridge.handle(
+    await app._running.bridge.handle(
         Failed(run_id=12, guid=GUID, kind="metadata", revision=TOKEN, error=error)
     )
-    await app._bridge.handle(
+    await app._running.bridge.handle(
         Settled(run_id=12, guid=GUID, revision=TOKEN, published=(),
                 failed=("metadata", "thumbnail", "preview"))
     )  # fmt: skip
@@ -397,9 +400,9 @@ async def test_settled_at_an_older_revision_does_not_finish(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app()
-    await app._jobs.submit(record)
+    await app._running.jobs.submit(record)
     record.requested = "rows=150;completed=1;exc=0"  # the probe already asked for more
-    await app._bridge.handle(
+    await app._running.bridge.handle(
         Settled(run_id=12, guid=GUID, revision=TOKEN, published=("metadata",), failed=())
     )
     assert [c[0] for c in runtime.eventlog.calls] == ["submit"]
@@ -410,19 +413,19 @@ async def test_parked_reads_are_drawn_live_once_per_change(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app()
-    await app._jobs.submit(record)
+    await app._running.jobs.submit(record)
     for _ in range(2):
-        await app._bridge.handle(
+        await app._running.bridge.handle(
             Parked(run_id=12, guid=GUID, revision=TOKEN, result=observation("incomplete", 120))
         )
-    await app._bridge.handle(Parked(run_id=12, guid=GUID, revision=TOKEN, result=None))
+    await app._running.bridge.handle(Parked(run_id=12, guid=GUID, revision=TOKEN, result=None))
     progress = [c for c in runtime.eventlog.calls if c[0] == "progress"]
     assert progress == [("progress", 1, 0.2, "being written: 120 of 200 points")]
-    assert list(app._live._pending) == [12]
+    assert list(app._running.live._pending) == [12]
     assert record.parked
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(app._live.run)
+        nursery.start_soon(app._running.live.run)
         await trio.testing.wait_all_tasks_blocked()
         nursery.cancel_scope.cancel()
     assert app.images.get((12, "thumbnail")).live  # type: ignore[union-attr]
@@ -433,13 +436,13 @@ async def test_cancel_open_cancels_each_open_run_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app()
-    await app._jobs.submit(record)
+    await app._running.jobs.submit(record)
     record.parked = True
     await runtime.eventlog.start(1)
     assert await app.cancel_open(actor="server_shutdown", waiting_only=True) == 1
     assert await app.cancel_open(actor="server_shutdown") == 0
     assert runtime.eventlog.calls[-1] == ("cancel", 1, "server_shutdown")
-    await app._jobs.submit(record)  # closing: nothing new is opened
+    await app._running.jobs.submit(record)  # closing: nothing new is opened
     assert len([c for c in runtime.eventlog.calls if c[0] == "submit"]) == 1
 
 
@@ -453,7 +456,7 @@ async def test_shutdown_cancels_at_once_what_cannot_finish_promptly(
 ) -> None:
     app, runtime, record = make_app()
     record.summary["is_completed"] = completed
-    await app._jobs.submit(record)
+    await app._running.jobs.submit(record)
     if started:
         await runtime.eventlog.start(1)
     assert await app.cancel_open(actor="server_shutdown", waiting_only=True) == int(cancelled)
@@ -562,8 +565,10 @@ async def test_a_draw_cancelled_mid_render_cancels_its_render(
         await trio.lowlevel.checkpoint()
         return observation()
 
-    app._helpers.run_job = helper_job  # type: ignore[method-assign]
-    views = RunViews(app._table, app._helpers, app._link, app.views, db="d-1", job_timeout=15.0)
+    app._running.helpers.run_job = helper_job  # type: ignore[method-assign]
+    views = RunViews(
+        app._table, app._running.helpers, runtime, app.views, db="d-1", job_timeout=15.0
+    )
     async with trio.open_nursery() as nursery:
         for name in ("d1", "d2"):  # two clients drawing the same run at once
             draw = messages.Draw(request_id=name, run_id=12)
@@ -682,8 +687,10 @@ async def test_a_cancel_stops_the_claim_in_flight_and_every_later_one(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app()
-    await app._jobs.submit(record)
-    await app._bridge.handle(RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata"))
+    await app._running.jobs.submit(record)
+    await app._running.bridge.handle(
+        RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata")
+    )
     on_cancel = runtime.eventlog.on_cancel
     assert on_cancel is not None  # the event log calls it when a client cancels (§6.7)
     failures: list[tuple[str, float]] = []
@@ -696,10 +703,10 @@ async def test_a_cancel_stops_the_claim_in_flight_and_every_later_one(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(claim_it, "metadata")  # a read of 0.25 s
         await trio.sleep(0.1)
-        assert len(app._claims._inflight[12]) == 1  # its cancel scope
+        assert len(app._running.claims._inflight[12]) == 1  # its cancel scope
         on_cancel()
     assert failures == [("work_cancelled", 0.1)]  # at once, not after the read
-    assert app._claims._inflight == {}
+    assert app._running.claims._inflight == {}
     assert record.job_open is False
     assert record.halted == {TOKEN}
     await claim_it("preview")  # the rest of the revision: no work at all
@@ -708,13 +715,15 @@ async def test_a_cancel_stops_the_claim_in_flight_and_every_later_one(
 
     # Nothing more is reported on the cancelled event-log run.
     calls = len(runtime.eventlog.calls)
-    await app._bridge.handle(
+    await app._running.bridge.handle(
         Settled(run_id=12, guid=GUID, revision=TOKEN, published=(),
                 failed=("metadata", "thumbnail", "preview"))
     )  # fmt: skip
     assert len(runtime.eventlog.calls) == calls
     # A new revision (new rows, or a submit) is not halted: a new event-log run.
-    await app._bridge.handle(Invalidated(run_id=12, guid=GUID, old_revision=TOKEN, revision="r2"))
+    await app._running.bridge.handle(
+        Invalidated(run_id=12, guid=GUID, old_revision=TOKEN, revision="r2")
+    )
     assert record.job == 2
     assert app.halt_job(1) is False  # the old event-log run: nothing to stop any more
     page = await app.execute(SchedulerJob(claim=claim(revision="r2")), runtime)  # type: ignore[arg-type]
@@ -725,11 +734,13 @@ async def test_a_run_cancelled_while_queued_is_not_started_again(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     app, runtime, record = make_app()
-    await app._jobs.submit(record)
+    await app._running.jobs.submit(record)
     assert app.halt_job(1)  # the front door's cancel answered "cancelled" for job 1
     assert app.halt_job(99) is False  # not an event-log run of this app
-    await app._bridge.handle(RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata"))
-    await app._bridge.handle(
+    await app._running.bridge.handle(
+        RunStarted(run_id=12, guid=GUID, revision=TOKEN, kind="metadata")
+    )
+    await app._running.bridge.handle(
         Settled(run_id=12, guid=GUID, revision=TOKEN, published=(),
                 failed=("metadata", "thumbnail", "preview"))
     )  # fmt: skip
@@ -774,7 +785,7 @@ async def test_a_pool_restart_redraws_the_runs_that_failed_with_pool_restarting(
     hub = PoolEvents("preview-helper")
     async with trio.open_nursery() as nursery:
         nursery.start_soon(
-            app._helpers.redraw_after_restarts, hub.subscribe(kinds={"pool_restarted"})
+            app._running.helpers.redraw_after_restarts, hub.subscribe(kinds={"pool_restarted"})
         )
         await trio.testing.wait_all_tasks_blocked()
         hub.emit("reaped", "helper#0.1 exited")  # not a restart of the pool
@@ -850,11 +861,11 @@ async def test_a_change_probe_that_keeps_failing_is_logged_once(
     async def apply_probe(probe: dict[str, Any]) -> None:
         await trio.lowlevel.checkpoint()
 
-    app._helpers.run_job = helper_job  # type: ignore[method-assign]
-    app._probe.apply = apply_probe  # type: ignore[method-assign]
+    app._running.helpers.run_job = helper_job  # type: ignore[method-assign]
+    app._running.probe.apply = apply_probe  # type: ignore[method-assign]
     app.runs.clear()
     with trio.move_on_after(10.5):
-        await app._probe.run()
+        await app._running.probe.run()
     warnings = [r.getMessage() for r in caplog.records if r.name == "examples.preview"]
     assert warnings == [
         "change probe failed: pool failed",
@@ -881,10 +892,10 @@ async def test_a_run_id_clients_cannot_address_is_left_out(
         runs = [{"run_id": r, "guid": f"g{r}", "revision": "t"} for r in (13, beyond)]
         return {"runs": [r for r in runs if r["run_id"] > after], "next_after": None}
 
-    app._helpers.run_job = helper_job  # type: ignore[method-assign]
+    app._running.helpers.run_job = helper_job  # type: ignore[method-assign]
     probe = {"runs": [[12, 120, 0, 0], [13, 5, 1, 0], [beyond, 5, 1, 0]]}
-    await app._probe.apply(probe)
-    await app._probe.apply(probe)  # the run it left out is not "new" again
+    await app._running.probe.apply(probe)
+    await app._running.probe.apply(probe)  # the run it left out is not "new" again
     assert sorted(app.runs) == [12, 13]
     assert asked == [{"after": 12, "limit": 500}]
     assert [row.run_id for row in app._table.summaries()] == [12, 13]
@@ -902,11 +913,11 @@ async def test_a_change_the_scheduler_did_not_take_is_asked_again_by_the_next_pr
     newer = "rows=150;completed=0;exc=0"
     scheduler.error = AskTimeout("no answer")
     with pytest.raises(AskTimeout):
-        await app._probe.apply(probe)
+        await app._running.probe.apply(probe)
     assert (record.token, record.requested, record.changed_at) == (TOKEN, TOKEN, 0.0)
 
     scheduler.error = None
     await trio.sleep(1.0)
-    await app._probe.apply(probe)
+    await app._running.probe.apply(probe)
     assert scheduler.asked == [SourceChanged(run_id=12, revision=newer)]
     assert (record.token, record.requested, record.changed_at) == (newer, newer, 1.0)

@@ -24,7 +24,7 @@ import trio
 import trio.testing
 from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_stream
 
-from examples.preview.client import Collection, _Wanted, collect, listing
+from examples.preview.cli.client import Collection, _Wanted, collect, listing
 from examples.web.http import ReplayStream, read_head, response
 from protocol import messages
 from protocol.codec import encode_message

@@ -13,8 +13,8 @@ import pytest
 from frontdoor_support import assert_no_children
 from preview_support import preview_server, server_config
 
-from examples.preview.client import DatabaseRefused, collect, database_lines, databases
-from examples.preview.image_urls import database_id
+from examples.preview.app.image_urls import database_id
+from examples.preview.cli.client import DatabaseRefused, collect, database_lines, databases
 
 if TYPE_CHECKING:
     from pathlib import Path

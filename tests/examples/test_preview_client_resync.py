@@ -19,8 +19,8 @@ import trio
 from frontdoor_support import assert_no_children
 from preview_support import server_config
 
-from examples.preview.app import open_database
-from examples.preview.client import collect
+from examples.preview.app.preview_app import open_database
+from examples.preview.cli.client import collect
 from examples.preview.sample_db import create_many_runs_database
 from examples.preview.server import open_preview_server
 from examples.web.frontdoor import FrontDoorConfig
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 
     import pytest
 
-    from examples.preview.app import PreviewApp
-    from examples.preview.client_collection import Collection
+    from examples.preview.app.preview_app import PreviewApp
+    from examples.preview.cli.client_collection import Collection
     from examples.web.frontdoor import FrontDoor
 
 RUNS = 10

@@ -1,7 +1,7 @@
 """The preview server under faults: a helper that crashes, a client that cancels (§4.8, §6.7).
 
 The server runs in this process with real helper processes on a copy of the real
-sample, with the helper's test faults (:mod:`examples.preview.helper`): ``crash_once``
+sample, with the helper's test faults (:mod:`examples.preview.child.helper`): ``crash_once``
 kills the helper the first time run 4 is read; ``stall`` makes every read of run 5
 wait, checking for a cancel. Real clock, short intervals, generous deadlines
 (contributing §F.3).
@@ -15,7 +15,7 @@ import trio
 from frontdoor_support import TIMEOUT, assert_no_children
 from preview_support import SIZES, Seen, connect, preview_server, pump, server_config
 
-from examples.preview.helper import CRASH_EXIT_CODE
+from examples.preview.child.helper import CRASH_EXIT_CODE
 
 if TYPE_CHECKING:
     from collections.abc import Callable

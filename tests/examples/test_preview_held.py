@@ -15,8 +15,7 @@ import attrs
 import trio
 
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
-from examples.preview.eventlog_runs import OPERATION, EventLogRuns
-from examples.preview.runtime_link import RuntimeLink
+from examples.preview.app.eventlog_runs import OPERATION, EventLogRuns
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -56,9 +55,8 @@ async def test_startup_discards_the_preview_runs_held_and_keeps_the_others(
         await log.start(3)  # running when the session ends: interrupted
     caplog.set_level(logging.INFO, logger="examples.preview")
     async with client(path) as log:
-        link = RuntimeLink(ask_timeout=5)
-        link.attach(cast("Any", FakeRuntime(eventlog=log)))
-        runs = EventLogRuns(link, cast("Any", None), cast("Any", None), db="sample-00000000")
+        runtime = cast("Any", FakeRuntime(eventlog=log))
+        runs = EventLogRuns(runtime, cast("Any", None), cast("Any", None), db="sample-00000000")
         await runs.discard_held()
         states = [(await log.status(n)).state for n in (1, 2, 3)]
         assert states == ["cancelled", "held", "cancelled"]

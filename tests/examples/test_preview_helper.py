@@ -15,10 +15,10 @@ from actors import HelperSpec, HelperTimeouts
 from actors._helpers._process import HelperProcess
 from actors.errors import HelperJobFailed, HelperStartupError, SourceError
 from actors.helper import CancelRequested, JobError
-from examples.preview.drawing.render import render
-from examples.preview.helper import PreviewHandlers
-from examples.preview.helper_draw import draw_kinds
-from examples.preview.push import png_size
+from examples.preview.app.images import png_size
+from examples.preview.child.draw import draw_kinds
+from examples.preview.child.drawing.render import render
+from examples.preview.child.helper import PreviewHandlers
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUTS = HelperTimeouts(startup=20.0, reply=20.0, cancel_grace=1.0, shutdown=2.0)
@@ -84,7 +84,7 @@ def test_malformed_payloads(handlers, operation, payload, words):
 
 
 def test_test_faults_crash_once_and_stall(real_db, tmp_path, monkeypatch):
-    import examples.preview.helper as module
+    import examples.preview.child.helper as module
 
     marker = tmp_path / "crashed"
     h = PreviewHandlers()
@@ -229,7 +229,7 @@ def test_startup_needs_a_readable_database(tmp_path):
 
 async def test_the_entry_point_in_a_real_helper_process(real_db):
     spec = HelperSpec(
-        entry="examples.preview.helper:main", options={"db": str(real_db)}, cwd=str(REPO)
+        entry="examples.preview.child.helper:main", options={"db": str(real_db)}, cwd=str(REPO)
     )
     async with trio.open_nursery() as nursery:
         helper = HelperProcess(spec, TIMEOUTS)
@@ -260,7 +260,9 @@ async def test_the_entry_point_in_a_real_helper_process(real_db):
 async def test_a_bad_database_fails_the_helper_startup(tmp_path):
     bad = tmp_path / "bad.db"
     bad.write_text("not a database")
-    spec = HelperSpec(entry="examples.preview.helper:main", options={"db": str(bad)}, cwd=str(REPO))
+    spec = HelperSpec(
+        entry="examples.preview.child.helper:main", options={"db": str(bad)}, cwd=str(REPO)
+    )
     async with trio.open_nursery() as nursery:
         helper = HelperProcess(spec, TIMEOUTS)
         with pytest.raises(HelperStartupError) as info:

@@ -42,8 +42,8 @@ from trio_websocket import (
     wrap_client_stream,
 )
 
-from examples.preview.client import collect, listing
-from examples.preview.client import main as client_main
+from examples.preview.cli.client import collect, listing
+from examples.preview.cli.client import main as client_main
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from actors.errors import SourceError
-from examples.preview.helper import PreviewHandlers
-from examples.preview.qcodes.source import open_source
+from examples.preview.child.helper import PreviewHandlers
+from examples.preview.child.qcodes.source import open_source
 from protocol._strict_json import dumps_value
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 QCoDeS (the ``qcodes`` extra, installed by the ``test`` extra) runs in a child
 process: it reads each run with its own API and prints what it found as JSON, and this
-test compares that with what :mod:`examples.preview.qcodes.source` reads: every
+test compares that with what :mod:`examples.preview.child.qcodes.source` reads: every
 dependent's values and setpoints in acquisition order, the planned shapes, labels,
 units and paramtypes, and the run metadata (names, experiment, sample, GUID, times,
 completion, extra metadata columns, snapshot, parent links). The child keeps QCoDeS's
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from examples.preview.qcodes.source import open_source
+from examples.preview.child.qcodes.source import open_source
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from actors.errors import SourceError, UnknownRun
-from examples.preview.qcodes import observation as obs
-from examples.preview.qcodes.source import MAX_OBSERVATION_VALUES, open_source, revision
+from examples.preview.child.qcodes import observation as obs
+from examples.preview.child.qcodes.source import MAX_OBSERVATION_VALUES, open_source, revision
 
 # run_id: (name, status, rows) from the README's table.
 README_RUNS = {

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from examples.preview.drawing import plotting as plot
-from examples.preview.drawing.render import KINDS, _Style, band_text, render, report_of
-from examples.preview.qcodes.source import open_source
+from examples.preview.child.drawing import plotting as plot
+from examples.preview.child.drawing.render import KINDS, _Style, band_text, render, report_of
+from examples.preview.child.qcodes.source import open_source
 
 RUN_IDS = list(range(1, 13))
 

@@ -1,7 +1,7 @@
 """The helper's ``run_data`` job, called in this process (design §7.7): no subprocess.
 
 It reads with :meth:`QcodesSource.read_series` and reduces with
-:mod:`examples.preview.run_data`; these tests check what reaches the wire for the
+:mod:`examples.preview.child.run_data`; these tests check what reaches the wire for the
 sample database's odd runs (NaN and ±Inf, complex, text, empty, more than two sweep
 dimensions), the byte bound, and that every answer passes the strict protocol types.
 """
@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from actors.helper import JobError
-from examples.preview.data_view import data_reply
-from examples.preview.helper import PreviewHandlers
-from examples.preview.qcodes.errors import UnknownRun
+from examples.preview.app.run_views import data_reply
+from examples.preview.child.helper import PreviewHandlers
+from examples.preview.child.qcodes.errors import UnknownRun
 from examples.preview.sample_db import create_sample_database
 from protocol import RunDataReply, decode_server_message, encode_message
 

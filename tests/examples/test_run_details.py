@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from actors.errors import UnknownRun
-from examples.preview.qcodes import details as details_module
-from examples.preview.qcodes.source import open_source
-from examples.preview.qcodes.sweeps import planned_range, slice_table, spacing
+from examples.preview.child.qcodes import details as details_module
+from examples.preview.child.qcodes.source import open_source
+from examples.preview.child.qcodes.sweeps import planned_range, slice_table, spacing
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from frontdoor_support import assert_no_children
 from preview_support import connect, decode_png, fetch_png, preview_server, server_config
 
-from examples.preview.drawing.render import report_of
+from examples.preview.child.drawing.render import report_of
 
 if TYPE_CHECKING:
     from pathlib import Path

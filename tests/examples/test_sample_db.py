@@ -8,8 +8,8 @@ import sqlite3
 import numpy as np
 import pytest
 
-from examples.preview.config import default_cache_dir
-from examples.preview.qcodes.source import open_source
+from examples.preview.app.config import default_cache_dir
+from examples.preview.child.qcodes.source import open_source
 from examples.preview.sample_db import (
     LIVE_RUN_ID,
     SAMPLE_RUNS,

@@ -23,7 +23,7 @@ from preview_support import server_config
 
 from examples.jobs.helper import OUTSIDE_ROOT, hash_file, resolve_inside
 from examples.jobs.server import JobServerConfig, open_job_server
-from examples.preview.app import open_database
+from examples.preview.app.preview_app import open_database
 from examples.preview.server import open_preview_server
 from examples.web.frontdoor import FrontDoor, FrontDoorConfig
 

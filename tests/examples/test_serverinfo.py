@@ -165,7 +165,9 @@ async def test_a_default_start_writes_its_token_and_the_clients_find_it(tmp_path
             "'Authorization: Bearer ...' header)"
         )
         assert "wrong-token" not in line
-        done = await _run("examples.preview.client", url, "--out", str(tmp_path), "--timeout", "1")
+        done = await _run(
+            "examples.preview.cli.client", url, "--out", str(tmp_path), "--timeout", "1"
+        )
         assert b"refused" not in done.stderr  # the token was found (the job server has no
         assert b"list_runs" in done.stderr  # list_runs: the preview client says so)
         process.send_signal(signal.SIGTERM)

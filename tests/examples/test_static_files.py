@@ -16,8 +16,8 @@ from frontdoor_support import assert_no_children
 from test_ws_http import exchange, get, split
 
 from actors import EventLogActor, EventLogClient, EventLogConfig
+from examples.preview.app.static_files import STATIC, STATIC_CACHE, STATIC_FILES, static_pages
 from examples.preview.server import DASHBOARD
-from examples.preview.static_files import STATIC, STATIC_CACHE, STATIC_FILES, static_pages
 from examples.web.frontdoor import FrontDoor, FrontDoorConfig, Page, open_front_door
 
 if TYPE_CHECKING:

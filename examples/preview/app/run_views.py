@@ -1,0 +1,413 @@
+"""The client requests that look into one run: its views and its data (§5.2, §7.2, §7.7).
+
+Handlers for :class:`examples.web.frontdoor.FrontDoor`, served with the other client
+requests (:class:`~examples.preview.app.connected_clients.Clients` adds them to its handlers):
+
+* ``list_run_times`` → ``run_times``: every run's start and end (epoch seconds), from
+  the run summaries the app already holds (no I/O), so a client can sort and filter the
+  run list by date;
+* ``run_details`` {run_id} → ``run_details_reply``: start, end and duration, the
+  instrument snapshot, run metadata (QCoDeS's extra columns), experiment and sample,
+  parameters and parent/child links; a helper job ``run_details`` reads them;
+* ``draw`` {run_id, kind, slice, scale, xscale} → ``drawing``: one picture drawn now
+  from the run's newest data: a chosen 2-D slice of a run with more than two sweep
+  dimensions, and chosen axis scales (the page's slice picker and log toggle). A
+  helper job ``read_run`` reads that slice and the renderer draws it; the reply carries
+  the picture's URL (held by :class:`~examples.preview.app.images.DrawnViews`, design
+  §7.6) and the renderer's report of its axis decisions. A draw cancelled while it is drawn (the
+  client went away) cancels its drawing (``CancelRender``), which frees its lane.
+
+A run id the database does not have is an ``unknown_run`` error; a slice the run
+does not have is ``invalid_command`` naming ``slice``. Each answer is logged with the
+run id and what was drawn or read as ``extra`` fields.
+
+Depends on the :class:`~examples.preview.app.runs.RunTable`, the
+:class:`~examples.preview.app.helper_jobs.HelperJobs` and the
+running runtime (its renderer).
+
+**Its data.** :class:`DataView`: the ``run_data`` request, a run's data to explore in
+the browser (design §7.7).
+
+``run_data`` {run_id, buckets, side} → ``run_data_reply``: every plottable series of the
+run, downsampled keeping extremes (each trace's min and max per bucket, each map's block
+mean, min and max) and bounded in bytes. A helper job ``run_data`` reads and reduces
+the data (:mod:`examples.preview.child.run_data`), so neither the database nor the arrays
+touch the event loop; the job runs within the app's ``job_timeout``.
+
+Validated at the boundary: a run id the database does not have is ``unknown_run``;
+``buckets`` or ``side`` above the configured maximum is ``invalid_command`` naming the
+field. The helper's answer is checked again as it becomes the reply's attrs records (a
+bad one is ``source_unreadable``, never a crash). Each answer is logged with the run id,
+the bounds used and its size in bytes as ``extra`` fields.
+
+Depends on the :class:`~examples.preview.app.runs.RunTable` and the
+:class:`~examples.preview.app.helper_jobs.HelperJobs`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from actors import CancelRender, Render
+from actors.errors import ActorError, InvalidCommand, SourceError
+from protocol import messages
+
+from ..child.drawing.image_kinds import KINDS, MIME
+from .config import RENDER_SLACK
+from .image_urls import view_url
+from .images import StoredImage
+
+if TYPE_CHECKING:
+    from actors import Runtime
+
+    from ...web.api import Handler
+    from ...web.connection import Connection
+    from .helper_jobs import HelperJobs
+    from .images import DrawnViews
+    from .runs import RunTable
+
+__all__ = ["RunViews", "DataView", "data_reply"]
+
+LOGGER = logging.getLogger(__name__)
+_TEXT = messages.MAX_TEXT_LENGTH
+
+
+class RunViews:
+    """The ``list_run_times``, ``run_details`` and ``draw`` handlers (module docstring).
+
+    Args:
+        table: The runs.
+        helpers: Runs the helper jobs (``run_details``, ``read_run``).
+        runtime: The running runtime (its renderer).
+        drawn: Holds each picture for its URL (design §7.6).
+        db: The database id, in each picture's URL.
+        job_timeout: Seconds (trio clock) a drawing may take.
+    """
+
+    def __init__(
+        self,
+        table: RunTable,
+        helpers: HelperJobs,
+        runtime: Runtime,
+        drawn: DrawnViews,
+        *,
+        db: str,
+        job_timeout: float,
+    ) -> None:
+        self._table = table
+        self._helpers = helpers
+        self._runtime = runtime
+        self._drawn = drawn
+        self._db = db
+        self._job_timeout = job_timeout
+        self._draws = itertools.count(1)  # names each drawing, to cancel it
+
+    @property
+    def handlers(self) -> dict[str, Handler]:
+        """Front-door handlers: ``list_run_times``, ``run_details``, ``draw``."""
+        return {
+            "list_run_times": self.on_list_run_times,
+            "run_details": self.on_run_details,
+            "draw": self.on_draw,
+        }
+
+    async def on_list_run_times(
+        self, conn: Connection, request: messages.ListRunTimes
+    ) -> messages.RunTimes:
+        """``list_run_times`` → ``run_times`` (no I/O)."""
+        rows = tuple(
+            messages.RunTime(
+                run_id=record.run_id,
+                started=_seconds(record.summary.get("run_timestamp")),
+                ended=_seconds(record.summary.get("completed_timestamp")),
+            )
+            for record in self._table.runs.values()
+        )
+        return messages.RunTimes(request_id=request.request_id, runs=rows)
+
+    async def on_run_details(
+        self, conn: Connection, request: messages.RunDetails
+    ) -> messages.RunDetailsReply:
+        """``run_details`` → ``run_details_reply``.
+
+        Raises:
+            UnknownRun: (``unknown_run``) no such run.
+            ActorError: the helper job failed (e.g. ``source_unreadable``).
+        """
+        self._table.check([request.run_id])
+        found = await self._helpers.run_job("run_details", {"run_id": request.run_id})
+        if not isinstance(found, dict):
+            raise SourceError(f"run {request.run_id}: the helper returned no details")
+        LOGGER.info(
+            "run %d: details sent", request.run_id,
+            extra={"run_id": request.run_id, "snapshot_bytes": found.get("snapshot_bytes")},
+        )  # fmt: skip
+        return _details_reply(request.request_id, request.run_id, found)
+
+    async def on_draw(self, conn: Connection, request: messages.Draw) -> messages.Drawing:
+        """``draw`` → ``drawing``: the picture asked for, drawn from the newest data.
+
+        Raises:
+            UnknownRun: (``unknown_run``) no such run.
+            InvalidCommand: (``invalid_command``, ``fields=["slice"]``) the run has no
+                such slice.
+            ActorError: the helper job or the drawing failed.
+        """
+        self._table.check([request.run_id])
+        payload: dict[str, Any] = {"run_id": request.run_id}
+        if request.slice is not None:
+            payload["slice"] = request.slice
+        observation = await self._helpers.run_job("read_run", payload)
+        if not isinstance(observation, dict):
+            raise SourceError(f"run {request.run_id}: the helper returned no observation")
+        chosen = _slice_of(observation)
+        if request.slice is not None:
+            count = int(chosen["count"]) if chosen else 0
+            if request.slice >= count:
+                has = f"has {count} slices" if count else "has at most two sweep dimensions"
+                raise InvalidCommand(
+                    f"draw: slice {request.slice} is out of range: run {request.run_id} {has}",
+                    fields=["slice"],
+                )
+        options = {"scale": request.scale, "xscale": request.xscale}
+        renderer = self._runtime.renderer
+        job_id = ("draw", next(self._draws))
+        try:
+            rendered = await renderer.ask(
+                Render(observation=observation, kind=request.kind, options=options,
+                       deadline=trio.current_time() + self._job_timeout, job_id=job_id),
+                timeout=self._job_timeout + RENDER_SLACK,
+            )  # fmt: skip
+        except trio.Cancelled:  # the client went away: free the drawing's lane now
+            with suppress(ActorError):
+                renderer.try_send(CancelRender(job_id=job_id))
+            raise
+        from ..child.drawing.render import report_of  # Pillow: loaded by the renderer's drawing
+
+        png: bytes = rendered.data
+        report = report_of(png)
+        picture = StoredImage(run_id=request.run_id, kind=request.kind, revision=0, data=png)
+        number = self._drawn.add(picture)
+        width, height = KINDS[request.kind]
+        label = next((p["slice"] for p in report["panels"] if p.get("slice")), None)
+        LOGGER.info(
+            "run %d: drew %s (slice %s, scale %s, xscale %s)", request.run_id, request.kind,
+            None if chosen is None else chosen["index"], request.scale, request.xscale,
+            extra={"run_id": request.run_id, "kind": request.kind,
+                   "slice": None if chosen is None else chosen["index"],
+                   "scale": request.scale, "xscale": request.xscale},
+        )  # fmt: skip
+        return messages.Drawing(
+            request_id=request.request_id,
+            run_id=request.run_id,
+            kind=request.kind,
+            slice=None if chosen is None else int(chosen["index"]),
+            slice_count=0 if chosen is None else int(chosen["count"]),
+            slice_label=None if label is None else str(label)[:_TEXT],
+            url=view_url(self._db, number, picture.version),
+            mime=MIME,
+            width=width,
+            height=height,
+            bytes=len(png),
+            report=report,
+        )
+
+
+def _slice_of(observation: dict[str, Any]) -> dict[str, Any] | None:
+    for dep in observation.get("dependents") or []:
+        chosen = dep.get("slice")
+        if isinstance(chosen, dict):
+            return chosen
+    return None
+
+
+def _seconds(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value) if abs(value) <= messages.MAX_JSON_INT else None
+    return None
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats as None (strict JSON) and long text cut."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return value if len(value) <= _TEXT else value[:_TEXT] + "…"
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _text(value: object, limit: int = _TEXT) -> str:
+    return "" if value is None else str(value)[:limit]
+
+
+def _link(item: Any) -> messages.RunLink | None:
+    if not isinstance(item, dict) or not isinstance(item.get("guid"), str) or not item["guid"]:
+        return None
+    run_id = item.get("run_id")
+    return messages.RunLink(
+        guid=item["guid"][:_TEXT],
+        run_id=run_id if isinstance(run_id, int) and not isinstance(run_id, bool) else None,
+        name=None if item.get("name") is None else _text(item["name"]),
+        edge_type=_text(item.get("edge_type")),
+        description=_text(item.get("description")),
+    )
+
+
+def _details_reply(request_id: str, run_id: int, found: dict[str, Any]) -> messages.RunDetailsReply:
+    status = str(found.get("status") or "ok")
+    snapshot = found.get("snapshot")
+    parameters = tuple(_json_safe(p) for p in found.get("parameters") or [] if isinstance(p, dict))
+    exception = found.get("exception")
+    return messages.RunDetailsReply(
+        request_id=request_id,
+        run_id=run_id,
+        name=_text(found.get("name")),
+        experiment=_text(found.get("exp_name")),
+        sample=None if found.get("sample_name") is None else _text(found["sample_name"]),
+        guid=_text(found.get("guid")) or None,
+        status=status if status in ("ok", "empty", "interrupted", "incomplete") else "ok",
+        status_reason=_text(found.get("status_reason")),
+        started=_seconds(found.get("started")),
+        ended=_seconds(found.get("ended")),
+        duration=_seconds(found.get("duration")),
+        metadata=_json_safe(found.get("metadata") or {}),
+        parameters=parameters,
+        snapshot=_json_safe(snapshot) if isinstance(snapshot, dict) else None,
+        snapshot_bytes=max(0, int(found.get("snapshot_bytes") or 0)),
+        snapshot_pruned=bool(found.get("snapshot_pruned")),
+        parents=tuple(link for item in found.get("parents") or [] if (link := _link(item))),
+        children=tuple(link for item in found.get("children") or [] if (link := _link(item))),
+        exception=None if exception is None else _text(exception),
+    )
+
+
+class DataView:
+    """The ``run_data`` handler (module docstring).
+
+    Args:
+        table: The runs.
+        helpers: Runs the helper job ``run_data``.
+        buckets: Most buckets per trace (each gives its min and max sample).
+        side: Most rows, and most columns, per map.
+        max_bytes: Most bytes of JSON of one answer's data.
+    """
+
+    def __init__(
+        self, table: RunTable, helpers: HelperJobs, *, buckets: int, side: int, max_bytes: int
+    ) -> None:
+        self._table = table
+        self._helpers = helpers
+        self._buckets = buckets
+        self._side = side
+        self._max_bytes = max_bytes
+
+    @property
+    def handlers(self) -> dict[str, Handler]:
+        """Front-door handlers: ``run_data``."""
+        return {"run_data": self.on_run_data}
+
+    async def on_run_data(
+        self, conn: Connection, request: messages.RunData
+    ) -> messages.RunDataReply:
+        """``run_data`` → ``run_data_reply``.
+
+        Raises:
+            InvalidCommand: (``invalid_command``, ``fields=["buckets"]`` or
+                ``["side"]``) above the server's maximum.
+            UnknownRun: (``unknown_run``) no such run.
+            ActorError: the helper job failed (e.g. ``source_unreadable``,
+                ``job_timeout``); ``source_unreadable`` too for an answer that does not
+                check.
+        """
+        buckets = self._bounded("buckets", request.buckets, self._buckets)
+        side = self._bounded("side", request.side, self._side)
+        self._table.check([request.run_id])
+        payload = {"run_id": request.run_id, "buckets": buckets, "side": side,
+                   "max_bytes": self._max_bytes}  # fmt: skip
+        found = await self._helpers.run_job("run_data", payload)
+        try:
+            reply = data_reply(request.request_id, found)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SourceError(
+                f"run {request.run_id}: the helper's data does not check: {exc}"[:500]
+            ) from None
+        LOGGER.info(
+            "run %d: data sent (%d series, %d bytes)", request.run_id, len(reply.series),
+            reply.bytes,
+            extra={"run_id": request.run_id, "buckets": reply.buckets, "side": reply.side,
+                   "bytes": reply.bytes, "series": len(reply.series)},
+        )  # fmt: skip
+        return reply
+
+    @staticmethod
+    def _bounded(name: str, asked: int | None, maximum: int) -> int:
+        if asked is None:
+            return maximum
+        if asked > maximum:
+            raise InvalidCommand(
+                f"run_data: {name} must be at most {maximum} on this server, got {asked}",
+                fields=[name],
+            )
+        return asked
+
+
+def _numbers(values: Any) -> tuple[float | None, ...]:
+    return tuple(None if v is None else float(v) for v in values)
+
+
+def _axis(found: dict[str, Any]) -> messages.DataAxis:
+    return messages.DataAxis(
+        name=str(found["name"]),
+        label=str(found.get("label") or ""),
+        unit=str(found.get("unit") or ""),
+        levels=tuple(str(level) for level in found.get("levels") or ()),
+        values=_numbers(found["values"]),
+    )
+
+
+def _series(found: dict[str, Any]) -> messages.DataSeries:
+    return messages.DataSeries(
+        name=str(found["name"]),
+        label=str(found.get("label") or ""),
+        unit=str(found.get("unit") or ""),
+        component=found.get("component"),
+        levels=tuple(str(level) for level in found.get("levels") or ()),
+        nonfinite=int(found.get("nonfinite") or 0),
+        shape=tuple(int(n) for n in found["shape"]),
+        source_shape=tuple(int(n) for n in found["source_shape"]),
+        axes=tuple(_axis(axis) for axis in found["axes"]),
+        values=_numbers(found["values"]),
+        low=_numbers(found.get("low") or ()),
+        high=_numbers(found.get("high") or ()),
+    )
+
+
+def data_reply(request_id: str, found: Any) -> messages.RunDataReply:
+    """The ``run_data_reply`` of the helper's answer ``found``, checked field by field.
+
+    Raises:
+        KeyError, TypeError, ValueError: ``found`` misses a field or a field does not
+            check (a :class:`~protocol.messages.FieldError` names it).
+    """
+    if not isinstance(found, dict):
+        raise TypeError("the answer is not an object")
+    return messages.RunDataReply(
+        request_id=request_id,
+        run_id=int(found["run_id"]),
+        name=str(found.get("name") or ""),
+        completed=bool(found.get("completed", True)),
+        buckets=int(found["buckets"]),
+        side=int(found["side"]),
+        bytes=int(found["bytes"]),
+        series=tuple(_series(item) for item in found["series"]),
+    )
