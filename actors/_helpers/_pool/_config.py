@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import attrs
 
-from .._core._backoff import Backoff
-from .._core._config import count_field, duration_field
-from ._spec import HelperSnapshot, HelperTimeouts
+from ..._core._backoff import Backoff
+from ..._core._config import count_field, duration_field
+from .._process import HelperSnapshot, HelperTimeouts
 
 __all__ = ["PoolConfig", "PoolSnapshot", "PoolStatistics"]
 

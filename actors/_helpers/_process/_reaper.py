@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Protocol
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._core._lifecycle import HelperEvent, HelperState
+from ..._core._lifecycle import HelperEvent, HelperState
 from ._containment import _wait_gone
 from ._outcomes import exit_details, exited_error
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..errors import HelperExitedError
+    from ...errors import HelperExitedError
     from ._containment import ProcessTree
     from ._spec import HelperTimeouts
     from ._stderr import StderrTail

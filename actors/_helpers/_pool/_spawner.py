@@ -19,15 +19,15 @@ import attrs
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from ..errors import ForcedTermination, HelperError
-from ._process import HelperProcess
+from ...errors import ForcedTermination, HelperError
+from .._process import HelperProcess
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._events import PoolEvents
-    from ._pool_config import PoolConfig
-    from ._spec import HelperSpec
+    from .._events import PoolEvents
+    from .._process import HelperSpec
+    from ._config import PoolConfig
 
 __all__ = ["Slot", "SpawningPool", "Spawner"]
 

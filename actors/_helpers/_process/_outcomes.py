@@ -12,7 +12,7 @@ import errno as errno_module
 import signal
 from typing import TYPE_CHECKING, Any
 
-from ..errors import (
+from ...errors import (
     ActorError,
     DeadlineExceeded,
     ErrorRecord,

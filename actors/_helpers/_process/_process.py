@@ -22,14 +22,14 @@ from trio.lowlevel import enable_ki_protection
 
 from protocol.envelope import MAX_GENERATION, decode_positional, encode_positional, new_session
 
-from .._core._lifecycle import HelperEvent, HelperState, new_helper_lifecycle
-from ..errors import (
+from ..._core._lifecycle import HelperEvent, HelperState, new_helper_lifecycle
+from ...errors import (
     ActorError,
     ProtocolError,
     ProtocolViolation,
 )
+from .._events import LOGGER, PoolEvents
 from ._containment import ProcessTree, available_mode
-from ._events import LOGGER, PoolEvents
 from ._ladder import Ladder
 from ._outcomes import answer_error, stopped_error
 from ._pipe import HelperPipe, PipeGone

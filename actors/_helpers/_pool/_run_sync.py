@@ -40,8 +40,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
-from .._child_call import CALL_OPERATION
-from ..errors import (
+from ...errors import (
     ActorError,
     FunctionNotImportable,
     FunctionRaised,
@@ -52,10 +51,9 @@ from ..errors import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from .._scheduler._retry import RetryPolicy
+    from ..._scheduler._retry import RetryPolicy
 
 __all__ = [
-    "CALL_OPERATION",
     "Emit",
     "attempts",
     "decode_reply",

@@ -33,8 +33,8 @@ from trio.lowlevel import enable_ki_protection
 
 from protocol.envelope import encode_fields
 
-from .._core._lifecycle import HelperEvent, HelperState
-from ..errors import ProtocolError
+from ..._core._lifecycle import HelperEvent, HelperState
+from ...errors import ProtocolError
 from ._pipe import PipeGone
 from ._spec import MIN_FRAME_LIMIT
 

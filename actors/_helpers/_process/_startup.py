@@ -23,15 +23,15 @@ from trio.lowlevel import enable_ki_protection
 from protocol.envelope import decode_fenced, encode_fields
 from protocol.framing import DEFAULT_MAX_REQUEST
 
-from .._core._lifecycle import HelperEvent
-from ..errors import HelperStartupError, ProtocolError
+from ..._core._lifecycle import HelperEvent
+from ...errors import HelperStartupError, ProtocolError
 from ._pipe import HelperPipe, PipeGone
 from ._stderr import StderrTail
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .._core._lifecycle import HelperState
+    from ..._core._lifecycle import HelperState
     from ._containment import ProcessTree
     from ._ladder import Ladder
     from ._reaper import Reaper
