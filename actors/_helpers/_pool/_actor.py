@@ -1,14 +1,14 @@
 """The helper-pool actor: the helper pool behind a mailbox (design §3, §1.7).
 
 Other actors talk to it through its bounded mailbox and through
-:class:`~actors._helpers._pool_handle.PoolHandle`. It owns one
-:class:`~actors._helpers._pool.HelperPool`, opened around the actor's whole life (so the
+:class:`~actors.PoolHandle`. It owns one
+:class:`~actors.HelperPool`, opened around the actor's whole life (so the
 pool is ready before ``nursery.start`` returns the ref, and closed, every helper reaped,
 before ``run`` returns). A :class:`RunJob` message runs in its own task in the actor's
 nursery, so the mailbox stays responsive: a :class:`CancelJob` reaches the pool while
 the job runs and triggers the escalation ladder for that job only (design §3.5).
 
-Callers normally use :class:`~actors._helpers._pool_handle.PoolHandle`, whose jobs run
+Callers normally use :class:`~actors.PoolHandle`, whose jobs run
 in the caller's own task (see there: the mailbox hop would cost more than a short job)::
 
     ref = await nursery.start(PoolActor(spec, PoolConfig(size=2)).run)

@@ -1,6 +1,6 @@
 """The helper pool's configuration, liveness snapshot and counters (design §3.1, §3.8).
 
-Data only (attrs frozen classes); :mod:`actors._helpers._pool` uses them and re-exports them.
+Data only (attrs frozen classes); :mod:`actors._helpers._pool._pool` uses them.
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ class PoolHandle:
             ActorStopped: (code ``actor_stopped``) the pool actor is stopped (or
                 stopped while the job ran).
             ActorError: whatever the job failed with, as in
-                :meth:`actors._helpers._pool.HelperPool.run_job` (``JobCancelled``,
+                :meth:`actors.HelperPool.run_job` (``JobCancelled``,
                 ``ReplyTimeout``, ``JobStalled``, ``ForcedTermination``,
                 ``SignalFailed``, ``HelperExitedError``, ``ProtocolViolation``,
                 ``PoolFailed``, ``PoolRestarting``, ``PoolBusy``, ...).

@@ -1,6 +1,6 @@
 """A pool of N helper processes, each running at most one job at a time (design §3).
 
-Use :func:`~actors._helpers._pool_open.open_helper_pool`::
+Use :func:`~actors.open_helper_pool`::
 
     spec = HelperSpec(entry="my_pkg.helper:main")
     async with open_helper_pool(spec, size=2, timeouts=HelperTimeouts(reply=5)) as pool:
@@ -113,7 +113,7 @@ class HelperPool:
     """N supervised helper processes (design §3). Create with :func:`open_helper_pool`.
 
     Attributes:
-        events: The pool's :class:`~actors._helpers._events.PoolEvents` (design §3.10).
+        events: The pool's :class:`~actors.PoolEvents` (design §3.10).
         recovering: Set by a supervisor that restarts the pool when it fails: the
             failure then reads ``PoolRestarting`` (transient) instead of ``PoolFailed``.
     """

@@ -4,7 +4,7 @@
 :meth:`PoolHandle.run_sync <actors.PoolHandle.run_sync>`) send a function **by
 reference** (``"module:qualname"``) with its arguments pickled, as one job of the
 built-in operation ``actors.call`` that every Python-entry helper serves (the child side
-is :mod:`actors._child_call`). So the call has the pool's whole contract: a free slot
+is :mod:`actors._child._call`). So the call has the pool's whole contract: a free slot
 within ``acquire_timeout``, the reply deadline, the stall timeout, the cancel ladder,
 fencing, events and statistics.
 

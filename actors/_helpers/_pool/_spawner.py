@@ -1,6 +1,6 @@
 """How the pool's helpers are (re)spawned, and how often (design §3.3, §3.7).
 
-:class:`Spawner` is the part of a :class:`~actors._helpers._pool.HelperPool` that gives a
+:class:`Spawner` is the part of a :class:`~actors.HelperPool` that gives a
 slot a usable helper: it retires the slot's old incarnation (shutdown, then the
 ladder), counts the replacement against the restart intensity (design §1.4: past it the
 pool fails) unless the old one was stopped by the ladder for a caller's cancel or

@@ -1,6 +1,6 @@
 """The task that waits for a helper to exit and makes sure nothing of it is left (§3.11).
 
-:class:`Reaper` is the part of a :class:`~actors._helpers._process.HelperProcess` that
+:class:`Reaper` is the part of a :class:`~actors._helpers._process._process.HelperProcess` that
 runs in the pool's nursery for the whole life of the process: it waits for the leader
 to exit and reaps it, then sweeps its tree (:meth:`ProcessTree.sweep`: SIGKILL to what
 is left, up to ``kill`` seconds for it to go). Only then is the helper *exited*. What
