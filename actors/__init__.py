@@ -41,30 +41,30 @@ from ._core import DynamicSupervisor as DynamicSupervisor
 from ._core import DynamicSupervisorRef as DynamicSupervisorRef
 
 
-from ._helpers._spec import HelperSnapshot as HelperSnapshot
-from ._helpers._spec import HelperSpec as HelperSpec
-from ._helpers._spec import HelperTimeouts as HelperTimeouts
+from ._helpers import HelperSnapshot as HelperSnapshot
+from ._helpers import HelperSpec as HelperSpec
+from ._helpers import HelperTimeouts as HelperTimeouts
 from ._core import HelperEvent as HelperEvent
 from ._core import HelperState as HelperState
-from ._helpers._pool import HelperPool as HelperPool
-from ._helpers._pool import PoolConfig as PoolConfig
-from ._helpers._pool import PoolSnapshot as PoolSnapshot
-from ._helpers._pool import PoolStatistics as PoolStatistics
-from ._helpers._pool_open import open_helper_pool as open_helper_pool
-from ._helpers._events import POOL_EVENT_KINDS as POOL_EVENT_KINDS
-from ._helpers._events import PoolEvent as PoolEvent
-from ._helpers._events import PoolEvents as PoolEvents
-from ._helpers._events import PoolEventStream as PoolEventStream
-from ._helpers._containment import CONTAINMENT_MODES as CONTAINMENT_MODES
-from ._helpers._pool_actor import CancelJob as CancelJob
-from ._helpers._pool_actor import GetSnapshot as GetSnapshot
-from ._helpers._pool_actor import GetStatistics as GetStatistics
-from ._helpers._pool_actor import RestartPool as RestartPool
-from ._helpers._pool_actor import RetireIdle as RetireIdle
-from ._helpers._pool_actor import RunJob as RunJob
-from ._helpers._pool_actor import PoolActor as PoolActor
-from ._helpers._pool_handle import PoolHandle as PoolHandle
-from ._helpers._pool_handle import RefSource as RefSource
+from ._helpers import HelperPool as HelperPool
+from ._helpers import PoolConfig as PoolConfig
+from ._helpers import PoolSnapshot as PoolSnapshot
+from ._helpers import PoolStatistics as PoolStatistics
+from ._helpers import open_helper_pool as open_helper_pool
+from ._helpers import POOL_EVENT_KINDS as POOL_EVENT_KINDS
+from ._helpers import PoolEvent as PoolEvent
+from ._helpers import PoolEvents as PoolEvents
+from ._helpers import PoolEventStream as PoolEventStream
+from ._helpers import CONTAINMENT_MODES as CONTAINMENT_MODES
+from ._helpers import CancelJob as CancelJob
+from ._helpers import GetSnapshot as GetSnapshot
+from ._helpers import GetStatistics as GetStatistics
+from ._helpers import RestartPool as RestartPool
+from ._helpers import RetireIdle as RetireIdle
+from ._helpers import RunJob as RunJob
+from ._helpers import PoolActor as PoolActor
+from ._helpers import PoolHandle as PoolHandle
+from ._helpers import RefSource as RefSource
 
 # isort: split
 from ._scheduler import CacheStatistics as CacheStatistics

@@ -142,7 +142,7 @@ def test_each_layer_imports_only_what_it_may() -> None:
 
 def test_the_graph_is_really_read() -> None:
     graph = _graph()
-    assert "protocol.envelope" in graph["actors._helpers._process"]
+    assert "protocol.envelope" in graph["actors._helpers._process._process"]
     assert "actors" in graph["examples.preview.app.preview_app"]
     assert all(name.startswith(("actors", "protocol", "examples")) for name in graph)
 

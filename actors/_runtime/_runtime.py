@@ -54,12 +54,16 @@ from .._core import (
 from .._eventlog._actor import EventLogActor
 from .._eventlog._client import EventLogClient
 from .._eventlog._types import EventLogConfig, OperationSpec
-from .._helpers._events import POOL_EVENT_KINDS, PoolEvents, PoolEventStream
-from .._helpers._interrupt import second_interrupt
-from .._helpers._pool import PoolConfig
-from .._helpers._pool_actor import PoolActor
-from .._helpers._pool_handle import PoolHandle
-from .._helpers._spec import HelperSpec
+from .._helpers import (
+    POOL_EVENT_KINDS,
+    HelperSpec,
+    PoolActor,
+    PoolConfig,
+    PoolEvents,
+    PoolEventStream,
+    PoolHandle,
+    second_interrupt,
+)
 from .._renderer import Renderer, RendererConfig, RenderFn
 from .._scheduler import HelperRestarted, RunInfo, SchedulerActor, SchedulerConfig
 from ..errors import ChildStartFailed, RenderError, UnsupportedOperation

@@ -27,8 +27,8 @@ from actors import (
     ReplyTimeout,
     open_helper_pool,
 )
-from actors._helpers import _containment as containment_module
-from actors._helpers._containment import available_mode
+from actors._helpers._process import _containment as containment_module
+from actors._helpers._process._containment import available_mode
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
 

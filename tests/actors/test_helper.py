@@ -45,10 +45,14 @@ async def test_child_loads_the_real_protocol_errors_and_no_fault_code():
     assert files["protocol.errors"] == str(PROTOCOL_DIR / "errors.py")
     assert files["protocol.envelope"] == str(PROTOCOL_DIR / "envelope.py")
     assert files["actors"] is None  # the bootstrap's bare package stub
-    assert "actors._helpers._faults" not in files  # imported only when a fault is set
+    assert "actors._child._faults" not in files  # imported only when a fault is set
+    assert "actors._child._call" not in files  # imported at the first run_sync call
     assert set(files) == {
         "actors",
-        "actors._child_stdio",
+        "actors._child",
+        "actors._child._serve",
+        "actors._child._stdio",
+        "actors._child._subreaper",
         "actors.helper",
         "protocol",
         "protocol._envelope_checks",

@@ -44,8 +44,8 @@ from actors import (
     ReplyTimeout,
     open_helper_pool,
 )
-from actors._helpers._pipe import HelperPipe
 from actors._helpers._process import HelperProcess
+from actors._helpers._process._pipe import HelperPipe
 from protocol.envelope import encode_fields, new_session
 from protocol.framing import MAX_FRAME_LIMIT
 

@@ -25,8 +25,8 @@ from actors import (
     ReplyTimeout,
     open_helper_pool,
 )
-from actors._helpers import _containment as containment_module
 from actors._helpers._process import HelperProcess
+from actors._helpers._process import _containment as containment_module
 from protocol import PROTOCOL_VERSION
 
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from actors import HelperSpec, HelperTimeouts, PoolConfig
-from actors._helpers._spec import BOOTSTRAP
+from actors._helpers._process._spec import BOOTSTRAP
 
 
 def test_timeout_defaults_follow_the_spec():

@@ -15,7 +15,7 @@ import trio.testing
 
 from actors import HelperTimeouts
 from actors._core._lifecycle import HelperEvent, HelperState
-from actors._helpers._ladder import Ladder
+from actors._helpers._process._ladder import Ladder
 
 
 class ExitedHelper:

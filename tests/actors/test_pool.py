@@ -28,7 +28,7 @@ from actors import (
     PoolFailed,
     open_helper_pool,
 )
-from actors._helpers import _containment as containment_module
+from actors._helpers._process import _containment as containment_module
 
 
 @pytest.fixture(autouse=True)

@@ -29,8 +29,8 @@ from actors import (
     SignalFailed,
     open_helper_pool,
 )
-from actors._helpers import _containment as containment_module
 from actors._helpers import _events as events_module
+from actors._helpers._process import _containment as containment_module
 
 
 @pytest.fixture(autouse=True)

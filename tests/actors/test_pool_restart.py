@@ -24,7 +24,7 @@ from actors import (
     RetryPolicy,
     open_helper_pool,
 )
-from actors._helpers._pool_restart import restart_when_failed
+from actors._helpers._pool._restart import restart_when_failed
 from actors.errors import HelperStartupError
 
 CALLS = HelperSpec(entry="actors.helper:serve_calls", name="calls")

@@ -118,7 +118,7 @@ async def test_an_exception_comes_back_with_its_type_message_and_remote_tracebac
     assert "in fail\n    inner()" in tb
     assert "in inner\n    raise ValueError(message)" in tb
     assert tb.endswith("ValueError: bad input 7\n")
-    assert "_child_call" not in tb  # starts in the function
+    assert "_child/_call.py" not in tb  # starts in the function
     assert type(error.__cause__) is ValueError
     assert str(error.__cause__) == "bad input 7"
     assert (statistics.jobs_succeeded, statistics.jobs_failed) == (0, 1)

@@ -24,7 +24,7 @@ from actors import (
     RetryPolicy,
     open_helper_pool,
 )
-from actors._helpers._map import ordered_map
+from actors._helpers._pool._map import ordered_map
 
 if TYPE_CHECKING:
     from pathlib import Path

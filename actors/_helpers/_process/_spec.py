@@ -17,8 +17,8 @@ import attrs
 import protocol.framing
 from protocol.framing import DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST, MAX_FRAME_LIMIT
 
-from .._core import duration_field
-from ..helper import FAULT_MODES
+from ..._child import FAULT_MODES
+from ..._core import duration_field
 from ._containment import CONTAINMENT_MODES
 
 __all__ = ["BOOTSTRAP", "HelperSnapshot", "HelperSpec", "HelperTimeouts"]
@@ -27,7 +27,7 @@ __all__ = ["BOOTSTRAP", "HelperSnapshot", "HelperSpec", "HelperTimeouts"]
 #: or error answer) must always fit, whatever the job payloads' limit.
 MIN_FRAME_LIMIT: Final = 4096
 
-_ACTORS_DIR: Final = str(Path(__file__).resolve().parents[1])
+_ACTORS_DIR: Final = str(Path(__file__).resolve().parents[2])
 _PROTOCOL_DIR: Final = str(Path(protocol.framing.__file__).resolve().parent)
 
 #: The program a Python-entry helper runs:

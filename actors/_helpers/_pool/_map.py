@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from .._core import unwrap_sole_exception
-from ..errors import ActorError
+from ..._core import unwrap_sole_exception
+from ...errors import ActorError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable

@@ -1,6 +1,6 @@
 """How a helper is stopped: the escalation ladder of design §3.5, and shutdown (§3.8).
 
-:class:`Ladder` is the part of a :class:`~actors._helpers._process.HelperProcess` that
+:class:`Ladder` is the part of a :class:`~actors._helpers._process._process.HelperProcess` that
 stops it:
 
 1. a cancel frame for the job's exact generation; a terminal reply within
@@ -33,8 +33,8 @@ from trio.lowlevel import enable_ki_protection
 
 from protocol.envelope import encode_fields
 
-from .._core import HelperEvent, HelperState
-from ..errors import ProtocolError
+from ..._core import HelperEvent, HelperState
+from ...errors import ProtocolError
 from ._pipe import PipeGone
 from ._spec import MIN_FRAME_LIMIT
 

@@ -8,18 +8,18 @@ from typing import TYPE_CHECKING, Any
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._core import unwrap_sole_exception
-from ._interrupt import second_interrupt
+from ..._core import unwrap_sole_exception
+from .._interrupt import second_interrupt
+from ._config import PoolConfig
 from ._pool import HelperPool
-from ._pool_config import PoolConfig
-from ._pool_restart import restart_when_failed
+from ._restart import restart_when_failed
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from .._core import Backoff
-    from ._events import PoolEvents
-    from ._spec import HelperSpec
+    from ..._core import Backoff
+    from .._events import PoolEvents
+    from .._process import HelperSpec
 
 __all__ = ["open_helper_pool"]
 

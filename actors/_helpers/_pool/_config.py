@@ -1,14 +1,14 @@
 """The helper pool's configuration, liveness snapshot and counters (design §3.1, §3.8).
 
-Data only (attrs frozen classes); :mod:`actors._helpers._pool` uses them and re-exports them.
+Data only (attrs frozen classes); :mod:`actors._helpers._pool._pool` uses them.
 """
 
 from __future__ import annotations
 
 import attrs
 
-from .._core import Backoff, count_field, duration_field
-from ._spec import HelperSnapshot, HelperTimeouts
+from ..._core import Backoff, count_field, duration_field
+from .._process import HelperSnapshot, HelperTimeouts
 
 __all__ = ["PoolConfig", "PoolSnapshot", "PoolStatistics"]
 

@@ -1,6 +1,6 @@
 """The task that waits for a helper to exit and makes sure nothing of it is left (§3.11).
 
-:class:`Reaper` is the part of a :class:`~actors._helpers._process.HelperProcess` that
+:class:`Reaper` is the part of a :class:`~actors._helpers._process._process.HelperProcess` that
 runs in the pool's nursery for the whole life of the process: it waits for the leader
 to exit and reaps it, then sweeps its tree (:meth:`ProcessTree.sweep`: SIGKILL to what
 is left, up to ``kill`` seconds for it to go). Only then is the helper *exited*. What
@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Protocol
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._core import HelperEvent, HelperState
+from ..._core import HelperEvent, HelperState
 from ._containment import _wait_gone
 from ._outcomes import exit_details, exited_error
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..errors import HelperExitedError
+    from ...errors import HelperExitedError
     from ._containment import ProcessTree
     from ._spec import HelperTimeouts
     from ._stderr import StderrTail

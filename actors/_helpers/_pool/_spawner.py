@@ -1,6 +1,6 @@
 """How the pool's helpers are (re)spawned, and how often (design §3.3, §3.7).
 
-:class:`Spawner` is the part of a :class:`~actors._helpers._pool.HelperPool` that gives a
+:class:`Spawner` is the part of a :class:`~actors.HelperPool` that gives a
 slot a usable helper: it retires the slot's old incarnation (shutdown, then the
 ladder), counts the replacement against the restart intensity (design §1.4: past it the
 pool fails) unless the old one was stopped by the ladder for a caller's cancel or
@@ -19,15 +19,15 @@ import attrs
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from ..errors import ForcedTermination, HelperError
-from ._process import HelperProcess
+from ...errors import ForcedTermination, HelperError
+from .._process import HelperProcess
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._events import PoolEvents
-    from ._pool_config import PoolConfig
-    from ._spec import HelperSpec
+    from .._events import PoolEvents
+    from .._process import HelperSpec
+    from ._config import PoolConfig
 
 __all__ = ["Slot", "SpawningPool", "Spawner"]
 

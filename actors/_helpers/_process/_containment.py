@@ -43,7 +43,7 @@ from typing import Final
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from ._subreaper import is_subreaper
+from ..._child import is_subreaper
 
 __all__ = ["CONTAINMENT_MODES", "TAG_ENV", "ProcessTree", "available_mode"]
 

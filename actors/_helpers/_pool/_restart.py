@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Protocol
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._core import BackoffTracker
-from ..errors import ActorError, PoolClosed
+from ..._core import BackoffTracker
+from ...errors import ActorError, PoolClosed
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .._core import Backoff
-    from ._events import HeldEvent, PoolEvents
-    from ._spec import HelperSpec
+    from ..._core import Backoff
+    from .._events import HeldEvent, PoolEvents
+    from .._process import HelperSpec
 
 __all__ = ["RestartingPool", "restart_when_failed"]
 

@@ -1,9 +1,8 @@
 """How a helper job or incarnation ended, as the error the caller sees (design §3.4-3.7).
 
 Pure functions from what happened (an answer, a ladder step, an exit status) to the
-:mod:`actors.errors` class, code and details that :class:`~actors._helpers._process.
-HelperProcess` raises. Kept apart so each outcome's wording and details live in one
-place.
+:mod:`actors.errors` class, code and details that ``HelperProcess`` raises. Kept
+apart so each outcome's wording and details live in one place.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import errno as errno_module
 import signal
 from typing import TYPE_CHECKING, Any
 
-from ..errors import (
+from ...errors import (
     ActorError,
     DeadlineExceeded,
     ErrorRecord,

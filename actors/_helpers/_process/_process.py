@@ -1,14 +1,14 @@
 """One helper process incarnation, seen from the parent (design §3.2-3.8).
 
 A :class:`HelperProcess` spawns one child in its own session inside a process-tree
-containment (:mod:`~actors._helpers._containment`), performs the startup handshake, runs
-jobs one at a time, and is stopped by its :class:`~actors._helpers._ladder.Ladder`
-(design §3.5); its :class:`~actors._helpers._reaper.Reaper` reaps it and sweeps its
-tree, its :class:`~actors._helpers._stderr.StderrTail` forwards its stderr to logging.
-Every step is a :class:`~actors._helpers._events.PoolEvent` (design §3.10). A job's
+containment (:mod:`~actors._helpers._process._containment`), performs the startup handshake, runs
+jobs one at a time, and is stopped by its :class:`~actors._helpers._process._ladder.Ladder`
+(design §3.5); its :class:`~actors._helpers._process._reaper.Reaper` reaps it and sweeps its
+tree, its :class:`~actors._helpers._process._stderr.StderrTail` forwards its stderr to logging.
+Every step is a :class:`~actors.PoolEvent` (design §3.10). A job's
 ``progress`` frames are fenced like its reply (design §2.3), handed to its
 ``on_progress`` in the job's task, and reset its optional ``stall`` timeout (§3.12).
-How the child starts without trio, attrs or cattrs: see ``actors._helpers._spec.BOOTSTRAP``.
+How the child starts without trio, attrs or cattrs: see ``_spec.BOOTSTRAP``.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from trio.lowlevel import enable_ki_protection
 
 from protocol.envelope import MAX_GENERATION, decode_positional, encode_positional, new_session
 
-from .._core import HelperEvent, HelperState, new_helper_lifecycle
-from ..errors import (
+from ..._core import HelperEvent, HelperState, new_helper_lifecycle
+from ...errors import (
     ActorError,
     ProtocolError,
     ProtocolViolation,
 )
+from .._events import LOGGER, PoolEvents
 from ._containment import ProcessTree, available_mode
-from ._events import LOGGER, PoolEvents
 from ._ladder import Ladder
 from ._outcomes import answer_error, stopped_error
 from ._pipe import HelperPipe, PipeGone
@@ -65,7 +65,7 @@ class HelperProcess:
 
     Create it, then ``await start(nursery)``; run jobs with :meth:`run_job` (one at a
     time); end it with :meth:`shutdown`; call :meth:`discard` to release its pipes once
-    it is of no further use. The pool (:mod:`actors._helpers._pool`) does all of this.
+    it is of no further use. The pool (:mod:`actors._helpers._pool._pool`) does all of this.
 
     Args:
         spec: What to run.
@@ -563,7 +563,7 @@ class HelperProcess:
     async def shutdown(self) -> str:
         """Stop the helper politely, escalating if needed (design §3.8); never raises.
 
-        See :meth:`actors._helpers._ladder.Ladder.shutdown`: bounded by ``shutdown +
+        See :meth:`actors._helpers._process._ladder.Ladder.shutdown`: bounded by ``shutdown +
         terminate + kill`` seconds; shield it if it runs during cancellation.
 
         Returns:

@@ -1,6 +1,6 @@
 """How a helper process starts: spawn, containment, startup frame, *ready* (design §3.3).
 
-:class:`Startup` is the part of a :class:`~actors._helpers._process.HelperProcess` that
+:class:`Startup` is the part of a :class:`~actors._helpers._process._process.HelperProcess` that
 brings it up: it prepares the helper's containment (design §3.11), spawns the child in a
 new session with pipes for its frames and its stderr, starts the reaper and the stderr
 reader in the pool's nursery, sends the startup frame and waits up to
@@ -23,15 +23,15 @@ from trio.lowlevel import enable_ki_protection
 from protocol.envelope import decode_fenced, encode_fields
 from protocol.framing import DEFAULT_MAX_REQUEST
 
-from .._core import HelperEvent
-from ..errors import HelperStartupError, ProtocolError
+from ..._core import HelperEvent
+from ...errors import HelperStartupError, ProtocolError
 from ._pipe import HelperPipe, PipeGone
 from ._stderr import StderrTail
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .._core import HelperState
+    from ..._core import HelperState
     from ._containment import ProcessTree
     from ._ladder import Ladder
     from ._reaper import Reaper

@@ -1,6 +1,6 @@
 """A pool of N helper processes, each running at most one job at a time (design §3).
 
-Use :func:`~actors._helpers._pool_open.open_helper_pool`::
+Use :func:`~actors.open_helper_pool`::
 
     spec = HelperSpec(entry="my_pkg.helper:main")
     async with open_helper_pool(spec, size=2, timeouts=HelperTimeouts(reply=5)) as pool:
@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._core import validate_duration
-from ..errors import (
+from ..._core import validate_duration
+from ...errors import (
     ActorError,
     DeadlineExceeded,
     ForcedTermination,
@@ -46,30 +46,74 @@ from ..errors import (
     PoolFailed,
     PoolRestarting,
 )
-from ._containment import available_mode
-from ._events import PoolEvents
-from ._pool_calls import pool_map, pool_run_sync
-from ._pool_config import PoolConfig, PoolSnapshot, PoolStatistics
-from ._pool_jobs import PoolJob, SlotWaiter, close_helper, expected
+from .._events import PoolEvents
+from .._process import available_mode
+from ._calls import pool_map, pool_run_sync
+from ._config import PoolConfig, PoolSnapshot, PoolStatistics
 from ._spawner import Slot, Spawner
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
 
-    from ._process import HelperProcess, ProgressCallback
-    from ._spec import HelperSpec
+    from .._process import HelperProcess, HelperSpec, ProgressCallback
 
-__all__ = ["HelperPool", "PoolConfig", "PoolSnapshot", "PoolStatistics"]
+__all__ = ["HelperPool", "PoolConfig", "PoolSnapshot", "PoolStatistics", "expected"]
 
 _INF: Final = math.inf
 T = TypeVar("T")
+
+
+class PoolJob:
+    """A job :meth:`HelperPool.cancel_job` or the close must reach off the fast path."""
+
+    __slots__ = ("cancelled", "helper", "scope")
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        #: The helper running it, once the job frame may be out.
+        self.helper: HelperProcess | None = None
+        #: The scope of the slow path (waiting for a slot, spawning), while it runs.
+        self.scope: trio.CancelScope | None = None
+
+
+class SlotWaiter:
+    """A job waiting for a free slot; ``HelperPool._release`` hands one over."""
+
+    __slots__ = ("event", "slot")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.slot: Slot | None = None
+
+
+@enable_ki_protection
+async def close_helper(helper: HelperProcess, bound: float) -> None:
+    """The close's end of one helper (design §3.8): wait up to ``bound`` seconds (trio's
+    clock) for its job to stop (its ladder), then shut it down if it is still there."""
+    with trio.move_on_after(bound):
+        await helper.wait_job_done()
+    if not helper.exited:
+        await helper.shutdown()
+
+
+def expected(result: Any, expect: type[T], operation: str) -> T:
+    """``result`` if it is an instance of ``expect`` (``run_job(..., expect=)``).
+
+    Raises:
+        TypeError: it is not; the message names the operation and both types.
+    """
+    if isinstance(result, expect):
+        return result
+    raise TypeError(
+        f"job {operation!r} returned {type(result).__name__}, not {expect.__name__} (expect=)"
+    )
 
 
 class HelperPool:
     """N supervised helper processes (design §3). Create with :func:`open_helper_pool`.
 
     Attributes:
-        events: The pool's :class:`~actors._helpers._events.PoolEvents` (design §3.10).
+        events: The pool's :class:`~actors.PoolEvents` (design §3.10).
         recovering: Set by a supervisor that restarts the pool when it fails: the
             failure then reads ``PoolRestarting`` (transient) instead of ``PoolFailed``.
     """

@@ -1,9 +1,9 @@
 """The helper side of ``run_sync``: call a function named by reference (design §3.14).
 
 This module runs **inside the helper child process** and, like :mod:`actors.helper`,
-never imports trio, attrs nor cattrs. :mod:`actors.helper` imports it at the first job
-of operation :data:`CALL_OPERATION`, so a helper that never serves such a call never
-pays for ``pickle``.
+never imports trio, attrs nor cattrs. The serve loop imports it at the first job of
+operation ``actors.call`` (``CALL_OPERATION``), so a helper that never serves such a
+call never pays for ``pickle``.
 
 A call's payload is ``[reference, data]``: the function as ``"module:qualname"`` and
 either the list of its arguments, when they are all plain JSON values (None, bool, an
@@ -38,10 +38,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, Final
 
-__all__ = ["CALL_OPERATION", "call"]
+__all__ = ["call"]
 
-#: The operation name of a ``run_sync`` call (a name no handler can take by accident).
-CALL_OPERATION: Final = "actors.call"
 #: Longest traceback text sent back, in bytes of UTF-8 (its tail is kept).
 MAX_TRACEBACK_BYTES: Final = 16384
 #: Largest pickled exception sent back, in bytes; a larger one travels as text only.
@@ -145,7 +143,7 @@ def _raised(exc: Exception) -> list[Any]:
 
 
 def call(payload: Any, ctx: object) -> list[Any]:
-    """Run one ``run_sync`` call: the handler of :data:`CALL_OPERATION` (design §3.14).
+    """Run one ``run_sync`` call: the handler of ``CALL_OPERATION`` (design §3.14).
 
     Args:
         payload: ``[reference, data]`` (see the module docstring).

@@ -23,25 +23,24 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from .._core import MAX_DURATION, ActorRef, ActorState, validate_duration
-from ..errors import ActorStopped, AskTimeout, DeadlineExceeded, PoolClosed
-from ._handle_calls import handle_map, handle_run_sync
-from ._pool_actor import (
-    CancelJob,
+from ..._core import MAX_DURATION, ActorRef, ActorState, validate_duration
+from ...errors import ActorStopped, AskTimeout, DeadlineExceeded, PoolClosed
+from ._calls import handle_map, handle_run_sync
+from ._pool import expected
+from ._requests import (
+    CANCEL_JOB,
+    GET_SNAPSHOT,
+    GET_STATISTICS,
+    RESTART_POOL,
+    RETIRE_IDLE,
     GetLease,
-    GetSnapshot,
-    GetStatistics,
-    RestartPool,
-    RetireIdle,
+    ask_method,
+    send_method,
 )
-from ._pool_jobs import expected
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable
-
-    from ._pool_actor import PoolLease
-    from ._pool_config import PoolSnapshot, PoolStatistics
-    from ._process import ProgressCallback
+    from .._process import ProgressCallback
+    from ._actor import PoolLease
 
 __all__ = ["PoolHandle", "RefSource"]
 
@@ -103,9 +102,16 @@ class PoolHandle:
             raise ActorStopped("the pool actor is not running", actor="pool")
         return ref
 
-    # Any importable function, by reference (design §3.14); see ``_handle_calls``.
+    # Any importable function, by reference (design §3.14); see ``_calls``.
     run_sync = handle_run_sync
     map = handle_map
+
+    # The requests through the mailbox, made from their declarations (``_requests``).
+    cancel_job = ask_method(CANCEL_JOB)
+    snapshot = ask_method(GET_SNAPSHOT)
+    statistics = ask_method(GET_STATISTICS)
+    restart = ask_method(RESTART_POOL)
+    retire_idle = send_method(RETIRE_IDLE)
 
     @overload
     async def run_job(
@@ -161,7 +167,7 @@ class PoolHandle:
             ActorStopped: (code ``actor_stopped``) the pool actor is stopped (or
                 stopped while the job ran).
             ActorError: whatever the job failed with, as in
-                :meth:`actors._helpers._pool.HelperPool.run_job` (``JobCancelled``,
+                :meth:`actors.HelperPool.run_job` (``JobCancelled``,
                 ``ReplyTimeout``, ``JobStalled``, ``ForcedTermination``,
                 ``SignalFailed``, ``HelperExitedError``, ``ProtocolViolation``,
                 ``PoolFailed``, ``PoolRestarting``, ``PoolBusy``, ...).
@@ -233,59 +239,3 @@ class PoolHandle:
                 self._lease = lease
                 return lease
             failing = ref
-
-    async def cancel_job(self, job_id: Hashable, *, timeout: float = 5.0) -> bool:  # noqa: ASYNC109
-        """Cancel a job started by a :class:`RunJob` message; True if it was running.
-
-        ``timeout`` in seconds. (A job of :meth:`run_job` is cancelled by cancelling
-        its caller.)
-
-        Raises:
-            AskTimeout: (code ``ask_timeout``) no answer within ``timeout``.
-            ActorStopped: (code ``actor_stopped``) the pool actor is stopped.
-        """
-        result: bool = await self.ref.ask(CancelJob(job_id=job_id), timeout=timeout)
-        return result
-
-    async def snapshot(self, *, timeout: float = 5.0) -> PoolSnapshot:  # noqa: ASYNC109
-        """Return the pool's liveness snapshot (design §3.8); ``timeout`` in seconds.
-
-        Raises:
-            AskTimeout: (code ``ask_timeout``) no answer within ``timeout``.
-            ActorStopped: (code ``actor_stopped``) the pool actor is stopped.
-        """
-        result: PoolSnapshot = await self.ref.ask(GetSnapshot(), timeout=timeout)
-        return result
-
-    async def statistics(self, *, timeout: float = 5.0) -> PoolStatistics:  # noqa: ASYNC109
-        """Return the pool's counters; ``timeout`` in seconds.
-
-        Raises:
-            AskTimeout: (code ``ask_timeout``) no answer within ``timeout``.
-            ActorStopped: (code ``actor_stopped``) the pool actor is stopped.
-        """
-        result: PoolStatistics = await self.ref.ask(GetStatistics(), timeout=timeout)
-        return result
-
-    def retire_idle(self) -> None:
-        """Take no new job; shut the idle helpers down now (design §3.8); never waits.
-
-        Sends :class:`~actors.RetireIdle`: running jobs go on until the pool actor
-        stops, jobs sent from now on fail with ``PoolClosed``. A server calls it as its
-        shutdown starts, so the idle helpers' shutdown ladder runs alongside the grace.
-
-        Raises:
-            MailboxFull: (code ``mailbox_full``) the pool actor's mailbox is full.
-            ActorStopped: (code ``actor_stopped``) the pool actor is stopped.
-        """
-        self.ref.try_send(RetireIdle())
-
-    async def restart(self, *, timeout: float = 30.0) -> None:  # noqa: ASYNC109
-        """Restart the pool (design §3.7); ``timeout`` in seconds.
-
-        Raises:
-            AskTimeout: (code ``ask_timeout``) not done within ``timeout``.
-            PoolClosed: (code ``pool_closed``) the pool is closing.
-            HelperStartupError: (code ``helper_startup_failed``) an eager respawn failed.
-        """
-        await self.ref.ask(RestartPool(), timeout=timeout)

@@ -1,14 +1,14 @@
 """The helper-pool actor: the helper pool behind a mailbox (design §3, §1.7).
 
 Other actors talk to it through its bounded mailbox and through
-:class:`~actors._helpers._pool_handle.PoolHandle`. It owns one
-:class:`~actors._helpers._pool.HelperPool`, opened around the actor's whole life (so the
+:class:`~actors.PoolHandle`. It owns one
+:class:`~actors.HelperPool`, opened around the actor's whole life (so the
 pool is ready before ``nursery.start`` returns the ref, and closed, every helper reaped,
 before ``run`` returns). A :class:`RunJob` message runs in its own task in the actor's
 nursery, so the mailbox stays responsive: a :class:`CancelJob` reaches the pool while
 the job runs and triggers the escalation ladder for that job only (design §3.5).
 
-Callers normally use :class:`~actors._helpers._pool_handle.PoolHandle`, whose jobs run
+Callers normally use :class:`~actors.PoolHandle`, whose jobs run
 in the caller's own task (see there: the mailbox hop would cost more than a short job)::
 
     ref = await nursery.start(PoolActor(spec, PoolConfig(size=2)).run)
@@ -39,39 +39,35 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
-import attrs
 import trio
 from trio.lowlevel import enable_ki_protection
 
-from protocol.envelope import MAX_OPERATION_LENGTH
-
-from .._core import Actor, Backoff, check_hashable, show_value, validate_count, validate_duration
-from ..errors import ActorError, InvalidCommand, PoolBusy, PoolFailed
-from ._events import PoolEvents
-from ._pool_config import PoolConfig
-from ._pool_open import open_helper_pool
-from ._pool_restart import restart_when_failed
+from ..._core import Actor, Backoff, validate_count
+from ...errors import ActorError, InvalidCommand, PoolBusy, PoolFailed
+from .._events import PoolEvents
+from ._config import PoolConfig
+from ._open import open_helper_pool
+from ._requests import (
+    POOL_REQUESTS,
+    CancelJob,
+    GetLease,
+    GetSnapshot,
+    GetStatistics,
+    RestartPool,
+    RetireIdle,
+    RunJob,
+    handler_name,
+)
+from ._restart import restart_when_failed
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Hashable
 
-    from .._core import ActorRef, Reply
+    from ..._core import ActorRef, Reply
+    from .._process import HelperSpec
     from ._pool import HelperPool
-    from ._process import ProgressCallback
-    from ._spec import HelperSpec
 
-__all__ = [
-    "ON_FAILURE",
-    "CancelJob",
-    "GetLease",
-    "RetireIdle",
-    "PoolLease",
-    "GetSnapshot",
-    "GetStatistics",
-    "PoolActor",
-    "RestartPool",
-    "RunJob",
-]
+__all__ = ["ON_FAILURE", "PoolActor", "PoolLease"]
 
 #: Values of ``PoolActor(on_failure=...)``.
 ON_FAILURE: Final = ("hold", "restart", "escalate")
@@ -83,78 +79,6 @@ _log = logging.getLogger("actors.helpers")
 
 def _default_recovery() -> Backoff:
     return Backoff(base=1.0, cap=30.0, reset_after=60.0)
-
-
-def _check_operation(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, str) or not 1 <= len(value) <= MAX_OPERATION_LENGTH:
-        raise ValueError(
-            f"operation must be a str of 1..{MAX_OPERATION_LENGTH} characters, "
-            f"got {show_value(value)}"
-        )
-
-
-def _optional_stall(value: object) -> float | None:
-    return None if value is None else validate_duration("stall", value, allow_zero=False)
-
-
-@attrs.frozen(kw_only=True)
-class RunJob:
-    """Ask: run one job on a helper; the answer is its result (design §3.4)."""
-
-    job_id: Hashable = attrs.field(validator=check_hashable)
-    """Key for :class:`CancelJob`; unique among the pool actor's running jobs."""
-    operation: str = attrs.field(validator=_check_operation)
-    """The handler's name, 1..128 characters."""
-    payload: Any = None
-    """JSON-compatible arguments."""
-    on_progress: ProgressCallback | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.is_callable())
-    )
-    """``on_progress(fraction, note)`` for the job's progress reports, or None. Called
-    in the job's task in the pool actor's nursery (never in ``handle``): sync, must not
-    block; an exception from it is logged and ignored (design §3.9)."""
-    stall: float | None = attrs.field(default=None, converter=_optional_stall)
-    """Seconds the job may go without a progress report (design §3.12), or None."""
-
-
-@attrs.frozen(kw_only=True)
-class CancelJob:
-    """Send (or ask, answered with a bool): cancel a running job (design §3.5)."""
-
-    job_id: Hashable
-    """The :attr:`RunJob.job_id` to cancel; an unknown or finished id is ignored."""
-
-
-@attrs.frozen(kw_only=True)
-class GetSnapshot:
-    """Ask: the pool's liveness snapshot (:class:`~actors._helpers._pool.PoolSnapshot`, §3.8)."""
-
-
-@attrs.frozen(kw_only=True)
-class GetStatistics:
-    """Ask: the pool's counters (:class:`~actors._helpers._pool.PoolStatistics`)."""
-
-
-@attrs.frozen(kw_only=True)
-class RestartPool:
-    """Ask: clear a failed pool and start fresh incarnations (design §3.7)."""
-
-
-@attrs.frozen(kw_only=True)
-class RetireIdle:
-    """Send (or ask, answered with None once done): take no new job and shut the idle
-    helpers down now, while running jobs go on (design §3.8).
-
-    A server sends it as its shutdown starts, so that the idle helpers' shutdown runs
-    side by side with the grace its running work gets, not after it. Jobs sent after it
-    fail with ``PoolClosed``; the pool closes when the actor stops.
-    """
-
-
-@attrs.frozen(kw_only=True)
-class GetLease:
-    """Ask (in-process only): the actor's :class:`PoolLease`, for a handle's direct
-    job path."""
 
 
 class PoolLease:
@@ -317,41 +241,47 @@ class PoolActor(Actor):
             self._pool.hurry()
 
     async def handle(self, message: Any, reply: Reply) -> None:
-        """Dispatch one message (see the message classes of this module).
+        """Dispatch one message to its ``_on_...`` method (the requests of ``_requests``).
 
         Raises:
             InvalidCommand: (code ``invalid_command``) an unknown message, or a
                 ``RunJob`` whose id is already running.
             PoolBusy: (code ``pool_busy``) ``max_jobs`` jobs are already in flight.
         """
-        pool = self.pool
-        if isinstance(message, RunJob):
-            if message.job_id in self._running:
-                raise InvalidCommand(
-                    f"job id {message.job_id!r} is already running", fields=["job_id"]
-                )
-            lease = self._lease
-            assert lease is not None
-            lease.room()
-            lease.in_flight += 1
-            self._running.add(message.job_id)
-            self.nursery.start_soon(self._run_job, message, reply)
-        elif isinstance(message, CancelJob):
-            reply.send(pool.cancel_job(message.job_id))
-        elif isinstance(message, GetSnapshot):
-            reply.send(pool.snapshot())
-        elif isinstance(message, GetStatistics):
-            reply.send(pool.statistics())
-        elif isinstance(message, RestartPool):
-            self.nursery.start_soon(self._restart, reply)
-        elif isinstance(message, RetireIdle):
-            self.nursery.start_soon(self._retire_idle, reply)
-        elif isinstance(message, GetLease):
-            reply.send(self._lease)
-        else:
+        handler = _HANDLERS.get(type(message))
+        if handler is None:
             raise InvalidCommand(
                 f"the pool actor does not handle {type(message).__name__}", fields=["type"]
             )
+        handler(self, message, reply)
+
+    def _on_run_job(self, message: RunJob, reply: Reply) -> None:
+        if message.job_id in self._running:
+            raise InvalidCommand(f"job id {message.job_id!r} is already running", fields=["job_id"])
+        lease = self._lease
+        assert lease is not None
+        lease.room()
+        lease.in_flight += 1
+        self._running.add(message.job_id)
+        self.nursery.start_soon(self._run_job, message, reply)
+
+    def _on_cancel_job(self, message: CancelJob, reply: Reply) -> None:
+        reply.send(self.pool.cancel_job(message.job_id))
+
+    def _on_get_snapshot(self, message: GetSnapshot, reply: Reply) -> None:
+        reply.send(self.pool.snapshot())
+
+    def _on_get_statistics(self, message: GetStatistics, reply: Reply) -> None:
+        reply.send(self.pool.statistics())
+
+    def _on_restart_pool(self, message: RestartPool, reply: Reply) -> None:
+        self.nursery.start_soon(self._restart, reply)
+
+    def _on_retire_idle(self, message: RetireIdle, reply: Reply) -> None:
+        self.nursery.start_soon(self._retire_idle, reply)
+
+    def _on_get_lease(self, message: GetLease, reply: Reply) -> None:
+        reply.send(self._lease)
 
     @enable_ki_protection
     async def _run_job(self, message: RunJob, reply: Reply) -> None:
@@ -439,3 +369,9 @@ class PoolActor(Actor):
                         exc_info=exc,
                         extra={"pool": self.spec.name, "code": "callback_failed"},
                     )
+
+
+#: Message class → the pool actor's method that answers it, one per declared request.
+_HANDLERS: Final[dict[type[Any], Callable[[PoolActor, Any, Reply], None]]] = {
+    request.message: getattr(PoolActor, handler_name(request.message)) for request in POOL_REQUESTS
+}

@@ -4,7 +4,7 @@
 :meth:`PoolHandle.run_sync <actors.PoolHandle.run_sync>`) send a function **by
 reference** (``"module:qualname"``) with its arguments pickled, as one job of the
 built-in operation ``actors.call`` that every Python-entry helper serves (the child side
-is :mod:`actors._child_call`). So the call has the pool's whole contract: a free slot
+is :mod:`actors._child._call`). So the call has the pool's whole contract: a free slot
 within ``acquire_timeout``, the reply deadline, the stall timeout, the cancel ladder,
 fencing, events and statistics.
 
@@ -40,8 +40,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
-from .._child_call import CALL_OPERATION
-from ..errors import (
+from ...errors import (
     ActorError,
     FunctionNotImportable,
     FunctionRaised,
@@ -52,10 +51,9 @@ from ..errors import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from .._scheduler import RetryPolicy
+    from ..._scheduler import RetryPolicy
 
 __all__ = [
-    "CALL_OPERATION",
     "Emit",
     "attempts",
     "decode_reply",

@@ -1,0 +1,42 @@
+"""Everything that runs in the helper child (design §3.9): the serve loop, the frame
+stream, ``run_sync`` calls, the fault modes and the subreaper.
+
+Stdlib-only, like every module of this room: the child bootstrap loads ``actors`` as a
+bare package, so importing this façade never pulls in trio, attrs or cattrs. It names
+what the room offers the others: the public helper library (re-exported by
+:mod:`actors.helper`) and what the parent side reads of the child's (the ``run_sync``
+operation name, the fault modes, :func:`is_subreaper`). The call machinery
+(``_call``, pickle) and the fault modes (``_faults``) load only when a job needs them.
+"""
+
+from __future__ import annotations
+
+from ._serve import CALL_OPERATION as CALL_OPERATION
+from ._serve import FAULT_ENV as FAULT_ENV
+from ._serve import FAULT_EXIT_CODE as FAULT_EXIT_CODE
+from ._serve import FAULT_MODES as FAULT_MODES
+from ._serve import HEAVY_MODULES as HEAVY_MODULES
+from ._serve import PROGRESS_INTERVAL as PROGRESS_INTERVAL
+from ._serve import CancelRequested as CancelRequested
+from ._serve import JobContext as JobContext
+from ._serve import JobError as JobError
+from ._serve import in_helper_child as in_helper_child
+from ._serve import serve as serve
+from ._serve import serve_calls as serve_calls
+from ._subreaper import is_subreaper as is_subreaper
+
+__all__ = [
+    "CALL_OPERATION",
+    "FAULT_ENV",
+    "FAULT_EXIT_CODE",
+    "FAULT_MODES",
+    "HEAVY_MODULES",
+    "PROGRESS_INTERVAL",
+    "CancelRequested",
+    "JobContext",
+    "JobError",
+    "in_helper_child",
+    "is_subreaper",
+    "serve",
+    "serve_calls",
+]
