@@ -58,6 +58,8 @@ class Journal:
 
     def __init__(self, config: EventLogConfig, ledger: Ledger | None) -> None:
         self._ledger = ledger
+        # The hot path's bound method, looked up once (one call per progress event).
+        self._stage_progress = None if ledger is None else ledger.stage_progress
         self._window: deque[tuple[int, str, int | None, dict[str, Any]]] = deque(
             maxlen=config.window
         )
@@ -116,9 +118,9 @@ class Journal:
         data = {"fraction": fraction}
         self._head = seq = self._head + 1
         self._window.append((seq, "job_progress", run_id, data))
-        ledger = self._ledger
-        if ledger is not None:
-            ledger.stage_progress(seq, run_id, fraction)
+        stage = self._stage_progress
+        if stage is not None:
+            stage(seq, run_id, fraction)
         if self.hub._active:  # hub.listening, inlined
             self.hub.publish(_make_event(seq, "job_progress", run_id, data))
 
