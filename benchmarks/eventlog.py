@@ -58,8 +58,8 @@ import trio.testing
 from actors._eventlog._actor import EventLogActor
 from actors._eventlog._client import EventLogClient
 from actors._eventlog._eventlog import EventLog, open_event_log
-from actors._eventlog._ledger import Ledger
-from actors._eventlog._ledger_schema import SCHEMA
+from actors._eventlog._ledger import SQLiteLedger
+from actors._eventlog._ledger._schema import SCHEMA
 from actors._eventlog._ports import PortHub
 from actors._eventlog._types import Event, EventLogConfig, OperationSpec
 
@@ -144,7 +144,7 @@ async def actor_append(path: str, n: int) -> float:
 
 async def ledger_append(path: str, rows: list[Row], yield_every: int) -> float:
     """``Ledger.stage_event`` of pre-encoded rows, then ``flush()``."""
-    ledger = Ledger(path, synchronous=SYNC)
+    ledger = SQLiteLedger(path, synchronous=SYNC)
     await ledger.open(keep_requests=0)
     async with trio.open_nursery() as nursery:
         await nursery.start(ledger.run_writer)

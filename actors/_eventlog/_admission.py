@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._ticket import wait_durable
+from ._ledger import wait_durable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ._ticket import Ticket
+    from ._ledger import Ticket
     from ._types import Receipt
 
     #: Decides a request after a ledger look-up: ``(receipt, ticket)``.

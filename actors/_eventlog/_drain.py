@@ -24,9 +24,9 @@ from ._types import VERDICT_NOT_RUN, VERDICT_OK
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ._ledger import Ticket
     from ._operations import Operations, ProgressReporter
     from ._run import Run
-    from ._ticket import Ticket
     from ._types import EventLogConfig, RunStatus
 
     #: ``finish(run_id, verdict, result, error)``: decide a run (``Runs.finish``).

@@ -45,7 +45,6 @@ from .._core import unwrap_sole_exception
 from ..errors import ActorStopped
 from ._checks import check_kind, json_mapping
 from ._parts import build_parts
-from ._shutdown import close_ledger
 from ._statistics import EventLogStatistics
 from ._types import EventLogConfig, EventLogSnapshot
 
@@ -166,7 +165,7 @@ class EventLog:
                 if ledger is not None:
                     health = self._gate.ledger_health
                     await nursery.start(functools.partial(ledger.run_writer, on_health=health))
-                    await nursery.start(functools.partial(ledger.health.watch, on_health=health))
+                    await nursery.start(functools.partial(ledger.run_watchdog, on_health=health))
                 nursery.start_soon(self._runs.drain, nursery)
                 self._open = True
                 task_status.started()
@@ -177,7 +176,7 @@ class EventLog:
             self._open = False
             self._journal.hub.close()
             if ledger is not None:
-                await close_ledger(ledger, self.config.close_timeout)  # commits what is staged
+                await ledger.close_within(self.config.close_timeout)  # commits what is staged
                 self._recovery.log_left(ledger.path)
             self._closed.set()
 

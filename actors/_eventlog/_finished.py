@@ -21,7 +21,7 @@ import trio
 
 from ..errors import InvalidCommand, LedgerCorrupt
 from ._checks import MAX_ROW_ID, check_text
-from ._rows import decode_run
+from ._ledger import decode_run
 from ._types import TERMINAL_STATES
 
 if TYPE_CHECKING:

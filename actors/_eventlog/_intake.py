@@ -29,14 +29,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ._gate import AdmissionGate
-    from ._inspect import LedgerSnapshot
     from ._journal import Journal
-    from ._ledger import Ledger
+    from ._ledger import Ledger, LedgerSnapshot, Ticket
     from ._operations import Operations
     from ._requests import RequestStore
     from ._run import Run
     from ._runs import Runs
-    from ._ticket import Ticket
     from ._types import EventLogConfig, OperationSpec
 
 __all__ = ["Intake"]

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..errors import CursorExpired, InvalidCommand, LedgerUnavailable
+from ._ledger import RowCheck
 from ._ports import PortHub
-from ._rows import RowCheck
 from ._types import Event, WatchResult, encode_json, json_string
 
 if TYPE_CHECKING:
@@ -58,6 +58,8 @@ class Journal:
 
     def __init__(self, config: EventLogConfig, ledger: Ledger | None) -> None:
         self._ledger = ledger
+        # The hot path's bound method, looked up once (one call per progress event).
+        self._stage_progress = None if ledger is None else ledger.stage_progress
         self._window: deque[tuple[int, str, int | None, dict[str, Any]]] = deque(
             maxlen=config.window
         )
@@ -111,20 +113,14 @@ class Journal:
         if note is not None or synthetic:
             self.emit("job_progress", run_id, *progress_data(fraction, note, synthetic))
             return
-        # The commonest event: emit's body inlined, and so is Ledger.stage_progress's hot
-        # path (one owner for the pair): a float appended to the batch; the writer
-        # thread makes the row's JSON text, once.
+        # The commonest event: emit's body inlined; the ledger stages a float (its hot
+        # path), and the writer thread makes the row's JSON text, once.
         data = {"fraction": fraction}
         self._head = seq = self._head + 1
         self._window.append((seq, "job_progress", run_id, data))
-        ledger = self._ledger
-        if ledger is not None:
-            batch = ledger._batch
-            if run_id == batch.progress_run and seq == batch.last_seq + 1:
-                batch.last_seq = seq
-                batch.progress_values.append(fraction)
-            else:
-                ledger.stage_progress(seq, run_id, fraction)
+        stage = self._stage_progress
+        if stage is not None:
+            stage(seq, run_id, fraction)
         if self.hub._active:  # hub.listening, inlined
             self.hub.publish(_make_event(seq, "job_progress", run_id, data))
 

@@ -2,7 +2,7 @@
 
 :func:`build_parts` makes each part of an :class:`~actors._eventlog._eventlog.EventLog`
 once, passing every dependency explicitly (no part looks another up): the
-:class:`~actors._eventlog._ledger.Ledger` when ``ledger_path`` is set (its reads bounded
+:class:`~actors._eventlog._ledger.SQLiteLedger` when ``ledger_path`` is set (its reads bounded
 by ``ledger_read_timeout``, its commits watched against ``commit_stall_timeout``,
 design §6.19), the :class:`~actors._eventlog._journal.Journal` (the event sequence,
 window and ports), the :class:`~actors._eventlog._gate.AdmissionGate`, the
@@ -25,7 +25,7 @@ from ._finished import FinishedRuns
 from ._gate import AdmissionGate
 from ._intake import Intake
 from ._journal import Journal
-from ._ledger import Ledger
+from ._ledger import SQLiteLedger
 from ._operations import Operations
 from ._recovery import Recovery
 from ._requests import RequestStore
@@ -34,6 +34,7 @@ from ._runs import Runs
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
+    from ._ledger import Ledger
     from ._operations import Runner
     from ._types import EventLogConfig, OperationSpec
 
@@ -47,7 +48,7 @@ class Parts:
     operations: Operations
     """The accepted operations and their built-in runners."""
     ledger: Ledger | None
-    """The SQLite ledger, or None in memory."""
+    """The ledger (SQLite), or None in memory."""
     journal: Journal
     """The event sequence, window and ports."""
     gate: AdmissionGate
@@ -83,7 +84,7 @@ def build_parts(
     for name, runner in (runners or {}).items():
         ops.register(ops.specs[name], runner)
     ledger = (
-        Ledger(
+        SQLiteLedger(
             config.ledger_path,
             synchronous=config.synchronous,
             commit_linger=config.commit_linger,

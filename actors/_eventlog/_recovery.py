@@ -20,23 +20,22 @@ import trio
 
 from ..errors import AlreadyDecided, InvalidCommand, RunQuarantined, UnsupportedOperation
 from ._checks import check_text
+from ._ledger import wait_durable
 from ._run import Run
 from ._survivors import recover_survivors
-from ._ticket import wait_durable
 from ._types import BootReport, Drift, RunStatus, canonical_json
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ._gate import AdmissionGate
-    from ._inspect import LedgerSnapshot
     from ._intake import Intake
     from ._journal import Journal
+    from ._ledger import LedgerSnapshot, WalReport
     from ._operations import Operations
     from ._runs import Runs
     from ._survivors import Decision, Recovered, Survivor
     from ._types import EventLogConfig
-    from ._wal import WalReport
 
 __all__ = ["Recovery"]
 

@@ -25,9 +25,7 @@ import attrs
 from ._types import Receipt, encode_json
 
 if TYPE_CHECKING:
-    from ._inspect import LedgerSnapshot
-    from ._ledger import Ledger
-    from ._ticket import Ticket
+    from ._ledger import Ledger, LedgerSnapshot, Ticket
 
 __all__ = ["RequestStore", "StoredRequest"]
 

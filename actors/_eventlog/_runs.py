@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ._checks import check_fraction, check_text, is_run_id
 from ._drain import Drain
-from ._rows import RowCheck
+from ._ledger import RowCheck
 from ._run import Run
 from ._types import canonical_json, encode_json, json_string
 
@@ -45,12 +45,11 @@ if TYPE_CHECKING:
 
     from ._gate import AdmissionGate
     from ._journal import Journal
-    from ._ledger import Ledger
+    from ._ledger import Ledger, Ticket
     from ._operations import Operations
     from ._operations import ProgressReporter as ProgressReporter  # re-exported for typing
     from ._operations import Runner as Runner  # re-exported for typing
     from ._run import CoalesceKey
-    from ._ticket import Ticket
     from ._types import EventLogConfig, RunStatus
 
 __all__ = ["Runs"]

@@ -7,31 +7,10 @@ from typing import TYPE_CHECKING
 import attrs
 
 if TYPE_CHECKING:
+    from ._ledger import LedgerStatistics
     from ._ports import PortStatistics
 
-__all__ = ["EventLogStatistics", "LedgerStatistics"]
-
-
-@attrs.frozen(kw_only=True)
-class LedgerStatistics:
-    """Counters of a ledger, taken without waiting."""
-
-    commits: int
-    """Transactions committed."""
-    rows: int
-    """Rows written in all."""
-    pending_rows: int
-    """Rows staged and not yet committed."""
-    largest_batch: int
-    """Most rows in one transaction."""
-    failed_commits: int = 0
-    """Commit attempts that failed (each was retried)."""
-    stalled_commits: int = 0
-    """Commits that ran longer than ``stall_timeout`` (design §6.19)."""
-    read_timeouts: int = 0
-    """Reads that gave up after ``read_timeout`` (design §6.19)."""
-    unavailable: str | None = None
-    """The cause while commits fail (design §6.13), else None."""
+__all__ = ["EventLogStatistics"]
 
 
 @attrs.frozen(kw_only=True)

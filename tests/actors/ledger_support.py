@@ -13,22 +13,23 @@ from typing import TYPE_CHECKING
 import trio
 from trio.testing import wait_all_tasks_blocked
 
+from actors._eventlog._ledger import SQLiteLedger
+
 if TYPE_CHECKING:
-    from actors._eventlog._batch import Batch
     from actors._eventlog._eventlog import EventLog
-    from actors._eventlog._ledger import Ledger
+    from actors._eventlog._ledger._commit import Batch
 
 
-def ledger_of(log: EventLog) -> Ledger:
+def ledger_of(log: EventLog) -> SQLiteLedger:
     ledger = log._ledger
-    assert ledger is not None
+    assert isinstance(ledger, SQLiteLedger)
     return ledger
 
 
 class StalledDisk:
     """Holds each commit of ``ledger`` in its worker thread until :attr:`release` is set."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: SQLiteLedger) -> None:
         self._commit = ledger._commit_sync
         self.entered = threading.Event()
         self.release = threading.Event()

@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from actors._eventlog._eventlog import open_event_log
-from actors._eventlog._ledger_schema import APPLICATION_ID, SCHEMA_VERSION
+from actors._eventlog._ledger._schema import APPLICATION_ID, SCHEMA_VERSION
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import LedgerCorrupt, LedgerError, LedgerVersionError
 

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from actors._eventlog._eventlog import open_event_log
-from actors._eventlog._ledger import Ledger
+from actors._eventlog._ledger import SQLiteLedger
 from actors._eventlog._ports import ResyncRequired
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import InvalidCommand
@@ -110,7 +110,7 @@ async def test_rows_of_resumed_and_interrupted_runs_match(tmp_path: Path) -> Non
 
 
 async def test_segments_keep_seq_order_across_kinds_and_runs(tmp_path: Path) -> None:
-    ledger = Ledger(str(tmp_path / "l.db"), synchronous="NORMAL")
+    ledger = SQLiteLedger(str(tmp_path / "l.db"), synchronous="NORMAL")
     await ledger.open(keep_requests=0)
     staged: list[tuple[int, str, int | None, str]] = []
 

@@ -7,7 +7,7 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 from actors._eventlog._eventlog import open_event_log
-from actors._eventlog._ledger_schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_COLUMNS
+from actors._eventlog._ledger._schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_COLUMNS
 from actors._eventlog._types import EventLogConfig, OperationSpec
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ import trio
 from actors._eventlog._actor import EventLogActor
 from actors._eventlog._client import EventLogClient
 from actors._eventlog._eventlog import EventLog, open_event_log
-from actors._eventlog._ledger import Ledger
+from actors._eventlog._ledger import SQLiteLedger
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import LedgerError, LedgerUnavailable
 
@@ -191,7 +191,7 @@ async def test_sqlite_errors_stay_the_cause_of_ours(tmp_path: Path) -> None:
         with pytest.raises(LedgerError) as info:
             await ledger._reads.query("SELECT * FROM nowhere", ())
         assert isinstance(info.value.__cause__, sqlite3.OperationalError)
-    ledger = Ledger(str(tmp_path / "close.db"))
+    ledger = SQLiteLedger(str(tmp_path / "close.db"))
     await ledger.open(keep_requests=10)
     ledger.stage_meta("revision", "1")
 

@@ -1,9 +1,10 @@
 """The ledger's reads: bounded, and every row checked (design §6.11, §6.19).
 
-:class:`LedgerReads` is owned by the :class:`~actors._eventlog._ledger.Ledger` and reads
-what memory no longer holds (a run, a request id, events below the window, a page of
-decided runs) through the ledger's one connection and its one-thread limiter, so a read
-sees everything committed before it and never shares the connection with a commit.
+:class:`LedgerReads` is owned by the
+:class:`~actors._eventlog._ledger._commit.SQLiteLedger` and reads what memory no longer
+holds (a run, a request id, events below the window, a page of decided runs) through the
+ledger's one connection and its one-thread limiter, so a read sees everything committed
+before it and never shares the connection with a commit.
 
 No read waits without bound: each one gives up after ``read_timeout`` seconds (a stalled
 disk, or a stalled commit ahead of it) with :class:`~actors.errors.LedgerUnavailable`;
@@ -18,16 +19,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from ..errors import LedgerCorrupt, LedgerError, LedgerUnavailable
+from ...errors import LedgerCorrupt, LedgerError, LedgerUnavailable
+from .._types import TERMINAL_STATES
 from ._connection import classify_error
-from ._ledger_schema import RUN_COLUMNS
 from ._rows import RowCheck, decode_event, decode_request, decode_run
-from ._types import TERMINAL_STATES
+from ._schema import RUN_COLUMNS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._types import Event, Receipt
+    from .._types import Event, Receipt
 
 _T = TypeVar("_T")
 

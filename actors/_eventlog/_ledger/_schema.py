@@ -12,7 +12,7 @@ import os
 import secrets
 import sqlite3
 
-from ..errors import LedgerError
+from ...errors import LedgerError
 
 __all__ = [
     "APPLICATION_ID",

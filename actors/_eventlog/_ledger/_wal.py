@@ -32,7 +32,7 @@ import struct
 
 import attrs
 
-from ..errors import LedgerCorrupt
+from ...errors import LedgerCorrupt
 
 __all__ = ["WalReport", "check_wal"]
 

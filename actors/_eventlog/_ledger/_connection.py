@@ -1,9 +1,9 @@
 """Opening and closing the ledger's one SQLite connection; classifying its errors (§6.10).
 
-:func:`open_connection` inspects the file first (read-only, :mod:`actors._eventlog._inspect`),
-creates a missing ledger atomically, and only then opens it for writing: migrates an
-older schema, prunes old events, and starts a session whose marker it checkpoints into
-the database file (design §6.12).
+:func:`open_connection` inspects the file first (read-only,
+:mod:`actors._eventlog._ledger._inspect`), creates a missing ledger atomically, and only
+then opens it for writing: migrates an older schema, prunes old events, and starts a
+session whose marker it checkpoints into the database file (design §6.12).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import sqlite3
 import urllib.parse
 from typing import TYPE_CHECKING
 
-from ..errors import LedgerCorrupt, LedgerError, LedgerUnavailable
+from ...errors import LedgerCorrupt, LedgerError, LedgerUnavailable
 from ._inspect import inspect_ledger
-from ._ledger_schema import create_ledger, migrate, prune_events
+from ._schema import create_ledger, migrate, prune_events
 
 if TYPE_CHECKING:
     from ._inspect import Inspection

@@ -6,11 +6,11 @@ either returns everything boot needs or refuses the file with one line naming wh
 wrong, every byte of the database and its ``-wal`` left as they were:
 
 1. the file: not empty, the SQLite header, not truncated;
-2. the write-ahead log, before SQLite may replay it (:mod:`actors._eventlog._wal`);
+2. the write-ahead log, before SQLite may replay it (:mod:`actors._eventlog._ledger._wal`);
 3. the session: the database says whether its last session closed cleanly; if not, its
    ``-wal`` must be there, and must be that session's own (design §6.12);
 4. ``quick_check``, our ``application_id``, a schema version we know, our tables;
-5. every row of every table, by SQL rules (:func:`actors._eventlog._rows.table_checks`),
+5. every row of every table, by SQL rules (:func:`actors._eventlog._ledger._rows.table_checks`),
    plus the rows that must exist (run ids and event seqs without a gap, the run of every
    request, the request of every run, a revision not behind the runs');
 6. the rows boot loads, decoded and checked.
@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..errors import LedgerCorrupt, LedgerError, LedgerVersionError
-from ._ledger_schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_COLUMNS, run_columns
+from ...errors import LedgerCorrupt, LedgerError, LedgerVersionError
 from ._rows import DECODERS, RowCheck, decode_request, decode_revision, decode_run, table_checks
+from ._schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_COLUMNS, run_columns
 from ._wal import WalReport, check_wal
 
 if TYPE_CHECKING:
-    from ._types import Receipt
+    from .._types import Receipt
 
 __all__ = ["Inspection", "LedgerSnapshot", "inspect_ledger", "parse_session"]
 
@@ -53,7 +53,7 @@ class LedgerSnapshot:
     next_request_position: int
     """The position for the next stored request."""
     open_runs: tuple[dict[str, Any], ...]
-    """The checked fields (see :func:`~actors._eventlog._rows.decode_run`) of the runs
+    """The checked fields (see :func:`~actors._eventlog._ledger._rows.decode_run`) of the runs
     neither finished nor cancelled, by run id."""
     requests: tuple[tuple[str, str, Receipt], ...]
     """The most recent ``(request_id, content, receipt)``, oldest first."""

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..errors import LedgerCorrupt
-from ._types import RUN_STATES, Event, Receipt
+from ...errors import LedgerCorrupt
+from .._types import RUN_STATES, Event, Receipt
 
 if TYPE_CHECKING:
     from collections.abc import Callable
