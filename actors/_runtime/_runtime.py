@@ -47,9 +47,7 @@ from .._core._backoff import Backoff
 from .._core._config import MAX_DURATION, count_field, duration_field
 from .._core._groups import unwrap_sole_exception
 from .._core._supervisor import ChildSpec
-from .._eventlog._actor import EventLogActor
-from .._eventlog._client import EventLogClient
-from .._eventlog._types import EventLogConfig, OperationSpec
+from .._eventlog import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
 from .._helpers._events import POOL_EVENT_KINDS, PoolEvents, PoolEventStream
 from .._helpers._interrupt import second_interrupt
 from .._helpers._pool import PoolConfig
@@ -69,7 +67,7 @@ if TYPE_CHECKING:
 
     from .._core._ref import ActorRef
     from .._core._supervisor import Supervisor, SupervisorEvent, SupervisorRef
-    from .._eventlog._runs import Runner
+    from .._eventlog import Runner
     from .._scheduler._cache import PayloadCache
 
 __all__ = ["Runtime", "RuntimeConfig", "open_runtime"]
