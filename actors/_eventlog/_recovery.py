@@ -28,9 +28,8 @@ from ._types import BootReport, Drift, RunStatus, canonical_json
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ._gate import AdmissionGate
+    from ._admission import AdmissionGate, Intake
     from ._inspect import LedgerSnapshot
-    from ._intake import Intake
     from ._journal import Journal
     from ._operations import Operations
     from ._runs import Runs

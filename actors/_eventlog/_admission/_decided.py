@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._ticket import wait_durable
+from .._ticket import wait_durable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ._ticket import Ticket
-    from ._types import Receipt
+    from .._ticket import Ticket
+    from .._types import Receipt
 
     #: Decides a request after a ledger look-up: ``(receipt, ticket)``.
     Decide = Callable[[], Awaitable[tuple[Receipt, Ticket | None]]]

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._types import Receipt, encode_json
+from .._types import Receipt, encode_json
 
 if TYPE_CHECKING:
-    from ._inspect import LedgerSnapshot
-    from ._ledger import Ledger
-    from ._ticket import Ticket
+    from .._inspect import LedgerSnapshot
+    from .._ledger import Ledger
+    from .._ticket import Ticket
 
 __all__ = ["RequestStore", "StoredRequest"]
 
