@@ -110,35 +110,35 @@ from ._scheduler import Settled as Settled
 
 
 # isort: split
-from ._eventlog._eventlog import EventLog as EventLog
-from ._eventlog._statistics import EventLogStatistics as EventLogStatistics
-from ._eventlog._eventlog import open_event_log as open_event_log
-from ._eventlog._actor import EventLogActor as EventLogActor
-from ._eventlog._client import EventLogClient as EventLogClient
-from ._eventlog._admission import Admission as Admission
-from ._eventlog._types import VERDICT_NOT_RUN as VERDICT_NOT_RUN
-from ._eventlog._types import VERDICT_OK as VERDICT_OK
-from ._eventlog._types import BootReport as BootReport
-from ._eventlog._types import Drift as Drift
-from ._eventlog._survivors import Decision as Decision
-from ._eventlog._survivors import Recovered as Recovered
-from ._eventlog._survivors import Survivor as Survivor
-from ._eventlog._finished import DamagedRun as DamagedRun
-from ._eventlog._finished import FinishedRun as FinishedRun
-from ._eventlog._finished import FinishedRunsPage as FinishedRunsPage
-from ._eventlog._types import Event as Event
-from ._eventlog._types import EventLogConfig as EventLogConfig
-from ._eventlog._types import EventLogSnapshot as EventLogSnapshot
-from ._eventlog._types import OperationSpec as OperationSpec
-from ._eventlog._operations import ProgressReporter as ProgressReporter
-from ._eventlog._operations import Runner as Runner
-from ._eventlog._types import Receipt as Receipt
-from ._eventlog._types import RunStatus as RunStatus
-from ._eventlog._types import WatchResult as WatchResult
-from ._eventlog._ledger import LedgerStatistics as LedgerStatistics
-from ._eventlog._ports import Port as Port
-from ._eventlog._ports import PortStatistics as PortStatistics
-from ._eventlog._ports import ResyncRequired as ResyncRequired
+from ._eventlog import EventLog as EventLog
+from ._eventlog import EventLogStatistics as EventLogStatistics
+from ._eventlog import open_event_log as open_event_log
+from ._eventlog import EventLogActor as EventLogActor
+from ._eventlog import EventLogClient as EventLogClient
+from ._eventlog import Admission as Admission
+from ._eventlog import VERDICT_NOT_RUN as VERDICT_NOT_RUN
+from ._eventlog import VERDICT_OK as VERDICT_OK
+from ._eventlog import BootReport as BootReport
+from ._eventlog import Drift as Drift
+from ._eventlog import Decision as Decision
+from ._eventlog import Recovered as Recovered
+from ._eventlog import Survivor as Survivor
+from ._eventlog import DamagedRun as DamagedRun
+from ._eventlog import FinishedRun as FinishedRun
+from ._eventlog import FinishedRunsPage as FinishedRunsPage
+from ._eventlog import Event as Event
+from ._eventlog import EventLogConfig as EventLogConfig
+from ._eventlog import EventLogSnapshot as EventLogSnapshot
+from ._eventlog import OperationSpec as OperationSpec
+from ._eventlog import ProgressReporter as ProgressReporter
+from ._eventlog import Runner as Runner
+from ._eventlog import Receipt as Receipt
+from ._eventlog import RunStatus as RunStatus
+from ._eventlog import WatchResult as WatchResult
+from ._eventlog import LedgerStatistics as LedgerStatistics
+from ._eventlog import Port as Port
+from ._eventlog import PortStatistics as PortStatistics
+from ._eventlog import ResyncRequired as ResyncRequired
 
 # isort: split
 from ._renderer import CancelRender as CancelRender

@@ -1,25 +1,26 @@
-"""The event-log system actor and its messages (design §6, on the §1 actor core).
+"""The event-log system actor (design §6, on the §1 actor core).
 
-:class:`EventLogActor` owns one :class:`~actors._eventlog._eventlog.EventLog` and serves it over its
-mailbox: every request is one of the message classes below, answered through ``ask``.
-Requests are decided in mailbox order; those that wait (for durability or a ledger read:
-``Submit``, ``Start``, ``Cancel``, ``Status``, ``Watch``, ``Resume``, ``Discard``,
-``CheckDrift``, ``QueryFinished``) are then awaited in a task of the actor's nursery, so
-one slow commit never stalls the mailbox. Each such task works at most
-``request_timeout`` seconds, and at most ``max_pending`` exist at once; beyond that a
-request is refused with ``mailbox_full`` instead of holding the mailbox (design §6.19).
+:class:`EventLogActor` owns one :class:`~actors.EventLog` and serves it over its
+mailbox: every request is one of the message classes declared in
+:mod:`actors._eventlog._messages`, answered through ``ask`` as its declaration says.
+Requests are decided in mailbox order; those declared ``waits`` (for durability or a
+ledger read: ``Submit``, ``Start``, ``Cancel``, ``Status``, ``Watch``, ``Resume``,
+``Discard``, ``CheckDrift``, ``QueryFinished``) are then awaited in a task of the
+actor's nursery, so one slow commit never stalls the mailbox. Each such task works at
+most ``request_timeout`` seconds, and at most ``max_pending`` exist at once; beyond
+that a request is refused with ``mailbox_full`` instead of holding the mailbox (design §6.19).
 ``Start`` is answered once the run's ``running`` state is durable, so a crash caused by
 the work it starts is always counted as an interruption (design §6.10). ``Progress`` and
 ``Finish`` are answered at once (their rows commit within one batch).
 
-Its client, :class:`~actors.EventLogClient` (:mod:`actors._eventlog._client`), gives
-each message an async method.
+Its client, :class:`~actors.EventLogClient` (:mod:`actors._eventlog._client`), has
+one async method per declared request, derived from the same declarations.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import trio
@@ -30,193 +31,19 @@ from .._core import Actor, unwrap_sole_exception
 from ..errors import ActorCrashed, ActorError, InvalidCommand, LedgerUnavailable, MailboxFull
 from ._checks import check_kind, json_mapping
 from ._eventlog import EventLog
+from ._messages import REQUESTS, Finish, Record, Start, Submit, Subscribe
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping
 
     from .._core import ActorRef, Reply
+    from ._messages import Request
     from ._operations import Runner
-    from ._types import (
-        Event,
-        EventLogConfig,
-        OperationSpec,
-    )
+    from ._types import EventLogConfig, OperationSpec
 
-__all__ = [
-    "ApplyEdit",
-    "Cancel",
-    "CheckDrift",
-    "Discard",
-    "EventLogActor",
-    "Finish",
-    "GetBootReport",
-    "GetStatistics",
-    "Progress",
-    "QueryFinished",
-    "Record",
-    "Resume",
-    "SetPortEnabled",
-    "Start",
-    "TakeSnapshot",
-    "Status",
-    "Submit",
-    "Subscribe",
-    "Watch",
-]
+__all__ = ["EventLogActor"]
 
 _log = logging.getLogger("actors.eventlog")
-
-
-@attrs.frozen(kw_only=True)
-class Submit:
-    """Ask for a receipt (design §6.1-6.5); answered with a :class:`Receipt`."""
-
-    operation: str
-    arguments: Mapping[str, Any]
-    request_id: str | None = None
-    actor: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class Start:
-    """An executor claims a run (design §6.6); answered with its :class:`RunStatus`."""
-
-    run_id: int
-    on_cancel: Callable[[], object] | None = None
-
-
-@attrs.frozen(kw_only=True)
-class Progress:
-    """Progress of a run, fraction in [0, 1] (design §6.6); answered with None."""
-
-    run_id: int
-    fraction: float
-    note: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class Finish:
-    """A verdict for a run (design §6.6); answered with its :class:`RunStatus`."""
-
-    run_id: int
-    verdict: str
-    result: Any = None
-    error: Mapping[str, str] | None = None
-
-
-@attrs.frozen(kw_only=True)
-class Cancel:
-    """Cancel a run or detach requests, by ``actor`` (design §6.7, §6.14); answered with
-    the true status."""
-
-    run_id: int
-    actor: str = "local"
-    request_id: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class Status:
-    """The state of a run (or of one request joined to it); needs no capacity; answered
-    with a :class:`RunStatus`."""
-
-    run_id: int
-    request_id: str | None = None
-
-
-@attrs.frozen(kw_only=True)
-class Watch:
-    """The events after ``cursor`` (design §6.8); answered with a :class:`WatchResult`."""
-
-    cursor: int
-    limit: int | None = None
-
-
-@attrs.frozen(kw_only=True)
-class Subscribe:
-    """Open a bounded port (design §6.9); answered with the :class:`Port` (in-process)."""
-
-    name: str | None = None
-    cursor: int | None = None
-    bound: int | None = None
-    local: bool = True
-    listener: Callable[[Event], object] | None = None
-
-
-@attrs.frozen(kw_only=True)
-class TakeSnapshot:
-    """Every live run and its consistent cursor (design §6.15); answered at once with
-    an :class:`EventLogSnapshot`."""
-
-
-@attrs.frozen(kw_only=True)
-class SetPortEnabled:
-    """Enable or disable a port; local callers only (design §6.9)."""
-
-    name: str
-    enabled: bool
-    local: bool
-
-
-@attrs.frozen(kw_only=True)
-class ApplyEdit:
-    """Bump the revision (design §6.4); answered with the new revision."""
-
-
-@attrs.frozen(kw_only=True)
-class GetBootReport:
-    """Answered with the :class:`BootReport` (design §6.10)."""
-
-
-@attrs.frozen(kw_only=True)
-class Resume:
-    """Queue a held run again (design §6.10); answered with its :class:`RunStatus`."""
-
-    run_id: int
-    override: bool = False
-
-
-@attrs.frozen(kw_only=True)
-class Discard:
-    """Decide a held run cancelled (design §6.10); answered with its :class:`RunStatus`."""
-
-    run_id: int
-    actor: str = "local"
-
-
-@attrs.frozen(kw_only=True)
-class CheckDrift:
-    """Compare a run's pinned ingredients with ``current`` (design §6.10)."""
-
-    run_id: int
-    current: Mapping[str, Any] | None = None
-
-
-@attrs.frozen(kw_only=True)
-class Record:
-    """Append a log-wide event (design §6.8); answered with its seq."""
-
-    kind: str
-    data: Mapping[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class QueryFinished:
-    """One page of decided runs (design §6.18); answered with a ``FinishedRunsPage``."""
-
-    after: int = 0
-    limit: int | None = None
-    state: str | None = None
-    verdict: str | None = None
-    since: float | None = None
-
-
-@attrs.frozen(kw_only=True)
-class GetStatistics:
-    """Answered with the log's :class:`EventLogStatistics`."""
-
-
-#: The requests answered by a task of their own (they wait for the ledger).
-_WAITING = (Submit, Start, Cancel, Status, Watch, Resume, Discard, CheckDrift, QueryFinished)
 
 
 class EventLogActor(Actor):
@@ -285,107 +112,85 @@ class EventLogActor(Actor):
         await self.log.aclose()
 
     async def handle(self, message: Any, reply: Reply) -> None:
-        """Serve one request; see the message classes for what each answers.
+        """Serve one request, as its declaration in ``REQUESTS`` says (design §6).
+
+        A request with a server of its own in ``_SERVERS`` is served by it; any
+        other calls the :class:`EventLog` method its declaration names with the
+        message's fields, at once or (a waiting request) from a task.
 
         Raises:
             MailboxFull: (``mailbox_full``) ``max_pending`` requests wait already
                 (``details["retry_after"]``, seconds); nothing was decided (§6.19).
+            InvalidCommand: (``invalid_command``) ``message`` is not a request.
         """
-        log = self.log
-        if not self._pending.value and isinstance(message, _WAITING):
+        spec = REQUESTS.get(type(message))
+        if spec is None:
+            raise InvalidCommand(f"the event log does not understand {message!r}"[:500])
+        if spec.waits and not self._pending.value:
             raise self._busy()
-        match message:
-            case Submit():
-                if not log.writable and not await self._wait_writable():
-                    reply.send(
-                        log.refuse(
-                            message.operation,
-                            message.arguments,
-                            message.request_id,
-                            actor=message.actor,
-                            retry_after=log.config.writable_timeout,
-                        )
-                    )
-                    return
-                admission = log.admit(
-                    message.operation, message.arguments, message.request_id, actor=message.actor
+        server = self._SERVERS.get(spec.message)
+        if server is not None:
+            await server(self, message, reply)
+            return
+        fn = getattr(self.log, spec.method)
+        fields = attrs.asdict(message, recurse=False)
+        if spec.waits:
+            await self._later(reply, fn, decides=spec.decides, **fields)
+        else:
+            reply.send(fn(**fields))
+
+    async def _submit(self, message: Submit, reply: Reply) -> None:
+        log = self.log
+        if not log.writable and not await self._wait_writable():
+            retry_after = log.config.writable_timeout
+            reply.send(
+                log.refuse(
+                    message.operation,
+                    message.arguments,
+                    message.request_id,
+                    actor=message.actor,
+                    retry_after=retry_after,
                 )
-                await self._later(reply, admission.wait, decides=False)
-            case Progress():
-                log.progress(message.run_id, message.fraction, message.note)
-                reply.send(None)
-            case Start():
-                status = log.start(message.run_id, on_cancel=message.on_cancel)
-                await self._later(reply, self._when_durable, status, decides=False)
-            case Finish():
-                if not log.writable:
-                    await self._wait_writable()  # then decided anyway: never lost
-                reply.send(
-                    log.finish(message.run_id, message.verdict, message.result, error=message.error)
-                )
-            case Cancel():
-                await self._later(
-                    reply, log.cancel, message.run_id, message.actor, request_id=message.request_id
-                )
-            case Status():
-                await self._later(
-                    reply, log.status, message.run_id, request_id=message.request_id, decides=False
-                )
-            case Watch():
-                await self._later(
-                    reply, log.watch, message.cursor, limit=message.limit, decides=False
-                )
-            case Subscribe():
-                if not reply.wanted:
-                    # The asker gave up: a port nobody holds would only fill up. No
-                    # checkpoint lies between here and the answer, which is delivered.
-                    _log.info(
-                        "subscribe skipped: its asker left",
-                        extra={"port": message.name, "reason": "asker_gone"},
-                    )
-                    return
-                reply.send(
-                    log.subscribe(
-                        message.name,
-                        cursor=message.cursor,
-                        bound=message.bound,
-                        local=message.local,
-                        listener=message.listener,
-                    )
-                )
-            case TakeSnapshot():
-                reply.send(log.snapshot())
-            case SetPortEnabled():
-                reply.send(log.set_port_enabled(message.name, message.enabled, local=message.local))
-            case ApplyEdit():
-                reply.send(log.apply_edit())
-            case GetBootReport():
-                reply.send(log.boot_report())
-            case Resume():
-                await self._later(reply, log.resume, message.run_id, override=message.override)
-            case Discard():
-                await self._later(reply, log.discard, message.run_id, actor=message.actor)
-            case CheckDrift():
-                await self._later(
-                    reply, log.check_drift, message.run_id, message.current, decides=False
-                )
-            case Record():
-                reply.send(log.record(*_record_fields(message)))
-            case QueryFinished():
-                await self._later(
-                    reply,
-                    log.finished_runs,
-                    after=message.after,
-                    limit=message.limit,
-                    state=message.state,
-                    verdict=message.verdict,
-                    since=message.since,
-                    decides=False,
-                )
-            case GetStatistics():
-                reply.send(log.statistics())
-            case _:
-                raise InvalidCommand(f"the event log does not understand {message!r}"[:500])
+            )
+            return
+        admission = log.admit(
+            message.operation, message.arguments, message.request_id, actor=message.actor
+        )
+        await self._later(reply, admission.wait, decides=False)
+
+    async def _start(self, message: Start, reply: Reply) -> None:
+        # Answered once ``running`` is durable, so a crash it causes counts (§6.10).
+        status = self.log.start(message.run_id, on_cancel=message.on_cancel)
+        await self._later(reply, self._when_durable, status, decides=False)
+
+    async def _finish(self, message: Finish, reply: Reply) -> None:
+        log = self.log
+        if not log.writable:
+            await self._wait_writable()  # then decided anyway: never lost
+        reply.send(log.finish(message.run_id, message.verdict, message.result, error=message.error))
+
+    async def _subscribe(self, message: Subscribe, reply: Reply) -> None:
+        if not reply.wanted:
+            # The asker gave up: a port nobody holds would only fill up. No
+            # checkpoint lies between here and the answer, which is delivered.
+            _log.info(
+                "subscribe skipped: its asker left",
+                extra={"port": message.name, "reason": "asker_gone"},
+            )
+            return
+        reply.send(self.log.subscribe(**attrs.asdict(message, recurse=False)))
+
+    async def _record(self, message: Record, reply: Reply) -> None:
+        reply.send(self.log.record(*_record_fields(message)))
+
+    #: The requests served other than by a plain call of their ``EventLog`` method.
+    _SERVERS: ClassVar[Mapping[type[Request[Any]], Callable[..., Awaitable[None]]]] = {
+        Submit: _submit,
+        Start: _start,
+        Finish: _finish,
+        Subscribe: _subscribe,
+        Record: _record,
+    }
 
     async def _when_durable(self, value: Any) -> Any:
         await self.log.flush()

@@ -540,10 +540,40 @@ class EventLog:
         verdict: str | None = None,
         since: float | None = None,
     ) -> FinishedRunsPage:
-        """One page of finished or cancelled runs by run id after ``after`` (design §6.18).
+        """One page of finished or cancelled runs and their results (design §6.18).
 
-        See :meth:`actors.EventLogClient.finished_runs`; the ledger read is bounded by
-        ``ledger_read_timeout`` (``ledger_unavailable``, design §6.19).
+        Served from the ledger (so it lists runs decided before a restart and beyond
+        ``retain_runs``), once what is staged has committed; without a ledger, from the
+        decided runs memory still holds. Pages go by run id: pass the page's ``cursor``
+        as ``after`` while ``more``::
+
+            after = 0
+            while True:
+                page = await log.finished_runs(after=after, limit=100, state="finished")
+                for run in page.runs:
+                    print(run.run_id, run.operation, run.verdict, run.result)
+                for damaged in page.damaged:  # a damaged row, named, never a crash
+                    print(damaged.run_id, damaged.error.code)
+                if not page.more:
+                    break
+                after = page.cursor
+
+        Args:
+            after: Run id after which to list (0: from the first run).
+            limit: The most runs in the page, 1..``finished_runs_limit`` (default: that).
+            state: ``finished`` or ``cancelled`` only; None for both.
+            verdict: Only runs with this verdict (e.g. ``ok``).
+            since: Only runs decided at or after this time, in seconds since the epoch
+                (wall clock, like ``time.time()``; ``finished_at``).
+
+        Raises:
+            InvalidCommand: (``invalid_command``) a bad ``after``, ``limit``, ``state``,
+                ``verdict`` or ``since`` (``details["fields"]`` names it).
+            LedgerUnavailable: (``ledger_unavailable``) the ledger did not answer within
+                ``ledger_read_timeout`` seconds (design §6.19); ``details["retry_after"]``
+                says when to ask again. Through the actor also when the log did not
+                answer within ``request_timeout`` seconds.
+            LedgerError: (``ledger_error``) SQLite failed.
         """
         return await self._finished.query(after, limit, state, verdict, since)
 

@@ -21,14 +21,12 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .._core import Backoff
+from ._admission import AdmissionGate, Intake, RequestStore
 from ._finished import FinishedRuns
-from ._gate import AdmissionGate
-from ._intake import Intake
 from ._journal import Journal
 from ._ledger import SQLiteLedger
 from ._operations import Operations
 from ._recovery import Recovery
-from ._requests import RequestStore
 from ._runs import Runs
 
 if TYPE_CHECKING:

@@ -28,8 +28,7 @@ from ._types import BootReport, Drift, RunStatus, canonical_json
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ._gate import AdmissionGate
-    from ._intake import Intake
+    from ._admission import AdmissionGate, Intake
     from ._journal import Journal
     from ._ledger import LedgerSnapshot, WalReport
     from ._operations import Operations

@@ -43,7 +43,8 @@ from ._types import canonical_json, encode_json, json_string
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from ._gate import AdmissionGate
+    # The gate itself, not the façade: admission imports the runs it decides into.
+    from ._admission import AdmissionGate
     from ._journal import Journal
     from ._ledger import Ledger, Ticket
     from ._operations import Operations

@@ -25,7 +25,7 @@ from .._core import ActorState
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .._eventlog._actor import EventLogActor
+    from .._eventlog import EventLogActor
 
 __all__ = ["EventLogSink"]
 

@@ -51,9 +51,7 @@ from .._core import (
     duration_field,
     unwrap_sole_exception,
 )
-from .._eventlog._actor import EventLogActor
-from .._eventlog._client import EventLogClient
-from .._eventlog._types import EventLogConfig, OperationSpec
+from .._eventlog import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
 from .._helpers import (
     POOL_EVENT_KINDS,
     HelperSpec,
@@ -74,7 +72,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
     from .._core import ActorRef, Supervisor, SupervisorEvent, SupervisorRef
-    from .._eventlog._runs import Runner
+    from .._eventlog import Runner
     from .._scheduler import PayloadCache
 
 __all__ = ["Runtime", "RuntimeConfig", "open_runtime"]

@@ -38,12 +38,14 @@ receipt waits until the request is durable).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from actors.errors import ServerShuttingDown
 from protocol import messages
 
 from .connection import event_message
+
+Q = TypeVar("Q")
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
 
     #: ``await handler(conn, request)`` returns the answer, or None for ``ok``.
     Handler = Callable[[Connection, Any], Awaitable[messages.Message | None]]
+    Served = Callable[[Connection, Q], Awaitable[messages.Message | None]]
 
 __all__ = ["BUILTIN_HANDLERS", "receipt_message", "status_message"]
 
@@ -111,11 +114,31 @@ def status_message(status: RunStatus, request_id: str | None) -> messages.Status
     )
 
 
+#: The front door's own handlers by request type; extensions add or replace entries.
+#: Filled by :func:`_serves`, so each request's tag is its message class's (no copy).
+_HANDLERS: dict[str, Handler] = {}
+BUILTIN_HANDLERS: Mapping[str, Handler] = _HANDLERS
+
+
+def _serves(request_type: type[Q]) -> Callable[[Served[Q]], Served[Q]]:
+    """Register the decorated function as the built-in handler of ``request_type``."""
+
+    def register(handler: Served[Q]) -> Served[Q]:
+        tag = messages.TAGS[request_type]
+        if tag in _HANDLERS:
+            raise ValueError(f"{tag!r} has a built-in handler already")
+        _HANDLERS[tag] = handler
+        return handler
+
+    return register
+
+
 def _check_admitting(conn: Connection) -> None:
     if not conn.front.admitting:
         raise ServerShuttingDown("the server is shutting down and admits no new work")
 
 
+@_serves(messages.Submit)
 async def submit(conn: Connection, request: messages.Submit) -> messages.Message:
     """``submit`` → ``receipt`` (design §6.1); refused with an error while shutting down.
 
@@ -138,6 +161,7 @@ async def submit(conn: Connection, request: messages.Submit) -> messages.Message
     return receipt_message(receipt, request.request_id)
 
 
+@_serves(messages.Cancel)
 async def cancel(conn: Connection, request: messages.Cancel) -> messages.Message:
     """``cancel`` → ``status_reply`` with the true state (design §6.7, §6.14).
 
@@ -152,6 +176,7 @@ async def cancel(conn: Connection, request: messages.Cancel) -> messages.Message
     return status_message(status, request.request_id)
 
 
+@_serves(messages.Status)
 async def status(conn: Connection, request: messages.Status) -> messages.Message:
     """``status`` → ``status_reply``; needs no capacity (design §6.5, §6.14).
 
@@ -166,6 +191,7 @@ async def status(conn: Connection, request: messages.Status) -> messages.Message
     return status_message(run, request.request_id)
 
 
+@_serves(messages.Snapshot)
 async def snapshot(conn: Connection, request: messages.Snapshot) -> messages.Message:
     """``snapshot`` → ``snapshot_reply``: every live run and its cursor (design §6.15).
 
@@ -182,6 +208,7 @@ async def snapshot(conn: Connection, request: messages.Snapshot) -> messages.Mes
     )
 
 
+@_serves(messages.Watch)
 async def watch(conn: Connection, request: messages.Watch) -> messages.Message:
     """``watch`` → ``events`` after ``cursor``, at most ``watch_limit`` (design §6.8).
 
@@ -200,6 +227,7 @@ async def watch(conn: Connection, request: messages.Watch) -> messages.Message:
     )
 
 
+@_serves(messages.Subscribe)
 async def subscribe(conn: Connection, request: messages.Subscribe) -> messages.Message:
     """``subscribe`` → ``events`` (the backlog), then one ``event`` per new event (§6.9).
 
@@ -240,16 +268,19 @@ async def subscribe(conn: Connection, request: messages.Subscribe) -> messages.M
     return messages.Events(request_id=request.request_id, events=backlog, cursor=cursor)
 
 
+@_serves(messages.Unsubscribe)
 async def unsubscribe(conn: Connection, request: messages.Unsubscribe) -> None:
     """``unsubscribe`` → ``ok``; idempotent."""
     conn.unsubscribe()
 
 
+@_serves(messages.Ack)
 async def ack(conn: Connection, request: messages.Ack) -> None:
     """``ack`` → ``ok``: events up to ``seq`` are processed (design §6.9)."""
     conn.ack(request.seq)
 
 
+@_serves(messages.BootReport)
 async def boot_report(conn: Connection, request: messages.BootReport) -> messages.Message:
     """``boot_report`` → ``boot_report_reply``: held runs by id (design §6.10)."""
     report = await conn.front.eventlog.boot_report()
@@ -261,6 +292,7 @@ async def boot_report(conn: Connection, request: messages.BootReport) -> message
     )
 
 
+@_serves(messages.Resume)
 async def resume(conn: Connection, request: messages.Resume) -> messages.Message:
     """``resume`` → ``receipt`` of the requeued run (design §6.10).
 
@@ -290,6 +322,7 @@ async def resume(conn: Connection, request: messages.Resume) -> messages.Message
     )
 
 
+@_serves(messages.Discard)
 async def discard(conn: Connection, request: messages.Discard) -> messages.Message:
     """``discard`` → ``status_reply`` (``cancelled`` by ``conn.name``) (design §6.10).
 
@@ -300,19 +333,3 @@ async def discard(conn: Connection, request: messages.Discard) -> messages.Messa
     """
     run = await conn.front.eventlog.discard(request.run_id, actor=conn.name)
     return status_message(run, request.request_id)
-
-
-#: The front door's own handlers by request type; extensions add or replace entries.
-BUILTIN_HANDLERS: Mapping[str, Handler] = {
-    "submit": submit,
-    "cancel": cancel,
-    "status": status,
-    "snapshot": snapshot,
-    "watch": watch,
-    "subscribe": subscribe,
-    "unsubscribe": unsubscribe,
-    "ack": ack,
-    "boot_report": boot_report,
-    "resume": resume,
-    "discard": discard,
-}

@@ -19,8 +19,7 @@ import sys
 
 import trio
 
-from actors._eventlog._actor import EventLogActor
-from actors._eventlog._client import EventLogClient
+from actors._eventlog import EventLogActor, EventLogClient
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import ActorError
 

@@ -8,8 +8,7 @@ import pytest
 import trio
 
 from actors import ActorState
-from actors._eventlog._actor import ApplyEdit, EventLogActor, Submit
-from actors._eventlog._client import EventLogClient
+from actors._eventlog import ApplyEdit, EventLogActor, EventLogClient, Submit
 from actors._eventlog._eventlog import open_event_log
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import (

@@ -16,9 +16,9 @@ import trio
 from ledger_support import StalledDisk, at, ledger_of
 from trio.testing import wait_all_tasks_blocked
 
-from actors import ActorState, Reply
-from actors._eventlog._actor import EventLogActor, QueryFinished, Status, Subscribe
-from actors._eventlog._client import EventLogClient
+from actors import ActorState
+from actors._core._ref import Reply
+from actors._eventlog import EventLogActor, EventLogClient, QueryFinished, Status, Subscribe
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import ActorCrashed, LedgerUnavailable, MailboxFull
 

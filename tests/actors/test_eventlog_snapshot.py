@@ -13,8 +13,7 @@ import pytest
 import trio
 import trio.testing
 
-from actors._eventlog._actor import EventLogActor
-from actors._eventlog._client import EventLogClient
+from actors._eventlog import EventLogActor, EventLogClient
 from actors._eventlog._eventlog import open_event_log
 from actors._eventlog._ports import ResyncRequired
 from actors._eventlog._types import EventLogConfig, OperationSpec

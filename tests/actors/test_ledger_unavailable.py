@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors._eventlog._actor import EventLogActor
-from actors._eventlog._client import EventLogClient
+from actors._eventlog import EventLogActor, EventLogClient
 from actors._eventlog._eventlog import EventLog, open_event_log
 from actors._eventlog._ledger import SQLiteLedger
 from actors._eventlog._types import EventLogConfig, OperationSpec

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..errors import LedgerUnavailable, PoolFull
+from ...errors import LedgerUnavailable, PoolFull
 
 if TYPE_CHECKING:
-    from ._journal import Journal
-    from ._ledger import Ledger
-    from ._types import EventLogConfig
+    from .._journal import Journal
+    from .._ledger import Ledger
+    from .._types import EventLogConfig
 
 __all__ = ["AdmissionGate"]
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._ledger import wait_durable
+from .._ledger import wait_durable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ._ledger import Ticket
-    from ._types import Receipt
+    from .._ledger import Ticket
+    from .._types import Receipt
 
     #: Decides a request after a ledger look-up: ``(receipt, ticket)``.
     Decide = Callable[[], Awaitable[tuple[Receipt, Ticket | None]]]

@@ -20,22 +20,22 @@ import secrets
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidCommand, PoolFull, RequestConflict, UnsupportedOperation
-from ._admission import Admission
-from ._checks import check_text
-from ._types import Receipt, canonical_json
+from ...errors import InvalidCommand, PoolFull, RequestConflict, UnsupportedOperation
+from .._checks import check_text
+from .._types import Receipt, canonical_json
+from ._decided import Admission
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from .._journal import Journal
+    from .._ledger import Ledger, LedgerSnapshot, Ticket
+    from .._operations import Operations
+    from .._run import Run
+    from .._runs import Runs
+    from .._types import EventLogConfig, OperationSpec
     from ._gate import AdmissionGate
-    from ._journal import Journal
-    from ._ledger import Ledger, LedgerSnapshot, Ticket
-    from ._operations import Operations
-    from ._requests import RequestStore
-    from ._run import Run
-    from ._runs import Runs
-    from ._types import EventLogConfig, OperationSpec
+    from ._idempotency import RequestStore
 
 __all__ = ["Intake"]
 

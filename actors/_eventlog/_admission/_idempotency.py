@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._types import Receipt, encode_json
+from .._types import Receipt, encode_json
 
 if TYPE_CHECKING:
-    from ._ledger import Ledger, LedgerSnapshot, Ticket
+    from .._ledger import Ledger, LedgerSnapshot, Ticket
 
 __all__ = ["RequestStore", "StoredRequest"]
 
