@@ -11,7 +11,7 @@ A port may instead carry a *listener*: a synchronous callback called with each e
 A listener that raises is contained: the port is disabled, the error kept as a record,
 and publishing goes on.
 
-A port that is closed *leaves* with a reason (:data:`LEAVE_REASONS`): the hub counts it
+A port that is closed *leaves* with a reason (``LEAVE_REASONS``): the hub counts it
 and tells its owner, which records a ``subscriber_left`` event (design §6.9), so that
 whoever follows the log sees subscribers go as well as runs.
 """
@@ -288,7 +288,7 @@ class Port:
         ``subscriber_left`` event); later closes do nothing.
 
         Args:
-            reason: One of :data:`LEAVE_REASONS`: ``closed`` (its owner let go: the
+            reason: One of ``LEAVE_REASONS``: ``closed`` (its owner let go: the
                 client left or unsubscribed), ``slow`` (dropped for falling behind) or
                 ``protocol_error`` (dropped for breaking the protocol).
 
@@ -491,7 +491,7 @@ class PortHub:
             self._on_leave(data)
 
     def leaves(self) -> dict[str, int]:
-        """Ports closed so far, by reason (:data:`LEAVE_REASONS`)."""
+        """Ports closed so far, by reason (``LEAVE_REASONS``)."""
         return dict(self._leaves)
 
     def ports(self) -> list[PortStatistics]:

@@ -506,8 +506,9 @@ class Connection:
         default the newest event seq this front door has seen, and ``cursor``, the
         newest it sent this client) ahead of everything still queued, which is dropped,
         and closes the connection with code 4000 and ``; cursor=N`` in the reason.
-        The message being sent, the notice and the close frame get ``drop_timeout``
-        seconds; a client that cannot take them is cut off (its TCP connection closed).
+        The message being sent and the notice get ``drop_timeout`` seconds (the close
+        frame ``close_timeout`` more); a client that cannot take them is cut off (its
+        TCP connection closed without a close frame).
         Never waits; idempotent.
         """
         if self._resync_head is not None or self._scope.cancel_called:
