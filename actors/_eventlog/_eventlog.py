@@ -591,6 +591,7 @@ class EventLog:
             ports=tuple(self._journal.hub.ports()),
             ledger=None if self._ledger is None else self._ledger.statistics(),
             progress_folded=self._runs.progress_folded,
+            subscribers_left=self._journal.hub.leaves(),
         )
 
 

@@ -67,8 +67,16 @@ class Journal:
         #: The lowest event seq the ledger holds (older ones were pruned at open).
         self._ledger_floor = 1
         self.hub = PortHub(
-            self.replay, default_bound=config.subscriber_bound, head=lambda: self._head
+            self.replay,
+            default_bound=config.subscriber_bound,
+            head=lambda: self._head,
+            on_leave=self._subscriber_left,
         )
+
+    def _subscriber_left(self, data: dict[str, Any]) -> None:
+        # A log-wide event (no run): whoever follows the log sees who left and why
+        # (design §6.9).
+        self.emit("subscriber_left", None, data)
 
     def boot(self, head: int, ledger_floor: int) -> None:
         """Continue the sequence after ``head``; the ledger holds events from its floor."""

@@ -10,6 +10,10 @@ needs (e.g. with ``watch``) and calls :meth:`Port.resync` with the cursor it rea
 A port may instead carry a *listener*: a synchronous callback called with each event.
 A listener that raises is contained: the port is disabled, the error kept as a record,
 and publishing goes on.
+
+A port that is closed *leaves* with a reason (``LEAVE_REASONS``): the hub counts it
+and tells its owner, which records a ``subscriber_left`` event (design §6.9), so that
+whoever follows the log sees subscribers go as well as runs.
 """
 
 from __future__ import annotations
@@ -30,9 +34,20 @@ if TYPE_CHECKING:
 
     from ._types import Event
 
-__all__ = ["Port", "PortHub", "PortOptions", "PortStatistics", "ResyncRequired"]
+__all__ = [
+    "LEAVE_REASONS",
+    "Port",
+    "PortHub",
+    "PortOptions",
+    "PortStatistics",
+    "ResyncRequired",
+]
 
 _log = logging.getLogger("actors.eventlog")
+
+#: Why a subscriber left (:meth:`Port.close`): its owner closed it (the client went away
+#: or unsubscribed), it was dropped for falling behind, or for breaking the protocol.
+LEAVE_REASONS = frozenset({"closed", "slow", "protocol_error"})
 
 
 class PortOptions(TypedDict, total=False):
@@ -265,14 +280,32 @@ class Port:
         for event in events:
             self._offer(event)
 
-    def close(self) -> None:
-        """Detach the port from the hub; waiting readers get ``ClosedResourceError``."""
+    def close(self, reason: str = "closed") -> None:
+        """Detach the port from the hub; waiting readers get ``ClosedResourceError``.
+
+        The first close counts as the subscriber leaving for ``reason`` (design §6.9):
+        the hub counts it, logs it and tells its owner (the event log records a
+        ``subscriber_left`` event); later closes do nothing.
+
+        Args:
+            reason: One of ``LEAVE_REASONS``: ``closed`` (its owner let go: the
+                client left or unsubscribed), ``slow`` (dropped for falling behind) or
+                ``protocol_error`` (dropped for breaking the protocol).
+
+        Raises:
+            InvalidCommand: (``invalid_command``) ``reason`` is not one of those.
+        """
+        if reason not in LEAVE_REASONS:
+            raise InvalidCommand(
+                f"reason must be one of {sorted(LEAVE_REASONS)}, got {reason!r}", fields=["reason"]
+            )
         if not self._closed:
             self._closed = True
             self._queue.clear()
             self._hub._ports.pop(self.name, None)
             self._hub._refresh()
             self._lot.unpark_all()
+            self._hub._left(self, reason)
 
     def __enter__(self) -> Port:
         return self
@@ -307,6 +340,9 @@ class PortHub:
         default_bound: Queue bound of a port opened without one, in events.
         head: Returns the newest seq (the event log's head, which then need not publish
             while no port listens); default: the seq of the last published event.
+        on_leave: Called with ``{"subscriber": name, "reason": reason, "delivered": n}``
+            (``n`` events its reader received) when a port is closed while the hub is
+            open (:meth:`Port.close`), to record a ``subscriber_left`` event.
     """
 
     def __init__(
@@ -315,8 +351,11 @@ class PortHub:
         *,
         default_bound: int,
         head: Callable[[], int] | None = None,
+        on_leave: Callable[[dict[str, Any]], object] | None = None,
     ) -> None:
         self._replay = replay
+        self._on_leave = on_leave
+        self._leaves: dict[str, int] = {}
         self._default_bound = default_bound
         self._head_of = head
         self._published = 0
@@ -441,6 +480,19 @@ class PortHub:
         self._closed = True
         for port in list(self._ports.values()):
             port._lot.unpark_all()
+
+    def _left(self, port: Port, reason: str) -> None:
+        self._leaves[reason] = self._leaves.get(reason, 0) + 1
+        data = {"subscriber": port.name, "reason": reason, "delivered": port._delivered}
+        _log.info(
+            "subscriber %s left (%s)", port.name, reason, extra={"event": "subscriber_left", **data}
+        )
+        if self._on_leave is not None and not self._closed:
+            self._on_leave(data)
+
+    def leaves(self) -> dict[str, int]:
+        """Ports closed so far, by reason (``LEAVE_REASONS``)."""
+        return dict(self._leaves)
 
     def ports(self) -> list[PortStatistics]:
         """Return the statistics of every open port."""

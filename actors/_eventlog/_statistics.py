@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 import attrs
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ._ledger import LedgerStatistics
     from ._ports import PortStatistics
 
@@ -37,6 +39,10 @@ class EventLogStatistics:
     """One entry per open subscriber port."""
     ledger: LedgerStatistics | None
     """The ledger's counters, or None in memory."""
+    subscribers_left: Mapping[str, int] = attrs.field(factory=dict)
+    """Subscriber ports closed so far, by reason: ``closed``, ``slow`` (dropped for
+    falling behind), ``protocol_error`` (design §6.9); each also a ``subscriber_left``
+    event."""
     progress_folded: int = 0
     """Progress reports folded into a newer one of their run while the ledger was
     backlogged (design §6.19)."""

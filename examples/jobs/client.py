@@ -58,7 +58,7 @@ from ..web.cli import (
 from ..web.closing import GOING_AWAY, RESYNC_REQUIRED, cursor_of
 from ..web.wsclient import open_websocket_client
 from .follow import Outcome, Output, Session, describe_end, finish, follow, verdict_name
-from .retry import RetryPolicy, submit_with_retry
+from .retry import RetryPolicy, retry_hint, submit_with_retry
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -103,16 +103,22 @@ async def submit_and_follow(
 ) -> tuple[dict[str, Any], str]:
     """Subscribe, then submit (retrying refusals); return the answer and its request id.
 
-    Subscribing first means no event of the run can be missed. Refusals are retried
-    by :func:`examples.jobs.retry.submit_with_retry`, each wait shown by ``output``.
+    Subscribing before each attempt means no event of the run can be missed. Refusals
+    are retried by :func:`examples.jobs.retry.submit_with_retry`, each wait shown by
+    ``output``; while it waits the client is unsubscribed, since it reads nothing then
+    and the server would drop it for falling behind (design §7.4).
     """
-    await session.request("subscribe")  # new events only: none of this run is missed
     request_id = session.new_id()
 
     async def attempt() -> dict[str, Any]:
-        return await session.request(
+        await session.request("subscribe")  # new events only: none of this run is missed
+        answer = await session.request(
             "submit", request_id=request_id, operation=operation, arguments=arguments
         )
+        if retry_hint(answer) is not None:
+            await session.request("unsubscribe")
+            session.pushed.clear()  # events from before the run: none is about it
+        return answer
 
     answer = await submit_with_retry(attempt, policy=policy, rng=rng, on_wait=_waiting(output))
     return answer, request_id

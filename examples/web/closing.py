@@ -28,7 +28,14 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["GOING_AWAY", "KEEPALIVE_TIMEOUT", "RESYNC_REQUIRED", "cursor_of", "with_cursor"]
+__all__ = [
+    "GOING_AWAY",
+    "KEEPALIVE_TIMEOUT",
+    "PROTOCOL_ERRORS",
+    "RESYNC_REQUIRED",
+    "cursor_of",
+    "with_cursor",
+]
 
 #: The server shuts down (RFC 6455 "going away"); the reason carries the cursor.
 GOING_AWAY: Final = 1001
@@ -37,6 +44,9 @@ KEEPALIVE_TIMEOUT: Final = 1011
 #: The client fell behind and was dropped; a ``resync_required`` came first, and the
 #: reason carries the cursor.
 RESYNC_REQUIRED: Final = 4000
+#: Codes trio-websocket closes with when a client breaks the websocket protocol (RFC
+#: 6455: a malformed frame, text that is not UTF-8, a message over ``max_frame``).
+PROTOCOL_ERRORS: Final = frozenset({1002, 1007, 1009})
 #: Longest close reason, in bytes of UTF-8 (a close frame's payload is at most 125).
 MAX_REASON_BYTES: Final = 123
 

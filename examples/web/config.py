@@ -141,7 +141,13 @@ class FrontDoorConfig:
     being sent when a close comes may take to finish."""
     send_timeout: float = duration_field(30.0, allow_zero=False)
     """Seconds (trio clock) one message may take to send: a client that cannot take it
-    in that time is dropped (without a close frame: part of the message is out)."""
+    in that time is dropped for falling behind (``resync_required``, then close 4000;
+    design §7.4), the message being finished first within ``drop_timeout``."""
+    drop_timeout: float = duration_field(2.0, allow_zero=False)
+    """Seconds (trio clock) a client dropped for falling behind has to take the message
+    being sent and its ``resync_required`` notice; past them its TCP connection is
+    closed without a close frame (it sees 1006). The close frame after the notice has
+    ``close_timeout`` more."""
     ping_interval: float = duration_field(20.0, allow_zero=False)
     """Seconds (trio clock) between keepalive pings to each client."""
     ping_timeout: float = duration_field(20.0, allow_zero=False)

@@ -23,6 +23,17 @@ and the same cursor in the reason (design §7.4, :mod:`examples.web.closing`). T
 resumes after that cursor (or takes a snapshot, design §6.15). The event log and every
 other client go on at full speed.
 
+A client that takes one message for longer than ``send_timeout`` seconds is dropped the
+same way: that message is not cut off (a close frame could not follow half of it); the
+client has ``drop_timeout`` more seconds to take it and the ``resync_required`` notice,
+then the close frame gets ``close_timeout``. Only a client that cannot take even that
+is cut off: its TCP connection is closed without a close frame (it sees 1006).
+
+When its subscription ends, its event-log port is closed with why it left (design
+§6.9): ``closed`` (it unsubscribed or went away), ``slow`` (dropped for falling behind)
+or ``protocol_error`` (trio-websocket closed it for breaking the websocket protocol,
+codes 1002, 1007, 1009); the event log records that as a ``subscriber_left`` event.
+
 A close frame from the client is honoured within ``close_timeout`` seconds even while a
 message to it is stuck: trio-websocket notes the close at once but cannot answer it
 while our send holds the stream, so a watcher bounds that send (design §7.4).
@@ -48,7 +59,7 @@ from protocol import messages
 from protocol.codec import encode_message
 
 from .catchup import catch_up, event_message
-from .closing import KEEPALIVE_TIMEOUT, RESYNC_REQUIRED, with_cursor
+from .closing import KEEPALIVE_TIMEOUT, PROTOCOL_ERRORS, RESYNC_REQUIRED, with_cursor
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -188,6 +199,8 @@ class Connection:
         self._pump_scope: trio.CancelScope | None = None
         self._ports_opened = 0
         self._resync_head: int | None = None  # dropped for falling behind: notify, close
+        self._drop_deadline = float("inf")  # once dropped: the notice is out by then
+        self._leave_reason = "closed"  # why its port closes (design §6.9)
         self._idle: trio.CancelScope | None = None  # the writer waiting for a message
         self._last_seq = 0
         self._cursor: int | None = None  # the newest event seq sent
@@ -197,6 +210,8 @@ class Connection:
         self._pongs = 0
         #: The scope of the message being sent, while one is.
         self._sending: trio.CancelScope | None = None
+        #: When the message being sent passes send_timeout: the client is dropped.
+        self._overdue_at = float("inf")
         #: True once a message was cut off mid-send: no close frame may follow.
         self._cut = False
         self._send_started = trio.lowlevel.ParkingLot()
@@ -274,7 +289,9 @@ class Connection:
         while True:
             try:
                 text = await self.ws.get_message()
-            except ConnectionClosed:
+            except ConnectionClosed as exc:
+                if exc.reason is not None and exc.reason.code in PROTOCOL_ERRORS:
+                    self._leave_reason = "protocol_error"
                 return
             self._received += 1
             if self._resync_head is not None:
@@ -324,17 +341,20 @@ class Connection:
 
     async def _send_one(self, text: str) -> bool:
         # Shielded, so that a close never cuts a message in half (the close frame would
-        # land inside it); bounded by send_timeout, and by close_timeout once closing
+        # land inside it). Past send_timeout the client is dropped (_watch_peer_close)
+        # and the message gets drop_timeout more; once closing, close_timeout
         # (_finish_sending). Cut anyway: False, and no close frame follows.
-        sending = self._sending = trio.CancelScope(
-            shield=True, deadline=trio.current_time() + self.front.config.send_timeout
-        )
+        config = self.front.config
+        self._overdue_at = trio.current_time() + config.send_timeout
+        deadline = min(self._overdue_at + config.drop_timeout, self._drop_deadline)
+        sending = self._sending = trio.CancelScope(shield=True, deadline=deadline)
         self._send_started.unpark_all()
         try:
             with sending:
                 await self.ws.send_message(text)
         finally:
             self._sending = None
+            self._overdue_at = float("inf")
         if sending.cancelled_caught:
             self._cut = True
             self._scope.cancel()
@@ -359,6 +379,7 @@ class Connection:
         # A close frame from the client makes trio-websocket mark the connection closed
         # at once, but its answer waits for the stream our stuck send holds, and nobody
         # is woken: look while a send is in flight, and bound that send (design §7.4).
+        # The same look drops a client that takes a message past send_timeout.
         while True:
             if self._sending is None:
                 await self._send_started.park()
@@ -369,6 +390,18 @@ class Connection:
                 self._finish_sending()
                 self._scope.cancel()
                 return
+            if self._sending is not None and trio.current_time() >= self._overdue_at:
+                self._overdue_at = float("inf")
+                self._send_overdue()
+
+    def _send_overdue(self) -> None:
+        # Not cut off: the client may still take it, then the notice (design §7.4).
+        timeout = self.front.config.send_timeout
+        LOGGER.info(
+            "%s: a message took over %g s to send", self.name, timeout,
+            extra={"event": "send_timeout", "connection": self.name, "timeout": timeout},
+        )  # fmt: skip
+        self.mark_resync()
 
     async def _keepalive(self) -> None:
         # A client that vanished without closing (a dead peer, a suspended laptop) or
@@ -473,13 +506,21 @@ class Connection:
         default the newest event seq this front door has seen, and ``cursor``, the
         newest it sent this client) ahead of everything still queued, which is dropped,
         and closes the connection with code 4000 and ``; cursor=N`` in the reason.
+        The message being sent and the notice get ``drop_timeout`` seconds (the close
+        frame ``close_timeout`` more); a client that cannot take them is cut off (its
+        TCP connection closed without a close frame).
         Never waits; idempotent.
         """
-        self.unsubscribe()
         if self._resync_head is not None or self._scope.cancel_called:
+            self.unsubscribe()
             return
+        self._leave_reason = "slow"
+        self.unsubscribe()
         self._resyncs += 1
         self._resync_head = max(self._last_seq, self.front.head_hint) if head is None else head
+        self._drop_deadline = trio.current_time() + self.front.config.drop_timeout
+        if self._sending is not None:
+            self._sending.deadline = min(self._sending.deadline, self._drop_deadline)
         if self._idle is not None:
             self._idle.cancel()  # the writer was waiting for a message: the notice now
 
@@ -509,13 +550,17 @@ class Connection:
             self._nursery.start_soon(self._pump, port, scope, cursor)
 
     def unsubscribe(self) -> None:
-        """Stop pushing events; idempotent."""
+        """Stop pushing events; idempotent.
+
+        The port closes with why this client leaves (``closed``, or ``slow`` once it
+        was dropped for falling behind; design §6.9).
+        """
         port, self._port = self._port, None
         scope, self._pump_scope = self._pump_scope, None
         if scope is not None:
             scope.cancel()
         if port is not None:
-            port.close()
+            port.close(self._leave_reason)
 
     def ack(self, seq: int) -> None:
         """The client processed every event up to ``seq`` (design §6.9)."""
@@ -549,7 +594,7 @@ class Connection:
             pass  # the port was closed by unsubscribe
         finally:
             if port is not None:
-                port.close()
+                port.close(self._leave_reason)
             if self._pump_scope is scope:
                 self._port = self._pump_scope = None
 

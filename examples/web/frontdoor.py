@@ -87,8 +87,8 @@ from .config import FrontDoorConfig, FrontDoorStatistics
 from .connection import Connection
 from .dispatch import Dispatcher
 from .guard import Guard
-from .http import Page, ReplayStream, peer_address, peer_name, plain_response
-from .httpconn import HttpConnection, header_fields
+from .http import Page, ReplayStream, peer_address, peer_name, plain_answer
+from .httpconn import HttpConnection
 from .pending import PendingConnections
 from .plainhttp import PlainHttp
 from .routes import Route, Router
@@ -433,9 +433,9 @@ class FrontDoor:
         request = head.request
         assert request is not None  # a websocket head is a request
         address = peer_address(peer)
-        headers = header_fields(request)
+        headers = request.headers
         admission = self._admission
-        target = _target(request.target)
+        target = request.target
         refusal = admission.refusal(target, headers, address, admitting=self._admitting)
         if refusal is not None:
             self._rejected += 1
@@ -445,7 +445,7 @@ class FrontDoor:
             # websocket client sends nothing more before its answer, and the attack
             # path stays cheap.
             with self._bounded(deadline):
-                await stream.send_all(plain_response(refusal.status, refusal.text))
+                await stream.send_all(plain_answer(refusal.status, refusal.text).encode())
             return
         # The slot is taken before anything waits: concurrent handshakes each see the
         # ones ahead of them, so at most max_connections are ever accepted.
@@ -516,10 +516,6 @@ def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
     return exc
-
-
-def _target(target: bytes) -> str:
-    return target.decode("ascii", "replace")
 
 
 @asynccontextmanager

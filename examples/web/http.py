@@ -51,28 +51,24 @@ from typing import TYPE_CHECKING, Final
 import attrs
 import trio
 
-from .httpconn import Answer, Head, HttpConnection, reason_phrase
+from .httpconn import Head, HttpAnswer, HttpConnection, HttpRequest
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    import h11
-
 __all__ = [
-    "Answer",
     "Head",
+    "HttpAnswer",
+    "HttpRequest",
     "Page",
     "ReplayStream",
     "error_answer",
     "linger",
-    "make_answer",
     "page_answer",
     "peer_address",
     "peer_name",
     "plain_answer",
-    "plain_response",
     "read_head",
-    "response",
 ]
 
 #: Bytes asked of the socket per read while lingering.
@@ -145,107 +141,38 @@ class ReplayStream(trio.abc.Stream):
         await self.stream.aclose()
 
 
-def make_answer(
-    status: int,
-    reason: str,
-    body: bytes,
-    *,
-    content_type: str | None = "text/plain; charset=utf-8",
-    head_only: bool = False,
-    cache_control: str = "no-store",
-    extra: tuple[tuple[str, str], ...] = (),
-    length: bool = True,
-) -> Answer:
-    """One answer with the headers every answer has (see the module doc).
-
-    Args:
-        status: The HTTP status.
-        reason: Its reason phrase.
-        body: The content, bytes; left out for ``head_only`` (``HEAD``, 304).
-        content_type: The ``Content-Type`` header; None: none (a 304, whose headers a
-            cache copies onto the stored answer: RFC 9111 §3.2).
-        head_only: True: the head only, ``Content-Length`` still that of ``body``.
-        cache_control: The ``Cache-Control`` header.
-        extra: More headers, e.g. ``(("ETag", '"r3"'),)``.
-        length: False: no ``Content-Length`` (a 304).
-    """
-    headers = [] if content_type is None else [("Content-Type", content_type)]
-    if length:
-        headers.append(("Content-Length", str(len(body))))
-    headers += [
-        ("Cache-Control", cache_control),
-        ("X-Content-Type-Options", "nosniff"),
-        ("Referrer-Policy", "no-referrer"),
-        *extra,
-    ]
-    return Answer(
-        status=status, reason=reason, headers=tuple(headers), body=b"" if head_only else body
-    )
-
-
-def response(
-    status: int,
-    reason: str,
-    body: bytes,
-    *,
-    content_type: str = "text/plain; charset=utf-8",
-    head_only: bool = False,
-    cache_control: str = "no-store",
-    extra: tuple[str, ...] = (),
-    length: bool = True,
-) -> bytes:
-    """The bytes of a one-shot answer (``Connection: close``); arguments as
-    :func:`make_answer`, but each of ``extra`` is a header line such as
-    ``"ETag: \"r3\""``."""
-    pairs = tuple((name, value) for name, _, value in (line.partition(": ") for line in extra))
-    answer = make_answer(
-        status, reason, body, content_type=content_type, head_only=head_only,
-        cache_control=cache_control, extra=pairs, length=length,
-    )  # fmt: skip
-    return answer.encode()
-
-
-def plain_answer(status: int, text: str) -> Answer:
-    """A plain-text answer with the headers of every answer, e.g. a refusal.
+def plain_answer(status: int, text: str) -> HttpAnswer:
+    """A plain-text answer, e.g. a refusal.
 
     ``text`` starts with the status and its reason phrase, as the status line does:
     ``403 Forbidden: ...``.
     """
-    return make_answer(status, reason_phrase(status, "Refused"), text.encode())
+    return HttpAnswer(status=status, body=text.encode())
 
 
-def plain_response(status: int, text: str) -> bytes:
-    """The bytes of :func:`plain_answer` as a one-shot answer (``Connection: close``)."""
-    return plain_answer(status, text).encode()
-
-
-def error_answer(status: int, why: str) -> Answer:
+def error_answer(status: int, why: str) -> HttpAnswer:
     """The answer to a request that could not be read: 400, 431 for a head too large,
     501 for a transfer coding h11 does not know.
 
     ``why`` is in the server's words (at most 200 characters are sent), never the
     client's bytes.
     """
-    reason = reason_phrase(status, "Bad Request")
-    return make_answer(status, reason, f"{status} {reason}: {why[:200]}\n".encode())
+    return HttpAnswer.text(status, why[:200])
 
 
-def page_answer(request: h11.Request, pages: Mapping[str, Page]) -> Answer:
+def page_answer(request: HttpRequest, pages: Mapping[str, Page]) -> HttpAnswer:
     """The answer to a plain HTTP request that no route takes (see the module doc):
     a page, 404 or 405."""
-    method = request.method
-    if method not in (b"GET", b"HEAD"):
-        return make_answer(
-            405, "Method Not Allowed", b"405 Method Not Allowed\n",
-            extra=(("Allow", "GET, HEAD"),),
-        )  # fmt: skip
-    path = request.target.split(b"?", 1)[0].decode("ascii", "replace")
-    page = pages.get(path)
+    if request.method not in ("GET", "HEAD"):
+        return HttpAnswer(
+            status=405, body=b"405 Method Not Allowed\n", headers=(("Allow", "GET, HEAD"),)
+        )
+    page = pages.get(request.target.split("?", 1)[0])
     if page is None:
-        return make_answer(404, "Not Found", b"404 Not Found\n", head_only=method == b"HEAD")
-    return make_answer(
-        200, "OK", page.body, content_type=page.content_type, head_only=method == b"HEAD",
-        cache_control=page.cache_control, extra=(("Content-Security-Policy", _CSP),),
+        return HttpAnswer(status=404, body=b"404 Not Found\n")
+    return HttpAnswer(
+        status=200, body=page.body, content_type=page.content_type,
+        cache_control=page.cache_control, headers=(("Content-Security-Policy", _CSP),),
     )  # fmt: skip
 
 

@@ -1,25 +1,43 @@
 """One TCP connection's plain HTTP requests and answers, in h11's state machine (design §7.1).
 
-:class:`HttpConnection` reads request heads and writes answers (:class:`Answer`) on one
-stream through one server-side ``h11.Connection``, so HTTP/1.1 keep-alive follows h11's
-rules: after an answer, :meth:`HttpConnection.next_cycle` starts the next request's
-cycle only if both sides are done and neither asked to close (``Connection: close``
-from the client, an HTTP/1.0 client, or an answer sent with ``close=True``). Requests
-are answered in order; bytes of a pipelined request wait in h11's buffer. It decides
-nothing and has no timeout of its own: the front door's policy
-(:mod:`examples.web.plainhttp`) puts every wait under a deadline.
+:class:`HttpConnection` reads request heads (:class:`HttpRequest`) and writes answers
+(:class:`HttpAnswer`) on one stream through one server-side ``h11.Connection``, so
+HTTP/1.1 keep-alive follows h11's rules: after an answer,
+:meth:`HttpConnection.next_cycle` starts the next request's cycle only if both sides are
+done and neither asked to close (``Connection: close`` from the client, an HTTP/1.0
+client, or an answer sent with ``close=True``). Requests are answered in order; bytes of
+a pipelined request wait in h11's buffer. It decides nothing and has no timeout of its
+own: the front door's policy (:mod:`examples.web.plainhttp`) puts every wait under a
+deadline.
+
+:class:`HttpRequest` and :class:`HttpAnswer` are the one request and the one answer type
+of the HTTP layer: the front door's checks, its pages and the dynamic routes
+(:mod:`examples.web.routes`) read the same request, and whatever answers (a route, a
+page, a refusal) makes the same answer, which gets the headers every answer has when it
+is written (:mod:`examples.web.http` lists them).
 """
 
 from __future__ import annotations
 
+import urllib.parse
 from http import HTTPStatus
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import h11
 import trio
 
-__all__ = ["Answer", "Head", "HttpConnection", "header_fields", "reason_phrase"]
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "Head",
+    "HttpAnswer",
+    "HttpConnection",
+    "HttpRequest",
+    "header_fields",
+    "reason_phrase",
+]
 
 #: Bytes asked of the socket per read while reading a request head.
 _CHUNK: Final = 4096
@@ -45,11 +63,115 @@ def header_fields(request: h11.Request) -> dict[bytes, bytes]:
     return fields
 
 
+def _target_of(request: HttpRequest) -> str:
+    query = urllib.parse.urlencode(dict(request.query))
+    return urllib.parse.quote(request.path) + (f"?{query}" if query else "")
+
+
+@attrs.frozen(kw_only=True)
+class HttpRequest:
+    """One plain HTTP request head, as every part of the front door sees it (design §7.1)."""
+
+    method: str
+    """The method as sent, e.g. ``GET`` or ``HEAD``."""
+    path: str
+    """The path, percent-decoded (e.g. ``/db/sample-1a2b/runs/3/preview.png``)."""
+    query: Mapping[str, str]
+    """The query's parameters (``token`` included); of a repeated one the last (a route
+    never sees one: it is a 400 first)."""
+    headers: Mapping[bytes, bytes]
+    """The request headers, names lowercased, a repeated one joined (:func:`header_fields`)."""
+    target: str = attrs.field(default=attrs.Factory(_target_of, takes_self=True))
+    """The request target as sent (visible ASCII: h11 lets in nothing else); made of
+    ``path`` and ``query`` when not given."""
+
+    @property
+    def websocket(self) -> bool:
+        """True for a websocket upgrade request (``Upgrade: websocket``)."""
+        return b"websocket" in self.headers.get(b"upgrade", b"").lower()
+
+
+def _request_of(request: h11.Request) -> HttpRequest:
+    target = request.target.decode("ascii", "replace")
+    split = urllib.parse.urlsplit(target)
+    return HttpRequest(
+        method=request.method.decode("ascii", "replace"),
+        path=urllib.parse.unquote(split.path),
+        query=dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True)),
+        headers=header_fields(request),
+        target=target,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class HttpAnswer:
+    """One answer to a plain HTTP request: a route's, a page's or a refusal.
+
+    :meth:`HttpConnection.send` writes it through h11 with the headers every answer has
+    (:meth:`wire_headers`); :meth:`encode` gives the bytes of a one-shot answer, written
+    without h11.
+    """
+
+    status: int
+    """The HTTP status, e.g. 200, 304, 404."""
+    body: bytes = attrs.field(default=b"", repr=lambda body: f"<{len(body)} bytes>")
+    """The content (bytes); for ``HEAD`` and 304 only its length is sent (a 304: none)."""
+    content_type: str = "text/plain; charset=utf-8"
+    """The ``Content-Type`` header (left out of a 304, whose headers a cache copies onto
+    the answer it holds: RFC 9111 §3.2)."""
+    cache_control: str = "no-store"
+    """The ``Cache-Control`` header."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """More headers, e.g. ``(("ETag", '"r3-ab12"'),)``."""
+
+    @classmethod
+    def text(cls, status: int, message: str) -> HttpAnswer:
+        """A plain-text answer: ``404 Not Found: <message>`` and a newline."""
+        return cls(status=status, body=f"{status} {cls.reason_of(status)}: {message}\n".encode())
+
+    @staticmethod
+    def reason_of(status: int) -> str:
+        """The reason phrase of ``status`` (``Error`` for one HTTP does not name)."""
+        return reason_phrase(status, "Error")
+
+    @property
+    def reason(self) -> str:
+        """The status line's reason phrase."""
+        return self.reason_of(self.status)
+
+    def wire_headers(self) -> list[tuple[str, str]]:
+        """Every header but ``Connection``, in order: ``Content-Type`` and
+        ``Content-Length`` (not for a 304), ``Cache-Control``,
+        ``X-Content-Type-Options: nosniff``, ``Referrer-Policy: no-referrer``, then
+        :attr:`headers`."""
+        headers = []
+        if self.status != 304:
+            headers += [("Content-Type", self.content_type),
+                        ("Content-Length", str(len(self.body)))]  # fmt: skip
+        return [
+            *headers,
+            ("Cache-Control", self.cache_control),
+            ("X-Content-Type-Options", "nosniff"),
+            ("Referrer-Policy", "no-referrer"),
+            *self.headers,
+        ]
+
+    def encode(self) -> bytes:
+        """The answer's bytes with ``Connection: close``: the connection ends with it."""
+        lines = [
+            f"HTTP/1.1 {self.status} {self.reason}",
+            *(f"{name}: {value}" for name, value in self.wire_headers()),
+            "Connection: close",
+        ]
+        body = b"" if self.status == 304 else self.body
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + body
+
+
 @attrs.frozen(kw_only=True)
 class Head:
     """A request head as the front door reads it (see :meth:`HttpConnection.receive_head`)."""
 
-    request: h11.Request | None
+    request: HttpRequest | None
     """The request, or None (the client closed, or sent a bad head: see ``error``)."""
     raw: bytes = attrs.field(repr=lambda raw: f"<{len(raw)} bytes>")
     """Every byte read so far, for a connection's first request only (a websocket
@@ -65,40 +187,7 @@ class Head:
     @property
     def websocket(self) -> bool:
         """True for a websocket upgrade request (``Upgrade: websocket``)."""
-        if self.request is None:
-            return False
-        return any(
-            name == b"upgrade" and b"websocket" in value.lower()
-            for name, value in self.request.headers
-        )
-
-
-@attrs.frozen(kw_only=True)
-class Answer:
-    """One answer to a plain HTTP request, ready to be written (:mod:`examples.web.http`).
-
-    :meth:`HttpConnection.send` writes it through h11; :meth:`encode` gives the bytes of
-    a one-shot answer, written without h11.
-    """
-
-    status: int
-    """The HTTP status."""
-    reason: str
-    """Its reason phrase."""
-    headers: tuple[tuple[str, str], ...]
-    """Every header but ``Connection``, in order."""
-    body: bytes = attrs.field(repr=lambda body: f"<{len(body)} bytes>")
-    """The bytes sent after the head: empty for ``HEAD`` and 304 (``Content-Length``
-    still says the length of the ``GET``'s body)."""
-
-    def encode(self) -> bytes:
-        """The answer's bytes with ``Connection: close``: the connection ends with it."""
-        lines = [
-            f"HTTP/1.1 {self.status} {self.reason}",
-            *(f"{name}: {value}" for name, value in self.headers),
-            "Connection: close",
-        ]
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + self.body
+        return self.request is not None and self.request.websocket
 
 
 class HttpConnection:
@@ -160,15 +249,15 @@ class HttpConnection:
         # Any Transfer-Encoding counts as a body, even one that ends at once: with a
         # Content-Length beside it, RFC 9112 §6.3 wants the connection closed.
         if any(name == b"transfer-encoding" for name, _ in request.headers):
-            return self._head(request, has_body=True)
+            return self._head(_request_of(request), has_body=True)
         try:  # without a body h11 ends the request at once, needing no more bytes
             has_body = not isinstance(conn.next_event(), h11.EndOfMessage)
         except h11.RemoteProtocolError:  # a broken body: never read, the connection closes
             has_body = True
-        return self._head(request, has_body=has_body)
+        return self._head(_request_of(request), has_body=has_body)
 
     def _head(
-        self, request: h11.Request | None, *, error: tuple[int, str] | None = None,
+        self, request: HttpRequest | None, *, error: tuple[int, str] | None = None,
         has_body: bool = False,
     ) -> Head:  # fmt: skip
         raw = b"" if self._raw is None else bytes(self._raw)
@@ -196,11 +285,13 @@ class HttpConnection:
             return bool(data)
         return await self._receive()
 
-    async def send(self, answer: Answer, *, close: bool = False) -> None:
-        """Write ``answer`` (a checkpoint; no timeout of its own).
+    async def send(self, answer: HttpAnswer, *, close: bool = False) -> None:
+        """Write ``answer`` with the headers every answer has (a checkpoint; no timeout
+        of its own).
 
         The answer to a ``HEAD`` goes without its body, whoever made it (a refusal
-        carries one): its ``Content-Length`` still says the length of the ``GET``'s.
+        carries one), and so does a 304: its ``Content-Length`` still says the length
+        of the ``GET``'s.
 
         Args:
             answer: The answer to the current request (or to a bad head).
@@ -211,10 +302,12 @@ class HttpConnection:
             h11.LocalProtocolError: the answer breaks HTTP (a bug of its maker).
         """
         conn = self._h11
-        headers = [*answer.headers, ("Connection", "close")] if close else list(answer.headers)
+        headers = answer.wire_headers()
+        if close:
+            headers.append(("Connection", "close"))
         data = conn.send(h11.Response(status_code=answer.status, reason=answer.reason,
                                       headers=headers))  # fmt: skip
-        if answer.body and not self._head_only:  # h11 refuses a body after a HEAD
+        if answer.body and not self._head_only and answer.status != 304:  # h11 refuses it
             data += conn.send(h11.Data(data=answer.body))
         data += conn.send(h11.EndOfMessage())
         await self.stream.send_all(data)

@@ -49,7 +49,6 @@ import trio
 
 from .guard import Refusal
 from .http import error_answer, linger, page_answer, peer_address, plain_answer
-from .httpconn import header_fields
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -58,7 +57,7 @@ if TYPE_CHECKING:
     from .admission import Admission, Slot
     from .config import FrontDoorConfig
     from .http import Page
-    from .httpconn import Answer, Head, HttpConnection
+    from .httpconn import Head, HttpAnswer, HttpConnection
     from .routes import Router
 
 __all__ = ["PlainHttp"]
@@ -190,7 +189,7 @@ class PlainHttp:
         # Writing and lingering wait for the client (``waiting``): a client that does not
         # take its answers lends its slot as an idle one does; a route's work does not.
 
-        async def send(answer: Answer, *, close: bool) -> None:
+        async def send(answer: HttpAnswer, *, close: bool) -> None:
             with waiting():
                 await conn.send(answer, close=close)
 
@@ -214,13 +213,12 @@ class PlainHttp:
             elif head.has_body:
                 close = "body"
         request = head.request
-        target = request.target.decode("ascii", "replace")
-        headers = header_fields(request)
+        target, headers = request.target, request.headers
         guard = self.admission.guard
         refusal = guard.check(target, headers, websocket=False)
         if refusal is None and head.websocket:  # a first one never comes here
             refusal = _LATE_UPGRADE
-        route = self.router.match(request.method, target, pages=self.pages)
+        route = self.router.match(request, pages=self.pages)
         if refusal is None and route is not None and route.protected:
             refusal = guard.check_token(target, headers)
         if refusal is not None:

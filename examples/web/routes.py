@@ -1,7 +1,8 @@
 """Dynamic GET routes on the front door's port, beside its static pages (design §7.6).
 
 A :class:`Route` serves every path under its ``prefix`` with an async function that
-gets an :class:`HttpRequest` and returns an :class:`HttpAnswer`. The front door
+gets an :class:`HttpRequest` and returns an :class:`HttpAnswer` (the HTTP layer's one
+request and one answer type, :mod:`examples.web.httpconn`, re-exported here). The front door
 (:mod:`examples.web.frontdoor`) decides who may ask before a route runs: the ``Host``
 check of every plain HTTP request and, for a ``protected`` route (the default), the
 token exactly as a websocket handshake carries it (``?token=`` or ``Authorization:
@@ -40,59 +41,15 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from .http import make_answer
-from .httpconn import header_fields, reason_phrase
+from .httpconn import HttpAnswer as HttpAnswer
+from .httpconn import HttpRequest as HttpRequest
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
-    import h11
-
-    from .httpconn import Answer
-
 __all__ = ["HttpAnswer", "HttpRequest", "Route", "Router", "etag_matches"]
 
 LOGGER = logging.getLogger("examples.frontdoor")
-
-
-@attrs.frozen(kw_only=True)
-class HttpRequest:
-    """A ``GET`` or ``HEAD`` request as a route sees it."""
-
-    method: str
-    """``GET`` or ``HEAD``."""
-    path: str
-    """The path, percent-decoded (e.g. ``/db/sample-1a2b/runs/3/preview.png``)."""
-    query: Mapping[str, str]
-    """The query's parameters (``token`` included); each is there once (a repeated one
-    is a 400 before the route runs)."""
-    headers: Mapping[bytes, bytes]
-    """The request headers, names lowercased."""
-
-
-@attrs.frozen(kw_only=True)
-class HttpAnswer:
-    """What a route answers; the front door adds the headers of every answer."""
-
-    status: int
-    """The HTTP status: 200, 304, 400 or 404."""
-    body: bytes = attrs.field(default=b"", repr=lambda body: f"<{len(body)} bytes>")
-    """The content (bytes); for ``HEAD`` only its length is sent."""
-    content_type: str = "text/plain; charset=utf-8"
-    """The ``Content-Type`` header."""
-    cache_control: str = "no-store"
-    """The ``Cache-Control`` header."""
-    headers: tuple[tuple[str, str], ...] = ()
-    """More headers, e.g. ``(("ETag", '"r3-ab12"'),)``."""
-
-    @classmethod
-    def text(cls, status: int, message: str) -> HttpAnswer:
-        """A plain-text answer: ``404 Not Found: <message>`` and a newline."""
-        return cls(status=status, body=f"{status} {_reasons(status)}: {message}\n".encode())
-
-
-def _reasons(status: int) -> str:
-    return reason_phrase(status, "Error")
 
 
 @attrs.frozen(kw_only=True)
@@ -153,23 +110,24 @@ class Router:
         """Answers sent, by status (``"200"``, ``"304"``, ...)."""
 
     def match(
-        self, method: bytes, target: str, *, pages: Mapping[str, object] | None = None
+        self, request: HttpRequest, *, pages: Mapping[str, object] | None = None
     ) -> Route | None:
-        """The route serving a ``GET``/``HEAD`` of ``target``, or None (also for the
+        """The route serving ``request`` (a ``GET``/``HEAD``), or None (also for the
         path of one of ``pages``, which are served as they are)."""
-        if method not in (b"GET", b"HEAD") or target.split("?", 1)[0] in (pages or {}):
+        if request.method not in ("GET", "HEAD") or request.target.split("?", 1)[0] in (
+            pages or {}
+        ):
             return None
-        path = urllib.parse.unquote(urllib.parse.urlsplit(target).path)
         for route in self.routes:
-            if path.startswith(route.prefix):
+            if request.path.startswith(route.prefix):
                 return route
         return None
 
     async def answer(
         self,
-        send: Callable[[Answer], Awaitable[object]],
+        send: Callable[[HttpAnswer], Awaitable[object]],
         route: Route,
-        request: h11.Request,
+        request: HttpRequest,
         peer: str,
     ) -> None:
         """Run ``route`` for ``request`` and send its answer (no timeout of its own).
@@ -181,17 +139,9 @@ class Router:
             request: The request.
             peer: ``address:port`` of the client, for the log.
         """
-        target = request.target.decode("ascii", "replace")
-        split = urllib.parse.urlsplit(target)
+        split = urllib.parse.urlsplit(request.target)
         pairs = urllib.parse.parse_qsl(split.query, keep_blank_values=True)
-        query = dict(pairs)
         repeated = _repeated(name for name, _ in pairs)
-        http_request = HttpRequest(
-            method=request.method.decode("ascii"),
-            path=urllib.parse.unquote(split.path),
-            query=query,
-            headers=header_fields(request),
-        )
         name = route.name or route.prefix
         logged = split.path[:200]  # h11 let in visible ASCII only: one line, as sent
         try:
@@ -200,7 +150,7 @@ class Router:
             elif "%2f" in split.path.lower():
                 result = HttpAnswer.text(404, "no such address: an encoded '/' in the path")
             else:
-                result = await route.handler(http_request)
+                result = await route.handler(request)
         except Exception:  # contained: one bad request never stops the server
             LOGGER.exception("route %s failed for %s", name, logged)
             result = HttpAnswer.text(500, "the server failed to answer this request")
@@ -211,14 +161,14 @@ class Router:
                 extra={"event": "http_route_too_large", "route": name, "bytes": len(result.body)},
             )  # fmt: skip
             result = HttpAnswer.text(500, "the answer is too large")
-        await send(wire_answer(result, head_only=http_request.method == "HEAD"))
+        await send(result)
         key = str(result.status)
         self.answered[key] = self.answered.get(key, 0) + 1
         LOGGER.info(
             "%s %s -> %d (%d bytes)",
-            http_request.method, logged, result.status, len(result.body),
+            request.method, logged, result.status, len(result.body),
             extra={"event": "http_route", "route": name, "peer": peer,
-                   "method": http_request.method, "path": logged,
+                   "method": request.method, "path": logged,
                    "status": result.status, "bytes": len(result.body)},
         )  # fmt: skip
 
@@ -234,17 +184,3 @@ def _repeated(names: Iterable[str]) -> str | None:
             return name
         seen.add(name)
     return None
-
-
-def wire_answer(answer: HttpAnswer, *, head_only: bool) -> Answer:
-    """``answer`` with the headers of every answer (:mod:`examples.web.http`)."""
-    return make_answer(
-        answer.status,
-        _reasons(answer.status),
-        answer.body,
-        content_type=None if answer.status == 304 else answer.content_type,
-        head_only=head_only or answer.status == 304,
-        cache_control=answer.cache_control,
-        extra=answer.headers,
-        length=answer.status != 304,
-    )

@@ -17,7 +17,7 @@ from ledger_support import StalledDisk, at, ledger_of
 from trio.testing import wait_all_tasks_blocked
 
 from actors import ActorState
-from actors._core._ref import Reply
+from actors._core import Reply
 from actors._eventlog import EventLogActor, EventLogClient, QueryFinished, Status, Subscribe
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import ActorCrashed, LedgerUnavailable, MailboxFull

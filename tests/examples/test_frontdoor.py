@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import signal
 import socket
@@ -19,6 +20,7 @@ import pytest
 import trio
 import trio.testing
 from frontdoor_support import (
+    TIMEOUT,
     Client,
     assert_no_children,
     client_frame,
@@ -304,8 +306,10 @@ async def test_a_stalled_client_is_dropped_with_its_cursor_while_a_fast_one_gets
             await fast.request("subscribe")
             receipt = await fast.request("submit", operation="burst", arguments={"n": n})
             events = await fast.events_until(receipt["run_id"], {"job_finished"})
-            # queued, started, a synthetic 0.0, n progress reports, finished: no gap.
-            assert [e["seq"] for e in events] == list(range(1, n + 5))
+            # queued, started, a synthetic 0.0, n progress reports, finished: no gap
+            # (and the stalled one's subscriber_left, if it was dropped by then).
+            assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+            assert len([e for e in events if e["kind"] != "subscriber_left"]) == n + 4
             assert fast.pushed == []
             # Now read the stalled client: contiguous events, the notice, the close.
             received = []
@@ -660,3 +664,111 @@ async def test_a_message_cut_off_at_close_is_never_followed_by_a_close_frame():
     assert rest[0] == 0x81  # ... its frame is cut off, and nothing came after it:
     assert len(rest) < 2_000_000
     assert b"server shutting down" not in rest  # no close frame (its reason) inside it
+
+
+# -- a client too slow for one message; subscribers leaving -------------------------------
+
+
+async def _raw_subscriber(front: FrontDoor) -> tuple[trio.SocketStream, bytes]:
+    """A hand-written client (tiny receive buffer) that subscribed; what it has read."""
+    sock = trio.socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    await sock.connect(("127.0.0.1", front.port))
+    stream = trio.SocketStream(sock)
+    received = (await raw_handshake(stream)).split(b"\r\n\r\n", 1)[1]
+    await stream.send_all(client_frame('{"type":"subscribe","request_id":"s"}'))
+    with trio.fail_after(5):
+        while not parse_frames(received)[0]:
+            received += await stream.receive_some(4096)
+    return stream, received
+
+
+async def _wait_dropped(front: FrontDoor, conn: Connection) -> None:
+    """Until ``conn`` was dropped for falling behind, or is gone."""
+    with trio.fail_after(TIMEOUT):
+        while conn.statistics().resyncs == 0 and conn in front.connections:  # noqa: ASYNC110
+            await trio.sleep(0.01)
+
+
+async def _read_to_the_end(stream: trio.SocketStream, received: bytes) -> bytes:
+    """Read until the server closes the TCP connection, answering its close frame."""
+    answered = False
+    with trio.fail_after(TIMEOUT):
+        while chunk := await stream.receive_some(65536):
+            received += chunk
+            if not answered and any(op == 0x8 for op, _ in parse_frames(received)[0]):
+                await stream.send_all(client_frame(b"\x03\xe8", opcode=0x8))
+                answered = True
+    return received
+
+
+async def test_a_client_too_slow_for_one_message_gets_it_then_resync_and_its_cursor():
+    # One event larger than every buffer between the server and a client that stopped
+    # reading: its send passes send_timeout. The client is dropped for falling behind,
+    # but the message is not cut off: once the client reads again it gets the whole
+    # event, then resync_required with its cursor, then a close 4000 with the cursor.
+    config = FrontDoorConfig(send_timeout=0.3, drop_timeout=TIMEOUT, push_timeout=TIMEOUT,
+                             socket_send_buffer=4096)  # fmt: skip
+    async with serving(config) as front:
+        stream, received = await _raw_subscriber(front)
+        try:
+            (conn,) = front.connections
+            seq = await front.eventlog.record("blob", {"blob": "A" * 2_000_000})
+            await _wait_dropped(front, conn)
+            received = await _read_to_the_end(stream, received)
+        finally:
+            await stream.aclose()
+    frames, rest = parse_frames(received)
+    assert rest == b""
+    assert [opcode for opcode, _ in frames] == [0x1, 0x1, 0x1, 0x8]
+    answer, event, notice = (json.loads(payload) for _, payload in frames[:3])
+    assert answer["type"] == "events"
+    assert (event["seq"], event["kind"], len(event["data"]["blob"])) == (seq, "blob", 2_000_000)
+    assert notice == {"type": "resync_required", "head": seq, "cursor": seq}
+    close = frames[3][1]
+    assert int.from_bytes(close[:2], "big") == 4000
+    assert close[2:].decode() == f"resync required; cursor={seq}"
+
+
+async def test_subscribers_leaving_are_events_with_their_reason_and_counted(caplog):
+    # A watcher follows the log while three subscribers leave: one closes, one breaks
+    # the websocket protocol (a frame with a reserved opcode), one is dropped for
+    # falling behind (it cannot take one message within send_timeout + drop_timeout).
+    caplog.set_level(logging.INFO, logger="actors.eventlog")
+    config = FrontDoorConfig(send_timeout=0.2, drop_timeout=0.2, socket_send_buffer=4096)
+    async with serving(config) as front, client(front, prefix="w") as watcher:
+        await watcher.request("subscribe")
+        async with client(front) as leaving:
+            await leaving.request("subscribe")
+            closed = (front.connections[-1]).name
+        rude, _ = await _raw_subscriber(front)
+        try:
+            broken = front.connections[-1].name
+            await rude.send_all(client_frame(b"x", opcode=0x3))
+            await _read_to_the_end(rude, b"")
+        finally:
+            await rude.aclose()
+        slow, _ = await _raw_subscriber(front)
+        try:
+            conn = front.connections[-1]
+            await front.eventlog.record("blob", {"blob": "A" * 600_000})
+            await _wait_dropped(front, conn)
+        finally:
+            await slow.aclose()
+        left = []
+        with trio.fail_after(TIMEOUT):
+            while len(left) < 3:
+                message = await watcher.next_push()
+                if message["kind"] == "subscriber_left":
+                    left.append(message["data"])
+        stats = await front.eventlog.statistics()
+    assert [(item["subscriber"], item["reason"]) for item in left] == [
+        (f"{closed}#1", "closed"),
+        (f"{broken}#1", "protocol_error"),
+        (f"{conn.name}#1", "slow"),
+    ]
+    assert stats.subscribers_left == {"closed": 1, "protocol_error": 1, "slow": 1}
+    records = [r for r in caplog.records if getattr(r, "event", None) == "subscriber_left"]
+    assert [(r.subscriber, r.reason) for r in records[:3]] == [  # type: ignore[attr-defined]
+        (item["subscriber"], item["reason"]) for item in left
+    ]

@@ -327,3 +327,55 @@ async def test_the_client_closes_its_socket_when_the_server_closes_the_connectio
         await log.ref.stop(1.0)
     assert [exc.reason.code for exc in ended] == [GOING_AWAY]  # type: ignore[attr-defined]
     assert set(sockets_to(port)).isdisjoint({"ESTABLISHED", "CLOSE_WAIT"}), sockets_to(port)
+
+
+# -- a refused client keeps up while it waits ------------------------------------------------
+
+
+async def test_a_refused_submit_waits_without_falling_behind_and_follows_its_run() -> None:
+    # Another run holds the only place and streams large progress notes while this
+    # client waits out pool_full's retry_after. A client that stayed subscribed without
+    # reading would fill its socket and send queue and be dropped (4000); this one
+    # leaves its subscription while it waits, comes back for its submit, and exits 0.
+    go = trio.Event()
+
+    async def chatty(run: RunStatus, report: Any) -> str:
+        await go.wait()
+        for i in range(1000):  # about 1 MB of events: far past the client's buffers
+            report((i + 1) / 1000, "x" * 1000)
+            await trio.lowlevel.checkpoint()
+        return "said"
+
+    hint = 0.5
+    log_config = EventLogConfig(max_inflight=1, retry_after_min=hint, retry_after_max=hint)
+    actor = EventLogActor(
+        log_config,
+        operations=[OperationSpec(name="chatty"), OperationSpec(name="work")],
+        runners={"chatty": chatty, "work": _quick},
+    )
+    config = FrontDoorConfig(send_queue=1, subscriber_bound=8, push_timeout=0.2,
+                             socket_send_buffer=4096)  # fmt: skip
+    out, err = io.StringIO(), io.StringIO()
+    async with trio.open_nursery() as nursery:
+        log = EventLogClient(await nursery.start(actor.run), timeout=5.0)
+        async with open_front_door(log, config) as front:
+            await log.submit("chatty", {}, request_id="holder")
+            args = argparse.Namespace(
+                url=front.url, token=None, operation="work", arguments={}, give_up_after=30.0
+            )
+
+            async def release_when_waiting() -> None:
+                with trio.fail_after(TIMEOUT):
+                    while "retrying in" not in err.getvalue():  # noqa: ASYNC110 - its output
+                        await trio.sleep(0.01)
+                go.set()
+
+            async with trio.open_nursery() as inner:
+                inner.start_soon(release_when_waiting)
+                with trio.fail_after(TIMEOUT):
+                    status = await _submit(args, Output(out=out, err=err))
+            stats = await log.statistics()
+        await log.ref.stop(1.0)
+    assert status == 0, (out.getvalue(), err.getvalue())
+    assert out.getvalue().splitlines()[-2:] == ["run 2: ok", 'result: "done"']
+    assert stats.subscribers_left.get("slow", 0) == 0

@@ -25,7 +25,7 @@ import trio.testing
 from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_stream
 
 from examples.preview.cli.client import Collection, _Wanted, collect, listing
-from examples.web.http import ReplayStream, read_head, response
+from examples.web.http import HttpAnswer, ReplayStream, read_head
 from protocol import messages
 from protocol.codec import encode_message
 
@@ -83,12 +83,14 @@ class ScriptedServer:
                     await self.handle(request)
                     nursery.cancel_scope.cancel()
             elif head.request is not None:
-                path = urllib.parse.urlsplit(head.request.target.decode()).path
+                path = urllib.parse.urlsplit(head.request.target).path
                 self.fetched.append(path)
                 run, kind = path.removesuffix(".png").rsplit("/", 2)[1:]
-                query = urllib.parse.urlsplit(head.request.target.decode()).query
+                query = urllib.parse.urlsplit(head.request.target).query
                 body = f"{run}-{kind}-r{query.removeprefix('rev=')}".encode()
-                await stream.send_all(response(200, "OK", body, content_type="image/png"))
+                await stream.send_all(
+                    HttpAnswer(status=200, body=body, content_type="image/png").encode()
+                )
 
     async def handle(self, request: WebSocketRequest) -> None:
         ws = await request.accept()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import urllib.parse
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -235,12 +236,20 @@ def test_etag_matching_and_route_validation():
     with pytest.raises(ValueError, match="same prefix"):
         Router([ROUTES[0], ROUTES[0]], max_body=1024)
     router = Router([*ROUTES, Route(prefix="/img/sub/", handler=huge)], max_body=1024)
-    assert router.match(b"GET", "/img/sub/x?token=1") is router.routes[0]
-    assert router.match(b"GET", "/img/x").prefix == "/img/"  # type: ignore[union-attr]
-    assert router.match(b"POST", "/img/x") is None
-    assert router.match(b"GET", "/img/", pages={"/img/": object()}) is None
+    assert router.match(_request("GET", "/img/sub/x?token=1")) is router.routes[0]
+    assert router.match(_request("GET", "/img/x")).prefix == "/img/"  # type: ignore[union-attr]
+    assert router.match(_request("POST", "/img/x")) is None
+    assert router.match(_request("GET", "/img/"), pages={"/img/": object()}) is None
     with pytest.raises(ValueError, match="max_route_body"):
         FrontDoorConfig(max_route_body=10)
+
+
+def _request(method: str, target: str) -> HttpRequest:
+    path, _, query = target.partition("?")
+    return HttpRequest(
+        method=method, path=path, query=dict(urllib.parse.parse_qsl(query)), headers={},
+        target=target,
+    )  # fmt: skip
 
 
 async def test_the_client_get_reads_answers_and_refuses_broken_or_oversized_ones():
