@@ -242,6 +242,24 @@ async def test_frames_are_relayed_verbatim_both_ways_and_the_exit_is_reported(ss
     assert_no_children_but(sshd)
 
 
+async def test_start_and_the_helper_s_frames_may_be_sent_before_hello(sshd):
+    marker = new_marker()
+    async with open_warden(sshd) as link:
+        await link.send(
+            encode_start(helper_argv(marker), heartbeat_timeout=30, sweep_timeout=1)
+            + encode_frame(b"\xaefirst")
+            + encode_frame(b"exit")
+        )
+        assert (await link.control("hello"))["version"] == WARDEN_VERSION
+        helper = int((await link.control("started"))["pid"])  # type: ignore[call-overload]
+        assert await link.body() == b"\xaefirst"
+        final = await link.control("exit")
+        assert (final["returncode"], final["empty"]) == (7, True)
+    assert not alive(helper)
+    assert ps_lines(marker) == []
+    assert_no_children_but(sshd)
+
+
 @pytest.mark.parametrize("containment", ["cgroup", "tree"])
 async def test_sigterm_then_sigkill_reach_a_grandchild_that_left_the_session(sshd, containment):
     marker = new_marker()
