@@ -1,0 +1,699 @@
+"""The warden: the remote half of one helper's life, on the far end of ``ssh -T`` (design §3.16).
+
+The parent runs ``ssh -T host exec python3 -I -c SOURCE`` with this file's text as
+SOURCE, so the remote host needs nothing but a Python 3.9+ interpreter for it: this
+module imports only the standard library and nothing of the project (no trio, no attrs,
+no ``protocol``), and runs as a script (``__main__``). It is a single-threaded loop over
+``select.poll``:
+
+* it starts the helper command in its own session, in a cgroup v2 of its own where one
+  can be made, else as a descendant of the warden, which is a child subreaper;
+* it relays the helper's frames verbatim in both directions between its own stdin and
+  stdout (the SSH channel) and the helper's pipes; the helper's stderr is the warden's,
+  so it reaches the parent on SSH's stderr channel;
+* frames whose body starts with :data:`MAGIC` (never an envelope's first byte) are the
+  warden's own *control frames*, strict JSON objects with a ``"type"``: ``start``,
+  ``signal`` and ``heartbeat`` from the parent; ``hello``, ``started``, ``refused``,
+  ``signalled``, ``heartbeat``, ``violation`` and ``exit`` to it
+  (``protocol/warden.py`` is the parent's codec of them);
+* it kills the helper's whole tree by itself when its stdin ends or its stdout breaks
+  (the SSH link died), when it is sent SIGHUP, SIGINT or SIGTERM, or when no frame came
+  from the parent for ``heartbeat_timeout`` seconds;
+* when the helper has exited it kills what is left of its tree, waits for the tree to be
+  empty, relays the helper's last frames, then reports the exit status and whether the
+  tree is empty in a final ``exit`` frame, and exits.
+
+Its wire constants are those of ``protocol/warden.py``; a test checks that they agree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import sys
+import time
+
+#: Version of the warden's control protocol (design §3.16); ``start`` must name it.
+VERSION = 1
+#: First byte of a control frame's body. An envelope's body starts with 0xAE (§2.3).
+MAGIC = 0xAF
+#: The warden's exit status after a ``refused`` frame.
+EXIT_REFUSED = 3
+#: Seconds the warden waits for ``start`` before it gives up and exits.
+START_TIMEOUT = 60.0
+#: Seconds the warden gives the parent to read its last frames before it exits anyway.
+FLUSH_TIMEOUT = 5.0
+#: Largest control frame the parent may send before ``start`` sets the limits, in bytes.
+CONTROL_LIMIT = 1024 * 1024
+#: Bytes waiting to be written above which the warden stops reading the other side.
+HIGH_WATER = 4 * 1024 * 1024
+_READ = 65536
+_PREFIX = "trio-actors-warden."
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
+_CONTAINMENT = ("auto", "cgroup", "tree", "group")
+
+
+class FrameTooLarge(Exception):
+    """A length prefix declares more than the limit."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame declares {size} bytes, over the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class BadStart(Exception):
+    """The ``start`` frame cannot be obeyed; ``reason`` is the refusal's reason."""
+
+    def __init__(self, reason: str, message: str, **details: object) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.details = details
+
+
+class Splitter:
+    """Cuts a byte stream into whole frames, each returned with its 4-byte prefix."""
+
+    def __init__(self, limit: int) -> None:
+        self.buffer = bytearray()
+        self.limit = limit
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buffer = self.buffer
+        buffer += data
+        frames = []
+        pos = 0
+        size_all = len(buffer)
+        while size_all - pos >= 4:
+            size = int.from_bytes(buffer[pos : pos + 4], "big")
+            if size > self.limit:
+                raise FrameTooLarge(size, self.limit)
+            end = pos + 4 + size
+            if end > size_all:
+                break
+            frames.append(bytes(buffer[pos:end]))
+            pos = end
+        del buffer[:pos]
+        return frames
+
+
+def control_frame(message: dict[str, object]) -> bytes:
+    """One control frame: prefix, :data:`MAGIC`, the message as compact JSON."""
+    body = bytes((MAGIC,)) + json.dumps(message, separators=(",", ":")).encode()
+    return len(body).to_bytes(4, "big") + body
+
+
+def _prctl(option: int, value: int) -> bool:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(option, value, 0, 0, 0)) == 0
+    except (ImportError, OSError, AttributeError):
+        return False
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path) as file:
+            return file.read()
+    except OSError:
+        return None
+
+
+def _make_cgroup() -> str | None:
+    """A new cgroup v2 directory below the warden's own, or None where none can be made."""
+    own = _read_text("/proc/self/cgroup")
+    mounts = _read_text("/proc/self/mountinfo")
+    if own is None or mounts is None:
+        return None
+    relative = next((line[3:] for line in own.splitlines() if line.startswith("0::")), None)
+    if relative is None:
+        return None
+    for line in mounts.splitlines():
+        left, _, right = line.partition(" - ")
+        if right.split(" ", 1)[0] != "cgroup2":
+            continue
+        base = left.split()[4] + relative.rstrip("/")
+        _remove_stale(base)
+        path = f"{base}/{_PREFIX}{os.getpid()}"
+        try:
+            os.mkdir(path)
+        except OSError:
+            return None
+        if os.path.exists(f"{path}/cgroup.procs"):
+            return path
+        _rmdir(path)
+        return None
+    return None
+
+
+def _remove_stale(base: str) -> None:
+    """Remove the empty cgroups of wardens that are gone (killed before they cleaned up)."""
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        owner = name[len(_PREFIX) :]
+        if name.startswith(_PREFIX) and owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            _rmdir(f"{base}/{name}")
+
+
+def _rmdir(path: str) -> None:
+    with contextlib.suppress(OSError):  # not empty, or gone: a later warden removes it
+        os.rmdir(path)
+
+
+def _proc_table() -> dict[int, tuple[str, int, int, int]] | None:
+    """pid → (state, ppid, pgid, sid) of every process, or None without ``/proc``."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    table = {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        text = _read_text(f"/proc/{name}/stat")
+        if text is None:
+            continue  # gone meanwhile
+        fields = text[text.rindex(")") + 2 :].split()
+        table[int(name)] = (fields[0], int(fields[1]), int(fields[2]), int(fields[3]))
+    return table
+
+
+class Warden:
+    """One helper's remote half: the relay, the control frames and the tree (§3.16)."""
+
+    def __init__(self) -> None:
+        self.me = os.getpid()
+        self.out = bytearray()  # bytes for the parent (fd 1)
+        self.to_helper = bytearray()  # bytes for the helper's stdin
+        self.from_parent = Splitter(CONTROL_LIMIT)
+        self.from_helper: Splitter | None = None
+        self.pid: int | None = None
+        self.helper_in: int | None = None
+        self.helper_out: int | None = None
+        self.status: int | None = None  # the helper's wait status, once reaped
+        self.cgroup: str | None = None
+        self.mode = "group"
+        self.started = False
+        self.cause: str | None = None  # why the warden is ending
+        self.message: str | None = None
+        self.parent_gone = False  # stdin ended or stdout broke: nobody reads us
+        self.parent_eof = False
+        self.heartbeat_timeout = START_TIMEOUT
+        self.sweep_timeout = 1.0
+        self.heard = time.monotonic()
+        self.sweep_deadline: float | None = None
+        self.pause = 0.005
+        self.truncated = 0
+        self.refused = False
+        self.wakeup_r, self.wakeup_w = os.pipe()
+
+    # -- the loop -----------------------------------------------------------------
+
+    def run(self) -> int:
+        os.set_blocking(0, False)
+        os.set_blocking(1, False)
+        os.set_blocking(self.wakeup_r, False)
+        os.set_blocking(self.wakeup_w, False)
+        signal.set_wakeup_fd(self.wakeup_w)
+        for signum in (signal.SIGCHLD, signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: None)  # the wakeup fd carries the number
+        self.send(
+            {
+                "type": "hello",
+                "version": VERSION,
+                "pid": self.me,
+                "python": ".".join(map(str, sys.version_info[:3])),
+            }
+        )
+        while True:
+            if self.cause is not None and self.finished():
+                break
+            poller = select.poll()
+            want_parent = not self.parent_eof and len(self.to_helper) < HIGH_WATER
+            if want_parent:
+                poller.register(0, select.POLLIN)
+            if self.out and not self.parent_gone:
+                poller.register(1, select.POLLOUT)
+            if self.helper_out is not None and len(self.out) < HIGH_WATER:
+                poller.register(self.helper_out, select.POLLIN)
+            if self.helper_in is not None and self.to_helper:
+                poller.register(self.helper_in, select.POLLOUT)
+            poller.register(self.wakeup_r, select.POLLIN)
+            timeout = self.timeout()
+            events = poller.poll(None if timeout is None else max(0, int(timeout * 1000) + 1))
+            for fd, event in events:
+                if fd == 0:
+                    self.read_parent()
+                elif fd == 1:
+                    self.write_parent()
+                elif fd == self.wakeup_r:
+                    self.read_wakeup()
+                elif fd == self.helper_out:
+                    self.read_helper()
+                elif fd == self.helper_in:
+                    self.write_helper(event)
+            self.reap()
+            self.check_time()
+        return self.finish()
+
+    def timeout(self) -> float | None:
+        now = time.monotonic()
+        if self.cause is not None:
+            if self.sweep_deadline is None:
+                return 0.0
+            return min(self.pause, max(0.0, self.sweep_deadline - now))
+        return max(0.0, self.heard + self.heartbeat_timeout - now)
+
+    def check_time(self) -> None:
+        if self.cause is None and time.monotonic() >= self.heard + self.heartbeat_timeout:
+            self.end("heartbeat_lost" if self.started else "start_timeout")
+
+    # -- the parent's side --------------------------------------------------------
+
+    def send(self, message: dict[str, object]) -> None:
+        if not self.parent_gone:
+            self.out += control_frame(message)
+            self.write_parent()
+
+    def write_parent(self) -> None:
+        while self.out and not self.parent_gone:
+            try:
+                written = os.write(1, self.out)
+            except BlockingIOError:
+                return
+            except OSError:
+                self.parent_gone = True
+                self.out.clear()
+                self.end("link_lost")
+                return
+            del self.out[:written]
+
+    def read_parent(self) -> None:
+        try:
+            data = os.read(0, _READ)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.parent_eof = True
+            self.end("link_lost")
+            return
+        self.heard = time.monotonic()
+        try:
+            frames = self.from_parent.feed(data)
+        except FrameTooLarge as exc:
+            self.parent_eof = True  # the stream cannot be resynchronised
+            self.end("parent_protocol_error", f"a frame from the parent: {exc}")
+            return
+        for frame in frames:
+            if self.cause is not None:
+                return  # ending: nothing more is obeyed or relayed
+            if len(frame) > 4 and frame[4] == MAGIC:
+                self.control(frame[5:])
+            elif self.started:
+                self.to_helper += frame
+            else:
+                self.end("parent_protocol_error", "a relayed frame came before 'start'")
+        if self.to_helper:
+            self.write_helper(0)
+
+    def control(self, body: bytes) -> None:
+        try:
+            message = json.loads(body)
+            kind = message["type"]
+        except (ValueError, TypeError, KeyError):
+            self.end("parent_protocol_error", "a control frame that is not a JSON object")
+            return
+        if kind == "heartbeat" and self.started:
+            self.send({"type": "heartbeat", "seq": message.get("seq")})
+        elif kind == "signal" and self.started and message.get("signal") in _SIGNALS:
+            name = message["signal"]
+            pids, failed = self.signal_tree(_SIGNALS[name])
+            self.send({"type": "signalled", "signal": name, "pids": pids, "failed": failed})
+        elif kind == "start" and not self.started:
+            try:
+                self.start(message)
+            except BadStart as exc:
+                self.refuse(exc)
+        else:
+            self.end("parent_protocol_error", f"an unexpected control frame {kind!r}")
+
+    def refuse(self, exc: BadStart) -> None:
+        self.send({"type": "refused", "reason": exc.reason, "message": str(exc), **exc.details})
+        self.refused = True
+        self.end("refused", str(exc))
+
+    # -- the helper -----------------------------------------------------------------
+
+    def start(self, message: dict[str, object]) -> None:
+        version = message.get("version")
+        if version != VERSION:
+            raise BadStart(
+                "version_mismatch",
+                f"the warden speaks version {VERSION}, the parent version {version!r}",
+                version=VERSION,
+                got=version,
+            )
+        argv = message.get("argv")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            raise BadStart("bad_start", "'argv' must be a non-empty list of strings", field="argv")
+        cwd = message.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            raise BadStart("bad_start", "'cwd' must be a string or null", field="cwd")
+        env = message.get("env")
+        if not isinstance(env, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+        ):
+            raise BadStart("bad_start", "'env' must map strings to strings", field="env")
+        self.heartbeat_timeout = _seconds(message, "heartbeat_timeout")
+        self.sweep_timeout = _seconds(message, "sweep_timeout")
+        max_request = _size(message, "max_request")
+        max_reply = _size(message, "max_reply")
+        containment = message.get("containment", "auto")
+        if containment not in _CONTAINMENT:
+            raise BadStart(
+                "bad_start", f"'containment' must be one of {_CONTAINMENT}", field="containment"
+            )
+        if containment in ("auto", "cgroup"):
+            self.cgroup = _make_cgroup()
+            if self.cgroup is None and containment == "cgroup":
+                raise BadStart("containment_unavailable", "no writable cgroup v2 on this host")
+        # A subreaper in every mode: orphans of the tree come back to the warden, which
+        # reaps them (no zombie is left to an init that may not reap).
+        subreaper = _prctl(_PR_SET_CHILD_SUBREAPER, 1) and os.path.isdir("/proc/self")
+        if self.cgroup is None and containment in ("auto", "tree"):
+            if subreaper:
+                self.mode = "tree"
+            elif containment == "tree":
+                raise BadStart("containment_unavailable", "this host has no child subreaper")
+        self.from_parent.limit = max(max_request, CONTROL_LIMIT)
+        self.from_helper = Splitter(max_reply)
+        self.spawn(argv, cwd, {**os.environ, **env})
+        self.send(
+            {
+                "type": "started",
+                "pid": self.pid,
+                "containment": self.mode,
+                "cgroup": self.cgroup,
+            }
+        )
+
+    def spawn(self, argv: list[str], cwd: str | None, env: dict[str, str]) -> None:
+        report_r, report_w = os.pipe()  # close-on-exec: EOF once the exec succeeded
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child, until its exec
+            self.child(argv, cwd, env, report_w, in_r, out_w)
+        os.close(report_w)
+        os.close(in_r)
+        os.close(out_w)
+        report = b""
+        while True:
+            chunk = os.read(report_r, 4096)
+            if not chunk:
+                break
+            report += chunk
+        os.close(report_r)
+        self.pid = pid
+        joined = report[:1] == b"C"
+        if joined:
+            self.mode = "cgroup"
+        elif self.cgroup is not None:
+            _rmdir(self.cgroup)  # the helper could not join it
+            self.cgroup = None
+        failure = report[1:] if report[:1] in (b"C", b"N") else report
+        if failure.startswith(b"E"):
+            os.close(in_w)
+            os.close(out_r)
+            code, _, text = failure[1:].decode(errors="replace").partition(":")
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)  # it exits at once, with 127
+            raise BadStart("exec_failed", text, errno=int(code or 0), argv=argv)
+        os.set_blocking(in_w, False)
+        os.set_blocking(out_r, False)
+        self.helper_in, self.helper_out = in_w, out_r
+        self.started = True
+
+    def child(
+        self, argv: list[str], cwd: str | None, env: dict[str, str], report: int, i: int, o: int
+    ) -> None:  # pragma: no cover - runs in the forked child
+        try:
+            signal.set_wakeup_fd(-1)
+            for signum in (signal.SIGCHLD, signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, signal.SIG_DFL)
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # Python ignores it; exec keeps that
+            os.setsid()
+            joined = b"N"
+            if self.cgroup is not None:
+                try:
+                    with open(f"{self.cgroup}/cgroup.procs", "w") as procs:
+                        procs.write("0")
+                    joined = b"C"
+                except OSError:
+                    pass
+            os.write(report, joined)
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # if the warden itself is killed
+            os.dup2(i, 0)
+            os.dup2(o, 1)
+            if cwd is not None:
+                os.chdir(cwd)
+            os.execvpe(argv[0], argv, env)
+        except BaseException as exc:
+            code = exc.errno if isinstance(exc, OSError) and exc.errno else 0
+            text = f"cannot run {argv[0]!r}: {exc}"
+            try:
+                os.write(report, f"E{code}:{text}".encode()[:4000])
+            finally:
+                os._exit(127)
+
+    def write_helper(self, event: int) -> None:
+        if self.helper_in is None:
+            self.to_helper.clear()
+            return
+        if event & (select.POLLERR | select.POLLHUP):
+            self.close_helper_in()
+            return
+        while self.to_helper:
+            try:
+                written = os.write(self.helper_in, self.to_helper)
+            except BlockingIOError:
+                return
+            except OSError:
+                self.close_helper_in()  # the helper closed its stdin: it hears nothing more
+                return
+            del self.to_helper[:written]
+
+    def close_helper_in(self) -> None:
+        if self.helper_in is not None:
+            os.close(self.helper_in)
+            self.helper_in = None
+        self.to_helper.clear()
+
+    def read_helper(self) -> None:
+        assert self.helper_out is not None
+        assert self.from_helper is not None
+        try:
+            data = os.read(self.helper_out, _READ)
+        except BlockingIOError:
+            return
+        if not data:
+            self.truncated = len(self.from_helper.buffer)
+            os.close(self.helper_out)
+            self.helper_out = None
+            return
+        try:
+            frames = self.from_helper.feed(data)
+        except FrameTooLarge as exc:
+            self.stop_relay("frame_too_large", str(exc), size=exc.size, limit=exc.limit)
+            return
+        for frame in frames:
+            if len(frame) > 4 and frame[4] == MAGIC:
+                self.stop_relay("protocol_violation", "the helper wrote a warden control frame")
+                return
+            self.out += frame
+        self.write_parent()
+
+    def stop_relay(self, code: str, message: str, **details: object) -> None:
+        """The helper's stream cannot be relayed any more; the parent decides its fate."""
+        assert self.helper_out is not None
+        os.close(self.helper_out)
+        self.helper_out = None
+        self.send({"type": "violation", "code": code, "message": message, **details})
+
+    # -- the tree -------------------------------------------------------------------
+
+    def members(self) -> list[int]:
+        """The pids of the helper's tree still there (zombies of others included)."""
+        if self.pid is None:
+            return []
+        if self.cgroup is not None:
+            text = _read_text(f"{self.cgroup}/cgroup.procs") or ""
+            found = {int(line) for line in text.split()}
+            if self.status is None:
+                found.add(self.pid)
+            return sorted(found)
+        table = _proc_table()
+        if table is None:
+            try:
+                os.killpg(self.pid, 0)
+            except OSError:
+                return []
+            return [self.pid]
+        children: dict[int, list[int]] = {}
+        found = set()
+        for pid, (_, ppid, pgid, sid) in table.items():
+            children.setdefault(ppid, []).append(pid)
+            if self.pid in (pgid, sid):
+                found.add(pid)
+        if self.mode == "tree":
+            stack = list(children.get(self.me, ()))
+            while stack:
+                pid = stack.pop()
+                found.add(pid)
+                stack.extend(children.get(pid, ()))
+        found.discard(self.me)
+        return sorted(found)
+
+    def signal_tree(self, signum: int) -> tuple[list[int], list[list[int]]]:
+        """Send ``signum`` to the whole tree; the pids reached and ``[pid, errno]`` failures."""
+        members = self.members()
+        if self.cgroup is not None and signum == signal.SIGKILL:
+            try:
+                with open(f"{self.cgroup}/cgroup.kill", "w") as kill:
+                    kill.write("1")
+                return members, []  # all at once, and none can be missed or refuse it
+            except OSError:
+                pass  # before Linux 5.14: one by one, below
+        if self.status is None and self.pid is not None:
+            # The group may be gone while others of the tree are left.
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, signum)
+        reached, failed = [], []
+        for pid in members:
+            try:
+                os.kill(pid, signum)
+                reached.append(pid)
+            except ProcessLookupError:
+                if pid == self.pid or pid in reached:
+                    reached.append(pid)  # killed by the group's signal just above
+            except OSError as exc:
+                failed.append([pid, exc.errno or 0])
+        return reached, failed
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.pid and self.status is None:
+                self.status = status
+                if self.cause is None:
+                    self.end("exited")
+
+    def read_wakeup(self) -> None:
+        try:
+            data = os.read(self.wakeup_r, 256)
+        except BlockingIOError:
+            return
+        for signum in data:
+            if signum != signal.SIGCHLD and self.cause is None:
+                self.end("link_lost", f"the warden got {signal.Signals(signum).name}")
+
+    # -- the end --------------------------------------------------------------------
+
+    def end(self, cause: str, message: str | None = None) -> None:
+        """Begin the end: kill what is left of the tree and sweep it until it is empty."""
+        if self.cause is not None:
+            return
+        self.cause = cause
+        self.message = message
+        self.pause = 0.005
+        self.sweep_deadline = time.monotonic() + self.sweep_timeout
+        self.close_helper_in()
+        self.signal_tree(signal.SIGKILL)
+
+    def finished(self) -> bool:
+        """True once the tree is empty and drained, or the sweep's time is up."""
+        self.reap()
+        left = self.members()
+        if left:
+            self.signal_tree(signal.SIGKILL)  # also what was forked since the last round
+            self.pause = min(self.pause * 2, 0.1)
+        assert self.sweep_deadline is not None
+        late = time.monotonic() >= self.sweep_deadline
+        drained = self.helper_out is None or self.parent_gone
+        return late or (not left and drained)
+
+    def finish(self) -> int:
+        left = self.members()
+        status = self.status
+        code = None if status is None else os.waitstatus_to_exitcode(status)
+        if self.refused:
+            self.flush()
+            return EXIT_REFUSED
+        self.send(
+            {
+                "type": "exit",
+                "cause": self.cause,
+                "returncode": code if code is None or code >= 0 else None,
+                "signal": signal.Signals(-code).name if code is not None and code < 0 else None,
+                "empty": not left,
+                "left": left,
+                "truncated": self.truncated,
+                "message": self.message,
+            }
+        )
+        if self.cgroup is not None and not left:
+            _rmdir(self.cgroup)
+        self.flush()
+        return 0
+
+    def flush(self) -> None:
+        """Give the parent up to :data:`FLUSH_TIMEOUT` seconds to read the last frames."""
+        deadline = time.monotonic() + FLUSH_TIMEOUT
+        while self.out and not self.parent_gone:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            poller = select.poll()
+            poller.register(1, select.POLLOUT)
+            poller.poll(int(remaining * 1000) + 1)
+            self.write_parent()
+
+
+def _seconds(message: dict[str, object], name: str) -> float:
+    value = message.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e9:
+        raise BadStart("bad_start", f"{name!r} must be a positive number of seconds", field=name)
+    return float(value)
+
+
+def _size(message: dict[str, object], name: str) -> int:
+    value = message.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
+        raise BadStart("bad_start", f"{name!r} must be a number of bytes below 2**32", field=name)
+    return value
+
+
+def main() -> None:
+    """Run one warden on this process's stdin and stdout, and exit with its status."""
+    sys.exit(Warden().run())
+
+
+if __name__ == "__main__":
+    main()

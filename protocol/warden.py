@@ -1,0 +1,247 @@
+"""The warden's control frames, parent side, sans-io (design §3.16).
+
+A helper on another host runs under a *warden* (``actors/_remote/_warden.py``) at the far
+end of ``ssh -T``. On the SSH channel the helper's own frames (§2.2, each an envelope
+whose body starts with 0xAE, §2.3) travel verbatim, and between them the parent and the
+warden exchange **control frames**: ordinary frames whose body is the byte
+:data:`WARDEN_MAGIC` followed by one strict JSON object with a ``"type"``.
+
+Parent → warden: ``start`` (first; the helper's command and the warden's timeouts),
+``signal`` (SIGTERM or SIGKILL to the helper's whole tree) and ``heartbeat``.
+Warden → parent: ``hello`` (first, before anything is read), ``started`` or ``refused``,
+``signalled``, ``heartbeat`` (the echo), ``violation`` (the helper's stream cannot be
+relayed any more) and ``exit`` (last: exit status, whether the tree is empty).
+
+:func:`is_control` tells a control body from a helper's; :func:`encode_start`,
+:func:`encode_signal` and :func:`encode_heartbeat` build the parent's frames, and
+:func:`decode_control` checks a warden's message field by field. Like
+:mod:`protocol.framing` this module never imports trio.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Final
+
+from ._strict_json import parse
+from .errors import ProtocolError, ProtocolViolation
+from .framing import DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST, MAX_FRAME_LIMIT, encode_frame
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+__all__ = [
+    "CONTAINMENT_MODES",
+    "EXIT_CAUSES",
+    "WARDEN_EXIT_REFUSED",
+    "WARDEN_MAGIC",
+    "WARDEN_SIGNALS",
+    "WARDEN_VERSION",
+    "decode_control",
+    "encode_heartbeat",
+    "encode_signal",
+    "encode_start",
+    "is_control",
+]
+
+#: Version of the warden's control protocol; ``hello`` and ``start`` carry it.
+WARDEN_VERSION: Final = 1
+#: First byte of a control frame's body (an envelope's is 0xAE, §2.3).
+WARDEN_MAGIC: Final = 0xAF
+#: The warden's exit status after it sent ``refused``.
+WARDEN_EXIT_REFUSED: Final = 3
+#: The signals ``signal`` may name.
+WARDEN_SIGNALS: Final = ("SIGTERM", "SIGKILL")
+#: How the warden may hold the helper's tree (``start``'s ``containment``, §3.16).
+CONTAINMENT_MODES: Final = ("auto", "cgroup", "tree", "group")
+#: Why a warden ended (``exit``'s ``cause``).
+EXIT_CAUSES: Final = (
+    "exited",
+    "link_lost",
+    "heartbeat_lost",
+    "start_timeout",
+    "parent_protocol_error",
+)
+
+_MAGIC_BYTE: Final = bytes((WARDEN_MAGIC,))
+_STATUS_OR_SIGNAL: Final = (int, type(None))
+
+#: Each message the warden sends → its fields and their types (None: JSON null allowed).
+_SCHEMA: Final[dict[str, dict[str, tuple[type, ...]]]] = {
+    "hello": {"version": (int,), "pid": (int,), "python": (str,)},
+    "started": {"pid": (int,), "containment": (str,), "cgroup": (str, type(None))},
+    "refused": {"reason": (str,), "message": (str,)},
+    "signalled": {"signal": (str,), "pids": (list,), "failed": (list,)},
+    "heartbeat": {"seq": (int,)},
+    "violation": {"code": (str,), "message": (str,)},
+    "exit": {
+        "cause": (str,),
+        "returncode": _STATUS_OR_SIGNAL,
+        "signal": (str, type(None)),
+        "empty": (bool,),
+        "left": (list,),
+        "truncated": (int,),
+        "message": (str, type(None)),
+    },
+}
+
+
+def is_control(body: bytes) -> bool:
+    """True if a frame body from the SSH channel is the warden's, not the helper's.
+
+    Args:
+        body: One frame's body (without its length prefix).
+    """
+    return body[:1] == _MAGIC_BYTE
+
+
+def _frame(message: Mapping[str, object]) -> bytes:
+    body = _MAGIC_BYTE + json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
+    return encode_frame(body, max_size=MAX_FRAME_LIMIT)
+
+
+def _seconds(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def encode_start(
+    argv: Sequence[str],
+    *,
+    heartbeat_timeout: float,
+    sweep_timeout: float,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    containment: str = "auto",
+    max_request: int = DEFAULT_MAX_REQUEST,
+    max_reply: int = DEFAULT_MAX_REPLY,
+    version: int = WARDEN_VERSION,
+) -> bytes:
+    """The ``start`` frame: run ``argv`` on the warden's host (design §3.16).
+
+    Args:
+        argv: The helper's command line, looked up on the remote ``PATH``.
+        heartbeat_timeout: Seconds (the warden's monotonic clock) without any frame from
+            the parent after which the warden kills the helper's tree (``heartbeat_lost``).
+        sweep_timeout: Seconds the warden waits for the tree to be empty after its
+            SIGKILL before it reports what is left.
+        cwd: The helper's working directory on the remote host (None: the login's).
+        env: Variables added to the remote login's environment for the helper.
+        containment: ``auto`` (the strongest the host has), ``cgroup``, ``tree`` or
+            ``group`` (§3.11).
+        max_request: Largest frame body the parent sends the helper, in bytes.
+        max_reply: Largest frame body the helper may send, in bytes; the warden refuses
+            to relay a longer one (a ``violation``).
+        version: The control protocol version (tests set another to see the refusal).
+
+    Returns:
+        The whole frame (length prefix included).
+
+    Raises:
+        TypeError: a field has the wrong type.
+        ValueError: ``argv`` is empty, a timeout is not finite and > 0, a limit is
+            outside ``[0, 2**32 - 1]`` bytes, or ``containment`` is not a mode.
+    """
+    if isinstance(argv, str) or not all(isinstance(arg, str) for arg in argv):
+        raise TypeError(f"argv must be a sequence of strings, got {argv!r}")
+    if not argv:
+        raise ValueError("argv must not be empty")
+    if containment not in CONTAINMENT_MODES:
+        raise ValueError(f"containment must be one of {CONTAINMENT_MODES}, got {containment!r}")
+    for name, size in (("max_request", max_request), ("max_reply", max_reply)):
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise TypeError(f"{name} must be an int number of bytes, got {size!r}")
+        if not 0 <= size <= MAX_FRAME_LIMIT:
+            raise ValueError(f"{name} must be in [0, {MAX_FRAME_LIMIT}] bytes, got {size!r}")
+    return _frame(
+        {
+            "type": "start",
+            "version": version,
+            "argv": list(argv),
+            "cwd": cwd,
+            "env": dict(env or {}),
+            "heartbeat_timeout": _seconds("heartbeat_timeout", heartbeat_timeout),
+            "sweep_timeout": _seconds("sweep_timeout", sweep_timeout),
+            "containment": containment,
+            "max_request": max_request,
+            "max_reply": max_reply,
+        }
+    )
+
+
+def encode_signal(name: str) -> bytes:
+    """The ``signal`` frame: ``name`` to every process of the helper's tree (§3.5).
+
+    Raises:
+        ValueError: ``name`` is not one of :data:`WARDEN_SIGNALS`.
+    """
+    if name not in WARDEN_SIGNALS:
+        raise ValueError(f"signal must be one of {WARDEN_SIGNALS}, got {name!r}")
+    return _frame({"type": "signal", "signal": name})
+
+
+def encode_heartbeat(seq: int) -> bytes:
+    """The ``heartbeat`` frame; the warden echoes ``seq`` back.
+
+    Raises:
+        TypeError: ``seq`` is not an int.
+        ValueError: ``seq`` is outside ``[0, 2**53 - 1]``.
+    """
+    if isinstance(seq, bool) or not isinstance(seq, int):
+        raise TypeError(f"seq must be an int, got {seq!r}")
+    if not 0 <= seq < 2**53:
+        raise ValueError(f"seq must be in [0, 2**53 - 1], got {seq!r}")
+    return _frame({"type": "heartbeat", "seq": seq})
+
+
+def decode_control(body: bytes) -> dict[str, object]:
+    """Check one control frame from the warden and return its message.
+
+    Args:
+        body: A frame body for which :func:`is_control` is true.
+
+    Returns:
+        The message: a dict with ``"type"`` and the fields of that type (more fields
+        than those checked may be present: a refusal's details).
+
+    Raises:
+        ProtocolError: (code ``protocol_error``) the body is not :data:`WARDEN_MAGIC`
+            and a strict JSON object, its ``type`` is unknown, or a field is missing or
+            of the wrong type; ``details["field"]`` names it.
+        ProtocolViolation: (code ``protocol_violation``) a ``hello`` of another
+            version than :data:`WARDEN_VERSION` (``details``: ``field`` ``"version"``,
+            ``expected``, ``got``): that warden must not be used.
+    """
+    if not is_control(body):
+        raise ProtocolError("not a warden control frame", field="<frame>")
+    message = parse(body[1:], "control")
+    if not isinstance(message, dict):
+        raise ProtocolError("a warden control frame must be a JSON object", field="control")
+    kind = message.get("type")
+    schema = _SCHEMA.get(kind) if isinstance(kind, str) else None
+    if schema is None:
+        raise ProtocolError(f"unknown warden control frame type {kind!r}", field="type")
+    for name, types in schema.items():
+        value = message.get(name, ...)
+        if (
+            value is ...
+            or not isinstance(value, types)
+            or (isinstance(value, bool) and bool not in types)
+        ):
+            raise ProtocolError(
+                f"warden {kind!r} frame: field {name!r} is missing or of the wrong type",
+                field=name,
+            )
+    if kind == "hello" and message["version"] != WARDEN_VERSION:
+        raise ProtocolViolation(
+            f"warden version mismatch: expected version {WARDEN_VERSION},"
+            f" the remote warden speaks {message['version']}",
+            field="version",
+            expected=WARDEN_VERSION,
+            got=message["version"],
+        )
+    return message
