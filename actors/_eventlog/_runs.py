@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     # The gate itself, not the façade: admission imports the runs it decides into.
-    from ._admission import AdmissionGate
+    from ._admission._gate import AdmissionGate
     from ._journal import Journal
     from ._ledger import Ledger, Ticket
     from ._operations import Operations
