@@ -11,8 +11,9 @@ that only a lazy import hides is still a cycle for the reader. The rules:
 * rooms have façades (contributing §A.3): a room is a package of ``actors`` whose name
   starts with ``_`` (``actors._eventlog``, and its sub-room ``actors._eventlog._ledger``).
   A module inside a room may be imported only from inside that room; from outside, a
-  room is reached through its façade, its ``__init__``. A sub-room is a part of its
-  room, so its façade is for the rest of that room only;
+  room is reached through its façade, its ``__init__``, and from inside never (a
+  sibling is imported directly). A sub-room is a part of its room, so its façade is
+  for the rest of that room only;
 * no module imports, directly or not, a module that imports it.
 """
 
@@ -138,15 +139,24 @@ def _room_holding(target: str) -> str | None:
     return rooms[-1] if rooms else None
 
 
+def _is_room(name: str) -> bool:
+    parts = name.split(".")
+    return parts[0] == "actors" and len(parts) > 1 and all(p.startswith("_") for p in parts[1:])
+
+
 def facade_violations(graph: dict[str, set[str]]) -> list[str]:
-    """Each import of a room's inside from outside the room, as ``"importer -> imported"``."""
+    """Each import of a room's inside from outside the room, and of a room's façade from
+    inside it (a sibling is imported directly), as ``"importer -> imported"``."""
     return [
         f"{importer} -> {target}"
         for importer, targets in sorted(graph.items())
         for target in sorted(targets)
-        if (room := _room_holding(target)) is not None
-        and importer != room
-        and not importer.startswith(room + ".")
+        if (
+            (room := _room_holding(target)) is not None
+            and importer != room
+            and not importer.startswith(room + ".")
+        )
+        or (_is_room(target) and importer.startswith(target + "."))
     ]
 
 
@@ -212,8 +222,10 @@ def test_facade_rule_catches_imports_past_a_facade() -> None:
         "actors._eventlog._admission._intake": {"actors._eventlog._admission._gate"},
         "actors._scheduler._actor": {"actors._helpers._pool", "actors.errors", "actors._core"},
         "actors.helper": {"actors._child._serve", "actors._core_errors"},
+        "actors._core._mailbox": {"actors._core", "actors._eventlog"},
     }
     assert facade_violations(graph) == [
+        "actors._core._mailbox -> actors._core",
         "actors._eventlog -> actors._eventlog._ledger._ledger",
         "actors._eventlog._runs -> actors._eventlog._admission._gate",
         "actors._runtime._tree -> actors._helpers._pool._handle",
