@@ -58,7 +58,7 @@ from ._helpers import PoolEventStream as PoolEventStream
 from ._helpers import CONTAINMENT_MODES as CONTAINMENT_MODES
 from ._helpers import CancelJob as CancelJob
 from ._helpers import GetSnapshot as GetSnapshot
-from ._helpers import GetStatistics as GetStatistics
+from ._helpers import GetPoolStatistics as GetPoolStatistics
 from ._helpers import RestartPool as RestartPool
 from ._helpers import RetireIdle as RetireIdle
 from ._helpers import RunJob as RunJob
@@ -205,7 +205,7 @@ __all__ = [
     "RunJob",
     "CancelJob",
     "GetSnapshot",
-    "GetStatistics",
+    "GetPoolStatistics",
     "RestartPool",
     "RetireIdle",
     "Scheduler",

@@ -19,7 +19,7 @@ __all__ = [
     "ChildRunning",
     "ChildAlreadyPresent",
     "ChildStartFailed",
-    "TooManyChildren",
+    "MaxChildren",
 ]
 
 
@@ -164,7 +164,7 @@ class ChildStartFailed(ActorError):
         return error
 
 
-class TooManyChildren(ActorError):
+class MaxChildren(ActorError):
     """A dynamic supervisor already runs ``max_children`` children (design §1.10).
 
     Raised by ``DynamicSupervisorRef.start_child``; Elixir's ``:max_children``.

@@ -17,7 +17,7 @@ __all__ = [
     "UnsupportedOperation",
     "InvalidCommand",
     "RequestConflict",
-    "PoolFull",
+    "AdmissionFull",
     "AlreadyDecided",
     "CursorExpired",
     "RemoteToggleDenied",
@@ -26,7 +26,7 @@ __all__ = [
     "LedgerError",
     "LedgerCorrupt",
     "LedgerUnavailable",
-    "LedgerVersionError",
+    "LedgerVersionUnsupported",
     "ServerShuttingDown",
 ]
 
@@ -55,13 +55,13 @@ class RequestConflict(ActorError):
     category = "permanent"
 
 
-class PoolFull(ActorError):
+class AdmissionFull(ActorError):
     """Admission refused: ``max_inflight`` runs are queued or running (design §6.5).
 
     ``details`` has ``depth`` and ``bound``. Retryable, unlike :class:`RequestConflict`.
     """
 
-    code = "pool_full"
+    code = "admission_full"
     category = "transient"
 
 
@@ -140,7 +140,7 @@ class LedgerUnavailable(LedgerError):
     category = "transient"
 
 
-class LedgerVersionError(LedgerError):
+class LedgerVersionUnsupported(LedgerError):
     """The ledger's schema version is newer than this code knows; the file is untouched."""
 
     code = "ledger_version_unsupported"

@@ -15,12 +15,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HelperError",
-    "HelperStartupError",
-    "HelperExitedError",
+    "HelperStartupFailed",
+    "HelperExited",
     "ReplyTimeout",
     "ForcedTermination",
     "JobCancelled",
-    "HelperJobFailed",
+    "JobFailed",
     "PoolClosed",
     "PoolFailed",
     "PoolBusy",
@@ -41,16 +41,16 @@ class HelperError(ActorError):
     category: ClassVar[Category] = "transient"
 
 
-class HelperStartupError(HelperError):
+class HelperStartupFailed(HelperError):
     """The helper did not reply *ready* within the startup timeout, or replied wrongly.
 
-    The helper was killed. Unlike :class:`HelperExitedError`, the process was alive.
+    The helper was killed. Unlike :class:`HelperExited`, the process was alive.
     """
 
     code = "helper_startup_failed"
 
 
-class HelperExitedError(HelperError):
+class HelperExited(HelperError):
     """The helper process exited unexpectedly (crash, EOF on its reply pipe) (design §3.7).
 
     ``details`` has ``exit_code`` (negative for a signal, as in ``Popen.returncode``) and
@@ -85,11 +85,11 @@ class JobCancelled(HelperError):
     Category ``stale``: the result is no longer wanted.
     """
 
-    code = "cancelled"
+    code = "job_cancelled"
     category = "stale"
 
 
-class HelperJobFailed(HelperError):
+class JobFailed(HelperError):
     """The helper's handler reported an error; ``record`` holds it as data.
 
     ``code`` and ``category`` of the instance are the remote record's, so callers can
@@ -155,7 +155,7 @@ class JobStalled(HelperError):
     for ``abandon_after`` seconds after its deadline (design §5.3).
     """
 
-    code = "stalled"
+    code = "job_stalled"
 
 
 class SignalFailed(HelperError):
@@ -208,7 +208,7 @@ class FunctionRaised(HelperError):
     unpickled here, the original is this error's ``__cause__``. ``code`` and
     ``category`` are the exception's own when it carries valid ones (as
     :class:`actors.helper.JobError` does), else ``function_raised``/``permanent``.
-    Unlike :class:`HelperJobFailed` (a named handler's error record), the helper
+    Unlike :class:`JobFailed` (a named handler's error record), the helper
     process is fine and served the call to its end.
     """
 

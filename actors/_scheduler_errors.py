@@ -10,9 +10,9 @@ from protocol.errors import ActorError
 __all__ = [
     "DeadlineExceeded",
     "StaleResult",
-    "RenderError",
+    "RenderFailed",
     "PayloadInvalid",
-    "SourceError",
+    "SourceUnreadable",
     "SourceNotReady",
     "WorkCancelled",
     "ScheduleRejected",
@@ -36,23 +36,23 @@ class StaleResult(ActorError):
     category = "stale"
 
 
-class RenderError(ActorError):
+class RenderFailed(ActorError):
     """The renderer could not draw the payload from the observation (design §5.1)."""
 
     code = "render_failed"
     category = "permanent"
 
 
-class PayloadInvalid(RenderError):
+class PayloadInvalid(RenderFailed):
     """A rendered payload failed validation (type or size bounds) (design §5.1).
 
-    Unlike :class:`RenderError`, drawing succeeded but the result may not be cached.
+    Unlike :class:`RenderFailed`, drawing succeeded but the result may not be cached.
     """
 
     code = "payload_invalid"
 
 
-class SourceError(ActorError):
+class SourceUnreadable(ActorError):
     """A data source could not be read: missing, damaged, or not in the format expected."""
 
     code = "source_unreadable"

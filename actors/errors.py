@@ -21,7 +21,7 @@ from protocol.errors import (
     ProtocolError,
     ProtocolViolation,
     TruncatedFrame,
-    UnknownMessageType,
+    UnknownType,
 )
 
 from ._core_errors import ActorCrashed as ActorCrashed
@@ -34,16 +34,16 @@ from ._core_errors import ChildRunning as ChildRunning
 from ._core_errors import ChildStartFailed as ChildStartFailed
 from ._core_errors import InvalidTransition as InvalidTransition
 from ._core_errors import MailboxFull as MailboxFull
+from ._core_errors import MaxChildren as MaxChildren
 from ._core_errors import RestartIntensityExceeded as RestartIntensityExceeded
-from ._core_errors import TooManyChildren as TooManyChildren
+from ._eventlog_errors import AdmissionFull as AdmissionFull
 from ._eventlog_errors import AlreadyDecided as AlreadyDecided
 from ._eventlog_errors import CursorExpired as CursorExpired
 from ._eventlog_errors import InvalidCommand as InvalidCommand
 from ._eventlog_errors import LedgerCorrupt as LedgerCorrupt
 from ._eventlog_errors import LedgerError as LedgerError
 from ._eventlog_errors import LedgerUnavailable as LedgerUnavailable
-from ._eventlog_errors import LedgerVersionError as LedgerVersionError
-from ._eventlog_errors import PoolFull as PoolFull
+from ._eventlog_errors import LedgerVersionUnsupported as LedgerVersionUnsupported
 from ._eventlog_errors import RemoteToggleDenied as RemoteToggleDenied
 from ._eventlog_errors import RequestConflict as RequestConflict
 from ._eventlog_errors import RunQuarantined as RunQuarantined
@@ -54,10 +54,10 @@ from ._helper_errors import ForcedTermination as ForcedTermination
 from ._helper_errors import FunctionNotImportable as FunctionNotImportable
 from ._helper_errors import FunctionRaised as FunctionRaised
 from ._helper_errors import HelperError as HelperError
-from ._helper_errors import HelperExitedError as HelperExitedError
-from ._helper_errors import HelperJobFailed as HelperJobFailed
-from ._helper_errors import HelperStartupError as HelperStartupError
+from ._helper_errors import HelperExited as HelperExited
+from ._helper_errors import HelperStartupFailed as HelperStartupFailed
 from ._helper_errors import JobCancelled as JobCancelled
+from ._helper_errors import JobFailed as JobFailed
 from ._helper_errors import JobStalled as JobStalled
 from ._helper_errors import NotPicklable as NotPicklable
 from ._helper_errors import PoolBusy as PoolBusy
@@ -68,10 +68,10 @@ from ._helper_errors import ReplyTimeout as ReplyTimeout
 from ._helper_errors import SignalFailed as SignalFailed
 from ._scheduler_errors import DeadlineExceeded as DeadlineExceeded
 from ._scheduler_errors import PayloadInvalid as PayloadInvalid
-from ._scheduler_errors import RenderError as RenderError
+from ._scheduler_errors import RenderFailed as RenderFailed
 from ._scheduler_errors import ScheduleRejected as ScheduleRejected
-from ._scheduler_errors import SourceError as SourceError
 from ._scheduler_errors import SourceNotReady as SourceNotReady
+from ._scheduler_errors import SourceUnreadable as SourceUnreadable
 from ._scheduler_errors import StaleResult as StaleResult
 from ._scheduler_errors import WorkCancelled as WorkCancelled
 
@@ -87,7 +87,7 @@ __all__ = [
     "TruncatedFrame",
     "InvalidMessage",
     "MessageTooLarge",
-    "UnknownMessageType",
+    "UnknownType",
     "ActorStopped",
     "ActorCrashed",
     "MailboxFull",
@@ -99,14 +99,14 @@ __all__ = [
     "ChildRunning",
     "ChildAlreadyPresent",
     "ChildStartFailed",
-    "TooManyChildren",
+    "MaxChildren",
     "HelperError",
-    "HelperStartupError",
-    "HelperExitedError",
+    "HelperStartupFailed",
+    "HelperExited",
     "ReplyTimeout",
     "ForcedTermination",
     "JobCancelled",
-    "HelperJobFailed",
+    "JobFailed",
     "PoolClosed",
     "PoolFailed",
     "PoolBusy",
@@ -118,16 +118,16 @@ __all__ = [
     "FunctionRaised",
     "DeadlineExceeded",
     "StaleResult",
-    "RenderError",
+    "RenderFailed",
     "PayloadInvalid",
-    "SourceError",
+    "SourceUnreadable",
     "SourceNotReady",
     "WorkCancelled",
     "ScheduleRejected",
     "UnsupportedOperation",
     "InvalidCommand",
     "RequestConflict",
-    "PoolFull",
+    "AdmissionFull",
     "AlreadyDecided",
     "CursorExpired",
     "RemoteToggleDenied",
@@ -135,7 +135,7 @@ __all__ = [
     "RunQuarantined",
     "LedgerError",
     "LedgerCorrupt",
-    "LedgerVersionError",
+    "LedgerVersionUnsupported",
     "LedgerUnavailable",
     "ServerShuttingDown",
     "error_from_record",
@@ -165,10 +165,10 @@ def _all_error_classes() -> dict[str, type[ActorError]]:
 def error_from_record(record: ErrorRecord) -> ActorError:
     """Rebuild an exception from a record that crossed a boundary.
 
-    A known ``code`` gives its class; an unknown one gives :class:`HelperJobFailed`
+    A known ``code`` gives its class; an unknown one gives :class:`JobFailed`
     carrying the record, so ``code`` and ``category`` are kept either way.
     """
     cls = _all_error_classes().get(record.code)
-    if cls is None or cls.category != record.category or cls is HelperJobFailed:
-        return HelperJobFailed(record)
+    if cls is None or cls.category != record.category or cls is JobFailed:
+        return JobFailed(record)
     return cls(record.message)

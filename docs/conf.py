@@ -12,7 +12,7 @@ small pieces of the build live here:
 * every public name (the ``__all__`` of :data:`PUBLIC_MODULES`) must be documented
   somewhere in the API reference, or the build fails;
 * a reference to one of our objects by another path than the documented one — a
-  private module (``actors._core._ref.ActorRef``, which is how autodoc writes type
+  private module (``actors._core._actor.ActorRef``, which is how autodoc writes type
   hints) or a re-export (``protocol.FrameTooLarge``) — resolves to where the same
   object is documented. Type variables, type aliases and ``TypedDict`` keyword sets
   (``**options: Unpack[...]``) of our modules are written as plain text, as Sphinx

@@ -28,7 +28,7 @@ from .errors import MessageTooLarge as MessageTooLarge
 from .errors import ProtocolError as ProtocolError
 from .errors import ProtocolViolation as ProtocolViolation
 from .errors import TruncatedFrame as TruncatedFrame
-from .errors import UnknownMessageType as UnknownMessageType
+from .errors import UnknownType as UnknownType
 from .framing import DEFAULT_MAX_REPLY as DEFAULT_MAX_REPLY
 from .framing import DEFAULT_MAX_REQUEST as DEFAULT_MAX_REQUEST
 from .framing import FrameDecoder as FrameDecoder
@@ -98,7 +98,7 @@ _PROTOCOL_NAMES = [
     "decode_envelope",
     "encode_envelope",
     "new_session",
-    "UnknownMessageType",
+    "UnknownType",
     "MAX_JSON_INT",
     "MAX_REQUEST_ID_LENGTH",
     "MAX_VISIBLE_RUNS",

@@ -201,7 +201,7 @@ class Discard:
 class Receipt:
     """Answer to ``submit``/``resume``: admitted or refused, never a verdict (design §6.1).
 
-    A refusal at capacity has ``admitted=False``, ``code="pool_full"``,
+    A refusal at capacity has ``admitted=False``, ``code="admission_full"``,
     ``retryable=True``, and the queue ``depth`` and ``bound`` (design §6.5).
     """
 
@@ -220,13 +220,13 @@ class Receipt:
     coalesced: bool = attrs.field(default=False, validator=_flag)
     """True if the request joined an equal run in flight (design §6.4)."""
     code: str | None = attrs.field(default=None, validator=_optional(_code))
-    """For a refusal: why, e.g. ``pool_full``."""
+    """For a refusal: why, e.g. ``admission_full``."""
     retryable: bool | None = attrs.field(default=None, validator=_optional(_flag))
     """For a refusal: whether retrying later may succeed."""
     depth: int | None = attrs.field(default=None, validator=_optional(_count))
-    """For ``pool_full``: runs queued or running."""
+    """For ``admission_full``: runs queued or running."""
     bound: int | None = attrs.field(default=None, validator=_optional(_count))
-    """For ``pool_full``: the admission bound (``max_inflight``)."""
+    """For ``admission_full``: the admission bound (``max_inflight``)."""
     retry_after: float | None = _added(_seconds)
     """For a refusal: seconds to wait before retrying, at least (design §6.16)."""
 
@@ -280,7 +280,7 @@ class ErrorReply:
     ``"snapshot"``) and ``floor`` or ``resume_from`` for ``cursor_expired`` (design
     §6.15); ``cause`` for ``ledger_unavailable``. A JSON object (default ``{}``)."""
     retry_after: float | None = _added(_seconds)
-    """For a retryable refusal (``ledger_unavailable``, ``pool_full``): seconds to wait
+    """For a retryable refusal (``ledger_unavailable``, ``admission_full``): seconds to wait
     before retrying, at least (design §6.16); ``None`` when the error gives no hint."""
 
     @classmethod

@@ -32,7 +32,7 @@ from cattrs.strategies import configure_tagged_union
 from cattrs.v import format_exception as cattrs_format_exception
 
 from ._strict_json import SURROGATE_ESCAPE, encodes_as_utf8, loads
-from .errors import InvalidMessage, MessageTooLarge, UnknownMessageType
+from .errors import InvalidMessage, MessageTooLarge, UnknownType
 from .messages import ADDED_OPTIONAL, TAGS, ClientRequest, FieldError, Message, ServerMessage
 
 __all__ = [
@@ -208,7 +208,7 @@ def decode_client_message(
         MessageTooLarge: (code ``message_too_large``) ``data`` is over ``max_size``
             bytes; ``details`` has ``limit`` (bytes), and ``size`` (bytes) when ``data``
             is bytes. Nothing was parsed.
-        UnknownMessageType: (code ``unknown_type``) ``type`` is not a request's tag
+        UnknownType: (code ``unknown_type``) ``type`` is not a request's tag
             (server messages included); ``details`` has ``type`` and ``fields``.
         InvalidMessage: (code ``invalid_message``) not UTF-8 (or a lone surrogate,
             raw or escaped), malformed JSON (the message gives line and column; a
@@ -235,7 +235,7 @@ def decode_server_message(
 
     Raises:
         MessageTooLarge: (code ``message_too_large``) as for :func:`decode_client_message`.
-        UnknownMessageType: (code ``unknown_type``) ``type`` is not a server message's tag.
+        UnknownType: (code ``unknown_type``) ``type`` is not a server message's tag.
         InvalidMessage: (code ``invalid_message``) as for :func:`decode_client_message`.
     """
     # ``union=ServerMessage`` admits only its tags, so the message is one of them.
@@ -254,7 +254,7 @@ def structure_message(obj: object, union: Any = Message) -> Message:
         The message.
 
     Raises:
-        UnknownMessageType: (code ``unknown_type``) the tag is not one of ``union``'s.
+        UnknownType: (code ``unknown_type``) the tag is not one of ``union``'s.
         InvalidMessage: (code ``invalid_message``) ``obj`` is not an object, has no
             string ``type``, or its fields do not structure; fields named as above.
     """
@@ -268,7 +268,7 @@ def structure_message(obj: object, union: Any = Message) -> Message:
         raise InvalidMessage(f"$.{_TAG}: the message type {reason}", fields=[f"$.{_TAG}"])
     accepted = _accepted_tags(union)
     if tag not in accepted:
-        raise UnknownMessageType(
+        raise UnknownType(
             f"$.{_TAG}: unknown message type {tag[:64]!r}; expected one of "
             f"{', '.join(sorted(accepted))}",
             fields=[f"$.{_TAG}"],

@@ -464,7 +464,9 @@ def decode_envelope(payload: bytes) -> Envelope:
             error=error,
         )
     except FieldError as exc:
-        raise ProtocolError(str(exc), field=exc.field) from None
+        raise ProtocolError(
+            f"envelope field {exc.field!r}: {exc.reason}", field=exc.field
+        ) from None
 
 
 def decode_fenced(

@@ -139,7 +139,7 @@ class ProtocolViolation(ProtocolError):
     code = "protocol_violation"
 
 
-class UnknownMessageType(InvalidMessage):
+class UnknownType(InvalidMessage):
     """A message's ``type`` tag is a string but not one this side accepts (design §2.4).
 
     Raised by :func:`protocol.decode_client_message` (and its server-side twin) before

@@ -37,7 +37,7 @@ Server → client (:data:`ServerMessage`): ``receipt``, ``event``, ``events``, `
 ``run_details_reply``, ``drawing``, ``run_data_reply``, ``database_list``,
 ``database_added``, ``database_removed``. Any request may instead be answered by
 ``error``.
-A refusal that may succeed later (a ``receipt`` with ``pool_full``, an ``error`` with
+A refusal that may succeed later (a ``receipt`` with ``admission_full``, an ``error`` with
 ``ledger_unavailable``) says when to retry in ``retry_after`` (design §6.16).
 
 All integers are bounded by ``2**53 - 1`` so a JavaScript client reads them exactly.

@@ -237,6 +237,13 @@ def test_error_table_lists_every_error_class():
     assert ours - exported == set(), "error classes missing from actors.errors.__all__"
     codes = [cls.code for cls in ours]
     assert len(codes) == len(set(codes)), "two error classes share a code"
+    # contributing §C.1: a class is named for its code, so a code in a log names its class.
+    misnamed = {
+        cls.__name__: cls.code
+        for cls in ours
+        if cls.__name__ != "".join(part.capitalize() for part in cls.code.split("_"))
+    }
+    assert misnamed == {}, "error classes not named for their codes"
 
 
 def _declared_names() -> dict[str, tuple[str, ...]]:

@@ -8,6 +8,12 @@ that only a lazy import hides is still a cycle for the reader. The rules:
 * ``examples`` import public names only: the packages ``actors`` and ``protocol``, and
   their public modules (``actors.errors``, ``actors.helper``, ``protocol.codec``, …),
   never a private ``_module``;
+* rooms have façades (contributing §A.3): a room is a package of ``actors`` whose name
+  starts with ``_`` (``actors._eventlog``, and its sub-room ``actors._eventlog._ledger``).
+  A module inside a room may be imported only from inside that room; from outside, a
+  room is reached through its façade, its ``__init__``, and from inside never (a
+  sibling is imported directly). A sub-room is a part of its room, so its façade is
+  for the rest of that room only;
 * no module imports, directly or not, a module that imports it.
 """
 
@@ -122,6 +128,38 @@ def _may_import(layer: str, target: str) -> bool:
     return target_layer == "examples" or not _private(target)
 
 
+def _room_holding(target: str) -> str | None:
+    """The innermost room that holds ``target`` (a module or a sub-room), if any."""
+    parts = target.split(".")
+    rooms = [
+        ".".join(parts[:end])
+        for end in range(2, len(parts))
+        if parts[0] == "actors" and all(part.startswith("_") for part in parts[1:end])
+    ]
+    return rooms[-1] if rooms else None
+
+
+def _is_room(name: str) -> bool:
+    parts = name.split(".")
+    return parts[0] == "actors" and len(parts) > 1 and all(p.startswith("_") for p in parts[1:])
+
+
+def facade_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a room's inside from outside the room, and of a room's façade from
+    inside it (a sibling is imported directly), as ``"importer -> imported"``."""
+    return [
+        f"{importer} -> {target}"
+        for importer, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if (
+            (room := _room_holding(target)) is not None
+            and importer != room
+            and not importer.startswith(room + ".")
+        )
+        or (_is_room(target) and importer.startswith(target + "."))
+    ]
+
+
 def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     """Each import that breaks a layer rule, as ``"importer -> imported"``."""
     return [
@@ -138,6 +176,10 @@ def test_no_import_cycles() -> None:
 
 def test_each_layer_imports_only_what_it_may() -> None:
     assert layer_violations(_graph()) == []
+
+
+def test_rooms_are_entered_through_their_facades() -> None:
+    assert facade_violations(_graph()) == []
 
 
 def test_the_graph_is_really_read() -> None:
@@ -169,4 +211,24 @@ def test_layer_rules_catch_upward_and_private_imports() -> None:
         "actors._core._actor -> examples.web.cli",
         "examples.web.cli -> actors._core._config",
         "protocol.codec -> actors.errors",
+    ]
+
+
+def test_facade_rule_catches_imports_past_a_facade() -> None:
+    graph = {
+        "actors._runtime._tree": {"actors._helpers", "actors._helpers._pool._handle"},
+        "actors._eventlog._runs": {"actors._eventlog._admission._gate", "actors._eventlog._types"},
+        "actors._eventlog": {"actors._eventlog._admission", "actors._eventlog._ledger._ledger"},
+        "actors._eventlog._admission._intake": {"actors._eventlog._admission._gate"},
+        "actors._scheduler._actor": {"actors._helpers._pool", "actors.errors", "actors._core"},
+        "actors.helper": {"actors._child._serve", "actors._core_errors"},
+        "actors._core._mailbox": {"actors._core", "actors._eventlog"},
+    }
+    assert facade_violations(graph) == [
+        "actors._core._mailbox -> actors._core",
+        "actors._eventlog -> actors._eventlog._ledger._ledger",
+        "actors._eventlog._runs -> actors._eventlog._admission._gate",
+        "actors._runtime._tree -> actors._helpers._pool._handle",
+        "actors._scheduler._actor -> actors._helpers._pool",
+        "actors.helper -> actors._child._serve",
     ]

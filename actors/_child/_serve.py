@@ -108,7 +108,7 @@ class CancelRequested(Exception):
 class JobError(Exception):
     """Raise from a handler to fail the job with a classified error record (design §1.5).
 
-    The parent raises :class:`actors.HelperJobFailed` with this ``code`` and
+    The parent raises :class:`actors.JobFailed` with this ``code`` and
     ``category``. Any exception with string attributes ``code`` (snake_case) and
     ``category`` is treated the same way; other exceptions become code
     ``handler_failed``, category ``permanent``.
@@ -362,7 +362,7 @@ def serve(
             replies *ready*; what it returns (JSON-compatible, e.g. which database it
             opened) is sent as the ready frame's ``info``. If it raises, the ready frame
             carries the error record and the parent's spawn fails
-            (``HelperStartupError``, code ``helper_startup_failed``).
+            (``HelperStartupFailed``, code ``helper_startup_failed``).
 
     Returns:
         None after a shutdown frame or end of input; the interpreter then exits 0.

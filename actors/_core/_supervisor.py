@@ -77,8 +77,8 @@ from ..errors import (
     ChildNotFound,
     ChildRunning,
     ChildStartFailed,
+    MaxChildren,
     RestartIntensityExceeded,
-    TooManyChildren,
 )
 from ._actor import ActorRef, enter_owner, inside, leave_owner, request_unbounded_stop
 from ._backoff import Backoff, BackoffTracker
@@ -1021,7 +1021,7 @@ class DynamicSupervisorRef:
             The new child's :class:`LiveRef`; its ``name`` is the child's id.
 
         Raises:
-            TooManyChildren: (code ``max_children``, transient) ``max_children`` run.
+            MaxChildren: (code ``max_children``, transient) ``max_children`` run.
             ChildStartFailed: (code ``child_start_failed``) it failed to start.
             ActorStopped: (code ``actor_stopped``) the supervisor is not running, or was
                 stopped while the child started.
@@ -1041,7 +1041,7 @@ class DynamicSupervisorRef:
         dyn = self._dyn
         limit = dyn._max_children
         if limit is not None and len(dyn._supervisor._children) >= limit:
-            raise TooManyChildren(
+            raise MaxChildren(
                 f"dynamic supervisor {self.name!r} already has {limit} children",
                 supervisor=self.name,
                 max_children=limit,

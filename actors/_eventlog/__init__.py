@@ -25,7 +25,7 @@ from ._messages import CheckDrift as CheckDrift
 from ._messages import Discard as Discard
 from ._messages import Finish as Finish
 from ._messages import GetBootReport as GetBootReport
-from ._messages import GetStatistics as GetStatistics
+from ._messages import GetEventLogStatistics as GetEventLogStatistics
 from ._messages import Progress as Progress
 from ._messages import QueryFinished as QueryFinished
 from ._messages import Record as Record
@@ -84,7 +84,7 @@ __all__ = [
     "FinishedRun",
     "FinishedRunsPage",
     "GetBootReport",
-    "GetStatistics",
+    "GetEventLogStatistics",
     "LedgerStatistics",
     "OperationSpec",
     "Port",

@@ -51,7 +51,7 @@ class EventLogActor(Actor):
 
     Starting it (``await nursery.start(actor.run)``) opens the ledger and boots before
     the ref is handed out; a damaged ledger makes ``nursery.start`` raise
-    :class:`~actors.errors.LedgerCorrupt` (or ``LedgerVersionError``). Stopping it
+    :class:`~actors.errors.LedgerCorrupt` (or ``LedgerVersionUnsupported``). Stopping it
     (``ref.stop(grace)``) drains the mailbox, then flushes and closes the ledger; runners
     still running are cancelled and will be *held* at the next boot.
 
@@ -91,7 +91,7 @@ class EventLogActor(Actor):
 
         Raises:
             LedgerCorrupt: (``ledger_corrupt``) the ledger file is damaged (untouched).
-            LedgerVersionError: (``ledger_version_unsupported``) newer ledger schema.
+            LedgerVersionUnsupported: (``ledger_version_unsupported``) newer ledger schema.
             LedgerError: (``ledger_error``) SQLite failed.
             Exception: whatever crashed the actor (see :meth:`Actor.run`).
         """

@@ -24,7 +24,7 @@ from ._messages import (
     Discard,
     Finish,
     GetBootReport,
-    GetStatistics,
+    GetEventLogStatistics,
     Progress,
     QueryFinished,
     Record,
@@ -128,7 +128,7 @@ class EventLogClient:
     resume = _asking(Resume)
     discard = _asking(Discard)
     check_drift = _asking(CheckDrift)
-    statistics = _asking(GetStatistics)
+    statistics = _asking(GetEventLogStatistics)
     record = _asking(Record)
     finished_runs = _asking(QueryFinished)
 

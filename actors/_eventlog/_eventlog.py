@@ -143,7 +143,7 @@ class EventLog:
         Raises:
             LedgerCorrupt: (``ledger_corrupt``) the ledger file, its write-ahead log or a
                 row is damaged, or the log is missing or foreign (files untouched).
-            LedgerVersionError: (``ledger_version_unsupported``) a schema we cannot open.
+            LedgerVersionUnsupported: (``ledger_version_unsupported``) a schema we cannot open.
             LedgerError: (``ledger_error``) not a ledger, or SQLite failed at open.
         """
         if self._started:
@@ -224,7 +224,7 @@ class EventLog:
         """Admit a request and return its receipt once the request is durable (design §6.1).
 
         Never runs anything and never waits for a verdict. A refusal for lack of capacity
-        is a receipt too (``admitted=False``, ``code="pool_full"``, ``retry_after``), not
+        is a receipt too (``admitted=False``, ``code="admission_full"``, ``retry_after``), not
         an exception. Same as ``await log.admit(...).wait()``.
 
         Args:
@@ -280,7 +280,7 @@ class EventLog:
         retry_after: float,
     ) -> Receipt:
         """Check a request as :meth:`admit` does and refuse it, deciding nothing: a
-        ``pool_full`` receipt with ``retry_after`` (seconds) (design §6.19).
+        ``admission_full`` receipt with ``retry_after`` (seconds) (design §6.19).
 
         Raises:
             UnsupportedOperation, InvalidCommand, ActorStopped: as :meth:`submit`.
@@ -485,7 +485,7 @@ class EventLog:
 
         Raises:
             RunQuarantined: (``run_quarantined``) interrupted too often and no override.
-            PoolFull: (``pool_full``) no capacity; retry later.
+            AdmissionFull: (``admission_full``) no capacity; retry later.
             AlreadyDecided: (``already_decided``) the run is finished or cancelled.
             InvalidCommand: (``invalid_command``) the run is queued or running.
             UnknownRun: (``unknown_run``) no such run.
@@ -608,7 +608,7 @@ async def open_event_log(
     (within ``close_timeout`` seconds), cancels runners still running and closes it.
 
     Raises:
-        LedgerCorrupt, LedgerVersionError, LedgerError: see :meth:`EventLog.run`.
+        LedgerCorrupt, LedgerVersionUnsupported, LedgerError: see :meth:`EventLog.run`.
     """
     log = EventLog(config, operations=operations, runners=runners)
     # The log runs beside its user in one nursery: a single failure (or a Ctrl-C)

@@ -36,7 +36,7 @@ __all__ = [
     "Discard",
     "Finish",
     "GetBootReport",
-    "GetStatistics",
+    "GetEventLogStatistics",
     "Progress",
     "QueryFinished",
     "Record",
@@ -275,5 +275,5 @@ class QueryFinished(Request[FinishedRunsPage]):
 
 @request("statistics")
 @attrs.frozen
-class GetStatistics(Request[EventLogStatistics]):
+class GetEventLogStatistics(Request[EventLogStatistics]):
     """Answered with the log's :class:`EventLogStatistics`."""

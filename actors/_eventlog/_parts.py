@@ -96,7 +96,7 @@ def build_parts(
     )
     journal = Journal(config, ledger)
     gate = AdmissionGate(config, journal, ledger)
-    runs = Runs(config, operations=ops, journal=journal, ledger=ledger, gate=gate)
+    runs = Runs(config, operations=ops, journal=journal, ledger=ledger, freed=gate.freed)
     intake = Intake(
         config,
         operations=ops,

@@ -43,8 +43,6 @@ from ._types import canonical_json, encode_json, json_string
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    # The gate itself, not the façade: admission imports the runs it decides into.
-    from ._admission._gate import AdmissionGate
     from ._journal import Journal
     from ._ledger import Ledger, Ticket
     from ._operations import Operations
@@ -102,7 +100,9 @@ class Runs:
         operations: Specs (coalescing) and built-in runners (the drain).
         journal: Where lifecycle events are emitted.
         ledger: Where run rows are staged, or None in memory.
-        gate: Told when a decided run frees capacity.
+        freed: Called with the new depth (runs queued or running) when a decided run
+            frees capacity: the admission gate's ``freed``. A callback, not the gate,
+            because admission imports the runs it decides into.
     """
 
     def __init__(
@@ -112,13 +112,13 @@ class Runs:
         operations: Operations,
         journal: Journal,
         ledger: Ledger | None,
-        gate: AdmissionGate,
+        freed: Callable[[int], None],
     ) -> None:
         self._config = config
         self._operations = operations
         self._journal = journal
         self._ledger = ledger
-        self._gate = gate
+        self._freed = freed
         self._runs: dict[int, Run] = {}
         self._held: dict[int, Run] = {}
         self._decided: deque[int] = deque()
@@ -553,7 +553,7 @@ class Runs:
         decided.append(run.run_id)
         while len(decided) > self._config.retain_runs:
             self._runs.pop(decided.popleft(), None)
-        self._gate.freed(self.depth)
+        self._freed(self.depth)
         return ticket
 
     # -- the built-in drain (design §6.6) ----------------------------------------------

@@ -63,7 +63,7 @@ class Recovered:
     status: RunStatus
     """Its state after the decision (still ``held`` when kept or refused)."""
     error: ErrorRecord | None = None
-    """Why the log refused the decision (e.g. ``run_quarantined``, ``pool_full``), or
+    """Why the log refused the decision (e.g. ``run_quarantined``, ``admission_full``), or
     None when it was carried out."""
 
     @property

@@ -188,7 +188,7 @@ _set_data = Event.__dict__["data"].__set__
 class Receipt:
     """What ``submit`` returns: admission facts, never a verdict (design §6.1, §6.5).
 
-    A refused receipt has ``admitted=False``, ``run_id=None``, ``code="pool_full"``,
+    A refused receipt has ``admitted=False``, ``run_id=None``, ``code="admission_full"``,
     ``retryable=True``, the ``depth``/``bound`` of the pool and ``retry_after``.
     """
 
@@ -207,7 +207,7 @@ class Receipt:
     coalesced: bool = False
     """True when the request joined an equal run already in flight (design §6.4)."""
     code: str | None = None
-    """``pool_full`` when refused (design §6.5)."""
+    """``admission_full`` when refused (design §6.5)."""
     retryable: bool | None = None
     """True when refused for lack of capacity."""
     depth: int | None = None
@@ -424,7 +424,7 @@ class EventLogConfig:
     durability or a ledger read); then it answers ``ledger_unavailable`` (§6.19)."""
     writable_timeout: float = duration_field(1.0, allow_zero=False)
     """Seconds (trio clock) the event-log actor holds its mailbox while more than
-    ``max_pending_rows`` rows are staged; then a submit is refused with a ``pool_full``
+    ``max_pending_rows`` rows are staged; then a submit is refused with a ``admission_full``
     receipt carrying ``retry_after`` (design §6.19)."""
     run_timeout: float = duration_field(300.0, allow_zero=False)
     """Seconds (trio clock) a built-in runner may run; then it is cancelled and its run

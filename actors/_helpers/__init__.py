@@ -14,8 +14,8 @@ from ._events import PoolEvents as PoolEvents
 from ._events import PoolEventStream as PoolEventStream
 from ._interrupt import second_interrupt as second_interrupt
 from ._pool import CancelJob as CancelJob
+from ._pool import GetPoolStatistics as GetPoolStatistics
 from ._pool import GetSnapshot as GetSnapshot
-from ._pool import GetStatistics as GetStatistics
 from ._pool import HelperPool as HelperPool
 from ._pool import PoolActor as PoolActor
 from ._pool import PoolConfig as PoolConfig
@@ -37,7 +37,7 @@ __all__ = [
     "POOL_EVENT_KINDS",
     "CancelJob",
     "GetSnapshot",
-    "GetStatistics",
+    "GetPoolStatistics",
     "HelperPool",
     "HelperSnapshot",
     "HelperSpec",

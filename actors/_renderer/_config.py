@@ -131,7 +131,7 @@ class Render:
 class CancelRender:
     """Ask: cancel the job with this ``job_id``. Answered with True if it was running.
 
-    The job's asker gets :class:`~actors.errors.JobCancelled` (code ``cancelled``).
+    The job's asker gets :class:`~actors.errors.JobCancelled` (code ``job_cancelled``).
 
     Raises:
         ValueError: ``job_id`` is not hashable.
@@ -186,7 +186,7 @@ class RendererStatistics:
     completed: int
     """Jobs answered with a payload."""
     failed: int
-    """Jobs that failed with ``RenderError`` or ``PayloadInvalid``."""
+    """Jobs that failed with ``RenderFailed`` or ``PayloadInvalid``."""
     cancelled: int
     """Jobs ended by :class:`CancelRender`."""
     deadline_exceeded: int

@@ -28,7 +28,7 @@ from ..errors import (
     JobCancelled,
     JobStalled,
     PayloadInvalid,
-    RenderError,
+    RenderFailed,
 )
 from ._config import Rendered
 from ._lanes import JobThread
@@ -64,7 +64,7 @@ class RenderToken:
         """Seconds the thread gets after a cancel before it is abandoned."""
 
     def cancel(self) -> None:
-        """Cancel the job: its asker gets ``JobCancelled`` (code ``cancelled``)."""
+        """Cancel the job: its asker gets ``JobCancelled`` (code ``job_cancelled``)."""
         self.cancel_requested = True
         self.abort.set()
         if self.waiting is not None:
@@ -106,7 +106,7 @@ def validate_payload(
             ``min_bytes`` or more than ``max_bytes`` bytes, or ``check`` refused it
             (its ``PayloadInvalid``, or its ``ValueError`` with reason ``invalid``).
             ``details`` has ``reason``.
-        RenderError: (code ``render_failed``) ``check`` itself failed (raised anything
+        RenderFailed: (code ``render_failed``) ``check`` itself failed (raised anything
             else) or returned something other than a pair of ints >= 0 or None.
     """
     if not isinstance(data, bytes):
@@ -129,7 +129,7 @@ def validate_payload(
     except ValueError as exc:
         raise PayloadInvalid(f"payload refused: {exc}", reason="invalid") from None
     except Exception as exc:  # a bug in the check, not a verdict on the payload
-        raise RenderError(f"payload check failed: {describe_exception(exc)}") from None
+        raise RenderFailed(f"payload check failed: {describe_exception(exc)}") from None
     if dimensions is None:
         return None, None
     if not (
@@ -137,7 +137,7 @@ def validate_payload(
         and len(dimensions) == 2
         and all(type(n) is int and n >= 0 for n in dimensions)
     ):
-        raise RenderError(
+        raise RenderFailed(
             f"payload check returned {show_value(dimensions)}, not (width, height) or None"
         )
     width, height = dimensions
@@ -172,14 +172,14 @@ async def run_render(
         DeadlineExceeded: (code ``deadline_exceeded``, transient) no lane before the
             deadline; the thread stopped at its abort flag; or it produced the payload
             after the deadline.
-        JobStalled: (code ``stalled``, transient) the render stopped making progress:
+        JobStalled: (code ``job_stalled``, transient) the render stopped making progress:
             ``abandon_after`` seconds after its abort flag went up at the deadline it
             had still not called ``check_cancel`` (its only sign of activity) nor
             returned, so its thread was abandoned (design §5.3). ``details``:
             ``kind``, ``abandoned`` (True) and ``abandon_after`` (seconds).
-        JobCancelled: (code ``cancelled``, stale) the token was cancelled; also when a
+        JobCancelled: (code ``job_cancelled``, stale) the token was cancelled; also when a
             cancelled render is abandoned.
-        RenderError: (code ``render_failed``, permanent) ``render_fn`` raised; the
+        RenderFailed: (code ``render_failed``, permanent) ``render_fn`` raised; the
             message names the exception. An :class:`~actors.errors.ActorError` raised by
             ``render_fn`` is passed on as it is. Also a payload check that itself
             failed (see :func:`validate_payload`).
@@ -310,7 +310,7 @@ async def _draw(
                 returned, error = True, exc
             except Exception as exc:
                 returned = True
-                error = RenderError(
+                error = RenderFailed(
                     f"{kind} render failed: {describe_exception(exc)}",  # never raises
                     kind=kind,
                     error_type=type(exc).__name__,

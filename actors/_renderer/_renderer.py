@@ -17,7 +17,7 @@ it knows no payload format. Each :class:`Render` ask becomes one task in the act
 5. classify failures (design §1.5): :class:`~actors.errors.DeadlineExceeded` (transient),
    :class:`~actors.errors.JobStalled` (transient: abandoned, see below),
    :class:`~actors.errors.JobCancelled` (stale), :class:`~actors.errors.PayloadInvalid`
-   and :class:`~actors.errors.RenderError` (permanent).
+   and :class:`~actors.errors.RenderFailed` (permanent).
 
 No wedged lanes (design §5.3): a render that ignores its abort flag is abandoned
 ``abandon_after`` seconds after its deadline or cancel (it ends ``stalled``, or
@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._core import Actor
-from ..errors import ActorError, DeadlineExceeded, JobCancelled, JobStalled, RenderError
+from ..errors import ActorError, DeadlineExceeded, JobCancelled, JobStalled, RenderFailed
 from ._config import CancelRender, GetRendererStatistics, Render, RendererStatistics
 from ._config import RendererConfig as RendererConfig  # the runtime imports it from here
 from ._config import RenderFn as RenderFn
@@ -67,7 +67,7 @@ class Renderer(Actor):
 
     Messages (asks): :class:`Render` → :class:`Rendered`; :class:`CancelRender` →
     bool; :class:`GetRendererStatistics` → :class:`RendererStatistics`. Anything else
-    is answered with :class:`~actors.errors.RenderError`.
+    is answered with :class:`~actors.errors.RenderFailed`.
 
     Args:
         render_fn: ``render_fn(observation, kind, options, check_cancel) -> bytes``;
@@ -113,7 +113,7 @@ class Renderer(Actor):
         Raises:
             DeadlineExceeded: (code ``deadline_exceeded``) no job slot freed up before
                 the :class:`Render` deadline (or ``job_timeout``, whichever is first).
-            RenderError: (code ``render_failed``) an unknown message, or a ``job_id``
+            RenderFailed: (code ``render_failed``) an unknown message, or a ``job_id``
                 that is already running.
         """
         if isinstance(message, Render):
@@ -126,11 +126,11 @@ class Renderer(Actor):
         elif isinstance(message, GetRendererStatistics):
             reply.send(self.render_statistics())
         else:
-            raise RenderError(f"the renderer cannot handle a {type(message).__name__} message")
+            raise RenderFailed(f"the renderer cannot handle a {type(message).__name__} message")
 
     async def _accept(self, request: Render, reply: Reply) -> None:
         if request.job_id is not None and request.job_id in self._jobs:
-            raise RenderError(f"render job {request.job_id!r} is already running")
+            raise RenderFailed(f"render job {request.job_id!r} is already running")
         # A far deadline does not hold the mailbox longer than a job may run.
         wait_until = min(request.deadline, trio.current_time() + self.config.job_timeout)
         with trio.move_on_at(wait_until) as waited:

@@ -64,7 +64,7 @@ from .._helpers import (
 )
 from .._renderer import Renderer, RendererConfig, RenderFn
 from .._scheduler import HelperRestarted, RunInfo, SchedulerActor, SchedulerConfig
-from ..errors import ChildStartFailed, RenderError, UnsupportedOperation
+from ..errors import ChildStartFailed, RenderFailed, UnsupportedOperation
 from ._eventlog_sink import EventLogSink
 from ._tree import SYSTEM_START_TIMEOUT, LiveChild, build_tree, route
 
@@ -89,7 +89,7 @@ def _callable(instance: object, attribute: attrs.Attribute[Any], value: object) 
 
 def no_render_fn(observation: Any, kind: str, options: Any, check_cancel: Any) -> bytes:
     """The default ``render_fn``: this runtime draws nothing (design §5.1)."""
-    raise RenderError(
+    raise RenderFailed(
         f"this runtime has no render_fn (asked for a {kind!r} render); "
         "give RuntimeConfig(render_fn=...)"
     )
@@ -136,7 +136,7 @@ class RuntimeConfig:
     render_fn: RenderFn = attrs.field(default=None, converter=_render_fn, validator=_callable)
     """``render_fn(observation, kind, options, check_cancel) -> bytes``, run in a worker
     thread by the renderer (design §5.1). None (the default): a render fails with
-    ``RenderError`` (code ``render_failed``) saying so."""
+    ``RenderFailed`` (code ``render_failed``) saying so."""
     execute: Callable[..., Awaitable[Any]] = attrs.field(
         default=None, converter=_execute, validator=_callable
     )
@@ -414,10 +414,10 @@ async def open_runtime(config: RuntimeConfig) -> AsyncIterator[Runtime]:
     (design §3.13). See the module docstring.
 
     Raises:
-        HelperStartupError: (code ``helper_startup_failed``) a helper did not get ready.
-        HelperExitedError: (code ``helper_exited``) a helper exited during startup.
+        HelperStartupFailed: (code ``helper_startup_failed``) a helper did not get ready.
+        HelperExited: (code ``helper_exited``) a helper exited during startup.
         LedgerCorrupt: (code ``ledger_corrupt``) the ledger file is damaged.
-        LedgerVersionError: (code ``ledger_version_unsupported``) newer ledger schema.
+        LedgerVersionUnsupported: (code ``ledger_version_unsupported``) newer ledger schema.
         RestartIntensityExceeded: (code ``restart_intensity_exceeded``) a supervisor of
             the tree gave up: a system actor kept failing.
         KeyboardInterrupt: Ctrl-C, bare.

@@ -55,7 +55,7 @@ InstanceT = TypeVar("InstanceT")
 class LiveChild(Generic[InstanceT]):
     """One system actor across its restarts: its current ref and instance (§1.7).
 
-    A :class:`~actors._helpers._pool_handle.RefSource`: a handle built on it follows the
+    A :class:`~actors.RefSource`: a handle built on it follows the
     actor, and a call that comes while the actor restarts waits for it.
 
     Args:

@@ -13,7 +13,7 @@ Examples::
 ``submit`` follows only its own run: a line when it is admitted, its progress on one
 line, then its verdict (``ok``, ``failed``, ``cancelled``, ``held``: one lowercase word)
 and, for ``ok``, its result as JSON. A refused submit (the server is busy,
-``pool_full``; its disk is full, ``ledger_unavailable``) is retried with the same request
+``admission_full``; its disk is full, ``ledger_unavailable``) is retried with the same request
 id, never before the server's ``retry_after`` and with full jitter
 (:mod:`examples.jobs.retry`); each wait is shown on stderr. Ctrl-C while it follows
 cancels this request (the run goes on if other requests joined it, design §6.14); a
@@ -82,7 +82,7 @@ def _waiting(output: Output) -> Any:
     def on_wait(retry: int, delay: float, refusal: dict[str, Any]) -> None:
         code = refusal.get("code")
         why = {
-            "pool_full": "the server is busy",
+            "admission_full": "the server is busy",
             "ledger_unavailable": "the server cannot write its ledger",
         }.get(str(code), "refused")
         if refusal.get("depth") is not None:

@@ -1,7 +1,7 @@
 """How the job client retries a refused submit: never before ``retry_after``, with full jitter.
 
 A server that refuses work says when to come back (``retry_after`` seconds, design §6.16):
-a ``receipt`` with ``pool_full``, an ``error`` with ``ledger_unavailable``. If every
+a ``receipt`` with ``admission_full``, an ``error`` with ``ledger_unavailable``. If every
 client refused in one burst came back after exactly that hint they would be refused
 together again, so each waits the hint **plus** a random share of a spread that doubles
 with each refusal (full jitter)::
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["RETRYABLE_CODES", "RetryPolicy", "retry_hint", "submit_with_retry"]
 
 #: Error codes of a refusal worth retrying: the server is busy or its disk is.
-RETRYABLE_CODES = frozenset({"pool_full", "ledger_unavailable"})
+RETRYABLE_CODES = frozenset({"admission_full", "ledger_unavailable"})
 
 
 @attrs.frozen(kw_only=True)

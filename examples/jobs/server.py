@@ -221,8 +221,8 @@ class HelperRunner:
         """Run one job; see the class docstring.
 
         Raises:
-            ActorError: what the job failed with, e.g. ``HelperExitedError``
-                (``helper_exited``), ``HelperJobFailed`` (the handler's code, e.g.
+            ActorError: what the job failed with, e.g. ``HelperExited``
+                (``helper_exited``), ``JobFailed`` (the handler's code, e.g.
                 ``source_unreadable``), ``ReplyTimeout`` (``reply_timeout``),
                 ``PoolRestarting`` (``pool_restarting``: the pool failed and is being
                 restarted).
@@ -273,7 +273,7 @@ async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]
     boot), then the pool actor: every helper is reaped before the block exits (§3.8).
 
     Raises:
-        HelperStartupError: (``helper_startup_failed``) a helper did not start.
+        HelperStartupFailed: (``helper_startup_failed``) a helper did not start.
         LedgerCorrupt: (``ledger_corrupt``) the ledger file is damaged.
     """
     timeouts = attrs.evolve(config.helper_timeouts, reply=config.job_timeout)
@@ -386,7 +386,7 @@ async def open_job_server(
 
     Raises:
         OSError: the address cannot be bound.
-        HelperStartupError: (``helper_startup_failed``) a helper did not start.
+        HelperStartupFailed: (``helper_startup_failed``) a helper did not start.
         LedgerCorrupt: (``ledger_corrupt``) the ledger file is damaged.
     """
     async with (

@@ -85,7 +85,7 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 import trio  # noqa: E402
 
 from actors import open_runtime  # noqa: E402
-from actors.errors import ActorError, LedgerError, SourceError  # noqa: E402
+from actors.errors import ActorError, LedgerError, SourceUnreadable  # noqa: E402
 
 from ..web.cli import OneLineParser, count, describe, leaf, seconds  # noqa: E402
 from ..web.frontdoor import FrontDoor, FrontDoorConfig, Page, open_front_door  # noqa: E402
@@ -239,7 +239,7 @@ async def open_preview_server(
 
     Raises:
         OSError: the address cannot be bound.
-        HelperStartupError: (``helper_startup_failed``) a helper could not start.
+        HelperStartupFailed: (``helper_startup_failed``) a helper could not start.
         LedgerError: (``ledger_corrupt``, ...) the event log refused the ledger; the
             file is left untouched (design §6.11).
     """
@@ -327,7 +327,7 @@ async def serve_preview(
 
     Raises:
         OSError: the address cannot be bound.
-        HelperStartupError: (``helper_startup_failed``) a helper could not start.
+        HelperStartupFailed: (``helper_startup_failed``) a helper could not start.
     """
     send, receive = trio.open_memory_channel[int](8)
     starting = trio.CancelScope()  # the start, cancelled by a signal before it is done
@@ -477,14 +477,14 @@ def _first_database(paths: Sequence[Path]) -> Path | None:
         if not path.is_dir():
             try:
                 open_database(path)
-            except SourceError as exc:
+            except SourceUnreadable as exc:
                 print(f"preview_server: {exc.message}", file=sys.stderr)
                 return None
     refused: list[str] = []
     for found in find_databases(paths):
         try:
             open_database(found)
-        except SourceError as exc:
+        except SourceUnreadable as exc:
             refused.append(exc.message)
             continue
         return found
@@ -509,7 +509,7 @@ def _serve(
 ) -> int:
     try:
         identity = open_database(db)
-    except SourceError as exc:
+    except SourceUnreadable as exc:
         print(f"preview_server: {exc.message}", file=sys.stderr)
         return 2
     try:

@@ -150,7 +150,7 @@ async def submit(conn: Connection, request: messages.Submit) -> messages.Message
         LedgerUnavailable: (``ledger_unavailable``) the ledger cannot commit now; the
             answer's ``retry_after`` says when to retry (design §6.13, §6.16).
 
-    A refusal at capacity is a ``receipt`` (``pool_full``, with ``retry_after``), not an
+    A refusal at capacity is a ``receipt`` (``admission_full``, with ``retry_after``), not an
     error (design §6.5).
     """
     _check_admitting(conn)
@@ -304,7 +304,7 @@ async def resume(conn: Connection, request: messages.Resume) -> messages.Message
         InvalidCommand: (``invalid_command``) the run is not held.
         AlreadyDecided: (``already_decided``) the run is finished or cancelled.
         UnknownRun: (``unknown_run``) no such run.
-        PoolFull: (``pool_full``) no capacity now; ``retry_after`` says when to retry.
+        AdmissionFull: (``admission_full``) no capacity now; ``retry_after`` says when to retry.
         LedgerUnavailable: (``ledger_unavailable``) the ledger cannot commit now;
             ``retry_after`` too (design §6.13).
     """

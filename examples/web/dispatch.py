@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, get_args
 
 import trio
 
-from actors.errors import ActorError, UnknownMessageType
+from actors.errors import ActorError, UnknownType
 from protocol import messages
 from protocol.codec import decode_client_message
 
@@ -75,13 +75,13 @@ class Dispatcher:
         config = self.config
         try:
             request = decode_client_message(text, max_size=config.max_message)
-        except ActorError as exc:  # InvalidMessage, UnknownMessageType, MessageTooLarge
+        except ActorError as exc:  # InvalidMessage, UnknownType, MessageTooLarge
             request_id = peek_request_id(text, config.max_message)
             return messages.ErrorReply.from_error(exc, request_id=request_id)
         tag = messages.TAGS[type(request)]
         handler = self._handlers.get(tag)
         if handler is None:
-            error = UnknownMessageType(
+            error = UnknownType(
                 f"this server does not serve {tag!r} requests", fields=["$.type"], type=tag
             )
             return messages.ErrorReply.from_error(error, request_id=request.request_id)

@@ -15,13 +15,13 @@ import trio
 from actors import Kind, RetryPolicy, SchedulerActor, Settled
 from actors._scheduler._scheduler import Scheduler
 from actors._scheduler._state import Claim, RunInfo, SchedulerConfig
-from actors.errors import ErrorRecord, SourceError
+from actors.errors import ErrorRecord, SourceUnreadable
 
 #: A transient error that is not a crash (does not count toward maximum_crashes).
 TRANSIENT = ErrorRecord(category="transient", code="source_busy", message="busy")
 #: A transient error that took the helper down (one of the default crash codes).
 CRASH = ErrorRecord(category="transient", code="helper_exited", message="exit code 70")
-PERMANENT = SourceError("no such table").to_record()
+PERMANENT = SourceUnreadable("no such table").to_record()
 
 
 def kinds(retry: RetryPolicy | None = None, **policies: RetryPolicy) -> tuple[Kind, ...]:

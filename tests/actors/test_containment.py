@@ -21,7 +21,7 @@ from helper_support import FAST, assert_no_children, spec, wait_gone
 from process_support import pid_gone
 
 from actors import (
-    HelperExitedError,
+    HelperExited,
     HelperTimeouts,
     PoolEvents,
     ReplyTimeout,
@@ -113,7 +113,7 @@ async def test_a_crashed_helper_leaves_no_orphan(strays):
     async with open_helper_pool(spec(containment="tree"), timeouts=FAST) as pool:
         grandchild = await pool.run_job("spawn_setsid")
         strays.append(grandchild)
-        with pytest.raises(HelperExitedError) as caught:
+        with pytest.raises(HelperExited) as caught:
             await pool.run_job("crash", 3)
         assert pid_gone(grandchild)  # "exited" means: reaped and its tree is gone
     assert "escaped" not in caught.value.details
@@ -141,7 +141,7 @@ async def test_a_grandchild_caught_inside_its_exec_is_looked_at_again(monkeypatc
         helper_pid = pool.snapshot().helpers[0].pid
         assert helper_pid is not None
         watched.update(grandchild=grandchild, helper=helper_pid)
-        with pytest.raises(HelperExitedError) as caught:
+        with pytest.raises(HelperExited) as caught:
             await pool.run_job("crash", 3)
         assert pid_gone(grandchild)
     assert held == [grandchild] * 3
@@ -166,7 +166,7 @@ async def test_a_grandchild_that_cannot_be_read_until_the_end_is_reported_not_ki
             grandchild = await pool.run_job("spawn_setsid")
             strays.append(grandchild)
             unreadable.append(grandchild)
-            with pytest.raises(HelperExitedError):
+            with pytest.raises(HelperExited):
                 await pool.run_job("crash", 3)
             events = []
             with trio.fail_after(10):
@@ -205,7 +205,7 @@ async def test_an_unreadable_process_that_is_not_an_orphan_of_the_tree_is_left_a
             strays.append(neighbour.pid)
             unreadable.append(neighbour.pid)
             try:
-                with pytest.raises(HelperExitedError) as caught:
+                with pytest.raises(HelperExited) as caught:
                     await pool.run_job("crash", 3)
                 assert not pool.snapshot().helpers[0].quarantined
                 assert neighbour.poll() is None
@@ -241,7 +241,7 @@ async def test_what_cannot_be_killed_is_reported_as_escaped_and_quarantines(monk
             grandchild = await pool.run_job("spawn_setsid")
             strays.append(grandchild)
             protected.append(grandchild)
-            with pytest.raises(HelperExitedError) as caught:
+            with pytest.raises(HelperExited) as caught:
                 await pool.run_job("crash", 3)
             events = []
             with trio.fail_after(10):  # the sweep reports it (it may end after the job)

@@ -157,7 +157,7 @@ async def test_pool_full_pauses_and_resumes_once_per_episode():
             refused = await log.submit("preview", {"run_id": n}, request_id=f"q{n}")
             assert not refused.admitted
             assert refused.run_id is None
-            assert refused.to_dict()["code"] == "pool_full"
+            assert refused.to_dict()["code"] == "admission_full"
             assert (refused.retryable, refused.depth, refused.bound) == (True, 2, 2)
         # a coalescing request needs no capacity: it joins the run in flight
         assert (await log.submit("preview", {"run_id": 1})).run_id == r1.run_id

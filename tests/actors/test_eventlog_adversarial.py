@@ -118,7 +118,7 @@ async def test_admission_paused_and_resumed_once_per_episode_under_churn() -> No
                     live.append(receipt.run_id)
                 else:
                     refusals += 1
-                    assert (receipt.code, receipt.retryable) == ("pool_full", True)
+                    assert (receipt.code, receipt.retryable) == ("admission_full", True)
                     assert (receipt.depth, receipt.bound) == (3, 3)
             elif live:
                 run_id = live.pop(rng.randrange(len(live)))

@@ -177,7 +177,11 @@ async def test_a_submit_waits_for_a_backlogged_ledger_only_writable_timeout(
         assert answers == []  # back-pressure: the mailbox waits ...
         await at(mock_clock, 0.1)
         (receipt,) = answers  # ... for writable_timeout, then refuses
-        assert (receipt.admitted, receipt.code, receipt.retry_after) == (False, "pool_full", 1.0)
+        assert (receipt.admitted, receipt.code, receipt.retry_after) == (
+            False,
+            "admission_full",
+            1.0,
+        )
         assert (receipt.request_id, receipt.run_id, receipt.depth) == ("r3", None, 2)
         assert actor.log.statistics().queued == 2  # nothing was decided
         assert first.run_id == 1

@@ -1,6 +1,6 @@
 """Refusals say when to retry (design §6.16).
 
-A ``pool_full`` receipt (and a ``PoolFull`` error from ``resume``) carries
+A ``admission_full`` receipt (and a ``AdmissionFull`` error from ``resume``) carries
 ``retry_after``: the recent interval between runs leaving the pool, a moving average on
 the trio clock, clamped to ``[retry_after_min, retry_after_max]``.
 """
@@ -12,14 +12,14 @@ import trio
 
 from actors._eventlog._eventlog import open_event_log
 from actors._eventlog._types import EventLogConfig, OperationSpec
-from actors.errors import PoolFull
+from actors.errors import AdmissionFull
 
 OPS = [OperationSpec(name="job", fields={"n"}, mutating=True)]
 
 
 async def refusal(log) -> float:
     receipt = await log.submit("job", {"n": -1})
-    assert (receipt.admitted, receipt.code, receipt.retryable) == (False, "pool_full", True)
+    assert (receipt.admitted, receipt.code, receipt.retryable) == (False, "admission_full", True)
     assert receipt.to_dict()["retry_after"] == receipt.retry_after
     return receipt.retry_after
 
@@ -66,7 +66,7 @@ async def test_a_refused_resume_carries_the_hint_too(tmp_path) -> None:
     config = EventLogConfig(ledger_path=path, max_inflight=1)
     async with open_event_log(config, operations=OPS) as log:
         await log.resume(1)
-        with pytest.raises(PoolFull) as info:
+        with pytest.raises(AdmissionFull) as info:
             await log.resume(2)
         assert info.value.details == {"depth": 1, "bound": 1, "retry_after": 5.0}
 

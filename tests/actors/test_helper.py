@@ -13,7 +13,7 @@ import trio
 from helper_support import FAST, assert_no_children, spec
 
 import protocol
-from actors import HelperExitedError, HelperJobFailed, HelperStartupError, open_helper_pool
+from actors import HelperExited, HelperStartupFailed, JobFailed, open_helper_pool
 from actors.helper import in_helper_child
 from protocol.envelope import encode_fields
 
@@ -56,6 +56,7 @@ async def test_child_loads_the_real_protocol_errors_and_no_fault_code():
         "actors.helper",
         "protocol",
         "protocol._envelope_checks",
+        "protocol._field_error",
         "protocol._strict_json",
         "protocol._envelope_value",
         "protocol._envelope_wire",
@@ -86,7 +87,7 @@ async def test_ready_reports_pid_handlers_and_what_on_startup_opened():
 
 
 async def test_on_startup_failure_fails_the_spawn_with_its_record():
-    with pytest.raises(HelperStartupError) as caught:
+    with pytest.raises(HelperStartupFailed) as caught:
         async with open_helper_pool(spec(options={"fail_startup": True}), timeouts=FAST):
             pytest.fail("the pool must not open")  # pragma: no cover
     assert caught.value.code == "helper_startup_failed"
@@ -101,7 +102,7 @@ async def test_prints_in_handlers_do_not_corrupt_the_frame_stream():
 
 async def test_classified_handler_error_keeps_code_and_category():
     async with open_helper_pool(spec(), timeouts=FAST) as pool:
-        with pytest.raises(HelperJobFailed) as caught:
+        with pytest.raises(JobFailed) as caught:
             await pool.run_job(
                 "fail",
                 {"message": "db locked", "code": "source_not_ready", "category": "transient"},
@@ -116,7 +117,7 @@ async def test_classified_handler_error_keeps_code_and_category():
 
 async def test_other_handler_error_is_handler_failed_with_a_bounded_message():
     async with open_helper_pool(spec(), timeouts=FAST) as pool:
-        with pytest.raises(HelperJobFailed) as caught:
+        with pytest.raises(JobFailed) as caught:
             await pool.run_job("boom", 5000)
     error = caught.value
     assert (error.code, error.category) == ("handler_failed", "permanent")
@@ -128,9 +129,9 @@ async def test_other_handler_error_is_handler_failed_with_a_bounded_message():
 
 async def test_unknown_operation_and_unencodable_result_are_errors_not_crashes():
     async with open_helper_pool(spec(), timeouts=FAST) as pool:
-        with pytest.raises(HelperJobFailed) as unknown:
+        with pytest.raises(JobFailed) as unknown:
             await pool.run_job("no_such_thing")
-        with pytest.raises(HelperJobFailed) as unencodable:
+        with pytest.raises(JobFailed) as unencodable:
             await pool.run_job("unencodable")
         assert await pool.run_job("echo", 2) == 2
     assert unknown.value.code == "unknown_operation"
@@ -139,7 +140,7 @@ async def test_unknown_operation_and_unencodable_result_are_errors_not_crashes()
 
 async def test_a_result_over_the_reply_limit_is_refused_by_the_child():
     async with open_helper_pool(spec(max_reply=4096), timeouts=FAST) as pool:
-        with pytest.raises(HelperJobFailed) as caught:
+        with pytest.raises(JobFailed) as caught:
             await pool.run_job("big", 5000)
         assert await pool.run_job("big", 10) == "x" * 10
     assert caught.value.code == "reply_unencodable"
@@ -147,7 +148,7 @@ async def test_a_result_over_the_reply_limit_is_refused_by_the_child():
 
 async def test_unknown_fault_mode_from_the_environment_exits_with_status_2():
     bad = spec(env={"ACTORS_HELPER_FAULT": "no_such_fault"})
-    with pytest.raises(HelperExitedError) as caught:
+    with pytest.raises(HelperExited) as caught:
         async with open_helper_pool(bad, timeouts=FAST):
             pytest.fail("the pool must not open")  # pragma: no cover
     assert caught.value.details == {

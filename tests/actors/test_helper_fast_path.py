@@ -35,11 +35,11 @@ from helper_support import FAST, FRAME_READER, assert_no_children, spec, wait_go
 from actors import (
     ForcedTermination,
     FrameTooLarge,
-    HelperExitedError,
-    HelperJobFailed,
+    HelperExited,
     HelperSpec,
     HelperTimeouts,
     JobCancelled,
+    JobFailed,
     ProtocolViolation,
     ReplyTimeout,
     open_helper_pool,
@@ -458,7 +458,7 @@ async def test_a_handler_error_is_the_same_on_both_paths(race):
     fail = {"message": record["message"], "code": "disk_full", "category": "transient"}
     async with open_helper_pool(spec(), timeouts=FAST) as pool:
         race.arm(reply_size("fail", None, status="error", error=record))
-        with pytest.raises(HelperJobFailed) as caught:
+        with pytest.raises(JobFailed) as caught:
             await pool.run_job("fail", fail)
         race.arm(reply_size("echo", "after"))
         assert await pool.run_job("echo", "after") == "after"
@@ -513,7 +513,7 @@ async def test_progress_then_an_error_on_both_paths(race):
     async with open_helper_pool(spec(), timeouts=FAST) as pool:
         size = progress_size("progress_then", 0.5, "half")
         race.arm(size + reply_size("progress_then", None, status="error", error=record))
-        with pytest.raises(HelperJobFailed) as caught:
+        with pytest.raises(JobFailed) as caught:
             await pool.run_job(
                 "progress_then", job, on_progress=lambda f, n: reports.append((f, n))
             )
@@ -532,7 +532,7 @@ async def test_a_cancelled_answer_nobody_asked_for_is_the_same_on_both_paths(rac
         assert await pool.run_job("echo", 3) == 3
         helper = pool.snapshot().helpers[0]
     assert race.looks == [race.found, race.found]
-    assert caught.value.code == "cancelled"
+    assert caught.value.code == "job_cancelled"
     assert caught.value.details == {"operation": "give_up", "generation": 1}
     assert helper is not None
     assert (helper.incarnation, helper.state) == (1, "idle")
@@ -936,7 +936,7 @@ async def test_a_helper_reaped_at_the_schedule_point_after_its_reply(race, go):
         race.arm(reply_size("echo", "last words"))
         try:
             outcome: object = await pool.run_job("echo", "last words")
-        except HelperExitedError as exc:  # acceptable too: it did exit during the job
+        except HelperExited as exc:  # acceptable too: it did exit during the job
             outcome = exc.details
         race.at_schedule_point = None
         race.arm(reply_size("echo", "fresh"))

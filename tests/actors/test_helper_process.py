@@ -16,8 +16,8 @@ from helper_support import FAST, assert_no_children, pid_gone, spec, wait_gone
 from actors import (
     ForcedTermination,
     FrameTooLarge,
-    HelperExitedError,
-    HelperStartupError,
+    HelperExited,
+    HelperStartupFailed,
     HelperTimeouts,
     JobCancelled,
     ProtocolError,
@@ -42,7 +42,7 @@ def _no_child_left():
 async def test_fault_hang_during_startup():
     timeouts = HelperTimeouts(startup=0.5, kill=0.5)
     start = trio.current_time()
-    with pytest.raises(HelperStartupError) as caught:
+    with pytest.raises(HelperStartupFailed) as caught:
         async with open_helper_pool(spec(fault="hang_startup"), timeouts=timeouts):
             pytest.fail("the pool must not open")  # pragma: no cover
     assert caught.value.code == "helper_startup_failed"
@@ -52,7 +52,7 @@ async def test_fault_hang_during_startup():
 
 async def test_fault_crash_before_reply():
     async with open_helper_pool(spec(fault="crash_before_reply"), timeouts=FAST) as pool:
-        with pytest.raises(HelperExitedError) as caught:
+        with pytest.raises(HelperExited) as caught:
             await pool.run_job("echo", 1)
         helper = pool.snapshot().helpers[0]
     assert caught.value.code == "helper_exited"
@@ -63,7 +63,7 @@ async def test_fault_crash_before_reply():
 
 async def test_exit_by_signal_names_the_signal():
     async with open_helper_pool(spec(), timeouts=FAST) as pool:
-        with pytest.raises(HelperExitedError) as caught:
+        with pytest.raises(HelperExited) as caught:
             await pool.run_job("kill_self")
     assert caught.value.details == {"exit_code": -9, "signal": "SIGKILL"}
 
@@ -221,7 +221,7 @@ async def test_cancel_job_by_id_raises_job_cancelled():
         assert pool.cancel_job(7)
         assert not pool.cancel_job("unknown")
     [error] = outcome
-    assert (error.code, error.category) == ("cancelled", "stale")
+    assert (error.code, error.category) == ("job_cancelled", "stale")
     assert error.details == {"escalation": "cooperative"}
 
 

@@ -13,7 +13,7 @@ from helper_support import FAST, assert_no_children, spec
 
 from actors import (
     AskTimeout,
-    HelperJobFailed,
+    JobFailed,
     PoolActor,
     PoolConfig,
     PoolHandle,
@@ -95,7 +95,7 @@ async def test_a_failing_callback_is_logged_and_never_fails_the_job(caplog):
 
 async def test_a_bad_fraction_fails_the_job_in_the_helper():
     async with open_helper_pool(spec(), timeouts=FAST) as pool:
-        with pytest.raises(HelperJobFailed) as caught:
+        with pytest.raises(JobFailed) as caught:
             await pool.run_job("progress_bad", 1.5)
         assert await pool.run_job("echo", 2) == 2
     assert caught.value.code == "handler_failed"

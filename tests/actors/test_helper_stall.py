@@ -2,7 +2,7 @@
 
 Like the heartbeat timeout of a Temporal activity: any progress frame resets it, and a
 job that falls silent is stopped through the ladder and ends with its own code
-(``stalled``), not ``reply_timeout``. Real helpers, real clock, short timeouts.
+(``job_stalled``), not ``reply_timeout``. Real helpers, real clock, short timeouts.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ async def test_a_silent_job_stalls_and_its_helper_is_stopped_by_the_ladder():
         elapsed = trio.current_time() - start
         helper = pool.snapshot().helpers[0]
         assert await pool.run_job("echo", 1) == 1  # a fresh incarnation serves
-    assert (caught.value.code, caught.value.category) == ("stalled", "transient")
+    assert (caught.value.code, caught.value.category) == ("job_stalled", "transient")
     assert caught.value.details == {"escalation": "sigterm", "stall": 0.2}
     assert 0.2 + 0.1 <= elapsed < 0.2 + 0.1 + 0.5 + 0.5  # stall, grace, SIGTERM's reap
     assert (helper.alive, helper.exit_code) == (False, -15)

@@ -17,13 +17,13 @@ from actors._eventlog._eventlog import open_event_log
 from actors._eventlog._ledger._schema import SCHEMA_VERSION
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import (
+    AdmissionFull,
     AlreadyDecided,
     CursorExpired,
     InvalidCommand,
     LedgerCorrupt,
     LedgerError,
-    LedgerVersionError,
-    PoolFull,
+    LedgerVersionUnsupported,
     RunQuarantined,
 )
 
@@ -79,7 +79,7 @@ async def test_resume_at_capacity_pauses_admission_like_a_refused_submit(tmp_pat
         assert [s.run_id for s in log.boot_report().survivors] == [1, 2]
         assert (await log.resume(1)).state == "queued"
         for _ in range(2):  # one episode: paused once
-            with pytest.raises(PoolFull) as info:
+            with pytest.raises(AdmissionFull) as info:
                 await log.resume(2)
             # No run has left yet: the hint is the longest one (retry_after_max).
             assert info.value.details == {"depth": 1, "bound": 1, "retry_after": 5.0}
@@ -246,7 +246,7 @@ async def test_newer_schema_and_foreign_database_are_refused(tmp_path):
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(LedgerVersionError) as info:
+    with pytest.raises(LedgerVersionUnsupported) as info:
         async with open_event_log(EventLogConfig(ledger_path=path), operations=OPS):
             pass  # pragma: no cover
     assert info.value.code == "ledger_version_unsupported"

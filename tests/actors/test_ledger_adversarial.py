@@ -20,7 +20,7 @@ import trio
 from actors._eventlog._eventlog import open_event_log
 from actors._eventlog._ledger._schema import APPLICATION_ID, SCHEMA_VERSION
 from actors._eventlog._types import EventLogConfig, OperationSpec
-from actors.errors import LedgerCorrupt, LedgerError, LedgerVersionError
+from actors.errors import LedgerCorrupt, LedgerError, LedgerVersionUnsupported
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -154,7 +154,7 @@ async def test_older_schema_version_is_refused_untouched(tmp_path: Path) -> None
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA user_version = 0")
     conn.close()
-    error = await refused(path, LedgerVersionError)
+    error = await refused(path, LedgerVersionUnsupported)
     assert error.details == {"version": 0, "supported": SCHEMA_VERSION}  # type: ignore[attr-defined]
 
 
@@ -169,7 +169,7 @@ async def test_newer_schema_with_a_wal_beside_it_is_refused_untouched(tmp_path: 
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 7}")
         conn.close()
         crash_image(live / "ledger.db", image / "ledger.db")
-    await refused(image / "ledger.db", LedgerVersionError)
+    await refused(image / "ledger.db", LedgerVersionUnsupported)
 
 
 @pytest.mark.parametrize(

@@ -21,11 +21,11 @@ from actors import (
     ChildStartFailed,
     DynamicSupervisor,
     DynamicSupervisorRef,
+    MaxChildren,
     RestartIntensityExceeded,
     Supervisor,
     SupervisorEvent,
     SupervisorRef,
-    TooManyChildren,
 )
 
 
@@ -203,7 +203,7 @@ async def test_max_children(autojump_clock: trio.testing.MockClock, nursery: tri
     )
     first = await ref.start_child()
     await ref.start_child()
-    with pytest.raises(TooManyChildren) as caught:
+    with pytest.raises(MaxChildren) as caught:
         await ref.start_child()
     assert (caught.value.code, caught.value.retryable) == ("max_children", True)
     await ref.terminate_child(first.name)

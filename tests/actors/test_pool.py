@@ -18,9 +18,9 @@ from helper_support import FAST, TINY_CRASHER, assert_no_children, open_fds, pid
 
 from actors import (
     ForcedTermination,
-    HelperExitedError,
+    HelperExited,
     HelperSpec,
-    HelperStartupError,
+    HelperStartupFailed,
     HelperTimeouts,
     JobCancelled,
     PoolBusy,
@@ -108,7 +108,7 @@ async def test_restart_intensity_fails_the_pool_until_restart():
     config = {"size": 1, "timeouts": FAST, "max_restarts": 2, "restart_period": 30.0}
     async with open_helper_pool(spec(), **config) as pool:
         for _ in range(3):  # incarnations 1, 2, 3 crash: two restarts so far
-            with pytest.raises(HelperExitedError):
+            with pytest.raises(HelperExited):
                 await pool.run_job("crash", 5)
         with pytest.raises(PoolFailed) as caught:  # a third restart is one too many
             await pool.run_job("echo", 1)
@@ -135,7 +135,7 @@ async def test_two_hundred_crash_restart_cycles_leave_no_zombie_and_no_fd():
 
         async def crash_loop(cycles: int) -> None:
             for _ in range(cycles):
-                with pytest.raises(HelperExitedError) as caught:
+                with pytest.raises(HelperExited) as caught:
                     await pool.run_job("anything")
                 assert caught.value.details == {"exit_code": 3, "signal": None}
 
@@ -256,7 +256,7 @@ async def test_lazy_pool_spawns_at_the_first_job():
     lazy_fail = spec(fault="hang_startup")
     timeouts = HelperTimeouts(startup=0.3, kill=0.5)
     async with open_helper_pool(lazy_fail, timeouts=timeouts, eager=False) as pool:
-        with pytest.raises(HelperStartupError):
+        with pytest.raises(HelperStartupFailed):
             await pool.run_job("echo", 1)
 
 
@@ -318,7 +318,7 @@ async def test_waiting_jobs_get_a_slot_in_arrival_order_and_can_be_cancelled():
         stats = pool.statistics()
     assert order == ["first", "second"]
     [error] = outcome
-    assert error.code == "cancelled"
+    assert error.code == "job_cancelled"
     assert error.details == {"escalation": None}
     assert (stats.jobs_succeeded, stats.jobs_cancelled, stats.waiting) == (3, 1, 0)
 

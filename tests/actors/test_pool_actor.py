@@ -19,11 +19,11 @@ from actors import (
     ActorStopped,
     AskTimeout,
     Backoff,
-    HelperExitedError,
-    HelperJobFailed,
-    HelperStartupError,
+    HelperExited,
+    HelperStartupFailed,
     HelperTimeouts,
     InvalidCommand,
+    JobFailed,
     PoolActor,
     PoolClosed,
     PoolConfig,
@@ -102,13 +102,13 @@ async def test_caller_cancellation_sends_a_cancel(nursery):
 
 async def test_job_errors_reach_the_caller_as_data(nursery):
     supervisor = await _start(nursery)
-    with pytest.raises(HelperJobFailed) as failed:
+    with pytest.raises(JobFailed) as failed:
         await supervisor.run_job(
             "fail",
             {"message": "m", "code": "source_unreadable", "category": "permanent"},
             timeout=5,
         )
-    with pytest.raises(HelperExitedError) as exited:
+    with pytest.raises(HelperExited) as exited:
         await supervisor.run_job("crash", 4, timeout=5)
     assert failed.value.code == "source_unreadable"
     assert failed.value.__cause__ is None
@@ -119,7 +119,7 @@ async def test_job_errors_reach_the_caller_as_data(nursery):
 async def test_pool_failure_and_restart_through_the_actor(nursery):
     config = PoolConfig(size=1, timeouts=FAST, max_restarts=0)
     supervisor = await _start(nursery, config)
-    with pytest.raises(HelperExitedError):
+    with pytest.raises(HelperExited):
         await supervisor.run_job("crash", 4, timeout=5)
     with pytest.raises(PoolFailed):
         await supervisor.run_job("echo", 1, timeout=5)
@@ -207,7 +207,7 @@ async def test_stop_shuts_idle_helpers_down_while_a_hung_job_is_cancelled(nurser
 
 async def test_startup_failure_fails_nursery_start(nursery):
     timeouts = HelperTimeouts(startup=0.3, kill=0.5)
-    with pytest.raises(HelperStartupError):
+    with pytest.raises(HelperStartupFailed):
         await _start(nursery, PoolConfig(timeouts=timeouts), fault="hang_startup")
 
 
@@ -229,7 +229,7 @@ async def test_a_failed_pool_recovers_by_itself_with_on_failure_restart(nursery)
     kinds = {"intensity_exceeded", "restart_scheduled", "restart_failed", "pool_restarted"}
     with actor.events.subscribe(kinds=kinds) as events:
         handle = PoolHandle(await nursery.start(actor.run))
-        with pytest.raises(HelperExitedError):
+        with pytest.raises(HelperExited):
             await handle.run_job("crash", 4, timeout=5)
         with pytest.raises(PoolRestarting):  # transient: the actor restarts the pool itself
             await handle.run_job("echo", 1, timeout=5)
@@ -280,7 +280,7 @@ async def test_a_raising_on_helper_exit_is_logged_and_the_actor_goes_on(nursery,
 
     actor = PoolActor(spec(), PoolConfig(size=1, timeouts=FAST), on_helper_exit=on_helper_exit)
     handle = PoolHandle(await nursery.start(actor.run))
-    with pytest.raises(HelperExitedError):
+    with pytest.raises(HelperExited):
         await handle.run_job("crash", 4, timeout=5)
     with trio.fail_after(10):
         while not calls:  # noqa: ASYNC110 (the exit is noticed by the pool's reaper)

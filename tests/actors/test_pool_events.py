@@ -18,8 +18,8 @@ from helper_support import FAST, assert_no_children, spec, wait_gone
 from actors import (
     DeadlineExceeded,
     ForcedTermination,
-    HelperExitedError,
-    HelperStartupError,
+    HelperExited,
+    HelperStartupFailed,
     HelperTimeouts,
     JobCancelled,
     PoolBusy,
@@ -131,7 +131,7 @@ async def test_a_crash_is_reaped_and_the_replacement_is_a_restart(caplog):
     hub = PoolEvents("helper")
     with hub.subscribe() as stream:
         async with open_helper_pool(spec(), timeouts=FAST, events=hub) as pool:
-            with pytest.raises(HelperExitedError):
+            with pytest.raises(HelperExited):
                 await pool.run_job("crash", 4)
             assert await pool.run_job("echo", 2) == 2
             events = drain(stream)
@@ -159,9 +159,9 @@ async def test_a_crash_is_reaped_and_the_replacement_is_a_restart(caplog):
 @pytest.mark.parametrize(
     ("fault", "reason", "error"),
     [
-        ("exit_at_startup", "exited", HelperExitedError),
-        ("hang_startup", "startup_timeout", HelperStartupError),
-        ("bad_ready", "bad_ready", HelperStartupError),
+        ("exit_at_startup", "exited", HelperExited),
+        ("hang_startup", "startup_timeout", HelperStartupFailed),
+        ("bad_ready", "bad_ready", HelperStartupFailed),
     ],
 )
 async def test_a_startup_that_fails_says_how(fault, reason, error):
@@ -186,7 +186,7 @@ async def test_a_startup_that_fails_says_how(fault, reason, error):
 
 async def test_the_last_4_kib_of_stderr_explain_a_startup_death():
     options = {"stderr_bytes": 10_000, "exit_code": 9}
-    with pytest.raises(HelperExitedError) as caught:
+    with pytest.raises(HelperExited) as caught:
         async with open_helper_pool(spec(options=options), timeouts=FAST):
             pytest.fail("the pool must not open")  # pragma: no cover
     stderr = caught.value.details["stderr"]
@@ -304,7 +304,7 @@ async def test_intensity_exceeded_and_pool_restarted():
     hub = PoolEvents("helper")
     with hub.subscribe() as stream:
         async with open_helper_pool(spec(), timeouts=FAST, max_restarts=0, events=hub) as pool:
-            with pytest.raises(HelperExitedError):
+            with pytest.raises(HelperExited):
                 await pool.run_job("crash", 4)
             with pytest.raises(PoolFailed):
                 await pool.run_job("echo", 1)

@@ -16,7 +16,7 @@ from helper_support import FAST, assert_no_children
 
 from actors import (
     DeadlineExceeded,
-    HelperExitedError,
+    HelperExited,
     HelperSpec,
     JobStalled,
     PoolConfig,
@@ -139,5 +139,5 @@ async def test_a_failed_pool_reaps_its_late_spawns_without_a_false_quarantine(ca
 
 async def _crash_until_failed(pool) -> None:
     for _ in range(2):
-        with pytest.raises((PoolFailed, HelperExitedError)):
+        with pytest.raises((PoolFailed, HelperExited)):
             await pool.run_sync(fns.crash, 3)

@@ -20,7 +20,7 @@ from actors._helpers._pool import _actor, _requests
 from actors._helpers._pool._requests import POOL_REQUESTS, REQUESTS, handler_name
 
 ACTORS = Path(_requests.__file__).resolve().parents[2]
-#: The rooms that could send a pool request (another room's ``GetStatistics`` is its own).
+#: The rooms that could send a pool request.
 SENDERS = ("_helpers", "_runtime")
 MESSAGES = {
     value

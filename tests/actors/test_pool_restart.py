@@ -14,7 +14,7 @@ from helper_support import FAST, assert_no_children
 
 from actors import (
     Backoff,
-    HelperExitedError,
+    HelperExited,
     HelperSpec,
     PoolActor,
     PoolClosed,
@@ -25,7 +25,7 @@ from actors import (
     open_helper_pool,
 )
 from actors._helpers._pool._restart import restart_when_failed
-from actors.errors import HelperStartupError
+from actors.errors import HelperStartupFailed
 
 CALLS = HelperSpec(entry="actors.helper:serve_calls", name="calls")
 
@@ -53,7 +53,7 @@ class FakePool:
         self.restarts.append((trio.current_time(), ok))
         if not ok:
             self.failing -= 1
-            raise HelperStartupError("calls#0.2: no ready frame within 10 s")
+            raise HelperStartupFailed("calls#0.2: no ready frame within 10 s")
         self._failed = trio.Event()
 
 
@@ -103,7 +103,7 @@ async def test_a_pool_restarts_itself_after_its_intensity_is_exceeded():
         with pool.events.subscribe(
             kinds={"intensity_exceeded", "restart_scheduled", "pool_restarted"}
         ) as stream:
-            with pytest.raises(HelperExitedError):
+            with pytest.raises(HelperExited):
                 await pool.run_sync(fns.crash, 4)
             with pytest.raises(PoolRestarting) as caught:  # the replacement is one too many
                 await pool.run_sync(fns.square, 2)
@@ -140,7 +140,7 @@ async def test_by_default_a_failed_pool_stays_failed():
     config = PoolConfig(size=1, timeouts=FAST, max_restarts=0)
     async with open_helper_pool(CALLS, config) as pool:
         assert not pool.recovering
-        with pytest.raises(HelperExitedError):
+        with pytest.raises(HelperExited):
             await pool.run_sync(fns.crash, 4)
         with pytest.raises(Exception, match="call restart") as caught:
             await pool.run_sync(fns.square, 2)
@@ -191,7 +191,7 @@ class EagerFakePool(FakePool):
         self.events.emit("pool_restarted", "pool 'calls' restarted", epoch=len(self.restarts))
         try:
             await super().restart()
-        except HelperStartupError:
+        except HelperStartupFailed:
             self.nursery.start_soon(self.fail_soon)
             raise
 

@@ -35,7 +35,7 @@ from actors.errors import (
     DeadlineExceeded,
     JobCancelled,
     PayloadInvalid,
-    RenderError,
+    RenderFailed,
     SourceNotReady,
 )
 
@@ -207,7 +207,7 @@ async def test_cancel_render_stops_the_job(nursery):
         await wait_for(blocker.started)
         assert await ref.ask(CancelRender(job_id="j1"), timeout=WAIT) is True
     assert outcome["error"].category == "stale"
-    assert outcome["error"].code == "cancelled"
+    assert outcome["error"].code == "job_cancelled"
     assert blocker.exited.is_set()
     assert await ref.ask(CancelRender(job_id="j1"), timeout=WAIT) is False  # gone now
     stats = await ref.ask(GetRendererStatistics(), timeout=WAIT)
@@ -265,7 +265,7 @@ async def test_errors_from_render_fn_are_classified(nursery):
 
     ref = await nursery.start(Renderer(broken).run)
     deadline = trio.current_time() + WAIT
-    with pytest.raises(RenderError) as info:
+    with pytest.raises(RenderFailed) as info:
         await ref.ask(Render(observation=None, kind="preview", deadline=deadline), timeout=WAIT)
     assert info.value.code == "render_failed"
     assert info.value.category == "permanent"
@@ -289,7 +289,7 @@ async def test_an_unprintable_render_error_is_still_a_render_error(nursery):
         raise Unprintable
 
     ref = await nursery.start(Renderer(broken).run)
-    with pytest.raises(RenderError, match="Unprintable") as info:
+    with pytest.raises(RenderFailed, match="Unprintable") as info:
         await ref.ask(request(trio.current_time() + WAIT), timeout=WAIT)
     assert info.value.details["error_type"] == "Unprintable"
     stats = await ref.ask(GetRendererStatistics(), timeout=WAIT)
@@ -336,7 +336,7 @@ async def test_a_misbehaving_payload_check_fails_the_job_not_the_renderer(nurser
     # A check that raised anything but ValueError, or returned something other than a
     # (width, height) pair, used to crash the renderer actor from the job's task.
     ref = await nursery.start(Renderer(png_fn, RendererConfig(check_payload=check)).run)
-    with pytest.raises(RenderError, match="payload check") as info:
+    with pytest.raises(RenderFailed, match="payload check") as info:
         await ref.ask(request(trio.current_time() + WAIT), timeout=WAIT)
     assert words in str(info.value)
     stats = await ref.ask(GetRendererStatistics(), timeout=WAIT)
@@ -449,14 +449,14 @@ async def test_stopping_the_actor_aborts_running_jobs(nursery):
 async def test_unknown_message_and_duplicate_job_id(nursery):
     blocker = Blocker()
     ref = await nursery.start(Renderer(blocker).run)
-    with pytest.raises(RenderError, match="cannot handle"):
+    with pytest.raises(RenderFailed, match="cannot handle"):
         await ref.ask("draw something", timeout=WAIT)
     async with trio.open_nursery() as inner:
         inner.start_soon(
             lambda: ref.ask(request(trio.current_time() + WAIT, job_id=7), timeout=WAIT)
         )
         await wait_for(blocker.started)
-        with pytest.raises(RenderError, match="already running"):
+        with pytest.raises(RenderFailed, match="already running"):
             await ref.ask(request(trio.current_time() + WAIT, job_id=7), timeout=WAIT)
         blocker.release.set()
     await ref.stop()

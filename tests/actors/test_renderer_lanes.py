@@ -123,7 +123,7 @@ async def test_a_render_that_stops_making_progress_ends_stalled(nursery, jump_cl
         await ref.ask(render("wedge", start + 2.0, job_id="j"), timeout=WAIT)
     assert trio.current_time() == start + 2.5
     error = info.value
-    assert (error.code, error.category) == ("stalled", "transient")
+    assert (error.code, error.category) == ("job_stalled", "transient")
     assert not isinstance(error, DeadlineExceeded)
     assert error.details == {"kind": "thumbnail", "abandoned": True, "abandon_after": 0.5}
     stats = await statistics(ref)
@@ -169,7 +169,7 @@ async def test_a_cancelled_wedged_render_is_abandoned_after_the_bound(nursery, j
         cancelled_at = trio.current_time()
         assert await ref.ask(CancelRender(job_id="w"), timeout=WAIT) is True
     assert outcome["at"] == cancelled_at + 0.75
-    assert outcome["error"].code == "cancelled"
+    assert outcome["error"].code == "job_cancelled"
     assert (await statistics(ref)).abandoned == 1
     await until_threads_end(ref, wedge)
     await ref.stop()

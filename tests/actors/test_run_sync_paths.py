@@ -15,9 +15,9 @@ from helper_support import FAST, assert_no_children
 
 from actors import (
     FunctionNotImportable,
-    HelperExitedError,
+    HelperExited,
     HelperSpec,
-    HelperStartupError,
+    HelperStartupFailed,
     open_helper_pool,
 )
 
@@ -100,7 +100,7 @@ async def test_without_inherit_path_the_helper_has_only_its_own_path(private_pat
 
 async def test_a_helper_that_fails_to_start_says_why_in_its_message(tmp_path):
     spec = HelperSpec(entry="no_such_module_rs:main", cwd=str(tmp_path))
-    with pytest.raises((HelperExitedError, HelperStartupError)) as caught:
+    with pytest.raises((HelperExited, HelperStartupFailed)) as caught:
         async with open_helper_pool(spec, timeouts=FAST):
             pass
     message = str(caught.value)

@@ -19,7 +19,7 @@ from helper_support import FAST, assert_no_children
 
 from actors import (
     FunctionRaised,
-    HelperExitedError,
+    HelperExited,
     HelperSpec,
     RetryPolicy,
     open_helper_pool,
@@ -71,10 +71,10 @@ async def test_crashes_count_as_attempts_until_the_policy_gives_up():
     async with open_helper_pool(CALLS, timeouts=FAST) as pool:
         with pool.events.subscribe(kinds={"call_retried"}) as stream:
             three = RetryPolicy(initial_interval=0.01, maximum_attempts=3, maximum_crashes=None)
-            with pytest.raises(HelperExitedError) as caught:
+            with pytest.raises(HelperExited) as caught:
                 await pool.run_sync(fns.crash, 5, retry=three)
             assert [e["attempt"] for e in retried(stream)] == [1, 2]
-            with pytest.raises(HelperExitedError):  # maximum_crashes (2) ends it sooner
+            with pytest.raises(HelperExited):  # maximum_crashes (2) ends it sooner
                 await pool.run_sync(fns.crash, 5, retry=RetryPolicy(initial_interval=0.01))
             assert [e["attempt"] for e in retried(stream)] == [1]
         assert pool.statistics().jobs_failed == 5

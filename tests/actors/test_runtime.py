@@ -21,7 +21,7 @@ from actors import (
     ActorState,
     Backoff,
     Failed,
-    HelperExitedError,
+    HelperExited,
     HelperTimeouts,
     Kind,
     OperationSpec,
@@ -29,7 +29,7 @@ from actors import (
     PoolRestarting,
     Published,
     Render,
-    RenderError,
+    RenderFailed,
     RunInfo,
     RuntimeConfig,
     SchedulerConfig,
@@ -150,7 +150,7 @@ async def test_a_failed_pool_is_restarted_by_the_tree_and_the_scheduler_is_told(
     with trio.fail_after(30):
         async with open_runtime(cfg) as runtime:
             first = runtime.pool_ref
-            with pytest.raises(HelperExitedError):
+            with pytest.raises(HelperExited):
                 await runtime.pool.run_job("crash", 3, timeout=10)
             with pytest.raises(PoolRestarting) as caught:  # the replacement is one too many
                 await runtime.pool.run_job("echo", 1, timeout=10)
@@ -237,7 +237,7 @@ async def test_without_render_fn_and_execute_each_says_what_is_missing() -> None
                 **fields,
             )
         ) as runtime:
-            with pytest.raises(RenderError, match=r"no render_fn .*RuntimeConfig\(render_fn="):
+            with pytest.raises(RenderFailed, match=r"no render_fn .*RuntimeConfig\(render_fn="):
                 await runtime.renderer.ask(
                     Render(observation=1, kind="thumbnail", deadline=trio.current_time() + 5),
                     timeout=5,

@@ -31,7 +31,7 @@ from actors.errors import (
     DeadlineExceeded,
     InvalidTransition,
     JobCancelled,
-    RenderError,
+    RenderFailed,
     ScheduleRejected,
     SourceNotReady,
 )
@@ -246,7 +246,7 @@ def test_permanent_failure_is_retried_when_the_format_changes():
     s = make(1)
     s.complete(s.claim(0.0).claim_id, "m", now=0.0)
     thumb = claim_kind(s, 1, "thumbnail")
-    (failed,) = s.fail(thumb.claim_id, RenderError("bad options"), now=0.0)
+    (failed,) = s.fail(thumb.claim_id, RenderFailed("bad options"), now=0.0)
     assert isinstance(failed, Failed)
     assert failed.error.code == "render_failed"
     prev = claim_kind(s, 1, "preview")

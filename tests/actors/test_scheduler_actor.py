@@ -35,7 +35,7 @@ from actors import (
     SourceChanged,
     SwitchSource,
 )
-from actors.errors import InvalidCommand, PoolBusy, RenderError, ScheduleRejected
+from actors.errors import InvalidCommand, PoolBusy, RenderFailed, ScheduleRejected
 
 
 def runs(n: int, *, start: int = 1, prefix: str = "g") -> list[RunInfo]:
@@ -116,7 +116,7 @@ async def test_deadline_is_a_transient_failure(autojump_clock):
 async def test_errors_are_classified_and_bounded(autojump_clock):
     async def execute(job):
         if job.claim.run_id == 1:
-            raise RenderError("bad data")
+            raise RenderFailed("bad data")
         raise ZeroDivisionError("x" * 5000)
 
     async with running(execute, runs=runs(2)) as (_a, _r, rec):
@@ -417,7 +417,7 @@ async def test_format_change_gives_new_cache_keys(tmp_path):
     async def execute(job):
         executed.append(job.claim.kind)
         if job.claim.kind == "thumbnail" and fail_thumbnail[0]:
-            raise RenderError("bad options")
+            raise RenderFailed("bad options")
         return {"m": 1} if job.claim.kind == "metadata" else b"png"
 
     cache = PayloadCache()

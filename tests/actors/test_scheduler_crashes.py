@@ -15,7 +15,7 @@ import trio
 from scheduler_support import running, settled
 
 from actors import Failed, Kind, Published, RetryPolicy, RunInfo, SchedulerConfig
-from actors.errors import HelperExitedError, PoolFailed
+from actors.errors import HelperExited, PoolFailed
 
 WORK = 0.125  # seconds a healthy job takes
 CRASH_AFTER = 0.0625  # seconds before the bad job kills its helper
@@ -41,7 +41,7 @@ class FakePool:
             self.restarts.append(now)
             recent = [t for t in self.restarts if t > now - self.period]
             self.failed = len(recent) > self.max_restarts
-            raise HelperExitedError("helper exited during the job", exit_code=-9)
+            raise HelperExited("helper exited during the job", exit_code=-9)
         await trio.sleep(WORK)
         return f"run {run_id}".encode()
 

@@ -24,7 +24,7 @@ from actors import (
     RunInfo,
     SchedulerConfig,
 )
-from actors.errors import HelperExitedError, JobCancelled, PoolBusy, SourceError
+from actors.errors import HelperExited, JobCancelled, PoolBusy, SourceUnreadable
 
 # --- validation ------------------------------------------------------------------------------
 
@@ -172,7 +172,7 @@ async def attempts(
 
 
 BUSY = PoolBusy("no helper free")  # transient, not a crash
-CRASH = HelperExitedError("helper exited", exit_code=70)
+CRASH = HelperExited("helper exited", exit_code=70)
 
 
 def end(events: list[object]) -> Failed | Published:
@@ -248,7 +248,7 @@ async def test_a_non_retryable_code_ends_the_item_at_once(autojump_clock):
 
 
 async def test_a_permanent_error_is_never_retried(autojump_clock):
-    starts, events = await attempts(RetryPolicy(), [SourceError("no such table")])
+    starts, events = await attempts(RetryPolicy(), [SourceUnreadable("no such table")])
     assert starts == [0.0]
     assert (end(events).reason, end(events).error.code) == ("permanent", "source_unreadable")
 

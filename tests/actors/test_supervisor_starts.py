@@ -22,11 +22,11 @@ from actors import (
     ChildSpec,
     ChildStartFailed,
     DynamicSupervisor,
+    MaxChildren,
     Reply,
     RestartIntensityExceeded,
     Supervisor,
     SupervisorEvent,
-    TooManyChildren,
 )
 
 
@@ -187,12 +187,12 @@ async def test_max_children_holds_against_concurrent_starts(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
     ref = await nursery.start(DynamicSupervisor(ChildSpec("w", Echo), max_children=2).run)
-    refused: list[TooManyChildren] = []
+    refused: list[MaxChildren] = []
 
     async def start() -> None:
         try:
             await ref.start_child()
-        except TooManyChildren as exc:
+        except MaxChildren as exc:
             refused.append(exc)
 
     async with trio.open_nursery() as starters:

@@ -141,7 +141,7 @@ async def test_a_pool_full_receipt_says_when_to_retry():
             refused = await c.request("submit", operation="manual", arguments={"tag": "2"})
         assert refused["type"] == "receipt"
         assert (refused["admitted"], refused["code"], refused["retryable"]) == (
-            False, "pool_full", True,
+            False, "admission_full", True,
         )  # fmt: skip
         # No run has left the pool yet: the longest hint.
         assert refused["retry_after"] == 0.75

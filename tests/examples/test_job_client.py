@@ -42,7 +42,7 @@ def _no_child_left():
 
 def _refusal(retry_after: float | None) -> dict[str, Any]:
     return {
-        "type": "receipt", "admitted": False, "retryable": True, "code": "pool_full",
+        "type": "receipt", "admitted": False, "retryable": True, "code": "admission_full",
         "run_id": None, "retry_after": retry_after, "depth": 8, "bound": 8,
     }  # fmt: skip
 
@@ -237,7 +237,7 @@ async def test_the_retry_shows_that_it_waits() -> None:
             on_wait=_waiting(output),
         )  # fmt: skip
     (line,) = err.getvalue().splitlines()
-    assert line.startswith("pool_full: the server is busy (8 of 8 runs); retrying in 0.0")
+    assert line.startswith("admission_full: the server is busy (8 of 8 runs); retrying in 0.0")
     assert line.endswith(" s (retry 1)")
 
 
@@ -334,7 +334,7 @@ async def test_the_client_closes_its_socket_when_the_server_closes_the_connectio
 
 async def test_a_refused_submit_waits_without_falling_behind_and_follows_its_run() -> None:
     # Another run holds the only place and streams large progress notes while this
-    # client waits out pool_full's retry_after. A client that stayed subscribed without
+    # client waits out admission_full's retry_after. A client that stayed subscribed without
     # reading would fill its socket and send queue and be dropped (4000); this one
     # leaves its subscription while it waits, comes back for its submit, and exits 0.
     go = trio.Event()

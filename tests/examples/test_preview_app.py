@@ -47,7 +47,7 @@ from actors.errors import (
     PayloadInvalid,
     PoolFailed,
     PoolRestarting,
-    SourceError,
+    SourceUnreadable,
     UnknownRun,
     WorkCancelled,
 )
@@ -296,7 +296,7 @@ async def test_execute_takes_the_thumbnail_of_the_read_and_draws_the_preview_in_
     assert pool_fake.jobs[-1] == ("draw", {"run_id": 12, "kinds": ["thumbnail"], "revision": None})
 
     pool_fake.drawing = {"run_id": 12, "images": {"preview": "not base64!"}}
-    with pytest.raises(SourceError, match="run 12: the helper drew no preview"):
+    with pytest.raises(SourceUnreadable, match="run 12: the helper drew no preview"):
         await app.execute(SchedulerJob(claim=claim("preview")), runtime)  # type: ignore[arg-type]
     pool_fake.drawing = {"run_id": 12, "images": {"preview": base64.b64encode(b"GIF89a").decode()}}
     with pytest.raises(PayloadInvalid, match="not a PNG"):  # as a renderer's drawing would

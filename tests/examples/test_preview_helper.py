@@ -13,7 +13,7 @@ import trio
 
 from actors import HelperSpec, HelperTimeouts
 from actors._helpers._process import HelperProcess
-from actors.errors import HelperJobFailed, HelperStartupError, SourceError
+from actors.errors import HelperStartupFailed, JobFailed, SourceUnreadable
 from actors.helper import CancelRequested, JobError
 from examples.preview.app.images import png_size
 from examples.preview.child.draw import draw_kinds
@@ -223,7 +223,7 @@ def test_a_bad_handoff_option_fails_the_startup(real_db, tmp_path):
 def test_startup_needs_a_readable_database(tmp_path):
     with pytest.raises(JobError):
         PreviewHandlers().startup({})
-    with pytest.raises(SourceError):
+    with pytest.raises(SourceUnreadable):
         PreviewHandlers().startup({"db": str(tmp_path / "missing.db")})
 
 
@@ -246,7 +246,7 @@ async def test_the_entry_point_in_a_real_helper_process(real_db):
             ]
             observation = await helper.run_job("read_run", {"run_id": 7})
             assert observation["dependents"][0]["shape"] == [25, 128]
-            with pytest.raises(HelperJobFailed) as info:
+            with pytest.raises(JobFailed) as info:
                 await helper.run_job("read_run", {"run_id": 99})
             assert (info.value.code, info.value.category) == ("unknown_run", "permanent")
             probe = await helper.run_job("probe", None)
@@ -265,7 +265,7 @@ async def test_a_bad_database_fails_the_helper_startup(tmp_path):
     )
     async with trio.open_nursery() as nursery:
         helper = HelperProcess(spec, TIMEOUTS)
-        with pytest.raises(HelperStartupError) as info:
+        with pytest.raises(HelperStartupFailed) as info:
             await helper.start(nursery)
     record = info.value.details["record"]
     assert record["code"] == "source_unreadable"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from actors.errors import SourceError
+from actors.errors import SourceUnreadable
 from examples.preview.child.helper import PreviewHandlers
 from examples.preview.child.qcodes.source import open_source
 from protocol._strict_json import dumps_value
@@ -207,7 +207,7 @@ def test_a_file_sqlite_cannot_read_leaves_no_descriptor_open(plots_db: Path, tmp
     try:
         before = len(list(descriptors.iterdir()))
         for _ in range(10):
-            with pytest.raises(SourceError) as failed:
+            with pytest.raises(SourceUnreadable) as failed:
                 open_source(truncated)
             assert failed.value.details["reason"] == "not_sqlite"
         assert len(list(descriptors.iterdir())) == before

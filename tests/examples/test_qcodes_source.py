@@ -12,7 +12,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from actors.errors import SourceError, UnknownRun
+from actors.errors import SourceUnreadable, UnknownRun
 from examples.preview.child.qcodes import observation as obs
 from examples.preview.child.qcodes.source import MAX_OBSERVATION_VALUES, open_source, revision
 
@@ -393,7 +393,7 @@ def test_jittered_setpoints_are_binned():
 
 def test_missing_file(tmp_path):
     path = tmp_path / "nope.db"
-    with pytest.raises(SourceError) as info:
+    with pytest.raises(SourceUnreadable) as info:
         open_source(path)
     assert info.value.code == "source_unreadable"
     assert info.value.details["reason"] == "missing"
@@ -402,7 +402,7 @@ def test_missing_file(tmp_path):
 
 
 def test_a_folder_is_not_a_database(tmp_path):
-    with pytest.raises(SourceError) as info:
+    with pytest.raises(SourceUnreadable) as info:
         open_source(tmp_path)
     assert info.value.details["reason"] == "not_a_file"
 
@@ -410,7 +410,7 @@ def test_a_folder_is_not_a_database(tmp_path):
 def test_not_sqlite(tmp_path):
     path = tmp_path / "notes.db"
     path.write_text("this is a text file, not a database\n" * 20)
-    with pytest.raises(SourceError) as info:
+    with pytest.raises(SourceUnreadable) as info:
         open_source(path)
     assert info.value.details["reason"] == "not_sqlite"
     assert "not an SQLite database" in str(info.value)
@@ -431,7 +431,7 @@ def test_sqlite_without_the_qcodes_schema(tmp_path, schema, words):
         conn.execute(schema)
     conn.commit()
     conn.close()
-    with pytest.raises(SourceError) as info:
+    with pytest.raises(SourceUnreadable) as info:
         open_source(path)
     assert info.value.details["reason"] == "not_qcodes"
     assert "not a QCoDeS database" in str(info.value)
@@ -452,7 +452,7 @@ def test_broken_run_description_falls_back_to_layouts_then_fails_cleanly(writabl
         runs = src.list_runs()
         assert len(runs) == 12
         assert "run_description" in runs[0]["problem"]
-        with pytest.raises(SourceError) as info:
+        with pytest.raises(SourceUnreadable) as info:
             src.read_run(1)
         assert info.value.details["reason"] == "unreadable"
     conn.close()

@@ -28,7 +28,7 @@ from protocol import (
     ServerMessage,
     StatusReply,
     Submit,
-    UnknownMessageType,
+    UnknownType,
     decode_client_message,
     decode_server_message,
     encode_message,
@@ -218,7 +218,7 @@ def test_missing_or_mistyped_tag() -> None:
 
 
 def test_unknown_type() -> None:
-    with pytest.raises(UnknownMessageType) as info:
+    with pytest.raises(UnknownType) as info:
         decode_client_message('{"type":"launch_missiles","request_id":"r"}')
     error = info.value
     assert isinstance(error, InvalidMessage)
@@ -229,9 +229,9 @@ def test_unknown_type() -> None:
 
 def test_direction_is_checked() -> None:
     receipt = encode_message(next(e for e in EXAMPLES if isinstance(e, Receipt)))
-    with pytest.raises(UnknownMessageType):
+    with pytest.raises(UnknownType):
         decode_client_message(receipt)
-    with pytest.raises(UnknownMessageType):
+    with pytest.raises(UnknownType):
         decode_server_message(encode_message(Cancel(request_id="r", run_id=1)))
 
 
@@ -296,7 +296,7 @@ def test_make_converter_is_private_and_fresh() -> None:
 def test_structure_message_union_choice() -> None:
     data = {"type": "resync_required", "head": 3}
     assert structure_message(data, ServerMessage) == structure_message(data)
-    with pytest.raises(UnknownMessageType):
+    with pytest.raises(UnknownType):
         structure_message(data, ClientRequest)
 
 

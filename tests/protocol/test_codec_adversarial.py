@@ -19,7 +19,7 @@ from protocol import (
     InvalidMessage,
     MessageTooLarge,
     ProtocolError,
-    UnknownMessageType,
+    UnknownType,
     decode_client_message,
     decode_server_message,
     encode_message,
@@ -49,7 +49,7 @@ JUNK: list[Any] = [
 def decode_any(text: str | bytes) -> Any:
     try:
         return decode_client_message(text)
-    except UnknownMessageType:
+    except UnknownType:
         return decode_server_message(text)
 
 
@@ -238,7 +238,7 @@ def test_malformed_text_is_an_invalid_message(text: str) -> None:
 
 
 def test_huge_unknown_type_is_bounded_in_the_error() -> None:
-    with pytest.raises(UnknownMessageType) as info:
+    with pytest.raises(UnknownType) as info:
         decode_client_message(json.dumps({"type": "x" * 60000}))
     assert len(info.value.message) < 1000
     assert len(info.value.details["type"]) <= 128

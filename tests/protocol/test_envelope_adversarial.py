@@ -466,9 +466,9 @@ def test_surrogates_on_the_way_out_are_a_protocol_error() -> None:
 
 
 def test_error_records_with_surrogates_are_escaped_not_lost() -> None:
-    from actors.errors import SourceError
+    from actors.errors import SourceUnreadable
 
-    record = SourceError("cannot open /data/\udcff.db").to_record()
+    record = SourceUnreadable("cannot open /data/\udcff.db").to_record()
     assert record.message == "cannot open /data/\\udcff.db"
     env = Envelope(
         version=PROTOCOL_VERSION,

@@ -34,7 +34,7 @@ class _Corrupt(ActorError):
 def _refusal(**fields: object) -> Receipt:
     base: dict[str, object] = {
         "request_id": "r1", "admitted": False, "run_id": None, "snapshot_id": None,
-        "revision": 0, "event_cursor": 3, "code": "pool_full", "retryable": True,
+        "revision": 0, "event_cursor": 3, "code": "admission_full", "retryable": True,
     }  # fmt: skip
     return Receipt(**{**base, **fields})  # type: ignore[arg-type]
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ...errors import LedgerUnavailable, PoolFull
+from ...errors import AdmissionFull, LedgerUnavailable
 
 if TYPE_CHECKING:
     from .._journal import Journal
@@ -95,7 +95,7 @@ class AdmissionGate:
                 "admission paused: %d runs in flight (bound %d)",
                 depth,
                 self.bound,
-                extra={"depth": depth, "bound": self.bound, "reason": "pool_full"},
+                extra={"depth": depth, "bound": self.bound, "reason": "admission_full"},
             )
         return True
 
@@ -115,12 +115,12 @@ class AdmissionGate:
 
         Raises:
             LedgerUnavailable: (``ledger_unavailable``) the ledger cannot commit now.
-            PoolFull: (``pool_full``) at the bound; ``details`` has ``depth``, ``bound``
+            AdmissionFull: (``admission_full``) at the bound; ``details`` has ``depth``, ``bound``
                 and ``retry_after``.
         """
         self.check_ledger()
         if self.full(depth):
-            raise PoolFull(
+            raise AdmissionFull(
                 f"{depth} runs in flight (bound {self.bound})",
                 depth=depth,
                 bound=self.bound,
@@ -144,7 +144,7 @@ class AdmissionGate:
                 "admission resumed: %d runs in flight (bound %d)",
                 depth,
                 self.bound,
-                extra={"depth": depth, "bound": self.bound, "reason": "pool_full"},
+                extra={"depth": depth, "bound": self.bound, "reason": "admission_full"},
             )
 
     def ledger_health(self, error: LedgerUnavailable | None) -> None:

@@ -20,7 +20,7 @@ import secrets
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ...errors import InvalidCommand, PoolFull, RequestConflict, UnsupportedOperation
+from ...errors import AdmissionFull, InvalidCommand, RequestConflict, UnsupportedOperation
 from .._checks import check_text
 from .._types import Receipt, canonical_json
 from ._decided import Admission
@@ -141,7 +141,7 @@ class Intake:
         actor: str | None,
         retry_after: float,
     ) -> Receipt:
-        """A ``pool_full`` receipt for a valid request, deciding nothing (design §6.19)."""
+        """A ``admission_full`` receipt for a valid request, deciding nothing (design §6.19)."""
         submission = self._submission(operation, arguments, request_id, actor)
         return self._refusal(submission.request_id, self._runs.depth, retry_after)
 
@@ -170,7 +170,7 @@ class Intake:
             snapshot_id=None,
             revision=self._revision,
             event_cursor=self._journal.head,
-            code=PoolFull.code,
+            code=AdmissionFull.code,
             retryable=True,
             depth=depth,
             bound=self._gate.bound,

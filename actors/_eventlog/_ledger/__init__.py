@@ -91,7 +91,7 @@ class Ledger(Protocol):
 
         Raises:
             LedgerCorrupt: (``ledger_corrupt``) the ledger is damaged; nothing was written.
-            LedgerVersionError: (``ledger_version_unsupported``) a schema we cannot open.
+            LedgerVersionUnsupported: (``ledger_version_unsupported``) a schema we cannot open.
             LedgerError: (``ledger_error``) not a ledger, or the storage failed.
         """
         ...

@@ -521,7 +521,7 @@ class SQLiteLedger:
         Raises:
             LedgerCorrupt: (``ledger_corrupt``) the file, its write-ahead log or a row is
                 damaged, or the log is missing or foreign; nothing was written.
-            LedgerVersionError: (``ledger_version_unsupported``) a schema we cannot open.
+            LedgerVersionUnsupported: (``ledger_version_unsupported``) a schema we cannot open.
             LedgerError: (``ledger_error``) not a ledger, or SQLite failed.
         """
         return await self._reads.call(self._open_sync, keep_requests, keep_events)

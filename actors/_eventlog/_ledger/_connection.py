@@ -68,7 +68,7 @@ def open_connection(
         session marker (``open TOKEN``) every commit writes, and the inspection.
 
     Raises:
-        LedgerCorrupt, LedgerVersionError, LedgerError: as :meth:`Ledger.open`.
+        LedgerCorrupt, LedgerVersionUnsupported, LedgerError: as :meth:`Ledger.open`.
     """
     inspection = inspect_ledger(path, keep_requests=keep_requests, keep_events=keep_events)
     if inspection is None:

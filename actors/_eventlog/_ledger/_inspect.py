@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ...errors import LedgerCorrupt, LedgerError, LedgerVersionError
+from ...errors import LedgerCorrupt, LedgerError, LedgerVersionUnsupported
 from ._rows import DECODERS, RowCheck, decode_request, decode_revision, decode_run, table_checks
 from ._schema import APPLICATION_ID, SCHEMA_VERSION, TABLE_COLUMNS, run_columns
 from ._wal import WalReport, check_wal
@@ -104,7 +104,7 @@ def inspect_ledger(path: str, *, keep_requests: int, keep_events: int | None) ->
     Raises:
         LedgerCorrupt: (``ledger_corrupt``) see the module docstring; ``details`` name
             ``table``, ``key`` and ``column`` for a bad row, ``frame`` for the log.
-        LedgerVersionError: (``ledger_version_unsupported``) a schema we cannot open.
+        LedgerVersionUnsupported: (``ledger_version_unsupported``) a schema we cannot open.
         LedgerError: (``ledger_error``) unreadable, or a SQLite file that is not a ledger.
     """
     wal = path + "-wal"
@@ -246,14 +246,14 @@ def _check_schema(path: str, conn: sqlite3.Connection, has_wal: bool) -> int:
             f" {_UNTOUCHED}"
         )
     if version > SCHEMA_VERSION:
-        raise LedgerVersionError(
+        raise LedgerVersionUnsupported(
             f"ledger {path!r} has schema version {version}, newer than the supported"
             f" {SCHEMA_VERSION}; upgrade trio-actors. The file was left untouched",
             version=version,
             supported=SCHEMA_VERSION,
         )
     if version not in TABLE_COLUMNS:
-        raise LedgerVersionError(
+        raise LedgerVersionUnsupported(
             f"ledger {path!r} has schema version {version}, older than the supported"
             f" {SCHEMA_VERSION}, and there is no migration; {_UNTOUCHED}",
             version=version,

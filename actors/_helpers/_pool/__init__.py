@@ -16,8 +16,8 @@ from ._handle import RefSource as RefSource
 from ._open import open_helper_pool as open_helper_pool
 from ._pool import HelperPool as HelperPool
 from ._requests import CancelJob as CancelJob
+from ._requests import GetPoolStatistics as GetPoolStatistics
 from ._requests import GetSnapshot as GetSnapshot
-from ._requests import GetStatistics as GetStatistics
 from ._requests import RestartPool as RestartPool
 from ._requests import RetireIdle as RetireIdle
 from ._requests import RunJob as RunJob
@@ -25,7 +25,7 @@ from ._requests import RunJob as RunJob
 __all__ = [
     "CancelJob",
     "GetSnapshot",
-    "GetStatistics",
+    "GetPoolStatistics",
     "HelperPool",
     "PoolActor",
     "PoolConfig",

@@ -51,8 +51,8 @@ from ._requests import (
     POOL_REQUESTS,
     CancelJob,
     GetLease,
+    GetPoolStatistics,
     GetSnapshot,
-    GetStatistics,
     RestartPool,
     RetireIdle,
     RunJob,
@@ -176,8 +176,8 @@ class PoolActor(Actor):
         ``run`` returns, no helper process and no zombie remains.
 
         Raises:
-            HelperStartupError: (code ``helper_startup_failed``) an eager helper did
-                not start; ``HelperExitedError`` (code ``helper_exited``) likewise.
+            HelperStartupFailed: (code ``helper_startup_failed``) an eager helper did
+                not start; ``HelperExited`` (code ``helper_exited``) likewise.
             PoolFailed: (code ``pool_failed``) with ``on_failure="escalate"``: the
                 pool's restart intensity was exceeded.
             RuntimeError: this instance already ran.
@@ -271,7 +271,7 @@ class PoolActor(Actor):
     def _on_get_snapshot(self, message: GetSnapshot, reply: Reply) -> None:
         reply.send(self.pool.snapshot())
 
-    def _on_get_statistics(self, message: GetStatistics, reply: Reply) -> None:
+    def _on_get_pool_statistics(self, message: GetPoolStatistics, reply: Reply) -> None:
         reply.send(self.pool.statistics())
 
     def _on_restart_pool(self, message: RestartPool, reply: Reply) -> None:

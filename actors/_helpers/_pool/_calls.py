@@ -22,7 +22,7 @@ import trio
 
 from ..._child import CALL_OPERATION
 from ..._core import MAX_DURATION, validate_count, validate_duration
-from ...errors import FunctionRaised, HelperJobFailed
+from ...errors import FunctionRaised, JobFailed
 from ._map import ordered_map
 from ._run_sync import attempts, decode_reply, encode_call, map_job_error
 
@@ -79,7 +79,7 @@ async def _attempt(
     """One attempt of a call: its result, or the error it ended with."""
     try:
         reply = await target.run_attempt(payload, deadline, stall)
-    except HelperJobFailed as exc:
+    except JobFailed as exc:
         raise map_job_error(exc, reference) from None
     try:
         return decode_reply(reply, reference)
@@ -310,7 +310,7 @@ async def pool_run_sync(
             raised; it carries the remote type, message and traceback text, and the
             original exception as ``__cause__`` when it unpickles.
         ActorError: every error of :meth:`run_job` (``DeadlineExceeded``,
-            ``ReplyTimeout``, ``HelperExitedError``, ``PoolRestarting``, ...), after the
+            ``ReplyTimeout``, ``HelperExited``, ``PoolRestarting``, ...), after the
             retries ``retry`` allows.
     """
     return await call(_OnPool(self), fn, args, kwargs, retry, deadline, stall)

@@ -169,7 +169,7 @@ class PoolHandle:
             ActorError: whatever the job failed with, as in
                 :meth:`actors.HelperPool.run_job` (``JobCancelled``,
                 ``ReplyTimeout``, ``JobStalled``, ``ForcedTermination``,
-                ``SignalFailed``, ``HelperExitedError``, ``ProtocolViolation``,
+                ``SignalFailed``, ``HelperExited``, ``ProtocolViolation``,
                 ``PoolFailed``, ``PoolRestarting``, ``PoolBusy``, ...).
         """
         kind = type(timeout)

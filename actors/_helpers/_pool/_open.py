@@ -59,9 +59,9 @@ async def open_helper_pool(
     jobs fail at once with the transient ``PoolRestarting``.
 
     Raises:
-        HelperStartupError: (code ``helper_startup_failed``) an eager spawn failed
+        HelperStartupFailed: (code ``helper_startup_failed``) an eager spawn failed
             (the helpers already started are closed).
-        HelperExitedError: (code ``helper_exited``) an eager helper exited in startup.
+        HelperExited: (code ``helper_exited``) an eager helper exited in startup.
         ValueError: a configuration field is out of range, or ``spec.containment``
             names a mode this platform does not have.
         TypeError: both ``config`` and keyword fields were given.
@@ -73,7 +73,7 @@ async def open_helper_pool(
     own_events = events is None
     # The nursery holds only reaper and stderr tasks, which never raise: a group
     # carries the body's (or the spawn's) exception. A lone one leaves bare, so that
-    # ``except HelperStartupError`` (or KeyboardInterrupt) around the ``async with`` works.
+    # ``except HelperStartupFailed`` (or KeyboardInterrupt) around the ``async with`` works.
     with unwrap_sole_exception():
         async with trio.open_nursery() as nursery:
             pool = HelperPool(spec, config, nursery, events=events)

@@ -219,20 +219,20 @@ class HelperPool:
             PoolBusy: (code ``pool_busy``) no helper free within ``acquire_timeout``.
             DeadlineExceeded: (code ``deadline_exceeded``) ``deadline`` passed; a job
                 already sent was stopped through the ladder first.
-            JobStalled: (code ``stalled``) no progress report within ``stall`` seconds.
-            JobCancelled: (code ``cancelled``) :meth:`cancel_job` cancelled it.
+            JobStalled: (code ``job_stalled``) no progress report within ``stall`` seconds.
+            JobCancelled: (code ``job_cancelled``) :meth:`cancel_job` cancelled it.
             ForcedTermination: (code ``forced_termination``) cancelled or timed out, and
                 its helper had to be SIGKILLed (``details["escalation"]``).
             SignalFailed: (code ``signal_failed``) the ladder could not signal the
                 helper (``details``: ``pid``, ``errno``); its slot stays quarantined.
             ReplyTimeout: (code ``reply_timeout``) no reply within ``timeouts.reply``.
-            HelperStartupError: (code ``helper_startup_failed``) no fresh helper ready.
-            HelperExitedError: (code ``helper_exited``) the helper exited during the job
+            HelperStartupFailed: (code ``helper_startup_failed``) no fresh helper ready.
+            HelperExited: (code ``helper_exited``) the helper exited during the job
                 (or its startup); ``details`` has ``exit_code`` and ``signal``.
             ProtocolViolation: (code ``protocol_violation``) a bad reply or progress
                 frame; the helper was killed.
             FrameTooLarge: (code ``frame_too_large``) the job or reply is over the limit.
-            HelperJobFailed: (the handler's code) the handler reported an error.
+            JobFailed: (the handler's code) the handler reported an error.
             ValueError: a running ``job_id``, a bad ``stall``, or ``operation`` not a
                 str of 1..128 characters.
             TypeError: the result is not an instance of ``expect``.
@@ -518,8 +518,8 @@ class HelperPool:
         """Start every slot's helper at once (an eager open, design §3.3).
 
         Raises:
-            HelperStartupError: (code ``helper_startup_failed``) a spawn failed; so may
-                ``HelperExitedError`` (code ``helper_exited``).
+            HelperStartupFailed: (code ``helper_startup_failed``) a spawn failed; so may
+                ``HelperExited`` (code ``helper_exited``).
         """
         await self._spawner.spawn(list(self._slots))
 
@@ -534,8 +534,8 @@ class HelperPool:
 
         Raises:
             PoolClosed: (code ``pool_closed``) the pool is closing or closed.
-            HelperStartupError: (code ``helper_startup_failed``) an eager respawn
-                failed; so may ``HelperExitedError`` (code ``helper_exited``).
+            HelperStartupFailed: (code ``helper_startup_failed``) an eager respawn
+                failed; so may ``HelperExited`` (code ``helper_exited``).
         """
         if self._closing or self._retiring:
             raise PoolClosed("the helper pool is closing or closed")

@@ -36,7 +36,7 @@ __all__ = [
     "CancelJob",
     "GetLease",
     "GetSnapshot",
-    "GetStatistics",
+    "GetPoolStatistics",
     "PoolRequest",
     "RestartPool",
     "RetireIdle",
@@ -100,7 +100,7 @@ class GetSnapshot:
 
 
 @attrs.frozen(kw_only=True)
-class GetStatistics:
+class GetPoolStatistics:
     """Ask: the pool's counters (:class:`~actors.PoolStatistics`)."""
 
 
@@ -168,7 +168,7 @@ GET_SNAPSHOT: Final = PoolRequest(
     timeout=5.0,
 )
 GET_STATISTICS: Final = PoolRequest(
-    message=GetStatistics,
+    message=GetPoolStatistics,
     answer=PoolStatistics,
     reply="the pool's :class:`~actors.PoolStatistics`",
     client="statistics",
@@ -182,7 +182,7 @@ RESTART_POOL: Final = PoolRequest(
     timeout=30.0,
     raises=(
         "PoolClosed: (code ``pool_closed``) the pool is closing.\n"
-        "HelperStartupError: (code ``helper_startup_failed``) an eager respawn failed."
+        "HelperStartupFailed: (code ``helper_startup_failed``) an eager respawn failed."
     ),
 )
 RETIRE_IDLE: Final = PoolRequest(message=RetireIdle, answer=_NONE, reply="", client="retire_idle")

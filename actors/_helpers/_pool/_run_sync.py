@@ -44,7 +44,7 @@ from ...errors import (
     ActorError,
     FunctionNotImportable,
     FunctionRaised,
-    HelperJobFailed,
+    JobFailed,
     NotPicklable,
 )
 
@@ -280,7 +280,7 @@ def decode_reply(reply: Any, reference: str) -> Any:
     raise error from cause
 
 
-def map_job_error(exc: HelperJobFailed, reference: str) -> ActorError:
+def map_job_error(exc: JobFailed, reference: str) -> ActorError:
     """The error of the call machinery's own failures in the helper (design §3.14)."""
     code = exc.code
     if code == "function_not_importable":

@@ -17,9 +17,9 @@ from ...errors import (
     ErrorRecord,
     ForcedTermination,
     HelperError,
-    HelperExitedError,
-    HelperJobFailed,
+    HelperExited,
     JobCancelled,
+    JobFailed,
     JobStalled,
     ReplyTimeout,
     SignalFailed,
@@ -53,7 +53,7 @@ def exited_error(
     state: str,
     stderr: str | None = None,
     escaped: Sequence[int] = (),
-) -> HelperExitedError:
+) -> HelperExited:
     """The helper exited (or closed its pipe) during ``what`` (design §3.3, §3.7).
 
     ``details`` has ``exit_code`` and ``signal``; ``escaped`` (pids of its tree that
@@ -76,7 +76,7 @@ def exited_error(
         last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "")
         if last:
             message += f"; stderr: {last[:400]}"
-    return HelperExitedError(message, **details)
+    return HelperExited(message, **details)
 
 
 def stopped_error(
@@ -146,4 +146,4 @@ def answer_error(label: str, reply: Envelope) -> HelperError:
     if reply.status == "cancelled":
         return JobCancelled(f"{label}: job {reply.generation} was cancelled", **where)
     assert reply.error is not None
-    return HelperJobFailed(ErrorRecord(**reply.error), **where)  # type: ignore[arg-type]  # validated by attrs
+    return JobFailed(ErrorRecord(**reply.error), **where)  # type: ignore[arg-type]  # validated by attrs

@@ -255,12 +255,12 @@ class HelperProcess:
                 helper.
 
         Raises:
-            HelperStartupError: (code ``helper_startup_failed``) the program could not
+            HelperStartupFailed: (code ``helper_startup_failed``) the program could not
                 be executed, no *ready* came within ``timeouts.startup`` seconds, the
                 first frame was not a good *ready*, or the entry's ``on_startup``
                 failed (then ``details["record"]`` has its error record). The child
                 was killed. ``details["reason"]`` says which.
-            HelperExitedError: (code ``helper_exited``) the child exited during
+            HelperExited: (code ``helper_exited``) the child exited during
                 startup; ``details`` has ``exit_code``, ``signal`` and ``stderr`` (the
                 last 4 KiB it wrote).
         """
@@ -305,15 +305,15 @@ class HelperProcess:
             :meth:`cancel` runs the same ladder but ends the job with ``JobCancelled``.
 
         Raises:
-            HelperJobFailed: (the remote record's code) the handler failed; the helper
+            JobFailed: (the remote record's code) the handler failed; the helper
                 is still usable.
-            JobCancelled: (code ``cancelled``) :meth:`cancel` cancelled the job and the
+            JobCancelled: (code ``job_cancelled``) :meth:`cancel` cancelled the job and the
                 helper stopped without SIGKILL (``details["escalation"]``), or the
                 helper answered ``cancelled`` without being asked.
             ReplyTimeout: (code ``reply_timeout``) no reply within ``timeouts.reply``
                 seconds; the helper was stopped (cooperatively or by SIGTERM) and
                 retired. A later reply is never accepted.
-            JobStalled: (code ``stalled``) no progress report within ``stall`` seconds;
+            JobStalled: (code ``job_stalled``) no progress report within ``stall`` seconds;
                 the helper was stopped through the ladder.
             DeadlineExceeded: (code ``deadline_exceeded``) ``deadline`` passed; the
                 helper was stopped through the ladder.
@@ -331,7 +331,7 @@ class HelperProcess:
                 bytes (then nothing was sent and the helper is still usable).
             ProtocolError: (code ``protocol_error``) ``payload`` is not
                 JSON-compatible; nothing was sent.
-            HelperExitedError: (code ``helper_exited``) the helper exited or closed its
+            HelperExited: (code ``helper_exited``) the helper exited or closed its
                 pipe; ``details`` has ``exit_code``, ``signal`` and ``escaped``.
             ValueError: ``operation`` is not a str of 1..128 characters; nothing was sent.
         """

@@ -25,7 +25,7 @@ from ._outcomes import exit_details, exited_error
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ...errors import HelperExitedError
+    from ...errors import HelperExited
     from ._containment import ProcessTree
     from ._spec import HelperTimeouts
     from ._stderr import StderrTail
@@ -89,7 +89,7 @@ class Reaper:
         # :meth:`abandon` cancels it (a quarantined process we finally give up on).
         self._scope = trio.CancelScope(shield=True)
 
-    def exited_error(self, what: str, stderr: str | None = None) -> HelperExitedError:
+    def exited_error(self, what: str, stderr: str | None = None) -> HelperExited:
         """The error of the helper's exit during ``what`` (design §3.3, §3.7): its exit
         code, its escaped pids and, when given, ``stderr`` (the tail it wrote)."""
         helper = self._helper

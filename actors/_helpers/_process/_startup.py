@@ -24,7 +24,7 @@ from protocol.envelope import decode_fenced, encode_fields
 from protocol.framing import DEFAULT_MAX_REQUEST
 
 from ..._core import HelperEvent
-from ...errors import HelperStartupError, ProtocolError
+from ...errors import HelperStartupFailed, ProtocolError
 from ._pipe import HelperPipe, PipeGone
 from ._stderr import StderrTail
 
@@ -188,8 +188,8 @@ class Startup:
                 with trio.CancelScope(shield=True):
                     await self._ladder.escalate(sigterm_first=False)
 
-    def _failed(self, message: str, **details: Any) -> HelperStartupError:
-        error = HelperStartupError(f"{self._helper.label}: {message}", **details)
+    def _failed(self, message: str, **details: Any) -> HelperStartupFailed:
+        error = HelperStartupFailed(f"{self._helper.label}: {message}", **details)
         self._emit("startup_failed", message, **{k: v for k, v in details.items() if k != "record"})
         return error
 

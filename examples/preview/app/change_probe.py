@@ -87,7 +87,7 @@ class ChangeProbe:
         event-log runs. Returns the new runs.
 
         Raises:
-            ActorError: a ``list_runs`` helper job failed (e.g. ``SourceError``).
+            ActorError: a ``list_runs`` helper job failed (e.g. ``SourceUnreadable``).
         """
         runs: list[dict[str, Any]] = []
         cursor: int | None = self._table.newest_run_id()

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from actors import Produced, Progressive
-from actors.errors import SourceError, WorkCancelled
+from actors.errors import SourceUnreadable, WorkCancelled
 
 from ..child.draw import png_of
 from ..child.drawing.png import check_png
@@ -92,11 +92,11 @@ class ClaimRunner:
         Raises:
             WorkCancelled: (``work_cancelled``) a client cancelled the run (see
                 :meth:`halt`).
-            SourceError: (``source_unreadable``) the helper's answer has no observation
+            SourceUnreadable: (``source_unreadable``) the helper's answer has no observation
                 or no PNG of the kind.
             PayloadInvalid: (``payload_invalid``) the helper's PNG has no valid header.
             ActorError: the helper job (the read or the drawing) failed (classified,
-                design §1.5; e.g. ``HelperJobFailed`` with code ``render_failed``).
+                design §1.5; e.g. ``JobFailed`` with code ``render_failed``).
         """
         claim = job.claim
         record = self._table.runs.get(claim.run_id)
@@ -135,7 +135,7 @@ class ClaimRunner:
                        "revision": revision if isinstance(revision, str) else None}  # fmt: skip
             png = png_of(await self._helpers.run_job("draw", payload), claim.kind)
             if png is None:
-                raise SourceError(f"run {claim.run_id}: the helper drew no {claim.kind}")
+                raise SourceUnreadable(f"run {claim.run_id}: the helper drew no {claim.kind}")
         check_png(png)  # as the renderer checks its drawings: nothing invalid is published
         return Produced(png, at=trio.current_time())
 
@@ -143,7 +143,7 @@ class ClaimRunner:
         payload = {"run_id": run_id, "draw": [_DRAWN_WITH_READ]}
         observation = await self._helpers.run_job("read_run", payload)
         if not isinstance(observation, dict):
-            raise SourceError(f"run {run_id}: the helper returned no observation")
+            raise SourceUnreadable(f"run {run_id}: the helper returned no observation")
         return observation
 
     def _stalled(self, record: RunRecord) -> bool:

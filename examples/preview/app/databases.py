@@ -62,7 +62,7 @@ import attrs
 import trio
 
 from actors import open_runtime
-from actors.errors import InvalidCommand, SourceError, SourceNotReady, UnknownMessageType
+from actors.errors import InvalidCommand, SourceNotReady, SourceUnreadable, UnknownType
 from protocol import messages
 
 from ...web.api import BUILTIN_HANDLERS
@@ -91,7 +91,7 @@ _HEADER_BYTES = 100
 LOGGER = logging.getLogger("examples.preview")
 #: ``conn.data`` key of the id of the database a connection uses.
 _CURRENT = "preview_db"
-#: Why a file is not served, by :class:`~actors.errors.SourceError` reason: what
+#: Why a file is not served, by :class:`~actors.errors.SourceUnreadable` reason: what
 #: clients are told (never the path).
 _WHY = {
     "missing": "the file is gone",
@@ -260,7 +260,7 @@ class Databases:
         before = entry.info()
         try:
             stamp, identity = await self._check_in_thread(entry.path)
-        except (SourceError, trio.TooSlowError) as exc:
+        except (SourceUnreadable, trio.TooSlowError) as exc:
             entry.fail(self._why(exc))
         else:
             entry.stamp = stamp
@@ -279,7 +279,7 @@ class Databases:
         was = entry.identity.get("source_id")
         try:
             stamp, identity = await self._check_in_thread(entry.path)
-        except (SourceError, trio.TooSlowError) as exc:
+        except (SourceUnreadable, trio.TooSlowError) as exc:
             entry.stop()
             entry.fail(self._why(exc))
             entry.stamp = None
@@ -303,7 +303,7 @@ class Databases:
         """:func:`_check_file` in a thread, within the scan timeout.
 
         Raises:
-            SourceError: as :func:`_check_file`; any other failure of the check too
+            SourceUnreadable: as :func:`_check_file`; any other failure of the check too
                 (reason ``check_failed``, logged with its traceback as
                 ``event=database_check_failed``): one odd file never stops the watch.
             trio.TooSlowError: it took longer.
@@ -311,7 +311,7 @@ class Databases:
         with trio.fail_after(self._scan_timeout):
             try:
                 return await trio.to_thread.run_sync(_check_file, path, abandon_on_cancel=True)
-            except SourceError:
+            except SourceUnreadable:
                 raise
             except Exception as exc:  # one odd file never stops the watch, nor the server
                 LOGGER.error(
@@ -319,14 +319,14 @@ class Databases:
                     extra={"event": "database_check_failed", "database": display_name(path),
                            "error": type(exc).__name__},
                 )  # fmt: skip
-                raise SourceError(
+                raise SourceUnreadable(
                     f"checking it failed ({type(exc).__name__})", reason="check_failed"
                 ) from None
 
-    def _why(self, exc: SourceError | trio.TooSlowError) -> str:
-        """Why a check failed, in words for clients (a SourceError's message names the
+    def _why(self, exc: SourceUnreadable | trio.TooSlowError) -> str:
+        """Why a check failed, in words for clients (a SourceUnreadable's message names the
         path)."""
-        if isinstance(exc, SourceError):
+        if isinstance(exc, SourceUnreadable):
             return _WHY.get(str(exc.details.get("reason")), "unreadable")
         return f"checking it took over {self._scan_timeout:g} s"
 
@@ -363,7 +363,7 @@ class Databases:
         if entry.state == "starting":
             raise SourceNotReady(f"database {entry.db!r} is still starting; try again")
         if entry.state == "error":
-            raise SourceError(f"database {entry.db!r}: {entry.error}", fields=["db"])
+            raise SourceUnreadable(f"database {entry.db!r}: {entry.error}", fields=["db"])
 
     async def _serve(self, entry: DatabaseEntry, eventlog: EventLogClient) -> None:
         try:
@@ -405,12 +405,12 @@ class Databases:
             app = entry.app
             if app is None and self.primary.app is not None and tag in self.primary.app.handlers:
                 why = entry.error or "not started; use_database starts it"
-                raise SourceError(f"database {entry.db!r} is not served: {why}")
+                raise SourceUnreadable(f"database {entry.db!r} is not served: {why}")
             own = None if app is None else app.handlers.get(tag)
             if own is None:
                 own = BUILTIN_HANDLERS.get(tag)
             if own is None:
-                raise UnknownMessageType(
+                raise UnknownType(
                     f"this server does not serve {tag!r} requests", fields=["$.type"], type=tag
                 )
             return await own(conn, request)
@@ -444,7 +444,7 @@ class Databases:
 
         Raises:
             InvalidCommand: (``invalid_command``) no database has that id.
-            SourceError: (``source_unreadable``) the database is in error.
+            SourceUnreadable: (``source_unreadable``) the database is in error.
             SourceNotReady: (``source_not_ready``) it is still starting; retry.
         """
         entry = self.entries.get(request.db)

@@ -8,7 +8,7 @@ when the run is registered and whenever its data changes after the last one fini
 ``job_started``, ``job_progress`` and ``job_finished`` with the verdict of the settled
 revision (:func:`~examples.preview.app.runs.verdict_of`) and a short metadata result
 (:func:`~examples.preview.app.runs.finish_result`). A run the event log refuses
-(``pool_full``) is opened again after the next change probe.
+(``admission_full``) is opened again after the next change probe.
 
 At startup the runs that a previous session left in the ledger are discarded (they are
 opened afresh); at shutdown the open ones are cancelled (:meth:`EventLogRuns.cancel_open`)

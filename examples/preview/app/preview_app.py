@@ -4,7 +4,7 @@
 QCoDeS database. It is the part of :mod:`examples.preview.server` that needs no
 websocket, so tests drive it directly::
 
-    identity = open_database("qcodes.db")             # SourceError if unusable
+    identity = open_database("qcodes.db")             # SourceUnreadable if unusable
     app = PreviewApp(PreviewConfig(db="qcodes.db"), identity)
     async with open_runtime(app.runtime_config()) as runtime, app.running(runtime):
         app.handlers            # select / visible / list_runs / submit for a front door
@@ -102,7 +102,7 @@ from actors import (
 )
 
 from ..child.drawing.image_kinds import RENDERER_VERSION
-from ..child.qcodes.errors import SourceError
+from ..child.qcodes.errors import SourceUnreadable
 from ..child.qcodes.source import open_source
 from .change_probe import ChangeProbe
 from .claim_runner import ClaimRunner
@@ -168,14 +168,14 @@ def open_database(path: str | os.PathLike[str]) -> dict[str, Any]:
         ``path``, ``size_bytes``, ``run_count``, ``user_version``, ``source_id``.
 
     Raises:
-        SourceError: (code ``source_unreadable``) missing, not SQLite, or no QCoDeS
+        SourceUnreadable: (code ``source_unreadable``) missing, not SQLite, or no QCoDeS
             ``runs`` table; or its absolute path is not UTF-8 (reason ``path_not_utf8``:
             the helpers get it in JSON, design §3.9); ``details["reason"]`` says which.
     """
     try:
         os.fsencode(os.path.realpath(path)).decode("utf-8")  # what the helpers open
     except UnicodeDecodeError:
-        raise SourceError(
+        raise SourceUnreadable(
             "the database's path is not UTF-8 (rename it)",
             path=os.fsencode(path).decode("utf-8", "replace"),
             reason="path_not_utf8",
@@ -308,7 +308,7 @@ class PreviewApp:
         tasks (the runtime is the caller's).
 
         Raises:
-            ActorError: the run list could not be read (e.g. ``SourceError``).
+            ActorError: the run list could not be read (e.g. ``SourceUnreadable``).
         """
         parts = self._build(runtime, eventlog)
         async with trio.open_nursery() as nursery:

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from actors import CancelRender, Render
-from actors.errors import ActorError, InvalidCommand, SourceError
+from actors.errors import ActorError, InvalidCommand, SourceUnreadable
 from protocol import messages
 
 from ..child.drawing.image_kinds import KINDS, MIME
@@ -143,7 +143,7 @@ class RunViews:
         self._table.check([request.run_id])
         found = await self._helpers.run_job("run_details", {"run_id": request.run_id})
         if not isinstance(found, dict):
-            raise SourceError(f"run {request.run_id}: the helper returned no details")
+            raise SourceUnreadable(f"run {request.run_id}: the helper returned no details")
         LOGGER.info(
             "run %d: details sent", request.run_id,
             extra={"run_id": request.run_id, "snapshot_bytes": found.get("snapshot_bytes")},
@@ -165,7 +165,7 @@ class RunViews:
             payload["slice"] = request.slice
         observation = await self._helpers.run_job("read_run", payload)
         if not isinstance(observation, dict):
-            raise SourceError(f"run {request.run_id}: the helper returned no observation")
+            raise SourceUnreadable(f"run {request.run_id}: the helper returned no observation")
         chosen = _slice_of(observation)
         if request.slice is not None:
             count = int(chosen["count"]) if chosen else 0
@@ -338,7 +338,7 @@ class DataView:
         try:
             reply = data_reply(request.request_id, found)
         except (KeyError, TypeError, ValueError) as exc:
-            raise SourceError(
+            raise SourceUnreadable(
                 f"run {request.run_id}: the helper's data does not check: {exc}"[:500]
             ) from None
         LOGGER.info(

@@ -2,7 +2,7 @@
 
 Runs inside a helper child: it imports the standard library, numpy,
 :mod:`actors.helper` and the QCoDeS reader, never trio (nor attrs or cattrs; the child
-bootstrap of ``actors._helpers._spec`` loads ``actors.helper`` without the packages'
+bootstrap of ``actors._helpers._process._spec`` loads ``actors.helper`` without the packages'
 ``__init__``). The parent names it::
 
     HelperSpec(entry="examples.preview.child.helper:main", options={"db": "/path/qcodes.db"},
@@ -12,7 +12,7 @@ Startup opens the database read-only (:func:`examples.preview.child.qcodes.sourc
 answers *ready* with its identity: ``path``, ``size_bytes``, ``run_count``,
 ``user_version`` and ``source_id``. A missing, non-SQLite or non-QCoDeS file fails the
 startup with code ``source_unreadable`` (the parent's spawn raises
-``HelperStartupError`` carrying that record).
+``HelperStartupFailed`` carrying that record).
 
 Operations (payload → result, all JSON):
 
@@ -153,7 +153,7 @@ class PreviewHandlers:
         """Open ``options["db"]`` read-only; return its identity for the *ready* frame.
 
         Raises:
-            SourceError: (code ``source_unreadable``) see :func:`open_source`.
+            SourceUnreadable: (code ``source_unreadable``) see :func:`open_source`.
             JobError: (code ``invalid_command``) ``db`` is missing or not a string;
                 (code ``source_unreadable``) SQLite failed reading the file.
         """

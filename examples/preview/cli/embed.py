@@ -31,7 +31,7 @@ from actors import (
     SchedulerJob,
     SetPriority,
     Settled,
-    SourceError,
+    SourceUnreadable,
     open_runtime,
 )
 
@@ -58,7 +58,7 @@ def list_runs(db: Path) -> list[RunInfo]:
     """The runs of ``db`` in table order (blocking; call it before the event loop).
 
     Raises:
-        SourceError: (code ``source_unreadable``) missing file, not SQLite, not QCoDeS.
+        SourceUnreadable: (code ``source_unreadable``) missing file, not SQLite, not QCoDeS.
     """
     table = RunTable()  # gives runs without a GUID, or sharing one, their own
     with open_source(db) as source:
@@ -109,7 +109,7 @@ def cli(argv: list[str] | None = None) -> int:
         runs = list_runs(args.db)
         args.out.mkdir(parents=True, exist_ok=True)
         trio.run(main, args.db.resolve(), runs, args.out, args.select)
-    except SourceError as exc:
+    except SourceUnreadable as exc:
         print(f"embed: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -98,7 +98,7 @@ def render(
 
     Raises:
         ValueError: unknown ``kind`` or option, or a malformed observation (the
-            renderer actor reports it as ``RenderError``, code ``render_failed``).
+            renderer actor reports it as ``RenderFailed``, code ``render_failed``).
     """
     image, report = render_with_report(observation, kind, options, check_cancel)
     if check_cancel is not None:

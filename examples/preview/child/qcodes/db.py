@@ -13,7 +13,7 @@ import sqlite3
 import urllib.parse
 from pathlib import Path
 
-from .errors import SourceError
+from .errors import SourceUnreadable
 
 __all__ = ["ReadTransaction", "connect", "quote_name", "validate_schema"]
 
@@ -49,12 +49,12 @@ def connect(path: Path) -> sqlite3.Connection:
     Text columns are decoded as UTF-8 with U+FFFD for bytes that are not UTF-8.
 
     Raises:
-        SourceError: (code ``source_unreadable``) ``details["reason"]`` is ``missing``,
+        SourceUnreadable: (code ``source_unreadable``) ``details["reason"]`` is ``missing``,
             ``not_a_file``, ``not_sqlite`` or ``unreadable``.
     """
 
-    def fail(reason: str, message: str) -> SourceError:
-        return SourceError(f"{message}: {path}", path=str(path), reason=reason)
+    def fail(reason: str, message: str) -> SourceUnreadable:
+        return SourceUnreadable(f"{message}: {path}", path=str(path), reason=reason)
 
     if not path.exists():
         raise fail("missing", "database file not found")
@@ -109,23 +109,23 @@ def validate_schema(conn: sqlite3.Connection, path: Path) -> frozenset[str]:
     """Check for the QCoDeS ``runs`` table; return its column names.
 
     Raises:
-        SourceError: (code ``source_unreadable``) reason ``not_qcodes`` or ``not_sqlite``.
+        SourceUnreadable: (code ``source_unreadable``) reason ``not_qcodes`` or ``not_sqlite``.
     """
     try:
         columns = frozenset(row[1] for row in conn.execute("PRAGMA table_info(runs)"))
     except sqlite3.DatabaseError as exc:
-        raise SourceError(
+        raise SourceUnreadable(
             f"not an SQLite database ({exc}): {path}", path=str(path), reason="not_sqlite"
         ) from exc
     if not columns:
-        raise SourceError(
+        raise SourceUnreadable(
             f"not a QCoDeS database (it has no 'runs' table): {path}",
             path=str(path),
             reason="not_qcodes",
         )
     missing = [c for c in _REQUIRED_RUN_COLUMNS if c not in columns]
     if missing:
-        raise SourceError(
+        raise SourceUnreadable(
             f"not a QCoDeS database ('runs' lacks {', '.join(missing)}): {path}",
             path=str(path),
             reason="not_qcodes",

@@ -1,6 +1,6 @@
 """The errors the QCoDeS reader raises, importable inside a helper child (design §3.9).
 
-They are :class:`actors.errors.SourceError` and :class:`actors.errors.UnknownRun`
+They are :class:`actors.errors.SourceUnreadable` and :class:`actors.errors.UnknownRun`
 themselves: ``actors.errors`` imports only the standard library (``ErrorRecord``, which
 needs attrs, loads on first use), so the helper child can raise them directly. The
 helper's serve loop sends ``code``/``category`` as an error record, and the parent's
@@ -9,6 +9,6 @@ helper's serve loop sends ``code``/``category`` as an error record, and the pare
 
 from __future__ import annotations
 
-from actors.errors import SourceError, UnknownRun
+from actors.errors import SourceUnreadable, UnknownRun
 
-__all__ = ["SourceError", "UnknownRun"]
+__all__ = ["SourceUnreadable", "UnknownRun"]

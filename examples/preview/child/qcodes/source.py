@@ -64,7 +64,7 @@ from .cells import (
 from .db import ReadTransaction, connect, validate_schema
 from .db import quote_name as _q
 from .details import details as _details
-from .errors import SourceError, UnknownRun
+from .errors import SourceUnreadable, UnknownRun
 from .rundescription import (
     ParamInfo,
     RunDescription,
@@ -121,7 +121,7 @@ def open_source(path: str | os.PathLike[str]) -> QcodesSource:
         An open :class:`QcodesSource`; close it (or use it as a context manager).
 
     Raises:
-        SourceError: (code ``source_unreadable``) the file does not exist, is a folder,
+        SourceUnreadable: (code ``source_unreadable``) the file does not exist, is a folder,
             is not an SQLite database, or has no QCoDeS ``runs`` table. ``details`` has
             ``path`` and ``reason`` (``missing``, ``not_a_file``, ``not_sqlite``,
             ``not_qcodes``, ``unreadable``).
@@ -135,7 +135,7 @@ class QcodesSource:
     Not thread-safe: use it from one thread (the helper process's main thread).
 
     Raises:
-        SourceError: from the constructor, as :func:`open_source`.
+        SourceUnreadable: from the constructor, as :func:`open_source`.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -362,7 +362,7 @@ class QcodesSource:
 
         Raises:
             UnknownRun: (code ``unknown_run``) no run has this id.
-            SourceError: (code ``source_unreadable``) the run's description or results
+            SourceUnreadable: (code ``source_unreadable``) the run's description or results
                 table cannot be read.
         """
         from .shaping import shape_dependents  # numpy: loaded by the first read
@@ -396,7 +396,7 @@ class QcodesSource:
 
         Raises:
             UnknownRun: (code ``unknown_run``) no run has this id.
-            SourceError: (code ``source_unreadable``) as :meth:`read_run`.
+            SourceUnreadable: (code ``source_unreadable``) as :meth:`read_run`.
         """
         from .shaping import plot_series  # numpy: loaded by the first read
 
@@ -411,7 +411,7 @@ class QcodesSource:
             summary = self._summary(record)
             description, problem = self._description(record)
             if description is None:
-                raise SourceError(
+                raise SourceUnreadable(
                     f"run {run_id}: {problem}", path=str(self.path), reason="unreadable"
                 )
             check()
@@ -456,7 +456,7 @@ class QcodesSource:
         try:
             cursor = self._conn.execute(sql)
         except sqlite3.Error as exc:
-            raise SourceError(
+            raise SourceUnreadable(
                 f"cannot read {table!r} for {dep!r}: {exc}",
                 path=str(self.path),
                 reason="unreadable",
