@@ -56,6 +56,7 @@ from ._helper_errors import FunctionRaised as FunctionRaised
 from ._helper_errors import HelperError as HelperError
 from ._helper_errors import HelperExitedError as HelperExitedError
 from ._helper_errors import HelperJobFailed as HelperJobFailed
+from ._helper_errors import HelperLost as HelperLost
 from ._helper_errors import HelperStartupError as HelperStartupError
 from ._helper_errors import JobCancelled as JobCancelled
 from ._helper_errors import JobStalled as JobStalled
@@ -103,6 +104,7 @@ __all__ = [
     "HelperError",
     "HelperStartupError",
     "HelperExitedError",
+    "HelperLost",
     "ReplyTimeout",
     "ForcedTermination",
     "JobCancelled",
