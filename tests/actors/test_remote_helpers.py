@@ -95,9 +95,17 @@ def alive(pid: int) -> bool:
     return os.path.exists(f"/proc/{pid}")
 
 
-def parent_of(pid: int) -> int:
+def _stat(pid: int) -> list[str]:
     text = Path(f"/proc/{pid}/stat").read_text()
-    return int(text[text.rindex(")") + 2 :].split()[1])
+    return text[text.rindex(")") + 2 :].split()
+
+
+def parent_of(pid: int) -> int:
+    return int(_stat(pid)[1])
+
+
+def session_of(pid: int) -> int:
+    return int(_stat(pid)[3])
 
 
 async def wait_gone(pids: list[int], within: float) -> float:
@@ -153,7 +161,7 @@ async def test_every_rung_reaches_a_grandchild_that_left_the_session(
         remote = helper.ready["pid"]
         grandchild = await helper.run_job("spawn_setsid")
         assert alive(grandchild)
-        assert Path(f"/proc/{grandchild}/stat").read_text().split()[5] == str(grandchild)
+        assert session_of(grandchild) == grandchild != session_of(remote)
         with trio.move_on_after(0.2):
             await helper.run_job(handler, 30)
         assert helper.last_escalation == escalation
