@@ -90,7 +90,7 @@ class RemotePipe(HelperPipe):
     """The helper's frames over the ``ssh`` channel: sent as to a local helper, and
     received from the link's reader, which has taken the warden's frames out."""
 
-    __slots__ = ("_failure", "_inbox")
+    __slots__ = ("_failure", "_inbox", "heard")
 
     def __init__(self, stdin: FdStream, stdout: FdStream, *, max_reply: int) -> None:
         # The reader takes frames up to the larger of the reply and control limits; the
@@ -100,6 +100,9 @@ class RemotePipe(HelperPipe):
             trio.open_memory_channel[bytes](INBOX)
         )
         self._failure: ProtocolError | None = None
+        #: When bytes last came from the warden, seconds on trio's clock (a long frame
+        #: is the link alive too, before it is whole).
+        self.heard = trio.current_time()
 
     async def read_link(self) -> bytes:
         """The next frame of the channel, the warden's or the helper's (the reader's).
@@ -117,6 +120,7 @@ class RemotePipe(HelperPipe):
                 await trio.lowlevel.wait_readable(self._rfd)
             except (trio.ClosedResourceError, trio.BusyResourceError):
                 raise PipeGone from None
+            self.heard = trio.current_time()
 
     async def deliver(self, body: bytes) -> None:
         """Hand a helper frame to the job path (waits while :data:`INBOX` are unread)."""
@@ -192,7 +196,6 @@ class RemoteLink(ProcessTree):
         #: ``link_broken``, ``warden_protocol_error``), or None.
         self.gave_up: str | None = None
         self._gave_up_message = ""
-        self._heard = 0.0
         self._ended = trio.Event()
 
     # --- the command ----------------------------------------------------------------
@@ -260,9 +263,10 @@ class RemoteLink(ProcessTree):
         try:
             while True:
                 body = await pipe.read_link()
-                self._heard = trio.current_time()
                 if not is_control(body):
                     await pipe.deliver(body)
+                    # Waiting for the job path to take a frame is no silence of the link.
+                    pipe.heard = trio.current_time()
                     continue
                 try:
                     message = decode_control(body)
@@ -326,15 +330,15 @@ class RemoteLink(ProcessTree):
     async def _heartbeats(self) -> None:
         beat = self._timeouts.heartbeat
         seq = 0
+        pipe = self._pipe
+        assert pipe is not None
         while True:
             await trio.sleep(beat / 3)
             if self.started is None or self.exit is not None:
                 continue
-            if trio.current_time() - self._heard >= beat:
+            if trio.current_time() - pipe.heard >= beat:
                 self._give_up("heartbeat_lost", f"nothing came from the warden for {beat:g} s")
                 return
-            pipe = self._pipe
-            assert pipe is not None
             seq += 1
             pipe.try_control(encode_heartbeat(seq))  # a full channel: the next beat
 
@@ -415,10 +419,12 @@ class RemoteLink(ProcessTree):
 
     def exit_status(self, returncode: int | None) -> int | None:
         """The helper's exit status as ``Popen.returncode`` says it (negative: killed
-        by that signal), from the warden's ``exit``; None when unknown."""
+        by that signal), from the warden's ``exit``; ``ssh``'s own (``returncode``)
+        when no warden answered; None when unknown (the link was lost)."""
         exit_frame = self.exit
         if exit_frame is None:
-            return None
+            # ssh's own status when no warden ever spoke (a failed login); else unknown.
+            return returncode if self.hello is None else None
         if exit_frame["signal"] is not None:
             try:
                 return -int(signal.Signals[exit_frame["signal"]])
