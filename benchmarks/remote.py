@@ -5,7 +5,9 @@ fewer rounds and calls, a smoke run; quote a full run, about 30 s). It needs Ope
 ``sshd``: it starts a private one on loopback (``tests/remote_support.private_sshd``), so
 "remote" is this machine over real SSH, as in the tests.
 
-What is measured (targets in brackets), each the median over interleaved rounds:
+Everything (this process, the private sshd, the ssh clients, wardens and helpers) runs
+pinned to one CPU, as ``supervisor.py`` pins its verdict. What is measured (targets in
+brackets), each the median over interleaved rounds:
 
 * **round trip** of a trivial job (``square``: an int in, an int out) through a remote
   helper (``HelperProcess.run_job`` over ``ssh -T`` and the warden), against the same
@@ -30,9 +32,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: import the repository's packages
 sys.path.insert(0, str(ROOT / "tests"))  # remote_support: the private sshd
+sys.path.insert(0, str(ROOT / "benchmarks"))  # supervisor: the local spawn measurement
 
 import trio  # noqa: E402
 from remote_support import private_sshd  # noqa: E402
+from supervisor import _spawn_to_ready  # noqa: E402
 
 from actors import HelperSpec, HelperTimeouts  # noqa: E402
 from actors._helpers._process import HelperProcess  # noqa: E402
@@ -117,15 +121,10 @@ async def echo_round_trip(argv: list[str]) -> float:
 
 
 async def helper_spawn(spec: HelperSpec) -> float:
-    """Seconds from the spawn to *ready* of a remote helper."""
-    helper = HelperProcess(spec, TIMEOUTS)
+    """Seconds from the spawn to *ready* of a remote helper (as ``supervisor.py``
+    measures a local one)."""
     async with trio.open_nursery() as nursery:
-        start = time.perf_counter()
-        await helper.start(nursery)
-        elapsed = time.perf_counter() - start
-        await helper.shutdown()
-    helper.discard()
-    return elapsed
+        return await _spawn_to_ready(nursery, spec)
 
 
 async def bare_spawn(argv: list[str]) -> float:
@@ -171,5 +170,9 @@ async def main(server: object) -> None:
 
 if __name__ == "__main__":
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    if hasattr(os, "sched_setaffinity"):
+        # The house method (supervisor.py): this process, the sshd and everything it
+        # starts on one CPU, so both sides do the same work with the same switches.
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     with tempfile.TemporaryDirectory() as folder, private_sshd(Path(folder)) as sshd:
         trio.run(main, sshd)
