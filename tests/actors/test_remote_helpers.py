@@ -308,3 +308,36 @@ async def test_crash_cycles_leave_nothing_behind(sshd, place):
     async with trio.open_nursery() as nursery:
         for worker in range(PARALLEL):
             nursery.start_soon(cycles, CYCLES // PARALLEL + (worker < CYCLES % PARALLEL))
+
+
+# --- the spec's fields ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"host": ""}, "host"),
+        ({"host": "-oProxyCommand=x"}, "host"),
+        ({"host": "h", "port": 0}, "port"),
+        ({"host": "h", "port": True}, "port"),
+        ({"host": "h", "ssh_options": ("-v", 3)}, "ssh_options"),
+        ({"port": 22}, "need a host"),
+        ({"identity": "/k"}, "need a host"),
+    ],
+)
+def test_bad_remote_fields_are_refused_naming_the_field(fields, field):
+    with pytest.raises(ValueError, match=field):
+        HelperSpec(entry=ENTRY, **fields)
+
+
+def test_the_ssh_command_line_has_batch_mode_a_connect_timeout_and_the_spec_s_options():
+    from actors._helpers._process._remote import RemoteLink
+
+    spec = HelperSpec(
+        entry=ENTRY, host="me@lab-pc", port=2222, identity="/k", ssh_options=("-o", "A=b")
+    )
+    argv = RemoteLink(spec, HelperTimeouts(startup=2.5), "tag", lambda *a, **k: None).command()
+    assert argv[:6] == ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3"]
+    assert argv[6:13] == ["-p", "2222", "-i", "/k", "-o", "A=b", "--"]
+    assert argv[13] == "me@lab-pc"
+    assert argv[14].startswith("exec ")
