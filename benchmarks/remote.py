@@ -144,6 +144,7 @@ async def main(server: object) -> None:
         host=server.destination,
         ssh_options=options,
         cwd=str(ROOT / "benchmarks"),
+        env={"PYTHONPATH": str(ROOT)},  # the checkout, as a deployed project would be
     )
     echo_argv = server.ssh_argv(f"exec {sys.executable} -c {shlex.quote(ECHO)}")
     bare_argv = server.ssh_argv(f"exec {sys.executable} -c pass")

@@ -77,7 +77,9 @@ def remote_spec(server: SSHServer, place: Path, **fields: Any) -> HelperSpec:
         identity=fields.pop("identity", identity),
         ssh_options=options,
         cwd=str(place),
-        env={"PYTHONPATH": str(HERE)},
+        # The checkout itself first, as a deployed project would be: not the editable
+        # install's link tree, which a reinstall rebuilds while tests run.
+        env={"PYTHONPATH": os.pathsep.join((str(HERE.parents[1]), str(HERE)))},
         **fields,
     )
 
