@@ -17,6 +17,7 @@ __all__ = [
     "HelperError",
     "HelperStartupFailed",
     "HelperExited",
+    "HelperLost",
     "ReplyTimeout",
     "ForcedTermination",
     "JobCancelled",
@@ -58,6 +59,21 @@ class HelperExited(HelperError):
     """
 
     code = "helper_exited"
+
+
+class HelperLost(HelperExited):
+    """The link to a helper on another host died, so its fate is unknown (design §3.16).
+
+    Raised by the helper pool (for a job, or a start, of a helper with a ``host``) when
+    ``ssh`` ended without the warden's final ``exit`` frame, or when no frame came back
+    from the warden for ``timeouts.heartbeat`` seconds (the parent then ends ``ssh``
+    itself). Unlike :class:`HelperExited`, nobody saw the helper exit: the warden
+    kills its tree by itself once the link is gone (§3.16). Transient, like its parent
+    class: a retry policy may run the job again on a new incarnation. ``details`` has
+    ``exit_code`` and ``signal`` (None: unknown) and ``cause``.
+    """
+
+    code = "helper_lost"
 
 
 class ReplyTimeout(HelperError):

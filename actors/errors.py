@@ -55,6 +55,7 @@ from ._helper_errors import FunctionNotImportable as FunctionNotImportable
 from ._helper_errors import FunctionRaised as FunctionRaised
 from ._helper_errors import HelperError as HelperError
 from ._helper_errors import HelperExited as HelperExited
+from ._helper_errors import HelperLost as HelperLost
 from ._helper_errors import HelperStartupFailed as HelperStartupFailed
 from ._helper_errors import JobCancelled as JobCancelled
 from ._helper_errors import JobFailed as JobFailed
@@ -103,6 +104,7 @@ __all__ = [
     "HelperError",
     "HelperStartupFailed",
     "HelperExited",
+    "HelperLost",
     "ReplyTimeout",
     "ForcedTermination",
     "JobCancelled",

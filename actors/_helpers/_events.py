@@ -68,6 +68,9 @@ LEVELS: Final[Mapping[str, int]] = {
     "restart_scheduled": logging.WARNING,
     "restart_failed": logging.WARNING,
     "call_retried": logging.INFO,
+    "warden_started": logging.DEBUG,
+    "warden_signalled": logging.INFO,  # WARNING when a process could not be signalled
+    "link_lost": logging.WARNING,
 }
 #: Every kind of :class:`PoolEvent`.
 POOL_EVENT_KINDS: Final = frozenset(LEVELS)

@@ -478,6 +478,19 @@ class ProcessTree:
         left = self.members()
         return sorted({*left, *self.unidentified}), sorted(failures.items())
 
+    @property
+    def lost(self) -> bool:
+        """True if the helper's fate is unknown (a remote link died, design §3.16)."""
+        return False
+
+    def exit_status(self, returncode: int | None) -> int | None:
+        """The helper's exit status, given its leader's (the same for a local tree)."""
+        return returncode
+
+    async def wait_gone(self, pid: int) -> None:
+        """Wait until ``pid`` of the tree, which outlived the sweep, is gone."""
+        await _wait_gone(pid)
+
     def close(self) -> None:
         """Remove the cgroup (once empty; a populated one is left in place)."""
         if self._cgroup is not None:

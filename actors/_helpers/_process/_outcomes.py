@@ -18,6 +18,7 @@ from ...errors import (
     ForcedTermination,
     HelperError,
     HelperExited,
+    HelperLost,
     JobCancelled,
     JobFailed,
     JobStalled,
@@ -53,14 +54,22 @@ def exited_error(
     state: str,
     stderr: str | None = None,
     escaped: Sequence[int] = (),
+    *,
+    lost: bool = False,
 ) -> HelperExited:
     """The helper exited (or closed its pipe) during ``what`` (design §3.3, §3.7).
 
     ``details`` has ``exit_code`` and ``signal``; ``escaped`` (pids of its tree that
     outlived it, design §3.11) when there are any; and, when given, ``stderr`` (its
-    tail, at most 4 KiB), whose last line also ends the message.
+    tail, at most 4 KiB), whose last line also ends the message. ``lost``: the link
+    to a remote helper died, so nobody saw it exit: :class:`HelperLost` (§3.16).
     """
     details = exit_details(returncode)
+    if lost:
+        details["cause"] = "link_lost"
+        return HelperLost(
+            f"{what}: the link to its host was lost (the warden kills its tree)", **details
+        )
     if details["signal"]:
         how = f"killed by {details['signal']}"
     elif returncode is None:

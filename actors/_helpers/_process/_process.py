@@ -34,6 +34,7 @@ from ._ladder import Ladder
 from ._outcomes import answer_error, stopped_error
 from ._pipe import HelperPipe, PipeGone
 from ._reaper import Reaper
+from ._remote import RemoteLink
 from ._spec import HelperSnapshot
 from ._startup import Startup
 
@@ -118,8 +119,12 @@ class HelperProcess:
         self._process: trio.Process | None = None
         self._pipe: HelperPipe | None = None
         self._stderr: StderrTail | None = None
-        mode = containment or available_mode(spec.containment)
-        self._tree = ProcessTree(mode, self.session)
+        self._tree: ProcessTree
+        if spec.host is None:
+            mode = containment or available_mode(spec.containment)
+            self._tree = ProcessTree(mode, self.session)
+        else:  # on another host, through ssh and a warden (design §3.16)
+            self._tree = RemoteLink(spec, timeouts, self.session, self._emit)
         self._reaper = Reaper(
             self,
             tree=self._tree,

@@ -19,7 +19,6 @@ import trio
 from trio.lowlevel import enable_ki_protection
 
 from ..._core import HelperEvent, HelperState
-from ._containment import _wait_gone
 from ._outcomes import exit_details, exited_error
 
 if TYPE_CHECKING:
@@ -94,7 +93,14 @@ class Reaper:
         code, its escaped pids and, when given, ``stderr`` (the tail it wrote)."""
         helper = self._helper
         state = helper.state.value
-        return exited_error(f"{helper.label}: {what}", self.returncode, state, stderr, self.escaped)
+        return exited_error(
+            f"{helper.label}: {what}",
+            self.returncode,
+            state,
+            stderr,
+            self.escaped,
+            lost=self._tree.lost,
+        )
 
     def never_started(self) -> None:
         """The helper could not be spawned: it is exited at once, with nothing to reap."""
@@ -121,6 +127,7 @@ class Reaper:
             self.returncode = process.returncode
             tree.mark_reaped()
             survivors, failures = await tree.sweep(kill)
+            self.returncode = tree.exit_status(self.returncode)
             if survivors:
                 self.escaped = survivors
                 unidentified = tree.unidentified
@@ -142,7 +149,7 @@ class Reaper:
                     containment=tree.mode,
                 )
                 for pid in survivors:
-                    await _wait_gone(pid)
+                    await tree.wait_gone(pid)
         if self._scope.cancelled_caught:
             tree.close()
             return

@@ -100,6 +100,27 @@ def _check_limit(instance: object, attribute: attrs.Attribute[int], value: objec
         )
 
 
+def _check_host(instance: object, attribute: attrs.Attribute[str | None], value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not value or value.startswith("-") or value.isspace():
+        raise ValueError(f"host must be '[user@]host' or None, got {value!r}")
+
+
+def _check_port(instance: object, attribute: attrs.Attribute[int | None], value: object) -> None:
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535
+    ):
+        raise ValueError(f"port must be an int in [1, 65535] or None, got {value!r}")
+
+
+def _check_ssh_options(
+    instance: object, attribute: attrs.Attribute[tuple[str, ...]], value: object
+) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(item, str) for item in value):
+        raise ValueError(f"ssh_options must be a sequence of strings, got {value!r}")
+
+
 def _optional_tuple(value: Any) -> tuple[str, ...] | None:
     return None if value is None else tuple(value)
 
@@ -131,6 +152,11 @@ class HelperTimeouts:
     """SIGTERM → reaped, before SIGKILL (design §3.5 step 2)."""
     kill: float = duration_field(1.0, allow_zero=False)
     """SIGKILL → reaped, before quarantine (design §3.5 steps 3-4)."""
+    heartbeat: float = duration_field(10.0, allow_zero=False)
+    """A helper on another host (design §3.16): the parent sends its warden a heartbeat
+    every third of this; the warden kills the helper's tree when no frame came from the
+    parent for this long, and the parent gives the link up as lost (``helper_lost``)
+    when nothing came back from the warden for this long."""
 
     @property
     def ladder(self) -> float:
@@ -165,7 +191,9 @@ class HelperSpec:
     Raises:
         ValueError: neither or both of ``entry``/``argv``; a malformed ``entry``;
             ``options`` not JSON-compatible; an unknown ``fault``; a limit outside
-            ``[4096, 2**32-1]`` bytes; an unknown ``containment``.
+            ``[4096, 2**32-1]`` bytes; an unknown ``containment``; a ``host`` that is
+            empty or starts with ``-``; a ``port`` outside ``[1, 65535]``; ``port``,
+            ``identity`` or ``ssh_options`` without a ``host``.
     """
 
     entry: str | None = attrs.field(default=None, validator=_check_entry)
@@ -201,13 +229,31 @@ class HelperSpec:
         default="auto", validator=attrs.validators.in_(CONTAINMENT_MODES)
     )
     """How the helper's process tree is held (design §3.11): ``auto`` (the strongest
-    this platform allows), ``cgroup``, ``tree`` or ``group``."""
+    this platform allows), ``cgroup``, ``tree`` or ``group``. On another host, what
+    the warden may use there (design §3.16)."""
+    host: str | None = attrs.field(default=None, validator=_check_host)
+    """``[user@]host``: run the helper on that host, through ``ssh -T`` and a warden
+    (design §3.16); None (the default): on this machine. ``~/.ssh/config`` applies.
+    ``python`` (the default: this interpreter's path) must then name the remote
+    interpreter, which runs the warden too; ``cwd`` and ``env`` apply there;
+    ``inherit_path`` is ignored (the remote interpreter must import the project)."""
+    port: int | None = attrs.field(default=None, validator=_check_port)
+    """The remote host's SSH port (``ssh -p``); None: ssh's own choice."""
+    identity: str | None = None
+    """A private key file for ``ssh -i``; None: ssh's own choice (agent, config)."""
+    ssh_options: tuple[str, ...] = attrs.field(
+        default=(), converter=tuple, validator=_check_ssh_options
+    )
+    """More ``ssh`` arguments, placed before the destination, e.g.
+    ``("-o", "StrictHostKeyChecking=yes", "-F", "/path/config")``."""
 
     def __attrs_post_init__(self) -> None:
         if (self.entry is None) == (self.argv is None):
             raise ValueError("give exactly one of entry and argv")
         if self.argv is not None and not self.argv:
             raise ValueError("argv must not be empty")
+        if self.host is None and (self.port, self.identity, self.ssh_options) != (None, None, ()):
+            raise ValueError("port, identity and ssh_options need a host")
 
     def command(self) -> list[str]:
         """The child's argv: ``argv`` as given, or the bootstrap for ``entry``."""

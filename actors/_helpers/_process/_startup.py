@@ -26,6 +26,7 @@ from protocol.framing import DEFAULT_MAX_REQUEST
 from ..._core import HelperEvent
 from ...errors import HelperStartupFailed, ProtocolError
 from ._pipe import HelperPipe, PipeGone
+from ._remote import RemoteLink
 from ._stderr import StderrTail
 
 if TYPE_CHECKING:
@@ -136,15 +137,27 @@ class Startup:
             ) from None
         tree = self._tree
         tree.prepare()
-        env = {**os.environ, **(helper.spec.env or {}), **tree.environment()}
+        # A helper on another host (design §3.16): the local process is ssh, its env
+        # and cwd apply at the far end (in the warden's start frame).
+        remote = tree if isinstance(tree, RemoteLink) else None
+        if remote is None:
+            argv = helper.spec.command()
+            env: dict[str, str] | None = {
+                **os.environ,
+                **(helper.spec.env or {}),
+                **tree.environment(),
+            }
+            cwd = helper.spec.cwd
+        else:
+            argv, env, cwd = remote.command(), None, None
         try:
             process = await trio.lowlevel.open_process(
-                helper.spec.command(),
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=env,
-                cwd=helper.spec.cwd,
+                cwd=cwd,
                 start_new_session=True,
             )
         except OSError as exc:
@@ -156,7 +169,11 @@ class Startup:
         assert isinstance(stdin, trio.lowlevel.FdStream)
         assert isinstance(stdout, trio.lowlevel.FdStream)
         assert isinstance(stderr, trio.lowlevel.FdStream)
-        pipe = self._pipe = HelperPipe(stdin, stdout, max_reply=helper.spec.max_reply)
+        if remote is None:
+            pipe = HelperPipe(stdin, stdout, max_reply=helper.spec.max_reply)
+        else:
+            pipe = remote.open_pipe(process, stdin, stdout)
+        self._pipe = pipe
         tail = self._tail = StderrTail(
             stderr,
             {
@@ -179,6 +196,8 @@ class Startup:
         )
         nursery.start_soon(self._reaper.run, process, tail)
         nursery.start_soon(tail.run)
+        if remote is not None:
+            nursery.start_soon(remote.run)
         done = False
         try:
             await self._handshake(frame)
@@ -201,6 +220,9 @@ class Startup:
         assert tail is not None
         try:
             with trio.move_on_after(self._startup) as deadline:
+                if isinstance(self._tree, RemoteLink):
+                    # The warden's start first; it reads the startup frame after it.
+                    await pipe.send(self._tree.start_frame())
                 await pipe.send(frame)
                 ready = decode_fenced(
                     await pipe.receive(),
@@ -211,6 +233,14 @@ class Startup:
                 )
         except PipeGone:
             await self._ladder.wait_exit_after_eof()
+            failure = (
+                self._tree.startup_failure(tail.tail())
+                if isinstance(self._tree, RemoteLink)
+                else None
+            )
+            if failure is not None:
+                reason, message = failure
+                raise self._failed(message, reason=reason, stderr=tail.tail()) from None
             # With the last 4 KiB of its stderr: it died before ready (design §3.3).
             error = self._reaper.exited_error("exited during startup", tail.tail())
             self._emit(

@@ -1,0 +1,462 @@
+"""A helper on another host: the ``ssh`` link to its warden, parent side (design §3.16).
+
+For a spec with a ``host``, the helper's "process" on this machine is the local ``ssh``
+client; at the far end a warden (``actors/_remote/_warden.py``) runs the helper. A
+:class:`RemoteLink` takes the place of the local :class:`ProcessTree` (its containment):
+
+* it builds the ``ssh`` command line and the warden's ``start`` frame, which is sent
+  right after the spawn, before the helper's startup frame (no extra round trip);
+* its reader task splits the channel: control frames are handled here (``hello``,
+  ``started``, ``refused``, ``signalled``, ``heartbeat``, ``violation``, ``exit``), the
+  helper's frames go to the job path through :class:`RemotePipe`, verbatim;
+* it sends a heartbeat every third of ``timeouts.heartbeat`` and gives the link up as
+  lost when nothing came back for ``timeouts.heartbeat`` seconds: it then ends ``ssh``
+  itself (the warden, whose stdin ends, kills the tree by itself);
+* the ladder's signals become ``signal`` frames, executed by the warden on the helper's
+  whole remote tree; where no frame can be sent (before ``started``, or a frame cut in
+  two on the channel) the link itself is ended, which makes the warden kill the tree;
+* the helper counts as reaped once ``ssh`` exited and the warden's ``exit`` said its
+  tree is empty; what the warden found left is reported as escaped; an ``ssh`` that
+  ended without ``exit`` makes the helper *lost* (:class:`~actors.errors.HelperLost`).
+
+A failed start says why (:meth:`RemoteLink.startup_failure`): ``ssh``'s own failures
+(``host_unreachable``, ``auth_refused``, ``host_key_rejected``, ``python_missing``,
+``ssh_failed``), the warden's refusal (``exec_failed``, ``version_mismatch``, ...), a
+warden of another version, or a remote interpreter that cannot import the project
+(``project_missing``), each with the tail of ``ssh``'s stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+from protocol.errors import FrameTooLarge, ProtocolError, ProtocolViolation
+from protocol.warden import (
+    WARDEN_EXIT_REFUSED,
+    decode_control,
+    encode_heartbeat,
+    encode_signal,
+    encode_start,
+    is_control,
+)
+
+from ..._remote import classify_ssh_failure, remote_command, ssh_argv
+from ._containment import ProcessTree
+from ._pipe import HelperPipe, PipeGone
+from ._spec import BOOTSTRAP
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from trio.lowlevel import FdStream
+
+    from ._spec import HelperSpec, HelperTimeouts
+
+__all__ = ["PROJECT_MISSING", "REMOTE_BOOTSTRAP", "RemoteLink", "RemotePipe"]
+
+#: Exit status of a remote helper whose interpreter cannot import the project.
+PROJECT_MISSING: Final = 78
+#: Helper frames the reader holds for the job path before it stops reading the link.
+INBOX: Final = 16
+#: Largest control frame the parent accepts from the warden, in bytes.
+_CONTROL_LIMIT: Final = 1024 * 1024
+#: Writes of at most this many bytes to a pipe are atomic (POSIX ``PIPE_BUF``).
+_PIPE_BUF: Final = 512
+
+#: The program a Python-entry helper runs on another host: it finds the project's
+#: ``actors`` and ``protocol`` packages where the remote interpreter imports them from
+#: (without running their ``__init__``), then goes on as :data:`BOOTSTRAP`.
+REMOTE_BOOTSTRAP: Final = (
+    f"""\
+import sys
+from importlib.util import find_spec
+found = [find_spec(name) for name in ("actors", "protocol")]
+if None in found:
+    sys.stderr.write("trio-actors is not importable by " + sys.executable + " on this host\\n")
+    raise SystemExit({PROJECT_MISSING})
+sys.argv[2:4] = [spec.submodule_search_locations[0] for spec in found]
+"""
+    + BOOTSTRAP
+)
+
+
+class RemotePipe(HelperPipe):
+    """The helper's frames over the ``ssh`` channel: sent as to a local helper, and
+    received from the link's reader, which has taken the warden's frames out."""
+
+    __slots__ = ("_failure", "_inbox", "heard")
+
+    def __init__(self, stdin: FdStream, stdout: FdStream, *, max_reply: int) -> None:
+        # The reader takes frames up to the larger of the reply and control limits; the
+        # warden itself refuses a helper frame over ``max_reply`` (a ``violation``).
+        super().__init__(stdin, stdout, max_reply=max(max_reply, _CONTROL_LIMIT))
+        self._inbox: tuple[trio.MemorySendChannel[bytes], trio.MemoryReceiveChannel[bytes]] = (
+            trio.open_memory_channel[bytes](INBOX)
+        )
+        self._failure: ProtocolError | None = None
+        #: When bytes last came from the warden, seconds on trio's clock (a long frame
+        #: is the link alive too, before it is whole).
+        self.heard = trio.current_time()
+
+    async def read_link(self) -> bytes:
+        """The next frame of the channel, the warden's or the helper's (the reader's).
+
+        Raises:
+            PipeGone: ``ssh``'s stdout ended or was closed.
+            FrameTooLarge: (code ``frame_too_large``) a frame over the reader's limit.
+        """
+        while True:
+            body = HelperPipe.receive_nowait(self)
+            if body is not None:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return body
+            try:
+                await trio.lowlevel.wait_readable(self._rfd)
+            except (trio.ClosedResourceError, trio.BusyResourceError):
+                raise PipeGone from None
+            self.heard = trio.current_time()
+
+    async def deliver(self, body: bytes) -> None:
+        """Hand a helper frame to the job path (waits while :data:`INBOX` are unread)."""
+        # Closed after a violation: nothing more of the helper is taken.
+        with contextlib.suppress(trio.ClosedResourceError):
+            await self._inbox[0].send(body)
+
+    def end(self, failure: ProtocolError | None = None) -> None:
+        """No more helper frames: the link ended, or (``failure``) its stream is bad."""
+        if failure is not None and self._failure is None:
+            self._failure = failure
+        self._inbox[0].close()
+
+    def _ended(self) -> BaseException:
+        return self._failure if self._failure is not None else PipeGone()
+
+    def receive_nowait(self) -> bytes | None:
+        try:
+            return self._inbox[1].receive_nowait()
+        except trio.WouldBlock:
+            return None
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise self._ended() from None
+
+    async def receive(self, *, known_empty: bool = False) -> bytes:
+        try:
+            return await self._inbox[1].receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise self._ended() from None
+
+    def try_control(self, frame: bytes) -> bool:
+        """Write a small control frame now, whole or not at all; False if it cannot be
+        (a helper frame is half written, or the channel is full or closed)."""
+        if self.send_broken or len(frame) > _PIPE_BUF:
+            return False
+        try:
+            return os.write(self._wfd, frame) == len(frame)
+        except OSError:  # EAGAIN: full (nothing written, the write is atomic); EPIPE
+            return False
+
+
+class RemoteLink(ProcessTree):
+    """One remote helper's link to its warden, in the place of its local process tree.
+
+    Args:
+        spec: The helper's spec (``host`` set).
+        timeouts: Its deadlines (``startup`` bounds the connection too, ``heartbeat``
+            the link's silence), seconds on trio's clock.
+        tag: The helper's session (for the base class).
+        emit: Reports a step: ``emit(kind, text, *, level=None, **details)``, an event
+            and a log record (design §3.10).
+    """
+
+    def __init__(
+        self,
+        spec: HelperSpec,
+        timeouts: HelperTimeouts,
+        tag: str,
+        emit: Callable[..., None],
+    ) -> None:
+        super().__init__("remote", tag)
+        assert spec.host is not None
+        self._spec = spec
+        self._timeouts = timeouts
+        self._emit = emit
+        self._process: trio.Process | None = None
+        self._pipe: RemotePipe | None = None
+        self.hello: dict[str, Any] | None = None
+        self.started: dict[str, Any] | None = None
+        self.refused: dict[str, Any] | None = None
+        self.exit: dict[str, Any] | None = None
+        #: Why the parent itself gave the link up (``heartbeat_lost``, ``version_mismatch``,
+        #: ``link_broken``, ``warden_protocol_error``), or None.
+        self.gave_up: str | None = None
+        self._gave_up_message = ""
+        self._ended = trio.Event()
+
+    # --- the command ----------------------------------------------------------------
+
+    def command(self) -> list[str]:
+        """The local ``ssh`` command line that runs the warden on the spec's host."""
+        spec = self._spec
+        assert spec.host is not None
+        options: list[str] = []
+        if spec.port is not None:
+            options += ["-p", str(spec.port)]
+        if spec.identity is not None:
+            options += ["-i", spec.identity]
+        options += spec.ssh_options
+        return ssh_argv(
+            spec.host,
+            remote_command(python=spec.python),
+            connect_timeout=self._timeouts.startup,
+            options=options,
+        )
+
+    def helper_command(self) -> list[str]:
+        """The helper's command line on the remote host."""
+        spec = self._spec
+        if spec.argv is not None:
+            return list(spec.argv)
+        assert spec.entry is not None
+        return [spec.python, "-c", REMOTE_BOOTSTRAP, spec.entry, "", "", "0"]
+
+    def start_frame(self) -> bytes:
+        """The warden's ``start`` frame for this helper."""
+        spec, timeouts = self._spec, self._timeouts
+        return encode_start(
+            self.helper_command(),
+            heartbeat_timeout=timeouts.heartbeat,
+            sweep_timeout=timeouts.kill,
+            cwd=spec.cwd,
+            env=spec.env,
+            containment=spec.containment,
+            max_request=spec.max_request,
+            max_reply=spec.max_reply,
+        )
+
+    def open_pipe(self, process: trio.Process, stdin: FdStream, stdout: FdStream) -> RemotePipe:
+        """The helper's pipe over the just-spawned ``ssh`` (its reader: :meth:`run`)."""
+        self._process = process
+        self.leader = process.pid
+        self._pipe = RemotePipe(stdin, stdout, max_reply=self._spec.max_reply)
+        return self._pipe
+
+    # --- the link's tasks -----------------------------------------------------------
+
+    async def run(self) -> None:
+        """Read the link and send heartbeats until ``ssh``'s stdout ends (the pool's
+        nursery runs it)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._heartbeats)
+            await self._read()
+            nursery.cancel_scope.cancel()
+
+    async def _read(self) -> None:
+        pipe = self._pipe
+        assert pipe is not None
+        failure: ProtocolError | None = None
+        try:
+            while True:
+                body = await pipe.read_link()
+                if not is_control(body):
+                    await pipe.deliver(body)
+                    # Waiting for the job path to take a frame is no silence of the link.
+                    pipe.heard = trio.current_time()
+                    continue
+                try:
+                    message = decode_control(body)
+                except ProtocolViolation as exc:  # a hello of another version
+                    self._give_up("version_mismatch", exc.message)
+                    continue
+                except ProtocolError as exc:
+                    self._give_up("warden_protocol_error", exc.message)
+                    continue
+                failure = self._control(message) or failure
+                if failure is not None:
+                    pipe.end(failure)
+        except PipeGone:
+            pass
+        except FrameTooLarge as exc:
+            self._give_up("warden_protocol_error", exc.message)
+        finally:
+            pipe.end(failure)
+            self._ended.set()
+
+    def _control(self, message: dict[str, Any]) -> ProtocolError | None:
+        kind = message["type"]
+        if kind == "heartbeat":
+            return None
+        if kind == "hello":
+            self.hello = message
+        elif kind == "started":
+            self.started = message
+            self.mode = message["containment"]
+            self._emit(
+                "warden_started",
+                f"started on {self._spec.host} as pid {message['pid']}"
+                f" (containment {message['containment']})",
+                host=self._spec.host,
+                remote_pid=message["pid"],
+                containment=message["containment"],
+            )
+        elif kind == "refused":
+            self.refused = message
+        elif kind == "signalled":
+            self._emit(
+                "warden_signalled",
+                f"{message['signal']} reached {len(message['pids'])} remote process(es)"
+                + (f"; failed: {message['failed']}" if message["failed"] else ""),
+                level=logging.WARNING if message["failed"] else None,
+                signal=message["signal"],
+                remote_pids=message["pids"],
+                failed=message["failed"],
+            )
+        elif kind == "violation":
+            text = f"the warden stopped relaying the helper: {message['message']}"
+            if message["code"] == "frame_too_large":
+                return FrameTooLarge(
+                    text, size=message.get("size"), limit=message.get("limit"), field="<frame>"
+                )
+            return ProtocolViolation(text, field="<frame>")
+        elif kind == "exit":
+            self.exit = message
+        return None
+
+    async def _heartbeats(self) -> None:
+        beat = self._timeouts.heartbeat
+        seq = 0
+        pipe = self._pipe
+        assert pipe is not None
+        while True:
+            await trio.sleep(beat / 3)
+            if self.started is None or self.exit is not None:
+                continue
+            if trio.current_time() - pipe.heard >= beat:
+                self._give_up("heartbeat_lost", f"nothing came from the warden for {beat:g} s")
+                return
+            seq += 1
+            pipe.try_control(encode_heartbeat(seq))  # a full channel: the next beat
+
+    def _give_up(self, cause: str, message: str) -> None:
+        """End the link from this side: ``ssh`` is killed, the warden kills the tree."""
+        if self.gave_up is None:
+            self.gave_up = cause
+            self._gave_up_message = message
+            self._emit(
+                "link_lost",
+                f"the link to {self._spec.host} is given up ({cause}): {message}",
+                level=logging.WARNING,
+                host=self._spec.host,
+                cause=cause,
+            )
+        self._kill_ssh()
+
+    def _kill_ssh(self) -> None:
+        process = self._process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):  # exited, not yet waited for
+                os.kill(process.pid, signal.SIGKILL)
+
+    # --- the ProcessTree face ---------------------------------------------------------
+
+    def environment(self) -> dict[str, str]:
+        return {}
+
+    def prepare(self) -> None:
+        pass
+
+    def adopt(self, pid: int) -> None:
+        self.leader = pid
+
+    def remember(self) -> None:
+        pass
+
+    def members(self) -> list[int]:
+        return []
+
+    def signal(self, sig: int, members: list[int] | None = None) -> list[tuple[int, int]]:
+        """``sig`` (SIGTERM or SIGKILL) to the helper's remote tree, by the warden.
+
+        Where no ``signal`` frame can be sent now, the link is ended instead: the
+        warden then SIGKILLs the whole tree by itself.
+        """
+        pipe = self._pipe
+        name = signal.Signals(sig).name
+        if self.exit is None and (
+            pipe is None or self.started is None or not pipe.try_control(encode_signal(name))
+        ):
+            self._give_up("link_broken", f"{name} could not be sent to the warden")
+        return []
+
+    async def sweep(self, grace: float) -> tuple[list[int], list[tuple[int, int]]]:
+        """``ssh`` has exited: wait up to ``grace`` seconds for the link's last frames;
+        the remote pids the warden found left (none if it said the tree is empty)."""
+        with trio.move_on_after(grace):
+            await self._ended.wait()
+        exit_frame = self.exit
+        if exit_frame is None or exit_frame["empty"]:
+            return [], []
+        return [int(pid) for pid in exit_frame["left"]], []
+
+    async def wait_gone(self, pid: int) -> None:
+        """Remote pids cannot be watched from here once the link is gone."""
+        await trio.lowlevel.checkpoint()
+
+    def close(self) -> None:
+        pass
+
+    # --- how it ended -----------------------------------------------------------------
+
+    @property
+    def lost(self) -> bool:
+        """The link ended without the warden's ``exit`` (or the parent gave it up)."""
+        return self.exit is None and self.refused is None and self.hello is not None
+
+    def exit_status(self, returncode: int | None) -> int | None:
+        """The helper's exit status as ``Popen.returncode`` says it (negative: killed
+        by that signal), from the warden's ``exit``; ``ssh``'s own (``returncode``)
+        when no warden answered; None when unknown (the link was lost)."""
+        exit_frame = self.exit
+        if exit_frame is None:
+            # ssh's own status when no warden ever spoke (a failed login); else unknown.
+            return returncode if self.hello is None else None
+        if exit_frame["signal"] is not None:
+            try:
+                return -int(signal.Signals[exit_frame["signal"]])
+            except KeyError:
+                return None
+        code = exit_frame["returncode"]
+        return code if isinstance(code, int) else None
+
+    def startup_failure(self, stderr: str) -> tuple[str, str] | None:
+        """Why the start failed, once ``ssh`` exited: ``(reason, message)``, or None
+        when the helper itself started and exited (an ordinary exit during startup)."""
+        process = self._process
+        returncode = None if process is None else process.returncode
+        if self.gave_up in ("version_mismatch", "warden_protocol_error"):
+            return self.gave_up, self._gave_up_message
+        if self.refused is not None:
+            return str(self.refused["reason"]), str(self.refused["message"])
+        if self.hello is None:
+            if returncode is None:
+                return "ssh_failed", "ssh did not exit"
+            reason = classify_ssh_failure(returncode, stderr)
+            last = _last_line(stderr)
+            return reason, f"ssh exited with {returncode}" + (f": {last}" if last else "")
+        exit_frame = self.exit
+        if exit_frame is not None and exit_frame["returncode"] == PROJECT_MISSING:
+            return "project_missing", f"{self._spec.python} on {self._spec.host} cannot import it"
+        if exit_frame is None:
+            return "link_lost", "the link ended before the helper was ready"
+        if returncode == WARDEN_EXIT_REFUSED:  # pragma: no cover - refused comes first
+            return "refused", "the warden refused the start"
+        return None
+
+
+def _last_line(text: str) -> str:
+    return next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")[:400]
