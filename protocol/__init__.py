@@ -70,6 +70,7 @@ from .messages import RunDetails as RunDetails
 from .messages import RunDetailsReply as RunDetailsReply
 from .messages import RunLink as RunLink
 from .messages import RunList as RunList
+from .messages import DependentPoints as DependentPoints
 from .messages import RunSummary as RunSummary
 from .messages import RunTime as RunTime
 from .messages import RunTimes as RunTimes
@@ -138,6 +139,7 @@ _PROTOCOL_NAMES = [
     "BootReportReply",
     "OkReply",
     "RunList",
+    "DependentPoints",
     "RunSummary",
     "ImageReady",
     "ResyncRequired",

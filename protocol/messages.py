@@ -92,6 +92,7 @@ from ._run_data import RunData as RunData
 from ._run_data import RunDataReply as RunDataReply
 from ._run_messages import SCALES as SCALES
 from ._run_messages import XSCALES as XSCALES
+from ._run_messages import DependentPoints as DependentPoints
 from ._run_messages import Draw as Draw
 from ._run_messages import Drawing as Drawing
 from ._run_messages import ImageReady as ImageReady
@@ -149,6 +150,7 @@ __all__ = [
     "RunDetailsReply",
     "RunLink",
     "RunList",
+    "DependentPoints",
     "RunSummary",
     "RunTime",
     "RunTimes",

@@ -62,6 +62,7 @@ from ..child.drawing.image_kinds import KINDS, MIME
 from .config import RENDER_SLACK
 from .image_urls import view_url
 from .images import StoredImage
+from .runs import points_message
 
 if TYPE_CHECKING:
     from actors import Runtime
@@ -288,7 +289,15 @@ def _details_reply(request_id: str, run_id: int, found: dict[str, Any]) -> messa
         parents=tuple(link for item in found.get("parents") or [] if (link := _link(item))),
         children=tuple(link for item in found.get("children") or [] if (link := _link(item))),
         exception=None if exception is None else _text(exception),
+        points=points_message(found.get("points"), found.get("planned_points")),
+        results=_rows(found.get("row_count")),
     )
+
+
+def _rows(value: object) -> int | None:
+    if isinstance(value, int) and 0 <= value <= messages.MAX_JSON_INT:
+        return value
+    return None
 
 
 class DataView:
