@@ -6,8 +6,8 @@ test compares that with what :mod:`examples.preview.child.qcodes.source` reads: 
 dependent's values and setpoints in acquisition order, the planned shapes, labels,
 units and paramtypes, and the run metadata (names, experiment, sample, GUID, times,
 completion, extra metadata columns, snapshot, parent links), and the counts: rows as
-QCoDeS's ``number_of_results``, points per dependent as the values it returns. The child keeps QCoDeS's
-side effects (its config folder, its logging) out of the test process. Skipped when
+QCoDeS's ``number_of_results``, points per dependent as the values it returns. The
+child keeps QCoDeS's side effects (its config folder, its logging) out of the test process. Skipped when
 ``qcodes`` is not installed.
 """
 

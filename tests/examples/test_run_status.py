@@ -70,6 +70,7 @@ async def test_run_list_and_details_report_status_and_points(
 ) -> None:
     config = server_config(status_db, tmp_path, stall_after=0.5)
     before = time.time()
+    modified = status_db.stat().st_mtime
     async with preview_server(config) as (front, _app), connect(front) as client:
         runs = await _settled(client)
         for run_id, (_name, _status, points, planned) in STATUS_RUNS.items():
@@ -82,7 +83,7 @@ async def test_run_list_and_details_report_status_and_points(
         idle = runs[5]["idle_since"]
         assert idle is not None
         assert idle <= before
-        assert status_db.stat().st_mtime == pytest.approx(idle, abs=1.0)
+        assert idle == pytest.approx(modified, abs=1.0)
         assert all(runs[k]["idle_since"] is None for k in STATUS_RUNS if k != 5)
 
         details = {k: await client.request("run_details", run_id=k) for k in STATUS_RUNS}
