@@ -7,8 +7,8 @@ dependent's values and setpoints in acquisition order, the planned shapes, label
 units and paramtypes, and the run metadata (names, experiment, sample, GUID, times,
 completion, extra metadata columns, snapshot, parent links), and the counts: rows as
 QCoDeS's ``number_of_results``, points per dependent as the values it returns. The
-child keeps QCoDeS's side effects (its config folder, its logging) out of the test process. Skipped when
-``qcodes`` is not installed.
+child keeps QCoDeS's side effects (its config folder, its logging) out of the test
+process. Skipped when ``qcodes`` is not installed.
 """
 
 from __future__ import annotations

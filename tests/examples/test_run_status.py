@@ -11,6 +11,7 @@ dependent, never as SQLite rows. The server tests use the real clock (helper pro
 from __future__ import annotations
 
 import importlib.util
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +71,7 @@ async def test_run_list_and_details_report_status_and_points(
 ) -> None:
     config = server_config(status_db, tmp_path, stall_after=0.5)
     before = time.time()
-    modified = status_db.stat().st_mtime
+    modified = os.stat(status_db).st_mtime
     async with preview_server(config) as (front, _app), connect(front) as client:
         runs = await _settled(client)
         for run_id, (_name, _status, points, planned) in STATUS_RUNS.items():
