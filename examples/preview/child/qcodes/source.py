@@ -268,13 +268,19 @@ class QcodesSource:
 
     def _file_modified(self) -> float | None:
         """When the database (or its WAL, where a writer's commits land first) last
-        changed: epoch seconds, None if neither can be read."""
+        changed: epoch seconds, None if neither can be read.
+
+        An empty WAL is left out: a reader opening the file creates one (and so
+        touches it) without writing anything.
+        """
         times = []
         for path in (self.path, self.path.with_name(self.path.name + "-wal")):
             try:
-                times.append(path.stat().st_mtime)
+                found = path.stat()
             except OSError:
                 continue
+            if found.st_size or path == self.path:
+                times.append(found.st_mtime)
         return max(times, default=None)
 
     def _summary(self, record: dict[str, Any]) -> dict[str, Any]:
