@@ -15,7 +15,7 @@ run   name                what QCoDeS recorded
 4     no_results          completed; parameters registered, no result added
 5     never_completed     not completed: started, 80 of 200 points, never marked
 6     two_groups          completed; a(x) and b(x) 200 points each, c(y) 20 points
-7     four_d              completed; 2 x 3 x 20 x 30, setpoints w, z, y, x
+7     four_d              completed; 2 x 3 x 20 x 30, setpoints w, z, y, f (Hz)
 ====  ==================  ===========================================================
 """
 
@@ -128,19 +128,19 @@ with meas.run() as saver:
     for v in np.linspace(0, 1, 20):
         saver.add_result((y, v), (c, 2 * v))
 
-# 7: four sweep dimensions; each 2-D slice has its own offset: v = 100 w + 10 z + y x.
-v = p("v")
+# 7: four sweep dimensions; each 2-D slice has its own offset: v = 100 w + 10 z + y f'.
+v, f = p("v"), p("f", "Hz", "frequency")
 meas = Measurement(exp=exp, name="four_d")
-for q in (w, z, y, x):
+for q in (w, z, y, f):
     meas.register_parameter(q)
-meas.register_parameter(v, setpoints=(w, z, y, x))
+meas.register_parameter(v, setpoints=(w, z, y, f))
 meas.set_shapes({"v": (2, 3, 20, 30)})
 with meas.run() as saver:
     for wv in (1.0, 2.0):
         for zv in (0.0, 0.5, 1.0):
             for yv in np.linspace(0, 1, 20):
                 xv = np.linspace(6.1e9, 6.2e9, 30)
-                saver.add_result((w, wv), (z, zv), (y, yv), (x, xv),
+                saver.add_result((w, wv), (z, zv), (y, yv), (f, xv),
                                  (v, 100 * wv + 10 * zv + yv * (xv - 6.1e9) / 1e8))
 print("written")
 """

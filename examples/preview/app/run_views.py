@@ -342,7 +342,7 @@ class DataView:
         side = self._bounded("side", request.side, self._side)
         self._table.check([request.run_id])
         payload = {"run_id": request.run_id, "buckets": buckets, "side": side,
-                   "max_bytes": self._max_bytes}  # fmt: skip
+                   "max_bytes": self._max_bytes, "slice": request.slice}  # fmt: skip
         found = await self._helpers.run_job("run_data", payload)
         try:
             reply = data_reply(request.request_id, found)
@@ -398,6 +398,9 @@ def _series(found: dict[str, Any]) -> messages.DataSeries:
         values=_numbers(found["values"]),
         low=_numbers(found.get("low") or ()),
         high=_numbers(found.get("high") or ()),
+        slice=None if found.get("slice") is None else int(found["slice"]),
+        slice_count=int(found.get("slice_count") or 0),
+        slice_label=str(found.get("slice_label") or "")[:_TEXT],
     )
 
 

@@ -24,6 +24,49 @@
   function number(v) { return v === null || v === undefined ? "no value" : decimal(v, 7); }
   // Axis tick labels (uPlot's own show at most three decimals); a null split is unlabelled.
   function ticks(u, splits) { return splits.map((v) => v === null ? "" : decimal(v, 6)); }
+  // SI prefixes as in the PNGs (design §5.2): the power of ten of an axis's largest value
+  // folds into its unit (6.1e9 Hz is 6.1 GHz); a unit without prefixes gets "×10ⁿ".
+  const PREFIXES = {"-15": "f", "-12": "p", "-9": "n", "-6": "µ", "-3": "m", "0": "", "3": "k",
+    "6": "M", "9": "G", "12": "T"};
+  const PREFIXABLE = new Set(["V", "A", "Hz", "s", "W", "Ω", "F", "H", "T", "K", "S", "m", "g",
+    "J", "eV", "Pa", "N", "C", "Ohm", "ohm"]);
+  const SUPERSCRIPT = {"-": "⁻", "0": "⁰", "1": "¹", "2": "²", "3": "³", "4": "⁴", "5": "⁵",
+    "6": "⁶", "7": "⁷", "8": "⁸", "9": "⁹"};
+  function siScale([lo, hi], unit) {
+    const big = Math.max(Math.abs(lo), Math.abs(hi));
+    let exponent = 0;
+    if (big > 0 && isFinite(big)) {
+      const e = Math.floor(Math.log10(big));
+      exponent = e === -1 || Math.abs(e) > 300 ? 0 : 3 * Math.floor(e / 3);
+    }
+    if (PREFIXABLE.has(unit) && String(exponent) in PREFIXES) {
+      return {factor: 10 ** -exponent, unit: PREFIXES[String(exponent)] + unit};
+    }
+    if (exponent && (big >= 1e4 || big < 1e-2)) {
+      const power = `×10${[...String(exponent)].map((c) => SUPERSCRIPT[c]).join("")}`;
+      return {factor: 10 ** -exponent, unit: `${power} ${unit}`.trim()};
+    }
+    return {factor: 1, unit};
+  }
+  // Tick labels in an axis's prefixed unit, with as many decimals as the step needs.
+  function siTicks(scale) {
+    return (u, splits) => {
+      const shown = splits.filter((v) => v !== null).map((v) => v * scale.factor);
+      let step = Infinity;
+      for (let k = 1; k < shown.length; k++) step = Math.min(step, Math.abs(shown[k] - shown[k - 1]));
+      let digits = 0;
+      if (isFinite(step) && step > 0) {
+        digits = Math.max(0, Math.ceil(-Math.log10(step) - 1e-9));
+        while (digits < 12 && Math.abs(step * 10 ** digits - Math.round(step * 10 ** digits)) > 1e-6 * step * 10 ** digits) digits++;
+      }
+      return splits.map((v) => v === null ? "" : (v * scale.factor).toFixed(digits).replace(/^-(0\.?0*)$/, "$1"));
+    };
+  }
+  function siAxis(thing, range, extra) {
+    const scale = siScale(range, thing.unit || "");
+    const text = (named(thing) + (scale.unit ? ` (${scale.unit})` : "")).trim();
+    return {label: text, values: thing.levels && thing.levels.length ? ticks : siTicks(scale), si: scale, ...extra};
+  }
   function named(thing) { return thing.label || thing.name; }
   function unit(thing) { return thing.unit ? ` ${thing.unit}` : ""; }
   function title(thing) { return `${named(thing)}${thing.unit ? ` (${thing.unit})` : ""}`; }
@@ -64,8 +107,9 @@
     runId: null, key: "", data: null, index: 0, plot: null, cuts: null, hover: null, full: null,
     send: null, nextId: 1, pending: new Set(), wanted: "", asked: 0,
 
-    // Called by the page whenever it shows the selected run.
-    show(summary, send) {
+    // Called by the page whenever it shows the selected run; `slice`: the 2-D slice
+    // picked for a run with more than two sweep dimensions (null: the newest one).
+    show(summary, send, slice = null) {
       this.send = send;
       const box = document.getElementById("detail");
       if (!document.getElementById("explore")) {
@@ -78,7 +122,8 @@
         box.insertBefore(div, document.getElementById("facts"));  // below the preview
         div.querySelector("#xseries").onchange = (e) => { this.index = Number(e.target.value); this.draw(); };
       }
-      const key = `${summary.run_id}:${summary.rows}:${summary.completed}`;
+      const key = `${summary.run_id}:${summary.rows}:${summary.completed}:${slice ?? "-"}`;
+      this.slice = slice;
       if (summary.run_id !== this.runId) {
         this.runId = summary.run_id; this.data = null; this.index = 0; this.clear();
       }
@@ -93,7 +138,9 @@
       this.key = key;
       this.asked = Date.now();
       this.pending.add(id);
-      this.send({type: "run_data", request_id: id, run_id: this.runId});
+      const fields = {type: "run_data", request_id: id, run_id: this.runId};
+      if (this.slice !== null && this.slice !== undefined) fields.slice = this.slice;
+      this.send(fields);
       document.getElementById("xinfo").textContent = "loading…";
     },
 
@@ -149,7 +196,8 @@
       info.textContent = `${s.source_shape.join(" × ")} points` + (reduced ? ` shown as ${s.shape.join(" × ")}` +
         (s.shape.length === 2 ? " blocks (colour: block mean)" : " (min and max per bucket)") : "") +
         (s.nonfinite ? ` · ${s.nonfinite} missing or non-finite` : "") +
-        (s.shape.length === 2 ? ` · colour ${title(s)} ${extent(s.values).map(number).join(" … ")}` : "");
+        (s.shape.length === 2 ? ` · colour ${title(s)} ${extent(s.values).map(number).join(" … ")}` : "") +
+        (s.slice_label ? ` · ${s.slice_label}` : "");
       this.plot = s.shape.length === 2 ? this.map(s) : this.trace(s);
       if (zoom && zoom.x.min !== null) {
         this.plot.batch(() => {
@@ -158,6 +206,7 @@
         });
       }
       document.body.dataset.explore = `${this.runId}:${this.index}:${this.data.bytes}`;
+      document.body.dataset.exploreSlice = s.slice === null || s.slice === undefined ? "-" : String(s.slice);
     },
 
     // Whether the plot shows less than the whole of what it was drawn from (`full`).
@@ -170,11 +219,11 @@
       return inside(this.plot.scales.x, this.full.x) || inside(this.plot.scales.y, this.full.y);
     },
 
-    options(s, xAxis, yTitle, extra) {
+    options(s, xAxis, yAxis, extra) {
       return {
         width: WIDTH, height: HEIGHT, legend: {show: false},
         scales: {x: {time: false, range: span}, y: {range: span}},
-        axes: [{label: title(xAxis), values: ticks}, {label: yTitle, size: 70, values: ticks}],
+        axes: [siAxis(xAxis, this.full.x), siAxis(yAxis, this.full.y, {size: 70})],
         cursor: {drag: {x: true, y: true, uni: 30}, points: {show: false}},
         ...extra,
       };
@@ -187,7 +236,7 @@
       if (!ascending) order.sort((a, b) => axis.values[a] - axis.values[b]);
       const data = [order.map((k) => axis.values[k]), order.map((k) => s.values[k])];
       this.full = {x: whole(data[0]), y: whole(data[1])};
-      const opts = this.options(s, axis, title(s), {
+      const opts = this.options(s, axis, s, {
         series: [{}, {stroke: "#1f77b4", width: 1, points: {show: data[0].length < 60}, spanGaps: false}],
         hooks: {setCursor: [(u) => this.readTrace(u, s, axis)]},
       });
@@ -231,7 +280,7 @@
         c.drawImage(image, left, top, right - left, bottom - top);
         c.restore();
       };
-      const opts = this.options(s, inner, title(outer), {
+      const opts = this.options(s, inner, outer, {
         series: [{}, {stroke: "transparent", points: {show: false}}],
         hooks: {draw: [draw], setCursor: [(u) => this.readMap(u, s)]},
       });
@@ -274,7 +323,7 @@
         const opts = {
           width: CUT_WIDTH, height: CUT_HEIGHT, legend: {show: false}, title: what,
           scales: {x: {time: false}},
-          axes: [{label: title(axis), values: ticks}, {size: 60, values: ticks}],
+          axes: [siAxis(axis, whole(xs)), siAxis({...s, label: "", name: ""}, whole(ys), {size: 60})],
           series: [{}, {stroke: "#d62728", width: 1, points: {show: xs.length < 60}}],
           cursor: {drag: {x: true, y: false}},
         };
