@@ -54,26 +54,18 @@ the shutdown's) have the job server's format (:func:`examples.web.cli.setup_logg
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 
+from .cli import quiet_start
 
-def _exit_quietly(signum: int, frame: object) -> None:
-    """Ctrl-C while the modules below load (half a second of imports): no traceback.
-
-    Exits at once rather than raising: nothing is open or written yet, and an exception
-    raised while the interpreter runs a callback of its own (importlib's weakref
-    callbacks, say) is printed and dropped, so the server would start anyway.
-    """
-    os._exit(128 + signum)
-
-
-if __name__ == "__main__":  # main() gives Ctrl-C back to Python's default, then trio's
-    signal.signal(signal.SIGINT, _exit_quietly)
+# Ctrl-C while the modules below load (half a second of imports): no traceback, under
+# python -m and as the installed console command. main() gives Ctrl-C back.
+quiet_start.install(__name__, "trio-actors-preview")
 
 # The imports after the handler above: ruff's E402 is expected here.
 import logging  # noqa: E402
+import os  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
@@ -412,8 +404,7 @@ class _StoppedEarly(BaseException):
 
 def main(argv: list[str] | None = None) -> int:
     """The command line; see the module docstring. Returns the exit status."""
-    if signal.getsignal(signal.SIGINT) is _exit_quietly:
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # trio takes it from here
+    quiet_start.restore()  # trio takes Ctrl-C from here
     try:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C while preparing (e.g. writing the sample)

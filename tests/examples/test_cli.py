@@ -277,6 +277,18 @@ async def test_an_image_the_client_cannot_save_is_no_connection_problem(
     ), line
 
 
+async def test_selecting_a_run_the_database_lacks_exits_2(real_db: Path, tmp_path: Path) -> None:
+    config = server_config(real_db, tmp_path, helpers=1)
+    async with preview_server(config, token=TOKEN) as (front, _app):
+        done = await _client(
+            "examples.preview.cli.client", front.url, "--token", TOKEN, "--select", "99",
+            "--out", str(tmp_path / "out"),
+        )  # fmt: skip
+    assert done.returncode == 2
+    line = _one_line(done.stderr.decode())
+    assert line == "preview_client: --select 99: unknown_run: no run 99 in this database", line
+
+
 @contextlib.asynccontextmanager
 async def _started(argv: list[str]) -> AsyncIterator[trio.Process]:
     """A client as a person starts it (Ctrl-C acts); killed if the test leaves it running."""
