@@ -66,6 +66,7 @@ from .messages import DataAxis as DataAxis
 from .messages import DataSeries as DataSeries
 from .messages import RunData as RunData
 from .messages import RunDataReply as RunDataReply
+from .messages import Annotate as Annotate
 from .messages import RunDetails as RunDetails
 from .messages import RunDetailsReply as RunDetailsReply
 from .messages import RunLink as RunLink
@@ -126,6 +127,7 @@ _PROTOCOL_NAMES = [
     "ListRunTimes",
     "RunData",
     "RunDataReply",
+    "Annotate",
     "RunDetails",
     "Draw",
     "ListDatabases",

@@ -37,6 +37,7 @@ __all__ = [
     "ListRuns",
     "ListRunTimes",
     "RunDetails",
+    "Annotate",
     "Draw",
     "DependentPoints",
     "RunSummary",
@@ -99,6 +100,29 @@ class RunDetails:
     """Client-chosen id, 1..128 characters."""
     run_id: int = _run_id()
     """The database's run id."""
+
+
+#: The longest note a run may carry, in characters.
+MAX_NOTE: Final = 2000
+
+
+@attrs.frozen(kw_only=True)
+class Annotate:
+    """Star a run, or write a short note on it (design §7.2). Answered by ``ok``; the
+    run list is pushed again with the run's ``starred`` and ``note``.
+
+    The preview server keeps them in a file beside the database
+    (``<file>.preview-notes.json``), never in the QCoDeS file.
+    """
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    run_id: int = _run_id()
+    """The database's run id."""
+    starred: bool | None = attrs.field(default=None, validator=_optional(_flag))
+    """Star (true) or unstar (false) the run; ``None`` leaves it as it is."""
+    note: str | None = attrs.field(default=None, validator=_optional(_text(MAX_NOTE, min_length=0)))
+    """The run's note (``""`` removes it; at most 2000 characters); ``None`` leaves it."""
 
 
 #: The value scales a ``draw`` may ask for (design §5.2).
@@ -185,6 +209,10 @@ class RunSummary:
         default=(), validator=_items_of(DependentPoints)
     )
     """Points per dependent, as last read (at most 64 dependents). Optional."""
+    starred: bool = attrs.field(default=False, validator=_flag)
+    """Starred by a user (``annotate``). Optional."""
+    note: str = attrs.field(default="", validator=_text(MAX_NOTE, min_length=0))
+    """A user's short note on the run (``annotate``), or ``""``. Optional."""
     idle_since: float | None = attrs.field(default=None, validator=_optional(_finite))
     """For a run not completed: no new data was written after this time (seconds since
     the epoch, UTC; the latest the server can vouch for); ``None`` otherwise. Optional."""

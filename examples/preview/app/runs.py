@@ -110,6 +110,10 @@ class RunRecord:
     """Token of the newest partial (progressive) images drawn, or None."""
     dependents: list[dict[str, Any]] = attrs.field(factory=list)
     """Short descriptions of the dependents of the newest metadata read."""
+    starred: bool = False
+    """Starred by a user (kept beside the database, :mod:`~examples.preview.app.annotations`)."""
+    note: str = ""
+    """A user's note on the run, or ``""``."""
     halted: frozenset[str] = frozenset()
     """Scheduler revisions whose work a client cancelled (design §6.7): their claims end
     at once, without I/O. A new revision (new data, or a ``submit``) is not halted."""
@@ -280,6 +284,8 @@ def row_inputs(record: RunRecord) -> tuple[Any, ...]:
         summary.get("shapes"),
         summary.get("points"),
         record.idle_since(),
+        record.starred,
+        record.note,
     )
 
 
@@ -307,6 +313,8 @@ def summary_message(record: RunRecord) -> messages.RunSummary:
         job_run_id=record.job,
         points=record.dependent_points(),
         idle_since=record.idle_since(),
+        starred=record.starred,
+        note=record.note[: messages.MAX_NOTE],
     )
 
 

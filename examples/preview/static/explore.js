@@ -3,7 +3,9 @@
 // the selected run and gives it every message first (`explore.handle(m)` is true for
 // the answers to its own requests, ids "x1", "x2", ...). Drag a box to zoom,
 // double-click to see the whole run again; the readout says what is under the cursor;
-// a click on a map draws its horizontal and vertical cut through that cell.
+// a click on a map draws its horizontal and vertical cut through that cell. Traces of
+// other runs can be overlaid (`explore.overlay(runId, name)`, one colour each, a legend
+// naming run id and name), and what is shown is exported as CSV or NumPy .npz.
 "use strict";
 (function () {
   const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
@@ -103,9 +105,81 @@
     return [lo - half, hi + half];
   }
 
+  const COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+    "#17becf"];
+
+  // ---- export: CSV text and a NumPy .npz (a zip of .npy files, stored) -----------------
+  function npy(array) {  // {dtype: "<f8" | "<U<n>", shape, values}: one .npy file's bytes
+    const header = `{'descr': '${array.dtype}', 'fortran_order': False, 'shape': (${array.shape.join(", ")}${array.shape.length === 1 ? "," : ""}), }`;
+    const pad = 64 - ((10 + header.length + 1) % 64);
+    const head = new TextEncoder().encode(`${header}${" ".repeat(pad % 64)}\n`);
+    let body;
+    if (array.dtype === "<f8") {
+      body = new Uint8Array(new Float64Array(array.values.map((v) => v === null ? NaN : v)).buffer);
+    } else {  // fixed-width UTF-32 strings
+      const width = Number(array.dtype.slice(2)), codes = new Uint32Array(array.values.length * width);
+      array.values.forEach((text, k) => [...text].slice(0, width).forEach((c, n) => { codes[k * width + n] = c.codePointAt(0); }));
+      body = new Uint8Array(codes.buffer);
+    }
+    const out = new Uint8Array(10 + head.length + body.length);
+    out.set([0x93, 78, 85, 77, 80, 89, 1, 0, head.length & 255, head.length >> 8]);
+    out.set(head, 10);
+    out.set(body, 10 + head.length);
+    return out;
+  }
+  const CRC = Array.from({length: 256}, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  function crc32(bytes) {
+    let c = 0xffffffff;
+    for (const b of bytes) c = CRC[(c ^ b) & 255] ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  }
+  function zip(files) {  // [[name, bytes]]: a zip archive, no compression
+    const parts = [], central = [];
+    let offset = 0;
+    for (const [name, data] of files) {
+      const title = new TextEncoder().encode(name), crc = crc32(data);
+      const local = new DataView(new ArrayBuffer(30));
+      [[0, 0x04034b50, 4], [4, 20, 2], [14, crc, 4], [18, data.length, 4], [22, data.length, 4],
+       [26, title.length, 2]].forEach(([at, v, n]) => n === 4 ? local.setUint32(at, v, true) : local.setUint16(at, v, true));
+      const entry = new DataView(new ArrayBuffer(46));
+      [[0, 0x02014b50, 4], [4, 20, 2], [6, 20, 2], [16, crc, 4], [20, data.length, 4], [24, data.length, 4],
+       [28, title.length, 2], [42, offset, 4]].forEach(([at, v, n]) => n === 4 ? entry.setUint32(at, v, true) : entry.setUint16(at, v, true));
+      parts.push(new Uint8Array(local.buffer), title, data);
+      central.push(new Uint8Array(entry.buffer), title);
+      offset += 30 + title.length + data.length;
+    }
+    const size = central.reduce((a, b) => a + b.length, 0);
+    const end = new DataView(new ArrayBuffer(22));
+    [[0, 0x06054b50, 4], [8, files.length, 2], [10, files.length, 2], [12, size, 4], [16, offset, 4]]
+      .forEach(([at, v, n]) => n === 4 ? end.setUint32(at, v, true) : end.setUint16(at, v, true));
+    return new Blob([...parts, ...central, new Uint8Array(end.buffer)], {type: "application/zip"});
+  }
+  function strings(values) {
+    const width = Math.max(1, ...values.map((v) => [...v].length));
+    return {dtype: `<U${width}`, shape: [values.length], values};
+  }
+  function download(blob, name) {
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(blob);
+    a.download = name;
+    document.body.appendChild(a);
+    a.click();
+    setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 10000);
+  }
+  function csvCell(v) {
+    const text = v === null || v === undefined ? "" : String(v);
+    return /[",\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+  }
+
   const explore = {
     runId: null, key: "", data: null, index: 0, plot: null, cuts: null, hover: null, full: null,
     send: null, nextId: 1, pending: new Set(), wanted: "", asked: 0,
+    overlays: new Map(),    // run id -> {name, data: run_data_reply | null} of overlaid runs
+    overlayAsks: new Map(), // request id -> run id
 
     // Called by the page whenever it shows the selected run; `slice`: the 2-D slice
     // picked for a run with more than two sweep dimensions (null: the newest one).
@@ -116,11 +190,16 @@
         const div = document.createElement("div");
         div.id = "explore";
         div.innerHTML = `<h3>Explore <span id="xinfo" class="note"></span></h3>
-          <select id="xseries" hidden></select><div id="xplot"></div>
+          <div id="xtools"><select id="xseries" hidden></select>
+            <button id="xcsv" title="what the plot shows, as CSV">export CSV</button>
+            <button id="xnpz" title="what the plot shows, as NumPy .npz">export .npz</button>
+            <span id="xoverlays" class="note"></span></div><div id="xplot"></div>
           <div id="xreadout" class="note">&nbsp;</div>
           <div id="xcuts" style="display:flex;gap:8px"><div id="xcuth"></div><div id="xcutv"></div></div>`;
         box.insertBefore(div, document.getElementById("facts"));  // below the preview
         div.querySelector("#xseries").onchange = (e) => { this.index = Number(e.target.value); this.draw(); };
+        div.querySelector("#xcsv").onclick = () => this.exportCsv();
+        div.querySelector("#xnpz").onclick = () => this.exportNpz();
       }
       const key = `${summary.run_id}:${summary.rows}:${summary.completed}:${slice ?? "-"}`;
       this.slice = slice;
@@ -146,6 +225,14 @@
 
     // Every message of the page passes here first; true: it was ours.
     handle(m) {
+      if (m.request_id && this.overlayAsks.has(m.request_id)) {
+        const runId = this.overlayAsks.get(m.request_id);
+        this.overlayAsks.delete(m.request_id);
+        const entry = this.overlays.get(runId);
+        if (entry && m.type === "run_data_reply") { entry.data = m; this.draw(true); }
+        else if (entry) { entry.error = `${m.code}: ${m.message}`; this.legend(); }
+        return true;
+      }
       if (!m.request_id || !this.pending.has(m.request_id)) return false;
       this.pending.delete(m.request_id);
       if (m.type === "error") {
@@ -229,18 +316,73 @@
       };
     },
 
+    // ---- overlays: traces of other runs of the same parameters, one colour each ----------
+    // Toggle run `runId` (named `name`) in the overlay; true if it is overlaid now.
+    overlay(runId, name) {
+      if (this.overlays.has(runId)) {
+        this.overlays.delete(runId);
+        this.draw(true);
+        return false;
+      }
+      this.overlays.set(runId, {name, data: null, error: ""});
+      const id = `xo${this.nextId++}`;
+      this.overlayAsks.set(id, runId);
+      this.send({type: "run_data", request_id: id, run_id: runId});
+      this.legend();
+      return true;
+    },
+
+    // The shown series of each overlaid run: the one of the same name and component.
+    overlaid(s) {
+      const found = [];
+      for (const [runId, entry] of this.overlays) {
+        if (runId === this.runId || !entry.data) continue;
+        const other = entry.data.series.find((o) => o.name === s.name && o.component === s.component);
+        found.push({runId, name: entry.name, series: other && other.shape.length === 1 ? other : null});
+      }
+      return found;
+    },
+
+    legend() {
+      const box = document.getElementById("xoverlays");
+      if (!box) return;
+      const s = this.data && this.data.series[this.index];
+      const words = [...this.overlays].filter(([runId]) => runId !== this.runId).map(([runId, entry]) => {
+        if (entry.error) return `#${runId}: ${entry.error}`;
+        if (!entry.data) return `#${runId} loading…`;
+        const other = s && this.overlaid(s).find((o) => o.runId === runId);
+        return other && other.series ? "" : `#${runId} ${entry.name} has no trace of ${s ? named(s) : "this"}`;
+      }).filter(Boolean);
+      box.textContent = words.join(" · ");
+      document.body.dataset.overlays = [...this.overlays.keys()].join(",");
+    },
+
     trace(s) {
       const axis = s.axes[0];
-      const order = [...s.values.keys()].filter((k) => axis.values[k] !== null);
-      const ascending = order.every((k, n) => n === 0 || axis.values[order[n - 1]] <= axis.values[k]);
-      if (!ascending) order.sort((a, b) => axis.values[a] - axis.values[b]);
-      const data = [order.map((k) => axis.values[k]), order.map((k) => s.values[k])];
-      this.full = {x: whole(data[0]), y: whole(data[1])};
+      const sorted = (series) => {
+        const ax = series.axes[0];
+        const order = [...series.values.keys()].filter((k) => ax.values[k] !== null);
+        const ascending = order.every((k, n) => n === 0 || ax.values[order[n - 1]] <= ax.values[k]);
+        if (!ascending) order.sort((a, b) => ax.values[a] - ax.values[b]);
+        return [order.map((k) => ax.values[k]), order.map((k) => series.values[k])];
+      };
+      const own = sorted(s);
+      const others = this.overlaid(s).filter((o) => o.series);
+      const data = others.length ? uPlot.join([own, ...others.map((o) => sorted(o.series))]) : own;
+      this.full = {x: whole(data[0]), y: whole([].concat(...data.slice(1)))};
+      this.shown = {runs: [this.runId, ...others.map((o) => o.runId)], axis, series: s, data};
+      const label = (runId, name) => `#${runId} ${name}`;
+      const lines = [{label: label(this.runId, this.data.name), stroke: COLOURS[0], width: 1,
+                      points: {show: own[0].length < 60}, spanGaps: others.length > 0}];
+      others.forEach((o, k) => lines.push({label: label(o.runId, o.name), stroke: COLOURS[(k + 1) % COLOURS.length],
+                                           width: 1, points: {show: false}, spanGaps: true}));
       const opts = this.options(s, axis, s, {
-        series: [{}, {stroke: "#1f77b4", width: 1, points: {show: data[0].length < 60}, spanGaps: false}],
+        legend: {show: others.length > 0, live: false},
+        series: [{label: named(axis)}, ...lines],
         hooks: {setCursor: [(u) => this.readTrace(u, s, axis)]},
       });
       const plot = new uPlot(opts, data, document.getElementById("xplot"));
+      this.legend();
       this.resetOnDoubleClick(plot, extent(data[0]), null);
       return plot;
     },
@@ -285,6 +427,8 @@
         hooks: {draw: [draw], setCursor: [(u) => this.readMap(u, s)]},
       });
       const plot = new uPlot(opts, [xr, yr], document.getElementById("xplot"));
+      this.shown = {runs: [this.runId], map: s};
+      this.legend();
       this.resetOnDoubleClick(plot, xr, yr);
       let down = null;
       plot.over.addEventListener("mousedown", (e) => { down = [e.clientX, e.clientY]; });
@@ -293,6 +437,66 @@
         this.cut(s, plot);
       });
       return plot;
+    },
+
+    // ---- export of what the plot shows ----------------------------------------------
+    fileName(ext) {
+      const s = this.data.series[this.index];
+      const part = `${s.name}${s.component ? "-" + s.component : ""}`.replace(/[^\w.-]+/g, "_");
+      return `run${this.runId}-${part}${this.overlays.size ? "-overlay" : ""}.${ext}`;
+    },
+
+    // Columns: a trace gives run, its setpoint and its values (one row per point shown,
+    // overlays after it); a map gives its outer and inner setpoints and the value of
+    // each cell (block means when reduced). Headers name each column with its unit.
+    table() {
+      const shown = this.shown, s = this.data.series[this.index];
+      const head = (thing) => `${thing.name}${thing.unit ? ` (${thing.unit})` : ""}`;
+      if (shown.map) {
+        const [rows, cols] = s.shape, [outer, inner] = s.axes, body = [];
+        for (let i = 0; i < rows; i++) {
+          for (let j = 0; j < cols; j++) body.push([this.runId, outer.values[i], inner.values[j], s.values[i * cols + j]]);
+        }
+        return {head: ["run", head(outer), head(inner), head(s)], body};
+      }
+      const body = [];
+      shown.runs.forEach((runId, k) => {
+        shown.data[0].forEach((x, n) => {
+          const y = shown.data[k + 1][n];
+          if (y !== null && y !== undefined) body.push([runId, x, y]);
+        });
+      });
+      return {head: ["run", head(shown.axis), head(s)], body};
+    },
+
+    exportCsv() {
+      if (!this.shown) return;
+      const {head, body} = this.table();
+      const text = [head, ...body].map((row) => row.map(csvCell).join(",")).join("\n") + "\n";
+      download(new Blob([text], {type: "text/csv"}), this.fileName("csv"));
+      document.body.dataset.exported = this.fileName("csv");
+    },
+
+    // Arrays: `run`, `x` (the setpoint) and `y` (the values) of a trace, every point
+    // shown; a map's `y` (outer setpoint, rows), `x` (inner, columns) and `z` (rows x
+    // columns); `names` and `units` of x, y (and z), `labels` as on the axes.
+    exportNpz() {
+      if (!this.shown) return;
+      const s = this.data.series[this.index], f8 = (values, shape) => ({dtype: "<f8", shape: shape || [values.length], values});
+      let arrays, axes;
+      if (this.shown.map) {
+        const [outer, inner] = s.axes;
+        arrays = [["x", f8(inner.values)], ["y", f8(outer.values)], ["z", f8(s.values, s.shape)]];
+        axes = [inner, outer, s];
+      } else {
+        const {body} = this.table();
+        arrays = [["run", f8(body.map((r) => r[0]))], ["x", f8(body.map((r) => r[1]))], ["y", f8(body.map((r) => r[2]))]];
+        axes = [this.shown.axis, s];
+      }
+      arrays.push(["names", strings(axes.map((a) => a.name))], ["units", strings(axes.map((a) => a.unit || ""))],
+                  ["labels", strings(axes.map((a) => a.label || a.name))]);
+      download(zip(arrays.map(([name, a]) => [`${name}.npy`, npy(a)])), this.fileName("npz"));
+      document.body.dataset.exported = this.fileName("npz");
     },
 
     cellAt(u, s) {
