@@ -18,8 +18,9 @@ lowest value at the bottom; a run with more than two sweep dimensions is drawn a
 (:mod:`~examples.preview.child.drawing.scales`); a live run's setpoint axis spans its planned
 sweep. An axis title is shortened in its label, never in its unit; a panel with no
 finite data names its parameter. An empty run gives a placeholder with the status
-text; an interrupted or incomplete run is plotted with a coloured status band, so the
-partial data stays visible.
+text; a run that ended with an exception ("EXCEPTION 73/200") or is not completed
+("INCOMPLETE 120/200") is plotted with a coloured status band, so the partial data
+stays visible; a completed run has none, whatever its points against its shape.
 
 **The report.** Every PNG carries, in a ``tEXt`` chunk named :data:`REPORT_KEY`, the
 JSON decisions behind the picture (:func:`report_of` reads it back): for each panel
