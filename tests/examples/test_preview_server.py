@@ -572,10 +572,17 @@ async def test_ctrl_c_while_an_installed_command_imports_prints_no_traceback(
         process = await trio.lowlevel.open_process(
             argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=sink, env=env
         )
+    status, errors = await _interrupted_once(process, stderr, rb"\| +trio\._")
+    assert status == 128 + signal.SIGINT, errors[-2000:]
+
+
+async def _interrupted_once(process: trio.Process, stderr: Path, pattern: bytes) -> tuple[int, str]:
+    """SIGINT ``process`` once its import log (``stderr``) matches ``pattern``; its exit
+    status and stderr, which must hold no traceback."""
     try:
         with trio.fail_after(30):
             # A file another process writes: polling it is the test.
-            while not re.search(rb"\| +trio\._", stderr.read_bytes()):  # noqa: ASYNC110
+            while not re.search(pattern, await trio.Path(stderr).read_bytes()):  # noqa: ASYNC110
                 await trio.sleep(0.001)
         process.send_signal(signal.SIGINT)
         with trio.fail_after(15):
@@ -584,10 +591,10 @@ async def test_ctrl_c_while_an_installed_command_imports_prints_no_traceback(
         if process.returncode is None:
             process.kill()
             await process.wait()
-    errors = stderr.read_text()
+    errors = await trio.Path(stderr).read_text()
     assert "Traceback" not in errors
     assert "KeyboardInterrupt" not in errors
-    assert status == 128 + signal.SIGINT, errors[-2000:]
+    return status, errors
 
 
 async def test_a_server_of_finished_runs_loads_neither_numpy_nor_pillow(tmp_path: Path) -> None:
