@@ -66,10 +66,12 @@ from .messages import DataAxis as DataAxis
 from .messages import DataSeries as DataSeries
 from .messages import RunData as RunData
 from .messages import RunDataReply as RunDataReply
+from .messages import Annotate as Annotate
 from .messages import RunDetails as RunDetails
 from .messages import RunDetailsReply as RunDetailsReply
 from .messages import RunLink as RunLink
 from .messages import RunList as RunList
+from .messages import DependentPoints as DependentPoints
 from .messages import RunSummary as RunSummary
 from .messages import RunTime as RunTime
 from .messages import RunTimes as RunTimes
@@ -125,6 +127,7 @@ _PROTOCOL_NAMES = [
     "ListRunTimes",
     "RunData",
     "RunDataReply",
+    "Annotate",
     "RunDetails",
     "Draw",
     "ListDatabases",
@@ -138,6 +141,7 @@ _PROTOCOL_NAMES = [
     "BootReportReply",
     "OkReply",
     "RunList",
+    "DependentPoints",
     "RunSummary",
     "ImageReady",
     "ResyncRequired",

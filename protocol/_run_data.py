@@ -111,6 +111,9 @@ class RunData:
     server's maximum."""
     side: int | None = attrs.field(default=None, validator=_optional(_int_in(1, MAX_DATA_SIDE)))
     """Most rows, and most columns, of a 2-D map; ``None``: the server's maximum."""
+    slice: int | None = attrs.field(default=None, validator=_optional(_int_in(0, MAX_JSON_INT)))
+    """For a run with more than two sweep dimensions, the 2-D slice of its maps (from 0,
+    as ``draw``'s; past the last: the last); ``None``: the slice holding the newest point."""
 
 
 # --- server → client -------------------------------------------------------------------
@@ -169,6 +172,13 @@ class DataSeries:
     """2-D, merged blocks only: each block's smallest value."""
     high: tuple[float | None, ...] = attrs.field(default=(), validator=_numbers)
     """2-D, merged blocks only: each block's largest value."""
+    slice: int | None = attrs.field(default=None, validator=_optional(_int_in(0, MAX_JSON_INT)))
+    """A map of a run with more than two sweep dimensions: which 2-D slice it is (from
+    0); ``None`` otherwise."""
+    slice_count: int = attrs.field(default=0, validator=_int_in(0, MAX_JSON_INT))
+    """How many slices the run has (0: not sliced)."""
+    slice_label: str = attrs.field(default="", validator=_text())
+    """The slice's fixed setpoints, e.g. ``magnet_field = 0.8 T · slice 5 of 6``."""
 
     @axes.validator
     def _check_axes(self, attribute: attrs.Attribute[Any], value: object) -> None:

@@ -37,7 +37,9 @@ __all__ = [
     "ListRuns",
     "ListRunTimes",
     "RunDetails",
+    "Annotate",
     "Draw",
+    "DependentPoints",
     "RunSummary",
     "RunList",
     "ImageReady",
@@ -100,6 +102,29 @@ class RunDetails:
     """The database's run id."""
 
 
+#: The longest note a run may carry, in characters.
+MAX_NOTE: Final = 2000
+
+
+@attrs.frozen(kw_only=True)
+class Annotate:
+    """Star a run, or write a short note on it (design §7.2). Answered by ``ok``; the
+    run list is pushed again with the run's ``starred`` and ``note``.
+
+    The preview server keeps them in a file beside the database
+    (``<file>.preview-notes.json``), never in the QCoDeS file.
+    """
+
+    request_id: str = _request_id()
+    """Client-chosen id, 1..128 characters."""
+    run_id: int = _run_id()
+    """The database's run id."""
+    starred: bool | None = attrs.field(default=None, validator=_optional(_flag))
+    """Star (true) or unstar (false) the run; ``None`` leaves it as it is."""
+    note: str | None = attrs.field(default=None, validator=_optional(_text(MAX_NOTE, min_length=0)))
+    """The run's note (``""`` removes it; at most 2000 characters); ``None`` leaves it."""
+
+
 #: The value scales a ``draw`` may ask for (design §5.2).
 SCALES: Final = ("auto", "linear", "log", "symlog")
 #: The setpoint-axis scales a ``draw`` may ask for.
@@ -134,6 +159,20 @@ class Draw:
 
 
 @attrs.frozen(kw_only=True)
+class DependentPoints:
+    """How many points of one dependent a run holds, and how many were planned."""
+
+    name: str = attrs.field(validator=_text())
+    """The dependent parameter's name."""
+    points: int = attrs.field(validator=_count)
+    """Its values so far (an ``array`` result counts each of its elements), not the
+    database's rows: a run with two setpoint groups of 200 and 20 holds 200 + 200 + 20
+    points in 420 rows."""
+    planned: int | None = attrs.field(default=None, validator=_optional(_count))
+    """The size of its declared shape (QCoDeS ``set_shapes``); ``None`` if none."""
+
+
+@attrs.frozen(kw_only=True)
 class RunSummary:
     """One row of ``run_list``: a measurement run of the preview server (design §7.2)."""
 
@@ -152,17 +191,31 @@ class RunSummary:
     completed: bool = attrs.field(validator=_flag)
     """False while the run is still being written (a progressive source, design §4.5)."""
     rows: int = attrs.field(validator=_count)
-    """Number of result rows so far."""
+    """Number of rows of its results table so far (SQLite rows, not points: see
+    ``points``)."""
     status: str | None = attrs.field(default=None, validator=_optional(_code))
-    """What the newest read of the run found, so a late client needs no event replay:
-    ``ok``, ``empty``, ``interrupted``, ``incomplete`` (not completed, and nothing was
-    written for a while: the writer is gone), ``progressive`` (still being written,
-    design §4.5) or ``unreadable`` (its metadata failed); ``None`` while unknown (not read
-    yet at its newest revision). Added after the first release: optional."""
+    """What the newest read of the run found, as QCoDeS records it, so a late client
+    needs no event replay: ``ok`` (completed), ``interrupted`` (completed: the measurement
+    ended with an exception), ``empty`` (completed, no results), ``incomplete`` (not
+    completed, and nothing was written for a while: the writer is gone), ``progressive``
+    (not completed, still being written, design §4.5) or ``unreadable`` (its metadata
+    failed); ``None`` while unknown (not read yet at its newest revision). Added after
+    the first release: optional."""
     job_run_id: int | None = attrs.field(default=None, validator=_optional(_count))
     """The event-log run reporting this run's work now, or the last one that did (its
     events carry it as ``run_id``; ask ``status``/``cancel`` with it); ``None`` before
     one was admitted. Optional, like ``status``."""
+    points: tuple[DependentPoints, ...] = attrs.field(
+        default=(), validator=_items_of(DependentPoints)
+    )
+    """Points per dependent, as last read (at most 64 dependents). Optional."""
+    starred: bool = attrs.field(default=False, validator=_flag)
+    """Starred by a user (``annotate``). Optional."""
+    note: str = attrs.field(default="", validator=_text(MAX_NOTE, min_length=0))
+    """A user's short note on the run (``annotate``), or ``""``. Optional."""
+    idle_since: float | None = attrs.field(default=None, validator=_optional(_finite))
+    """For a run not completed: no new data was written after this time (seconds since
+    the epoch, UTC; the latest the server can vouch for); ``None`` otherwise. Optional."""
 
 
 @attrs.frozen(kw_only=True)
@@ -260,7 +313,9 @@ class RunDetailsReply:
     guid: str | None = attrs.field(default=None, validator=_optional(_text()))
     """The run's GUID."""
     status: str = attrs.field(validator=_code)
-    """``ok``, ``empty``, ``interrupted`` or ``incomplete`` (as the reader found it)."""
+    """As QCoDeS records the run: ``ok`` (completed), ``interrupted`` (completed: the
+    measurement ended with an exception, see ``exception``), ``empty`` (completed, no
+    results) or ``incomplete`` (not completed)."""
     status_reason: str = attrs.field(default="", validator=_text(min_length=0))
     """Why the status, in words."""
     started: float | None = attrs.field(default=None, validator=_optional(_finite))
@@ -286,6 +341,12 @@ class RunDetailsReply:
     """Runs derived from this one."""
     exception: str | None = attrs.field(default=None, validator=_optional(_text(min_length=0)))
     """The traceback QCoDeS stored when the measurement raised, or ``None``."""
+    points: tuple[DependentPoints, ...] = attrs.field(
+        default=(), validator=_items_of(DependentPoints)
+    )
+    """Points per dependent and the planned ones (at most 64). Optional."""
+    results: int | None = attrs.field(default=None, validator=_optional(_count))
+    """QCoDeS's ``number_of_results``: rows of the results table, ``None`` if unknown."""
 
     @parameters.validator
     def _check_parameters(self, attribute: attrs.Attribute[Any], value: object) -> None:

@@ -25,6 +25,7 @@ Requests (:data:`ClientRequest`):
 ``list_runs``        the runs of the preview server's database; ``run_list``
 ``list_run_times``   every run's start and end (for sorting by date); ``run_times``
 ``run_details``      a run's times, snapshot, metadata and links (§7.2); ``run_details_reply``
+``annotate``         star a run or note on it, kept beside the database (§7.2); ``ok``
 ``draw``             one picture of a run: a slice, a scale (§5.2, §7.2); ``drawing``
 ``run_data``         a run's data, downsampled keeping extremes (§7.7); ``run_data_reply``
 ``list_databases``   the preview server's databases (§7.5); ``database_list``
@@ -90,8 +91,11 @@ from ._run_data import DataAxis as DataAxis
 from ._run_data import DataSeries as DataSeries
 from ._run_data import RunData as RunData
 from ._run_data import RunDataReply as RunDataReply
+from ._run_messages import MAX_NOTE as MAX_NOTE
 from ._run_messages import SCALES as SCALES
 from ._run_messages import XSCALES as XSCALES
+from ._run_messages import Annotate as Annotate
+from ._run_messages import DependentPoints as DependentPoints
 from ._run_messages import Draw as Draw
 from ._run_messages import Drawing as Drawing
 from ._run_messages import ImageReady as ImageReady
@@ -111,6 +115,7 @@ __all__ = [
     "MAX_DATA_BUCKETS",
     "MAX_DATA_SIDE",
     "MAX_JSON_INT",
+    "MAX_NOTE",
     "MAX_URL_LENGTH",
     "is_code",
     "MAX_REQUEST_ID_LENGTH",
@@ -143,12 +148,14 @@ __all__ = [
     "Receipt",
     "ResyncRequired",
     "Resume",
+    "Annotate",
     "RunDetails",
     "RunData",
     "RunDataReply",
     "RunDetailsReply",
     "RunLink",
     "RunList",
+    "DependentPoints",
     "RunSummary",
     "RunTime",
     "RunTimes",
@@ -184,6 +191,7 @@ ClientRequest = Union[  # noqa: UP007 - cattrs needs a typing.Union object at ru
     ListRuns,
     ListRunTimes,
     RunDetails,
+    Annotate,
     Draw,
     RunData,
     ListDatabases,

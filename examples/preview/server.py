@@ -54,27 +54,20 @@ the shutdown's) have the job server's format (:func:`examples.web.cli.setup_logg
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 
+from .cli import quiet_start
 
-def _exit_quietly(signum: int, frame: object) -> None:
-    """Ctrl-C while the modules below load (half a second of imports): no traceback.
-
-    Exits at once rather than raising: nothing is open or written yet, and an exception
-    raised while the interpreter runs a callback of its own (importlib's weakref
-    callbacks, say) is printed and dropped, so the server would start anyway.
-    """
-    os._exit(128 + signum)
-
-
-if __name__ == "__main__":  # main() gives Ctrl-C back to Python's default, then trio's
-    signal.signal(signal.SIGINT, _exit_quietly)
+# Ctrl-C while the modules below load (half a second of imports): no traceback, under
+# python -m and as the installed console command. main() gives Ctrl-C back.
+quiet_start.install(__name__, "trio-actors-preview")
 
 # The imports after the handler above: ruff's E402 is expected here.
 import logging  # noqa: E402
+import os  # noqa: E402
 import shutil  # noqa: E402
+import socket  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
 import urllib.parse  # noqa: E402
@@ -96,7 +89,7 @@ from ..web.launch import (  # noqa: E402
     front_door_config,
     listening,
 )
-from ..web.names import NULL_ORIGIN  # noqa: E402
+from ..web.names import NULL_ORIGIN, is_loopback  # noqa: E402
 from ..web.serverinfo import InfoFile, process_alive  # noqa: E402
 from ..web.signals import shutdown_on_signal  # noqa: E402
 from .app import (  # noqa: E402
@@ -110,7 +103,6 @@ from .app import (  # noqa: E402
 )
 
 if TYPE_CHECKING:
-    import socket
     from collections.abc import AsyncIterator, Callable, Sequence
 
     from actors import BootReport, PoolHandle
@@ -412,8 +404,7 @@ class _StoppedEarly(BaseException):
 
 def main(argv: list[str] | None = None) -> int:
     """The command line; see the module docstring. Returns the exit status."""
-    if signal.getsignal(signal.SIGINT) is _exit_quietly:
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # trio takes it from here
+    quiet_start.restore()  # trio takes Ctrl-C from here
     try:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C while preparing (e.g. writing the sample)
@@ -451,7 +442,7 @@ def _main(argv: list[str] | None) -> int:
                 cache_dir = workdir
                 print(f"sample database: {db} (private; removed at exit)", flush=True)
                 return _serve(args, parser, db, cache_dir, demo, front_config, sockets, on_term)
-            paths = [Path(path) for path in args.paths]
+            paths = distinct_paths([Path(path) for path in args.paths])
             first = _first_database(paths)
             if first is None:
                 return 2
@@ -464,6 +455,67 @@ def _main(argv: list[str] | None) -> int:
         finally:
             if workdir is not None:
                 shutil.rmtree(workdir, ignore_errors=True)
+
+
+def distinct_paths(paths: Sequence[Path]) -> list[Path]:
+    """``paths`` without repeats, in order: a file or folder named twice (``a.db``,
+    ``./a.db``, a link to it) is the same one, served and listed once."""
+    seen: set[Path] = set()
+    kept = []
+    for path in paths:
+        try:
+            key = path.resolve()
+        except (OSError, RuntimeError):  # a link loop: kept as named, refused later
+            key = path.absolute()
+        if key not in seen:
+            seen.add(key)
+            kept.append(path)
+    return kept
+
+
+#: Hosts that bind every interface: no browser opens an address with them.
+_WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+
+
+def reachable_hosts(host: str) -> list[str]:
+    """Hosts a browser can open for a server bound to ``host`` (blocking: asks the
+    resolver for this machine's names).
+
+    A wildcard bind (``0.0.0.0``, ``::``) is reached by this machine's names and
+    addresses: its host name (fully qualified when known), each of its non-loopback
+    addresses, then ``127.0.0.1`` (on this machine). Any other host: ``[host]``.
+    """
+    if host.strip("[]") not in _WILDCARDS:
+        return [host]
+    names = [socket.getfqdn(), socket.gethostname()]
+    try:
+        infos = socket.getaddrinfo(socket.gethostname(), None, type=socket.SOCK_STREAM)
+    except OSError:
+        infos = []
+    names += [str(info[4][0]) for info in infos]
+    try:  # the address outgoing traffic uses (a UDP connect sends nothing)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("192.0.2.1", 9))
+            names.append(str(probe.getsockname()[0]))
+    except OSError:
+        pass
+    outside = [n for n in names if n and n not in _WILDCARDS and not is_loopback(n)]
+    return list(dict.fromkeys([*outside, "127.0.0.1"]))  # this machine's own last
+
+
+def reachable_urls(url: str, hosts: Sequence[str] | None = None) -> list[str]:
+    """``url`` under each host a browser can open (:func:`reachable_hosts` of its host,
+    unless ``hosts`` gives them): ``[url]`` unless it names a wildcard."""
+    parts = urllib.parse.urlsplit(url)
+    if (parts.hostname or "") not in _WILDCARDS:
+        return [url]
+    found = hosts if hosts is not None else reachable_hosts(parts.hostname or "")
+    return [
+        urllib.parse.urlunsplit(
+            parts._replace(netloc=f"{f'[{h}]' if ':' in h else h}:{parts.port}")
+        )
+        for h in found
+    ]
 
 
 def _first_database(paths: Sequence[Path]) -> Path | None:
@@ -527,6 +579,7 @@ def _serve(
         parser.error(str(exc))
 
     record = InfoFile("preview_server")  # written once ready, removed at exit
+    hosts = reachable_hosts(front_config.host)  # before the start: the resolver blocks
     held: list[str] = []
 
     def on_boot(report: BootReport) -> None:
@@ -545,12 +598,16 @@ def _serve(
         # A file:// page's origin is "null": it may connect only if that is allowed.
         as_file = NULL_ORIGIN in front.config.allowed_origins
         file_line = (f"dashboard as a file: {dashboard_url(front.url, token)}",) if as_file else ()
+        # Bound to every interface: the dashboard under this machine's names, never
+        # "0.0.0.0", which no browser opens.
+        reachable = reachable_urls(front.url, hosts)
+        also = tuple(f"also reachable as: {dashboard_page_url(u, token)}" for u in reachable[1:])
         announce(
             record,
             front.url,
             token,
-            dashboard=dashboard_page_url(front.url, token),
-            extra=(*file_line, *held),
+            dashboard=dashboard_page_url(reachable[0], token),
+            extra=(*also, *file_line, *held),
         )
 
     async def run() -> tuple[int, bool]:

@@ -42,6 +42,16 @@ def plots_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
+@pytest.fixture(scope="session")
+def status_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database written by QCoDeS itself, one run per status (:mod:`qcodes_statuses`);
+    skips the test when QCoDeS is not installed. Tests must not change it."""
+    pytest.importorskip("qcodes")
+    from qcodes_statuses import write_status_database
+
+    return write_status_database(tmp_path_factory.mktemp("statuses") / "statuses.db")
+
+
 @pytest.fixture(autouse=True)
 def _private_runtime_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
     """Servers started by a test (and their subprocesses) write their info files into a

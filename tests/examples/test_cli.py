@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import sqlite3
@@ -34,10 +35,12 @@ from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
 from examples.jobs.server import JobServerConfig, open_job_server
 from examples.jobs.server import main as job_server_main
 from examples.preview.cli.client import main as preview_client_main
+from examples.preview.server import distinct_paths, reachable_urls
 from examples.preview.server import main as preview_server_main
 from examples.web.cli import OneLineParser, connection_problem, websocket_url
 from examples.web.frontdoor import FrontDoorConfig
 from examples.web.launch import add_server_options, server_token, with_token
+from examples.web.names import is_loopback
 from examples.web.serverinfo import ENV_TOKEN
 
 if TYPE_CHECKING:
@@ -275,6 +278,18 @@ async def test_an_image_the_client_cannot_save_is_no_connection_problem(
         "is a directory",
         line,
     ), line
+
+
+async def test_selecting_a_run_the_database_lacks_exits_2(real_db: Path, tmp_path: Path) -> None:
+    config = server_config(real_db, tmp_path, helpers=1)
+    async with preview_server(config, token=TOKEN) as (front, _app):
+        done = await _client(
+            "examples.preview.cli.client", front.url, "--token", TOKEN, "--select", "99",
+            "--out", str(tmp_path / "out"),
+        )  # fmt: skip
+    assert done.returncode == 2
+    line = _one_line(done.stderr.decode())
+    assert line == "preview_client: --select 99: unknown_run: no run 99 in this database", line
 
 
 @contextlib.asynccontextmanager
@@ -578,6 +593,64 @@ async def test_the_preview_server_says_what_its_ledger_holds_from_before(
                 rest += chunk
             assert await process.wait() == 0
         assert rest == b""  # every run was decided at shutdown: none is left held
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        await process.stdout.aclose()
+
+
+def test_a_wildcard_bind_is_announced_under_names_a_browser_opens() -> None:
+    urls = reachable_urls("ws://0.0.0.0:8765")
+    assert urls
+    assert not any("0.0.0.0" in url for url in urls)
+    assert urls[-1] == "ws://127.0.0.1:8765"
+    host = socket.gethostname()
+    if not is_loopback(host):
+        assert any(url.startswith(f"ws://{host}") for url in urls), urls
+    assert all(url.endswith(":8765") for url in urls)
+    assert reachable_urls("ws://127.0.0.1:8765") == ["ws://127.0.0.1:8765"]
+    assert reachable_urls("ws://[::]:1") != ["ws://[::]:1"]
+
+
+def test_a_path_given_twice_is_served_once(tmp_path: Path, real_db: Path) -> None:
+    db = tmp_path / "a.db"
+    shutil.copyfile(real_db, db)
+    (tmp_path / "link.db").symlink_to(db)
+    named = [db, tmp_path / "." / "a.db", tmp_path / "link.db", tmp_path]
+    assert distinct_paths(named) == [db, tmp_path]
+    assert distinct_paths([db, db]) == [db]
+
+
+async def test_the_server_on_every_interface_prints_reachable_addresses(
+    tmp_path: Path, real_db: Path
+) -> None:
+    db = tmp_path / "a.db"
+    shutil.copyfile(real_db, db)
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "examples.preview.server", str(db), str(db),
+         str(tmp_path / "." / "a.db"), "--host", "0.0.0.0", "--port", "0", "--helpers", "1",
+         "--token", "wide-token", "--cache-dir", str(tmp_path / "cache")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert process.stdout is not None
+    try:
+        lines = [(await first_line(process.stdout)).decode().strip() for _ in range(3)]
+        assert lines[0].startswith("starting: ")  # one database: no "watching:" of three
+        port = re.fullmatch(r"listening on ws://0\.0\.0\.0:(\d+)/\?token=wide-token", lines[1])
+        assert port is not None, lines
+        assert lines[2].startswith("dashboard: http://"), lines
+        assert "0.0.0.0" not in lines[2]
+        assert lines[2].endswith(f":{port[1]}/?token=wide-token")
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(2 * TIMEOUT):
+            rest = b""
+            while chunk := await process.stdout.receive_some():
+                rest += chunk
+            assert await process.wait() == 0
+        also = rest.decode().splitlines()
+        assert f"also reachable as: http://127.0.0.1:{port[1]}/?token=wide-token" in also
+        assert not any("0.0.0.0" in line for line in also)
     finally:
         if process.returncode is None:
             process.kill()

@@ -195,7 +195,10 @@ async def test_dashboard_shows_thumbnails_and_the_selected_preview(
             session,
             "JSON.stringify([...document.querySelectorAll('.badge')].map(b => b.textContent))",
         )
-        assert json.loads(badges) == [*["ok"] * 9, "empty", "interrupted", "incomplete"]
+        assert json.loads(badges) == [
+            *["completed"] * 9, "completed, no data", "completed — ended with an exception",
+            "running / incomplete",
+        ]  # fmt: skip
 
         shot = await devtools.call("Page.captureScreenshot", session, format="png")
         data = base64.b64decode(shot["data"])

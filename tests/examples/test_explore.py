@@ -297,21 +297,32 @@ async def test_a_map_hover_zoom_and_line_cuts(explore_db: Path, tmp_path: Path) 
     assert_no_children()
 
 
-#: The tick labels of each axis of a plot, and the values they stand for.
-TICKS = "[0, 1].map((k) => [u.axes[k]._values, u.axes[k]._splits])"
+#: The tick labels of each axis of a plot, the values they stand for, its SI factor and title.
+TICKS = (
+    "[0, 1].map((k) => [u.axes[k]._values, u.axes[k]._splits, u.axes[k].si.factor,"
+    " u.axes[k].label])"
+)
 
 
 async def _ticks(page: Page, plot: str) -> list[list[tuple[str, float]]]:
-    """Each axis of ``plot`` (a JS expression): its (label, value) pairs with a label."""
+    """Each axis of ``plot`` (a JS expression): its (label, value in SI units) pairs with
+    a label; the label is in the axis's prefixed unit (``nA``), so it is scaled back."""
     axes = await page.json(f"((u) => {TICKS})({plot})")
-    return [[(label, value) for label, value in zip(*axis, strict=True) if label] for axis in axes]
+    return [
+        [(label, value * factor) for label, value in zip(labels, splits, strict=True) if label]
+        for labels, splits, factor, _title in axes
+    ]
+
+
+async def _titles(page: Page, plot: str) -> list[str]:
+    return [axis[3] for axis in await page.json(f"((u) => {TICKS})({plot})")]
 
 
 def _assert_labels_tell(axis: list[tuple[str, float]]) -> None:
-    """Every label is its tick's value (6 significant digits), and no two are alike."""
+    """Every label is its tick's value (in the axis's unit), and no two are alike."""
     assert len(axis) >= 3, axis
     for label, value in axis:
-        assert float(label) == pytest.approx(value, rel=1e-5, abs=0), axis
+        assert float(label) == pytest.approx(value, rel=1e-5, abs=1e-9), axis
     assert len({label for label, _ in axis}) == len(axis), axis
 
 
@@ -321,10 +332,12 @@ async def test_axis_labels_of_tiny_si_values(explore_db: Path, tmp_path: Path) -
     config = server_config(explore_db, tmp_path, helpers=2)
     async with _explore(config, tmp_path, 1) as page:
         bias, current = await _ticks(page, "explore.plot")
-        _assert_labels_tell(bias)  # ±0.01 V
-        _assert_labels_tell(current)  # ±12 nA
-        assert max(abs(value) for _, value in current) < 1e-7
-        assert any("e-" in label for label, _ in current)
+        _assert_labels_tell(bias)  # ±0.01 V: ticks in mV
+        _assert_labels_tell(current)  # ±12 nA: ticks in nA, never "1e-8"
+        assert max(abs(float(label)) for label, _ in current) < 1000
+        assert not any("e" in label for label, _ in [*bias, *current])
+        bias_title, current_title = await _titles(page, "explore.plot")
+        assert (bias_title[-5:], current_title[-5:]) == (" (mV)", " (nA)")
 
         await page.js("document.querySelector('[data-run=\"4\"]').click()")
         await page.wait("(document.body.dataset.explore || '').startsWith('4:0:')")

@@ -554,6 +554,49 @@ async def test_ctrl_c_before_the_server_is_ready_exits_quietly(
     assert_no_children()
 
 
+@pytest.mark.parametrize("command", ["trio-actors-preview", "trio-actors-preview-client"])
+async def test_ctrl_c_while_an_installed_command_imports_prints_no_traceback(
+    real_db: Path, tmp_path: Path, command: str
+) -> None:
+    script = Path(sys.executable).parent / command
+    if not script.exists():
+        pytest.skip(f"{command} is not installed in this environment")
+    stderr = tmp_path / "command.err"
+    argv = [str(script), str(real_db), "--port", "0", "--cache-dir", str(tmp_path / "cache")]
+    if command.endswith("client"):
+        argv = [str(script), "ws://127.0.0.1:9", "--out", str(tmp_path / "out")]
+    # PYTHONPROFILEIMPORTTIME: the import log on stderr says the command is importing
+    # trio, well after the console script's own lines, before main() runs.
+    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
+    with stderr.open("wb") as sink:
+        process = await trio.lowlevel.open_process(
+            argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=sink, env=env
+        )
+    status, errors = await _interrupted_once(process, stderr, rb"\| +trio\._")
+    assert status == 128 + signal.SIGINT, errors[-2000:]
+
+
+async def _interrupted_once(process: trio.Process, stderr: Path, pattern: bytes) -> tuple[int, str]:
+    """SIGINT ``process`` once its import log (``stderr``) matches ``pattern``; its exit
+    status and stderr, which must hold no traceback."""
+    try:
+        with trio.fail_after(30):
+            # A file another process writes: polling it is the test.
+            while not re.search(pattern, await trio.Path(stderr).read_bytes()):  # noqa: ASYNC110
+                await trio.sleep(0.001)
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(15):
+            status = await process.wait()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    errors = await trio.Path(stderr).read_text()
+    assert "Traceback" not in errors
+    assert "KeyboardInterrupt" not in errors
+    return status, errors
+
+
 async def test_a_server_of_finished_runs_loads_neither_numpy_nor_pillow(tmp_path: Path) -> None:
     """The helpers read and draw (design §5.4): the server starts without the drawing
     code, which it loads only to draw something itself (a live image, a ``draw``)."""

@@ -5,9 +5,10 @@ process: it reads each run with its own API and prints what it found as JSON, an
 test compares that with what :mod:`examples.preview.child.qcodes.source` reads: every
 dependent's values and setpoints in acquisition order, the planned shapes, labels,
 units and paramtypes, and the run metadata (names, experiment, sample, GUID, times,
-completion, extra metadata columns, snapshot, parent links). The child keeps QCoDeS's
-side effects (its config folder, its logging) out of the test process. Skipped when
-``qcodes`` is not installed.
+completion, extra metadata columns, snapshot, parent links), and the counts: rows as
+QCoDeS's ``number_of_results``, points per dependent as the values it returns. The
+child keeps QCoDeS's side effects (its config folder, its logging) out of the test
+process. Skipped when ``qcodes`` is not installed.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ while True:
         "metadata": {k: v for k, v in ds.metadata.items()},
         "parents": [link.tail for link in ds.parent_dataset_links],
         "snapshot": ds.snapshot,
-        "specs": specs, "data": data,
+        "specs": specs, "data": data, "number_of_results": ds.number_of_results,
     })
     run_id += 1
 print(json.dumps(out))
@@ -124,6 +125,13 @@ def _compare(source: Any, qc_run: dict[str, Any]) -> None:
         assert summary[ours] == qc_run[theirs], (run_id, ours)
     assert summary["is_completed"] == qc_run["completed"]
     assert summary["shapes"] == qc_run["shapes"]
+    # Counts: rows are QCoDeS's number_of_results; points are each dependent's values.
+    assert summary["row_count"] == qc_run["number_of_results"], run_id
+    counted = {}
+    for dep, arrays in qc_run["data"].items():
+        values = arrays[dep]
+        counted[dep] = len(values["real"]) if isinstance(values, dict) else len(values)
+    assert summary["points"] == counted, run_id
     extra = {k: v for k, v in qc_run["metadata"].items() if k != "measurement_exception"}
     assert {k: v for k, v in details["metadata"].items() if k != "measurement_exception"} == extra
     assert [p["guid"] for p in details["parents"]] == qc_run["parents"]
@@ -167,7 +175,7 @@ def _description_text(source: Any, run_id: int) -> str:
     return str(row[0])
 
 
-@pytest.mark.parametrize("fixture", ["real_db", "plots_db"])
+@pytest.mark.parametrize("fixture", ["real_db", "plots_db", "status_db"])
 def test_reader_equals_qcodes_on_every_run(
     fixture: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:

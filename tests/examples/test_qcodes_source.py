@@ -76,6 +76,23 @@ def test_list_runs_matches_the_readme_table(source):
         assert run["problem"] is None
 
 
+def test_summaries_count_points_per_dependent_not_rows(source):
+    by_id = {r["run_id"]: r for r in source.list_runs()}
+    # 600 rows, one per dependent per setpoint: 150 points of each of the four.
+    assert by_id[3]["row_count"] == 600
+    assert by_id[3]["points"] == {
+        "lockin_X": 150, "lockin_Y": 150, "lockin_R": 150, "lockin_phase": 150
+    }  # fmt: skip
+    assert by_id[3]["planned_points"] == dict.fromkeys(by_id[3]["points"], 150)
+    # 25 rows of 128-element arrays (read from the .npy headers, nothing decoded).
+    assert (by_id[7]["row_count"], by_id[7]["points"]) == (25, {"psd": 25 * 128})
+    assert by_id[8]["points"] == {"qubit_state": 50, "dmm_v2": 50}
+    assert by_id[8]["planned_points"] == {}
+    assert by_id[10]["points"] == {"dmm_v1": 0}
+    assert (by_id[12]["points"], by_id[12]["planned_points"]) == ({"dmm_v1": 120}, {"dmm_v1": 200})
+    assert all(isinstance(r["file_modified"], float) for r in by_id.values())
+
+
 def test_summary_has_names_units_dependencies_and_shapes(source):
     run = source.list_runs(after=3, limit=1)[0]
     assert run["run_id"] == 4
@@ -324,7 +341,11 @@ def test_probe_and_reads_see_rows_committed_by_a_writer(writable_db):
             writer.execute("UPDATE runs SET is_completed = 1 WHERE run_id = 12")
             writer.commit()
             assert src.probe([12])["runs"] == [[12, 121, 1, 0]]
-            assert src.read_run(12)["status"] == "interrupted"  # 121 of 200 planned
+            read = src.read_run(12)  # completed with 121 of 200 planned: still "ok"
+            assert (read["status"], read["status_reason"]) == (
+                "ok",
+                "completed with 121 of 200 planned points of dmm_v1",
+            )
         finally:
             writer.close()
 

@@ -175,7 +175,7 @@ def test_interrupted_and_incomplete_runs_carry_a_status_band(observations, run_i
 @pytest.mark.parametrize(
     ("run_id", "thumbnail", "preview_starts"),
     [
-        (11, "INTERRUPTED 73/200", "INTERRUPTED 73/200: measurement raised RuntimeError"),
+        (11, "EXCEPTION 73/200", "EXCEPTION 73/200: ended with an exception: RuntimeError"),
         (12, "INCOMPLETE 120/200", "INCOMPLETE 120/200: not completed"),
     ],
 )

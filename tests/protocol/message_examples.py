@@ -6,6 +6,7 @@ import typing
 
 from protocol import (
     Ack,
+    Annotate,
     BootReport,
     BootReportReply,
     Cancel,
@@ -174,6 +175,7 @@ EXAMPLES: list[typing.Any] = [
     ResyncRequired(head=1234, cursor=1000),
     ListRunTimes(request_id="r18"),
     RunDetails(request_id="r19", run_id=4),
+    Annotate(request_id="r19a", run_id=4, starred=True, note="the good one"),
     Draw(request_id="r20", run_id=4, kind="preview", slice=2, scale="symlog", xscale="log"),
     RunTimes(
         request_id="r18",

@@ -25,6 +25,7 @@ Depends on the :class:`~examples.preview.app.runs.RunTable`,
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -159,7 +160,7 @@ class ChangeProbe:
             if record.note_probe(int(entry[1]), bool(entry[2])):
                 self._table.list_changed = True
             token = revision(entry)
-            if record.note_token(token, now):
+            if record.note_token(token, now, time.time()):
                 record.number(token)
                 changed.append(record)
         if new:

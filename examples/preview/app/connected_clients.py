@@ -51,6 +51,7 @@ from .images import ClientPusher
 if TYPE_CHECKING:
     from ...web.api import Handler
     from ...web.connection import Connection
+    from .annotations import Annotations
     from .claim_runner import ClaimRunner
     from .images import ImageStore
     from .revisions import Revisions
@@ -77,6 +78,7 @@ class Clients:
         push_timeout: Seconds (trio clock) an image push waits for room in a client's
             queue.
         views: The handlers that look into one run, or None (not served).
+        notes: The runs' stars and notes, or None (``annotate`` not served).
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class Clients:
         *,
         push_timeout: float,
         views: RunViews | None = None,
+        notes: Annotations | None = None,
     ) -> None:
         self._table = table
         self._selection = selection
@@ -97,6 +100,7 @@ class Clients:
         self._claims = claims
         self._push_timeout = push_timeout
         self._views = views
+        self._notes = notes
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -126,12 +130,33 @@ class Clients:
         }
         if self._views is not None:
             handlers.update(self._views.handlers)
+        if self._notes is not None:
+            handlers["annotate"] = self.on_annotate
         return handlers
+
+    async def on_annotate(self, conn: Connection, request: messages.Annotate) -> messages.Message:
+        """``annotate`` → ``ok``; the run list is pushed with the run's star and note.
+
+        Raises:
+            UnknownRun: (``unknown_run``) no such run.
+            NotesUnwritable: (``notes_unwritable``) the notes file beside the database
+                could not be written.
+        """
+        assert self._notes is not None
+        self._table.check([request.run_id])
+        await self._notes.set(
+            self._table, request.run_id, starred=request.starred, note=request.note
+        )
+        if self._notes.apply(self._table):
+            self.push_run_list()
+        return messages.OkReply(request_id=request.request_id)
 
     def push_run_list(self) -> None:
         """Push the run list to every connection with image pushes (never waits)."""
         if not self._images.pushers:
             return  # nobody to tell: the rows are not even built
+        if self._notes is not None:
+            self._notes.apply(self._table)  # new runs get their stars too
         message = messages.RunList(request_id=None, runs=self._table.summaries())
         for pusher in list(self._images.pushers):
             target: Any = pusher.target
@@ -141,6 +166,9 @@ class Clients:
     async def on_list_runs(self, conn: Connection, request: messages.ListRuns) -> messages.Message:
         """``list_runs`` → ``run_list``; then every image is announced (``image_ready``)."""
         pusher = conn.data.get(_PUSHER)
+        if self._notes is not None:  # stars and notes: read once, for every row
+            await self._notes.load()
+            self._notes.apply(self._table)
         if pusher is not None and not pusher.ended:
             conn.after_reply(pusher.mark_all)  # send every image again
         else:  # the first list_runs, or the pusher ended (resync_required)

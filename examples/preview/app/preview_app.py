@@ -104,6 +104,7 @@ from actors import (
 from ..child.drawing.image_kinds import RENDERER_VERSION
 from ..child.qcodes.errors import SourceUnreadable
 from ..child.qcodes.source import open_source
+from .annotations import Annotations
 from .change_probe import ChangeProbe
 from .claim_runner import ClaimRunner
 from .config import PreviewConfig
@@ -433,6 +434,7 @@ class _Parts:
             claims,
             push_timeout=config.push_timeout,
             views=views,
+            notes=Annotations(config.db),
         )
         self.data = DataView(
             table, helpers, buckets=config.data_buckets, side=config.data_side,

@@ -62,6 +62,7 @@ from ..child.drawing.image_kinds import KINDS, MIME
 from .config import RENDER_SLACK
 from .image_urls import view_url
 from .images import StoredImage
+from .runs import points_message
 
 if TYPE_CHECKING:
     from actors import Runtime
@@ -288,7 +289,15 @@ def _details_reply(request_id: str, run_id: int, found: dict[str, Any]) -> messa
         parents=tuple(link for item in found.get("parents") or [] if (link := _link(item))),
         children=tuple(link for item in found.get("children") or [] if (link := _link(item))),
         exception=None if exception is None else _text(exception),
+        points=points_message(found.get("points"), found.get("planned_points")),
+        results=_rows(found.get("row_count")),
     )
+
+
+def _rows(value: object) -> int | None:
+    if isinstance(value, int) and 0 <= value <= messages.MAX_JSON_INT:
+        return value
+    return None
 
 
 class DataView:
@@ -333,7 +342,7 @@ class DataView:
         side = self._bounded("side", request.side, self._side)
         self._table.check([request.run_id])
         payload = {"run_id": request.run_id, "buckets": buckets, "side": side,
-                   "max_bytes": self._max_bytes}  # fmt: skip
+                   "max_bytes": self._max_bytes, "slice": request.slice}  # fmt: skip
         found = await self._helpers.run_job("run_data", payload)
         try:
             reply = data_reply(request.request_id, found)
@@ -389,6 +398,9 @@ def _series(found: dict[str, Any]) -> messages.DataSeries:
         values=_numbers(found["values"]),
         low=_numbers(found.get("low") or ()),
         high=_numbers(found.get("high") or ()),
+        slice=None if found.get("slice") is None else int(found["slice"]),
+        slice_count=int(found.get("slice_count") or 0),
+        slice_label=str(found.get("slice_label") or "")[:_TEXT],
     )
 
 

@@ -16,8 +16,9 @@ Client-facing revisions are small integers: :meth:`RunRecord.number` gives each 
 token of a run the next integer the first time it is seen (tokens only ever grow as a
 run is written, so the numbers grow with the data). ``image_ready`` notices carry them.
 
-Verdicts (:func:`verdict_of`): ``ok`` for a complete run; ``empty`` (no results),
-``interrupted`` (the measurement raised, or it ended short of its planned shape) and
+Verdicts (:func:`verdict_of`), as QCoDeS records the run: ``ok`` for a completed run
+(whatever its points against a declared shape); ``empty`` (completed, no results),
+``interrupted`` (completed, but the measurement ended with an exception) and
 ``incomplete`` (``is_completed`` is 0 and nothing was written for ``stall_after``
 seconds: the writer is gone) make the status explicit; ``failed`` when any kind failed
 (the error record goes with it).
@@ -50,6 +51,7 @@ __all__ = [
     "KIND_COUNT",
     "RunRecord",
     "finish_result",
+    "points_message",
     "row_inputs",
     "run_status",
     "summary_message",
@@ -63,6 +65,8 @@ IMAGE_KINDS: Final = ("thumbnail", "preview")
 KIND_COUNT: Final = 3
 #: Measurement statuses that are also verdicts (``examples.preview.child.qcodes.source`` statuses).
 _STATUS_VERDICTS: Final = frozenset({"ok", "empty", "interrupted", "incomplete"})
+#: At most this many dependents' points are listed in a ``run_list`` row.
+_MAX_POINTS: Final = 64
 #: At most this many dependents are described in a ``job_finished`` result.
 _MAX_DEPENDENTS: Final = 8
 
@@ -82,6 +86,9 @@ class RunRecord:
     """The newest change token seen by ``list_runs`` or the probe."""
     changed_at: float
     """When ``token`` last changed, seconds on the trio clock."""
+    changed_wall: float | None = None
+    """When ``token`` last changed, epoch seconds; None while it never changed since the
+    run was listed (the file's modification time then bounds the run's last write)."""
     sched_revision: str = ""
     """The revision the scheduler works on now (a change token, or ``token~rN``)."""
     requested: str = ""
@@ -103,6 +110,10 @@ class RunRecord:
     """Token of the newest partial (progressive) images drawn, or None."""
     dependents: list[dict[str, Any]] = attrs.field(factory=list)
     """Short descriptions of the dependents of the newest metadata read."""
+    starred: bool = False
+    """Starred by a user (kept beside the database, :mod:`~examples.preview.app.annotations`)."""
+    note: str = ""
+    """A user's note on the run, or ``""``."""
     halted: frozenset[str] = frozenset()
     """Scheduler revisions whose work a client cancelled (design §6.7): their claims end
     at once, without I/O. A new revision (new data, or a ``submit``) is not halted."""
@@ -144,19 +155,41 @@ class RunRecord:
         self.published.clear()
         self.errors.clear()
 
-    def note_token(self, token: str, now: float) -> bool:
-        """Record the database's newest change token; True if it changed."""
+    def note_token(self, token: str, now: float, wall: float | None = None) -> bool:
+        """Record the database's newest change token; True if it changed.
+
+        Args:
+            token: The change token.
+            now: Seconds on the trio clock.
+            wall: The same moment in epoch seconds, if known.
+        """
         if token == self.token:
             return False
         self.token = token
         self.changed_at = now
+        self.changed_wall = wall
         return True
+
+    def idle_since(self) -> float | None:
+        """For a run not completed: the latest time (epoch seconds) after which nothing
+        was written to it, as far as the server knows; None for a completed run."""
+        if self.completed:
+            return None
+        if self.changed_wall is not None:
+            return self.changed_wall
+        modified = self.summary.get("file_modified")
+        return float(modified) if isinstance(modified, (int, float)) else None
+
+    def dependent_points(self) -> tuple[messages.DependentPoints, ...]:
+        """Points per dependent, and the planned ones, as last read (at most 64)."""
+        return points_message(self.summary.get("points"), self.summary.get("planned_points"))
 
     def note_observation(self, observation: dict[str, Any]) -> bool:
         """Take status, rows and completion from a metadata read; True if status changed."""
         before = (self.status, self.completed)
         self.observation_status = str(observation.get("status", "unknown"))
-        for key in ("status", "status_reason", "row_count", "is_completed", "shapes"):
+        for key in ("status", "status_reason", "row_count", "is_completed", "shapes", "points",
+                    "planned_points"):  # fmt: skip
             if key in observation:
                 self.summary[key] = observation[key]
         self.dependents = [
@@ -190,6 +223,29 @@ class RunRecord:
         self.summary["row_count"] = max(int(self.summary.get("row_count") or 0), max_row_id)
         self.summary["is_completed"] = completed
         return before != completed
+
+
+def points_message(points: object, planned: object) -> tuple[messages.DependentPoints, ...]:
+    """The ``points`` of a ``run_list`` row or ``run_details_reply`` (at most 64).
+
+    Args:
+        points: A reader's ``points`` (dependent name → points so far); anything else
+            gives ``()``. Counts the protocol cannot carry are left out.
+        planned: Its ``planned_points`` (dependent name → planned points), or None.
+    """
+    if not isinstance(points, dict):
+        return ()
+    wanted = planned if isinstance(planned, dict) else {}
+    found = []
+    for name, count in list(points.items())[:_MAX_POINTS]:
+        if not isinstance(count, int) or not 0 <= count <= messages.MAX_JSON_INT:
+            continue
+        want = wanted.get(name)
+        fits = isinstance(want, int) and 0 <= want <= messages.MAX_JSON_INT
+        found.append(messages.DependentPoints(
+            name=str(name)[:4096] or "?", points=count, planned=want if fits else None
+        ))  # fmt: skip
+    return tuple(found)
 
 
 def run_status(record: RunRecord) -> str | None:
@@ -226,6 +282,10 @@ def row_inputs(record: RunRecord) -> tuple[Any, ...]:
         summary.get("exp_name"),
         summary.get("sample_name"),
         summary.get("shapes"),
+        summary.get("points"),
+        record.idle_since(),
+        record.starred,
+        record.note,
     )
 
 
@@ -251,6 +311,10 @@ def summary_message(record: RunRecord) -> messages.RunSummary:
         rows=max(0, int(summary.get("row_count") or 0)),
         status=run_status(record),
         job_run_id=record.job,
+        points=record.dependent_points(),
+        idle_since=record.idle_since(),
+        starred=record.starred,
+        note=record.note[: messages.MAX_NOTE],
     )
 
 

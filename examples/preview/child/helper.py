@@ -258,18 +258,21 @@ class PreviewHandlers:
 
     def run_data(self, payload: Any, ctx: JobContext) -> dict[str, Any]:
         """The data of ``run_id``, downsampled keeping extremes, within ``max_bytes``."""
-        fields = _fields(payload, {"run_id", "buckets", "side", "max_bytes"})
+        fields = _fields(payload, {"run_id", "buckets", "side", "max_bytes", "slice"})
         if "run_id" not in fields:
             raise _invalid("run_id is required")
         run_id = _int_field(fields, "run_id", None, 0, 2**53 - 1)
         buckets = _int_field(fields, "buckets", 2000, 1, MAX_DATA_BUCKETS)
         side = _int_field(fields, "side", 256, 1, MAX_DATA_SIDE)
         max_bytes = _int_field(fields, "max_bytes", 960 * 1024, 1024, 2**31)
+        slice_index = None
+        if fields.get("slice") is not None:
+            slice_index = _int_field(fields, "slice", None, 0, 2**53 - 1)
         with _database_errors():
             summary, series = self._open().read_series(run_id, check_cancel=ctx.check_cancel)
         return run_data(
             summary, series, buckets=buckets, side=side, max_bytes=max_bytes,
-            check_cancel=ctx.check_cancel,
+            check_cancel=ctx.check_cancel, slice_index=slice_index,
         )  # fmt: skip
 
     def _fault(self, run_id: int, ctx: JobContext) -> None:

@@ -14,7 +14,8 @@ entry per plottable series:
   (:func:`~examples.preview.child.downsample.grid_blocks`): ``values`` are block means, and
   ``low``/``high`` the block minima and maxima (empty when no cell was merged, so the
   grid is sent once), all row-major; a run with more than two sweep dimensions gives
-  the slice of its newest point.
+  the slice asked for (``slice``, ``slice_count`` and ``slice_label`` say which), by
+  default the slice of its newest point.
 
 Missing and non-finite values are JSON ``null`` (``nonfinite`` counts them in the
 source). When the JSON text would exceed ``max_bytes``, ``buckets`` and ``side`` are
@@ -29,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .downsample import grid_blocks, json_numbers, trace_extremes
+from .drawing.panels import slice_caption
 from .qcodes.observation import grid_2d
 from .qcodes.rundescription import ParamInfo
-from .qcodes.sweeps import slice_table
+from .qcodes.sweeps import describe_slice, slice_table
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -51,6 +53,7 @@ def run_data(
     side: int,
     max_bytes: int,
     check_cancel: Callable[[], None],
+    slice_index: int | None = None,
 ) -> dict[str, Any]:
     """The ``run_data`` answer of one run (see the module docstring).
 
@@ -61,12 +64,14 @@ def run_data(
         side: Most rows, and most columns, per 2-D map.
         max_bytes: Most bytes of the answer's compact JSON text.
         check_cancel: Called between series; raises to abandon the work.
+        slice_index: For series with more than two setpoints, the 2-D slice to give
+            (from 0; past the last: the last); None for the slice of the newest point.
 
     Returns:
         ``run_id``, ``name``, ``completed``, ``buckets``, ``side`` (as used), ``bytes``
         (the size of the answer's JSON text) and ``series``.
     """
-    grids = [_grid(s) if len(s["axes"]) >= 2 else None for s in series]
+    grids = [_grid(s, slice_index) if len(s["axes"]) >= 2 else None for s in series]
     while True:
         entries = []
         for item, grid in zip(series, grids, strict=True):
@@ -141,23 +146,34 @@ def _trace(item: dict[str, Any], buckets: int) -> dict[str, Any]:
     }
 
 
-def _grid(item: dict[str, Any]) -> tuple[Any, ...]:
+def _grid(item: dict[str, Any], slice_index: int | None) -> tuple[Any, ...]:
     axes = item["axes"]
     values = _values(item)
+    chosen: dict[str, Any] = {"slice": None, "slice_count": 0, "slice_label": ""}
     if len(axes) > 2:
-        # More than two sweep dimensions: the slice holding the newest point.
+        # More than two sweep dimensions: the slice asked for, else the newest point's.
         combos, index = slice_table([a["values"] for a in axes[:-2]])
-        picked = (int(index[-1]) if index[-1] >= 0 else combos.shape[0] - 1) if index.size else -1
+        count = int(combos.shape[0])
+        if slice_index is not None and count:
+            picked = min(slice_index, count - 1)
+        else:
+            picked = (int(index[-1]) if index[-1] >= 0 else count - 1) if index.size else -1
         keep = index == picked
+        if picked >= 0:
+            described = describe_slice(
+                combos[picked], [a["info"] for a in axes[:-2]], picked, count
+            )
+            label = slice_caption({"slice": described}, small=False) or ""
+            chosen = {"slice": picked, "slice_count": count, "slice_label": label}
         axes = [{**a, "values": a["values"][keep]} for a in axes[-2:]]
         values = values[keep]
     outer, inner = axes
     axis0, axis1, grid, _ = grid_2d(outer["values"], inner["values"], values)
-    return outer, inner, axis0, axis1, grid
+    return outer, inner, axis0, axis1, grid, chosen
 
 
 def _map(item: dict[str, Any], gridded: tuple[Any, ...], side: int) -> dict[str, Any]:
-    outer, inner, axis0, axis1, grid = gridded
+    outer, inner, axis0, axis1, grid, chosen = gridded
     blocks = grid_blocks(axis0, axis1, grid, side)
     reduced = blocks.factors != (1, 1)
     return {
@@ -168,4 +184,5 @@ def _map(item: dict[str, Any], gridded: tuple[Any, ...], side: int) -> dict[str,
         "values": json_numbers(blocks.mean.ravel()),
         "low": json_numbers(blocks.low.ravel()) if reduced else [],
         "high": json_numbers(blocks.high.ravel()) if reduced else [],
+        **chosen,
     }

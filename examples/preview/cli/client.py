@@ -8,7 +8,8 @@ Usage::
 
 ``--databases`` prints the server's databases (id, state, runs, file name, error) and
 exits. Otherwise it connects, switches to database ``ID`` if ``--db`` is given
-(``use_database``; an unknown id is exit status 2), asks ``list_databases`` (a server of
+(``use_database``; an unknown id is exit status 2; so is a ``--select`` run the
+database does not have, ``unknown_run``), asks ``list_databases`` (a server of
 several databases, design §7.5: the session is about the one the connection uses; the
 other databases' runs are skipped), reads the event log from the start (so it sees every
 run's ``job_queued`` ... ``job_finished``) page by page with ``watch`` until a page is
@@ -58,20 +59,25 @@ Every message is read with the project's strict codec
 
 from __future__ import annotations
 
-import itertools
-import json
-import logging
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from . import quiet_start
 
-import trio
-from trio_websocket import ConnectionClosed, HandshakeError
+# Ctrl-C while the modules below load: no traceback (main() gives Ctrl-C back).
+quiet_start.install(__name__, "trio-actors-preview-client")
 
-from protocol import messages
-from protocol.codec import decode_server_message
+import itertools  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
-from ...web.cli import (
+import trio  # noqa: E402
+from trio_websocket import ConnectionClosed, HandshakeError  # noqa: E402
+
+from protocol import messages  # noqa: E402
+from protocol.codec import decode_server_message  # noqa: E402
+
+from ...web.cli import (  # noqa: E402
     OneLineParser,
     client_target,
     connection_problem,
@@ -81,10 +87,10 @@ from ...web.cli import (
     seconds,
     stdout_closed,
 )
-from ...web.closing import RESYNC_REQUIRED
-from ...web.fetch import FetchError, HttpClient, open_http_client
-from ...web.wsclient import open_websocket_client
-from .client_collection import Collection, SavedImage
+from ...web.closing import RESYNC_REQUIRED  # noqa: E402
+from ...web.fetch import FetchError, HttpClient, open_http_client  # noqa: E402
+from ...web.wsclient import open_websocket_client  # noqa: E402
+from .client_collection import Collection, SavedImage  # noqa: E402
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -118,6 +124,11 @@ _log = logging.getLogger(__name__)
 
 class DatabaseRefused(Exception):
     """The server refused ``use_database`` (an unknown or unreadable database)."""
+
+
+class RunRefused(Exception):
+    """The server refused the ``select`` of ``--select RUN`` (``unknown_run``: the
+    database has no such run); unlike :class:`DatabaseRefused`, the database is fine."""
 
 
 class ImageRefused(Exception):
@@ -275,6 +286,8 @@ class _Session:
     ) -> None:
         self.url, self.out, self.http, self.seen = url, out, http, seen
         self.select, self.db, self.timeout = select, db, timeout
+        self.select_id: str | None = None
+        """The request id of the ``select`` sent for ``--select``, once sent."""
         self.headers = _auth_headers(token)
         self.wanted = _Wanted()
         self.listed = False  # a run list came: until then nothing is known to be missing
@@ -377,7 +390,7 @@ class _Session:
             following = await send("watch", cursor=self.seen.cursor)
             await send("list_runs")  # every image is announced again
             if self.select is not None:
-                await send("select", run_id=self.select)
+                self.select_id = await send("select", run_id=self.select)
             try:
                 with self.reading:
                     while True:
@@ -428,6 +441,8 @@ class _Session:
         elif isinstance(message, messages.ErrorReply):
             if self.db is not None and message.request_id == "c1":
                 raise DatabaseRefused(f"database {self.db!r}: {message.message}")
+            if message.request_id is not None and message.request_id == self.select_id:
+                raise RunRefused(f"--select {self.select}: {message.code}: {message.message}")
             if message.request_id == following and message.code == "cursor_expired":
                 # The log no longer holds the events after the cursor (design §6.15).
                 await send("snapshot")
@@ -492,6 +507,7 @@ def listing(seen: Collection) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line; see the module docstring. Returns the exit status."""
+    quiet_start.restore()  # Ctrl-C is a KeyboardInterrupt again, reported in one line
     parser = OneLineParser(
         prog="python -m examples.preview.cli.client",
         label="preview_client",
@@ -538,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(error, KeyboardInterrupt):  # Ctrl-C: what is saved stays saved
             print("preview_client: interrupted", file=sys.stderr)
             return 130
-        if isinstance(error, DatabaseRefused):
+        if isinstance(error, DatabaseRefused | RunRefused):
             print(f"preview_client: {error}", file=sys.stderr)
             return 2
         if isinstance(error, trio.TooSlowError):  # --databases got no list in time

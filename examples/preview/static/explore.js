@@ -3,7 +3,9 @@
 // the selected run and gives it every message first (`explore.handle(m)` is true for
 // the answers to its own requests, ids "x1", "x2", ...). Drag a box to zoom,
 // double-click to see the whole run again; the readout says what is under the cursor;
-// a click on a map draws its horizontal and vertical cut through that cell.
+// a click on a map draws its horizontal and vertical cut through that cell. Traces of
+// other runs can be overlaid (`explore.overlay(runId, name)`, one colour each, a legend
+// naming run id and name), and what is shown is exported as CSV or NumPy .npz.
 "use strict";
 (function () {
   const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
@@ -24,6 +26,49 @@
   function number(v) { return v === null || v === undefined ? "no value" : decimal(v, 7); }
   // Axis tick labels (uPlot's own show at most three decimals); a null split is unlabelled.
   function ticks(u, splits) { return splits.map((v) => v === null ? "" : decimal(v, 6)); }
+  // SI prefixes as in the PNGs (design §5.2): the power of ten of an axis's largest value
+  // folds into its unit (6.1e9 Hz is 6.1 GHz); a unit without prefixes gets "×10ⁿ".
+  const PREFIXES = {"-15": "f", "-12": "p", "-9": "n", "-6": "µ", "-3": "m", "0": "", "3": "k",
+    "6": "M", "9": "G", "12": "T"};
+  const PREFIXABLE = new Set(["V", "A", "Hz", "s", "W", "Ω", "F", "H", "T", "K", "S", "m", "g",
+    "J", "eV", "Pa", "N", "C", "Ohm", "ohm"]);
+  const SUPERSCRIPT = {"-": "⁻", "0": "⁰", "1": "¹", "2": "²", "3": "³", "4": "⁴", "5": "⁵",
+    "6": "⁶", "7": "⁷", "8": "⁸", "9": "⁹"};
+  function siScale([lo, hi], unit) {
+    const big = Math.max(Math.abs(lo), Math.abs(hi));
+    let exponent = 0;
+    if (big > 0 && isFinite(big)) {
+      const e = Math.floor(Math.log10(big));
+      exponent = e === -1 || Math.abs(e) > 300 ? 0 : 3 * Math.floor(e / 3);
+    }
+    if (PREFIXABLE.has(unit) && String(exponent) in PREFIXES) {
+      return {factor: 10 ** -exponent, unit: PREFIXES[String(exponent)] + unit};
+    }
+    if (exponent && (big >= 1e4 || big < 1e-2)) {
+      const power = `×10${[...String(exponent)].map((c) => SUPERSCRIPT[c]).join("")}`;
+      return {factor: 10 ** -exponent, unit: `${power} ${unit}`.trim()};
+    }
+    return {factor: 1, unit};
+  }
+  // Tick labels in an axis's prefixed unit, with as many decimals as the step needs.
+  function siTicks(scale) {
+    return (u, splits) => {
+      const shown = splits.filter((v) => v !== null).map((v) => v * scale.factor);
+      let step = Infinity;
+      for (let k = 1; k < shown.length; k++) step = Math.min(step, Math.abs(shown[k] - shown[k - 1]));
+      let digits = 0;
+      if (isFinite(step) && step > 0) {
+        digits = Math.max(0, Math.ceil(-Math.log10(step) - 1e-9));
+        while (digits < 12 && Math.abs(step * 10 ** digits - Math.round(step * 10 ** digits)) > 1e-6 * step * 10 ** digits) digits++;
+      }
+      return splits.map((v) => v === null ? "" : (v * scale.factor).toFixed(digits).replace(/^-(0\.?0*)$/, "$1"));
+    };
+  }
+  function siAxis(thing, range, extra) {
+    const scale = siScale(range, thing.unit || "");
+    const text = (named(thing) + (scale.unit ? ` (${scale.unit})` : "")).trim();
+    return {label: text, values: thing.levels && thing.levels.length ? ticks : siTicks(scale), si: scale, ...extra};
+  }
   function named(thing) { return thing.label || thing.name; }
   function unit(thing) { return thing.unit ? ` ${thing.unit}` : ""; }
   function title(thing) { return `${named(thing)}${thing.unit ? ` (${thing.unit})` : ""}`; }
@@ -60,25 +105,104 @@
     return [lo - half, hi + half];
   }
 
+  const COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+    "#17becf"];
+
+  // ---- export: CSV text and a NumPy .npz (a zip of .npy files, stored) -----------------
+  function npy(array) {  // {dtype: "<f8" | "<U<n>", shape, values}: one .npy file's bytes
+    const header = `{'descr': '${array.dtype}', 'fortran_order': False, 'shape': (${array.shape.join(", ")}${array.shape.length === 1 ? "," : ""}), }`;
+    const pad = 64 - ((10 + header.length + 1) % 64);
+    const head = new TextEncoder().encode(`${header}${" ".repeat(pad % 64)}\n`);
+    let body;
+    if (array.dtype === "<f8") {
+      body = new Uint8Array(new Float64Array(array.values.map((v) => v === null ? NaN : v)).buffer);
+    } else {  // fixed-width UTF-32 strings
+      const width = Number(array.dtype.slice(2)), codes = new Uint32Array(array.values.length * width);
+      array.values.forEach((text, k) => [...text].slice(0, width).forEach((c, n) => { codes[k * width + n] = c.codePointAt(0); }));
+      body = new Uint8Array(codes.buffer);
+    }
+    const out = new Uint8Array(10 + head.length + body.length);
+    out.set([0x93, 78, 85, 77, 80, 89, 1, 0, head.length & 255, head.length >> 8]);
+    out.set(head, 10);
+    out.set(body, 10 + head.length);
+    return out;
+  }
+  const CRC = Array.from({length: 256}, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  function crc32(bytes) {
+    let c = 0xffffffff;
+    for (const b of bytes) c = CRC[(c ^ b) & 255] ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  }
+  function zip(files) {  // [[name, bytes]]: a zip archive, no compression
+    const parts = [], central = [];
+    let offset = 0;
+    for (const [name, data] of files) {
+      const title = new TextEncoder().encode(name), crc = crc32(data);
+      const local = new DataView(new ArrayBuffer(30));
+      [[0, 0x04034b50, 4], [4, 20, 2], [14, crc, 4], [18, data.length, 4], [22, data.length, 4],
+       [26, title.length, 2]].forEach(([at, v, n]) => n === 4 ? local.setUint32(at, v, true) : local.setUint16(at, v, true));
+      const entry = new DataView(new ArrayBuffer(46));
+      [[0, 0x02014b50, 4], [4, 20, 2], [6, 20, 2], [16, crc, 4], [20, data.length, 4], [24, data.length, 4],
+       [28, title.length, 2], [42, offset, 4]].forEach(([at, v, n]) => n === 4 ? entry.setUint32(at, v, true) : entry.setUint16(at, v, true));
+      parts.push(new Uint8Array(local.buffer), title, data);
+      central.push(new Uint8Array(entry.buffer), title);
+      offset += 30 + title.length + data.length;
+    }
+    const size = central.reduce((a, b) => a + b.length, 0);
+    const end = new DataView(new ArrayBuffer(22));
+    [[0, 0x06054b50, 4], [8, files.length, 2], [10, files.length, 2], [12, size, 4], [16, offset, 4]]
+      .forEach(([at, v, n]) => n === 4 ? end.setUint32(at, v, true) : end.setUint16(at, v, true));
+    return new Blob([...parts, ...central, new Uint8Array(end.buffer)], {type: "application/zip"});
+  }
+  function strings(values) {
+    const width = Math.max(1, ...values.map((v) => [...v].length));
+    return {dtype: `<U${width}`, shape: [values.length], values};
+  }
+  function download(blob, name) {
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(blob);
+    a.download = name;
+    document.body.appendChild(a);
+    a.click();
+    setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 10000);
+  }
+  function csvCell(v) {
+    const text = v === null || v === undefined ? "" : String(v);
+    return /[",\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+  }
+
   const explore = {
     runId: null, key: "", data: null, index: 0, plot: null, cuts: null, hover: null, full: null,
     send: null, nextId: 1, pending: new Set(), wanted: "", asked: 0,
+    overlays: new Map(),    // run id -> {name, data: run_data_reply | null} of overlaid runs
+    overlayAsks: new Map(), // request id -> run id
 
-    // Called by the page whenever it shows the selected run.
-    show(summary, send) {
+    // Called by the page whenever it shows the selected run; `slice`: the 2-D slice
+    // picked for a run with more than two sweep dimensions (null: the newest one).
+    show(summary, send, slice = null) {
       this.send = send;
       const box = document.getElementById("detail");
       if (!document.getElementById("explore")) {
         const div = document.createElement("div");
         div.id = "explore";
         div.innerHTML = `<h3>Explore <span id="xinfo" class="note"></span></h3>
-          <select id="xseries" hidden></select><div id="xplot"></div>
+          <div id="xtools"><select id="xseries" hidden></select>
+            <button id="xcsv" title="what the plot shows, as CSV">export CSV</button>
+            <button id="xnpz" title="what the plot shows, as NumPy .npz">export .npz</button>
+            <span id="xoverlays" class="note"></span></div><div id="xplot"></div>
           <div id="xreadout" class="note">&nbsp;</div>
           <div id="xcuts" style="display:flex;gap:8px"><div id="xcuth"></div><div id="xcutv"></div></div>`;
         box.insertBefore(div, document.getElementById("facts"));  // below the preview
         div.querySelector("#xseries").onchange = (e) => { this.index = Number(e.target.value); this.draw(); };
+        div.querySelector("#xcsv").onclick = () => this.exportCsv();
+        div.querySelector("#xnpz").onclick = () => this.exportNpz();
       }
-      const key = `${summary.run_id}:${summary.rows}:${summary.completed}`;
+      const key = `${summary.run_id}:${summary.rows}:${summary.completed}:${slice ?? "-"}`;
+      this.slice = slice;
       if (summary.run_id !== this.runId) {
         this.runId = summary.run_id; this.data = null; this.index = 0; this.clear();
       }
@@ -93,12 +217,22 @@
       this.key = key;
       this.asked = Date.now();
       this.pending.add(id);
-      this.send({type: "run_data", request_id: id, run_id: this.runId});
+      const fields = {type: "run_data", request_id: id, run_id: this.runId};
+      if (this.slice !== null && this.slice !== undefined) fields.slice = this.slice;
+      this.send(fields);
       document.getElementById("xinfo").textContent = "loading…";
     },
 
     // Every message of the page passes here first; true: it was ours.
     handle(m) {
+      if (m.request_id && this.overlayAsks.has(m.request_id)) {
+        const runId = this.overlayAsks.get(m.request_id);
+        this.overlayAsks.delete(m.request_id);
+        const entry = this.overlays.get(runId);
+        if (entry && m.type === "run_data_reply") { entry.data = m; this.draw(true); }
+        else if (entry) { entry.error = `${m.code}: ${m.message}`; this.legend(); }
+        return true;
+      }
       if (!m.request_id || !this.pending.has(m.request_id)) return false;
       this.pending.delete(m.request_id);
       if (m.type === "error") {
@@ -149,7 +283,8 @@
       info.textContent = `${s.source_shape.join(" × ")} points` + (reduced ? ` shown as ${s.shape.join(" × ")}` +
         (s.shape.length === 2 ? " blocks (colour: block mean)" : " (min and max per bucket)") : "") +
         (s.nonfinite ? ` · ${s.nonfinite} missing or non-finite` : "") +
-        (s.shape.length === 2 ? ` · colour ${title(s)} ${extent(s.values).map(number).join(" … ")}` : "");
+        (s.shape.length === 2 ? ` · colour ${title(s)} ${extent(s.values).map(number).join(" … ")}` : "") +
+        (s.slice_label ? ` · ${s.slice_label}` : "");
       this.plot = s.shape.length === 2 ? this.map(s) : this.trace(s);
       if (zoom && zoom.x.min !== null) {
         this.plot.batch(() => {
@@ -158,6 +293,7 @@
         });
       }
       document.body.dataset.explore = `${this.runId}:${this.index}:${this.data.bytes}`;
+      document.body.dataset.exploreSlice = s.slice === null || s.slice === undefined ? "-" : String(s.slice);
     },
 
     // Whether the plot shows less than the whole of what it was drawn from (`full`).
@@ -170,28 +306,83 @@
       return inside(this.plot.scales.x, this.full.x) || inside(this.plot.scales.y, this.full.y);
     },
 
-    options(s, xAxis, yTitle, extra) {
+    options(s, xAxis, yAxis, extra) {
       return {
         width: WIDTH, height: HEIGHT, legend: {show: false},
         scales: {x: {time: false, range: span}, y: {range: span}},
-        axes: [{label: title(xAxis), values: ticks}, {label: yTitle, size: 70, values: ticks}],
+        axes: [siAxis(xAxis, this.full.x), siAxis(yAxis, this.full.y, {size: 70})],
         cursor: {drag: {x: true, y: true, uni: 30}, points: {show: false}},
         ...extra,
       };
     },
 
+    // ---- overlays: traces of other runs of the same parameters, one colour each ----------
+    // Toggle run `runId` (named `name`) in the overlay; true if it is overlaid now.
+    overlay(runId, name) {
+      if (this.overlays.has(runId)) {
+        this.overlays.delete(runId);
+        this.draw(true);
+        return false;
+      }
+      this.overlays.set(runId, {name, data: null, error: ""});
+      const id = `xo${this.nextId++}`;
+      this.overlayAsks.set(id, runId);
+      this.send({type: "run_data", request_id: id, run_id: runId});
+      this.legend();
+      return true;
+    },
+
+    // The shown series of each overlaid run: the one of the same name and component.
+    overlaid(s) {
+      const found = [];
+      for (const [runId, entry] of this.overlays) {
+        if (runId === this.runId || !entry.data) continue;
+        const other = entry.data.series.find((o) => o.name === s.name && o.component === s.component);
+        found.push({runId, name: entry.name, series: other && other.shape.length === 1 ? other : null});
+      }
+      return found;
+    },
+
+    legend() {
+      const box = document.getElementById("xoverlays");
+      if (!box) return;
+      const s = this.data && this.data.series[this.index];
+      const words = [...this.overlays].filter(([runId]) => runId !== this.runId).map(([runId, entry]) => {
+        if (entry.error) return `#${runId}: ${entry.error}`;
+        if (!entry.data) return `#${runId} loading…`;
+        const other = s && this.overlaid(s).find((o) => o.runId === runId);
+        return other && other.series ? "" : `#${runId} ${entry.name} has no trace of ${s ? named(s) : "this"}`;
+      }).filter(Boolean);
+      box.textContent = words.join(" · ");
+      document.body.dataset.overlays = [...this.overlays.keys()].join(",");
+    },
+
     trace(s) {
       const axis = s.axes[0];
-      const order = [...s.values.keys()].filter((k) => axis.values[k] !== null);
-      const ascending = order.every((k, n) => n === 0 || axis.values[order[n - 1]] <= axis.values[k]);
-      if (!ascending) order.sort((a, b) => axis.values[a] - axis.values[b]);
-      const data = [order.map((k) => axis.values[k]), order.map((k) => s.values[k])];
-      this.full = {x: whole(data[0]), y: whole(data[1])};
-      const opts = this.options(s, axis, title(s), {
-        series: [{}, {stroke: "#1f77b4", width: 1, points: {show: data[0].length < 60}, spanGaps: false}],
+      const sorted = (series) => {
+        const ax = series.axes[0];
+        const order = [...series.values.keys()].filter((k) => ax.values[k] !== null);
+        const ascending = order.every((k, n) => n === 0 || ax.values[order[n - 1]] <= ax.values[k]);
+        if (!ascending) order.sort((a, b) => ax.values[a] - ax.values[b]);
+        return [order.map((k) => ax.values[k]), order.map((k) => series.values[k])];
+      };
+      const own = sorted(s);
+      const others = this.overlaid(s).filter((o) => o.series);
+      const data = others.length ? uPlot.join([own, ...others.map((o) => sorted(o.series))]) : own;
+      this.full = {x: whole(data[0]), y: whole([].concat(...data.slice(1)))};
+      this.shown = {runs: [this.runId, ...others.map((o) => o.runId)], axis, series: s, data};
+      const label = (runId, name) => `#${runId} ${name}`;
+      const lines = [{label: label(this.runId, this.data.name), stroke: COLOURS[0], width: 1,
+                      points: {show: own[0].length < 60}, spanGaps: others.length > 0}];
+      others.forEach((o, k) => lines.push({label: label(o.runId, o.name), stroke: COLOURS[(k + 1) % COLOURS.length],
+                                           width: 1, points: {show: false}, spanGaps: true}));
+      const opts = this.options(s, axis, s, {
+        legend: {show: others.length > 0, live: false},
+        series: [{label: named(axis)}, ...lines],
         hooks: {setCursor: [(u) => this.readTrace(u, s, axis)]},
       });
       const plot = new uPlot(opts, data, document.getElementById("xplot"));
+      this.legend();
       this.resetOnDoubleClick(plot, extent(data[0]), null);
       return plot;
     },
@@ -231,11 +422,13 @@
         c.drawImage(image, left, top, right - left, bottom - top);
         c.restore();
       };
-      const opts = this.options(s, inner, title(outer), {
+      const opts = this.options(s, inner, outer, {
         series: [{}, {stroke: "transparent", points: {show: false}}],
         hooks: {draw: [draw], setCursor: [(u) => this.readMap(u, s)]},
       });
       const plot = new uPlot(opts, [xr, yr], document.getElementById("xplot"));
+      this.shown = {runs: [this.runId], map: s};
+      this.legend();
       this.resetOnDoubleClick(plot, xr, yr);
       let down = null;
       plot.over.addEventListener("mousedown", (e) => { down = [e.clientX, e.clientY]; });
@@ -244,6 +437,66 @@
         this.cut(s, plot);
       });
       return plot;
+    },
+
+    // ---- export of what the plot shows ----------------------------------------------
+    fileName(ext) {
+      const s = this.data.series[this.index];
+      const part = `${s.name}${s.component ? "-" + s.component : ""}`.replace(/[^\w.-]+/g, "_");
+      return `run${this.runId}-${part}${this.overlays.size ? "-overlay" : ""}.${ext}`;
+    },
+
+    // Columns: a trace gives run, its setpoint and its values (one row per point shown,
+    // overlays after it); a map gives its outer and inner setpoints and the value of
+    // each cell (block means when reduced). Headers name each column with its unit.
+    table() {
+      const shown = this.shown, s = this.data.series[this.index];
+      const head = (thing) => `${thing.name}${thing.unit ? ` (${thing.unit})` : ""}`;
+      if (shown.map) {
+        const [rows, cols] = s.shape, [outer, inner] = s.axes, body = [];
+        for (let i = 0; i < rows; i++) {
+          for (let j = 0; j < cols; j++) body.push([this.runId, outer.values[i], inner.values[j], s.values[i * cols + j]]);
+        }
+        return {head: ["run", head(outer), head(inner), head(s)], body};
+      }
+      const body = [];
+      shown.runs.forEach((runId, k) => {
+        shown.data[0].forEach((x, n) => {
+          const y = shown.data[k + 1][n];
+          if (y !== null && y !== undefined) body.push([runId, x, y]);
+        });
+      });
+      return {head: ["run", head(shown.axis), head(s)], body};
+    },
+
+    exportCsv() {
+      if (!this.shown) return;
+      const {head, body} = this.table();
+      const text = [head, ...body].map((row) => row.map(csvCell).join(",")).join("\n") + "\n";
+      download(new Blob([text], {type: "text/csv"}), this.fileName("csv"));
+      document.body.dataset.exported = this.fileName("csv");
+    },
+
+    // Arrays: `run`, `x` (the setpoint) and `y` (the values) of a trace, every point
+    // shown; a map's `y` (outer setpoint, rows), `x` (inner, columns) and `z` (rows x
+    // columns); `names` and `units` of x, y (and z), `labels` as on the axes.
+    exportNpz() {
+      if (!this.shown) return;
+      const s = this.data.series[this.index], f8 = (values, shape) => ({dtype: "<f8", shape: shape || [values.length], values});
+      let arrays, axes;
+      if (this.shown.map) {
+        const [outer, inner] = s.axes;
+        arrays = [["x", f8(inner.values)], ["y", f8(outer.values)], ["z", f8(s.values, s.shape)]];
+        axes = [inner, outer, s];
+      } else {
+        const {body} = this.table();
+        arrays = [["run", f8(body.map((r) => r[0]))], ["x", f8(body.map((r) => r[1]))], ["y", f8(body.map((r) => r[2]))]];
+        axes = [this.shown.axis, s];
+      }
+      arrays.push(["names", strings(axes.map((a) => a.name))], ["units", strings(axes.map((a) => a.unit || ""))],
+                  ["labels", strings(axes.map((a) => a.label || a.name))]);
+      download(zip(arrays.map(([name, a]) => [`${name}.npy`, npy(a)])), this.fileName("npz"));
+      document.body.dataset.exported = this.fileName("npz");
     },
 
     cellAt(u, s) {
@@ -274,7 +527,7 @@
         const opts = {
           width: CUT_WIDTH, height: CUT_HEIGHT, legend: {show: false}, title: what,
           scales: {x: {time: false}},
-          axes: [{label: title(axis), values: ticks}, {size: 60, values: ticks}],
+          axes: [siAxis(axis, whole(xs)), siAxis({...s, label: "", name: ""}, whole(ys), {size: 60})],
           series: [{}, {stroke: "#d62728", width: 1, points: {show: xs.length < 60}}],
           cursor: {drag: {x: true, y: false}},
         };

@@ -18,8 +18,9 @@ lowest value at the bottom; a run with more than two sweep dimensions is drawn a
 (:mod:`~examples.preview.child.drawing.scales`); a live run's setpoint axis spans its planned
 sweep. An axis title is shortened in its label, never in its unit; a panel with no
 finite data names its parameter. An empty run gives a placeholder with the status
-text; an interrupted or incomplete run is plotted with a coloured status band, so the
-partial data stays visible.
+text; a run that ended with an exception ("EXCEPTION 73/200") or is not completed
+("INCOMPLETE 120/200") is plotted with a coloured status band, so the partial data
+stays visible; a completed run has none, whatever its points against its shape.
 
 **The report.** Every PNG carries, in a ``tEXt`` chunk named :data:`REPORT_KEY`, the
 JSON decisions behind the picture (:func:`report_of` reads it back): for each panel
@@ -34,7 +35,7 @@ import io
 import json
 import os
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -284,7 +285,7 @@ def band_text(observation: Mapping[str, Any], *, small: bool) -> str:
     The status and the points come first, so fitting the line to the image never cuts
     them; a preview adds the reason without its own "N of M planned points" part.
     """
-    words = str(observation["status"]).upper()
+    words = _BAND_WORDS.get(str(observation["status"]), str(observation["status"]).upper())
     points = [(d.get("points"), d.get("planned_points")) for d in observation["dependents"]]
     if points and points[0][1]:
         words = f"{words} {points[0][0]}/{points[0][1]}"
@@ -293,6 +294,9 @@ def band_text(observation: Mapping[str, Any], *, small: bool) -> str:
     reason = _POINTS_NOTE.sub("", str(observation.get("status_reason") or ""))
     return f"{words}: {reason}" if reason else words
 
+
+#: A status band's first word: a completed run that raised is not "interrupted" data.
+_BAND_WORDS: Final = {"interrupted": "EXCEPTION", "incomplete": "INCOMPLETE"}
 
 #: "(73 of 200 planned points of dmm_v1)" or "; 120 of 200 planned points of ..." at the
 #: end of a status reason: the band shows "73/200" instead.

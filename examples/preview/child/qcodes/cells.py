@@ -3,6 +3,7 @@ the conversion of SQLite cells (design §7.2). No I/O here."""
 
 from __future__ import annotations
 
+import ast
 import math
 from typing import Any
 
@@ -10,6 +11,7 @@ __all__ = [
     "cell",
     "float_or_none",
     "last_line",
+    "npy_size",
     "probe_answer",
     "revision",
     "row_id",
@@ -47,17 +49,29 @@ def status(
     points: dict[str, int] | None,
     planned: dict[str, int],
 ) -> tuple[str, str]:
+    """A run's status as QCoDeS records it, and why, in words (design §7.2).
+
+    QCoDeS's ``is_completed`` decides: a completed run is never "interrupted" for having
+    fewer points than its declared shape (a shape may be over-declared, and a writer may
+    ``mark_completed()`` a partial sweep); the shortfall is only mentioned in the reason.
+
+    Returns:
+        ``("incomplete", ...)`` while ``is_completed`` is 0 (still being written, or its
+        writer stopped); ``("interrupted", ...)`` for a completed run whose measurement
+        ended with an exception (``measurement_exception`` set); ``("empty", ...)`` for a
+        completed run with no results; ``("ok", ...)`` otherwise.
+    """
     short = shortfall(points or {}, planned)
     if not completed:
         detail = f"; {short}" if short else (f"; {rows} rows so far" if rows else "")
         return "incomplete", f"not completed: still being written, or the writer stopped{detail}"
     if exception is not None:
         detail = f" ({short})" if short else ""
-        return "interrupted", f"measurement raised {last_line(exception)}{detail}"
+        return "interrupted", f"ended with an exception: {last_line(exception)}{detail}"
     if rows == 0:
-        return "empty", "no results were recorded"
+        return "empty", "completed, no results were recorded"
     if short:
-        return "interrupted", f"ended early: {short}"
+        return "ok", f"completed with {short}"
     return "ok", ""
 
 
@@ -74,6 +88,28 @@ def last_line(text: object) -> str | None:
         return None
     lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
     return (lines[-1] if lines else "exception")[:_MAX_TEXT]
+
+
+def npy_size(row: tuple[Any, ...] | None) -> int | None:
+    """The number of values of the ``.npy`` BLOB in ``row[0]``, read from its header.
+
+    None when the cell is not a ``.npy`` file QCoDeS writes (``\\x93NUMPY``, version
+    1 to 3, a literal header dict with a ``shape`` tuple).
+    """
+    blob = row[0] if row else None
+    if not isinstance(blob, bytes) or not blob.startswith(b"\x93NUMPY") or len(blob) < 10:
+        return None
+    major = blob[6]
+    width = 2 if major == 1 else 4
+    length = int.from_bytes(blob[8 : 8 + width], "little")
+    try:
+        header = ast.literal_eval(blob[8 + width : 8 + width + length].decode("latin-1"))
+        shape = header["shape"]
+    except (ValueError, SyntaxError, KeyError, TypeError, MemoryError, RecursionError):
+        return None
+    if not isinstance(shape, tuple) or not all(isinstance(n, int) and n >= 0 for n in shape):
+        return None
+    return math.prod(shape)
 
 
 def row_id(value: object) -> int | None:

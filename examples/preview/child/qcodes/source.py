@@ -55,6 +55,7 @@ from .cells import (
     cell,
     float_or_none,
     last_line,
+    npy_size,
     probe_answer,
     revision,
     row_id,
@@ -250,16 +251,37 @@ class QcodesSource:
             ``dependencies`` (dependent → setpoints, outer axis first),
             ``measurement_exception`` (bool), ``exception_summary`` (last traceback
             line or None), ``metadata`` (extra ``runs`` columns QCoDeS added),
+            ``points`` (dependent → points so far, see :meth:`_points`),
+            ``file_modified`` (when the file last changed, epoch seconds, or None),
+            ``planned_points`` (dependent → the declared shape's size),
             ``status``, ``status_reason``, ``revision`` and ``problem`` (why the run's
             description could not be read, or None).
         """
         sql = f"SELECT * FROM runs WHERE run_id > ? ORDER BY run_id{' LIMIT ?' if limit else ''}"
         params: tuple[int, ...] = (after, limit) if limit else (after,)
+        modified = self._file_modified()
         with self._read():
             cursor = self._conn.execute(sql, params)
             names = [d[0] for d in cursor.description]
             records = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-            return [self._summary(record) for record in records]
+            return [{**self._summary(record), "file_modified": modified} for record in records]
+
+    def _file_modified(self) -> float | None:
+        """When the database (or its WAL, where a writer's commits land first) last
+        changed: epoch seconds, None if neither can be read.
+
+        An empty WAL is left out: a reader opening the file creates one (and so
+        touches it) without writing anything.
+        """
+        times = []
+        for path in (self.path, self.path.with_name(self.path.name + "-wal")):
+            try:
+                found = path.stat()
+            except OSError:
+                continue
+            if found.st_size or path == self.path:
+                times.append(found.st_mtime)
+        return max(times, default=None)
 
     def _summary(self, record: dict[str, Any]) -> dict[str, Any]:
         run_id = int(record["run_id"])
@@ -290,30 +312,52 @@ class QcodesSource:
             "revision": revision([run_id, max_id, record["is_completed"], exception is not None]),
             "problem": problem,
         }
-        points = None
-        if description and count:
-            points = self._scalar_points(table, description)
+        points: dict[str, int] = {}
+        if description:
+            points = (
+                self._points(table, description)
+                if count
+                else dict.fromkeys(description.dependencies, 0)
+            )
+        summary["points"] = points
+        summary["planned_points"] = description.planned_points() if description else {}
         summary["status"], summary["status_reason"] = status(
             completed=bool(record["is_completed"]),
             exception=exception,
             rows=count,
             points=points,
-            planned=description.planned_points() if description else {},
+            planned=summary["planned_points"],
         )
         return summary
 
-    def _scalar_points(self, table: str, description: RunDescription) -> dict[str, int]:
-        """Non-null counts of each dependent whose cells are scalars (cheap, no decoding)."""
+    def _points(self, table: str, description: RunDescription) -> dict[str, int]:
+        """Points per dependent, without decoding values: its non-null cells, times the
+        length of the first array stored (from its ``.npy`` header) for ``array`` data.
+
+        A dependent whose count cannot be read is left out.
+        """
         points: dict[str, int] = {}
         for dep, setpoints in description.dependencies.items():
             kinds = [description.paramtype(name) for name in (dep, *setpoints)]
-            if "array" in kinds:
-                continue
             try:
                 row = self._conn.execute(f"SELECT count({_q(dep)}) FROM {_q(table)}").fetchone()
+                cells = int(row[0])
+                if "array" in kinds and cells:
+                    # Each row holds arrays: the widest column's first one says how many.
+                    sizes = [
+                        npy_size(self._conn.execute(
+                            f"SELECT {_q(name)} FROM {_q(table)} WHERE {_q(name)} IS NOT NULL "
+                            "LIMIT 1"
+                        ).fetchone())
+                        for name, kind in zip((dep, *setpoints), kinds, strict=True)
+                        if kind == "array"
+                    ]  # fmt: skip
+                    if any(size is None for size in sizes):
+                        continue
+                    cells *= max(size for size in sizes if size is not None)
             except sqlite3.Error:
                 continue
-            points[dep] = int(row[0])
+            points[dep] = cells
         return points
 
     # -- reading one run --------------------------------------------------------------
