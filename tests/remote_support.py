@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -194,18 +195,23 @@ def private_sshd(folder: Path) -> Iterator[SSHServer]:
         config.write_text(_config(folder, port, user))
         log = folder / "sshd.log"
         log.write_text("")
-        process = subprocess.Popen(
-            [sshd, "-D", "-f", str(config), "-E", str(log)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            if _wait_listening(process, log, port):
-                break
-        except BaseException:
-            _stop(process)
-            raise
+        # An abstract socket: a pytest folder's path can exceed a socket path's 108 bytes.
+        notify = f"trio-actors-sshd-{os.getpid()}-{port}"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as ready:
+            ready.bind(f"\0{notify}")
+            process = subprocess.Popen(
+                [sshd, "-D", "-f", str(config), "-E", str(log)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={**os.environ, "NOTIFY_SOCKET": f"@{notify}"},
+            )
+            try:
+                if _wait_listening(process, ready):
+                    break
+            except BaseException:
+                _stop(process)
+                raise
         _stop(process)
     else:
         raise RuntimeError(f"sshd did not start; its log ends:\n{log.read_text()[-2000:]}")
@@ -226,23 +232,22 @@ def private_sshd(folder: Path) -> Iterator[SSHServer]:
         _stop(process)
 
 
-def _wait_listening(process: subprocess.Popen[bytes], log: Path, port: int) -> bool:
-    """True once sshd listens on ``port``; False if it exited (the port was taken)."""
+def _wait_listening(process: subprocess.Popen[bytes], ready: socket.socket) -> bool:
+    """True once sshd says it listens; False if it exited first (its port was taken).
+
+    Debian's sshd tells a service manager that it is ready by the ``sd_notify`` protocol
+    (``READY=1`` on the datagram socket named by ``NOTIFY_SOCKET``), which it sends once
+    its listening sockets are bound: an event to wait for, not a log to poll.
+    """
     deadline = time.monotonic() + START_TIMEOUT
-    pause = 0.005
-    while time.monotonic() < deadline:
+    while (left := deadline - time.monotonic()) > 0:
+        # A short slice, so that an sshd that exited (its port taken) is seen at once.
+        readable, _, _ = select.select([ready], [], [], min(left, 0.1))
+        if readable and b"READY=1" in ready.recv(4096):
+            return True
         if process.poll() is not None:
             return False
-        if "Server listening" in log.read_text():
-            with socket.socket() as sock, contextlib.suppress(OSError):
-                sock.settimeout(1.0)
-                sock.connect(("127.0.0.1", port))
-                return True
-        time.sleep(pause)  # sshd gives no other sign of readiness than its log line
-        pause = min(pause * 2, 0.1)
-    raise RuntimeError(
-        f"sshd did not listen within {START_TIMEOUT} s; its log ends:\n{log.read_text()[-2000:]}"
-    )
+    raise RuntimeError(f"sshd did not say it was ready within {START_TIMEOUT} s")
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
