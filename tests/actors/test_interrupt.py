@@ -156,3 +156,74 @@ async def test_hurry_cuts_a_pools_close_to_the_kill_timeout():
 async def _job(pool) -> None:
     with pytest.raises((PoolClosed, ForcedTermination)):
         await pool.run_job("sleep", 300)
+
+
+#: A script whose main task awaits the job itself: the first Ctrl-C lands in ``run_job``,
+#: whose ladder starts before the pool's close (and its own Ctrl-C handling) does.
+SCRIPT = r"""
+import sys, trio
+from actors import HelperSpec, HelperTimeouts, open_helper_pool
+
+@trio.lowlevel.enable_ki_protection  # Ctrl-C goes to the main task, not this reporter
+async def watch(stream, pool):
+    async for event in stream:
+        if event.kind == "job_started":
+            print("pids", *[h.pid for h in pool.snapshot().helpers], flush=True)
+        print(event.kind, flush=True)
+
+async def main():
+    timeouts = HelperTimeouts(cancel_grace=10, shutdown=10, terminate=10, kill=%(kill)r)
+    spec = HelperSpec(entry="helper_entry:main", cwd=%(cwd)r, fault="ignore_sigterm")
+    async with open_helper_pool(spec, size=2, timeouts=timeouts) as pool:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch, pool.events.subscribe(), pool)
+            await pool.run_job("sleep", 300)
+
+trio.run(main)
+"""
+
+
+@pytest.mark.parametrize("program", [SCRIPT, PROGRAM], ids=["job_in_main_task", "runtime"])
+async def test_a_second_ctrl_c_kills_every_helper_at_once(program):
+    # The helpers ignore SIGTERM and the job never checks for a cancel: only SIGKILL
+    # ends them. After the second Ctrl-C no rung may be waited out: every helper process
+    # is gone within 0.3 s (the kill timeout, 1 s, bounds only the reaping).
+    code = program % {"kill": KILL, "cwd": str(HERE)}
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=interruptible,
+    )
+    seen: list[str] = []
+    pids: list[int] = []
+    try:
+        await _lines(process.stdout, seen, "job_started", within=30)
+        pids += [
+            int(pid) for pid in next(line for line in seen if line.startswith("pids")).split()[1:]
+        ]
+        process.send_signal(signal.SIGINT)
+        await _lines(process.stdout, seen, "cancel_sent", within=30)
+        start = trio.current_time()
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(30):
+            # Foreign pids (the program's children) have no exit event here: poll /proc.
+            while not all(pid_gone(pid) for pid in pids):  # noqa: ASYNC110
+                await trio.sleep(0.005)
+        gone_after = trio.current_time() - start
+        with trio.fail_after(15):
+            await process.wait()
+        errors = (await process.stderr.receive_some(1 << 20)).decode()
+    finally:
+        if process.returncode is None:  # the test failed: leave nothing behind
+            process.kill()
+            await process.wait()
+            for pid in pids:
+                if not pid_gone(pid):
+                    os.kill(pid, signal.SIGKILL)
+        await process.stdout.aclose()
+        await process.stderr.aclose()
+    assert gone_after <= 0.3, f"helpers gone {gone_after:.3f} s after the second Ctrl-C"
+    assert process.returncode == -signal.SIGINT
+    assert "KeyboardInterrupt" in errors
+    assert "ExceptionGroup" not in errors

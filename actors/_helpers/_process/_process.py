@@ -13,6 +13,7 @@ How the child starts without trio, attrs or cattrs: see ``_spec.BOOTSTRAP``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from typing import TYPE_CHECKING, Any, Final, NoReturn
@@ -29,6 +30,7 @@ from ...errors import (
     ProtocolViolation,
 )
 from .._events import LOGGER, PoolEvents
+from .._interrupt import second_interrupt
 from ._containment import ProcessTree, available_mode
 from ._ladder import Ladder
 from ._outcomes import answer_error, stopped_error
@@ -78,6 +80,9 @@ class HelperProcess:
             the spec's ``containment`` resolves to here.
         replaces: True if it replaces an earlier incarnation of its slot (a restart).
         on_exit: Called (synchronously, from the reaper task) once it has exited.
+        on_hurry: What a second Ctrl-C during this helper's own ladder (a job whose
+            caller got the first ``KeyboardInterrupt``) calls to skip every grace
+            (design §3.13): the pool's ``hurry``; by default this helper's :meth:`hurry`.
     """
 
     def __init__(
@@ -92,6 +97,7 @@ class HelperProcess:
         containment: str | None = None,
         replaces: bool = False,
         on_exit: Callable[[HelperProcess], None] | None = None,
+        on_hurry: Callable[[], None] | None = None,
     ) -> None:
         self.spec = spec
         self.timeouts = timeouts
@@ -157,6 +163,7 @@ class HelperProcess:
         self._reply_at = self._deadline_at = self._stall_at = _INF
         self._stall: float | None = None
         self._job_done: trio.Event | None = None
+        self._on_hurry = self.hurry if on_hurry is None else on_hurry
 
     # --- properties -----------------------------------------------------------------
 
@@ -407,10 +414,10 @@ class HelperProcess:
                     self._advance(HelperEvent.REPLIED)
                     self.last_escalation = "cooperative"
                     raise self._stopped_error(generation, operation, "cooperative", "cancelled")
-        except (trio.Cancelled, KeyboardInterrupt):  # Ctrl-C in the task that waits
+        except (trio.Cancelled, KeyboardInterrupt) as exc:  # Ctrl-C in the task that waits
             with trio.CancelScope(shield=True):
-                escalation = await self._ladder.stop_job(
-                    generation, operation, reason="caller_cancelled"
+                escalation = await self._stop_for_caller(
+                    generation, operation, interrupted=isinstance(exc, KeyboardInterrupt)
                 )
             self._note_stop("caller_cancelled", escalation)
             raise
@@ -459,6 +466,22 @@ class HelperProcess:
         # Else the job is between its write and its wait (or at the schedule point
         # after a reply already there): run_job sees the flag there.
         return True
+
+    @enable_ki_protection
+    async def _stop_for_caller(self, generation: int, operation: str, *, interrupted: bool) -> str:
+        """The ladder for a caller that gave up; return its last step (shield it).
+
+        After a Ctrl-C (``interrupted``) the ladder is the graceful stop it began, run
+        before any pool close could listen for a second one: so it listens itself, and a
+        second Ctrl-C skips every grace of every helper (design §3.13).
+        """
+        if not interrupted:
+            return await self._ladder.stop_job(generation, operation, reason="caller_cancelled")
+        # The KeyboardInterrupt being handled is re-raised: a second one adds nothing.
+        with contextlib.suppress(KeyboardInterrupt):
+            async with second_interrupt(self._on_hurry):
+                return await self._ladder.stop_job(generation, operation, reason="caller_cancelled")
+        return self.last_escalation or "exited"
 
     @enable_ki_protection
     async def wait_job_done(self) -> None:
