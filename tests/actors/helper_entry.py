@@ -166,6 +166,39 @@ def spawn_setsid(payload: Any, ctx: JobContext) -> Any:
     return child.pid
 
 
+#: A process that appends a line to ``DIR/PID`` for each SIGTERM it handles, and lives on.
+TERM_COUNTER = (
+    "import os, signal, sys, time\n"
+    "path = os.path.join(sys.argv[1], str(os.getpid()))\n"
+    "def on_term(signum, frame):\n"
+    "    with open(path, 'a') as file:\n"
+    "        file.write('TERM\\n')\n"
+    "signal.signal(signal.SIGTERM, on_term)\n"
+    "print('ready', flush=True)\n"
+    "while True:\n"
+    "    time.sleep(1)\n"
+)
+
+
+def spawn_term_counters(payload: Any, ctx: JobContext) -> Any:
+    """Start two SIGTERM counters (``TERM_COUNTER``) writing into the directory
+    ``payload``: one in the helper's process group, one in a session of its own. Their
+    pids, once both handle SIGTERM."""
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", TERM_COUNTER, payload],
+            start_new_session=alone,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+        )
+        for alone in (False, True)
+    ]
+    for child in children:
+        assert child.stdout is not None
+        child.stdout.readline()
+    return [child.pid for child in children]
+
+
 def spawn_daemon(payload: Any, ctx: JobContext) -> Any:
     """Double-fork a daemon with an empty environment (no tag); the daemon's pid.
 
@@ -215,6 +248,7 @@ HANDLERS = {
     "give_up": give_up,
     "spawn_setsid": spawn_setsid,
     "spawn_daemon": spawn_daemon,
+    "spawn_term_counters": spawn_term_counters,
 }
 
 
