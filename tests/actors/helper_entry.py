@@ -106,6 +106,16 @@ def progress_stubborn(payload: Any, ctx: JobContext) -> Any:
     return "done"
 
 
+def stderr_ticks(payload: Any, ctx: JobContext) -> Any:
+    """Write a line to stderr every 50 ms for ``payload`` seconds, never reporting
+    progress nor checking for a cancel (third-party code that says it is alive)."""
+    deadline = time.monotonic() + float(payload)
+    while time.monotonic() < deadline:
+        os.write(2, b"still working\n")
+        time.sleep(0.05)
+    return "done"
+
+
 def progress_burst(payload: Any, ctx: JobContext) -> Any:
     """Report ``n`` fractions as fast as possible, then 1.0; return which were sent."""
     n = int(payload)
@@ -243,6 +253,7 @@ HANDLERS = {
     "progress": progress,
     "progress_burst": progress_burst,
     "progress_stubborn": progress_stubborn,
+    "stderr_ticks": stderr_ticks,
     "progress_bad": progress_bad,
     "progress_then": progress_then,
     "give_up": give_up,

@@ -201,7 +201,9 @@ class HelperPool:
             deadline: Absolute deadline of the whole job (waiting for a slot included),
                 in seconds on trio's clock; none by default.
             stall: Seconds the job may go without a progress report before it is
-                stopped (design §3.12); none by default. Any progress frame resets it.
+                stopped (design §3.12); none by default. Each progress frame of the
+                job resets it; so does a write to stderr if the spec's
+                ``stderr_is_activity`` is set; nothing else does.
             expect: The type the result must be (e.g. ``dict``), checked with
                 ``isinstance``; type checkers then see it as the return type.
 

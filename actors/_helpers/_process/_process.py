@@ -275,6 +275,8 @@ class HelperProcess:
 
     def _spawned(self, process: trio.Process, pipe: HelperPipe, stderr: StderrTail) -> None:
         self._process, self._pipe, self._stderr = process, pipe, stderr
+        if self.spec.stderr_is_activity:
+            stderr.on_activity = self._push_stall  # design §3.12: stderr counts as alive
 
     # --- jobs -----------------------------------------------------------------------
 
@@ -299,7 +301,8 @@ class HelperProcess:
             deadline: The caller's absolute deadline, seconds on trio's clock (none by
                 default): past it the job is stopped like a cancelled one.
             stall: Seconds the job may go without a progress report (none by default);
-                past it the job is stopped (design §3.12).
+                past it the job is stopped (design §3.12). Stderr output counts too
+                when ``spec.stderr_is_activity`` is set.
 
         Returns:
             The handler's JSON result.
@@ -570,15 +573,21 @@ class HelperProcess:
         """A progress frame: push the stall deadline back (design §3.12), then hand it
         to ``on_progress`` (an exception from which is logged and ignored)."""
         if self._stall is not None:
-            self._stall_at = trio.current_time() + self._stall
-            scope = self._job_scope
-            if scope is not None and not scope.cancel_called:
-                scope.deadline = min(self._reply_at, self._deadline_at, self._stall_at)
+            self._push_stall()
         if on_progress is not None:
             try:
                 on_progress(env.payload["fraction"], env.payload.get("note"))
             except Exception:
                 LOGGER.exception("%s: on_progress raised; ignored", self.label)
+
+    def _push_stall(self) -> None:
+        """The job showed activity: push its stall deadline back (design §3.12)."""
+        if self._stall is None or self._active is None:
+            return
+        self._stall_at = trio.current_time() + self._stall
+        scope = self._job_scope
+        if scope is not None and not scope.cancel_called:
+            scope.deadline = min(self._reply_at, self._deadline_at, self._stall_at)
 
     # --- stopping -------------------------------------------------------------------
 

@@ -202,6 +202,13 @@ class HelperSpec:
     )
     """How the helper's process tree is held (design §3.11): ``auto`` (the strongest
     this platform allows), ``cgroup``, ``tree`` or ``group``."""
+    stderr_is_activity: bool = attrs.field(
+        default=False, validator=attrs.validators.instance_of(bool)
+    )
+    """Count anything the helper writes to stderr as activity for a job's ``stall``
+    timer (design §3.12), as a progress report is: for third-party code that says it is
+    alive only on stderr. Off by default: a job that loops while logging is not thereby
+    making progress."""
 
     def __attrs_post_init__(self) -> None:
         if (self.entry is None) == (self.argv is None):
