@@ -39,6 +39,7 @@ from ...errors import (
     ActorError,
     DeadlineExceeded,
     ForcedTermination,
+    HelperAbandoned,
     HelperError,
     JobCancelled,
     PoolBusy,
@@ -603,6 +604,16 @@ class HelperPool:
         ``timeouts.close_bound`` seconds (``cancel_grace + shutdown + terminate +
         kill``; only ``kill`` after :meth:`hurry`). Leaving the ``async with`` block
         does the same; call this to close earlier (e.g. from an actor's ``on_stop``).
+
+        A helper whose signal was refused (design §3.5) has its SIGTERM and SIGKILL
+        retried within its shutdown's bound, and is reaped if it dies.
+
+        Raises:
+            HelperAbandoned: (code ``helper_abandoned``) the close is done but had to
+                leave a process alive (``details["helpers"]``: each one's ``helper``,
+                ``pid``, refused ``signal`` and ``errno``, ``escaped``); each is also an
+                ``abandoned`` event and an ERROR record. A second caller does not
+                raise it again.
         """
         with trio.CancelScope(shield=True):
             if self._closing:
@@ -637,10 +648,17 @@ class HelperPool:
             if self._slow:
                 self._no_jobs = trio.Event()
                 await self._no_jobs.wait()
+        left = []
         for slot in self._slots:
             if slot.helper is not None:
-                if not slot.helper.exited:  # pragma: no cover (an unkillable process)
-                    slot.helper.abandon()
+                if not slot.helper.exited:  # refused signals, or it outlived SIGKILL
+                    left.append(slot.helper.abandon())
                 slot.helper.discard()
         self._closed = True
         self._free.clear()
+        if left:
+            raise HelperAbandoned(
+                f"the close left {len(left)} helper process(es) alive: "
+                + ", ".join(f"{item['helper']} (pid {item['pid']})" for item in left),
+                helpers=left,
+            )

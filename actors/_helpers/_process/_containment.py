@@ -283,6 +283,11 @@ class ProcessTree:
         #: look (their environment was empty or unreadable; see :meth:`sweep`).
         self.unidentified: list[int] = []
 
+    @property
+    def kills_by_cgroup(self) -> bool:
+        """SIGKILL goes through ``cgroup.kill``, which needs no permission to signal."""
+        return self._cgroup is not None
+
     def environment(self) -> dict[str, str]:
         """Variables the helper must be started with (its tree's tag)."""
         return {TAG_ENV: self.tag}

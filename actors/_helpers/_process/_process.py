@@ -14,6 +14,7 @@ How the child starts without trio, attrs or cattrs: see ``_spec.BOOTSTRAP``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import math
 from typing import TYPE_CHECKING, Any, Final, NoReturn
@@ -610,9 +611,31 @@ class HelperProcess:
         self._reaper.stopping = True
         self._ladder.hurry()
 
-    def abandon(self) -> None:
-        """Stop waiting to reap a quarantined process (the pool's close gives up)."""
+    def abandon(self) -> dict[str, Any]:
+        """Stop waiting to reap a process the pool's close could not stop (design §3.8).
+
+        Reports it by name: an ``abandoned`` event and an ERROR record.
+
+        Returns:
+            What was left, for the close's ``HelperAbandoned``: ``helper``, ``pid``,
+            ``escaped`` and, if a signal was refused, ``signal``, ``errno``, ``error``.
+        """
+        left: dict[str, Any] = {"helper": self.label, "pid": self.pid}
+        details: dict[str, Any] = {"escaped": list(self._reaper.escaped)}
+        failure = self._ladder.signal_failure
+        why = "it outlived SIGKILL"
+        if failure is not None:
+            _, code, sig = failure
+            name = errno.errorcode.get(code, str(code))
+            details.update(signal=sig, errno=code, error=name)
+            why = f"its {sig} was refused ({name})"
+        self._emit(
+            "abandoned",
+            f"left alive by the pool's close: {why}; nothing watches it any more",
+            **details,
+        )
         self._reaper.abandon()
+        return {**left, **details}
 
     def discard(self) -> None:
         """Close the parent's ends of the pipes; call once the helper is of no use."""
