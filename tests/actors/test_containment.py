@@ -317,7 +317,7 @@ async def test_each_process_of_the_tree_gets_sigterm_once(mode, strays, tmp_path
                     break
         reached = counters if mode != "group" else counters[:1]
         with trio.fail_after(10):  # each counter writes its line when it handles SIGTERM
-            while not all((tmp_path / str(pid)).exists() for pid in reached):  # noqa: ASYNC110
+            while not all(_counted(tmp_path / str(pid)) for pid in reached):  # noqa: ASYNC110
                 await trio.sleep(0.01)
         pool.hurry()  # SIGKILL now, instead of waiting out the 30 s terminate timeout
     if mode == "group":
@@ -337,3 +337,11 @@ async def test_each_process_of_the_tree_gets_sigterm_once(mode, strays, tmp_path
     assert terms == {pid: int(pid in reached) for pid in counters}
     for pid in reached:
         assert (tmp_path / str(pid)).read_text() == "TERM\n"
+
+
+def _counted(path) -> bool:
+    """The counter has written a whole line (the file exists as soon as it is opened)."""
+    try:
+        return path.read_text().endswith("\n")
+    except FileNotFoundError:
+        return False
