@@ -186,6 +186,24 @@ class SignalFailed(HelperError):
     code = "signal_failed"
 
 
+class HelperAbandoned(HelperError):
+    """The pool's close had to leave a helper process alive (design §3.5, §3.8).
+
+    Raised by :meth:`HelperPool.aclose <actors.HelperPool.aclose>` (and by leaving
+    ``open_helper_pool`` when its block raised nothing else) after the close has done
+    everything else: its signals were refused again (``EPERM``) until the close's bound
+    ran out, or it outlived SIGKILL. ``details["helpers"]`` lists each one: ``helper``,
+    ``pid``, ``signal`` and ``errno``/``error`` of the refused signal (when one was),
+    ``escaped`` (pids of its tree that outlived SIGKILL). Unlike :class:`SignalFailed`,
+    which ends one job and keeps the slot quarantined, this is the pool's last word:
+    nothing of ours watches those processes any more. Permanent: closing again cannot
+    help; they need an operator.
+    """
+
+    code = "helper_abandoned"
+    category = "permanent"
+
+
 class FunctionNotImportable(HelperError):
     """``run_sync``/``map`` cannot send this function by reference (design §3.14).
 

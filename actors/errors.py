@@ -53,6 +53,7 @@ from ._eventlog_errors import UnsupportedOperation as UnsupportedOperation
 from ._helper_errors import ForcedTermination as ForcedTermination
 from ._helper_errors import FunctionNotImportable as FunctionNotImportable
 from ._helper_errors import FunctionRaised as FunctionRaised
+from ._helper_errors import HelperAbandoned as HelperAbandoned
 from ._helper_errors import HelperError as HelperError
 from ._helper_errors import HelperExited as HelperExited
 from ._helper_errors import HelperLost as HelperLost
@@ -115,6 +116,7 @@ __all__ = [
     "PoolRestarting",
     "JobStalled",
     "SignalFailed",
+    "HelperAbandoned",
     "FunctionNotImportable",
     "NotPicklable",
     "FunctionRaised",

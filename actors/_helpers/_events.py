@@ -63,6 +63,8 @@ LEVELS: Final[Mapping[str, int]] = {
     "late_reply_dropped": logging.INFO,
     "escaped": logging.ERROR,
     "signal_failed": logging.ERROR,
+    "signal_retried": logging.WARNING,
+    "abandoned": logging.ERROR,
     "intensity_exceeded": logging.ERROR,
     "pool_restarted": logging.WARNING,
     "restart_scheduled": logging.WARNING,

@@ -106,6 +106,16 @@ def progress_stubborn(payload: Any, ctx: JobContext) -> Any:
     return "done"
 
 
+def stderr_ticks(payload: Any, ctx: JobContext) -> Any:
+    """Write a line to stderr every 50 ms for ``payload`` seconds, never reporting
+    progress nor checking for a cancel (third-party code that says it is alive)."""
+    deadline = time.monotonic() + float(payload)
+    while time.monotonic() < deadline:
+        os.write(2, b"still working\n")
+        time.sleep(0.05)
+    return "done"
+
+
 def progress_burst(payload: Any, ctx: JobContext) -> Any:
     """Report ``n`` fractions as fast as possible, then 1.0; return which were sent."""
     n = int(payload)
@@ -166,6 +176,39 @@ def spawn_setsid(payload: Any, ctx: JobContext) -> Any:
     return child.pid
 
 
+#: A process that appends a line to ``DIR/PID`` for each SIGTERM it handles, and lives on.
+TERM_COUNTER = (
+    "import os, signal, sys, time\n"
+    "path = os.path.join(sys.argv[1], str(os.getpid()))\n"
+    "def on_term(signum, frame):\n"
+    "    with open(path, 'a') as file:\n"
+    "        file.write('TERM\\n')\n"
+    "signal.signal(signal.SIGTERM, on_term)\n"
+    "print('ready', flush=True)\n"
+    "while True:\n"
+    "    time.sleep(1)\n"
+)
+
+
+def spawn_term_counters(payload: Any, ctx: JobContext) -> Any:
+    """Start two SIGTERM counters (``TERM_COUNTER``) writing into the directory
+    ``payload``: one in the helper's process group, one in a session of its own. Their
+    pids, once both handle SIGTERM."""
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", TERM_COUNTER, payload],
+            start_new_session=alone,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+        )
+        for alone in (False, True)
+    ]
+    for child in children:
+        assert child.stdout is not None
+        child.stdout.readline()
+    return [child.pid for child in children]
+
+
 def spawn_daemon(payload: Any, ctx: JobContext) -> Any:
     """Double-fork a daemon with an empty environment (no tag); the daemon's pid.
 
@@ -210,11 +253,13 @@ HANDLERS = {
     "progress": progress,
     "progress_burst": progress_burst,
     "progress_stubborn": progress_stubborn,
+    "stderr_ticks": stderr_ticks,
     "progress_bad": progress_bad,
     "progress_then": progress_then,
     "give_up": give_up,
     "spawn_setsid": spawn_setsid,
     "spawn_daemon": spawn_daemon,
+    "spawn_term_counters": spawn_term_counters,
 }
 
 

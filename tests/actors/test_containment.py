@@ -21,6 +21,7 @@ from helper_support import FAST, assert_no_children, spec, wait_gone
 from process_support import pid_gone
 
 from actors import (
+    DeadlineExceeded,
     HelperExited,
     HelperTimeouts,
     PoolEvents,
@@ -276,3 +277,71 @@ async def test_process_group_containment_cannot_see_a_setsid_grandchild(strays):
         grandchild = await pool.run_job("spawn_setsid")
         strays.append(grandchild)
     assert not pid_gone(grandchild)
+
+
+@pytest.mark.parametrize("mode", [*MODES, "group"])
+async def test_each_process_of_the_tree_gets_sigterm_once(mode, strays, tmp_path, monkeypatch):
+    # Two SIGTERM counters below a helper that ignores SIGTERM: one in the helper's
+    # process group, one that left it. The ladder's SIGTERM reaches each exactly once,
+    # as each counts it (a file per pid) and as the parent sent it.
+    real_kill, real_killpg = containment_module._kill, containment_module._killpg
+    sent: list[tuple[str, int, int]] = []
+
+    def kill(pid: int, sig: int) -> None:
+        real_kill(pid, sig)
+        sent.append(("pid", pid, sig))
+
+    def killpg(pgid: int, sig: int) -> None:
+        real_killpg(pgid, sig)
+        sent.append(("group", pgid, sig))
+
+    monkeypatch.setattr(containment_module, "_kill", kill)
+    monkeypatch.setattr(containment_module, "_killpg", killpg)
+    timeouts = HelperTimeouts(cancel_grace=0.1, terminate=30, kill=2)
+    async with (
+        trio.open_nursery() as nursery,
+        open_helper_pool(spec(fault="ignore_sigterm", containment=mode), timeouts=timeouts) as pool,
+    ):
+        counters = await pool.run_job("spawn_term_counters", str(tmp_path))
+        strays.extend(counters)
+        groups = {pid: os.getpgid(pid) for pid in counters}
+        with pool.events.subscribe() as stream:
+
+            async def job() -> None:
+                with pytest.raises(DeadlineExceeded):
+                    await pool.run_job("sleep", 300, deadline=trio.current_time() + 0.1)
+
+            nursery.start_soon(job)
+            async for event in stream:
+                if event.kind == "sigterm_sent":
+                    break
+        reached = counters if mode != "group" else counters[:1]
+        with trio.fail_after(10):  # each counter writes its line when it handles SIGTERM
+            while not all(_counted(tmp_path / str(pid)) for pid in reached):  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        pool.hurry()  # SIGKILL now, instead of waiting out the 30 s terminate timeout
+    if mode == "group":
+        os.kill(counters[1], signal.SIGKILL)
+        await wait_gone(counters[1])
+    for pid in counters:
+        assert pid_gone(pid)
+    terms = {
+        pid: sum(
+            1
+            for target, number, sig in sent
+            if sig == signal.SIGTERM
+            and ((target, number) == ("pid", pid) or (target, number) == ("group", groups[pid]))
+        )
+        for pid in counters
+    }
+    assert terms == {pid: int(pid in reached) for pid in counters}
+    for pid in reached:
+        assert (tmp_path / str(pid)).read_text() == "TERM\n"
+
+
+def _counted(path) -> bool:
+    """The counter has written a whole line (the file exists as soon as it is opened)."""
+    try:
+        return path.read_text().endswith("\n")
+    except FileNotFoundError:
+        return False

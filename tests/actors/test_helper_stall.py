@@ -51,6 +51,20 @@ async def test_progress_keeps_a_long_job_alive():
         assert await pool.run_job("progress_stubborn", 0.5, stall=0.25) == "done"
 
 
+@pytest.mark.parametrize("counts", [True, False])
+async def test_stderr_counts_as_activity_only_when_the_spec_says_so(counts):
+    # A line on stderr every 50 ms for 1.5 s, no progress report: alive with
+    # ``stderr_is_activity``, stalled after 0.5 s of "silence" without it.
+    timeouts = HelperTimeouts(reply=10.0, cancel_grace=0.1, terminate=0.5, kill=0.5)
+    async with open_helper_pool(spec(stderr_is_activity=counts), timeouts=timeouts) as pool:
+        if counts:
+            assert await pool.run_job("stderr_ticks", 1.5, stall=0.5) == "done"
+        else:
+            with pytest.raises(JobStalled) as caught:
+                await pool.run_job("stderr_ticks", 1.5, stall=0.5)
+            assert caught.value.details["stall"] == 0.5
+
+
 async def test_a_job_that_stops_reporting_stalls_and_a_cooperative_helper_stays():
     async with open_helper_pool(spec(), timeouts=FAST) as pool:
         before = pool.snapshot().helpers[0]

@@ -12,6 +12,8 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import pytest
 import trio
@@ -19,6 +21,9 @@ from helper_support import HERE, assert_no_children, spec, wait_gone
 from process_support import interruptible, pid_gone
 
 from actors import ForcedTermination, HelperTimeouts, PoolClosed, open_helper_pool
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 KILL = 1.0
 
@@ -74,8 +79,13 @@ async def _lines(stream, seen: list[str], until: str, within: float) -> None:
             seen.extend(line.decode() for line in lines)
 
 
-async def test_a_second_ctrl_c_skips_every_grace_and_leaves_a_bare_keyboard_interrupt():
-    code = PROGRAM % {"kill": KILL, "cwd": str(HERE)}
+@asynccontextmanager
+async def _interrupted_once(
+    program: str,
+) -> AsyncIterator[tuple[trio.Process, list[str], list[int]]]:
+    """Start ``program``, wait for its job, press Ctrl-C once and wait for the cancel;
+    yield the process, the lines it printed and its helpers' pids. Leaves nothing behind."""
+    code = program % {"kill": KILL, "cwd": str(HERE)}
     process = await trio.lowlevel.open_process(
         [sys.executable, "-c", code],
         stdout=subprocess.PIPE,
@@ -91,6 +101,20 @@ async def test_a_second_ctrl_c_skips_every_grace_and_leaves_a_bare_keyboard_inte
         ]
         process.send_signal(signal.SIGINT)  # the graceful shutdown begins...
         await _lines(process.stdout, seen, "cancel_sent", within=30)
+        yield process, seen, pids
+    finally:
+        if process.returncode is None:  # the test failed: leave nothing behind
+            process.kill()
+            await process.wait()
+            for pid in pids:
+                if not pid_gone(pid):
+                    os.kill(pid, signal.SIGKILL)
+        await process.stdout.aclose()
+        await process.stderr.aclose()
+
+
+async def test_a_second_ctrl_c_skips_every_grace_and_leaves_a_bare_keyboard_interrupt():
+    async with _interrupted_once(PROGRAM) as (process, seen, pids):
         start = trio.current_time()
         process.send_signal(signal.SIGINT)  # ...and the second Ctrl-C cuts it short
         with trio.move_on_after(15):
@@ -104,15 +128,6 @@ async def test_a_second_ctrl_c_skips_every_grace_and_leaves_a_bare_keyboard_inte
         elapsed = trio.current_time() - start
         errors = await process.stderr.receive_some(1 << 20)
         seen.extend((await process.stdout.receive_some(1 << 20)).decode().split())
-    finally:
-        if process.returncode is None:  # the test failed: leave nothing behind
-            process.kill()
-            await process.wait()
-            for pid in pids:
-                if not pid_gone(pid):
-                    os.kill(pid, signal.SIGKILL)
-        await process.stdout.aclose()
-        await process.stderr.aclose()
     assert elapsed < KILL + 3.0  # the graces are 30 s each
     assert process.returncode == -signal.SIGINT  # the interpreter died of KeyboardInterrupt
     text = errors.decode()
@@ -156,3 +171,50 @@ async def test_hurry_cuts_a_pools_close_to_the_kill_timeout():
 async def _job(pool) -> None:
     with pytest.raises((PoolClosed, ForcedTermination)):
         await pool.run_job("sleep", 300)
+
+
+#: A script whose main task awaits the job itself: the first Ctrl-C lands in ``run_job``,
+#: whose ladder starts before the pool's close (and its own Ctrl-C handling) does.
+SCRIPT = r"""
+import sys, trio
+from actors import HelperSpec, HelperTimeouts, open_helper_pool
+
+@trio.lowlevel.enable_ki_protection  # Ctrl-C goes to the main task, not this reporter
+async def watch(stream, pool):
+    async for event in stream:
+        if event.kind == "job_started":
+            print("pids", *[h.pid for h in pool.snapshot().helpers], flush=True)
+        print(event.kind, flush=True)
+
+async def main():
+    timeouts = HelperTimeouts(cancel_grace=10, shutdown=10, terminate=10, kill=%(kill)r)
+    spec = HelperSpec(entry="helper_entry:main", cwd=%(cwd)r, fault="ignore_sigterm")
+    async with open_helper_pool(spec, size=2, timeouts=timeouts) as pool:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch, pool.events.subscribe(), pool)
+            await pool.run_job("sleep", 300)
+
+trio.run(main)
+"""
+
+
+@pytest.mark.parametrize("program", [SCRIPT, PROGRAM], ids=["job_in_main_task", "runtime"])
+async def test_a_second_ctrl_c_kills_every_helper_at_once(program):
+    # The helpers ignore SIGTERM and the job never checks for a cancel: only SIGKILL
+    # ends them. After the second Ctrl-C no rung may be waited out: every helper process
+    # is gone within 0.3 s (the kill timeout, 1 s, bounds only the reaping).
+    async with _interrupted_once(program) as (process, _, pids):
+        start = trio.current_time()
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(30):
+            # Foreign pids (the program's children) have no exit event here: poll /proc.
+            while not all(pid_gone(pid) for pid in pids):  # noqa: ASYNC110
+                await trio.sleep(0.005)
+        gone_after = trio.current_time() - start
+        with trio.fail_after(15):
+            await process.wait()
+        errors = (await process.stderr.receive_some(1 << 20)).decode()
+    assert gone_after <= 0.3, f"helpers gone {gone_after:.3f} s after the second Ctrl-C"
+    assert process.returncode == -signal.SIGINT
+    assert "KeyboardInterrupt" in errors
+    assert "ExceptionGroup" not in errors

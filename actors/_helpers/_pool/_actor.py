@@ -36,6 +36,7 @@ runtime passes one that tells the scheduler ``HelperRestarted`` (design §4.8).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import TYPE_CHECKING, Any, Final
 
@@ -43,7 +44,7 @@ import trio
 from trio.lowlevel import enable_ki_protection
 
 from ..._core import Actor, Backoff, validate_count
-from ...errors import ActorError, InvalidCommand, PoolBusy, PoolFailed
+from ...errors import ActorError, HelperAbandoned, InvalidCommand, PoolBusy, PoolFailed
 from .._events import PoolEvents
 from ._config import PoolConfig
 from ._open import open_helper_pool
@@ -226,7 +227,10 @@ class PoolActor(Actor):
         So once ``ref.stop()`` returns, no helper process remains.
         """
         if self._pool is not None:
-            await self._pool.aclose()
+            # What the close had to leave alive is an event and an ERROR record
+            # already; the actor's stop goes on.
+            with contextlib.suppress(HelperAbandoned):
+                await self._pool.aclose()
 
     @property
     def pool(self) -> HelperPool:

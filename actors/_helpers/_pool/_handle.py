@@ -155,7 +155,8 @@ class PoolHandle:
                 exception from it is logged and ignored. Never called after this
                 method has returned or raised.
             stall: Seconds the job may go without a progress report (design §3.12);
-                none by default.
+                none by default. Stderr output counts too when the spec's
+                ``stderr_is_activity`` is set.
             expect: The type the result must be (e.g. ``dict``), checked with
                 ``isinstance``; type checkers then see it as the return type.
 

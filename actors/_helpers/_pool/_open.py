@@ -9,6 +9,7 @@ import trio
 from trio.lowlevel import enable_ki_protection
 
 from ..._core import unwrap_sole_exception
+from ...errors import HelperAbandoned
 from .._interrupt import second_interrupt
 from ._config import PoolConfig
 from ._pool import HelperPool
@@ -62,6 +63,9 @@ async def open_helper_pool(
         HelperStartupFailed: (code ``helper_startup_failed``) an eager spawn failed
             (the helpers already started are closed).
         HelperExited: (code ``helper_exited``) an eager helper exited in startup.
+        HelperAbandoned: (code ``helper_abandoned``) the close had to leave a helper
+            process alive (its signals refused to the end); not raised over an error
+            of the block itself.
         ValueError: a configuration field is out of range, or ``spec.containment``
             names a mode this platform does not have.
         TypeError: both ``config`` and keyword fields were given.
@@ -87,17 +91,25 @@ async def open_helper_pool(
             if config.restart is not None:
                 pool.recovering = True  # jobs see PoolRestarting while it waits (§3.15)
                 nursery.start_soon(_restart_until, restarter, pool, config.restart)
+            raised = True
             try:
                 if config.eager:
                     await pool.spawn_all()
                 yield pool
+                raised = False
             finally:
                 restarter.cancel()
                 # Shielded: the close must run whatever cancelled the block; a Ctrl-C
                 # meanwhile skips its graces (design §3.13).
                 with trio.CancelScope(shield=True):
                     async with second_interrupt(pool.hurry):
-                        await pool.aclose()
+                        try:
+                            await pool.aclose()
+                        except HelperAbandoned:
+                            # The block's own error goes on; the abandoned processes
+                            # were reported (events, ERROR records).
+                            if not raised:
+                                raise
                 if own_events:
                     pool.events.close()
 

@@ -39,6 +39,7 @@ from ...errors import (
     ActorError,
     DeadlineExceeded,
     ForcedTermination,
+    HelperAbandoned,
     HelperError,
     JobCancelled,
     PoolBusy,
@@ -201,7 +202,9 @@ class HelperPool:
             deadline: Absolute deadline of the whole job (waiting for a slot included),
                 in seconds on trio's clock; none by default.
             stall: Seconds the job may go without a progress report before it is
-                stopped (design §3.12); none by default. Any progress frame resets it.
+                stopped (design §3.12); none by default. Each progress frame of the
+                job resets it; so does a write to stderr if the spec's
+                ``stderr_is_activity`` is set; nothing else does.
             expect: The type the result must be (e.g. ``dict``), checked with
                 ``isinstance``; type checkers then see it as the return type.
 
@@ -601,6 +604,16 @@ class HelperPool:
         ``timeouts.close_bound`` seconds (``cancel_grace + shutdown + terminate +
         kill``; only ``kill`` after :meth:`hurry`). Leaving the ``async with`` block
         does the same; call this to close earlier (e.g. from an actor's ``on_stop``).
+
+        A helper whose signal was refused (design §3.5) has its SIGTERM and SIGKILL
+        retried within its shutdown's bound, and is reaped if it dies.
+
+        Raises:
+            HelperAbandoned: (code ``helper_abandoned``) the close is done but had to
+                leave a process alive (``details["helpers"]``: each one's ``helper``,
+                ``pid``, refused ``signal`` and ``errno``, ``escaped``); each is also an
+                ``abandoned`` event and an ERROR record. A second caller does not
+                raise it again.
         """
         with trio.CancelScope(shield=True):
             if self._closing:
@@ -635,10 +648,17 @@ class HelperPool:
             if self._slow:
                 self._no_jobs = trio.Event()
                 await self._no_jobs.wait()
+        left = []
         for slot in self._slots:
             if slot.helper is not None:
-                if not slot.helper.exited:  # pragma: no cover (an unkillable process)
-                    slot.helper.abandon()
+                if not slot.helper.exited:  # refused signals, or it outlived SIGKILL
+                    left.append(slot.helper.abandon())
                 slot.helper.discard()
         self._closed = True
         self._free.clear()
+        if left:
+            raise HelperAbandoned(
+                f"the close left {len(left)} helper process(es) alive: "
+                + ", ".join(f"{item['helper']} (pid {item['pid']})" for item in left),
+                helpers=left,
+            )

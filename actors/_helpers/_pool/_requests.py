@@ -79,7 +79,9 @@ class RunJob:
     in the job's task in the pool actor's nursery (never in ``handle``): sync, must not
     block; an exception from it is logged and ignored (design §3.9)."""
     stall: float | None = attrs.field(default=None, converter=_optional_stall)
-    """Seconds the job may go without a progress report (design §3.12), or None."""
+    """Seconds the job may go without a progress report (design §3.12), or None. Only
+    the job's progress frames count as activity, and its stderr output when the spec's
+    ``stderr_is_activity`` is set."""
 
 
 @attrs.frozen(kw_only=True)

@@ -47,6 +47,8 @@ class SpawningPool(Protocol):
     @property
     def containment(self) -> str: ...
 
+    def hurry(self) -> None: ...
+
 
 @attrs.define(eq=False)
 class Slot:
@@ -150,6 +152,7 @@ class Spawner:
             containment=pool.containment,
             replaces=replaces,
             on_exit=functools.partial(self._on_exit, slot),
+            on_hurry=pool.hurry,
         )
         slot.helper = helper
         self.spawns += 1

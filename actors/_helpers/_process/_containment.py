@@ -72,6 +72,14 @@ def _killpg(pgid: int, sig: int) -> None:
     os.killpg(pgid, sig)
 
 
+def _pgid(pid: int) -> int | None:
+    """The process group of ``pid``, or None if it is gone."""
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 class _CgroupRoot:
     """Where this process may make cgroups: a directory of its own cgroup v2, if any."""
 
@@ -275,6 +283,11 @@ class ProcessTree:
         #: look (their environment was empty or unreadable; see :meth:`sweep`).
         self.unidentified: list[int] = []
 
+    @property
+    def kills_by_cgroup(self) -> bool:
+        """SIGKILL goes through ``cgroup.kill``, which needs no permission to signal."""
+        return self._cgroup is not None
+
     def environment(self) -> dict[str, str]:
         """Variables the helper must be started with (its tree's tag)."""
         return {TAG_ENV: self.tag}
@@ -404,8 +417,14 @@ class ProcessTree:
             self._scan()
 
     def signal(self, sig: int, members: list[int] | None = None) -> list[tuple[int, int]]:
-        """Send ``sig`` to every live process of the tree; never waits. ``members``:
-        the tree just read by the caller (:meth:`members`), so it is not read twice.
+        """Send ``sig`` once to every live process of the tree; never waits.
+
+        ``members``: the tree just read by the caller (:meth:`members`), so it is not
+        read twice. The process group gets it in one call, then each member outside
+        the group; a member inside it is only checked (signal 0) for permission, since
+        a group signal succeeds if it reached any one of them. So each process gets
+        each rung's signal once (design §3.5): a program that takes a second SIGTERM
+        for "abort now" keeps its graceful shutdown.
 
         Returns:
             ``(pid, errno)`` of each process the signal could not reach (e.g.
@@ -422,9 +441,12 @@ class ProcessTree:
                 pass
             else:
                 return failures
+        listed = self.members() if members is None else members
+        grouped = False
         if not self.reaped:
-            # The group first: one call that covers the helper's own children. Not once
-            # the leader is reaped: its pid (the group's id) may then be reused.
+            # The group first: one call that covers the helper's own children, even one
+            # forked after the listing. Not once the leader is reaped: its pid (the
+            # group's id) may then be reused.
             try:
                 _killpg(leader, sig)
             except ProcessLookupError:
@@ -432,13 +454,16 @@ class ProcessTree:
             except OSError as exc:
                 if self.mode == "group":
                     failures.append((leader, exc.errno or errno.EPERM))
+            else:
+                grouped = True
         elif self.mode == "group":
             # Nothing better here: a member left in the group keeps its id in use.
             with contextlib.suppress(OSError):
                 _killpg(leader, sig)
-        for pid in self.members() if members is None else members:
+        for pid in listed:
             try:
-                _kill(pid, sig)
+                # In the group that was just signalled: only whether it could be.
+                _kill(pid, 0 if grouped and _pgid(pid) == leader else sig)
             except ProcessLookupError:
                 continue
             except OSError as exc:

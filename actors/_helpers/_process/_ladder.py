@@ -15,7 +15,10 @@ Every step is a deadline from the configuration, and it runs shielded (the calle
 cancelled meanwhile), so a job's ladder is bounded by ``cancel_grace + terminate +
 kill`` seconds and a shutdown by ``shutdown + terminate + kill``. A signal that cannot
 be delivered to the helper (e.g. EPERM) ends the ladder at once as ``signal_failed``
-and quarantines the helper until it is gone. :meth:`Ladder.hurry` (a second Ctrl-C,
+and quarantines the helper until it is gone; in ``cgroup`` containment a refused SIGTERM
+still goes on to SIGKILL, which ``cgroup.kill`` delivers without a signal permission.
+The shutdown of such a helper (the pool's close) retries the rungs, SIGTERM then
+SIGKILL, until the helper is gone or its bound runs out. :meth:`Ladder.hurry` (a second Ctrl-C,
 design §3.13) skips what is left of every grace: SIGKILL now, then the kill timeout.
 Each step is an event and a log record (design §3.10).
 """
@@ -26,7 +29,7 @@ import contextlib
 import errno as errno_module
 import signal
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import trio
 from trio.lowlevel import enable_ki_protection
@@ -49,6 +52,10 @@ if TYPE_CHECKING:
     from ._spec import HelperTimeouts
 
 __all__ = ["Ladder", "StoppedHelper"]
+
+#: First and longest pause between two tries of a refused SIGKILL, in seconds.
+_RETRY_PAUSE: Final = 0.005
+_RETRY_PAUSE_MAX: Final = 0.1
 
 
 class StoppedHelper(Protocol):
@@ -265,6 +272,8 @@ class Ladder:
         if helper.pid is None or helper.exited:
             return "exited"
         self._tree.remember()  # orphans of its tree are findable only while it lives
+        if self.signal_failure is not None and helper.state is HelperState.QUARANTINED:
+            return await self._retry_refused(self._timeouts.shutdown_bound)
         if helper.usable and not self.hurried:
             self._advance(HelperEvent.SHUTDOWN_SENT)
             with self._wait(self._timeouts.shutdown):
@@ -316,14 +325,16 @@ class Ladder:
         if helper.state is HelperState.QUARANTINED:
             sigterm_first = False  # it was SIGKILLed already
         if sigterm_first and not self.hurried:
-            if not self._signal(signal.SIGTERM):
+            if self._signal(signal.SIGTERM):
+                self._advance(HelperEvent.SIGTERM_SENT)
+                self._emit("sigterm_sent", "SIGTERM sent to its process tree")
+                with self._wait(timeouts.terminate):
+                    await exited.wait()
+                if helper.exited:
+                    return "sigterm"
+            elif not self._tree.kills_by_cgroup:
                 return "signal_failed"
-            self._advance(HelperEvent.SIGTERM_SENT)
-            self._emit("sigterm_sent", "SIGTERM sent to its process tree")
-            with self._wait(timeouts.terminate):
-                await exited.wait()
-            if helper.exited:
-                return "sigterm"
+            # else: cgroup.kill needs no permission to signal: the SIGKILL rung still works.
         if not self._signal(signal.SIGKILL):
             return "signal_failed"
         self._advance(HelperEvent.SIGKILL_SENT)
@@ -342,10 +353,64 @@ class Ladder:
             )
         return "quarantined"
 
-    def _signal(self, sig: signal.Signals) -> bool:
+    @enable_ki_protection
+    async def _retry_refused(self, bound: float) -> str:
+        """The helper's signal was refused: retry SIGTERM, then SIGKILL until it is
+        delivered, for up to ``bound`` seconds (the shutdown's), reaping it if it dies.
+
+        Permission can come back (the process changed its credentials back, a security
+        module relented) without any event to wait on, so a refused SIGKILL is retried
+        after a pause that backs off from 5 ms to 100 ms. A helper still alive at the
+        end stays quarantined (the pool's close then reports it, design §3.8).
+
+        Returns:
+            ``"exited"``, ``"sigterm"``, ``"sigkill"``, ``"quarantined"`` (SIGKILL went
+            out but it was not reaped) or ``"signal_failed"`` (refused to the end).
+        """
+        helper, timeouts, exited = self._helper, self._timeouts, self._exited
+        assert self.signal_failure is not None
+        _, code, refused = self.signal_failure
+        self._emit(
+            "signal_retried",
+            f"its {refused} was refused ({errno_module.errorcode.get(code, str(code))}); "
+            f"retrying SIGTERM and SIGKILL for up to {bound:g} s",
+            signal=refused,
+            errno=code,
+            bound=bound,
+        )
+        killed = False
+        with trio.move_on_after(bound):
+            if not self.hurried and self._signal(signal.SIGTERM, report=False):
+                self._emit("sigterm_sent", "SIGTERM sent to its process tree (retried)")
+                with self._wait(timeouts.terminate):
+                    await exited.wait()
+                if helper.exited:
+                    return "sigterm"
+            pause = _RETRY_PAUSE
+            while not helper.exited:
+                if self._signal(signal.SIGKILL, report=False):
+                    killed = True
+                    self._advance(HelperEvent.SIGKILL_SENT)
+                    self._emit("sigkill_sent", "SIGKILL sent to its process tree (retried)")
+                    await exited.wait()
+                    return "sigkill"
+                # No event says the permission came back: look again after a pause.
+                with trio.move_on_after(pause):
+                    await exited.wait()
+                pause = min(pause * 2, _RETRY_PAUSE_MAX)
+            return "exited"
+        if helper.exited:
+            return "sigkill" if killed else "exited"
+        if killed:
+            self._advance(HelperEvent.KILL_TIMED_OUT)
+            return "quarantined"
+        return "signal_failed"
+
+    def _signal(self, sig: signal.Signals, *, report: bool = True) -> bool:
         """Signal the helper's tree; False (and quarantined) if the helper itself
         could not be reached. A descendant that cannot be reached is reported when the
-        tree is swept (design §3.11)."""
+        tree is swept (design §3.11). ``report``: a first failure is an event and a
+        log record; a retry's (:meth:`_retry_refused`) is not, the retry says so once."""
         helper = self._helper
         pid = helper.pid
         if pid is None or helper.exited:
@@ -353,6 +418,8 @@ class Ladder:
         failures = self._tree.signal(sig)
         for failed_pid, code in failures:
             if failed_pid == pid and not self._reaper.reaped:
+                if not report:
+                    return False
                 name = errno_module.errorcode.get(code, str(code))
                 self.signal_failure = (pid, code, sig.name)
                 if helper.state is not HelperState.QUARANTINED:

@@ -13,6 +13,8 @@ How the child starts without trio, attrs or cattrs: see ``_spec.BOOTSTRAP``.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import math
 from typing import TYPE_CHECKING, Any, Final, NoReturn
@@ -29,6 +31,7 @@ from ...errors import (
     ProtocolViolation,
 )
 from .._events import LOGGER, PoolEvents
+from .._interrupt import second_interrupt
 from ._containment import ProcessTree, available_mode
 from ._ladder import Ladder
 from ._outcomes import answer_error, stopped_error
@@ -79,6 +82,9 @@ class HelperProcess:
             the spec's ``containment`` resolves to here.
         replaces: True if it replaces an earlier incarnation of its slot (a restart).
         on_exit: Called (synchronously, from the reaper task) once it has exited.
+        on_hurry: What a second Ctrl-C during this helper's own ladder (a job whose
+            caller got the first ``KeyboardInterrupt``) calls to skip every grace
+            (design §3.13): the pool's ``hurry``; by default this helper's :meth:`hurry`.
     """
 
     def __init__(
@@ -93,6 +99,7 @@ class HelperProcess:
         containment: str | None = None,
         replaces: bool = False,
         on_exit: Callable[[HelperProcess], None] | None = None,
+        on_hurry: Callable[[], None] | None = None,
     ) -> None:
         self.spec = spec
         self.timeouts = timeouts
@@ -162,6 +169,7 @@ class HelperProcess:
         self._reply_at = self._deadline_at = self._stall_at = _INF
         self._stall: float | None = None
         self._job_done: trio.Event | None = None
+        self._on_hurry = self.hurry if on_hurry is None else on_hurry
 
     # --- properties -----------------------------------------------------------------
 
@@ -273,6 +281,8 @@ class HelperProcess:
 
     def _spawned(self, process: trio.Process, pipe: HelperPipe, stderr: StderrTail) -> None:
         self._process, self._pipe, self._stderr = process, pipe, stderr
+        if self.spec.stderr_is_activity:
+            stderr.on_activity = self._push_stall  # design §3.12: stderr counts as alive
 
     # --- jobs -----------------------------------------------------------------------
 
@@ -297,7 +307,8 @@ class HelperProcess:
             deadline: The caller's absolute deadline, seconds on trio's clock (none by
                 default): past it the job is stopped like a cancelled one.
             stall: Seconds the job may go without a progress report (none by default);
-                past it the job is stopped (design §3.12).
+                past it the job is stopped (design §3.12). Stderr output counts too
+                when ``spec.stderr_is_activity`` is set.
 
         Returns:
             The handler's JSON result.
@@ -412,10 +423,10 @@ class HelperProcess:
                     self._advance(HelperEvent.REPLIED)
                     self.last_escalation = "cooperative"
                     raise self._stopped_error(generation, operation, "cooperative", "cancelled")
-        except (trio.Cancelled, KeyboardInterrupt):  # Ctrl-C in the task that waits
+        except (trio.Cancelled, KeyboardInterrupt) as exc:  # Ctrl-C in the task that waits
             with trio.CancelScope(shield=True):
-                escalation = await self._ladder.stop_job(
-                    generation, operation, reason="caller_cancelled"
+                escalation = await self._stop_for_caller(
+                    generation, operation, interrupted=isinstance(exc, KeyboardInterrupt)
                 )
             self._note_stop("caller_cancelled", escalation)
             raise
@@ -464,6 +475,22 @@ class HelperProcess:
         # Else the job is between its write and its wait (or at the schedule point
         # after a reply already there): run_job sees the flag there.
         return True
+
+    @enable_ki_protection
+    async def _stop_for_caller(self, generation: int, operation: str, *, interrupted: bool) -> str:
+        """The ladder for a caller that gave up; return its last step (shield it).
+
+        After a Ctrl-C (``interrupted``) the ladder is the graceful stop it began, run
+        before any pool close could listen for a second one: so it listens itself, and a
+        second Ctrl-C skips every grace of every helper (design §3.13).
+        """
+        if not interrupted:
+            return await self._ladder.stop_job(generation, operation, reason="caller_cancelled")
+        # The KeyboardInterrupt being handled is re-raised: a second one adds nothing.
+        with contextlib.suppress(KeyboardInterrupt):
+            async with second_interrupt(self._on_hurry):
+                return await self._ladder.stop_job(generation, operation, reason="caller_cancelled")
+        return self.last_escalation or "exited"
 
     @enable_ki_protection
     async def wait_job_done(self) -> None:
@@ -552,15 +579,21 @@ class HelperProcess:
         """A progress frame: push the stall deadline back (design §3.12), then hand it
         to ``on_progress`` (an exception from which is logged and ignored)."""
         if self._stall is not None:
-            self._stall_at = trio.current_time() + self._stall
-            scope = self._job_scope
-            if scope is not None and not scope.cancel_called:
-                scope.deadline = min(self._reply_at, self._deadline_at, self._stall_at)
+            self._push_stall()
         if on_progress is not None:
             try:
                 on_progress(env.payload["fraction"], env.payload.get("note"))
             except Exception:
                 LOGGER.exception("%s: on_progress raised; ignored", self.label)
+
+    def _push_stall(self) -> None:
+        """The job showed activity: push its stall deadline back (design §3.12)."""
+        if self._stall is None or self._active is None:
+            return
+        self._stall_at = trio.current_time() + self._stall
+        scope = self._job_scope
+        if scope is not None and not scope.cancel_called:
+            scope.deadline = min(self._reply_at, self._deadline_at, self._stall_at)
 
     # --- stopping -------------------------------------------------------------------
 
@@ -583,9 +616,31 @@ class HelperProcess:
         self._reaper.stopping = True
         self._ladder.hurry()
 
-    def abandon(self) -> None:
-        """Stop waiting to reap a quarantined process (the pool's close gives up)."""
+    def abandon(self) -> dict[str, Any]:
+        """Stop waiting to reap a process the pool's close could not stop (design §3.8).
+
+        Reports it by name: an ``abandoned`` event and an ERROR record.
+
+        Returns:
+            What was left, for the close's ``HelperAbandoned``: ``helper``, ``pid``,
+            ``escaped`` and, if a signal was refused, ``signal``, ``errno``, ``error``.
+        """
+        left: dict[str, Any] = {"helper": self.label, "pid": self.pid}
+        details: dict[str, Any] = {"escaped": list(self._reaper.escaped)}
+        failure = self._ladder.signal_failure
+        why = "it outlived SIGKILL"
+        if failure is not None:
+            _, code, sig = failure
+            name = errno.errorcode.get(code, str(code))
+            details.update(signal=sig, errno=code, error=name)
+            why = f"its {sig} was refused ({name})"
+        self._emit(
+            "abandoned",
+            f"left alive by the pool's close: {why}; nothing watches it any more",
+            **details,
+        )
         self._reaper.abandon()
+        return {**left, **details}
 
     def discard(self) -> None:
         """Close the parent's ends of the pipes; call once the helper is of no use."""

@@ -246,6 +246,13 @@ class HelperSpec:
     )
     """More ``ssh`` arguments, placed before the destination, e.g.
     ``("-o", "StrictHostKeyChecking=yes", "-F", "/path/config")``."""
+    stderr_is_activity: bool = attrs.field(
+        default=False, validator=attrs.validators.instance_of(bool)
+    )
+    """Count anything the helper writes to stderr as activity for a job's ``stall``
+    timer (design §3.12), as a progress report is: for third-party code that says it is
+    alive only on stderr. Off by default: a job that loops while logging is not thereby
+    making progress."""
 
     def __attrs_post_init__(self) -> None:
         if (self.entry is None) == (self.argv is None):

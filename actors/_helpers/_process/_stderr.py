@@ -19,6 +19,8 @@ import trio
 from trio.lowlevel import enable_ki_protection
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from trio.lowlevel import FdStream
 
 __all__ = ["STDERR_LOGGER", "TAIL_BYTES", "StderrTail"]
@@ -45,6 +47,9 @@ class StderrTail:
         self._tail = bytearray()
         self._line = bytearray()
         self.closed = False
+        self.on_activity: Callable[[], None] | None = None
+        """Called (sync, never waits) whenever the helper wrote to stderr: its job's
+        stall timer, when ``HelperSpec.stderr_is_activity`` is set (design §3.12)."""
 
     @enable_ki_protection
     async def run(self) -> None:
@@ -90,6 +95,8 @@ class StderrTail:
             self._stream.close()
 
     def _feed(self, data: bytes) -> None:
+        if self.on_activity is not None:
+            self.on_activity()
         tail = self._tail
         tail += data
         if len(tail) > TAIL_BYTES:
