@@ -331,14 +331,16 @@ class Warden:
     def control(self, body: bytes) -> None:
         try:
             message = json.loads(body)
-            kind = message["type"]
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, RecursionError):  # RecursionError: nested too deep
+            message = None
+        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             self.end("parent_protocol_error", "a control frame that is not a JSON object")
             return
+        kind = message["type"]
         if kind == "heartbeat" and self.started:
             self.send({"type": "heartbeat", "seq": message.get("seq")})
-        elif kind == "signal" and self.started and message.get("signal") in _SIGNALS:
-            name = message["signal"]
+        elif kind == "signal" and self.started and _text(message.get("signal")) in _SIGNALS:
+            name = str(message["signal"])
             pids, failed = self.signal_tree(_SIGNALS[name])
             self.send({"type": "signalled", "signal": name, "pids": pids, "failed": failed})
         elif kind == "start" and not self.started:
@@ -674,6 +676,11 @@ class Warden:
             poller.register(1, select.POLLOUT)
             poller.poll(int(remaining * 1000) + 1)
             self.write_parent()
+
+
+def _text(value: object) -> str | None:
+    """``value`` if it is a string (a JSON list or object cannot be looked up)."""
+    return value if isinstance(value, str) else None
 
 
 def _seconds(message: dict[str, object], name: str) -> float:

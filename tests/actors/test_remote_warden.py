@@ -441,3 +441,41 @@ def test_without_sshd_the_ssh_tests_skip_but_fail_in_ci(monkeypatch):
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="openssh-server"):
         remote_support.require_sshd()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"type":"signal","signal":["SIGTERM"]}',  # a list cannot be looked up
+        b"[" * 100_000 + b"]" * 100_000,  # nested too deep for the json module
+        b'{"type":{"nested":1}}',
+        b'"start"',
+    ],
+    ids=["signal-list", "deep", "type-object", "string"],
+)
+def test_a_malformed_control_frame_ends_the_warden_cleanly(body: bytes) -> None:
+    """No traceback: the warden kills the helper and reports ``parent_protocol_error``.
+
+    The warden runs here without ssh (stdin and stdout are the channel); the helper
+    waits on its stdin, which only the warden's kill ends.
+    """
+    warden = Path(__file__).resolve().parents[2] / "actors" / "_remote" / "_warden.py"
+    start = encode_start(
+        ["python3", "-c", "import time; time.sleep(60)"], heartbeat_timeout=30.0, sweep_timeout=1.0
+    )
+    done = subprocess.run(
+        ["python3", "-I", str(warden)],
+        input=start + encode_frame(b"\xaf" + body),
+        capture_output=True,
+        timeout=STEP,
+        check=False,
+    )
+    assert done.stderr == b"", done.stderr.decode()[-400:]
+    assert done.returncode == 0
+    decoder = FrameDecoder(max_size=1 << 20)
+    messages = [decode_control(frame) for frame in decoder.feed(done.stdout)]
+    assert [m["type"] for m in messages] == ["hello", "started", "exit"]
+    started, exit_message = messages[1], messages[2]
+    assert exit_message["cause"] == "parent_protocol_error"
+    assert exit_message["empty"] is True
+    assert not alive(int(started["pid"]))  # type: ignore[call-overload]
