@@ -253,7 +253,7 @@ def decode_control(body: bytes) -> dict[str, object]:
                 f"warden {kind!r} frame: field {name!r} is missing or of the wrong type",
                 field=name,
             )
-    for name in _PID_LISTS.get(kind, ()):
+    for name in _PID_LISTS.get(str(kind), ()):
         items = message[name]
         assert isinstance(items, list)
         if not all(_is_pid_entry(item, pairs=name == "failed") for item in items):
