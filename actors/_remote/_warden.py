@@ -154,7 +154,8 @@ def _make_cgroup() -> str | None:
 
 
 def _remove_stale(base: str) -> None:
-    """Remove the empty cgroups of wardens that are gone (killed before they cleaned up)."""
+    """Kill what is left in the cgroups of wardens that are gone (SIGKILLed before they
+    could sweep: their helper's descendants), and remove the cgroups once empty."""
     try:
         names = os.listdir(base)
     except OSError:
@@ -162,7 +163,10 @@ def _remove_stale(base: str) -> None:
     for name in names:
         owner = name[len(_PREFIX) :]
         if name.startswith(_PREFIX) and owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
-            _rmdir(f"{base}/{name}")
+            with contextlib.suppress(OSError):  # before Linux 5.14: left as it is
+                with open(f"{base}/{name}/cgroup.kill", "w") as kill:
+                    kill.write("1")
+            _rmdir(f"{base}/{name}")  # not yet empty: the next warden removes it
 
 
 def _rmdir(path: str) -> None:

@@ -479,3 +479,62 @@ def test_a_malformed_control_frame_ends_the_warden_cleanly(body: bytes) -> None:
     assert exit_message["cause"] == "parent_protocol_error"
     assert exit_message["empty"] is True
     assert not alive(int(started["pid"]))  # type: ignore[call-overload]
+
+
+#: A helper that starts a grandchild in a session of its own (it writes its pid to the
+#: file ``argv[1]``), then waits on its stdin.
+ESCAPER = r"""
+import os, subprocess, sys
+child = subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(300)"],
+    start_new_session=True, stdin=subprocess.DEVNULL,
+)
+with open(sys.argv[1] + ".tmp", "w") as out:
+    out.write(str(child.pid))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+os.read(0, 1)
+"""
+
+
+async def test_a_sigkilled_warden_s_cgroup_is_emptied_by_the_next_warden(tmp_path: Path) -> None:
+    """A warden SIGKILLed (the OOM killer) cannot sweep; its helper dies with it
+    (PDEATHSIG), its helper's descendants are killed by the next warden on that host."""
+    warden = str(Path(__file__).resolve().parents[2] / "actors" / "_remote" / "_warden.py")
+    marker = tmp_path / "grandchild"
+    start = encode_start(
+        ["python3", "-c", ESCAPER, str(marker)],
+        heartbeat_timeout=30.0,
+        sweep_timeout=1.0,
+        containment="cgroup",
+    )
+    first = await trio.lowlevel.open_process(
+        ["python3", "-I", warden], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert first.stdin is not None and first.stdout is not None
+        await first.stdin.send_all(start)
+        decoder = FrameDecoder(max_size=1 << 20)
+        messages: list[dict[str, object]] = []
+        with trio.fail_after(STEP):
+            while len(messages) < 2:
+                messages += map(decode_control, decoder.feed(await first.stdout.receive_some()))
+        if messages[1]["type"] == "refused":
+            pytest.skip(f"no writable cgroup v2 here: {messages[1]['message']}")
+        with trio.fail_after(STEP):
+            while not marker.exists():  # noqa: ASYNC110 - a file written by another process
+                await trio.sleep(0.01)
+        grandchild = int(marker.read_text())
+        first.kill()
+        await first.wait()
+        assert alive(grandchild)  # left behind in the dead warden's cgroup
+        second = encode_start(["true"], heartbeat_timeout=30.0, sweep_timeout=1.0)
+        await trio.to_thread.run_sync(
+            lambda: subprocess.run(
+                ["python3", "-I", warden], input=second, capture_output=True, timeout=STEP
+            )
+        )
+        await wait_gone([grandchild], STEP)
+    finally:
+        if first.returncode is None:
+            first.kill()
+            await first.wait()
