@@ -163,9 +163,9 @@ def _remove_stale(base: str) -> None:
     for name in names:
         owner = name[len(_PREFIX) :]
         if name.startswith(_PREFIX) and owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
-            with contextlib.suppress(OSError):  # before Linux 5.14: left as it is
-                with open(f"{base}/{name}/cgroup.kill", "w") as kill:
-                    kill.write("1")
+            # Before Linux 5.14 there is no cgroup.kill: what is left stays.
+            with contextlib.suppress(OSError), open(f"{base}/{name}/cgroup.kill", "w") as kill:
+                kill.write("1")
             _rmdir(f"{base}/{name}")  # not yet empty: the next warden removes it
 
 

@@ -88,6 +88,8 @@ while True:
 """
 #: Seconds for any one step of a test (an SSH login on a loaded machine included).
 STEP = 10.0
+#: The warden's source, run here without ssh by the tests of its own robustness.
+WARDEN = str(Path(__file__).resolve().parents[2] / "actors" / "_remote" / "_warden.py")
 
 
 @pytest.fixture(scope="module")
@@ -459,12 +461,12 @@ def test_a_malformed_control_frame_ends_the_warden_cleanly(body: bytes) -> None:
     The warden runs here without ssh (stdin and stdout are the channel); the helper
     waits on its stdin, which only the warden's kill ends.
     """
-    warden = Path(__file__).resolve().parents[2] / "actors" / "_remote" / "_warden.py"
+    warden = WARDEN
     start = encode_start(
         ["python3", "-c", "import time; time.sleep(60)"], heartbeat_timeout=30.0, sweep_timeout=1.0
     )
     done = subprocess.run(
-        ["python3", "-I", str(warden)],
+        ["python3", "-I", warden],
         input=start + encode_frame(b"\xaf" + body),
         capture_output=True,
         timeout=STEP,
@@ -499,7 +501,7 @@ os.read(0, 1)
 async def test_a_sigkilled_warden_s_cgroup_is_emptied_by_the_next_warden(tmp_path: Path) -> None:
     """A warden SIGKILLed (the OOM killer) cannot sweep; its helper dies with it
     (PDEATHSIG), its helper's descendants are killed by the next warden on that host."""
-    warden = str(Path(__file__).resolve().parents[2] / "actors" / "_remote" / "_warden.py")
+    warden = WARDEN
     marker = tmp_path / "grandchild"
     start = encode_start(
         ["python3", "-c", ESCAPER, str(marker)],
@@ -511,7 +513,8 @@ async def test_a_sigkilled_warden_s_cgroup_is_emptied_by_the_next_warden(tmp_pat
         ["python3", "-I", warden], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
     try:
-        assert first.stdin is not None and first.stdout is not None
+        assert first.stdin is not None
+        assert first.stdout is not None
         await first.stdin.send_all(start)
         decoder = FrameDecoder(max_size=1 << 20)
         messages: list[dict[str, object]] = []
