@@ -64,7 +64,9 @@ class Annotations:
     async def load(self) -> None:
         """Read the file once (a missing or unreadable file: no notes, logged)."""
         if self._runs is None:
-            self._runs = await trio.to_thread.run_sync(self._read)
+            runs = await trio.to_thread.run_sync(self._read)
+            if self._runs is None:  # a concurrent load kept, and maybe changed, its own
+                self._runs = runs
 
     def _read(self) -> dict[str, dict[str, Any]]:
         try:
