@@ -455,6 +455,7 @@ class Warden:
     def child(
         self, argv: list[str], cwd: str | None, env: dict[str, str], report: int, i: int, o: int
     ) -> None:  # pragma: no cover - runs in the forked child
+        step = f"cannot start {argv[0]!r}"
         try:
             signal.set_wakeup_fd(-1)
             for signum in (signal.SIGCHLD, signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
@@ -473,12 +474,18 @@ class Warden:
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # if the warden itself is killed
             os.dup2(i, 0)
             os.dup2(o, 1)
+            step = f"cannot enter the working directory {cwd!r}"
             if cwd is not None:
                 os.chdir(cwd)
+            step = f"cannot run {argv[0]!r}"
             os.execvpe(argv[0], argv, env)
         except BaseException as exc:
             code = exc.errno if isinstance(exc, OSError) and exc.errno else 0
-            text = f"cannot run {argv[0]!r}: {exc}"
+            if isinstance(exc, FileNotFoundError) and step.startswith("cannot run"):
+                where = "" if "/" in argv[0] else " on the PATH"  # execvpe names its last try
+                text = f"{step}: no such program{where}"
+            else:
+                text = f"{step}: {exc.strerror if isinstance(exc, OSError) else exc}"
             try:
                 os.write(report, f"E{code}:{text}".encode()[:4000])
             finally:

@@ -541,3 +541,29 @@ async def test_a_sigkilled_warden_s_cgroup_is_emptied_by_the_next_warden(tmp_pat
         if first.returncode is None:
             first.kill()
             await first.wait()
+
+
+@pytest.mark.parametrize(
+    ("argv", "cwd", "message", "errno"),
+    [
+        (["python3", "-c", "pass"], "/nonexistent/dir", "working directory '/nonexistent/dir'", 2),
+        (["no-such-program-here"], None, "'no-such-program-here': no such program on the PATH", 2),
+        (["/nonexistent/helper"], None, "'/nonexistent/helper': no such program", 2),
+    ],
+)
+def test_a_refused_start_names_what_is_missing(
+    argv: list[str], cwd: str | None, message: str, errno: int
+) -> None:
+    start = encode_start(argv, heartbeat_timeout=5.0, sweep_timeout=1.0, cwd=cwd)
+    done = subprocess.run(
+        ["python3", "-I", WARDEN], input=start, capture_output=True, timeout=STEP, check=False
+    )
+    assert done.returncode == WARDEN_EXIT_REFUSED, done.stderr.decode()[-400:]
+    frames = FrameDecoder(max_size=1 << 20).feed(done.stdout)
+    refused = decode_control(frames[-1])
+    assert (refused["type"], refused["reason"], refused["errno"]) == (
+        "refused",
+        "exec_failed",
+        errno,
+    )
+    assert message in str(refused["message"]), refused["message"]
