@@ -87,6 +87,23 @@ _SCHEMA: Final[dict[str, dict[str, tuple[type, ...]]]] = {
 }
 
 
+#: The list fields of pids (``failed``: of ``[pid, errno]`` pairs), checked item by item.
+_PID_LISTS: Final[dict[str, tuple[str, ...]]] = {
+    "signalled": ("pids", "failed"),
+    "exit": ("left",),
+}
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_pid_entry(item: object, *, pairs: bool) -> bool:
+    if not pairs:
+        return _is_int(item)
+    return isinstance(item, list) and len(item) == 2 and all(_is_int(part) for part in item)
+
+
 def is_control(body: bytes) -> bool:
     """True if a frame body from the SSH channel is the warden's, not the helper's.
 
@@ -234,6 +251,15 @@ def decode_control(body: bytes) -> dict[str, object]:
         ):
             raise ProtocolError(
                 f"warden {kind!r} frame: field {name!r} is missing or of the wrong type",
+                field=name,
+            )
+    for name in _PID_LISTS.get(str(kind), ()):
+        items = message[name]
+        assert isinstance(items, list)
+        if not all(_is_pid_entry(item, pairs=name == "failed") for item in items):
+            raise ProtocolError(
+                f"warden {kind!r} frame: field {name!r} must list"
+                + (" [pid, errno] pairs" if name == "failed" else " pids (ints)"),
                 field=name,
             )
     if kind == "hello" and message["version"] != WARDEN_VERSION:

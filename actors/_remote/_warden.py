@@ -154,7 +154,8 @@ def _make_cgroup() -> str | None:
 
 
 def _remove_stale(base: str) -> None:
-    """Remove the empty cgroups of wardens that are gone (killed before they cleaned up)."""
+    """Kill what is left in the cgroups of wardens that are gone (SIGKILLed before they
+    could sweep: their helper's descendants), and remove the cgroups once empty."""
     try:
         names = os.listdir(base)
     except OSError:
@@ -162,7 +163,10 @@ def _remove_stale(base: str) -> None:
     for name in names:
         owner = name[len(_PREFIX) :]
         if name.startswith(_PREFIX) and owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
-            _rmdir(f"{base}/{name}")
+            # Before Linux 5.14 there is no cgroup.kill: what is left stays.
+            with contextlib.suppress(OSError), open(f"{base}/{name}/cgroup.kill", "w") as kill:
+                kill.write("1")
+            _rmdir(f"{base}/{name}")  # not yet empty: the next warden removes it
 
 
 def _rmdir(path: str) -> None:
@@ -331,14 +335,16 @@ class Warden:
     def control(self, body: bytes) -> None:
         try:
             message = json.loads(body)
-            kind = message["type"]
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, RecursionError):  # RecursionError: nested too deep
+            message = None
+        if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             self.end("parent_protocol_error", "a control frame that is not a JSON object")
             return
+        kind = message["type"]
         if kind == "heartbeat" and self.started:
             self.send({"type": "heartbeat", "seq": message.get("seq")})
-        elif kind == "signal" and self.started and message.get("signal") in _SIGNALS:
-            name = message["signal"]
+        elif kind == "signal" and self.started and _text(message.get("signal")) in _SIGNALS:
+            name = str(message["signal"])
             pids, failed = self.signal_tree(_SIGNALS[name])
             self.send({"type": "signalled", "signal": name, "pids": pids, "failed": failed})
         elif kind == "start" and not self.started:
@@ -449,6 +455,7 @@ class Warden:
     def child(
         self, argv: list[str], cwd: str | None, env: dict[str, str], report: int, i: int, o: int
     ) -> None:  # pragma: no cover - runs in the forked child
+        step = f"cannot start {argv[0]!r}"
         try:
             signal.set_wakeup_fd(-1)
             for signum in (signal.SIGCHLD, signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
@@ -467,12 +474,18 @@ class Warden:
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # if the warden itself is killed
             os.dup2(i, 0)
             os.dup2(o, 1)
+            step = f"cannot enter the working directory {cwd!r}"
             if cwd is not None:
                 os.chdir(cwd)
+            step = f"cannot run {argv[0]!r}"
             os.execvpe(argv[0], argv, env)
         except BaseException as exc:
             code = exc.errno if isinstance(exc, OSError) and exc.errno else 0
-            text = f"cannot run {argv[0]!r}: {exc}"
+            if isinstance(exc, FileNotFoundError) and step.startswith("cannot run"):
+                where = "" if "/" in argv[0] else " on the PATH"  # execvpe names its last try
+                text = f"{step}: no such program{where}"
+            else:
+                text = f"{step}: {exc.strerror if isinstance(exc, OSError) else exc}"
             try:
                 os.write(report, f"E{code}:{text}".encode()[:4000])
             finally:
@@ -674,6 +687,11 @@ class Warden:
             poller.register(1, select.POLLOUT)
             poller.poll(int(remaining * 1000) + 1)
             self.write_parent()
+
+
+def _text(value: object) -> str | None:
+    """``value`` if it is a string (a JSON list or object cannot be looked up)."""
+    return value if isinstance(value, str) else None
 
 
 def _seconds(message: dict[str, object], name: str) -> float:

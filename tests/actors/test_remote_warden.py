@@ -88,6 +88,8 @@ while True:
 """
 #: Seconds for any one step of a test (an SSH login on a loaded machine included).
 STEP = 10.0
+#: The warden's source, run here without ssh by the tests of its own robustness.
+WARDEN = str(Path(__file__).resolve().parents[2] / "actors" / "_remote" / "_warden.py")
 
 
 @pytest.fixture(scope="module")
@@ -441,3 +443,127 @@ def test_without_sshd_the_ssh_tests_skip_but_fail_in_ci(monkeypatch):
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="openssh-server"):
         remote_support.require_sshd()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"type":"signal","signal":["SIGTERM"]}',  # a list cannot be looked up
+        b"[" * 100_000 + b"]" * 100_000,  # nested too deep for the json module
+        b'{"type":{"nested":1}}',
+        b'"start"',
+    ],
+    ids=["signal-list", "deep", "type-object", "string"],
+)
+def test_a_malformed_control_frame_ends_the_warden_cleanly(body: bytes) -> None:
+    """No traceback: the warden kills the helper and reports ``parent_protocol_error``.
+
+    The warden runs here without ssh (stdin and stdout are the channel); the helper
+    waits on its stdin, which only the warden's kill ends.
+    """
+    warden = WARDEN
+    start = encode_start(
+        ["python3", "-c", "import time; time.sleep(60)"], heartbeat_timeout=30.0, sweep_timeout=1.0
+    )
+    done = subprocess.run(
+        ["python3", "-I", warden],
+        input=start + encode_frame(b"\xaf" + body),
+        capture_output=True,
+        timeout=STEP,
+        check=False,
+    )
+    assert done.stderr == b"", done.stderr.decode()[-400:]
+    assert done.returncode == 0
+    decoder = FrameDecoder(max_size=1 << 20)
+    messages = [decode_control(frame) for frame in decoder.feed(done.stdout)]
+    assert [m["type"] for m in messages] == ["hello", "started", "exit"]
+    started, exit_message = messages[1], messages[2]
+    assert exit_message["cause"] == "parent_protocol_error"
+    assert exit_message["empty"] is True
+    assert not alive(int(started["pid"]))  # type: ignore[call-overload]
+
+
+#: A helper that starts a grandchild in a session of its own (it writes its pid to the
+#: file ``argv[1]``), then waits on its stdin.
+ESCAPER = r"""
+import os, subprocess, sys
+child = subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(300)"],
+    start_new_session=True, stdin=subprocess.DEVNULL,
+)
+with open(sys.argv[1] + ".tmp", "w") as out:
+    out.write(str(child.pid))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+os.read(0, 1)
+"""
+
+
+async def test_a_sigkilled_warden_s_cgroup_is_emptied_by_the_next_warden(tmp_path: Path) -> None:
+    """A warden SIGKILLed (the OOM killer) cannot sweep; its helper dies with it
+    (PDEATHSIG), its helper's descendants are killed by the next warden on that host."""
+    warden = WARDEN
+    marker = tmp_path / "grandchild"
+    start = encode_start(
+        ["python3", "-c", ESCAPER, str(marker)],
+        heartbeat_timeout=30.0,
+        sweep_timeout=1.0,
+        containment="cgroup",
+    )
+    first = await trio.lowlevel.open_process(
+        ["python3", "-I", warden], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert first.stdin is not None
+        assert first.stdout is not None
+        await first.stdin.send_all(start)
+        decoder = FrameDecoder(max_size=1 << 20)
+        messages: list[dict[str, object]] = []
+        with trio.fail_after(STEP):
+            while len(messages) < 2:
+                messages += map(decode_control, decoder.feed(await first.stdout.receive_some()))
+        if messages[1]["type"] == "refused":
+            pytest.skip(f"no writable cgroup v2 here: {messages[1]['message']}")
+        with trio.fail_after(STEP):
+            while not marker.exists():  # noqa: ASYNC110 - a file written by another process
+                await trio.sleep(0.01)
+        grandchild = int(marker.read_text())
+        first.kill()
+        await first.wait()
+        assert alive(grandchild)  # left behind in the dead warden's cgroup
+        second = encode_start(["true"], heartbeat_timeout=30.0, sweep_timeout=1.0)
+        await trio.to_thread.run_sync(
+            lambda: subprocess.run(
+                ["python3", "-I", warden], input=second, capture_output=True, timeout=STEP
+            )
+        )
+        await wait_gone([grandchild], STEP)
+    finally:
+        if first.returncode is None:
+            first.kill()
+            await first.wait()
+
+
+@pytest.mark.parametrize(
+    ("argv", "cwd", "message", "errno"),
+    [
+        (["python3", "-c", "pass"], "/nonexistent/dir", "working directory '/nonexistent/dir'", 2),
+        (["no-such-program-here"], None, "'no-such-program-here': no such program on the PATH", 2),
+        (["/nonexistent/helper"], None, "'/nonexistent/helper': no such program", 2),
+    ],
+)
+def test_a_refused_start_names_what_is_missing(
+    argv: list[str], cwd: str | None, message: str, errno: int
+) -> None:
+    start = encode_start(argv, heartbeat_timeout=5.0, sweep_timeout=1.0, cwd=cwd)
+    done = subprocess.run(
+        ["python3", "-I", WARDEN], input=start, capture_output=True, timeout=STEP, check=False
+    )
+    assert done.returncode == WARDEN_EXIT_REFUSED, done.stderr.decode()[-400:]
+    frames = FrameDecoder(max_size=1 << 20).feed(done.stdout)
+    refused = decode_control(frames[-1])
+    assert (refused["type"], refused["reason"], refused["errno"]) == (
+        "refused",
+        "exec_failed",
+        errno,
+    )
+    assert message in str(refused["message"]), refused["message"]

@@ -165,6 +165,23 @@ def test_a_warden_message_is_decoded_and_checked():
         (control({"type": "heartbeat"}), "seq"),
         (control({"type": "heartbeat", "seq": True}), "seq"),
         (control({"type": "started", "pid": 1, "containment": "tree", "cgroup": 3}), "cgroup"),
+        (control({"type": "signalled", "signal": "SIGTERM", "pids": ["1"], "failed": []}), "pids"),
+        (control({"type": "signalled", "signal": "SIGTERM", "pids": [1], "failed": [3]}), "failed"),
+        (
+            control(
+                {
+                    "type": "exit",
+                    "cause": "exited",
+                    "returncode": 0,
+                    "signal": None,
+                    "empty": False,
+                    "left": ["a"],
+                    "truncated": 0,
+                    "message": None,
+                }
+            ),
+            "left",
+        ),
     ],
 )
 def test_a_bad_warden_message_is_a_protocol_error_naming_the_field(body, field):

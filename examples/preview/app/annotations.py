@@ -64,21 +64,32 @@ class Annotations:
     async def load(self) -> None:
         """Read the file once (a missing or unreadable file: no notes, logged)."""
         if self._runs is None:
-            self._runs = await trio.to_thread.run_sync(self._read)
+            runs = await trio.to_thread.run_sync(self._read)
+            if self._runs is None:  # a concurrent load kept, and maybe changed, its own
+                self._runs = runs
 
     def _read(self) -> dict[str, dict[str, Any]]:
         try:
             found = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # Recursion: nested too deep
             LOGGER.warning("notes file %s not read: %s", self.path, exc,
                            extra={"path": str(self.path)})  # fmt: skip
             return {}
         runs = found.get("runs") if isinstance(found, dict) else None
         if not isinstance(runs, dict):
             return {}
-        return {str(k): v for k, v in runs.items() if isinstance(v, dict)}
+        # A hand-edited file may hold anything: only a bool star and a str note are kept.
+        return {
+            str(guid): {
+                key: value
+                for key, value in entry.items()
+                if (key, type(value)) in (("starred", bool), ("note", str), ("run_id", int))
+            }
+            for guid, entry in runs.items()
+            if isinstance(entry, dict)
+        }
 
     def apply(self, table: RunTable) -> bool:
         """Set each run's ``starred`` and ``note`` from the file; True if any changed."""
