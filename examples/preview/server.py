@@ -82,6 +82,7 @@ from contextlib import asynccontextmanager, suppress  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
+import attrs  # noqa: E402
 import trio  # noqa: E402
 
 from actors import open_runtime  # noqa: E402
@@ -96,6 +97,7 @@ from ..web.launch import (  # noqa: E402
     front_door_config,
     listening,
 )
+from ..web.metrics import metrics_route  # noqa: E402
 from ..web.names import NULL_ORIGIN  # noqa: E402
 from ..web.serverinfo import InfoFile, process_alive  # noqa: E402
 from ..web.signals import shutdown_on_signal  # noqa: E402
@@ -113,7 +115,9 @@ if TYPE_CHECKING:
     import socket
     from collections.abc import AsyncIterator, Callable, Sequence
 
-    from actors import BootReport, PoolHandle
+    from actors import BootReport, PoolHandle, Runtime
+
+    from ..web.routes import Route
 
 __all__ = [
     "DASHBOARD",
@@ -262,6 +266,7 @@ async def _open_server(
     app = PreviewApp(config, identity)
     databases = Databases(app, paths, config)
     runtime_config = await trio.to_thread.run_sync(app.runtime_config)  # makes cache dirs
+    runtime_config = attrs.evolve(runtime_config, metrics=True)  # served at /metrics
     page = Page(body=await trio.Path(DASHBOARD).read_bytes())
     pages = {**dict.fromkeys(DASHBOARD_PATHS, page), **await static_pages()}
     async with open_runtime(runtime_config) as runtime:
@@ -274,7 +279,7 @@ async def _open_server(
                 front_config,
                 handlers=databases.handlers,
                 pages=pages,
-                routes=databases.routes,
+                routes=[*databases.routes, _metrics_route(runtime, front_config)],
                 sockets=sockets,
             ) as front,
             # Every database reports to the first one's event log (design §7.5).
@@ -282,6 +287,12 @@ async def _open_server(
         ):
             front.on_disconnect(databases.on_disconnect)
             yield front, app, databases
+
+
+def _metrics_route(runtime: Runtime, front_config: FrontDoorConfig) -> Route:
+    registry = runtime.metrics_registry
+    assert registry is not None  # the config asked for metrics
+    return metrics_route(registry, front_config)
 
 
 async def serve_preview(
