@@ -9,5 +9,6 @@ from __future__ import annotations
 
 from ._catalogue import METRICS as METRICS
 from ._catalogue import MetricSpec as MetricSpec
+from ._lifecycle import Lifecycle as Lifecycle
 
-__all__ = ["METRICS", "MetricSpec"]
+__all__ = ["METRICS", "Lifecycle", "MetricSpec"]

@@ -33,6 +33,7 @@ from prometheus_client.registry import Collector
 
 from .._scheduler import Failed, Published, Retrying
 from ._catalogue import METRICS, MetricSpec
+from ._lifecycle import Lifecycle
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -96,7 +97,14 @@ class RuntimeMetrics:
             by default (never prometheus_client's global one).
     """
 
-    def __init__(self, registry: prometheus_client.CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        registry: prometheus_client.CollectorRegistry | None = None,
+        *,
+        lifecycle: Lifecycle | None = None,
+    ) -> None:
+        self.lifecycle = Lifecycle() if lifecycle is None else lifecycle
+        """The live tree and helpers for an Observer page (fed the same events)."""
         self.registry = CollectorRegistry(auto_describe=True) if registry is None else registry
         """The registry: serve it with :func:`prometheus_client.generate_latest`."""
         self.sources = Sources()
@@ -195,6 +203,7 @@ class RuntimeMetrics:
         """Count one helper-pool event (design §3.10); never raises, never waits."""
         kind = event.kind
         self.helper_events.labels(kind).inc()
+        self.lifecycle.on_pool_event(event)
         slot = event.slot
         if kind == "call_retried":
             self.retries.labels("helper_call", str(event.details.get("reason", "crash"))).inc()
@@ -213,6 +222,7 @@ class RuntimeMetrics:
 
     def on_supervisor_event(self, event: SupervisorEvent) -> None:
         """Count one decision of a supervisor (design §1.4); never raises."""
+        self.lifecycle.on_supervisor_event(event)
         if event.kind == "child_restarting":
             self.supervisor_restarts.labels(event.supervisor).inc()
         elif event.kind == "intensity_exceeded":

@@ -62,11 +62,12 @@ from .._helpers import (
     PoolHandle,
     second_interrupt,
 )
+from .._metrics import Lifecycle
 from .._renderer import Renderer, RendererConfig, RenderFn
 from .._scheduler import HelperRestarted, RunInfo, SchedulerActor, SchedulerConfig
 from ..errors import ChildStartFailed, RenderError, UnsupportedOperation
 from ._eventlog_sink import EventLogSink
-from ._tree import SYSTEM_START_TIMEOUT, LiveChild, build_tree, route
+from ._tree import STRATEGIES, SYSTEM_START_TIMEOUT, LiveChild, build_tree, route
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -262,7 +263,8 @@ class Runtime:
     def _new_metrics(self) -> RuntimeMetrics:
         from .._metrics._metrics import RuntimeMetrics  # only now: an optional dependency
 
-        metrics = RuntimeMetrics()
+        lifecycle = Lifecycle(strategies=STRATEGIES, window=self.config.restart_period)
+        metrics = RuntimeMetrics(lifecycle=lifecycle)
         metrics.watch(
             event_log=lambda: None if (log := self._eventlog.instance) is None else log.log,
             pool=self._live_pool,

@@ -96,7 +96,7 @@ from ..web.cli import OneLineParser, count, describe, leaf
 from ..web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door
 from ..web.held import held_at_start, left_held
 from ..web.launch import add_server_options, announce, front_door_config, listening
-from ..web.metrics import metrics_route
+from ..web.observer import observability
 from ..web.serverinfo import info_file
 from ..web.signals import shutdown_on_signal
 from .helper import MAX_LIMIT, MAX_SLEEP, OUTSIDE_ROOT, resolve_inside
@@ -413,17 +413,17 @@ async def open_job_server(
         HelperStartupError: (``helper_startup_failed``) a helper did not start.
         LedgerCorrupt: (``ledger_corrupt``) the ledger file is damaged.
     """
-    async with (
-        open_job_runtime(config) as runtime,
-        open_front_door(
+    async with open_job_runtime(config) as runtime:
+        routes, pages = await observability(runtime.metrics, config.front_door)
+        async with open_front_door(
             runtime.eventlog,
             config.front_door,
             handlers={"submit": submit_handler(config.files_root)},
-            routes=[metrics_route(runtime.metrics.registry, config.front_door)],
+            pages=pages,
+            routes=routes,
             sockets=sockets,
-        ) as front,
-    ):
-        yield JobServer(front=front, runtime=runtime)
+        ) as front:
+            yield JobServer(front=front, runtime=runtime)
 
 
 async def serve_jobs(

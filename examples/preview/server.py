@@ -97,8 +97,8 @@ from ..web.launch import (  # noqa: E402
     front_door_config,
     listening,
 )
-from ..web.metrics import metrics_route  # noqa: E402
 from ..web.names import NULL_ORIGIN  # noqa: E402
+from ..web.observer import observability  # noqa: E402
 from ..web.serverinfo import InfoFile, process_alive  # noqa: E402
 from ..web.signals import shutdown_on_signal  # noqa: E402
 from .app import (  # noqa: E402
@@ -115,9 +115,7 @@ if TYPE_CHECKING:
     import socket
     from collections.abc import AsyncIterator, Callable, Sequence
 
-    from actors import BootReport, PoolHandle, Runtime
-
-    from ..web.routes import Route
+    from actors import BootReport, PoolHandle
 
 __all__ = [
     "DASHBOARD",
@@ -270,6 +268,9 @@ async def _open_server(
     page = Page(body=await trio.Path(DASHBOARD).read_bytes())
     pages = {**dict.fromkeys(DASHBOARD_PATHS, page), **await static_pages()}
     async with open_runtime(runtime_config) as runtime:
+        assert runtime.metrics is not None  # the config asks for metrics
+        routes, observer = await observability(runtime.metrics, front_config)
+        pages.update(observer)
         if on_boot is not None:
             on_boot(await runtime.eventlog.boot_report())
         async with (
@@ -279,7 +280,7 @@ async def _open_server(
                 front_config,
                 handlers=databases.handlers,
                 pages=pages,
-                routes=[*databases.routes, _metrics_route(runtime, front_config)],
+                routes=[*databases.routes, *routes],
                 sockets=sockets,
             ) as front,
             # Every database reports to the first one's event log (design §7.5).
@@ -287,12 +288,6 @@ async def _open_server(
         ):
             front.on_disconnect(databases.on_disconnect)
             yield front, app, databases
-
-
-def _metrics_route(runtime: Runtime, front_config: FrontDoorConfig) -> Route:
-    registry = runtime.metrics_registry
-    assert registry is not None  # the config asked for metrics
-    return metrics_route(registry, front_config)
 
 
 async def serve_preview(
