@@ -109,6 +109,21 @@ def error_rows() -> list[tuple[str, str, str, str, str]]:
     return rows
 
 
+def _table(header: tuple[str, ...], widths: tuple[int, ...]) -> tuple[nodes.table, nodes.tbody]:
+    """A table with ``header`` and column ``widths``, and its body to add rows to."""
+    table = nodes.table()
+    group = nodes.tgroup(cols=len(header))
+    table += group
+    for width in widths:
+        group += nodes.colspec(colwidth=width)
+    head = nodes.thead()
+    head += ErrorTable._row([[nodes.Text(text)] for text in header])
+    body = nodes.tbody()
+    group += head
+    group += body
+    return table, body
+
+
 class ErrorTable(Directive):
     """``.. error-table::``: the table of :func:`error_rows`, each class linked."""
 
@@ -116,14 +131,7 @@ class ErrorTable(Directive):
 
     def run(self) -> list[Node]:
         header = ("Error", "Parent", "code", "category", "Meaning")
-        table = nodes.table()
-        group = nodes.tgroup(cols=len(header))
-        table += group
-        for width in (18, 14, 22, 10, 40):
-            group += nodes.colspec(colwidth=width)
-        head = nodes.thead()
-        head += self._row([[nodes.Text(text)] for text in header])
-        body = nodes.tbody()
+        table, body = _table(header, (18, 14, 22, 10, 40))
         context = self.state.document.settings.env.ref_context
         saved = context.get("py:module")
         context["py:module"] = "actors.errors"  # the summaries' references are relative
@@ -146,8 +154,6 @@ class ErrorTable(Directive):
                 context.pop("py:module", None)
             else:
                 context["py:module"] = saved
-        group += head
-        group += body
         return [table]
 
     @staticmethod
@@ -180,14 +186,7 @@ class MetricTable(Directive):
         from actors._metrics import METRICS
 
         header = ("Metric", "Type", "Labels", "Meaning", "Measured from")
-        table = nodes.table()
-        group = nodes.tgroup(cols=len(header))
-        table += group
-        for width in (30, 9, 14, 40, 24):
-            group += nodes.colspec(colwidth=width)
-        head = nodes.thead()
-        head += ErrorTable._row([[nodes.Text(text)] for text in header])
-        body = nodes.tbody()
+        table, body = _table(header, (30, 9, 14, 40, 24))
         for spec in METRICS:
             labels = ", ".join(spec.labels)
             body += ErrorTable._row(
@@ -199,8 +198,6 @@ class MetricTable(Directive):
                     [nodes.Text(spec.source)],
                 ]
             )
-        group += head
-        group += body
         return [table]
 
 
