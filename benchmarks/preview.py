@@ -26,6 +26,13 @@ folder, then measures in the same run:
   ``utime + stime`` of each live process plus the server's ``cutime + cstime`` of
   reaped helpers) and the server's peak RSS (``VmHWM``).
 
+With ``--metrics`` the server phase runs twice more, in alternation with a fresh payload
+cache each time: once as above and once with a scraper reading ``/metrics`` every second
+(:data:`SCRAPE_INTERVAL`, urllib in a thread, as a Prometheus server would). The server
+measures its runtime for Prometheus in both (the servers always do, design §7.8): the
+difference is what the scrapes cost, and the target is CPU and time to all thumbnails
+within 3 % (the cost of counting the events is the supervisor benchmark's).
+
 It prints each figure and the ratios with OK/MISS against the targets: server + helpers
 CPU <= 1.15x the floor's; server peak RSS <= 1.3x the floor process's; connect -> all
 thumbnails <= 0.5x the floor's time for the thumbnails alone; first thumbnail after
@@ -47,6 +54,7 @@ import os
 import re
 import resource
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -326,9 +334,26 @@ async def collect(url: str, expected: int, timeout: float) -> dict[str, Any]:  #
     return {**times, **totals, "found": found}
 
 
+#: Seconds between two scrapes of ``/metrics`` with ``--metrics``.
+SCRAPE_INTERVAL = 1.0
+
+
+def _scrape(url: str, stop: threading.Event, scrapes: list[int]) -> None:
+    """GET ``/metrics`` every :data:`SCRAPE_INTERVAL` seconds until ``stop`` is set."""
+    import urllib.request
+
+    address = url.replace("ws://", "http://").rstrip("/") + "/metrics"
+    while not stop.wait(SCRAPE_INTERVAL):
+        with urllib.request.urlopen(address, timeout=10) as answer:
+            answer.read()
+        scrapes.append(1)
+
+
 def run_server(db: Path, workdir: Path, runs: int, helpers: int,
-               timeout: float = COLLECT_TIMEOUT) -> dict[str, Any]:  # fmt: skip
-    """Start the server on ``db``, collect every image, measure it, stop it."""
+               timeout: float = COLLECT_TIMEOUT, *, tag: str = "",
+               scrape: bool = False) -> dict[str, Any]:  # fmt: skip
+    """Start the server on ``db``, collect every image, measure it, stop it (with
+    ``scrape``, a scraper reads ``/metrics`` every second meanwhile)."""
     import trio
 
     env = {**os.environ, "TRIO_ACTORS_RUNTIME_DIR": str(workdir / "info")}
@@ -336,7 +361,7 @@ def run_server(db: Path, workdir: Path, runs: int, helpers: int,
     started = time.monotonic()
     server = subprocess.Popen(
         [sys.executable, "-m", "examples.preview.server", str(db), "--port", "0", "--no-token",
-         "--cache-dir", str(workdir / "cache"), "--helpers", str(helpers)],
+         "--cache-dir", str(workdir / f"cache{tag}"), "--helpers", str(helpers)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=errors, text=True,
     )  # fmt: skip
     lines: list[str] = []
@@ -356,7 +381,17 @@ def run_server(db: Path, workdir: Path, runs: int, helpers: int,
             raise RuntimeError(f"the server did not start: {''.join(lines)}")
         url = next(m.group(1) for line in lines if (m := _LISTENING.search(line)))
         ready = time.monotonic() - started
-        figures = trio.run(collect, url, runs, timeout)
+        stop, scrapes = threading.Event(), []
+        scraper = threading.Thread(target=_scrape, args=(url, stop, scrapes), daemon=True)
+        if scrape:
+            scraper.start()
+        try:
+            figures = trio.run(collect, url, runs, timeout)
+        finally:
+            stop.set()
+            if scrape:
+                scraper.join(15)
+        figures["scrapes"] = len(scrapes)
         figures["cpu"], figures["server_cpu"], figures["processes"] = tree_cpu(server.pid)
         figures["rss_kib"] = peak_rss_kib(server.pid)
         figures["ready"] = ready
@@ -452,6 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--helpers", type=int, default=2, help="the server's helpers (2)")
     parser.add_argument("--timeout", type=float, default=COLLECT_TIMEOUT,
                         help="seconds to wait for every image (300)")  # fmt: skip
+    parser.add_argument("--metrics", action="store_true",
+                        help="compare the server scraped every second, same run")  # fmt: skip
     parser.add_argument("--floor", nargs=2, metavar=("MODE", "DB"), help=argparse.SUPPRESS)
     parser.add_argument("--helpers-alone", nargs=2, metavar=("HELPERS", "DB"),
                         help=argparse.SUPPRESS)  # fmt: skip
@@ -479,9 +516,33 @@ def main(argv: list[str] | None = None) -> int:
         thumbs = run_floor(db, "thumbnails")
         alone = run_helpers_alone(db, args.helpers)
         server = run_server(db, workdir, runs, args.helpers, args.timeout)
+        pairs = []
+        for i in range(2 if args.metrics else 0):  # alternated: both see the same load
+            plain = run_server(db, workdir, runs, args.helpers, args.timeout, tag=f"p{i}")
+            scraped = run_server(
+                db, workdir, runs, args.helpers, args.timeout, tag=f"s{i}", scrape=True
+            )
+            pairs.append((plain, scraped))
     for line in report(runs, full, thumbs, alone, server, args.helpers):
         print(line)
+    for line in report_metrics(pairs):
+        print(line)
     return 0
+
+
+def report_metrics(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[str]:
+    """The ``--metrics`` lines: scraped every second against not scraped, same run."""
+    if not pairs:
+        return []
+    lines = ["metrics scraped every second vs not scraped (medians of the runs):"]
+    for key, label in (("cpu", "CPU server + helpers"), ("thumbnails", "all thumbnails")):
+        plain = statistics.median(p[key] for p, _ in pairs if p[key] is not None)
+        scraped = statistics.median(s[key] for _, s in pairs if s[key] is not None)
+        ratio = scraped / plain
+        lines.append(f"  {label}: {scraped:.3f} s scraped vs {plain:.3f} s = {ratio:.3f}x "
+                     f"(<= 1.03x) {verdict(ratio, 1.03)}")  # fmt: skip
+    lines.append(f"  scrapes per scraped run: {[s['scrapes'] for _, s in pairs]}")
+    return lines
 
 
 if __name__ == "__main__":

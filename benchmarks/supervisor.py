@@ -11,7 +11,11 @@ What is measured, exactly (targets in brackets):
    ``receive_some`` over the same kind of pipes, with frames of the same size as a job
    frame. Measured: the bare pool (``HelperPool.run_job``) [<= 1.3x the raw echo] and the
    path ``open_runtime`` users call, the pool actor's handle (``PoolHandle.run_job``)
-   [<= 1.15x the bare pool]. Both with nobody subscribed to the pool's events and the
+   [<= 1.15x the bare pool]; and the same pool actor **measured for Prometheus**
+   (:class:`actors.metrics.RuntimeMetrics` following its events, as ``open_runtime``
+   with ``metrics=True`` does) and **scraped every second** (``generate_latest``, which
+   reads the pool's statistics and snapshot) [<= 1.03x the pool actor without]. All
+   with nobody subscribed to the pool's events (but the metrics' own subscription) and the
    ``actors.helpers`` logger at its default level (design §3.10: then no event is
    built); also printed, for reference, the bare pool with a subscriber of every event
    kind. Also printed: an **envelope echo**, the raw echo plus the envelope codec on
@@ -69,8 +73,10 @@ sys.path.insert(0, str(ROOT))  # run as a script: import the repository's packag
 import trio  # noqa: E402
 import trio.testing  # noqa: E402
 from measure import Figures  # noqa: E402
+from prometheus_client import generate_latest  # noqa: E402
 
 from actors import (  # noqa: E402
+    POOL_EVENT_KINDS,
     HelperSpec,
     HelperTimeouts,
     JobCancelled,
@@ -81,6 +87,7 @@ from actors import (  # noqa: E402
     open_helper_pool,
 )
 from actors._helpers._process import HelperProcess  # noqa: E402
+from actors.metrics import RuntimeMetrics  # noqa: E402
 from protocol.envelope import decode_fenced, encode_fields, new_session  # noqa: E402
 from protocol.framing import DEFAULT_MAX_REPLY, FrameDecoder  # noqa: E402
 
@@ -175,6 +182,13 @@ async def actor_round_trip(handle: PoolHandle) -> None:
         await handle.run_job("echo", i, timeout=10)
 
 
+async def _scrape_every_second(metrics: RuntimeMetrics) -> None:
+    """A Prometheus server's scrape, once a second, for as long as the round lasts."""
+    while True:
+        generate_latest(metrics.registry)
+        await trio.sleep(1.0)
+
+
 async def _drain(stream) -> None:
     async for _ in stream:
         pass
@@ -203,7 +217,7 @@ async def bench_round_trip() -> dict[str, Figures]:
     the same program (its hash seed, its memory layout), and a median over rounds that
     all use the same processes would keep that luck.
     """
-    names = ("raw", "codec", "pool", "actor", "watched")
+    names = ("raw", "codec", "pool", "actor", "watched", "metered")
     figures = {name: Figures(ROUND_TRIPS) for name in names}
     # The raw echo carries as many bytes as a job frame, so only the machinery differs.
     frame = encode_fields(
@@ -225,6 +239,18 @@ async def bench_round_trip() -> dict[str, Figures]:
             handle = PoolHandle(ref)
             stream = watched.events.subscribe(bound=4096)
             nursery.start_soon(_drain, stream)
+            metered_actor = PoolActor(SPEC, PoolConfig())
+            metered_ref = await nursery.start(metered_actor.run)
+            metrics = RuntimeMetrics()
+            metrics.watch(
+                pool=functools.partial(getattr, metered_actor, "pool"),
+                mailboxes=functools.partial(dict, pool=metered_ref),
+            )
+            kinds = POOL_EVENT_KINDS - {"job_started"}  # as open_runtime subscribes
+            nursery.start_soon(
+                metrics.follow_pool, metered_actor.events.subscribe(bound=1024, kinds=kinds)
+            )
+            nursery.start_soon(_scrape_every_second, metrics)
             runs = {
                 "raw": (functools.partial(raw_round_trip, raw, frame), raw.pid),
                 "codec": (functools.partial(codec_round_trip, codec, session, 1), codec.pid),
@@ -237,12 +263,17 @@ async def bench_round_trip() -> dict[str, Figures]:
                     functools.partial(pool_round_trip, watched),
                     watched.snapshot().helpers[0].pid,
                 ),
+                "metered": (
+                    functools.partial(actor_round_trip, PoolHandle(metered_ref)),
+                    metered_actor.pool.snapshot().helpers[0].pid,
+                ),
             }
             for name in names:
                 run, pid = runs[name]
                 await figures[name].measure(run, pid)
             stream.close()
             await ref.stop()
+            await metered_ref.stop()
             nursery.cancel_scope.cancel()
         await _close_echo(raw)
         await _close_echo(codec)
@@ -260,6 +291,11 @@ def report_round_trip(label: str, figures: dict[str, Figures], *, pinned: bool) 
             f" | pool {cpu['pool'] * us:.1f} us = {pool:.2f}x raw (target <= 1.3x: "
             f"{verdict(pool, 1.3)}) | pool actor {cpu['actor'] * us:.1f} us = {actor:.2f}x"
             f" the pool (target <= 1.15x: {verdict(actor, 1.15)})"
+        )
+        metered = cpu["metered"] / cpu["actor"]
+        print(
+            f"  with metrics, scraped every second: pool actor {cpu['metered'] * us:.1f} us ="
+            f" {metered:.3f}x the pool actor without (target <= 1.03x: {verdict(metered, 1.03)})"
         )
         watched = cpu["watched"] / cpu["pool"]
         print(

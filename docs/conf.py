@@ -66,7 +66,7 @@ napoleon_numpy_docstring = False
 
 # Without intersphinx (the build uses no network) references to other projects'
 # objects cannot resolve. Only those packages are ignored, by name; never ours.
-_FOREIGN = ("trio", "cattrs", "collections", "json", "os", "pathlib", "random")
+_FOREIGN = ("trio", "cattrs", "prometheus_client", "collections", "json", "os", "pathlib", "random")
 nitpick_ignore_regex = [(r"py:.*", rf"({'|'.join(_FOREIGN)})(\..+)?")]
 
 #: The modules whose ``__all__`` is the public API; each name must be documented.
@@ -74,6 +74,7 @@ PUBLIC_MODULES = (
     "actors",
     "actors.helper",
     "actors.errors",
+    "actors.metrics",
     "protocol",
     "protocol.messages",
     "protocol.codec",
@@ -108,6 +109,21 @@ def error_rows() -> list[tuple[str, str, str, str, str]]:
     return rows
 
 
+def _table(header: tuple[str, ...], widths: tuple[int, ...]) -> tuple[nodes.table, nodes.tbody]:
+    """A table with ``header`` and column ``widths``, and its body to add rows to."""
+    table = nodes.table()
+    group = nodes.tgroup(cols=len(header))
+    table += group
+    for width in widths:
+        group += nodes.colspec(colwidth=width)
+    head = nodes.thead()
+    head += ErrorTable._row([[nodes.Text(text)] for text in header])
+    body = nodes.tbody()
+    group += head
+    group += body
+    return table, body
+
+
 class ErrorTable(Directive):
     """``.. error-table::``: the table of :func:`error_rows`, each class linked."""
 
@@ -115,14 +131,7 @@ class ErrorTable(Directive):
 
     def run(self) -> list[Node]:
         header = ("Error", "Parent", "code", "category", "Meaning")
-        table = nodes.table()
-        group = nodes.tgroup(cols=len(header))
-        table += group
-        for width in (18, 14, 22, 10, 40):
-            group += nodes.colspec(colwidth=width)
-        head = nodes.thead()
-        head += self._row([[nodes.Text(text)] for text in header])
-        body = nodes.tbody()
+        table, body = _table(header, (18, 14, 22, 10, 40))
         context = self.state.document.settings.env.ref_context
         saved = context.get("py:module")
         context["py:module"] = "actors.errors"  # the summaries' references are relative
@@ -145,8 +154,6 @@ class ErrorTable(Directive):
                 context.pop("py:module", None)
             else:
                 context["py:module"] = saved
-        group += head
-        group += body
         return [table]
 
     @staticmethod
@@ -165,6 +172,33 @@ class ErrorTable(Directive):
         )
         ref += nodes.literal(name, name)
         return ref
+
+
+# --- the metric table -----------------------------------------------------------------
+
+
+class MetricTable(Directive):
+    """``.. metric-table::``: every metric of :data:`actors.metrics.METRICS`."""
+
+    has_content = False
+
+    def run(self) -> list[Node]:
+        from actors._metrics import METRICS
+
+        header = ("Metric", "Type", "Labels", "Meaning", "Measured from")
+        table, body = _table(header, (30, 9, 14, 40, 24))
+        for spec in METRICS:
+            labels = ", ".join(spec.labels)
+            body += ErrorTable._row(
+                [
+                    [nodes.literal(spec.exported, spec.exported)],
+                    [nodes.Text(spec.type)],
+                    [nodes.literal(labels, labels)] if labels else [],
+                    [nodes.Text(spec.help)],
+                    [nodes.Text(spec.source)],
+                ]
+            )
+        return [table]
 
 
 # --- design citations become links ---------------------------------------------------
@@ -443,6 +477,7 @@ def check_public_names(app: Sphinx, env: BuildEnvironment) -> None:
 def setup(app: Sphinx) -> dict[str, Any]:
     """Register the pieces described in the module docstring."""
     app.add_directive("error-table", ErrorTable)
+    app.add_directive("metric-table", MetricTable)
     for listener in app.events.listeners["autodoc-process-docstring"]:
         if listener.handler is napoleon._process_docstring:
             app.disconnect(listener.id)

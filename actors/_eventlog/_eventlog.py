@@ -592,6 +592,7 @@ class EventLog:
             ledger=None if self._ledger is None else self._ledger.statistics(),
             progress_folded=self._runs.progress_folded,
             subscribers_left=self._journal.hub.leaves(),
+            refusals=dict(self._intake.refusals),
         )
 
 

@@ -46,3 +46,6 @@ class EventLogStatistics:
     progress_folded: int = 0
     """Progress reports folded into a newer one of their run while the ledger was
     backlogged (design §6.19)."""
+    refusals: Mapping[str, int] = attrs.field(factory=dict)
+    """Submissions refused so far, by code: ``admission_full`` (a receipt with
+    ``admitted=False``), ``ledger_unavailable`` (design §6.13, §6.19)."""

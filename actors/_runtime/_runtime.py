@@ -62,18 +62,23 @@ from .._helpers import (
     PoolHandle,
     second_interrupt,
 )
+from .._metrics import Lifecycle
 from .._renderer import Renderer, RendererConfig, RenderFn
 from .._scheduler import HelperRestarted, RunInfo, SchedulerActor, SchedulerConfig
 from ..errors import ChildStartFailed, RenderFailed, UnsupportedOperation
 from ._eventlog_sink import EventLogSink
-from ._tree import SYSTEM_START_TIMEOUT, LiveChild, build_tree, route
+from ._tree import STRATEGIES, SYSTEM_START_TIMEOUT, LiveChild, build_tree, route
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
+    import prometheus_client
+
     from .._core import ActorRef, Supervisor, SupervisorEvent, SupervisorRef
     from .._eventlog import Runner
-    from .._scheduler import PayloadCache
+    from .._helpers import HelperPool
+    from .._metrics import RuntimeMetrics
+    from .._scheduler import PayloadCache, SchedulerStatistics
 
 __all__ = ["Runtime", "RuntimeConfig", "open_runtime"]
 
@@ -179,6 +184,10 @@ class RuntimeConfig:
     pool that keeps failing is retried every 30 s without ever exceeding it."""
     restart_period: float = duration_field(60.0, allow_zero=False)
     """The intensity window of the tree's supervisors, in seconds."""
+    metrics: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    """True: measure the runtime for Prometheus (:attr:`Runtime.metrics_registry`, the
+    metric list: :mod:`actors.metrics`). Needs ``prometheus_client`` (the
+    ``metrics`` extra); False (the default) imports nothing and measures nothing."""
     pool_events: frozenset[str] = attrs.field(default=POOL_EVENT_KINDS, converter=_kinds)
     """Kinds of :class:`~actors.PoolEvent` also written to the event log (as
     ``helper_<kind>``); leave out ``job_started`` to keep one event per job out."""
@@ -217,6 +226,10 @@ class Runtime:
         self.sink = EventLogSink(lambda: self._eventlog.instance)
         """Where the pool's and the tree's events are appended to the event log."""
         self._events_send, self._events_receive = trio.open_memory_channel[Any](64)
+        self.metrics: RuntimeMetrics | None = None
+        """The runtime's metrics when ``config.metrics`` is True, else None."""
+        if config.metrics:
+            self.metrics = self._new_metrics()
         grace = config.shutdown_grace
         # The pool starts once its eager helpers are ready, each within the helpers'
         # startup timeout (all at once); the others get the system children's bound.
@@ -246,6 +259,32 @@ class Runtime:
             grace=grace,
             on_event=self._on_event,
         )
+
+    def _new_metrics(self) -> RuntimeMetrics:
+        from .._metrics import RuntimeMetrics  # only now: an optional dependency
+
+        lifecycle = Lifecycle(strategies=STRATEGIES, window=self.config.restart_period)
+        metrics = RuntimeMetrics(lifecycle=lifecycle)
+        metrics.watch(
+            event_log=lambda: None if (log := self._eventlog.instance) is None else log.log,
+            pool=self._live_pool,
+            scheduler=self._scheduler_statistics,
+            mailboxes=lambda: {
+                name: child.ref for name, child in self._children.items() if child.ref is not None
+            },
+        )  # fmt: skip
+        return metrics
+
+    def _scheduler_statistics(self) -> SchedulerStatistics | None:
+        actor = self._scheduler.instance
+        return None if actor is None else actor.scheduler.statistics()
+
+    def _live_pool(self) -> HelperPool | None:
+        actor = self._pool.instance
+        try:
+            return None if actor is None else actor.pool
+        except RuntimeError:  # between its start and its pool's
+            return None
 
     # --- the children ---------------------------------------------------------------
 
@@ -290,6 +329,11 @@ class Runtime:
 
     def _on_event(self, event: SupervisorEvent) -> None:
         route(self._children, event)
+        if self.metrics is not None:
+            self.metrics.on_supervisor_event(event)
+            log = self._eventlog.instance
+            if event.kind == "child_started" and event.child == "event_log" and log is not None:
+                self.metrics.attach_event_log(log.log)
         if event.kind == "child_started" and event.child == "scheduler":
             actor = self._scheduler.instance
             if actor is not None:
@@ -301,6 +345,8 @@ class Runtime:
         """Pass one scheduler incarnation's events on to :attr:`scheduler_events`."""
         async with send:
             async for notice in actor.events:
+                if self.metrics is not None:
+                    self.metrics.on_scheduler_event(notice)
                 try:
                     await send.send(notice)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -319,6 +365,15 @@ class Runtime:
     def supervisor(self) -> SupervisorRef:
         """The root of the tree (design §1.7): ``which_children``, ``restarts``."""
         return self.tree.ref
+
+    @property
+    def metrics_registry(self) -> prometheus_client.CollectorRegistry | None:
+        """The runtime's own Prometheus registry (``config.metrics``), else None.
+
+        Serve it with ``prometheus_client.generate_latest(registry)`` or push it; the
+        metrics are listed in :mod:`actors.metrics`.
+        """
+        return None if self.metrics is None else self.metrics.registry
 
     @property
     def eventlog(self) -> EventLogClient:
@@ -428,6 +483,10 @@ async def open_runtime(config: RuntimeConfig) -> AsyncIterator[Runtime]:
             if config.pool_events:  # before the first spawn
                 stream = runtime.pool_events.subscribe(bound=1024, kinds=config.pool_events)
                 nursery.start_soon(runtime._forward_pool_events, stream)
+            if runtime.metrics is not None:
+                kinds = POOL_EVENT_KINDS - {"job_started"}  # the job path stays free
+                stream = runtime.pool_events.subscribe(bound=1024, kinds=kinds)
+                nursery.start_soon(runtime.metrics.follow_pool, stream)
             try:
                 await nursery.start(runtime.tree.run)
             except ChildStartFailed as exc:

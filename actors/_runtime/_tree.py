@@ -29,7 +29,7 @@ Every decision of either supervisor is a log record, a :class:`SupervisorEvent`,
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
 
 import trio
 
@@ -37,7 +37,7 @@ from .._core import MAX_DURATION, ActorRef, ChildSpec, Supervisor
 from ..errors import ActorStopped, AskTimeout
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from .._core import Backoff, SupervisorEvent
 
@@ -132,6 +132,13 @@ class LiveChild(Generic[InstanceT]):
         )
 
 
+#: Each supervisor of the tree and its strategy (design §1.7).
+STRATEGIES: Final[Mapping[str, Literal["one_for_one", "rest_for_one"]]] = {
+    "runtime": "rest_for_one",
+    "services": "one_for_one",
+}
+
+
 def build_tree(
     event_log: ChildSpec,
     services: list[ChildSpec],
@@ -147,7 +154,7 @@ def build_tree(
     def make_services() -> Supervisor:
         return Supervisor(
             services,
-            strategy="one_for_one",
+            strategy=STRATEGIES["services"],
             max_restarts=max_restarts,
             period=period,
             backoff=backoff,
@@ -162,7 +169,7 @@ def build_tree(
             event_log,
             ChildSpec("services", make_services, shutdown=grace, start_timeout=services_start),
         ],
-        strategy="rest_for_one",
+        strategy=STRATEGIES["runtime"],
         max_restarts=max_restarts,
         period=period,
         backoff=backoff,

@@ -73,6 +73,7 @@ import attrs
 import trio
 
 from actors import (
+    POOL_EVENT_KINDS,
     Backoff,
     EventLogActor,
     EventLogClient,
@@ -88,12 +89,14 @@ from actors import (
     duration_field,
 )
 from actors.errors import ActorError, InvalidCommand, LedgerError
+from actors.metrics import RuntimeMetrics
 
 from ..web.api import BUILTIN_HANDLERS
 from ..web.cli import OneLineParser, count, describe, leaf
 from ..web.frontdoor import FrontDoor, FrontDoorConfig, open_front_door
 from ..web.held import held_at_start, left_held
 from ..web.launch import add_server_options, announce, front_door_config, listening
+from ..web.observer import observability
 from ..web.serverinfo import info_file
 from ..web.signals import shutdown_on_signal
 from .helper import MAX_LIMIT, MAX_SLEEP, OUTSIDE_ROOT, resolve_inside
@@ -102,7 +105,7 @@ if TYPE_CHECKING:
     import socket
     from collections.abc import AsyncIterator, Callable, Sequence
 
-    from actors import ActorRef, RunStatus
+    from actors import ActorRef, HelperPool, RunStatus
     from protocol import messages
 
     from ..web.api import Handler
@@ -256,6 +259,8 @@ class JobRuntime:
     pool_events: PoolEvents
     """The pool's events (design §3.10): subscribe to follow its helpers and its
     restarts (``intensity_exceeded``, ``pool_restarted``)."""
+    metrics: RuntimeMetrics
+    """The two actors' Prometheus metrics (:mod:`actors.metrics`), served at ``/metrics``."""
 
 
 def helper_spec() -> HelperSpec:
@@ -299,12 +304,16 @@ async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]
             log_config, operations=OPERATIONS, runners={op.name: runner for op in OPERATIONS}
         )
         eventlog_ref = await nursery.start(actor.run)
+        metrics = _metrics(actor, pool_actor, {"event_log": eventlog_ref, "pool": pool_ref})
+        stream = pool_actor.events.subscribe(bound=1024, kinds=POOL_EVENT_KINDS - {"job_started"})
+        nursery.start_soon(metrics.follow_pool, stream)
         runtime = JobRuntime(
             eventlog=EventLogClient(eventlog_ref),
             eventlog_ref=eventlog_ref,
             pool=pool_handle,
             pool_ref=pool_ref,
             pool_events=pool_actor.events,
+            metrics=metrics,
         )
         try:
             yield runtime
@@ -316,6 +325,21 @@ async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]
                 await pool_ref.stop(config.stop_grace)
                 LOGGER.info("stopped")
             nursery.cancel_scope.cancel()
+
+
+def _metrics(log: EventLogActor, pool: PoolActor, refs: dict[str, ActorRef]) -> RuntimeMetrics:
+    """The job server's metrics: the event log's and the pool's events and statistics."""
+
+    def live_pool() -> HelperPool | None:
+        try:
+            return pool.pool
+        except RuntimeError:  # the pool actor is between pools
+            return None
+
+    metrics = RuntimeMetrics()
+    metrics.watch(event_log=lambda: log.log, pool=live_pool, mailboxes=lambda: refs)
+    metrics.attach_event_log(log.log)
+    return metrics
 
 
 def _check_arguments(operation: str, arguments: dict[str, Any]) -> None:
@@ -389,16 +413,17 @@ async def open_job_server(
         HelperStartupFailed: (``helper_startup_failed``) a helper did not start.
         LedgerCorrupt: (``ledger_corrupt``) the ledger file is damaged.
     """
-    async with (
-        open_job_runtime(config) as runtime,
-        open_front_door(
+    async with open_job_runtime(config) as runtime:
+        routes, pages = await observability(runtime.metrics, config.front_door)
+        async with open_front_door(
             runtime.eventlog,
             config.front_door,
             handlers={"submit": submit_handler(config.files_root)},
+            pages=pages,
+            routes=routes,
             sockets=sockets,
-        ) as front,
-    ):
-        yield JobServer(front=front, runtime=runtime)
+        ) as front:
+            yield JobServer(front=front, runtime=runtime)
 
 
 async def serve_jobs(

@@ -75,6 +75,7 @@ from contextlib import asynccontextmanager, suppress  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
+import attrs  # noqa: E402
 import trio  # noqa: E402
 
 from actors import open_runtime  # noqa: E402
@@ -90,6 +91,7 @@ from ..web.launch import (  # noqa: E402
     listening,
 )
 from ..web.names import NULL_ORIGIN, is_loopback  # noqa: E402
+from ..web.observer import observability  # noqa: E402
 from ..web.serverinfo import InfoFile, process_alive  # noqa: E402
 from ..web.signals import shutdown_on_signal  # noqa: E402
 from .app import (  # noqa: E402
@@ -254,9 +256,13 @@ async def _open_server(
     app = PreviewApp(config, identity)
     databases = Databases(app, paths, config)
     runtime_config = await trio.to_thread.run_sync(app.runtime_config)  # makes cache dirs
+    runtime_config = attrs.evolve(runtime_config, metrics=True)  # served at /metrics
     page = Page(body=await trio.Path(DASHBOARD).read_bytes())
     pages = {**dict.fromkeys(DASHBOARD_PATHS, page), **await static_pages()}
     async with open_runtime(runtime_config) as runtime:
+        assert runtime.metrics is not None  # the config asks for metrics
+        routes, observer = await observability(runtime.metrics, front_config)
+        pages.update(observer)
         if on_boot is not None:
             on_boot(await runtime.eventlog.boot_report())
         async with (
@@ -266,7 +272,7 @@ async def _open_server(
                 front_config,
                 handlers=databases.handlers,
                 pages=pages,
-                routes=databases.routes,
+                routes=[*databases.routes, *routes],
                 sockets=sockets,
             ) as front,
             # Every database reports to the first one's event log (design §7.5).

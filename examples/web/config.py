@@ -46,6 +46,22 @@ def _check_token(instance: FrontDoorConfig, attribute: attrs.Attribute[Any], val
         raise ValueError("token must be a printable str of 8..256 characters")
 
 
+def _check_metrics_token(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (
+        not isinstance(value, str) or not 8 <= len(value) <= 256 or not value.isprintable()
+    ):
+        raise ValueError("metrics_token must be a printable str of 8..256 characters")
+
+
+def _check_metrics_open(
+    instance: FrontDoorConfig, attribute: attrs.Attribute[Any], value: object
+) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"metrics_open must be a bool, got {value!r}")
+    if value and not is_loopback(instance.host):
+        raise ValueError(f"metrics_open: binding {instance.host!r} (not loopback) needs a token")
+
+
 def _check_host(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
     if not isinstance(value, str) or not value:
         raise ValueError(f"host must be a non-empty str, got {value!r}")
@@ -67,6 +83,12 @@ class FrontDoorConfig:
     token: str | None = attrs.field(default=None, validator=_check_token)
     """Shared secret every handshake must carry (``?token=`` or ``Authorization: Bearer``);
     None (loopback only): no token needed."""
+    metrics_token: str | None = attrs.field(default=None, validator=_check_metrics_token)
+    """Another token ``/metrics`` accepts besides :attr:`token`: a scraper's, which opens
+    nothing else (design §7.8)."""
+    metrics_open: bool = attrs.field(default=False, validator=_check_metrics_open)
+    """True (loopback binds only): ``/metrics`` needs no token, for a scraper on this
+    machine; every other route still does."""
     allowed_origins: frozenset[str] = attrs.field(factory=frozenset, converter=_origins)
     """Origins a websocket handshake may come from besides the server's own (the page it
     serves, on every name it answers to), as ``scheme://host[:port]``; ``"null"`` allows

@@ -172,14 +172,20 @@ class Guard:
                 return True
         return self.loopback and is_loopback(host.name) and host.port in self.ports
 
-    def check_token(self, target: str, headers: Mapping[bytes, bytes]) -> Refusal | None:
-        """Refuse a handshake without the config's token (if it has one)."""
+    def check_token(
+        self, target: str, headers: Mapping[bytes, bytes], *, also: Iterable[str] = ()
+    ) -> Refusal | None:
+        """Refuse a request without the config's token (if it has one) or one of ``also``
+        (the other tokens a route accepts)."""
         token = self.config.token
         if token is None:
             return None
+        accepted = [token.encode(), *(other.encode() for other in also)]
         offered = offered_tokens(target, headers)
         # Every token given must be right: a wrong one beside a right one is refused.
-        if offered and all(hmac.compare_digest(t.encode(), token.encode()) for t in offered):
+        if offered and all(
+            any([hmac.compare_digest(t.encode(), good) for good in accepted]) for t in offered
+        ):
             return None
         return Refusal(
             status=403,

@@ -78,7 +78,7 @@ _LINGER_BYTES: Final = 64 * 1024
 _CSP: Final = (
     "default-src 'none'; script-src 'self' 'unsafe-inline'; "
     "style-src 'self' 'unsafe-inline'; "
-    "img-src 'self' data:; connect-src ws: wss:; base-uri 'none'; form-action 'none'"
+    "img-src 'self' data:; connect-src 'self' ws: wss:; base-uri 'none'; form-action 'none'"
 )
 
 

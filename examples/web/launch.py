@@ -65,6 +65,10 @@ def add_server_options(parser: OneLineParser, *, port: int) -> None:
         "else a random one each start)")  # fmt: skip
     add("--no-token", action="store_true", help="no token (loopback only): any local user "
         "and program can use the server")  # fmt: skip
+    add("--metrics-token", default=None, metavar="T",
+        help="a second token that only /metrics accepts (for a Prometheus scraper)")  # fmt: skip
+    add("--metrics-no-token", action="store_true",
+        help="/metrics needs no token (loopback only): for a scraper on this machine")  # fmt: skip
     add("--allow-origin", action="append", default=[], metavar="ORIGIN",
         help="also accept websockets from pages of ORIGIN (scheme://host[:port]; 'null' for "
         "file:// pages); repeatable")  # fmt: skip
@@ -116,6 +120,8 @@ def front_door_config(
             allowed_hosts=args.allow_host,
             max_per_address=args.max_per_address,
             max_pending=args.max_pending,
+            metrics_token=args.metrics_token,
+            metrics_open=args.metrics_no_token,
             **fields,
         )
     except ValueError as exc:

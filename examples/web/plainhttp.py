@@ -220,7 +220,7 @@ class PlainHttp:
             refusal = _LATE_UPGRADE
         route = self.router.match(request, pages=self.pages)
         if refusal is None and route is not None and route.protected:
-            refusal = guard.check_token(target, headers)
+            refusal = guard.check_token(target, headers, also=route.tokens)
         if refusal is not None:
             self.admission.refused(refusal, peer, "http", headers)
             await send(plain_answer(refusal.status, refusal.text), close=True)

@@ -57,18 +57,21 @@ class Route:
     """Every ``GET``/``HEAD`` of a path under ``prefix`` answered by ``handler``."""
 
     prefix: str = attrs.field()
-    """The path prefix, starting and ending with ``/`` (e.g. ``/db/``)."""
+    """The path prefix, starting and ending with ``/`` (e.g. ``/db/``); a path not
+    ending with ``/`` (e.g. ``/metrics``) is served alone, exactly."""
     handler: Callable[[HttpRequest], Awaitable[HttpAnswer]]
     """``await handler(request)`` returns the answer (a checkpoint)."""
     protected: bool = True
     """True: the request must carry the front door's token, if it has one (design §7.3)."""
+    tokens: tuple[str, ...] = ()
+    """Other tokens this route accepts instead of the front door's (e.g. a scraper's)."""
     name: str = ""
     """A name for the logs; default the prefix."""
 
     @prefix.validator
     def _check_prefix(self, attribute: attrs.Attribute[str], value: object) -> None:
-        if not isinstance(value, str) or not (value.startswith("/") and value.endswith("/")):
-            raise ValueError(f"prefix must be a path starting and ending with '/', got {value!r}")
+        if not isinstance(value, str) or not value.startswith("/"):
+            raise ValueError(f"prefix must be a path starting with '/', got {value!r}")
 
 
 def etag_matches(headers: Mapping[bytes, bytes], etag: str) -> bool:
@@ -119,7 +122,9 @@ class Router:
         ):
             return None
         for route in self.routes:
-            if request.path.startswith(route.prefix):
+            prefix = route.prefix
+            exact = not prefix.endswith("/")
+            if request.path == prefix if exact else request.path.startswith(prefix):
                 return route
         return None
 

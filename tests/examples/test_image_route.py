@@ -226,3 +226,29 @@ async def test_a_real_server_serves_images_by_url_with_the_token(
         assert stats.route_answers["304"] == 1
         assert stats.refusals == {"missing_token": 1, "wrong_token": 1}
     assert_no_children()
+
+
+async def test_the_preview_server_serves_its_metrics_with_the_token(
+    writable_db: Path, tmp_path: Path
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    token = "metrics-token-123"
+    config = server_config(writable_db, tmp_path)
+    seen = Seen()
+    async with preview_server(config, token=token) as (front, _):
+        async with connect(front, token=token) as client:
+            await client.request("list_runs")
+            with trio.fail_after(30):
+                await pump(client, seen, lambda: seen.newest(1, "preview") is not None)
+        assert (await fetch(front.url, "/metrics")).status == 403
+        assert (await fetch(front.url, "/metrics", "not-the-token")).status == 403
+        scraped = await fetch(front.url, "/metrics", token)
+    assert scraped.status == 200
+    families = {f.name: f for f in text_string_to_metric_families(scraped.body.decode())}
+    published = {s.labels["kind"]: s.value for s in families["trio_actors_work_published"].samples
+                 if s.name.endswith("_total")}  # fmt: skip
+    assert published["preview"] >= 1
+    assert {s.labels["actor"] for s in families["trio_actors_mailbox_depth"].samples} == {
+        "event_log", "pool", "renderer", "scheduler"
+    }  # fmt: skip

@@ -232,7 +232,15 @@ def test_etag_matching_and_route_validation():
     assert not etag_matches({b"if-none-match": b'"bb"'}, '"b"')
     assert not etag_matches({}, '"b"')
     with pytest.raises(ValueError, match="prefix"):
-        Route(prefix="/img", handler=image)
+        Route(prefix="img/", handler=image)
+    # A path without the closing '/' is served alone, exactly.
+    router = Router([Route(prefix="/metrics", handler=image)], max_body=100)
+    for target, served in (("/metrics", True), ("/metrics?x=1", True),
+                           ("/metricsx", False), ("/metrics/x", False)):  # fmt: skip
+        path, _, query = target.partition("?")
+        request = HttpRequest(method="GET", path=path, query={"x": "1"} if query else {},
+                              headers={}, target=target)  # fmt: skip
+        assert (router.match(request) is not None) is served, target
     with pytest.raises(ValueError, match="same prefix"):
         Router([ROUTES[0], ROUTES[0]], max_body=1024)
     router = Router([*ROUTES, Route(prefix="/img/sub/", handler=huge)], max_body=1024)

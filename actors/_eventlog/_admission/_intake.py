@@ -20,7 +20,13 @@ import secrets
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ...errors import AdmissionFull, InvalidCommand, RequestConflict, UnsupportedOperation
+from ...errors import (
+    AdmissionFull,
+    InvalidCommand,
+    LedgerUnavailable,
+    RequestConflict,
+    UnsupportedOperation,
+)
 from .._checks import check_text
 from .._types import Receipt, canonical_json
 from ._decided import Admission
@@ -109,6 +115,8 @@ class Intake:
         self._ledger = ledger
         self._check_open = check_open
         self._revision = 0
+        self.refusals: dict[str, int] = {}
+        """Submissions refused so far, by code (``admission_full``, ``ledger_unavailable``)."""
 
     @property
     def revision(self) -> int:
@@ -163,6 +171,7 @@ class Intake:
         return _Submission(spec, args, args_json, request_id, actor)
 
     def _refusal(self, request_id: str, depth: int, retry_after: float) -> Receipt:
+        self._refused(AdmissionFull.code)
         return Receipt(
             admitted=False,
             run_id=None,
@@ -235,7 +244,11 @@ class Intake:
 
     def _admit(self, submission: _Submission) -> tuple[Receipt, Ticket | None]:
         # A new request needs a row in the ledger: refused while commits fail (§6.13).
-        self._gate.check_ledger()
+        try:
+            self._gate.check_ledger()
+        except LedgerUnavailable:
+            self._refused(LedgerUnavailable.code)
+            raise
         spec, request_id = submission.spec, submission.request_id
         joined = None
         if not spec.mutating:
@@ -264,6 +277,9 @@ class Intake:
         return self._requests.store(
             submission.request_id, submission.content, receipt, submission.actor
         )
+
+    def _refused(self, code: str) -> None:
+        self.refusals[code] = self.refusals.get(code, 0) + 1
 
     def apply_edit(self) -> int:
         """Bump the revision; see :meth:`EventLog.apply_edit`."""
