@@ -577,6 +577,17 @@ class EventLog:
         """
         return await self._finished.query(after, limit, state, verdict, since)
 
+    def observe_commits(self, callback: Callable[[int, float], None] | None) -> bool:
+        """Have ``callback(rows, seconds)`` called after each ledger commit (design §1.7).
+
+        ``rows`` is the batch's row count and ``seconds`` (trio clock) how long its
+        transaction took. None stops it. Returns False when there is no ledger.
+        """
+        if self._ledger is None:
+            return False
+        self._ledger.on_commit = callback
+        return True
+
     def statistics(self) -> EventLogStatistics:
         """Return the event log's counters."""
         return EventLogStatistics(

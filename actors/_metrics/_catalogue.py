@@ -76,9 +76,9 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
           "scheduler event Failed"),
     _spec("work_published", "counter", ("kind",),
           "Scheduler results published, by kind.", "scheduler event Published"),
-    _spec("queue_depth", "gauge", ("tier",),
-          "Scheduler slots ready to be claimed, by priority tier (0 is the best).",
-          "SchedulerStatistics.ready"),
+    _spec("queue_depth", "gauge", ("kind", "tier"),
+          "Scheduler slots ready to be claimed, by work kind and priority tier (0 is the "
+          "best).", "SchedulerStatistics.ready_by_kind"),
     _spec("scheduler_active", "gauge", (),
           "Scheduler claims handed out and not yet reported.", "SchedulerStatistics.active"),
     # -- helper pool (design §3) --------------------------------------------------------
@@ -115,6 +115,12 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
           "LedgerStatistics.commits"),
     _spec("ledger_rows", "counter", (), "Rows the ledger committed (rows / commits is "
           "the mean batch size).", "LedgerStatistics.rows"),
+    _spec("eventlog_append_seconds", "histogram", (),
+          "Seconds each ledger commit took, from the transaction's start to its durable "
+          "end (trio clock; a batch's rows wait at most this plus the commit linger).",
+          "SQLiteLedger.on_commit"),
+    _spec("ledger_commit_rows", "histogram", (), "Rows in each ledger commit (batch size).",
+          "SQLiteLedger.on_commit"),
     _spec("ledger_largest_batch_rows", "gauge", (), "Most rows in one ledger commit.",
           "LedgerStatistics.largest_batch"),
     _spec("ledger_pending_rows", "gauge", (), "Rows staged and not yet committed.",

@@ -50,6 +50,12 @@ _log = logging.getLogger("actors.metrics")
 #: Histogram buckets for run waits and durations, in seconds.
 RUN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                300.0, 1800.0)  # fmt: skip
+#: Histogram buckets for a ledger commit's duration, in seconds.
+COMMIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                  2.5, 5.0)  # fmt: skip
+#: Histogram buckets for a ledger commit's size, in rows.
+ROW_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0,
+               50000.0)  # fmt: skip
 #: Name of the event-log port the metrics listen on (not counted as a subscriber).
 PORT_NAME = "trio_actors_metrics"
 #: Pool events whose slot's next spawn is a restart for that reason.
@@ -113,11 +119,11 @@ class RuntimeMetrics:
         self._slot_cause: dict[int, str] = {}
         self._log_attached: object = None
 
-        def made(name: str) -> Any:
+        def made(name: str, buckets: tuple[float, ...] = RUN_BUCKETS) -> Any:
             spec = _SPECS[name]
             if spec.type == "histogram":
                 return Histogram(
-                    spec.name, spec.help, spec.labels, registry=self.registry, buckets=RUN_BUCKETS
+                    spec.name, spec.help, spec.labels, registry=self.registry, buckets=buckets
                 )
             return Counter(spec.name, spec.help, spec.labels, registry=self.registry)
 
@@ -134,6 +140,8 @@ class RuntimeMetrics:
         self.supervisor_restarts = made(p + "supervisor_restarts")
         self.supervisor_escalations = made(p + "supervisor_escalations")
         self.eventlog_events = made(p + "eventlog_events")
+        self.commit_seconds = made(p + "eventlog_append_seconds", COMMIT_BUCKETS)
+        self.commit_rows = made(p + "ledger_commit_rows", ROW_BUCKETS)
         self.registry.register(_StatisticsCollector(self.sources))
 
     def watch(
@@ -161,6 +169,7 @@ class RuntimeMetrics:
             return
         self._log_attached = log
         self._runs.clear()  # the runs of an earlier incarnation are reported by its boot
+        log.observe_commits(self.on_commit)
         try:
             log.subscribe(PORT_NAME, listener=self.on_log_event)
         except Exception:  # a port of that name is open: this log is counted already
@@ -192,6 +201,11 @@ class RuntimeMetrics:
             self.runs_finished.labels(operation, outcome).inc()
             if run is not None and run.started is not None:
                 self.run_duration.labels(operation).observe(_now() - run.started)
+
+    def on_commit(self, rows: int, seconds: float) -> None:
+        """Observe one ledger commit: its rows and its seconds (design §6.10)."""
+        self.commit_rows.observe(rows)
+        self.commit_seconds.observe(seconds)
 
     async def follow_pool(self, stream: PoolEventStream) -> None:
         """Count the helper pool's events from ``stream`` until its hub closes."""
@@ -269,8 +283,8 @@ class _StatisticsCollector(Collector):
         scheduler = sources.scheduler()
         if scheduler is not None:
             depth = _gauge("queue_depth")
-            for tier, ready in enumerate(scheduler.ready):
-                depth.add_metric([str(tier)], ready)
+            for (tier, kind), ready in scheduler.ready_by_kind.items():
+                depth.add_metric([kind, str(tier)], ready)
             yield depth
             yield _gauge("scheduler_active", scheduler.active)
         mailboxes = sources.mailboxes()

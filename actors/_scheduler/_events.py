@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ..errors import ErrorRecord
 
 __all__ = [
@@ -189,3 +191,5 @@ class SchedulerStatistics:
     """Runs waiting for an older generation's execution of their GUID (design §4.13)."""
     interrupted: int = 0
     """Slots whose attempt a shutdown cut off (:class:`Interrupted`): still to do."""
+    ready_by_kind: Mapping[tuple[int, str], int] = attrs.field(factory=dict)
+    """Claimable slots per (tier, kind name), every pair (zeros too); sums to ``ready``."""

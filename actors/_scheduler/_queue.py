@@ -143,6 +143,11 @@ class ReadyQueues:
         queued, kinds = self.queued, self.kinds
         return tuple(sum(queued[t * kinds : (t + 1) * kinds]) for t in range(self.tiers))
 
+    def ready_by_kind(self, names: tuple[str, ...]) -> dict[tuple[int, str], int]:
+        """Live entries per (tier, kind name), every pair included (zeros too)."""
+        kinds = self.kinds
+        return {(h // kinds, names[h % kinds]): count for h, count in enumerate(self.queued)}
+
     def _compact(self, h: int) -> None:
         tier, k = divmod(h, self.kinds)
         runs = self.runs

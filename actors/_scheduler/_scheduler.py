@@ -193,6 +193,7 @@ class Scheduler:
             runs=len(self._t.runs),
             active=len(self._active),
             ready=self._t.q.ready_counts(),
+            ready_by_kind=self._t.q.ready_by_kind(self._graph.names),
             blocked=counts[BLOCKED],
             backoff=counts[BACKOFF],
             parked=counts[PARKED],

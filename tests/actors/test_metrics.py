@@ -6,7 +6,7 @@ child process is left.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
@@ -14,10 +14,26 @@ import trio.lowlevel
 from helper_support import FAST, assert_no_children
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from scheduler_support import runs
 from test_runtime import config
 
-from actors import Backoff, HelperExited, PoolConfig, PoolRestarting, open_runtime
+from actors import (
+    Backoff,
+    HelperExited,
+    Kind,
+    PoolConfig,
+    PoolRestarting,
+    SchedulerConfig,
+    open_runtime,
+)
+from actors._eventlog._eventlog import open_event_log
+from actors._eventlog._ledger import SQLiteLedger
+from actors._eventlog._types import EventLogConfig, OperationSpec
+from actors._scheduler._scheduler import Scheduler
 from actors.metrics import METRICS, RuntimeMetrics
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def scrape(registry: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -72,6 +88,76 @@ async def test_runs_helpers_and_the_tree_move_the_counters_by_exactly_what_happe
     assert value(after, "trio_actors_helper_restarts_total", reason="crash") == 1
     assert value(after, "trio_actors_eventlog_events_total", kind="job_queued") == 1
     assert_no_children()
+
+
+async def test_each_ledger_commit_is_observed_with_its_rows_and_duration(tmp_path: Path) -> None:
+    metrics = RuntimeMetrics()
+    ledger = SQLiteLedger(str(tmp_path / "l.db"), synchronous="NORMAL")
+    await ledger.open(keep_requests=0)
+    ledger.on_commit = metrics.on_commit
+    seq = 0
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ledger.run_writer)
+        for size in (1, 3, 2, 7):  # one commit each
+            for _ in range(size):
+                seq += 1
+                ledger.stage_event(seq, "job_queued", seq, "{}")
+            await ledger.flush()
+        nursery.cancel_scope.cancel()
+    await ledger.close()
+    samples = scrape(metrics.registry)
+    rows = "trio_actors_ledger_commit_rows"
+    assert value(samples, rows + "_count") == 4
+    assert value(samples, rows + "_sum") == 13
+    assert [value(samples, rows + "_bucket", le=le) for le in ("1.0", "2.0", "5.0", "10.0")] == [
+        1,
+        2,
+        3,
+        4,
+    ]
+    seconds = "trio_actors_eventlog_append_seconds"
+    assert value(samples, seconds + "_count") == 4
+    assert value(samples, seconds + "_sum") > 0
+    assert ledger.statistics().commits == 4
+
+
+async def test_the_event_log_hands_its_ledger_commits_to_the_metrics(tmp_path: Path) -> None:
+    metrics = RuntimeMetrics()
+    spec = OperationSpec(name="preview", fields={"run_id"})
+    config = EventLogConfig(ledger_path=str(tmp_path / "l.db"), synchronous="NORMAL")
+    async with open_event_log(config, operations=[spec]) as log:
+        metrics.attach_event_log(log)
+        before = log.statistics().ledger
+        for run in range(3):
+            assert (await log.submit("preview", {"run_id": run})).admitted
+        after = log.statistics().ledger
+        samples = scrape(metrics.registry)
+    assert before is not None
+    assert after is not None
+    assert after.commits > before.commits
+    rows = "trio_actors_ledger_commit_rows"
+    assert value(samples, rows + "_count") == after.commits - before.commits
+    assert value(samples, rows + "_sum") == after.rows - before.rows
+    assert value(samples, "trio_actors_eventlog_append_seconds_count") == (
+        after.commits - before.commits
+    )
+
+
+def test_queue_depth_is_read_per_kind_and_tier_at_scrape_time() -> None:
+    config = SchedulerConfig(kinds=(Kind(name="scan"), Kind(name="plot")), tiers=("now", "rest"))
+    scheduler = Scheduler(runs(2), config=config)
+    metrics = RuntimeMetrics()
+    metrics.watch(scheduler=scheduler.statistics)
+    scheduler.set_tiers({"now": [1]})
+    scheduler.claim(0.0)  # run 1's scan
+    samples = scrape(metrics.registry)
+    depth = {
+        (kind, tier): value(samples, "trio_actors_queue_depth", kind=kind, tier=tier)
+        for kind in ("scan", "plot")
+        for tier in ("0", "1")
+    }
+    assert depth == {("scan", "0"): 0, ("plot", "0"): 1, ("scan", "1"): 1, ("plot", "1"): 1}
+    assert value(samples, "trio_actors_scheduler_active") == 1
 
 
 def test_every_metric_is_registered_under_its_catalogue_name() -> None:

@@ -300,3 +300,22 @@ def test_retry_state_is_per_kind():
     b2 = s.claim(0.0)
     events = s.fail(b2.claim_id, TRANSIENT, now=0.0)  # kind b: no retry
     assert (events[0].kind, events[0].reason) == ("b", "attempts_exhausted")
+
+
+def test_ready_slots_are_counted_per_tier_and_kind():
+    config = SchedulerConfig(
+        kinds=(Kind(name="scan"), Kind(name="plot")), tiers=("urgent", "soon", "rest")
+    )
+    s = Scheduler(runs(3), config=config)
+    s.set_tiers({"urgent": [2]})
+    s.claim(0.0)  # applies the tiers, then claims run 2's scan
+    by_kind = s.statistics().ready_by_kind
+    assert by_kind == {
+        (0, "scan"): 0,
+        (0, "plot"): 1,
+        (1, "scan"): 0,
+        (1, "plot"): 0,
+        (2, "scan"): 2,
+        (2, "plot"): 2,
+    }
+    assert s.statistics().ready == (1, 0, 4)

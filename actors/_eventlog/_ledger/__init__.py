@@ -34,6 +34,8 @@ from ._rows import decode_run as decode_run
 from ._wal import WalReport as WalReport
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ...errors import LedgerUnavailable
     from .._types import Event, Receipt
     from ._commit import HealthCallback
@@ -76,6 +78,9 @@ class Ledger(Protocol):
     def pending_rows(self) -> int:
         """Rows staged and not yet committed."""
         ...
+
+    on_commit: Callable[[int, float], None] | None
+    """Called (sync) after each successful commit with its rows and its seconds."""
 
     @property
     def unavailable(self) -> LedgerUnavailable | None:

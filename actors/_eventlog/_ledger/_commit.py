@@ -505,6 +505,9 @@ class SQLiteLedger:
         self._commits = 0
         self._rows = 0
         self._largest = 0
+        self.on_commit: Callable[[int, float], None] | None = None
+        """Called (sync) after each successful commit with its rows and the seconds
+        (trio clock) the transaction took; set by the metrics, None otherwise."""
         #: What the write-ahead-log check found at open (None without a ``-wal``).
         self.wal_report: WalReport | None = None
 
@@ -797,6 +800,8 @@ class SQLiteLedger:
     async def _commit(self, batch: Batch, on_health: HealthCallback | None) -> bool:
         health = self._health
         health.moved(batch)
+        on_commit = self.on_commit
+        began = 0.0 if on_commit is None else trio.current_time()
         try:
             await trio.to_thread.run_sync(
                 self._commit_sync, batch, limiter=self._limiter, abandon_on_cancel=True
@@ -811,6 +816,8 @@ class SQLiteLedger:
         finally:
             health.moved(None)
         self._settled(batch)
+        if on_commit is not None:
+            on_commit(batch.size, trio.current_time() - began)
         if health.unavailable is not None:  # after failed or stalled commits
             health.recovered(on_health)
         return True
