@@ -63,6 +63,20 @@ BROWSER_TIMEOUT = 30.0
 REBOUND = "evil.example"
 
 
+class DevToolsError(Exception):
+    """Chromium answered a DevTools call with an error (the reply is the argument)."""
+
+    def __init__(self, reply: dict[str, Any]) -> None:
+        super().__init__(reply)
+        self.reply = reply
+
+    @property
+    def between_documents(self) -> bool:
+        """The page was navigating: its old document is gone, the new one not yet there."""
+        message = str(self.reply.get("error", {}).get("message", ""))
+        return "navigated or closed" in message or "context" in message.lower()
+
+
 class DevTools:
     """A minimal Chrome DevTools Protocol client: one call at a time, events ignored."""
 
@@ -79,7 +93,8 @@ class DevTools:
         while True:
             reply = json.loads(await self.ws.get_message())
             if reply.get("id") == call_id:
-                assert "error" not in reply, reply
+                if "error" in reply:
+                    raise DevToolsError(reply)
                 return reply.get("result", {})
 
     async def evaluate(self, session: str, expression: str) -> Any:
@@ -136,11 +151,20 @@ async def _drain(stream: trio.abc.ReceiveStream) -> None:
 
 
 async def wait_for(devtools: DevTools, session: str, expression: str) -> Any:
-    """Poll ``expression`` in the page until it is truthy; return its value."""
+    """Poll ``expression`` in the page until it is truthy; return its value.
+
+    An evaluation that meets the page between two documents (a reload or a navigation
+    the test started) is answered with an error, not a value: that is "not yet".
+    """
     with trio.fail_after(BROWSER_TIMEOUT):
-        while not (value := await devtools.evaluate(session, expression)):  # noqa: ASYNC110
+        while True:
+            try:
+                if value := await devtools.evaluate(session, expression):
+                    return value
+            except DevToolsError as error:
+                if not error.between_documents:
+                    raise
             await trio.sleep(0.1)  # the page is in another process: polling is the way
-    return value
 
 
 async def wait_until(predicate: Callable[[], bool]) -> None:
