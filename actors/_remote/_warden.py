@@ -637,8 +637,10 @@ class Warden:
         self.message = message
         self.pause = 0.005
         self.sweep_deadline = time.monotonic() + self.sweep_timeout
-        self.close_helper_in()
+        # Kill before closing the helper's stdin: a helper that read EOF first could
+        # exit by itself and report a clean status instead of the kill.
         self.signal_tree(signal.SIGKILL)
+        self.close_helper_in()
 
     def finished(self) -> bool:
         """True once the tree is empty and drained, or the sweep's time is up."""
