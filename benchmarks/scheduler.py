@@ -1,6 +1,7 @@
 """Benchmark of the scheduler core (design §4.3, §4.11): claim cost and memory per run.
 
-Run: ``python benchmarks/scheduler.py`` (about a minute). The runs have five declared
+Run: ``python benchmarks/scheduler.py [--quick]`` (about a minute; ``--quick``: a smoke
+run at 1 000, 2 000 and 5 000 runs, two repetitions, a few seconds). The runs have five declared
 kinds forming a DAG (:data:`KINDS`: a source read, three kinds that need it, and a
 report that needs two of those). Prints:
 
@@ -28,7 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors import Kind, RunInfo, Scheduler, SchedulerConfig
 
-SIZES = (1_000, 10_000, 100_000)
+QUICK = "--quick" in sys.argv
+SIZES = (1_000, 2_000, 5_000) if QUICK else (1_000, 10_000, 100_000)
+REPEAT = 2 if QUICK else 5
 #: Five kinds: read -> summary, thumb, preview; report needs summary and thumb.
 KINDS = (
     Kind(name="read", helper=True, progressive=True),
@@ -108,11 +111,13 @@ def memory_per_run(n: int) -> tuple[float, float]:
 
 
 def main() -> None:
+    if QUICK:
+        print("quick: smaller sizes, fewer repetitions, noisier; quote a full run")
     print(f"Python {sys.version.split()[0]}; scheduler core, K = 1, {len(KINDS)}-kind DAG per run")
     print()
     for viewport in (False, True):
         label = "moving viewport" if viewport else "no priorities"
-        costs = per_item_costs(viewport=viewport, repeat=5)
+        costs = per_item_costs(viewport=viewport, repeat=REPEAT)
         print(f"claim + complete, {label}:")
         for n in SIZES:
             ratio = costs[n] / costs[SIZES[0]]
@@ -121,10 +126,10 @@ def main() -> None:
                 f"  ({ratio:.2f}x of 1 000)"
             )
         verdict = "OK" if costs[SIZES[-1]] <= 1.5 * costs[SIZES[0]] else "MISSED"
-        print(f"  target 100 000 <= 1.5x 1 000: {verdict}")
+        print(f"  target {SIZES[-1]:,} <= 1.5x {SIZES[0]:,}: {verdict}".replace(",", " "))
         print()
-    structures, with_strings = memory_per_run(100_000)
-    print("scheduler state memory at 100 000 runs (tracemalloc):")
+    structures, with_strings = memory_per_run(SIZES[-1])
+    print(f"scheduler state memory at {SIZES[-1]:,} runs (tracemalloc):".replace(",", " "))
     print(f"  structures only:            {structures:7.1f} bytes/run")
     print(f"  with GUID/revision strings: {with_strings:7.1f} bytes/run")
     verdict = "OK" if with_strings < 1024 else "MISSED"

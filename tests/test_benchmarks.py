@@ -1,0 +1,117 @@
+"""Smoke runs of every benchmark script: ``python benchmarks/NAME.py --quick`` must exit 0.
+
+A change that breaks a benchmark (an import, an API, a check of the benchmark's own)
+fails here, not months later when someone wants a figure. Every ``*.py`` in
+``benchmarks/`` is a script and is run, so a new benchmark is covered by adding it;
+modules that scripts import and that do not run alone are named in
+:data:`SUPPORT_MODULES` or end in ``_helper.py``. Each script's ``--quick`` mode is a
+small run of every line it measures, a few seconds long; its figures are noise.
+
+Each script runs in a session of its own with a marker in its environment: after it
+exits, a process that still carries the marker (a helper, a zygote, a private sshd) is
+one the benchmark left behind, and fails the test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+#: Modules of ``benchmarks/`` that scripts import and that are not scripts themselves.
+SUPPORT_MODULES = frozenset({"measure.py"})
+#: Seconds a ``--quick`` run may take on a loaded 2-core machine (a few seconds idle).
+QUICK_TIMEOUT = 90.0
+#: Seconds allowed for the processes of a finished benchmark to be gone.
+LEFTOVER_GRACE = 5.0
+MARKER = "TRIO_ACTORS_BENCHMARK_SMOKE"
+
+
+def is_support(path: Path) -> bool:
+    """True for a module that scripts import (:data:`SUPPORT_MODULES`, ``*_helper.py``)."""
+    return path.name in SUPPORT_MODULES or path.name.endswith("_helper.py")
+
+
+SCRIPTS = sorted(path.name for path in BENCHMARKS.glob("*.py") if not is_support(path))
+
+
+def marked(token: str) -> list[int]:
+    """Pids of live processes whose environment carries ``MARKER=token``."""
+    needle = f"{MARKER}={token}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                environ = Path(f"/proc/{entry}/environ").read_bytes()
+            except OSError:  # gone, or not ours to read
+                continue
+            if needle in environ.split(b"\0"):
+                found.append(int(entry))
+    return found
+
+
+def wait_gone(token: str) -> list[int]:
+    """Pids still carrying ``token`` after at most :data:`LEFTOVER_GRACE` seconds.
+
+    A helper killed just before its benchmark exited may take a moment to be reaped;
+    this polls ``/proc`` for that condition, bounded by the grace.
+    """
+    deadline = time.monotonic() + LEFTOVER_GRACE
+    left = marked(token)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = marked(token)
+    return left
+
+
+def kill_all(pids: list[int]) -> None:
+    """SIGKILL ``pids`` (a failed benchmark's leftovers: never leak them into the suite)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_support_modules_exist() -> None:
+    """The list of non-scripts names real files (a renamed module is not skipped silently)."""
+    for name in SUPPORT_MODULES:
+        assert (BENCHMARKS / name).is_file(), name
+    assert SCRIPTS, "no benchmark script found"
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_benchmark_runs_quick(script: str) -> None:
+    token = uuid.uuid4().hex
+    env = {**os.environ, MARKER: token}
+    process = subprocess.Popen(
+        [sys.executable, str(BENCHMARKS / script), "--quick"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = process.communicate(timeout=QUICK_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        kill_all(marked(token))
+        pytest.fail(
+            f"{script} --quick took over {QUICK_TIMEOUT} s\n{stdout[-2000:]}\n{stderr[-2000:]}"
+        )
+    leftovers = wait_gone(token)
+    kill_all(leftovers)
+    assert process.returncode == 0, (
+        f"{script} --quick exited with {process.returncode}\n"
+        f"--- stdout (tail)\n{stdout[-3000:]}\n--- stderr (tail)\n{stderr[-3000:]}"
+    )
+    assert not leftovers, f"{script} left processes behind: {leftovers}"
+    # Every benchmark states its figures as ratios against a baseline of the same run.
+    assert re.search(r"\d\.\d\dx", stdout), f"{script} printed no ratio:\n{stdout[-2000:]}"
