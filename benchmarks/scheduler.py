@@ -1,7 +1,7 @@
 """Benchmark of the scheduler core (design §4.3, §4.11): claim cost and memory per run.
 
 Run: ``python benchmarks/scheduler.py [--quick]`` (about a minute; ``--quick``: a smoke
-run at 1 000, 2 000 and 5 000 runs, two repetitions, a few seconds). The runs have five declared
+run at 1 000, 2 000 and 5 000 runs, one repetition, a few seconds). The runs have five declared
 kinds forming a DAG (:data:`KINDS`: a source read, three kinds that need it, and a
 report that needs two of those). Prints:
 
@@ -31,7 +31,7 @@ from actors import Kind, RunInfo, Scheduler, SchedulerConfig
 
 QUICK = "--quick" in sys.argv
 SIZES = (1_000, 2_000, 5_000) if QUICK else (1_000, 10_000, 100_000)
-REPEAT = 2 if QUICK else 5
+REPEAT = 1 if QUICK else 5
 #: Five kinds: read -> summary, thumb, preview; report needs summary and thumb.
 KINDS = (
     Kind(name="read", helper=True, progressive=True),
