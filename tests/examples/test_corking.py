@@ -63,10 +63,14 @@ async def test_another_tasks_write_goes_at_once_after_what_is_held():
 async def test_held_frames_are_written_when_the_block_raises():
     raw = RecordingStream()
     stream = CorkableStream(raw)
-    with pytest.raises(ValueError, match="boom"):
+
+    async def fail_in_block() -> None:
         async with stream.corked():
             await stream.send_all(b"x")
             raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        await fail_in_block()
     assert raw.writes == [b"x"]
 
 
