@@ -65,7 +65,7 @@ from .catchup import catch_up, event_message
 from .closing import KEEPALIVE_TIMEOUT, PROTOCOL_ERRORS, RESYNC_REQUIRED, with_cursor
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from trio_websocket import WebSocketConnection
 
@@ -514,6 +514,46 @@ class Connection:
         if not await self._put(message, wait):
             return False
         self._pushed += 1
+        return True
+
+    async def push_all(
+        self,
+        batch: Sequence[messages.Message],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - per message, as push()
+    ) -> bool:
+        """Queue the messages of ``batch`` in order, as one burst (a checkpoint).
+
+        Those that fit go into the queue at once, with no checkpoint between them, so the
+        writer finds them ready together and sends them in one write; each of the rest
+        waits for room as :meth:`push` does.
+
+        Args:
+            batch: Server messages, in the order the client gets them.
+            timeout: Seconds (trio clock) each message may wait for room; default the
+                front door's ``push_timeout``.
+
+        Returns:
+            True if every message was queued. False if the connection is closed, or the
+            queue stayed full: the messages from there on are dropped and the client is
+            dropped for falling behind (:meth:`mark_resync`).
+
+        Raises:
+            TypeError: a message is not a protocol message.
+        """
+        wait = self.front.config.push_timeout if timeout is None else timeout
+        await trio.lowlevel.checkpoint_if_cancelled()
+        for message in batch:
+            try:
+                self._send.send_nowait((wire_text(message), _position(message)))
+            except trio.WouldBlock:
+                if not await self._put(message, wait):
+                    return False
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return False
+            self._pushed += 1
+        await trio.lowlevel.cancel_shielded_checkpoint()
         return True
 
     async def _put(self, message: messages.Message, wait: float) -> bool:
