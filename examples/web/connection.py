@@ -7,7 +7,9 @@ this module imports neither the front door nor the handlers. It runs two tasks:
 
 * the **reader** takes one client message at a time, has the front door answer it, and
   queues the answer (so answers leave in request order);
-* the **writer** sends what is queued, one message at a time.
+* the **writer** sends what is queued: every message ready at once (at most
+  :data:`BATCH_MESSAGES` messages, :data:`BATCH_BYTES` characters) in one write to the
+  socket (:mod:`examples.web.corking`), in queue order, each its own websocket message.
 
 Everything the server sends goes through one bounded queue of ``send_queue`` encoded
 messages. Answers wait for room: a client that does not read stops *its own* requests.
@@ -23,11 +25,12 @@ and the same cursor in the reason (design §7.4, :mod:`examples.web.closing`). T
 resumes after that cursor (or takes a snapshot, design §6.15). The event log and every
 other client go on at full speed.
 
-A client that takes one message for longer than ``send_timeout`` seconds is dropped the
-same way: that message is not cut off (a close frame could not follow half of it); the
-client has ``drop_timeout`` more seconds to take it and the ``resync_required`` notice,
-then the close frame gets ``close_timeout``. Only a client that cannot take even that
-is cut off: its TCP connection is closed without a close frame (it sees 1006).
+A client that takes one write (one message, or one batch of them) for longer than
+``send_timeout`` seconds is dropped the same way: that write is not cut off (a close
+frame could not follow half of it); the client has ``drop_timeout`` more seconds to
+take it and the ``resync_required`` notice, then the close frame gets
+``close_timeout``. Only a client that cannot take even that is cut off: its TCP
+connection is closed without a close frame (it sees 1006).
 
 When its subscription ends, its event-log port is closed with why it left (design
 §6.9): ``closed`` (it unsubscribed or went away), ``slow`` (dropped for falling behind)
@@ -62,15 +65,18 @@ from .catchup import catch_up, event_message
 from .closing import KEEPALIVE_TIMEOUT, PROTOCOL_ERRORS, RESYNC_REQUIRED, with_cursor
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from trio_websocket import WebSocketConnection
 
     from actors import Event, EventLogClient, Port
 
     from .config import FrontDoorConfig
+    from .corking import CorkableStream
 
 __all__ = [
+    "BATCH_BYTES",
+    "BATCH_MESSAGES",
     "Connection",
     "ConnectionStatistics",
     "Server",
@@ -82,6 +88,10 @@ __all__ = [
 LOGGER = logging.getLogger("examples.frontdoor")
 #: Seconds (trio clock) between looks at a stuck send for a close frame from the client.
 PEER_CLOSE_POLL = 0.05
+#: Most messages, and characters of them, the writer sends in one write: a batch stays
+#: small beside ``send_timeout``, and the socket's buffer takes it at once.
+BATCH_MESSAGES = 64
+BATCH_BYTES = 256 * 1024
 
 
 def wire_text(message: messages.Message) -> str:
@@ -154,6 +164,9 @@ class ConnectionStatistics:
     """Client messages read."""
     sent: int
     """Messages sent to the client."""
+    writes: int
+    """Writes to the socket that sent them (fewer than ``sent`` when ready messages went
+    out together, :mod:`examples.web.corking`)."""
     errors: int
     """``error`` answers sent."""
     pushed: int
@@ -173,6 +186,15 @@ class ConnectionStatistics:
 class Connection:
     """One accepted websocket client; made and run by the front door only.
 
+    Args:
+        front: The front door that accepted it.
+        ws: Its websocket.
+        conn_id: Its number.
+        peer: ``host:port`` of the client.
+        stream: The stream under ``ws`` when it is a :class:`~examples.web.corking.
+            CorkableStream`: ready messages then leave in one write; None: one write
+            per message.
+
     Attributes:
         front: The front door that accepted it (:class:`Server`).
         id: Its number (1, 2, ... per front door).
@@ -180,9 +202,14 @@ class Connection:
         data: Free per-connection state for extension handlers (e.g. the selection).
     """
 
-    def __init__(self, front: Server, ws: WebSocketConnection, conn_id: int, *, peer: str) -> None:
+    def __init__(
+        self, front: Server, ws: WebSocketConnection, conn_id: int, *, peer: str,
+        stream: CorkableStream | None = None,
+    ) -> None:  # fmt: skip
         self.front = front
         self.ws = ws
+        self._stream = stream
+        self._writes = 0
         self.id = conn_id
         self.name = f"ws-{conn_id}@{peer}"[:128]
         self.data: dict[str, Any] = {}
@@ -328,21 +355,40 @@ class Connection:
                     return
                 with trio.CancelScope() as idle:
                     self._idle = idle  # cancelled by _drop_behind: the notice goes first
-                    text, seq = await self._receive.receive()
+                    first = await self._receive.receive()
                 self._idle = None
                 if idle.cancelled_caught:
                     continue
-                if self._scope.cancel_called or not await self._send_one(text):
+                batch = self._ready(first)
+                if self._scope.cancel_called or not await self._write(*(text for text, _ in batch)):
                     return  # closing: start no new message; or cut off
-                if seq is not None and (self._cursor is None or seq > self._cursor):
-                    self._cursor = seq
-        except ConnectionClosed:
-            self._scope.cancel()
+                for _, seq in batch:
+                    if seq is not None and (self._cursor is None or seq > self._cursor):
+                        self._cursor = seq
+        except (ConnectionClosed, trio.BrokenResourceError, trio.ClosedResourceError):
+            self._scope.cancel()  # the last two: a corked write found the socket gone
 
-    async def _send_one(self, text: str) -> bool:
+    def _ready(self, first: tuple[str, int | None]) -> list[tuple[str, int | None]]:
+        # ``first`` and whatever else is queued now, within the batch bounds; nothing
+        # once the client is to be dropped (the notice goes next, design §7.4).
+        batch, size = [first], len(first[0])
+        if self._stream is None:
+            return batch
+        while len(batch) < BATCH_MESSAGES and size < BATCH_BYTES and self._resync_head is None:
+            try:
+                item = self._receive.receive_nowait()
+            except trio.WouldBlock:
+                break
+            batch.append(item)
+            size += len(item[0])
+        return batch
+
+    async def _write(self, *texts: str) -> bool:
+        # One write of ``texts``, one websocket message each (corked when several:
+        # _ready batches only over a CorkableStream).
         # Shielded, so that a close never cuts a message in half (the close frame would
         # land inside it). Past send_timeout the client is dropped (_watch_peer_close)
-        # and the message gets drop_timeout more; once closing, close_timeout
+        # and the write gets drop_timeout more; once closing, close_timeout
         # (_finish_sending). Cut anyway: False, and no close frame follows.
         config = self.front.config
         self._overdue_at = trio.current_time() + config.send_timeout
@@ -351,7 +397,13 @@ class Connection:
         self._send_started.unpark_all()
         try:
             with sending:
-                await self.ws.send_message(text)
+                if len(texts) == 1:
+                    await self.ws.send_message(texts[0])
+                else:
+                    assert self._stream is not None
+                    async with self._stream.corked():
+                        for text in texts:
+                            await self.ws.send_message(text)
         finally:
             self._sending = None
             self._overdue_at = float("inf")
@@ -359,7 +411,8 @@ class Connection:
             self._cut = True
             self._scope.cancel()
             return False
-        self._sent += 1
+        self._sent += len(texts)
+        self._writes += 1
         return True
 
     async def _send_resync(self, head: int) -> None:
@@ -372,7 +425,7 @@ class Connection:
             extra={"event": "client_dropped", "connection": self.name, "head": notice.head,
                    "cursor": cursor},
         )  # fmt: skip
-        if await self._send_one(wire_text(notice)):
+        if await self._write(wire_text(notice)):
             self.close(RESYNC_REQUIRED, "resync required", cursor=True)
 
     async def _watch_peer_close(self) -> None:
@@ -461,6 +514,46 @@ class Connection:
         if not await self._put(message, wait):
             return False
         self._pushed += 1
+        return True
+
+    async def push_all(
+        self,
+        batch: Sequence[messages.Message],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - per message, as push()
+    ) -> bool:
+        """Queue the messages of ``batch`` in order, as one burst (a checkpoint).
+
+        Those that fit go into the queue at once, with no checkpoint between them, so the
+        writer finds them ready together and sends them in one write; each of the rest
+        waits for room as :meth:`push` does.
+
+        Args:
+            batch: Server messages, in the order the client gets them.
+            timeout: Seconds (trio clock) each message may wait for room; default the
+                front door's ``push_timeout``.
+
+        Returns:
+            True if every message was queued. False if the connection is closed, or the
+            queue stayed full: the messages from there on are dropped and the client is
+            dropped for falling behind (:meth:`mark_resync`).
+
+        Raises:
+            TypeError: a message is not a protocol message.
+        """
+        wait = self.front.config.push_timeout if timeout is None else timeout
+        await trio.lowlevel.checkpoint_if_cancelled()
+        for message in batch:
+            try:
+                self._send.send_nowait((wire_text(message), _position(message)))
+            except trio.WouldBlock:
+                if not await self._put(message, wait):
+                    return False
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return False
+            self._pushed += 1
+        await trio.lowlevel.cancel_shielded_checkpoint()
         return True
 
     async def _put(self, message: messages.Message, wait: float) -> bool:
@@ -607,6 +700,7 @@ class Connection:
             bound=self._bound,
             received=self._received,
             sent=self._sent,
+            writes=self._writes,
             errors=self._errors,
             pushed=self._pushed,
             resyncs=self._resyncs,

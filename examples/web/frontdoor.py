@@ -85,6 +85,7 @@ from .admission import Admission
 from .closing import GOING_AWAY
 from .config import FrontDoorConfig, FrontDoorStatistics
 from .connection import Connection
+from .corking import CorkableStream
 from .dispatch import Dispatcher
 from .guard import Guard
 from .http import Page, ReplayStream, peer_address, peer_name, plain_answer
@@ -451,10 +452,11 @@ class FrontDoor:
         # ones ahead of them, so at most max_connections are ever accepted.
         with admission.slot(address):
             ws: WebSocketConnection | None = None
+            corkable = CorkableStream(ReplayStream(stream, head.raw))
             with self._bounded(deadline):
                 ws_request = await wrap_server_stream(
                     nursery,
-                    ReplayStream(stream, head.raw),
+                    corkable,
                     message_queue_size=self.config.receive_queue,
                     max_message_size=self.config.max_frame,
                 )
@@ -466,7 +468,9 @@ class FrontDoor:
                 )  # fmt: skip
                 return
             self._accepted += 1
-            await self._serve_connection(Connection(self, ws, next(self._ids), peer=peer))
+            await self._serve_connection(
+                Connection(self, ws, next(self._ids), peer=peer, stream=corkable)
+            )
 
     async def _serve_connection(self, conn: Connection) -> None:
         self._connections[conn.id] = conn

@@ -305,12 +305,14 @@ class HttpConnection:
         headers = answer.wire_headers()
         if close:
             headers.append(("Connection", "close"))
-        data = conn.send(h11.Response(status_code=answer.status, reason=answer.reason,
-                                      headers=headers))  # fmt: skip
+        # One write of head, body and end (one system call, one wake-up of the client),
+        # the body copied once: h11 passes it through instead of joining it.
+        parts = [conn.send(h11.Response(status_code=answer.status, reason=answer.reason,
+                                        headers=headers))]  # fmt: skip
         if answer.body and not self._head_only and answer.status != 304:  # h11 refuses it
-            data += conn.send(h11.Data(data=answer.body))
-        data += conn.send(h11.EndOfMessage())
-        await self.stream.send_all(data)
+            parts += conn.send_with_data_passthrough(h11.Data(data=answer.body)) or []
+        parts.append(conn.send(h11.EndOfMessage()))
+        await self.stream.send_all(b"".join(parts))
 
     def next_cycle(self) -> bool:
         """Start the next request's cycle if the connection may be kept alive.

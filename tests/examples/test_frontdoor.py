@@ -386,6 +386,41 @@ async def test_extension_handlers_answer_push_and_see_disconnects():
         FrontDoor(None, handlers={"image_ready": select})  # type: ignore[arg-type]
 
 
+def _notice(run_id: int) -> messages.ImageReady:
+    return messages.ImageReady(
+        db="d-1", run_id=run_id, kind="thumbnail", revision=1,
+        url=f"/db/d-1/runs/{run_id}/thumbnail.png?rev=1", mime="image/png", width=1,
+        height=1, bytes=8,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("way", ["push_nowait", "push_all"])
+async def test_a_burst_of_pushes_arrives_in_order_in_fewer_writes_than_messages(way):
+    n = 20
+
+    async def list_runs(conn, request: messages.ListRuns) -> messages.Message:
+        def burst() -> None:  # all queued at once: the writer finds them ready together
+            for run_id in range(1, n + 1):
+                assert conn.push_nowait(_notice(run_id))
+
+        if way == "push_nowait":
+            conn.after_reply(burst)
+        else:  # ahead of the answer; more than the queue holds: the rest wait for room
+            assert await conn.push_all([_notice(run_id) for run_id in range(1, n + 1)])
+        return messages.RunList(request_id=request.request_id, runs=())
+
+    config = FrontDoorConfig(send_queue=8 if way == "push_all" else 32)
+    async with serving(config, handlers={"list_runs": list_runs}) as front, client(front) as c:
+        assert (await c.request("list_runs"))["type"] == "run_list"
+        pushed = [await c.next_push() for _ in range(n)]
+        assert [p["run_id"] for p in pushed] == list(range(1, n + 1))  # order kept
+        (conn,) = front.connections
+        stats = conn.statistics()
+        assert (stats.sent, stats.pushed) == (n + 1, n)
+        # Each push is its own websocket message, but they shared a few writes.
+        assert stats.writes <= (3 if way == "push_nowait" else n // 2)
+
+
 async def test_shutdown_refuses_new_work_waits_for_runs_then_closes_with_1001():
     async with serving() as front, client(front) as c:
         await c.request("subscribe")

@@ -95,6 +95,20 @@ async def test_a_versioned_url_is_immutable_and_revalidates_to_304(route):
         assert (newest.status, newest.body, newest.cache_control) == (200, image.data, REVALIDATE)
 
 
+async def test_an_image_held_in_memory_is_answered_without_a_thread(route, monkeypatch):
+    images, source = route
+    image = source.images.get((3, "preview"))
+    assert image is not None
+
+    async def no_thread(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an image held in memory went through a worker thread")
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", no_thread)
+    answer = await images.answer(request(image_url(DB, 3, "preview", 2, image.version)))
+    assert answer.status == 200
+    assert answer.body is image.data  # the bytes held, not a copy
+
+
 async def test_an_address_never_names_other_bytes_than_its_own(route):
     # Revisions count from 1 again when a database's app starts again (the server
     # restarted, the file was replaced by another database under the same id), and a

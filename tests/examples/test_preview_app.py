@@ -612,13 +612,16 @@ def test_store_keeps_the_newest_and_bounds_previews() -> None:
 class FakeTarget:
     def __init__(self, room: int = 100) -> None:
         self.sent: list[tuple[int, str, int]] = []
+        self.batches: list[int] = []
         self.room = room
 
-    async def push(self, message: Any, *, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+    async def push_all(self, batch: Any, *, timeout: float | None = None) -> bool:  # noqa: ASYNC109
         await trio.lowlevel.checkpoint()
-        if len(self.sent) >= self.room:
-            return False
-        self.sent.append((message.run_id, message.kind, message.revision))
+        self.batches.append(len(batch))
+        for message in batch:
+            if len(self.sent) >= self.room:
+                return False
+            self.sent.append((message.run_id, message.kind, message.revision))
         return True
 
 
@@ -640,6 +643,7 @@ async def test_pusher_sends_the_selected_run_first_and_only_newest_revisions(
             (3, "thumbnail", 1), (3, "preview", 1), (2, "thumbnail", 1), (2, "preview", 1),
             (1, "thumbnail", 2), (1, "preview", 1),
         ]  # fmt: skip
+        assert target.batches == [6]  # queued together: they leave in one write
         store.put(image(2, "preview", 2, shade=70))
         await trio.testing.wait_all_tasks_blocked()
         assert target.sent[-1] == (2, "preview", 2)

@@ -27,7 +27,7 @@ def test_the_preview_benchmark_runs_end_to_end() -> None:
     assert [name for name, _ in ratios] == [
         "CPU server + helpers / floor",
         "server peak RSS / floor process",
-        "connect -> all thumbnails / floor",
+        "all thumbnails / helpers alone",
         "first thumbnail after connect",
     ]
     # The helpers alone bound the ratios: measured, and below what the server reached.

@@ -7,7 +7,8 @@ star), with its run id for a person reading the file::
 
     {"version": 1, "runs": {"<guid>": {"run_id": 4, "starred": true, "note": "best"}}}
 
-The file is read once (at the first ``list_runs``) and written whole after each change,
+The file is read once (as the app starts, or at the first ``list_runs`` if that
+comes first) and written whole after each change,
 through a temporary file and a rename, so a crash never leaves half a file. File I/O
 runs in a worker thread (``trio.to_thread``).
 """

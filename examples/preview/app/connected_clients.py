@@ -112,6 +112,10 @@ class Clients:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                if self._notes is not None:
+                    # Read now, so the first list_runs (and its first image) waits for
+                    # no worker thread.
+                    nursery.start_soon(self._notes.load)
                 task_status.started()
                 await trio.sleep_forever()
         finally:

@@ -5,7 +5,9 @@ previews in a least-recently-used set bounded in bytes. A client connection that
 for ``list_runs`` gets a :class:`ClientPusher`: a task that sends it one
 ``image_ready`` notice (design §7.2, §7.6: the image's URL, never its bytes) per image
 it has not seen yet at its newest revision, the selected
-run's images first, then visible runs', thumbnails before previews. The pusher holds
+run's images first, then visible runs', thumbnails before previews. It queues the notices of
+the images ready at once together (at most :data:`BATCH`), so they leave in one write
+(:mod:`examples.web.corking`). The pusher holds
 only keys, never a queue of images: a client that reads slowly gets fewer intermediate
 revisions, never an unbounded backlog, and never slows the server or other clients
 (the connection's send queue is bounded, design §6.9).
@@ -69,7 +71,7 @@ from ...web.routes import HttpAnswer, Route, etag_matches
 from .image_urls import IMAGE_KINDS, image_url, parse_image_path
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Sequence
 
     from ...web.routes import HttpRequest
 
@@ -91,6 +93,8 @@ MIME = "image/png"
 
 #: (run_id, kind)
 Key = tuple[int, str]
+#: Most ``image_ready`` notices a pusher queues together.
+BATCH = 16
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -217,8 +221,9 @@ class ImageStore:
 class PushTarget(Protocol):
     """What a pusher sends to: :class:`examples.web.connection.Connection` fits."""
 
-    async def push(self, message: Any, *, timeout: float | None = None) -> bool:  # noqa: ASYNC109
-        """Queue ``message``; False if the target is closed or stayed full."""
+    async def push_all(self, batch: Sequence[Any], *, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        """Queue the messages of ``batch`` in order, together; False if the target is
+        closed or stayed full."""
         ...
 
 
@@ -285,6 +290,19 @@ class ClientPusher:
                 dirty.discard(key)
                 return key
 
+    def _ready(self) -> list[StoredImage]:
+        # The next images to announce, in order, at most BATCH of them: queued together,
+        # they leave in one write (examples.web.corking).
+        batch: list[StoredImage] = []
+        while len(batch) < BATCH:
+            key = self._next()
+            if key is None:
+                break
+            image = self.store.get(key)
+            if image is not None and self.sent.get(key) is not image:
+                batch.append(image)
+        return batch
+
     async def run(self) -> None:
         """Push until cancelled or the target closes (a checkpoint; never returns early)."""
         self.store.pushers.add(self)
@@ -294,20 +312,18 @@ class ClientPusher:
                 self.mark(stored_key)
         try:
             while True:
-                key = self._next()
-                if key is None:
+                batch = self._ready()
+                if not batch:
                     self._wake = trio.Event()
                     await self._wake.wait()
                     continue
-                image = self.store.get(key)
-                if image is None or self.sent.get(key) is image:
-                    continue
-                if not await self.target.push(
-                    image.message(self.store.db), timeout=self.push_timeout
-                ):
+                db = self.store.db
+                notices = [image.message(db) for image in batch]
+                if not await self.target.push_all(notices, timeout=self.push_timeout):
                     return  # closed, or marked resync-required: the client re-asks
-                self.sent[key] = image
-                self.pushed += 1
+                for image in batch:
+                    self.sent[image.key] = image
+                self.pushed += len(batch)
         finally:
             self.ended = True
             self.store.pushers.discard(self)
