@@ -28,9 +28,10 @@ and the parent names it ``HelperSpec(entry="my_pkg.my_helper:main")``.
 
 Bytes travel raw, without base64 (design §2.3): a handler that returns ``bytes`` (or a
 ``bytearray`` or ``memoryview``) sends them as the reply's binary part, and one that
-returns ``Blob(head={"width": 64}, data=png)`` sends a JSON head beside them. The
-parent's ``run_job`` returns a :class:`Blob` for either, its ``data`` a read-only
-``memoryview`` of the frame it read (no copy). ``ctx.progress(f, note, data=...)`` and
+returns ``Blob(head={"width": 64}, data=png)`` sends a JSON head beside them
+(``Blob`` is :class:`protocol.envelope.Blob`, re-exported here). The parent's
+``run_job`` returns a ``Blob`` for either, its ``data`` a read-only ``memoryview`` of
+the frame it read (no copy). ``ctx.progress(f, note, data=...)`` and
 ``JobError(..., data=...)`` carry bytes the same way::
 
     def thumbnail(payload, ctx: JobContext):

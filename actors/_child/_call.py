@@ -8,7 +8,7 @@ call never pays for ``pickle``.
 A call's payload is ``[reference, arguments]``: the function as ``"module:qualname"``
 and the list of its arguments, when they are all plain JSON values (None, bool, an int
 of 64 bits, a finite float, a str) and there are no keywords; else a
-:class:`~protocol.Blob` whose head is ``[reference]`` and whose binary part is the
+:class:`~protocol.envelope.Blob` whose head is ``[reference]`` and whose binary part is the
 pickled ``(args, kwargs)`` (design §2.3: raw bytes, no base64). The module is imported
 at the first call that names it, and the resolved function is cached per reference.
 The reply payload is ``[2, value]`` for a plain result; ``Blob(head=[3], data=result)``

@@ -413,7 +413,7 @@ def serve(
         handlers: Operation name → ``fn(payload, ctx)``. ``payload`` is the job's JSON
             value; the return value (JSON-compatible) is the reply's payload, or bytes
             (``bytes``, ``bytearray``, ``memoryview``) sent raw as the reply's binary
-            part, or a :class:`~protocol.Blob` for both: a JSON head and bytes
+            part, or a :class:`~protocol.envelope.Blob` for both: a JSON head and bytes
             (design §2.3). ``ctx`` is the :class:`JobContext` (cancellation checks,
             progress reports).
         on_startup: Called once with the spec's ``options`` (a dict) before the helper

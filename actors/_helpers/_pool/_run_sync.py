@@ -241,7 +241,7 @@ def decode_reply(reply: Any, reference: str) -> Any:
     """Return the result of a call's reply payload, or raise what the function raised.
 
     ``reply`` is the call's reply payload (the child's ``actors._child._call``): ``[2,
-    value]``, or a :class:`~protocol.Blob` with head ``[3]`` (a ``bytes`` result, its
+    value]``, or a :class:`~protocol.envelope.Blob` with head ``[3]`` (a ``bytes`` result, its
     binary part: returned as ``bytes``, the one copy out of the frame a caller that
     asked for ``bytes`` needs) or ``[0]`` (a pickle, loaded straight from the frame), or
     ``[1, ...]`` when the function raised (a ``Blob`` when the exception pickled).

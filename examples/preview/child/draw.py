@@ -12,7 +12,7 @@ so even a map of pure noise gives a preview of about 90 KB, far within the helpe
 1 MiB reply limit (design §2.2).
 
 * :func:`draw_kinds` draws the kinds a job names (``thumbnail``, ``preview``);
-* :func:`with_images` is the helper's reply: a :class:`~protocol.Blob` whose head is the
+* :func:`with_images` is the helper's reply: a :class:`~protocol.envelope.Blob` whose head is the
   answer with ``images``, kind → ``[offset, size]`` in its binary part, the PNGs one
   after the other;
 * :func:`without_values` is the observation without the data arrays (what the server

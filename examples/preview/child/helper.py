@@ -23,7 +23,7 @@ Operations (payload → result, all JSON):
   ``slice``, optional, picks the 2-D slice of a run with more than two sweep
   dimensions); cancellable between read stages. With ``"draw": ["thumbnail"]`` a
   finished read (any status but ``incomplete``) is drawn here as those kinds
-  (design §5.4): the reply is a :class:`~protocol.Blob` whose head is the observation
+  (design §5.4): the reply is a :class:`~protocol.envelope.Blob` whose head is the observation
   without its values (:func:`~examples.preview.child.draw.without_values`) plus
   ``"images"``, kind → ``[offset, size]`` of its PNG in the binary part (the PNG bytes
   as they are, no base64; :func:`~examples.preview.child.draw.with_images`); a run
