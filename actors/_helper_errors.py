@@ -109,16 +109,22 @@ class JobFailed(HelperError):
     """The helper's handler reported an error; ``record`` holds it as data.
 
     ``code`` and ``category`` of the instance are the remote record's, so callers can
-    classify it (design §1.5, §4.6).
+    classify it (design §1.5, §4.6). ``data`` holds the bytes the handler sent with
+    it (``JobError(..., data=...)``, the reply's binary part, design §2.3): a read-only
+    :class:`memoryview`, or None. They are not part of ``record``, which is what crosses
+    a boundary.
     """
 
     code = "job_failed"
 
-    def __init__(self, record: ErrorRecord, **details: Any) -> None:
+    def __init__(
+        self, record: ErrorRecord, *, data: bytes | memoryview | None = None, **details: Any
+    ) -> None:
         super().__init__(record.message, **details)
         self.record = record
         self.code = record.code  # type: ignore[misc]
         self.category = record.category  # type: ignore[misc]
+        self.data = data
 
 
 class PoolClosed(HelperError):

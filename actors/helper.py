@@ -24,10 +24,23 @@ A helper entry point registers handlers and calls :func:`serve`::
     def main():
         serve({"echo": echo, "count": count}, on_startup=lambda options: {"db": "x.db"})
 
-and the parent names it ``HelperSpec(entry="my_pkg.my_helper:main")``. Every helper also
-serves the parent's ``run_sync``/``map`` calls of any importable function (the operation
-``actors.call``, design §3.14);
-:func:`serve_calls` is an entry with no handlers of its own.
+and the parent names it ``HelperSpec(entry="my_pkg.my_helper:main")``.
+
+Bytes travel raw, without base64 (design §2.3): a handler that returns ``bytes`` (or a
+``bytearray`` or ``memoryview``) sends them as the reply's binary part, and one that
+returns ``Blob(head={"width": 64}, data=png)`` sends a JSON head beside them
+(``Blob`` is :class:`protocol.envelope.Blob`, re-exported here). The parent's
+``run_job`` returns a ``Blob`` for either, its ``data`` a read-only ``memoryview`` of
+the frame it read (no copy). ``ctx.progress(f, note, data=...)`` and
+``JobError(..., data=...)`` carry bytes the same way::
+
+    def thumbnail(payload, ctx: JobContext):
+        png = draw(payload["run_id"])
+        return Blob(head={"run_id": payload["run_id"]}, data=png)
+
+Every helper also serves the parent's ``run_sync``/``map`` calls of any importable
+function (the operation ``actors.call``, design §3.14); :func:`serve_calls` is an entry
+with no handlers of its own.
 
 The wire protocol (frames of :mod:`protocol.framing`, envelopes of
 :mod:`protocol.envelope`): the parent sends ``startup`` (payload ``options``, ``fault``,
@@ -56,6 +69,7 @@ Fault modes (design §3.9) for tests are chosen by the startup frame's ``fault``
 from __future__ import annotations
 
 from . import _child
+from ._child import Blob as Blob
 from ._child import CancelRequested as CancelRequested
 from ._child import JobContext as JobContext
 from ._child import JobError as JobError
@@ -100,6 +114,7 @@ __all__ = [
     "FAULT_MODES",
     "HEAVY_MODULES",
     "PROGRESS_INTERVAL",
+    "Blob",
     "CancelRequested",
     "JobContext",
     "JobError",

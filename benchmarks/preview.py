@@ -137,6 +137,7 @@ async def helpers_alone(db: Path, helpers: int) -> dict[str, float]:
     import trio
 
     from actors import HelperSpec, open_helper_pool
+    from examples.preview.child.draw import observation_of
 
     with tempfile.TemporaryDirectory(prefix="handoff-") as handoff:
         spec = HelperSpec(
@@ -158,8 +159,8 @@ async def helpers_alone(db: Path, helpers: int) -> dict[str, float]:
                 while todo:
                     payload = todo.pop()
                     result = await pool.run_job(operation, payload)
-                    if operation == "read_run":
-                        revisions[payload["run_id"]] = result.get("revision")
+                    if operation == "read_run":  # PNGs beside it, as the server reads them
+                        revisions[payload["run_id"]] = observation_of(result).get("revision")
 
             async def phase(todo: list[Any], operation: str) -> None:
                 async with trio.open_nursery() as nursery:

@@ -16,6 +16,7 @@ from .codec import unstructure_message as unstructure_message
 
 from .envelope import MAX_GENERATION as MAX_GENERATION
 from .envelope import PROTOCOL_VERSION as PROTOCOL_VERSION
+from .envelope import Blob as Blob
 from .envelope import Envelope as Envelope
 from .envelope import check_reply as check_reply
 from .envelope import decode_envelope as decode_envelope
@@ -95,6 +96,7 @@ _PROTOCOL_NAMES = [
     "encode_frame",
     "MAX_GENERATION",
     "PROTOCOL_VERSION",
+    "Blob",
     "Envelope",
     "check_reply",
     "decode_envelope",

@@ -6,6 +6,7 @@ it: the helper child imports both and must start fast.
 
 from __future__ import annotations
 
+from ._blob import Blob
 from ._envelope_wire import MAX_VERSION
 from ._field_error import FieldError
 from .errors import CATEGORIES, MAX_ERROR_MESSAGE_BYTES
@@ -153,4 +154,5 @@ def validate(
     elif error is not None:
         raise FieldError("error", "only a status 'error' answer carries an error record")
     if kind == "progress":
-        _validate_progress(payload)
+        # A report with bytes: its head is the report (design §2.3).
+        _validate_progress(payload.head if payload.__class__ is Blob else payload)

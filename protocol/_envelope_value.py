@@ -154,7 +154,9 @@ class Envelope(tuple):  # type: ignore[type-arg]
         return (trusted, tuple(self))
 
     def to_json(self) -> dict[str, Any]:
-        """Return the JSON-compatible dict of every field (``None`` kept as ``null``)."""
+        """Return the dict of every field (``None`` kept as ``null``): JSON-compatible,
+        but for a payload with a binary part, which stays a :class:`~protocol.envelope.Blob`
+        (bytes are not JSON)."""
         return dict(zip(_FIELDS, self, strict=True))
 
 

@@ -39,6 +39,7 @@ error record travels as a plain dict. :func:`encode_positional` and
 
 from __future__ import annotations
 
+from ._blob import MAX_BLOB_BYTES, Blob, trusted_blob
 from ._envelope_checks import (
     ANSWER_KINDS,
     ENVELOPE_KINDS,
@@ -52,6 +53,8 @@ from ._envelope_checks import (
 )
 from ._envelope_value import Envelope
 from ._envelope_wire import (
+    BINARY_FLAG,
+    BINARY_LENGTH_SIZE,
     BODY_HEADER,
     BODY_PARTS,
     FRAME_PARTS,
@@ -79,6 +82,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ANSWER_KINDS",
+    "MAX_BLOB_BYTES",
     "ENVELOPE_KINDS",
     "MAX_GENERATION",
     "MAX_OPERATION_LENGTH",
@@ -87,6 +91,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "REPLY_STATUSES",
     "SURROGATE_ESCAPE",
+    "Blob",
     "Envelope",
     "check_reply",
     "decode_envelope",
@@ -137,15 +142,16 @@ _MAX_SHAPES: Final = 1024
 _new_envelope = tuple.__new__
 #: ``kinds`` of :func:`decode_positional` → its fast path's accepted heads (see
 #: :func:`_accepted_for`); callers pass a few constant tuples.
-_accepted_heads: dict[tuple[str, ...], dict[bytes, tuple[str, str | None]]] = {}
+_accepted_heads: dict[tuple[str, ...], dict[bytes, tuple[str, str | None, int]]] = {}
 _MAX_ACCEPTED_HEADS: Final = 64
 
 
-def _accepted_for(kinds: tuple[str, ...]) -> dict[bytes, tuple[str, str | None]]:
+def _accepted_for(kinds: tuple[str, ...]) -> dict[bytes, tuple[str, str | None, int]]:
     """The fast path's heads for a frame of one of ``kinds``: the first 4 bytes (magic,
-    version, kind, status) of each shape it takes (a request, an ok or cancelled reply;
-    not a progress frame, whose payload has its own checks) → that kind and status."""
-    heads: dict[bytes, tuple[str, str | None]] = {}
+    version, kind, status) of each shape it takes (a request, an ok or cancelled reply,
+    each with or without a binary part; not a progress frame, whose payload has its own
+    checks) → that kind, that status and the binary flag (0 or :data:`BINARY_FLAG`)."""
+    heads: dict[bytes, tuple[str, str | None, int]] = {}
     for kind in kinds:
         statuses: tuple[str | None, ...] = ()
         if kind in _REQUEST_KINDS:
@@ -153,8 +159,10 @@ def _accepted_for(kinds: tuple[str, ...]) -> dict[bytes, tuple[str, str | None]]
         elif kind == "reply":
             statuses = _PLAIN_STATUSES
         for status in statuses:
-            code = bytes((MAGIC, PROTOCOL_VERSION, KIND_CODES[kind], STATUS_CODES[status]))
-            heads[code] = (KIND_NAMES[code[2]], status)  # type: ignore[assignment]
+            for binary in (0, BINARY_FLAG):
+                status_byte = STATUS_CODES[status] | binary
+                code = bytes((MAGIC, PROTOCOL_VERSION, KIND_CODES[kind], status_byte))
+                heads[code] = (KIND_NAMES[code[2]], status, binary)  # type: ignore[assignment]
     if type(kinds) is tuple and all(type(kind) is str for kind in kinds):  # hashable
         if len(_accepted_heads) >= _MAX_ACCEPTED_HEADS:
             _accepted_heads.clear()
@@ -292,6 +300,9 @@ def encode_positional(
     elif type(max_size) is not int or not 0 <= max_size <= MAX_FRAME_LIMIT:
         _check_limit(max_size)  # raises the TypeError/ValueError that names it
     prefix, middle, op = shape
+    data = None
+    if payload.__class__ is Blob:  # a binary part beside the JSON head (design §2.3)
+        payload, data = payload
     try:
         if payload is None:
             body = b""
@@ -309,6 +320,8 @@ def encode_positional(
         raise ProtocolError(
             f"envelope field 'error' is not valid Unicode: {exc}", field="error"
         ) from None
+    if data is not None:
+        return _with_binary(prefix, generation, middle, op, body, data, record, max_size)
     size = _HEAD + len(op) + len(body) + len(record)
     if size > max_size:
         raise FrameTooLarge(
@@ -318,6 +331,35 @@ def encode_positional(
         )
     frame = _pack_frame_parts(size, prefix, generation, middle, len(body)) + op + body
     return frame + record if record else frame
+
+
+def _with_binary(
+    prefix: bytes,
+    generation: int,
+    middle: bytes,
+    op: bytes,
+    body: bytes,
+    data: bytes | bytearray | memoryview,
+    record: bytes,
+    max_size: int,
+) -> bytes:
+    """The frame of :func:`encode_positional` whose payload is a :class:`Blob`: the
+    status byte's :data:`BINARY_FLAG` set, the binary part after the JSON payload."""
+    n = len(data)  # bytes: a Blob's memoryview is cast to unsigned bytes
+    size = _HEAD + len(op) + len(body) + BINARY_LENGTH_SIZE + n + len(record)
+    if size > max_size:
+        raise FrameTooLarge(
+            f"frame payload is {size} bytes, over the limit of {max_size} bytes: its "
+            f"binary part (field 'data') is {n} bytes",
+            size=size,
+            limit=max_size,
+            field="data",
+        )
+    head = _pack_frame_parts(
+        size, prefix[:3] + bytes((prefix[3] | BINARY_FLAG,)), generation, middle, len(body)
+    )
+    # One copy of the bytes, into the frame; no base64, no JSON string.
+    return b"".join((head, op, body, n.to_bytes(BINARY_LENGTH_SIZE, "big"), data, record))
 
 
 def _frame_shape(
@@ -434,6 +476,8 @@ def decode_envelope(payload: bytes) -> Envelope:
     kind = KIND_NAMES[kind_code]
     if kind is None:
         raise ProtocolError(f"envelope field 'kind': {kind_code} is not a kind code", field="kind")
+    binary = status_code & BINARY_FLAG
+    status_code &= ~BINARY_FLAG
     if status_code >= len(STATUS_NAMES):
         raise ProtocolError(
             f"envelope field 'status': {status_code} is not a status code", field="status"
@@ -445,6 +489,9 @@ def decode_envelope(payload: bytes) -> Envelope:
             f"envelope field 'operation' is not UTF-8: {exc}", field="operation"
         ) from None
     body = None if body_size == 0 else parse(payload[_HEAD + op_size : end], "payload")
+    if binary:
+        data, end = _binary_part(payload, end)
+        body = trusted_blob(body, data)
     if end != size and status_code != STATUS_CODES["error"]:
         # Even a JSON null here: only one encoding of "no error record" (none at all).
         raise ProtocolError(
@@ -467,6 +514,37 @@ def decode_envelope(payload: bytes) -> Envelope:
         raise ProtocolError(
             f"envelope field {exc.field!r}: {exc.reason}", field=exc.field
         ) from None
+
+
+def _binary_part(payload: bytes, start: int) -> tuple[bytes | memoryview, int]:
+    """The binary part that starts at ``start`` of a frame body, and where it ends.
+
+    A view of ``payload`` when it is ``bytes`` (immutable: the view is safe to hand
+    on, no copy); a copy of anything else, which its owner could change.
+
+    Raises:
+        ProtocolError: (code ``protocol_error``, ``details["field"] == "data"``) the
+            length field, or the bytes it declares, run past the end of the body.
+    """
+    size = len(payload)
+    stop = start + BINARY_LENGTH_SIZE
+    if stop > size:
+        raise ProtocolError(
+            f"envelope field 'data': the binary part's {BINARY_LENGTH_SIZE}-byte length is"
+            f" cut off ({size - start} bytes left)",
+            field="data",
+        )
+    n = int.from_bytes(payload[start:stop], "big")
+    end = stop + n
+    if end > size:
+        raise ProtocolError(
+            f"envelope field 'data': the binary part declares {n} bytes but the frame"
+            f" carries {size - stop}",
+            field="data",
+        )
+    if type(payload) is bytes:
+        return memoryview(payload)[stop:end], end
+    return bytes(payload[stop:end]), end
 
 
 def decode_fenced(
@@ -529,9 +607,13 @@ def decode_positional(
         prefix, g, raw_session, op_size, body_size = _unpack_parts(payload)
         shape = accepted.get(prefix)  # magic, version, kind and status in one lookup
         start = _HEAD + op_size
+        stop = start + body_size  # where the payload ends
+        end = stop  # where the payload and the binary part end
+        if shape is not None and shape[2]:  # a binary part: its length, then its bytes
+            end = stop + BINARY_LENGTH_SIZE + int.from_bytes(payload[stop : stop + 4], "big")
         if (
             shape is not None
-            and start + body_size == len(payload)
+            and end == len(payload)
             and raw_session == expected_session
             and g <= MAX_GENERATION
             and (generation is None or g == generation)
@@ -561,13 +643,21 @@ def decode_positional(
                     # parse() inlined for the plain case; anything else (bad UTF-8,
                     # not JSON, trailing bytes, a \u escape to check) goes through it.
                     try:
-                        text = payload[start:].decode()
-                        body, stop = scan(text, 0)
+                        text = payload[start:stop].decode()
+                        body, parsed = scan(text, 0)
                     except (ValueError, RecursionError, StopIteration):
-                        text, stop = "", -1
-                    if stop != len(text) or "\\u" in text:
-                        body = parse(payload[start:], "payload")
-                kind, status = shape
+                        text, parsed = "", -1
+                    if parsed != len(text) or "\\u" in text:
+                        body = parse(payload[start:stop], "payload")
+                kind, status, binary = shape
+                if binary:
+                    start = stop + BINARY_LENGTH_SIZE
+                    body = trusted_blob(
+                        body,
+                        memoryview(payload)[start:]
+                        if type(payload) is bytes
+                        else bytes(payload[start:]),
+                    )
                 return _new_envelope(
                     Envelope, (PROTOCOL_VERSION, kind, session, g, op, status, body, None)
                 )

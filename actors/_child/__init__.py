@@ -11,6 +11,8 @@ operation name, the fault modes, :func:`is_subreaper`). The call machinery
 
 from __future__ import annotations
 
+from protocol.envelope import Blob as Blob
+
 from ._serve import CALL_OPERATION as CALL_OPERATION
 from ._serve import FAULT_ENV as FAULT_ENV
 from ._serve import FAULT_EXIT_CODE as FAULT_EXIT_CODE
@@ -32,6 +34,7 @@ __all__ = [
     "FAULT_MODES",
     "HEAVY_MODULES",
     "PROGRESS_INTERVAL",
+    "Blob",
     "CancelRequested",
     "JobContext",
     "JobError",

@@ -5,19 +5,22 @@ never imports trio, attrs nor cattrs. The serve loop imports it at the first job
 operation ``actors.call`` (``CALL_OPERATION``), so a helper that never serves such a
 call never pays for ``pickle``.
 
-A call's payload is ``[reference, data]``: the function as ``"module:qualname"`` and
-either the list of its arguments, when they are all plain JSON values (None, bool, an
-int of 64 bits, a finite float, a str) and there are no keywords, or the pickled
-``(args, kwargs)`` as base64 text. The module is imported at the first call that names
-it, and the resolved function is cached per reference. The reply payload is ``[2,
-value]`` for a plain result, ``[0, data]`` (the pickled result, base64) for any other,
-or ``[1, type,
-message, traceback, exception, code, category]`` when it raised: the exception's type
-name, its message, the traceback text (without this module's frame), the pickled
-exception (base64) or None if it does not pickle, and its own code and category if it
-has valid ones (as :class:`actors.helper.JobError` has). A failure of this machinery
-itself (the function cannot be imported, the arguments do not unpickle, the result does
-not pickle) is an error reply whose record the parent turns into
+A call's payload is ``[reference, arguments]``: the function as ``"module:qualname"``
+and the list of its arguments, when they are all plain JSON values (None, bool, an int
+of 64 bits, a finite float, a str) and there are no keywords; else a
+:class:`~protocol.envelope.Blob` whose head is ``[reference]`` and whose binary part is the
+pickled ``(args, kwargs)`` (design §2.3: raw bytes, no base64). The module is imported
+at the first call that names it, and the resolved function is cached per reference.
+The reply payload is ``[2, value]`` for a plain result; ``Blob(head=[3], data=result)``
+for a result of type ``bytes`` (sent as it is, not pickled); ``Blob(head=[0],
+data=pickled)`` for any other; or ``[1, type, message, traceback, None, code,
+category]`` when it raised: the exception's type name, its message, the traceback text
+(without this module's frame), and its own code and category if it has valid ones (as
+:class:`actors.helper.JobError` has); that list is the head of a ``Blob`` whose binary
+part is the pickled exception when it pickles (within :data:`MAX_EXCEPTION_BYTES`).
+
+A failure of this machinery itself (the function cannot be imported, the arguments do
+not unpickle, the result does not pickle) is an error reply whose record the parent turns into
 :class:`~actors.errors.FunctionNotImportable` or :class:`~actors.errors.NotPicklable`.
 
 Pickle is acceptable here because both ends are ours: the parent spawned this process
@@ -26,11 +29,10 @@ and the frames travel only over its private pipes, never a socket or a file.
 
 from __future__ import annotations
 
-import binascii
 import pickle
 import sys
 
-from protocol.envelope import is_error_code
+from protocol.envelope import Blob, is_error_code
 from protocol.errors import CATEGORIES
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the child ~3 ms
@@ -50,9 +52,9 @@ _INT_BOUND: Final = 2**63
 _functions: dict[str, Callable[..., Any]] = {}
 _dumps = pickle.dumps
 _loads = pickle.loads
-_encode = binascii.b2a_base64
-_decode = binascii.a2b_base64
 _PROTOCOL: Final = pickle.HIGHEST_PROTOCOL
+_PICKLED_HEAD: Final = [0]
+_BYTES_HEAD: Final = [3]
 
 
 class CallFailed(Exception):
@@ -109,7 +111,7 @@ def resolve(reference: str) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
-def _raised(exc: Exception) -> list[Any]:
+def _raised(exc: Exception) -> list[Any] | Blob:
     import traceback  # only on failures: keep the first call fast
 
     kind = type(exc)
@@ -119,7 +121,7 @@ def _raised(exc: Exception) -> list[Any]:
     tb = exc.__traceback__
     text = "".join(traceback.format_exception(kind, exc, tb.tb_next if tb is not None else None))
     try:
-        pickled: str | None = _encode(_dumps(exc, _PROTOCOL), newline=False).decode("ascii")
+        pickled: bytes | None = _dumps(exc, _PROTOCOL)
     except Exception:
         pickled = None
     if pickled is not None and len(pickled) > MAX_EXCEPTION_BYTES:
@@ -131,48 +133,56 @@ def _raised(exc: Exception) -> list[Any]:
         message = str(exc)
     except Exception:  # a broken __str__ must not lose the type and the traceback
         message = f"<unprintable {name}>"
-    return [
+    head = [
         1,
         name,
         _bound(message, _MAX_MESSAGE_BYTES),
         _bound(text, MAX_TRACEBACK_BYTES, tail=True),
-        pickled,
+        None,
         code if valid else None,
         category if valid else None,
     ]
+    return head if pickled is None else Blob(head=head, data=pickled)
 
 
-def call(payload: Any, ctx: object) -> list[Any]:
+def call(payload: Any, ctx: object) -> Any:
     """Run one ``run_sync`` call: the handler of ``CALL_OPERATION`` (design §3.14).
 
     Args:
-        payload: ``[reference, data]`` (see the module docstring).
+        payload: ``[reference, arguments]`` or ``Blob(head=[reference], data=pickled)``
+            (see the module docstring).
         ctx: The job's context (unused: the function gets only its own arguments).
 
     Returns:
-        The reply payload: ``[0, result]`` or ``[1, ...]`` (see the module docstring).
+        The reply payload: ``[2, value]``, a ``Blob`` with head ``[3]`` or ``[0]``, or
+        ``[1, ...]`` (maybe as a ``Blob``'s head; see the module docstring).
 
     Raises:
         CallFailed: (code ``function_not_importable``, ``arguments_not_picklable`` or
             ``result_not_picklable``) the function cannot be imported, or its
             arguments or result do not pickle.
     """
-    if not isinstance(payload, list) or len(payload) != 2:
-        raise CallFailed("a call payload is [reference, data]", "invalid_call")
-    reference, data = payload
-    if type(reference) is not str:
-        raise CallFailed("a call payload's reference is a str", "invalid_call")
-    fn = resolve(reference)
-    if type(data) is list:  # plain arguments, as JSON
+    if type(payload) is list and len(payload) == 2 and type(payload[1]) is list:
+        reference, data = payload  # plain arguments, as JSON
+        if type(reference) is not str:
+            raise CallFailed("a call payload's reference is a str", "invalid_call")
+        fn = resolve(reference)
         try:
             result = fn(*data)
         except Exception as exc:
             return _raised(exc)
         return _reply(reference, result)
-    if type(data) is not str:
-        raise CallFailed("a call payload's data is a list or a str", "invalid_call")
+    if type(payload) is not Blob or type(payload.head) is not list or len(payload.head) != 1:
+        raise CallFailed(
+            "a call payload is [reference, arguments] or a Blob with head [reference]",
+            "invalid_call",
+        )
+    reference = payload.head[0]
+    if type(reference) is not str:
+        raise CallFailed("a call payload's reference is a str", "invalid_call")
+    fn = resolve(reference)
     try:
-        args, kwargs = _loads(_decode(data))
+        args, kwargs = _loads(payload.data)
     except Exception as exc:
         raise CallFailed(
             _bound(
@@ -188,9 +198,12 @@ def call(payload: Any, ctx: object) -> list[Any]:
     return _reply(reference, result)
 
 
-def _reply(reference: str, result: Any) -> list[Any]:
-    """``[2, result]`` for a plain value (see ``_run_sync.plain``), else ``[0, pickled]``."""
+def _reply(reference: str, result: Any) -> Any:
+    """``[2, result]`` for a plain value (see ``_run_sync.plain``), the bytes themselves
+    for ``bytes`` (``Blob(head=[3])``), else the pickle (``Blob(head=[0])``)."""
     kind = type(result)
+    if kind is bytes:
+        return Blob(head=_BYTES_HEAD, data=result)
     if (
         result is None
         or kind is bool
@@ -200,7 +213,7 @@ def _reply(reference: str, result: Any) -> list[Any]:
     ):
         return [2, result]
     try:
-        return [0, _encode(_dumps(result, _PROTOCOL), newline=False).decode("ascii")]
+        return Blob(head=_PICKLED_HEAD, data=_dumps(result, _PROTOCOL))
     except Exception as exc:
         raise CallFailed(
             _bound(

@@ -17,6 +17,7 @@ from collections import deque
 from protocol.envelope import (
     MAX_PROGRESS_NOTE_BYTES,
     PROTOCOL_VERSION,
+    Blob,
     Envelope,
     encode_fields,
     encode_positional,
@@ -82,6 +83,8 @@ FAULT_MODES: Final = frozenset(
     }
 )
 _monotonic = time.monotonic
+#: A handler's result of one of these types is sent as a binary part (design §2.3).
+_BYTES: Final = (bytes, bytearray, memoryview)
 
 
 def in_helper_child() -> bool:
@@ -117,15 +120,30 @@ class JobError(Exception):
         message: Human-readable text; cut to 1 KiB of UTF-8 when sent.
         code: Stable snake_case code, e.g. ``"source_unreadable"``.
         category: ``"transient"``, ``"permanent"`` or ``"stale"``.
+        data: Optional bytes sent with the error record as the reply's binary part
+            (design §2.3), e.g. the input that could not be parsed; the parent's
+            :class:`actors.JobFailed` has them as ``data``. They count towards the
+            reply limit: over it, the job fails with code ``reply_unencodable``.
+
+    Raises:
+        TypeError: ``data`` is not bytes, bytearray or memoryview.
     """
 
     def __init__(
-        self, message: str, *, code: str = "handler_failed", category: str = "permanent"
+        self,
+        message: str,
+        *,
+        code: str = "handler_failed",
+        category: str = "permanent",
+        data: bytes | bytearray | memoryview | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.category = category
+        if data is not None and not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"JobError data must be bytes-like or None, got {type(data).__name__}")
+        self.data = data
 
 
 class JobContext:
@@ -186,17 +204,27 @@ class JobContext:
         if self.cancelled():
             raise CancelRequested(f"job {self.generation} ({self.operation}) cancelled")
 
-    def progress(self, fraction: float, note: str | None = None) -> bool:
+    def progress(
+        self,
+        fraction: float,
+        note: str | None = None,
+        *,
+        data: bytes | bytearray | memoryview | None = None,
+    ) -> bool:
         """Report how far the job is, as a ``progress`` frame to the parent (design §3.9).
 
         Cheap to call often: a report that comes less than :data:`PROGRESS_INTERVAL`
         (50 ms, monotonic clock) after the last one sent is dropped, unless ``fraction``
-        is 1.0. The parent hands each report to the job's ``on_progress`` callback.
+        is 1.0. The parent hands each report to the job's ``on_progress`` callback:
+        ``on_progress(fraction, note)``, or ``on_progress(fraction, note, data)`` for a
+        report with ``data``.
 
         Args:
             fraction: How much of the job is done, a number in ``[0, 1]``.
             note: Optional text for a human (e.g. ``"page 3 of 7"``); cut to 1 KiB of
                 UTF-8.
+            data: Optional bytes sent as the frame's binary part (design §2.3), e.g. a
+                partial image; the frame must fit the reply limit, in bytes.
 
         Returns:
             True if a frame was sent, False if the report was dropped by the rate limit.
@@ -204,6 +232,9 @@ class JobContext:
         Raises:
             ValueError: ``fraction`` is not a number in ``[0, 1]``, or ``note`` is not
                 a str or None.
+            TypeError: ``data`` is not bytes, bytearray, memoryview or None.
+            FrameTooLarge: (code ``frame_too_large``, ``details["field"] == "data"``)
+                the report with its ``data`` is over the reply limit; nothing was sent.
         """
         if (
             not isinstance(fraction, int | float)
@@ -213,6 +244,9 @@ class JobContext:
             raise ValueError(f"fraction must be a number in [0, 1], got {fraction!r}")
         if note is not None and not isinstance(note, str):
             raise ValueError(f"note must be a str or None, got {type(note).__name__}")
+        report: Any = None  # built before the rate limit: a bad ``data`` always raises
+        if data is not None:
+            report = Blob(data=data)
         now = _monotonic()
         if fraction != 1 and now - self._last_progress < PROGRESS_INTERVAL:
             return False
@@ -221,13 +255,16 @@ class JobContext:
         assert stdio.session is not None
         if note is not None:
             note = bound_message(note, MAX_PROGRESS_NOTE_BYTES)
+        payload: Any = {"fraction": float(fraction), "note": note}
+        if report is not None:
+            payload = Blob(head=payload, data=report.data)
         stdio.write(
             encode_fields(
                 kind="progress",
                 session=stdio.session,
                 generation=self.generation,
                 operation=self.operation,
-                payload={"fraction": float(fraction), "note": note},
+                payload=payload,
                 max_size=stdio.max_reply,
             )
         )
@@ -244,6 +281,20 @@ def _error_record(exc: BaseException) -> dict[str, str]:
         code, category = "handler_failed", "permanent"
         text = f"{type(exc).__name__}: {text}"
     return {"category": str(category), "code": str(code), "message": bound_message(text)}
+
+
+def _error_data(exc: JobError) -> Blob | None:
+    """A :class:`JobError`'s ``data`` as the error reply's binary part, or None.
+
+    A subclass may have set something else there: then the record goes alone.
+    """
+    data = getattr(exc, "data", None)
+    if data is None:
+        return None
+    try:
+        return Blob(data=data)
+    except (TypeError, ValueError):
+        return None
 
 
 def _unencodable(exc: BaseException) -> dict[str, str]:
@@ -295,6 +346,8 @@ def _run_job(
     else:
         try:
             result = handler(job.payload, ctx)
+            if type(result) in _BYTES:  # bytes alone: the binary part, no head (§2.3)
+                result = Blob(data=result)
         except CancelRequested:
             status = "cancelled"
         except Exception as exc:
@@ -302,6 +355,8 @@ def _run_job(
             error = _error_record(exc)
             if error["code"] == "handler_failed":
                 _print_traceback()
+            elif isinstance(exc, JobError):
+                result = _error_data(exc)  # sent beside the record, if any
     if fault is not None:
         from ._faults import faulty_reply  # fault modes only: keep the start fast
 
@@ -356,8 +411,11 @@ def serve(
 
     Args:
         handlers: Operation name → ``fn(payload, ctx)``. ``payload`` is the job's JSON
-            value; the return value (JSON-compatible) is the reply's payload. ``ctx`` is
-            the :class:`JobContext` (cancellation checks, progress reports).
+            value; the return value (JSON-compatible) is the reply's payload, or bytes
+            (``bytes``, ``bytearray``, ``memoryview``) sent raw as the reply's binary
+            part, or a :class:`~protocol.envelope.Blob` for both: a JSON head and bytes
+            (design §2.3). ``ctx`` is the :class:`JobContext` (cancellation checks,
+            progress reports).
         on_startup: Called once with the spec's ``options`` (a dict) before the helper
             replies *ready*; what it returns (JSON-compatible, e.g. which database it
             opened) is sent as the ready frame's ``info``. If it raises, the ready frame

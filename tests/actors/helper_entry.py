@@ -16,7 +16,8 @@ import sys
 import time
 from typing import Any
 
-from actors.helper import CancelRequested, JobContext, JobError, in_helper_child, serve
+from actors.helper import Blob, CancelRequested, JobContext, JobError, in_helper_child, serve
+from protocol.envelope import encode_fields
 
 
 def echo(payload: Any, ctx: JobContext) -> Any:
@@ -83,6 +84,49 @@ def big(payload: Any, ctx: JobContext) -> Any:
 
 def unencodable(payload: Any, ctx: JobContext) -> Any:
     return {1, 2, 3}
+
+
+def pattern(size: int) -> bytes:
+    """``size`` bytes of every value 0..255 in turn (like the parent's ``pattern``)."""
+    return (bytes(range(256)) * (size // 256 + 1))[:size]
+
+
+def blob(payload: Any, ctx: JobContext) -> Any:
+    """``{"size": n, "raw": bool}``: n bytes as a binary part, alone or with a head."""
+    data = pattern(int(payload["size"]))
+    if payload.get("raw"):
+        return data
+    return Blob(head={"size": len(data)}, data=data)
+
+
+def blob_progress(payload: Any, ctx: JobContext) -> Any:
+    """Report progress with bytes twice (``payload`` bytes each), then return bytes."""
+    ctx.progress(0.5, "half", data=pattern(int(payload)))
+    ctx.progress(1.0, data=memoryview(pattern(int(payload))))
+    return b"done"
+
+
+def blob_fail(payload: Any, ctx: JobContext) -> Any:
+    """Fail with an error record and ``payload`` bytes beside it."""
+    raise JobError("the input does not parse", code="bad_input", data=pattern(int(payload)))
+
+
+def blob_lie(payload: Any, ctx: JobContext) -> Any:
+    """Send a whole reply frame whose binary part declares 1 byte more than it carries."""
+    frame = bytearray(
+        encode_fields(
+            kind="reply",
+            session=ctx._stdio.session,  # type: ignore[attr-defined, arg-type]
+            generation=ctx.generation,
+            operation=ctx.operation,
+            status="ok",
+            payload=Blob(head={"size": 3}, data=b"abc"),
+        )
+    )
+    frame[-7:-3] = (4).to_bytes(4, "big")  # the part's length field: 4, not 3
+    os.write(ctx._stdio.wfd, frame)  # type: ignore[attr-defined]
+    time.sleep(30)  # the parent kills a helper that breaks the protocol
+    return None
 
 
 def progress(payload: Any, ctx: JobContext) -> Any:
@@ -251,6 +295,10 @@ HANDLERS = {
     "big": big,
     "unencodable": unencodable,
     "progress": progress,
+    "blob": blob,
+    "blob_progress": blob_progress,
+    "blob_fail": blob_fail,
+    "blob_lie": blob_lie,
     "progress_burst": progress_burst,
     "progress_stubborn": progress_stubborn,
     "stderr_ticks": stderr_ticks,

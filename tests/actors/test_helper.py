@@ -55,6 +55,7 @@ async def test_child_loads_the_real_protocol_errors_and_no_fault_code():
         "actors._child._subreaper",
         "actors.helper",
         "protocol",
+        "protocol._blob",
         "protocol._envelope_checks",
         "protocol._field_error",
         "protocol._strict_json",

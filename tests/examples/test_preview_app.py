@@ -9,7 +9,6 @@ record calls) on ``MockClock(autojump_threshold=0)`` with exact virtual times
 
 from __future__ import annotations
 
-import base64
 import io
 from typing import Any
 
@@ -63,7 +62,8 @@ from examples.preview.app.runs import (
     verdict_of,
 )
 from examples.preview.app.runtime_kinds import PREVIEW_KINDS
-from protocol import messages
+from examples.preview.child.draw import observation_of, with_images
+from protocol import Blob, messages
 
 GUID = "d61e7d4e-0000-0000-0000-01a22b205d20"
 TOKEN = "rows=120;completed=0;exc=0"
@@ -133,10 +133,11 @@ class FakeStatus:
     state: str
 
 
-def drawn(*kinds: str) -> dict[str, Any]:
-    """A helper's ``images`` answer: kind → base64 PNG of the kind's size."""
+def drawn(answer: dict[str, Any], *kinds: str) -> Blob:
+    """A helper's drawn answer: ``answer`` with a PNG of each kind's size beside it, in
+    the reply's binary part (design §2.3)."""
     sizes = {"thumbnail": (160, 120), "preview": (640, 480)}
-    return {kind: base64.b64encode(png(*sizes[kind])).decode("ascii") for kind in kinds}
+    return with_images(answer, {kind: png(*sizes[kind]) for kind in kinds})
 
 
 class FakePool:
@@ -145,8 +146,8 @@ class FakePool:
     def __init__(self) -> None:
         self.reads: list[int] = []
         self.jobs: list[tuple[str, Any]] = []
-        self.answer: dict[str, Any] = observation("incomplete")
-        self.drawing: dict[str, Any] = {"run_id": 12, "images": drawn("thumbnail", "preview")}
+        self.answer: Any = observation("incomplete")
+        self.drawing: Any = drawn({"run_id": 12}, "thumbnail", "preview")
         self.error: Exception | None = None
 
     async def run_job(self, operation: str, payload: Any, *, timeout: float) -> Any:  # noqa: ASYNC109
@@ -266,9 +267,10 @@ async def test_execute_takes_the_thumbnail_of_the_read_and_draws_the_preview_in_
 ) -> None:
     app, runtime, _ = make_app()
     pool_fake = runtime.pool
-    pool_fake.answer = {**observation("ok"), "images": drawn("thumbnail")}
+    pool_fake.answer = drawn(observation("ok"), "thumbnail")
     read = await app.execute(SchedulerJob(claim=claim()), runtime)  # type: ignore[arg-type]
-    assert read == pool_fake.answer
+    assert read == observation_of(pool_fake.answer)  # the PNG: a view of the reply
+    assert type(read["images"]["thumbnail"]) is memoryview
     assert pool_fake.jobs == [("read_run", {"run_id": 12, "draw": ["thumbnail"]})]
     assert trio.current_time() == 0.25
 
@@ -295,10 +297,10 @@ async def test_execute_takes_the_thumbnail_of_the_read_and_draws_the_preview_in_
     await app.execute(SchedulerJob(claim=claim("thumbnail")), runtime)  # type: ignore[arg-type]
     assert pool_fake.jobs[-1] == ("draw", {"run_id": 12, "kinds": ["thumbnail"], "revision": None})
 
-    pool_fake.drawing = {"run_id": 12, "images": {"preview": "not base64!"}}
+    pool_fake.drawing = Blob(head={"run_id": 12, "images": {"preview": [0, 99]}}, data=b"short")
     with pytest.raises(SourceUnreadable, match="run 12: the helper drew no preview"):
         await app.execute(SchedulerJob(claim=claim("preview")), runtime)  # type: ignore[arg-type]
-    pool_fake.drawing = {"run_id": 12, "images": {"preview": base64.b64encode(b"GIF89a").decode()}}
+    pool_fake.drawing = with_images({"run_id": 12}, {"preview": b"GIF89a"})
     with pytest.raises(PayloadInvalid, match="not a PNG"):  # as a renderer's drawing would
         await app.execute(SchedulerJob(claim=claim("preview")), runtime)  # type: ignore[arg-type]
 
@@ -309,7 +311,7 @@ async def test_a_thumbnail_drawn_with_the_read_is_pushed_when_the_read_is_publis
     # Not when its own claim comes, after every other run's read (design §5.4).
     app, _runtime, record = make_app()
     await app._running.jobs.submit(record)
-    read = {**observation("ok"), "images": drawn("thumbnail")}
+    read = observation_of(drawn(observation("ok"), "thumbnail"))
     bridge = app._running.bridge
     await bridge.handle(Published(run_id=12, guid=GUID, revision=TOKEN, kind="metadata",
                                   result=read, generation=0))  # fmt: skip

@@ -5,7 +5,6 @@ The real-child tests run on the real clock with short timeouts (contributing §F
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,10 @@ from actors._helpers._process import HelperProcess
 from actors.errors import HelperStartupFailed, JobFailed, SourceUnreadable
 from actors.helper import CancelRequested, JobError
 from examples.preview.app.images import png_size
-from examples.preview.child.draw import draw_kinds
+from examples.preview.child.draw import draw_kinds, observation_of, png_of
 from examples.preview.child.drawing.render import render
 from examples.preview.child.helper import PreviewHandlers
+from protocol import Blob
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUTS = HelperTimeouts(startup=20.0, reply=20.0, cancel_grace=1.0, shutdown=2.0)
@@ -118,8 +118,8 @@ def test_test_faults_crash_once_and_stall(real_db, tmp_path, monkeypatch):
 # --- drawing in the helper (design §5.4) ----------------------------------------------------
 
 
-def _size(text: str) -> tuple[int, int]:
-    return png_size(base64.b64decode(text))
+def _size(png: bytes | memoryview) -> tuple[int, int]:
+    return png_size(bytes(png))
 
 
 def _has_values(observation: dict) -> bool:
@@ -134,9 +134,14 @@ def test_a_drawn_read_leaves_its_values_for_the_preview(real_db, tmp_path):
     h.startup({"db": str(real_db), "handoff": str(tmp_path / "handoff")})
     try:
         full = h.read_run({"run_id": 6}, FakeContext())
-        drawn = h.read_run({"run_id": 6, "draw": ["thumbnail"]}, FakeContext())
+        reply = h.read_run({"run_id": 6, "draw": ["thumbnail"]}, FakeContext())
+        # The PNG as it is, in the binary part beside the read (design §2.3).
+        assert type(reply) is Blob
+        assert reply.head["images"] == {"thumbnail": [0, len(reply.data)]}
+        drawn = observation_of(reply)
         # The same picture as the renderer would draw, and the read without its values.
-        assert base64.b64decode(drawn["images"]["thumbnail"]) == render(full, "thumbnail")
+        assert drawn["images"]["thumbnail"] == render(full, "thumbnail")
+        assert png_of(reply, "thumbnail") == render(full, "thumbnail")
         assert not _has_values(drawn)
         assert {k: v for k, v in drawn.items() if k not in ("images", "dependents")} == {
             k: v for k, v in full.items() if k != "dependents"
@@ -144,9 +149,11 @@ def test_a_drawn_read_leaves_its_values_for_the_preview(real_db, tmp_path):
         assert (tmp_path / "handoff" / "run-6.marshal").exists()
 
         source, h.source = h.source, None  # a read now fails: the preview must not read
-        preview = h.draw({"run_id": 6, "kinds": ["preview"], "revision": full["revision"]},
-                         FakeContext())  # fmt: skip
-        assert base64.b64decode(preview["images"]["preview"]) == render(full, "preview")
+        preview = observation_of(
+            h.draw({"run_id": 6, "kinds": ["preview"], "revision": full["revision"]},
+                   FakeContext())
+        )  # fmt: skip
+        assert preview["images"]["preview"] == render(full, "preview")
         assert (preview["run_id"], preview["status"]) == (6, "ok")
         assert list((tmp_path / "handoff").iterdir()) == []  # taken
         with pytest.raises(JobError, match="no database is open"):  # nothing left: a read
@@ -155,16 +162,19 @@ def test_a_drawn_read_leaves_its_values_for_the_preview(real_db, tmp_path):
         h.source = source
 
         h.read_run({"run_id": 5, "draw": ["thumbnail"]}, FakeContext())
-        other = h.draw({"run_id": 5, "kinds": ["thumbnail", "preview"], "revision": "rows=1"},
-                       FakeContext())  # fmt: skip
+        other = observation_of(
+            h.draw({"run_id": 5, "kinds": ["thumbnail", "preview"], "revision": "rows=1"},
+                   FakeContext())
+        )  # fmt: skip
         assert [_size(other["images"][k]) for k in ("thumbnail", "preview")] == [
             (160, 120), (640, 480)
         ]  # fmt: skip
         assert list((tmp_path / "handoff").iterdir()) == []  # another revision: read again
 
         (tmp_path / "handoff" / "run-5.marshal").write_bytes(b"\xff not marshal")
-        damaged = h.draw({"run_id": 5, "kinds": ["thumbnail"], "revision": "rows=1"},
-                         FakeContext())  # fmt: skip
+        damaged = observation_of(
+            h.draw({"run_id": 5, "kinds": ["thumbnail"], "revision": "rows=1"}, FakeContext())
+        )
         assert _size(damaged["images"]["thumbnail"]) == (160, 120)
         assert list((tmp_path / "handoff").iterdir()) == []
     finally:
@@ -179,12 +189,34 @@ def test_a_read_of_a_run_being_written_is_not_drawn(handlers):
     assert _has_values(read)
     # Asked explicitly (a run the server published as it is), it is drawn.
     drawn = handlers.draw({"run_id": 12, "kinds": ["thumbnail"]}, FakeContext())
-    assert _size(drawn["images"]["thumbnail"]) == (160, 120)
+    assert _size(png_of(drawn, "thumbnail") or b"") == (160, 120)
 
 
 def test_drawing_is_cancellable(handlers):
     with pytest.raises(CancelRequested):
         handlers.draw({"run_id": 4, "kinds": ["preview"]}, FakeContext(cancel_after=3))
+
+
+@pytest.mark.parametrize(
+    "spans",
+    [
+        {"preview": [0, 4]},  # no thumbnail drawn
+        {"thumbnail": [2, 9]},  # past the end of the binary part
+        {"thumbnail": [-1, 2]},
+        {"thumbnail": [0]},
+        {"thumbnail": "0-4"},
+        None,
+    ],
+)
+def test_an_image_the_reply_does_not_hold_is_none(spans):
+    # The server then draws that kind again.
+    reply = Blob(head={"run_id": 3, "images": spans}, data=b"\x89PNG\x00\x01")
+    assert png_of(reply, "thumbnail") is None
+    assert png_of(observation_of(reply), "thumbnail") is None
+    assert png_of({"images": {"thumbnail": "iVBORw0KGgo="}}, "thumbnail") is None  # base64: no
+    assert png_of(Blob(head={"images": {"thumbnail": [2, 3]}}, data=b"ab\x89PN"), "thumbnail") == (
+        b"\x89PN"
+    )
 
 
 def test_a_run_that_cannot_be_drawn_fails_with_render_failed():
@@ -251,8 +283,13 @@ async def test_the_entry_point_in_a_real_helper_process(real_db):
             assert (info.value.code, info.value.category) == ("unknown_run", "permanent")
             probe = await helper.run_job("probe", None)
             assert len(probe["runs"]) == 12
-            drawn = await helper.run_job("draw", {"run_id": 7, "kinds": ["preview"]})
-            assert _size(drawn["images"]["preview"]) == (640, 480)
+            drawn = await helper.run_job("draw", {"run_id": 7, "kinds": ["thumbnail", "preview"]})
+            assert type(drawn) is Blob  # the PNGs beside the JSON: no base64 (design §2.3)
+            assert type(drawn.data) is memoryview
+            images = observation_of(drawn)["images"]
+            assert [_size(images[kind]) for kind in ("thumbnail", "preview")] == [
+                (160, 120), (640, 480)
+            ]  # fmt: skip
         finally:
             assert await helper.shutdown() is not None
 

@@ -6,8 +6,9 @@ change to the wire format fails the tests instead of silently following them::
     >BBBBQ16sHI  magic 0xAE, version, kind code, status code, generation (u64),
                  16 session bytes, operation length (u16), payload length (u32)
 
-then the operation (UTF-8), the payload (strict JSON; length 0 means no payload) and, in
-the rest of the body, the error record (strict JSON; present exactly for status error).
+then the operation (UTF-8), the payload (strict JSON; length 0 means no payload), when
+bit 7 (0x80) of the status byte is set a binary part (``>I`` length, then raw bytes) and,
+in the rest of the body, the error record (strict JSON; present exactly for status error).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ KIND_CODES = {
     "shutdown": 7,
 }
 STATUS_CODES: dict[str | None, int] = {None: 0, "ok": 1, "error": 2, "cancelled": 3}
+BINARY_FLAG = 0x80
 
 
 def base(**changes: Any) -> dict[str, Any]:
@@ -82,6 +84,8 @@ def raw(
     error: Any = None,
     op_len: int | None = None,
     payload_len: int | None = None,
+    binary: bytes | None = None,
+    binary_len: int | None = None,
 ) -> bytes:
     """Forge one frame body (without the 4-byte length prefix), byte by byte.
 
@@ -90,19 +94,26 @@ def raw(
     bytes. ``operation`` as str is UTF-8 encoded, as bytes sent as is. ``payload`` and
     ``error`` as bytes are sent as is, None is no bytes, anything else compact JSON.
     ``op_len`` / ``payload_len`` override the declared lengths (to make them lie).
+    ``binary`` (bytes) is a binary part: the status byte gets bit 7 and the part, behind
+    its 4-byte length (``binary_len`` overrides it), follows the payload.
     """
     op = operation.encode() if isinstance(operation, str) else operation
     body = _json_part(payload)
     record = _json_part(error)
+    status_byte = STATUS_CODES[status] if status_code is None else status_code
+    if binary is not None:
+        status_byte |= BINARY_FLAG
+        size = len(binary) if binary_len is None else binary_len
+        body += size.to_bytes(4, "big") + binary
     head = HEAD.pack(
         magic,
         version,
         KIND_CODES[kind] if kind_code is None else kind_code,
-        STATUS_CODES[status] if status_code is None else status_code,
+        status_byte,
         generation,
         bytes.fromhex(session) if isinstance(session, str) else session,
         len(op) if op_len is None else op_len,
-        len(body) if payload_len is None else payload_len,
+        len(_json_part(payload)) if payload_len is None else payload_len,
     )
     return head + op + body + record
 

@@ -4,9 +4,10 @@ Every byte of the binary head forged (magic, version, kind and status codes, gen
 session, lengths that lie), operations that are not UTF-8, payloads and error records
 that are not strict JSON (duplicate keys, NaN, overflowing numbers, lone surrogates,
 recursion bombs), truncations, an old all-JSON frame, seeded random garbage and random
-mutations of valid frames; and replies fenced by version, session, generation and
-operation. Every refusal is a ``ProtocolError`` naming the field, with a bounded
-message; nothing else ever escapes, and whatever decodes can be encoded again.
+mutations of valid frames (with and without a binary part); and replies fenced by
+version, session, generation and operation. Every refusal is a ``ProtocolError`` naming
+the field, with a bounded message; nothing else ever escapes, and whatever decodes can
+be encoded again.
 """
 
 from __future__ import annotations
@@ -100,8 +101,10 @@ def expected_field(kind_code: int, status_code: int) -> str | None:
     kind = KIND_NAMES.get(kind_code)
     if kind is None:
         return "kind"
-    if status_code not in STATUS_NAMES:
+    if status_code & 0x7F not in STATUS_NAMES:
         return "status"
+    if status_code & 0x80:
+        return "data"  # bit 7 says a binary part follows the payload: its length is not there
     status = STATUS_NAMES[status_code]
     if (kind in ("ready", "reply")) != (status is not None):
         return "status"
@@ -601,6 +604,12 @@ VALID_FRAMES = [
     raw(kind="job", status=None, payload=None),
     raw(kind="ready", payload={"pid": 1}),
     raw(kind="ready", status="cancelled"),
+    # with a binary part (design §2.3)
+    raw(binary=b"\x89PNG\r\n\x1a\n\x00\xff"),
+    raw(payload=None, binary=b""),
+    raw(status="error", payload=None, error=ERROR, binary=b"dump\x00"),
+    raw(kind="progress", status=None, payload=PROGRESS, binary=bytes(range(7))),
+    raw(kind="job", status=None, payload=["mod:fn"], binary=b"\x80\x05pickle"),
 ]
 
 
@@ -638,11 +647,13 @@ def test_random_garbage() -> None:
         body = raw(
             version=rng.choice([PROTOCOL_VERSION, rng.randrange(256)]),
             kind_code=rng.randrange(9),
-            status_code=rng.randrange(5),
+            status_code=rng.randrange(5) | rng.choice([0, 0, 0x80]),
             generation=rng.choice([7, rng.randrange(2**64)]),
             operation=rng.choice([b"metadata", operation]),
             payload=payload,
             error=rng.choice([b"", js(ERROR), rng.randbytes(rng.randrange(8))]),
+            binary=rng.choice([None, rng.randbytes(rng.randrange(8))]),
+            binary_len=rng.choice([None, None, rng.randrange(16)]),
         )
         if isinstance(check_everything(body), Envelope):
             decoded += 1

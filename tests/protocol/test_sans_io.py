@@ -90,12 +90,14 @@ def test_framing_and_envelope_work_with_stdlib_only() -> None:
         "_envelope_checks",
         "_envelope_value",
         "_field_error",
+        "_blob",
     ],
 )
 def test_stdlib_only_sources(module: str) -> None:
     # framing.py and envelope.py (with its strict JSON, _strict_json.py, its binary
     # layout, _envelope_wire.py, its field checks, _envelope_checks.py, and its value
-    # class, _envelope_value.py, and the validators' error, _field_error.py) import
+    # class, _envelope_value.py, the binary part's value, _blob.py, and the validators'
+    # error, _field_error.py) import
     # nothing but the standard library and each other.
     source = (REPO / "protocol" / f"{module}.py").read_text()
     imports = [
@@ -111,6 +113,7 @@ def test_stdlib_only_sources(module: str) -> None:
         "._envelope_checks",
         "._envelope_value",
         "._field_error",
+        "._blob",
     }
     assert set(imports) <= allowed, imports
 

@@ -151,7 +151,8 @@ class PoolHandle:
                 actor's restart, included), in seconds (trio clock).
             on_progress: Optional ``on_progress(fraction, note)``: called for each
                 progress report of the job (``fraction`` a float in ``[0, 1]``, ``note``
-                a str or None), in this task. It is sync and must not block; an
+                a str or None; plus ``data`` for a report sent with bytes, design
+                §2.3), in this task. It is sync and must not block; an
                 exception from it is logged and ignored. Never called after this
                 method has returned or raised.
             stall: Seconds the job may go without a progress report (design §3.12);

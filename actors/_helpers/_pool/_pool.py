@@ -197,8 +197,10 @@ class HelperPool:
             payload: JSON-compatible arguments (at most ``spec.max_request`` bytes).
             job_id: Optional key for :meth:`cancel_job`; unique among running jobs.
             on_progress: Optional ``on_progress(fraction, note)`` per progress report
-                (``fraction`` in ``[0, 1]``, ``note`` a str or None): sync, on the event
-                loop in this task, must not block; what it raises is logged and ignored.
+                (``fraction`` in ``[0, 1]``, ``note`` a str or None; a report sent with
+                bytes adds them, ``on_progress(fraction, note, data)``, design §2.3):
+                sync, on the event loop in this task, must not block; what it raises is
+                logged and ignored.
             deadline: Absolute deadline of the whole job (waiting for a slot included),
                 in seconds on trio's clock; none by default.
             stall: Seconds the job may go without a progress report before it is
@@ -209,7 +211,9 @@ class HelperPool:
                 ``isinstance``; type checkers then see it as the return type.
 
         Returns:
-            The handler's JSON result (of type ``expect``, when given).
+            The handler's JSON result (of type ``expect``, when given); a
+            :class:`~protocol.envelope.Blob` (its ``data`` a read-only ``memoryview``)
+            when the handler returned bytes (design §2.3).
 
         Cancellation:
             Cancelling the caller runs this job's ladder (design §3.5; shielded, at most

@@ -29,7 +29,6 @@ a file or another user's process); unpickling there trusts no one it did not sta
 
 from __future__ import annotations
 
-import binascii
 import functools
 import math
 import pickle
@@ -39,6 +38,8 @@ from types import MethodType, ModuleType
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
+
+from protocol import Blob
 
 from ...errors import (
     ActorError,
@@ -67,8 +68,6 @@ _PROTOCOL: Final = pickle.HIGHEST_PROTOCOL
 _references: dict[Any, str] = {}
 _dumps = pickle.dumps
 _loads = pickle.loads
-_encode = binascii.b2a_base64
-_decode = binascii.a2b_base64
 _rng = random.Random()
 
 
@@ -194,12 +193,13 @@ def plain(value: object) -> bool:
 
 def encode_call(
     fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[list[Any], str]:
+) -> tuple[Any, str]:
     """Return the job payload and the function's reference.
 
-    The payload is ``[reference, data]``: ``data`` is the list of the arguments when
-    they are all :func:`plain` and there are no keywords (no pickle on either side),
-    else the pickled ``(args, kwargs)`` as base64 text.
+    The payload is ``[reference, arguments]``, the list of the arguments, when they are
+    all :func:`plain` and there are no keywords (no pickle on either side); else
+    ``Blob(head=[reference], data=pickled)``: the pickled ``(args, kwargs)`` as the
+    job frame's binary part (design §2.3), without base64.
 
     Raises:
         FunctionNotImportable: (code ``function_not_importable``) ``fn`` cannot be sent.
@@ -227,18 +227,24 @@ def encode_call(
         else:
             return [reference, [*args]], reference
     try:
-        data = _encode(_dumps((args, kwargs), _PROTOCOL), newline=False).decode("ascii")
+        data = _dumps((args, kwargs), _PROTOCOL)
     except Exception as exc:
         raise NotPicklable(
             f"the arguments of {reference} do not pickle: {type(exc).__name__}: {exc}",
             what="arguments",
             function=reference,
         ) from None
-    return [reference, data], reference
+    return Blob(head=[reference], data=data), reference
 
 
 def decode_reply(reply: Any, reference: str) -> Any:
     """Return the result of a call's reply payload, or raise what the function raised.
+
+    ``reply`` is the call's reply payload (the child's ``actors._child._call``): ``[2,
+    value]``, or a :class:`~protocol.envelope.Blob` with head ``[3]`` (a ``bytes`` result, its
+    binary part: returned as ``bytes``, the one copy out of the frame a caller that
+    asked for ``bytes`` needs) or ``[0]`` (a pickle, loaded straight from the frame), or
+    ``[1, ...]`` when the function raised (a ``Blob`` when the exception pickled).
 
     Raises:
         FunctionRaised: (the exception's code, default ``function_raised``) the
@@ -247,23 +253,28 @@ def decode_reply(reply: Any, reference: str) -> Any:
         NotPicklable: (code ``not_picklable``, ``details["what"] == "result"``) the
             result does not unpickle here.
     """
+    data = None
+    if type(reply) is Blob:
+        reply, data = reply
     tag = reply[0]
     if tag == 2:
         return reply[1]  # a plain value, as JSON
+    if tag == 3:
+        return bytes(data)  # type: ignore[arg-type]
     if tag == 0:
         try:
-            return _loads(_decode(reply[1]))
+            return _loads(data)  # type: ignore[arg-type]
         except Exception as exc:
             raise NotPicklable(
                 f"the result of {reference} does not unpickle here: {type(exc).__name__}: {exc}",
                 what="result",
                 function=reference,
             ) from None
-    _, kind, message, traceback, pickled, code, category = reply
+    _, kind, message, traceback, _, code, category = reply
     cause: BaseException | None = None
-    if pickled is not None:
+    if data is not None:
         try:
-            cause = _loads(_decode(pickled))
+            cause = _loads(data)
         except Exception:
             cause = None  # its class may not import here: the text still says what it was
         if not isinstance(cause, BaseException):

@@ -11,6 +11,8 @@ import errno as errno_module
 import signal
 from typing import TYPE_CHECKING, Any
 
+from protocol import Blob
+
 from ...errors import (
     ActorError,
     DeadlineExceeded,
@@ -155,4 +157,6 @@ def answer_error(label: str, reply: Envelope) -> HelperError:
     if reply.status == "cancelled":
         return JobCancelled(f"{label}: job {reply.generation} was cancelled", **where)
     assert reply.error is not None
-    return JobFailed(ErrorRecord(**reply.error), **where)  # type: ignore[arg-type]  # validated by attrs
+    payload = reply.payload  # the bytes of ``JobError(..., data=...)``, if any (§2.3)
+    data = payload.data if isinstance(payload, Blob) else None
+    return JobFailed(ErrorRecord(**reply.error), data=data, **where)  # type: ignore[arg-type]  # validated by attrs

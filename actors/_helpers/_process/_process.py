@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 import trio
 from trio.lowlevel import enable_ki_protection
 
+from protocol import Blob
 from protocol.envelope import MAX_GENERATION, decode_positional, encode_positional, new_session
 
 from ..._core import HelperEvent, HelperState, new_helper_lifecycle
@@ -49,8 +50,9 @@ if TYPE_CHECKING:
     from ._spec import HelperSpec, HelperTimeouts
     from ._stderr import StderrTail
 
-    #: ``on_progress(fraction, note)``: a sync callable run on the event loop.
-    ProgressCallback = Callable[[float, str | None], object]
+    #: ``on_progress(fraction, note)``, or ``on_progress(fraction, note, data)`` for a
+    #: report with bytes (design §2.3): a sync callable run on the event loop.
+    ProgressCallback = Callable[..., object]
 
 __all__ = ["HelperProcess"]
 
@@ -581,8 +583,13 @@ class HelperProcess:
         if self._stall is not None:
             self._push_stall()
         if on_progress is not None:
+            report = env.payload
             try:
-                on_progress(env.payload["fraction"], env.payload.get("note"))
+                if report.__class__ is Blob:  # with bytes: on_progress gets them too
+                    head = report.head
+                    on_progress(head["fraction"], head.get("note"), report.data)
+                else:
+                    on_progress(report["fraction"], report.get("note"))
             except Exception:
                 LOGGER.exception("%s: on_progress raised; ignored", self.label)
 

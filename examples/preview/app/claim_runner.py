@@ -39,7 +39,7 @@ import trio
 from actors import Produced, Progressive
 from actors.errors import SourceUnreadable, WorkCancelled
 
-from ..child.draw import png_of
+from ..child.draw import observation_of, png_of
 from ..child.drawing.png import check_png
 
 if TYPE_CHECKING:
@@ -141,7 +141,8 @@ class ClaimRunner:
 
     async def _read(self, run_id: int) -> dict[str, Any]:
         payload = {"run_id": run_id, "draw": [_DRAWN_WITH_READ]}
-        observation = await self._helpers.run_job("read_run", payload)
+        # A drawn read: its PNGs as views of the reply's binary part (design §2.3).
+        observation = observation_of(await self._helpers.run_job("read_run", payload))
         if not isinstance(observation, dict):
             raise SourceUnreadable(f"run {run_id}: the helper returned no observation")
         return observation

@@ -4,16 +4,22 @@ Child side, like :mod:`examples.preview.child.helper`: the standard library, num
 :mod:`examples.preview.child.drawing.render`, never trio. A helper that has just read a run
 draws its images there, so the drawing runs in as many processes as there are helpers
 instead of in the server's GIL-bound worker threads, and the run's values never cross
-the pipe: only the PNG bytes (base64 in the JSON reply) and the observation without its
-values (:func:`without_values`), which is what the server keeps. A read holds at most
-32 768 values, so even a map of pure noise gives a preview of about 90 KB (122 KB in
-base64), far within the helper's 1 MiB reply limit (design §2.2).
+the pipe: only the PNG bytes and the observation without its values
+(:func:`without_values`), which is what the server keeps. The PNGs travel as the reply's
+binary part (design §2.3), as they are: no base64, and the server reads them out of the
+frame it received without a copy until one is kept. A read holds at most 32 768 values,
+so even a map of pure noise gives a preview of about 90 KB, far within the helper's
+1 MiB reply limit (design §2.2).
 
 * :func:`draw_kinds` draws the kinds a job names (``thumbnail``, ``preview``);
+* :func:`with_images` is the helper's reply: a :class:`~protocol.envelope.Blob` whose head is the
+  answer with ``images``, kind → ``[offset, size]`` in its binary part, the PNGs one
+  after the other;
 * :func:`without_values` is the observation without the data arrays (what the server
   needs for a run's status, list row and verdict);
 * :func:`check_kinds` checks a job's ``draw`` / ``kinds`` field;
-* :func:`png_of` is the server's side: the PNG bytes of one kind in an answer;
+* :func:`observation_of` and :func:`png_of` are the server's side: the answer as a dict
+  whose ``images`` are views of the PNGs, and the PNG bytes of one kind;
 * :class:`Handoff` passes a read from the helper that drew its thumbnail to the one
   that draws its preview (any helper of the pool may get that job), through a folder
   private to the server, so the preview does not read the run again: a second read
@@ -22,23 +28,32 @@ base64), far within the helper's 1 MiB reply limit (design §2.2).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import marshal
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from actors.helper import JobError
+from actors.helper import Blob, JobError
 
 from .drawing.image_kinds import KINDS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["IMAGES_KEY", "Handoff", "check_kinds", "draw_kinds", "png_of", "without_values"]
+__all__ = [
+    "IMAGES_KEY",
+    "Handoff",
+    "check_kinds",
+    "draw_kinds",
+    "observation_of",
+    "png_of",
+    "with_images",
+    "without_values",
+]
 
-#: The observation key holding the images a helper drew: kind → base64 PNG.
+#: The answer's key holding the images a helper drew: in the reply's head, kind →
+#: ``[offset, size]`` in bytes in its binary part; in :func:`observation_of`, kind → the
+#: PNG bytes (a view).
 IMAGES_KEY = "images"
 
 
@@ -63,8 +78,8 @@ def check_kinds(value: Any, field: str) -> tuple[str, ...]:
 
 def draw_kinds(
     observation: dict[str, Any], kinds: Sequence[str], check_cancel: Callable[[], None]
-) -> dict[str, str]:
-    """Draw ``observation`` as each of ``kinds``; kind → base64 PNG.
+) -> dict[str, bytes]:
+    """Draw ``observation`` as each of ``kinds``; kind → PNG bytes.
 
     Args:
         observation: A read of :class:`~examples.preview.child.qcodes.source.QcodesSource`.
@@ -85,8 +100,22 @@ def draw_kinds(
             png = render(observation, kind, None, check_cancel)
         except ValueError as exc:
             raise JobError(f"{kind}: {exc}", code="render_failed") from None
-        images[kind] = base64.b64encode(png).decode("ascii")
+        images[kind] = png
     return images
+
+
+def with_images(answer: dict[str, Any], images: dict[str, bytes]) -> Blob:
+    """The helper's reply: ``answer`` with the PNGs of ``images`` in its binary part.
+
+    The head is ``answer`` plus ``images``: kind → ``[offset, size]``, in bytes, of that
+    kind's PNG in the binary part, where the PNGs lie one after the other (design §2.3).
+    """
+    spans = {}
+    offset = 0
+    for kind, png in images.items():
+        spans[kind] = [offset, len(png)]
+        offset += len(png)
+    return Blob(head={**answer, IMAGES_KEY: spans}, data=b"".join(images.values()))
 
 
 def without_values(observation: dict[str, Any]) -> dict[str, Any]:
@@ -102,20 +131,45 @@ def without_values(observation: dict[str, Any]) -> dict[str, Any]:
     return {**observation, "dependents": dependents}
 
 
-def png_of(answer: Any, kind: str) -> bytes | None:
-    """The PNG bytes of ``kind`` in a helper's answer (its ``images``), or None.
+def observation_of(answer: Any) -> Any:
+    """A helper's answer as the server keeps it: a :func:`with_images` reply becomes its
+    head with ``images`` as kind → a read-only view of that PNG in the reply (no copy);
+    anything else is returned as it is.
 
-    None when the answer drew no such image, or holds something that is not base64
-    there (a helper never sends that; the server then draws the kind again).
+    An image whose span is not a pair of ints within the binary part is left out (a
+    helper never sends that; the server then draws the kind again).
     """
-    images = answer.get(IMAGES_KEY) if isinstance(answer, dict) else None
-    text = images.get(kind) if isinstance(images, dict) else None
-    if not isinstance(text, str):
+    if not isinstance(answer, Blob) or not isinstance(answer.head, dict):
+        return answer
+    data = memoryview(answer.data)
+    spans = answer.head.get(IMAGES_KEY)
+    images = {}
+    if isinstance(spans, dict):
+        for kind, span in spans.items():
+            if (
+                isinstance(span, list)
+                and len(span) == 2
+                and all(type(n) is int and n >= 0 for n in span)
+                and span[0] + span[1] <= len(data)
+            ):
+                images[kind] = data[span[0] : span[0] + span[1]]
+    return {**answer.head, IMAGES_KEY: images}
+
+
+def png_of(answer: Any, kind: str) -> bytes | None:
+    """The PNG bytes of ``kind`` in a helper's answer, or None.
+
+    ``answer`` is a :func:`with_images` reply or its :func:`observation_of`. The bytes
+    are copied out of the reply's frame once, here: the image outlives the frame (the
+    payload cache, the image store), and a view would pin the whole reply. None when
+    the answer drew no such image (the server then draws the kind again).
+    """
+    images = observation_of(answer)
+    images = images.get(IMAGES_KEY) if isinstance(images, dict) else None
+    png = images.get(kind) if isinstance(images, dict) else None
+    if not isinstance(png, bytes | memoryview):
         return None
-    try:
-        return base64.b64decode(text, validate=True)
-    except binascii.Error:
-        return None
+    return bytes(png)
 
 
 class Handoff:

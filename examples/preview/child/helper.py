@@ -23,14 +23,16 @@ Operations (payload → result, all JSON):
   ``slice``, optional, picks the 2-D slice of a run with more than two sweep
   dimensions); cancellable between read stages. With ``"draw": ["thumbnail"]`` a
   finished read (any status but ``incomplete``) is drawn here as those kinds
-  (design §5.4): the reply is the observation without its values
-  (:func:`~examples.preview.child.draw.without_values`) plus ``"images"``, kind →
-  base64 PNG; a run still being written is returned whole and undrawn (the server
-  draws each of its reads as live images);
+  (design §5.4): the reply is a :class:`~protocol.envelope.Blob` whose head is the observation
+  without its values (:func:`~examples.preview.child.draw.without_values`) plus
+  ``"images"``, kind → ``[offset, size]`` of its PNG in the binary part (the PNG bytes
+  as they are, no base64; :func:`~examples.preview.child.draw.with_images`); a run
+  still being written is returned whole and undrawn (the server draws each of its
+  reads as live images);
 * ``draw`` ``{"run_id": 4, "kinds": ["preview"], "revision": "rows=..."}`` →
-  ``{"run_id", "revision", "status", "images"}``: draws the run as each kind, whatever
-  its status, from the read a ``read_run`` with ``draw`` left at that ``revision``
-  (optional) in the ``handoff`` folder, else from a new read.
+  ``{"run_id", "revision", "status", "images"}`` with the PNGs as above: draws the run
+  as each kind, whatever its status, from the read a ``read_run`` with ``draw`` left at
+  that ``revision`` (optional) in the ``handoff`` folder, else from a new read.
 
 The startup option ``handoff`` (optional) names a folder private to the server where a
 ``read_run`` that drew only some kinds leaves its read for the ``draw`` job of the rest
@@ -65,9 +67,9 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING, Any
 
-from actors.helper import JobError, serve
+from actors.helper import Blob, JobError, serve
 
-from .draw import IMAGES_KEY, Handoff, check_kinds, draw_kinds, without_values
+from .draw import Handoff, check_kinds, draw_kinds, with_images, without_values
 from .drawing.render import KINDS
 from .qcodes.source import MAX_OBSERVATION_VALUES, QcodesSource, open_source
 from .run_data import run_data
@@ -191,7 +193,7 @@ class PreviewHandlers:
             runs = self._open().list_runs(after=after, limit=limit)
         return {"runs": runs, "next_after": runs[-1]["run_id"] if len(runs) == limit else None}
 
-    def read_run(self, payload: Any, ctx: JobContext) -> dict[str, Any]:
+    def read_run(self, payload: Any, ctx: JobContext) -> dict[str, Any] | Blob:
         """The observation of ``run_id``, read with cooperative cancellation; with
         ``draw``, a finished read drawn here and returned without its values."""
         fields = _fields(payload, {"run_id", "max_values", "slice", "draw"})
@@ -202,9 +204,9 @@ class PreviewHandlers:
         images = draw_kinds(observation, kinds, ctx.check_cancel)
         if self.handoff is not None and set(KINDS) - set(kinds):
             self.handoff.leave(observation)
-        return {**without_values(observation), IMAGES_KEY: images}
+        return with_images(without_values(observation), images)
 
-    def draw(self, payload: Any, ctx: JobContext) -> dict[str, Any]:
+    def draw(self, payload: Any, ctx: JobContext) -> Blob:
         """Draw ``run_id`` as each of ``kinds``, from the read left for it if any."""
         fields = _fields(payload, {"run_id", "kinds", "revision"})
         if "kinds" not in fields:
@@ -221,12 +223,12 @@ class PreviewHandlers:
             observation = self.handoff.take(run_id, revision)
         if observation is None:
             observation = self._read(fields, ctx)
-        return {
+        answer = {
             "run_id": observation.get("run_id"),
             "revision": observation.get("revision"),
             "status": observation.get("status"),
-            IMAGES_KEY: draw_kinds(observation, kinds, ctx.check_cancel),
         }
+        return with_images(answer, draw_kinds(observation, kinds, ctx.check_cancel))
 
     def _read(self, fields: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         if "run_id" not in fields:
