@@ -2,8 +2,10 @@
 
 Each frame between the supervisor and a helper process carries one envelope: a fixed
 binary head (version, kind, status, generation, session, lengths; the layout is in
-``protocol._envelope_wire`` and design §2.3), the operation name, and the payload and
-error record as strict JSON. In Python it is an :class:`Envelope`::
+``protocol._envelope_wire`` and design §2.3), the operation name, the payload and error
+record as strict JSON, and maybe a binary part: raw bytes beside the payload, for which
+the payload is a :class:`Blob` (its JSON ``head`` and its ``data``). In Python a frame is
+an :class:`Envelope`::
 
     Envelope(version=2, kind="reply", session="<32 hex>", generation=7,
              operation="metadata", status="ok", payload={...}, error=None)
@@ -207,11 +209,13 @@ def encode_envelope(env: Envelope, *, max_size: int = DEFAULT_MAX_REPLY) -> byte
     Returns:
         The whole frame (4-byte length prefix, 34-byte head, operation in UTF-8,
         payload and error record in compact UTF-8 JSON; an absent payload takes no
-        bytes).
+        bytes). A :class:`Blob` payload is its ``head`` as the JSON payload and its
+        ``data`` as the binary part, raw, behind its 4-byte length (design §2.3).
 
     Raises:
         FrameTooLarge: (code ``frame_too_large``) the body is longer than ``max_size``;
-            ``details`` has ``size`` and ``limit``.
+            ``details`` has ``size`` and ``limit``, and ``field`` ``"data"`` when the
+            frame has a binary part (its size is in the message).
         ProtocolError: (code ``protocol_error``) the payload is not JSON-serialisable
             (e.g. a set, NaN, a tuple or object key, a cycle or a lone surrogate):
             ``details["field"] == "payload"``; the operation or the error record's
@@ -449,9 +453,13 @@ def decode_envelope(payload: bytes) -> Envelope:
             bytes than it carries (``details["field"] == "<frame>"``); an unknown kind
             or status code; an operation that is not UTF-8; a payload or error record
             that is not strict UTF-8 JSON (a duplicate key, a number overflowing a
-            double, a lone surrogate escape or nesting too deep included); or a field
-            out of its domain. The message names the field and ``details["field"]``
-            holds it.
+            double, a lone surrogate escape or nesting too deep included); a binary
+            part whose length field is cut off or declares more bytes than the body
+            carries (field ``data``); or a field out of its domain. The message names
+            the field and ``details["field"]`` holds it.
+
+    A binary part decodes to a :class:`Blob` payload whose ``data`` is a read-only
+    ``memoryview`` of ``payload`` when that is ``bytes`` (no copy), else a copy.
     """
     size = len(payload)
     if size < _HEAD:
