@@ -2,7 +2,8 @@
 
 ``HelperProcess.run_job`` writes the job frame and, if the whole frame went out, looks for
 the reply at once; a helper on the same CPU may have answered during the write. Found: no
-deadline scope, one shielded schedule point. Not found: the deadline scope, a wait. These
+deadline, one shielded schedule point. Not found: a wait, which the pipe's reader ends at the
+deadline (no scope of its own). These
 tests make the fast path deterministic instead of hoping for CPU placement: the job
 frame's write is wrapped (:class:`Race`) so that it returns only once the helper's answer
 (its exact bytes, computed with the same encoder) is in the reply pipe. The slow path is
