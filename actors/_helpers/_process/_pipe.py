@@ -117,8 +117,8 @@ class HelperPipe:
         self._scope: trio.CancelScope | None = None
         # The reader scope's deadline: never later than the parked waiter's ``until``.
         self._armed = _INF
-        #: When the task parked in :meth:`receive` gives up, seconds on trio's clock;
-        #: its owner may move it later while it waits (a stall deadline pushed back).
+        #: When the task waiting in :meth:`receive` gives up, seconds on trio's clock
+        #: (moved later with :meth:`extend`).
         self.until = _INF
 
     async def send(self, frame: bytes, *, checkpoint: bool = True) -> None:
@@ -220,8 +220,9 @@ class HelperPipe:
 
         With the reader running (:meth:`start_reader`), a frame already read is taken at
         once; else this task parks until the reader hands it one (the wait is then the
-        checkpoint), or ``until`` passes. Without it, this task waits for readability
-        itself (a pipe used alone, as in tests).
+        checkpoint), or ``until`` passes. Without it (a pipe used alone, as in tests, or
+        once the reader's nursery was cancelled: a closing pool still stops its jobs),
+        this task waits for readability itself, under a cancel scope for ``until``.
 
         Reads first (:meth:`receive_nowait`), and only if nothing is there waits for
         readability, which is then the checkpoint (a schedule point and a cancel
@@ -245,6 +246,18 @@ class HelperPipe:
         """
         if self._reading:
             return await self._receive_from_reader(known_empty, until)
+        if until == _INF:
+            return await self._receive_alone(known_empty)
+        self.until = until
+        with trio.CancelScope(deadline=until) as scope:
+            self._scope = scope
+            try:
+                return await self._receive_alone(known_empty)
+            finally:
+                self._scope = None
+        raise ReceiveStopped(expired=trio.current_time() >= self.until)
+
+    async def _receive_alone(self, known_empty: bool) -> bytes:
         body = None if known_empty else self.receive_nowait()
         if body is not None:
             try:
@@ -269,17 +282,17 @@ class HelperPipe:
         self._reading = True
         nursery.start_soon(self.run)
 
-    async def run(self) -> Exception:
+    async def run(self) -> Exception | None:
         """The reader: wait for the child's frames and hand them on until the stream
         ends (end of file, the pipe closed, or a frame that breaks it); every parked or
         later :meth:`receive` then raises why. Raises nothing but ``Cancelled``.
 
         Returns:
             What ended the reading: ``PipeGone``, or the ``ProtocolError`` of a frame
-            that broke the stream (``FrameTooLarge``).
+            that broke the stream (``FrameTooLarge``); None if it was cancelled.
         """
         self._reading = True
-        failure: Exception = PipeGone()
+        failure: Exception | None = None
         try:
             while True:
                 with trio.CancelScope(deadline=self._armed) as scope:
@@ -292,7 +305,16 @@ class HelperPipe:
             failure = exc
         finally:
             self._scope = None
-            self._end(failure)
+            if failure is None:
+                # Cancelled (its nursery is closing), not ended: the stream goes on, and
+                # each receive waits for it itself from now on (the parked one too).
+                self._reading = False
+                waiter = self._waiter
+                if waiter is not None:
+                    self._waiter = None
+                    reschedule(waiter, Value(None))
+            else:
+                self._end(failure)
         return failure
 
     async def _pump(self) -> NoReturn:
@@ -383,8 +405,17 @@ class HelperPipe:
             if self._scope is not None:
                 self._scope.deadline = until
         self._waiter = current_task()
-        received: bytes = await wait_task_rescheduled(self._abort_waiter)
+        received: bytes | None = await wait_task_rescheduled(self._abort_waiter)
+        if received is None:  # the reader is gone: wait without it
+            return await self.receive(known_empty=False, until=self.until)
         return received
+
+    def extend(self, until: float) -> None:
+        """Move the waiting receive's ``until`` later (a stall deadline pushed back):
+        the reader finds it when it wakes at the earlier time; never waits."""
+        self.until = until
+        if not self._reading and self._scope is not None:  # a receive waiting alone
+            self._scope.deadline = until
 
     def interrupt(self) -> bool:
         """Wake the task parked in :meth:`receive` with ``ReceiveStopped``; never waits.
@@ -393,8 +424,12 @@ class HelperPipe:
             True if a task was parked there.
         """
         waiter = self._waiter
-        if waiter is None:
-            return False
-        self._waiter = None
-        reschedule(waiter, Error(ReceiveStopped(expired=False)))
-        return True
+        if waiter is not None:
+            self._waiter = None
+            reschedule(waiter, Error(ReceiveStopped(expired=False)))
+            return True
+        if not self._reading and self._scope is not None:  # a receive waiting alone
+            self.until = _INF  # so its scope's end reads as an interruption
+            self._scope.cancel()
+            return True
+        return False

@@ -617,7 +617,7 @@ class HelperProcess:
         if scope is not None and not scope.cancel_called:
             scope.deadline = until
         elif self._waiting:
-            self._pipe.until = until  # type: ignore[union-attr]  # a job waits: set
+            self._pipe.extend(until)  # type: ignore[union-attr]  # a job waits: set
 
     async def _send_rest(self, pipe: HelperPipe, frame: bytes, written: int) -> None:
         """Write the rest of a job frame the pipe did not take at once, within the
