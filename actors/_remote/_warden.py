@@ -85,6 +85,13 @@ class Splitter:
 
     def feed(self, data: bytes) -> list[bytes]:
         buffer = self.buffer
+        if not buffer and len(data) >= 4:
+            # The usual read: exactly one whole frame, taken as it is (no copy).
+            size = int.from_bytes(data[:4], "big")
+            if size == len(data) - 4:
+                if size > self.limit:
+                    raise FrameTooLarge(size, self.limit)
+                return [data]
         buffer += data
         frames = []
         pos = 0
@@ -220,6 +227,11 @@ class Warden:
         self.truncated = 0
         self.refused = False
         self.wakeup_r, self.wakeup_w = os.pipe()
+        # One poll object for the warden's life: a descriptor is (re)registered only
+        # when what the warden waits for on it changes, not on every round.
+        self.poller = select.poll()
+        self.watched: dict[int, int] = {}
+        self.child_exited = True  # look for exits until the first SIGCHLD says more
 
     # -- the loop -----------------------------------------------------------------
 
@@ -242,19 +254,19 @@ class Warden:
         while True:
             if self.cause is not None and self.finished():
                 break
-            poller = select.poll()
-            want_parent = not self.parent_eof and len(self.to_helper) < HIGH_WATER
-            if want_parent:
-                poller.register(0, select.POLLIN)
+            wanted = {self.wakeup_r: select.POLLIN}
+            if not self.parent_eof and len(self.to_helper) < HIGH_WATER:
+                wanted[0] = select.POLLIN
             if self.out and not self.parent_gone:
-                poller.register(1, select.POLLOUT)
+                wanted[1] = select.POLLOUT
             if self.helper_out is not None and len(self.out) < HIGH_WATER:
-                poller.register(self.helper_out, select.POLLIN)
+                wanted[self.helper_out] = select.POLLIN
             if self.helper_in is not None and self.to_helper:
-                poller.register(self.helper_in, select.POLLOUT)
-            poller.register(self.wakeup_r, select.POLLIN)
+                wanted[self.helper_in] = select.POLLOUT
+            if wanted != self.watched:
+                self.watch(wanted)
             timeout = self.timeout()
-            events = poller.poll(None if timeout is None else max(0, int(timeout * 1000) + 1))
+            events = self.poller.poll(None if timeout is None else max(0, int(timeout * 1000) + 1))
             for fd, event in events:
                 if fd == 0:
                     self.read_parent()
@@ -266,9 +278,22 @@ class Warden:
                     self.read_helper()
                 elif fd == self.helper_in:
                     self.write_helper(event)
-            self.reap()
+            if self.child_exited:
+                self.reap()
             self.check_time()
         return self.finish()
+
+    def watch(self, wanted: dict[int, int]) -> None:
+        """Make the poll object wait for exactly ``wanted`` (descriptor → events)."""
+        watched = self.watched
+        for fd in [fd for fd in watched if fd not in wanted]:
+            with contextlib.suppress(KeyError, OSError):  # closed meanwhile
+                self.poller.unregister(fd)
+            del watched[fd]
+        for fd, mask in wanted.items():
+            if watched.get(fd) != mask:
+                self.poller.register(fd, mask)  # registers or modifies
+                watched[fd] = mask
 
     def timeout(self) -> float | None:
         now = time.monotonic()
@@ -302,6 +327,21 @@ class Warden:
                 return
             del self.out[:written]
 
+    def write_parent_now(self, frame: bytes) -> None:
+        """Write a frame to the parent at once (nothing is queued before it); what the
+        channel does not take now is queued."""
+        try:
+            written = os.write(1, frame)
+        except BlockingIOError:
+            written = 0
+        except OSError:
+            self.parent_gone = True
+            self.out.clear()
+            self.end("link_lost")
+            return
+        if written < len(frame):
+            self.out += frame[written:]
+
     def read_parent(self) -> None:
         try:
             data = os.read(0, _READ)
@@ -326,7 +366,10 @@ class Warden:
             if len(frame) > 4 and frame[4] == MAGIC:
                 self.control(frame[5:])
             elif self.started:
-                self.to_helper += frame
+                if not self.to_helper and self.helper_in is not None:
+                    self.write_now(frame)
+                else:
+                    self.to_helper += frame
             else:
                 self.end("parent_protocol_error", "a relayed frame came before 'start'")
         if self.to_helper:
@@ -491,6 +534,20 @@ class Warden:
             finally:
                 os._exit(127)
 
+    def write_now(self, frame: bytes) -> None:
+        """Write a frame to the helper at once (nothing is queued before it); what the
+        pipe does not take now is queued."""
+        assert self.helper_in is not None
+        try:
+            written = os.write(self.helper_in, frame)
+        except BlockingIOError:
+            written = 0
+        except OSError:
+            self.close_helper_in()  # the helper closed its stdin: it hears nothing more
+            return
+        if written < len(frame):
+            self.to_helper += frame[written:]
+
     def write_helper(self, event: int) -> None:
         if self.helper_in is None:
             self.to_helper.clear()
@@ -535,7 +592,10 @@ class Warden:
             if len(frame) > 4 and frame[4] == MAGIC:
                 self.stop_relay("protocol_violation", "the helper wrote a warden control frame")
                 return
-            self.out += frame
+            if not self.out and not self.parent_gone:
+                self.write_parent_now(frame)
+            else:
+                self.out += frame
         self.write_parent()
 
     def stop_relay(self, code: str, message: str, **details: object) -> None:
@@ -606,6 +666,7 @@ class Warden:
         return reached, failed
 
     def reap(self) -> None:
+        self.child_exited = False  # until the next SIGCHLD
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -624,7 +685,9 @@ class Warden:
         except BlockingIOError:
             return
         for signum in data:
-            if signum != signal.SIGCHLD and self.cause is None:
+            if signum == signal.SIGCHLD:
+                self.child_exited = True
+            elif self.cause is None:
                 self.end("link_lost", f"the warden got {signal.Signals(signum).name}")
 
     # -- the end --------------------------------------------------------------------

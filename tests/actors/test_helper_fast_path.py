@@ -2,12 +2,13 @@
 
 ``HelperProcess.run_job`` writes the job frame and, if the whole frame went out, looks for
 the reply at once; a helper on the same CPU may have answered during the write. Found: no
-deadline scope, one shielded schedule point. Not found: the deadline scope, a wait. These
-tests make the fast path deterministic instead of hoping for CPU placement: the job
-frame's write is wrapped (:class:`Race`) so that it returns only once the helper's answer
-(its exact bytes, computed with the same encoder) is in the reply pipe. The slow path is
-forced on the same bytes by skipping the look (as if the pipe had been empty a moment
-earlier), so each behaviour is checked on both paths with the same helper doing the same.
+deadline, one shielded schedule point. Not found: a wait, which the pipe's reader ends at
+the deadline (the job has no cancel scope of its own). These tests make the fast path
+deterministic instead of hoping for CPU placement: the job frame's write is wrapped
+(:class:`Race`) so that it returns only once the helper's answer (its exact bytes,
+computed with the same encoder) is in the reply pipe. The slow path is forced on the same
+bytes by skipping the look (as if the pipe had been empty a moment earlier), so each
+behaviour is checked on both paths with the same helper doing the same.
 
 Real subprocesses on the real clock with short timeouts (contributing §F.3); every test checks
 that no child and no zombie is left.
@@ -45,12 +46,12 @@ from actors import (
     open_helper_pool,
 )
 from actors._helpers._process import HelperProcess
-from actors._helpers._process._pipe import HelperPipe
+from actors._helpers._process._pipe import INBOX, HelperPipe, PipeGone, ReceiveStopped
 from protocol.envelope import encode_fields, new_session
 from protocol.framing import MAX_FRAME_LIMIT
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterator
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
     from pathlib import Path
 
 JOB_KIND = 3  # the kind byte of a job frame (protocol._envelope_wire.KIND_CODES)
@@ -350,7 +351,8 @@ class PlainPipes:
 
     def close(self) -> None:
         os.close(self.job_read)
-        os.close(self.reply_write)
+        if self.reply_write >= 0:  # not closed by the test
+            os.close(self.reply_write)
         for stream in self.streams:
             stream.close()
 
@@ -432,6 +434,186 @@ async def test_a_frame_over_the_reply_limit_is_refused_and_so_is_everything_afte
     os.write(plain.reply_write, _frame(4))
     with pytest.raises(FrameTooLarge):
         plain.pipe.receive_nowait()
+
+
+# --- the pipe's reader: the timer of the job's wait (no cancel scope per job) -----------
+# Nothing is in flight when the clock jumps (every write happens before its task
+# blocks), so the autojump_clock tests assert exact virtual times.
+
+
+@pytest.fixture
+async def pipes(nursery: trio.Nursery) -> AsyncIterator[PlainPipes]:
+    pair = PlainPipes()
+    try:
+        pair.pipe.start_reader(nursery)
+        yield pair
+    finally:
+        pair.close()
+
+
+async def test_a_wait_ends_exactly_at_its_until(
+    pipes: PlainPipes, autojump_clock: trio.testing.MockClock
+) -> None:
+    start = trio.current_time()
+    with pytest.raises(ReceiveStopped) as info:
+        await pipes.pipe.receive(known_empty=True, until=start + 5)
+    assert info.value.expired
+    assert trio.current_time() == start + 5
+
+
+async def test_a_later_until_rearms_the_timer_where_it_wakes(
+    pipes: PlainPipes, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The first wait arms the reader for +5 and ends early with a frame; the second
+    # wait's until (+1 +5) is later, so the timer is not moved: it wakes at +5, finds
+    # the wait not due and re-arms for +6, where the wait ends, exactly.
+    start = trio.current_time()
+
+    async def answer() -> None:
+        await trio.sleep(1)
+        os.write(pipes.reply_write, _frame(1))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(answer)
+        assert await pipes.pipe.receive(until=start + 5) == _frame(1)[4:]
+    assert trio.current_time() == start + 1
+    with pytest.raises(ReceiveStopped):
+        await pipes.pipe.receive(until=start + 6)
+    assert trio.current_time() == start + 6
+
+
+async def test_an_earlier_until_moves_the_timer_forward(
+    pipes: PlainPipes, autojump_clock: trio.testing.MockClock
+) -> None:
+    start = trio.current_time()
+    with pytest.raises(ReceiveStopped):
+        await pipes.pipe.receive(until=start + 30)
+    with pytest.raises(ReceiveStopped):
+        await pipes.pipe.receive(until=start + 31)  # armed for +60 meanwhile: moved
+    assert trio.current_time() == start + 31
+
+
+async def test_until_moved_later_while_parked_is_honoured(
+    pipes: PlainPipes, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A stall deadline pushed back while the job waits (design §3.12).
+    start = trio.current_time()
+
+    async def push() -> None:
+        await trio.sleep(2)
+        pipes.pipe.extend(start + 9)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(push)
+        with pytest.raises(ReceiveStopped):
+            await pipes.pipe.receive(until=start + 3)
+    assert trio.current_time() == start + 9
+
+
+async def test_interrupt_wakes_the_parked_receive_at_once(
+    pipes: PlainPipes, autojump_clock: trio.testing.MockClock
+) -> None:
+    start = trio.current_time()
+    assert not pipes.pipe.interrupt()  # nobody parked
+
+    async def interrupt() -> None:
+        await trio.sleep(1)
+        assert pipes.pipe.interrupt()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(interrupt)
+        with pytest.raises(ReceiveStopped) as info:
+            await pipes.pipe.receive(until=start + 30)
+    assert not info.value.expired
+    assert trio.current_time() == start + 1
+
+
+async def test_a_cancelled_wait_loses_no_frame_and_the_next_gets_it(
+    pipes: PlainPipes, autojump_clock: trio.testing.MockClock
+) -> None:
+    with trio.move_on_after(1) as scope:
+        await pipes.pipe.receive()
+    assert scope.cancelled_caught
+    os.write(pipes.reply_write, _frame(7))
+    assert await pipes.pipe.receive() == _frame(7)[4:]
+
+
+async def test_a_stale_frame_waits_for_the_next_receive_in_order(pipes: PlainPipes) -> None:
+    # A frame that comes when nobody waits (a late reply) is kept for the next receive,
+    # which fences it (the job path): it is not lost and does not overtake a later one.
+    os.write(pipes.reply_write, _frame(1))
+    await trio.testing.wait_all_tasks_blocked()
+    os.write(pipes.reply_write, _frame(2))
+    assert await pipes.pipe.receive() == _frame(1)[4:]
+    assert await pipes.pipe.receive() == _frame(2)[4:]
+
+
+async def test_frames_nobody_takes_are_bounded(pipes: PlainPipes) -> None:
+    # The reader stops reading once INBOX frames wait for nobody; the rest stays in the
+    # pipe (the helper blocks), and all come out in order once taken.
+    count = 3 * INBOX
+    for generation in range(1, count + 1):
+        os.write(pipes.reply_write, _frame(generation))
+        await trio.testing.wait_all_tasks_blocked()
+    held: Any = pipes.pipe._frames  # internals: what the reader holds
+    assert len(held) == INBOX
+    got = [await pipes.pipe.receive() for _ in range(count)]
+    assert got == [_frame(generation)[4:] for generation in range(1, count + 1)]
+
+
+async def test_end_of_file_wakes_the_parked_receive_and_every_later_one(
+    pipes: PlainPipes,
+) -> None:
+    async def close_soon() -> None:
+        await trio.testing.wait_all_tasks_blocked()
+        os.close(pipes.reply_write)
+        pipes.reply_write = -1
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(close_soon)
+        with pytest.raises(PipeGone):
+            await pipes.pipe.receive()
+    with pytest.raises(PipeGone):
+        await pipes.pipe.receive()
+
+
+async def test_a_frame_over_the_limit_ends_the_reader_with_the_error(pipes: PlainPipes) -> None:
+    os.write(pipes.reply_write, (4097).to_bytes(4, "big") + b"x" * 4097)
+    with pytest.raises(FrameTooLarge):
+        await pipes.pipe.receive()
+    with pytest.raises(FrameTooLarge):
+        await pipes.pipe.receive()
+
+
+async def test_a_cancelled_reader_hands_the_waiting_back_deadline_and_all(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The reader's nursery closes first (a pool shutting down): the parked receive goes
+    # on waiting by itself, still ends exactly at its until, and later frames still come.
+    plain = PlainPipes()
+    reader = trio.CancelScope()
+
+    async def read() -> None:
+        with reader:
+            assert await plain.pipe.run() is None  # cancelled, not ended
+
+    async def stop_reader() -> None:
+        await trio.sleep(1)
+        reader.cancel()
+
+    try:
+        nursery.start_soon(read)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(stop_reader)
+        start = trio.current_time()
+        with pytest.raises(ReceiveStopped) as info:
+            await plain.pipe.receive(until=start + 5)
+        assert info.value.expired
+        assert trio.current_time() == start + 5
+        os.write(plain.reply_write, _frame(8))
+        assert await plain.pipe.receive(until=start + 10) == _frame(8)[4:]
+    finally:
+        plain.close()
 
 
 # --- 1. the same outcome on both paths -------------------------------------------------

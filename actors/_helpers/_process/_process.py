@@ -36,7 +36,7 @@ from .._interrupt import second_interrupt
 from ._containment import ProcessTree, available_mode
 from ._ladder import Ladder
 from ._outcomes import answer_error, stopped_error
-from ._pipe import HelperPipe, PipeGone
+from ._pipe import HelperPipe, PipeGone, ReceiveStopped
 from ._reaper import Reaper
 from ._remote import RemoteLink
 from ._spec import HelperSnapshot
@@ -163,11 +163,15 @@ class HelperProcess:
         )
         self._generation = 0
         self._active: tuple[int, str] | None = None
-        # The active job's scope (its deadline: the earliest of the reply timeout, the
-        # caller's deadline and the stall timeout) and whether :meth:`cancel` (rather
-        # than a deadline) cancelled it.
+        # The active job's wait ends at the earliest of the reply timeout, the caller's
+        # deadline and the stall timeout: the pipe's reader is its timer (no cancel
+        # scope per job). ``_waiting``: the job is parked in the pipe's receive;
+        # ``_stopping``: its deadline fired; ``_cancel_requested``: cancel() was called.
+        # A scope exists only while the rest of a job frame too big for the pipe is
+        # written (``_job_scope``).
         self._job_scope: trio.CancelScope | None = None
-        self._cancel_requested = False
+        self._cancel_requested = self._waiting = self._stopping = False
+        self._nursery: trio.Nursery | None = None
         self._reply_at = self._deadline_at = self._stall_at = _INF
         self._stall: float | None = None
         self._job_done: trio.Event | None = None
@@ -279,10 +283,14 @@ class HelperProcess:
                 startup; ``details`` has ``exit_code``, ``signal`` and ``stderr`` (the
                 last 4 KiB it wrote).
         """
+        self._nursery = nursery
         await self._startup.run(nursery)
 
     def _spawned(self, process: trio.Process, pipe: HelperPipe, stderr: StderrTail) -> None:
         self._process, self._pipe, self._stderr = process, pipe, stderr
+        if not isinstance(self._tree, RemoteLink):  # a remote link runs its own reader
+            assert self._nursery is not None
+            pipe.start_reader(self._nursery)
         if self.spec.stderr_is_activity:
             stderr.on_activity = self._push_stall  # design §3.12: stderr counts as alive
 
@@ -377,54 +385,56 @@ class HelperProcess:
         self.idle = False
         self.jobs_run += 1
         self.last_escalation = None
-        self._cancel_requested = False
+        self._cancel_requested = self._stopping = False
         self._stall = stall
         if self._events.jobs_watched or LOGGER.isEnabledFor(_DEBUG):
             self._emit("job_started", f"job {generation} ({operation})", generation=generation)
         try:
             # No checkpoint before the write: once JOB_SENT, the frame is out. A helper
             # on this CPU may have answered already: then nothing waits, so no deadline
-            # applies (and no cancel scope is needed).
+            # applies.
             written = pipe.write_nowait(frame)
             sent = written == len(frame)  # and then, if no reply, the pipe is known empty
             reply = self._reply_nowait(generation, operation, on_progress) if sent else None
             if reply is None:
-                # design §3.6: every wait for the reply is inside the deadline's scope.
+                # design §3.6: every wait for the reply is bounded, by the earliest of
+                # the three deadlines; the pipe's reader is the timer that ends it.
                 now = trio.current_time()
-                self._reply_at = reply_at = now + self.timeouts.reply
+                self._reply_at = now + self.timeouts.reply
                 self._deadline_at = deadline
-                limit = reply_at if reply_at < deadline else deadline
-                if stall is None:
-                    self._stall_at = _INF
-                else:
-                    self._stall_at = stall_at = now + stall
-                    limit = stall_at if stall_at < limit else limit
-                scope = self._job_scope = trio.CancelScope(deadline=limit)
-                if self._cancel_requested:  # cancel() came from an early progress report
-                    scope.cancel()
-                with scope:
-                    known_empty = sent
+                self._stall_at = _INF if stall is None else now + stall
+                try:
                     if not sent:
-                        await pipe.send_rest(frame, written)
+                        await self._send_rest(pipe, frame, written)
+                    known_empty = sent
                     while reply is None:  # _receive_reply, inlined: one coroutine less
-                        body = await pipe.receive(known_empty=known_empty)
-                        known_empty = False
+                        if self._cancel_requested:  # from a progress report
+                            raise ReceiveStopped(expired=False)
+                        self._waiting = True
+                        try:
+                            body = await pipe.receive(
+                                known_empty=known_empty,
+                                until=min(self._reply_at, self._deadline_at, self._stall_at),
+                            )
+                        finally:
+                            self._waiting = known_empty = False
                         env = decode_positional(body, session, _JOB_KINDS, generation, operation)
                         if env.kind == "reply":
                             reply = env
                         else:
                             self._progress(env, on_progress)
-                if scope.cancelled_caught:
+                except ReceiveStopped:
+                    self._stopping = True
                     await self._job_stopped(generation, operation)
             else:
                 # The schedule point; not a cancel point: the reply is in.
                 await trio.lowlevel.cancel_shielded_checkpoint()
-                if self._cancel_requested:
-                    # cancel() said True (from a progress report, or another task at
-                    # the schedule point): keep its word, as the waiting path does.
-                    self._advance(HelperEvent.REPLIED)
-                    self.last_escalation = "cooperative"
-                    raise self._stopped_error(generation, operation, "cooperative", "cancelled")
+            if self._cancel_requested:
+                # cancel() said True (from a progress report, or another task while the
+                # reply was on its way): keep its word.
+                self._advance(HelperEvent.REPLIED)
+                self.last_escalation = "cooperative"
+                raise self._stopped_error(generation, operation, "cooperative", "cancelled")
         except (trio.Cancelled, KeyboardInterrupt) as exc:  # Ctrl-C in the task that waits
             with trio.CancelScope(shield=True):
                 escalation = await self._stop_for_caller(
@@ -451,11 +461,11 @@ class HelperProcess:
             if self._job_done is not None:
                 self._job_done.set()
                 self._job_done = None
-        # (reply is set: else the scope caught a cancel and _job_stopped raised)
+        # (reply is set: else the wait was stopped and _job_stopped raised)
         self.idle = machine.process_event(_REPLIED) is _IDLE
-        if reply.status == "ok":  # type: ignore[union-attr]
-            return reply.payload  # type: ignore[union-attr]
-        raise answer_error(self.label, reply)  # type: ignore[arg-type]
+        if reply.status == "ok":
+            return reply.payload
+        raise answer_error(self.label, reply)
 
     def cancel(self) -> bool:
         """Cancel the running job; never waits (design §3.5).
@@ -466,16 +476,24 @@ class HelperProcess:
         Returns:
             True if a job was running (and not already being stopped).
         """
+        if self._active is None or self._cancel_requested or self._stopping:
+            return False
         scope = self._job_scope
-        if self._active is None or self._cancel_requested:
-            return False
-        if scope is not None and scope.cancel_called:  # a deadline already fired
-            return False
-        self._cancel_requested = True
-        if scope is not None:
+        if scope is not None:  # writing the rest of its frame
+            if scope.cancel_called:  # a deadline already fired
+                return False
             scope.cancel()
-        # Else the job is between its write and its wait (or at the schedule point
-        # after a reply already there): run_job sees the flag there.
+        elif (
+            self._waiting
+            and self._pipe is not None
+            and not self._pipe.interrupt()
+            # Woken but not yet run: by its deadline (that ends it) or by a frame.
+            and trio.current_time() >= self._pipe.until
+        ):
+            return False
+        # Else the job is between its write and its wait, running a progress report, or
+        # has its reply in hand: run_job sees the flag there.
+        self._cancel_requested = True
         return True
 
     @enable_ki_protection
@@ -594,13 +612,34 @@ class HelperProcess:
                 LOGGER.exception("%s: on_progress raised; ignored", self.label)
 
     def _push_stall(self) -> None:
-        """The job showed activity: push its stall deadline back (design §3.12)."""
+        """The job showed activity: push its stall deadline back (design §3.12).
+
+        Later only, so the reader's timer needs no change: it finds the new time when
+        it wakes at the old one."""
         if self._stall is None or self._active is None:
             return
         self._stall_at = trio.current_time() + self._stall
+        until = min(self._reply_at, self._deadline_at, self._stall_at)
         scope = self._job_scope
         if scope is not None and not scope.cancel_called:
-            scope.deadline = min(self._reply_at, self._deadline_at, self._stall_at)
+            scope.deadline = until
+        elif self._waiting:
+            self._pipe.extend(until)  # type: ignore[union-attr]  # a job waits: set
+
+    async def _send_rest(self, pipe: HelperPipe, frame: bytes, written: int) -> None:
+        """Write the rest of a job frame the pipe did not take at once, within the
+        job's deadlines (a cancel scope: this is not the common path).
+
+        Raises:
+            ReceiveStopped: a deadline passed, or :meth:`cancel` was called.
+        """
+        limit = min(self._reply_at, self._deadline_at, self._stall_at)
+        with trio.CancelScope(deadline=limit) as scope:
+            self._job_scope = scope
+            await pipe.send_rest(frame, written)
+        self._job_scope = None
+        if scope.cancelled_caught:
+            raise ReceiveStopped(expired=not self._cancel_requested)
 
     # --- stopping -------------------------------------------------------------------
 

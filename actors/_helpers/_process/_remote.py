@@ -6,9 +6,10 @@ client; at the far end a warden (``actors/_remote/_warden.py``) runs the helper.
 
 * it builds the ``ssh`` command line and the warden's ``start`` frame, which is sent
   right after the spawn, before the helper's startup frame (no extra round trip);
-* its reader task splits the channel: control frames are handled here (``hello``,
-  ``started``, ``refused``, ``signalled``, ``heartbeat``, ``violation``, ``exit``), the
-  helper's frames go to the job path through :class:`RemotePipe`, verbatim;
+* its reader task (the pipe's, :meth:`~actors._helpers._process._pipe.HelperPipe.run`)
+  splits the channel: control frames are handled here (``hello``, ``started``,
+  ``refused``, ``signalled``, ``heartbeat``, ``violation``, ``exit``), the helper's
+  frames go straight to the task waiting for them, verbatim (:class:`RemotePipe`);
 * it sends a heartbeat every third of ``timeouts.heartbeat`` and gives the link up as
   lost when nothing came back for ``timeouts.heartbeat`` seconds: it then ends ``ssh``
   itself (the warden, whose stdin ends, kills the tree by itself);
@@ -39,6 +40,7 @@ import trio
 from protocol.errors import FrameTooLarge, ProtocolError, ProtocolViolation
 from protocol.warden import (
     WARDEN_EXIT_REFUSED,
+    WARDEN_MAGIC,
     decode_control,
     encode_heartbeat,
     encode_signal,
@@ -48,7 +50,7 @@ from protocol.warden import (
 
 from ..._remote import classify_ssh_failure, remote_command, ssh_argv
 from ._containment import ProcessTree
-from ._pipe import HelperPipe, PipeGone
+from ._pipe import HelperPipe
 from ._spec import BOOTSTRAP
 
 if TYPE_CHECKING:
@@ -60,10 +62,10 @@ if TYPE_CHECKING:
 
 __all__ = ["PROJECT_MISSING", "REMOTE_BOOTSTRAP", "RemoteLink", "RemotePipe"]
 
+_MAGIC: Final = bytes((WARDEN_MAGIC,))
+
 #: Exit status of a remote helper whose interpreter cannot import the project.
 PROJECT_MISSING: Final = 78
-#: Helper frames the reader holds for the job path before it stops reading the link.
-INBOX: Final = 16
 #: Largest control frame the parent accepts from the warden, in bytes.
 _CONTROL_LIMIT: Final = 1024 * 1024
 #: Writes of at most this many bytes to a pipe are atomic (POSIX ``PIPE_BUF``).
@@ -87,69 +89,52 @@ sys.argv[2:4] = [spec.submodule_search_locations[0] for spec in found]
 
 
 class RemotePipe(HelperPipe):
-    """The helper's frames over the ``ssh`` channel: sent as to a local helper, and
-    received from the link's reader, which has taken the warden's frames out."""
+    """The helper's frames over the ``ssh`` channel: sent as to a local helper; the
+    warden's control frames are taken out of the stream by whichever task reads it (the
+    link's reader, or a job that finds its reply already there) and handed to
+    ``on_control``, so a helper frame goes from the channel to its job without a hop."""
 
-    __slots__ = ("_failure", "_inbox", "heard")
+    __slots__ = ("_on_control", "heard")
 
-    def __init__(self, stdin: FdStream, stdout: FdStream, *, max_reply: int) -> None:
+    def __init__(
+        self,
+        stdin: FdStream,
+        stdout: FdStream,
+        *,
+        max_reply: int,
+        on_control: Callable[[bytes], None],
+    ) -> None:
         # The reader takes frames up to the larger of the reply and control limits; the
         # warden itself refuses a helper frame over ``max_reply`` (a ``violation``).
         super().__init__(stdin, stdout, max_reply=max(max_reply, _CONTROL_LIMIT))
-        self._inbox: tuple[trio.MemorySendChannel[bytes], trio.MemoryReceiveChannel[bytes]] = (
-            trio.open_memory_channel[bytes](INBOX)
-        )
-        self._failure: ProtocolError | None = None
+        # The link's task is the reader from the spawn on (RemoteLink.run).
+        self._reading = True
+        self._on_control = on_control
         #: When bytes last came from the warden, seconds on trio's clock (a long frame
         #: is the link alive too, before it is whole).
         self.heard = trio.current_time()
 
-    async def read_link(self) -> bytes:
-        """The next frame of the channel, the warden's or the helper's (the reader's).
+    def _split(self, data: bytes) -> list[bytes]:
+        self.heard = trio.current_time()
+        got = HelperPipe._split(self, data)
+        if any(body[:1] == _MAGIC for body in got):
+            kept = []
+            for body in got:
+                if is_control(body):
+                    self._on_control(body)
+                else:
+                    kept.append(body)
+            return kept
+        return got
 
-        Raises:
-            PipeGone: ``ssh``'s stdout ended or was closed.
-            FrameTooLarge: (code ``frame_too_large``) a frame over the reader's limit.
-        """
-        while True:
-            body = HelperPipe.receive_nowait(self)
-            if body is not None:
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                return body
-            try:
-                await trio.lowlevel.wait_readable(self._rfd)
-            except (trio.ClosedResourceError, trio.BusyResourceError):
-                raise PipeGone from None
-            self.heard = trio.current_time()
-
-    async def deliver(self, body: bytes) -> None:
-        """Hand a helper frame to the job path (waits while :data:`INBOX` are unread)."""
-        # Closed after a violation: nothing more of the helper is taken.
-        with contextlib.suppress(trio.ClosedResourceError):
-            await self._inbox[0].send(body)
-
-    def end(self, failure: ProtocolError | None = None) -> None:
-        """No more helper frames: the link ended, or (``failure``) its stream is bad."""
-        if failure is not None and self._failure is None:
-            self._failure = failure
-        self._inbox[0].close()
-
-    def _ended(self) -> BaseException:
-        return self._failure if self._failure is not None else PipeGone()
+    def end(self, failure: ProtocolError) -> None:
+        """The helper's stream is bad (``failure``): no more of its frames are taken."""
+        self._end(failure)
 
     def receive_nowait(self) -> bytes | None:
-        try:
-            return self._inbox[1].receive_nowait()
-        except trio.WouldBlock:
-            return None
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            raise self._ended() from None
-
-    async def receive(self, *, known_empty: bool = False) -> bytes:
-        try:
-            return await self._inbox[1].receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            raise self._ended() from None
+        if self._failure is not None and not self._frames:
+            raise self._ended()
+        return HelperPipe.receive_nowait(self)
 
     def try_control(self, frame: bytes) -> bool:
         """Write a small control frame now, whole or not at all; False if it cannot be
@@ -243,7 +228,9 @@ class RemoteLink(ProcessTree):
         """The helper's pipe over the just-spawned ``ssh`` (its reader: :meth:`run`)."""
         self._process = process
         self.leader = process.pid
-        self._pipe = RemotePipe(stdin, stdout, max_reply=self._spec.max_reply)
+        self._pipe = RemotePipe(
+            stdin, stdout, max_reply=self._spec.max_reply, on_control=self._take_control
+        )
         return self._pipe
 
     # --- the link's tasks -----------------------------------------------------------
@@ -251,41 +238,31 @@ class RemoteLink(ProcessTree):
     async def run(self) -> None:
         """Read the link and send heartbeats until ``ssh``'s stdout ends (the pool's
         nursery runs it)."""
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._heartbeats)
-            await self._read()
-            nursery.cancel_scope.cancel()
-
-    async def _read(self) -> None:
         pipe = self._pipe
         assert pipe is not None
-        failure: ProtocolError | None = None
         try:
-            while True:
-                body = await pipe.read_link()
-                if not is_control(body):
-                    await pipe.deliver(body)
-                    # Waiting for the job path to take a frame is no silence of the link.
-                    pipe.heard = trio.current_time()
-                    continue
-                try:
-                    message = decode_control(body)
-                except ProtocolViolation as exc:  # a hello of another version
-                    self._give_up("version_mismatch", exc.message)
-                    continue
-                except ProtocolError as exc:
-                    self._give_up("warden_protocol_error", exc.message)
-                    continue
-                failure = self._control(message) or failure
-                if failure is not None:
-                    pipe.end(failure)
-        except PipeGone:
-            pass
-        except FrameTooLarge as exc:
-            self._give_up("warden_protocol_error", exc.message)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._heartbeats)
+                ended_by = await pipe.run()
+                nursery.cancel_scope.cancel()
+            if isinstance(ended_by, FrameTooLarge):  # over the link's own limit
+                self._give_up("warden_protocol_error", ended_by.message)
         finally:
-            pipe.end(failure)
             self._ended.set()
+
+    def _take_control(self, body: bytes) -> None:
+        """One control frame from the warden, taken out of the channel by its reader."""
+        try:
+            message = decode_control(body)
+        except ProtocolViolation as exc:  # a hello of another version
+            self._give_up("version_mismatch", exc.message)
+            return
+        except ProtocolError as exc:
+            self._give_up("warden_protocol_error", exc.message)
+            return
+        failure = self._control(message)
+        if failure is not None and self._pipe is not None:
+            self._pipe.end(failure)
 
     def _control(self, message: dict[str, Any]) -> ProtocolError | None:
         kind = message["type"]
