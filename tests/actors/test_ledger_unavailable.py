@@ -41,14 +41,14 @@ async def pragma(log: EventLog, sql: str) -> None:
     """Run a pragma on the log's own connection, in its worker thread."""
     ledger = log._ledger
     assert ledger is not None
-    await ledger._reads.call(lambda: ledger._conn.execute(sql).fetchall())  # type: ignore[union-attr]
+    await ledger._reads.call(lambda: ledger._store.conn.execute(sql).fetchall())  # type: ignore[union-attr]
 
 
 async def full_disk(log: EventLog) -> None:
     ledger = log._ledger
     assert ledger is not None
     pages = await ledger._reads.call(
-        lambda: ledger._conn.execute("PRAGMA page_count").fetchone()[0]  # type: ignore[union-attr]
+        lambda: ledger._store.conn.execute("PRAGMA page_count").fetchone()[0]  # type: ignore[union-attr]
     )
     await pragma(log, f"PRAGMA max_page_count = {pages}")
 
