@@ -4,13 +4,14 @@
 ``initdb``, ``postgres``) on a data directory in a temporary directory, listening on a
 Unix socket only (no TCP port), as an unprivileged user when the tests run as root
 (``initdb`` refuses root): ``nobody``, through ``setpriv``, owning the temporary directory.
+``pg_ctl`` starts it, so it is no child of the test process.
 Durability is off (``fsync=off``): the tests check the ledger's logic, not the disk.
 
 One server per test session (per xdist worker); each test gets a fresh, empty schema
 (:meth:`PostgresServer.fresh_url`: ~10 ms, where a database from a template takes
 ~300 ms) in one database, named by the URL's ``search_path``. Teardown stops the
-server with a fast shutdown (SIGINT), kills it after a grace, waits for it (no zombie) and
-removes the directory.
+server with a fast shutdown (``pg_ctl stop -m fast``), kills it after a grace, waits until
+its process is gone, and removes the directory.
 
 Without PostgreSQL the tests that need it skip, except in CI (``CI=true``), where they
 fail: CI installs it (``.ci/run``).
@@ -18,6 +19,7 @@ fail: CI installs it (``.ci/run``).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import os
@@ -88,6 +90,15 @@ def committed(where: str | os.PathLike[str], sql: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
+def _state(pid: int) -> str | None:
+    """The state letter of ``pid`` (``Z`` for a zombie), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0]
+    except OSError:
+        return None
+
+
 class PostgresServer:
     """One PostgreSQL server on a Unix socket in a temporary directory."""
 
@@ -96,7 +107,7 @@ class PostgresServer:
         self.root = tempfile.mkdtemp(prefix="actors-pg-")
         self.data = os.path.join(self.root, "data")
         self.socket_dir = os.path.join(self.root, "run")
-        self.process: subprocess.Popen[bytes] | None = None
+        self.pid: int | None = None
         self._names = itertools.count(1)
         self._as_user: list[str] = []
         if os.geteuid() == 0:
@@ -143,52 +154,33 @@ class PostgresServer:
         self.admin(f"CREATE DATABASE {_DATABASE} TEMPLATE template0")
 
     def launch(self) -> None:
-        """Start ``postgres`` on the data directory (again, after :meth:`stop`)."""
-        log = open(os.path.join(self.root, "postgres.log"), "ab")  # noqa: SIM115
-        try:
-            self.process = subprocess.Popen(
-                [
-                    *self._as_user,
-                    os.path.join(self._binaries, "postgres"),
-                    "-D",
-                    self.data,
-                    "-k",
-                    self.socket_dir,
-                    "-c",
-                    "listen_addresses=",
-                    "-c",
-                    "fsync=off",
-                    "-c",
-                    "full_page_writes=off",
-                    "-c",
-                    "max_connections=200",
-                    "-c",
-                    "shared_buffers=32MB",
-                ],
-                stdout=log,
-                stderr=log,
-                cwd=self.root,
-            )
-        finally:
-            log.close()
-        self._wait_ready()
+        """Start the server on the data directory (again, after :meth:`stop`).
 
-    def _wait_ready(self) -> None:
-        import psycopg
+        Through ``pg_ctl``, so the server is not a child of the test process (whose
+        tests assert that they leave no child); :meth:`stop` waits until it is gone.
+        """
+        options = " ".join(
+            [
+                f"-k {self.socket_dir}",
+                "-c listen_addresses=''",
+                "-c fsync=off",
+                "-c full_page_writes=off",
+                "-c max_connections=200",
+                "-c shared_buffers=32MB",
+            ]
+        )
+        log = os.path.join(self.root, "postgres.log")
+        self._pg_ctl("start", "-w", "-t", str(int(_START_TIMEOUT)), "-l", log, "-o", options)
+        with open(os.path.join(self.data, "postmaster.pid")) as f:
+            self.pid = int(f.readline())
 
-        deadline = time.monotonic() + _START_TIMEOUT
-        while True:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise RuntimeError(f"postgres exited at start: {self.log_tail()}")
-            try:
-                psycopg.connect(self.url("postgres"), connect_timeout=2).close()
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-            else:
-                return
+    @property
+    def running(self) -> bool:
+        """True between :meth:`launch` and :meth:`stop`."""
+        return self.pid is not None
+
+    def _pg_ctl(self, *args: str) -> None:
+        self._run(os.path.join(self._binaries, "pg_ctl"), "-D", self.data, *args)
 
     def log_tail(self) -> str:
         """The end of the server's log, for failure messages."""
@@ -221,17 +213,20 @@ class PostgresServer:
         return self.url(_DATABASE, name)
 
     def stop(self) -> None:
-        """Fast shutdown (SIGINT); SIGKILL after a grace; always waits (no zombie)."""
-        process, self.process = self.process, None
-        if process is None:
+        """Fast shutdown; SIGKILL if it hangs; returns once its process is gone."""
+        pid, self.pid = self.pid, None
+        if pid is None:
             return
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(_STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        try:
+            self._pg_ctl("stop", "-w", "-t", str(int(_STOP_TIMEOUT)), "-m", "fast")
+        except (RuntimeError, subprocess.TimeoutExpired):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + _STOP_TIMEOUT
+        while _state(pid) not in ("Z", None):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"postgres (pid {pid}) did not stop")
+            time.sleep(0.02)
 
     def close(self) -> None:
         """Stop the server and remove its directory."""

@@ -1,4 +1,7 @@
-"""Tests of the SQLite ledger: durability, boot, resume/discard, damaged files (design §6.10)."""
+"""Tests of the ledger: durability, boot, resume/discard, damaged files (design §6.10).
+
+The semantics run on both engines (``ledger_at``: a SQLite file, a PostgreSQL schema);
+damaged files are SQLite's, a foreign or newer schema both's."""
 
 from __future__ import annotations
 

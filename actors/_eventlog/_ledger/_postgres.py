@@ -193,7 +193,8 @@ class PostgresStore:
         self._token = ""
         self._commits = 0
         # The batch of the last commit attempt and its marker: a retry of the same batch
-        # first checks whether that attempt committed after all (unknown outcome).
+        # (the writer retries a batch whose commit raised) first checks whether that
+        # attempt committed after all (an outcome unknown to us).
         self._attempt: tuple[Batch, str] | None = None
         #: Connections opened in all (the first ones and every reconnection).
         self.connects = 0
@@ -412,10 +413,10 @@ class PostgresStore:
         conn = self._connection("writer")
         attempt = self._attempt
         if attempt is not None and attempt[0] is batch:
+            # Attempted before: its COMMIT may have succeeded unseen (a cut connection).
             marker = attempt[1]
             row = conn.execute("SELECT value FROM meta WHERE key = 'session'").fetchone()
             if row is not None and row[0] == marker:
-                self._attempt = None
                 batch.committed = True
                 return
         else:
@@ -440,7 +441,6 @@ class PostgresStore:
             if batch.meta:
                 cur.executemany(_UPSERT_META, list(batch.meta.items()))
             cur.execute(_UPSERT_META, ("session", marker))
-        self._attempt = None
         batch.committed = True
 
     def release(self) -> None:
