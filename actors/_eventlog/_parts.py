@@ -3,7 +3,8 @@
 :func:`build_parts` makes each part of an :class:`~actors._eventlog._eventlog.EventLog`
 once, passing every dependency explicitly (no part looks another up): the
 :class:`~actors._eventlog._ledger.SQLiteLedger` when ``ledger_path`` is a file, the
-:class:`~actors._eventlog._ledger.PostgresLedger` when it is a ``postgresql://`` URL (its
+:class:`~actors._eventlog._ledger.BatchLedger` on a
+:class:`~actors._eventlog._ledger.PostgresStore` when it is a ``postgresql://`` URL (its
 statements bounded by ``ledger_statement_timeout``; docs/cluster.rst), its reads bounded
 by ``ledger_read_timeout``, its commits watched against ``commit_stall_timeout``,
 design §6.19), the :class:`~actors._eventlog._journal.Journal` (the event sequence,
@@ -26,7 +27,7 @@ from .._core import Backoff
 from ._admission import AdmissionGate, Intake, RequestStore
 from ._finished import FinishedRuns
 from ._journal import Journal
-from ._ledger import PostgresLedger, SQLiteLedger, is_postgres_url
+from ._ledger import BatchLedger, PostgresStore, SQLiteLedger, is_postgres_url
 from ._operations import Operations
 from ._recovery import Recovery
 from ._runs import Runs
@@ -123,13 +124,17 @@ def _build_ledger(config: EventLogConfig) -> Ledger:
     assert config.ledger_path is not None
     retry = Backoff(base=config.ledger_retry_min, cap=config.ledger_retry_max)
     if is_postgres_url(config.ledger_path):
-        return PostgresLedger(
+        store = PostgresStore(
             config.ledger_path,
             statement_timeout=config.ledger_statement_timeout,
+            read_timeout=config.ledger_read_timeout,
+            retry_after=retry.base,
+        )
+        return BatchLedger(
+            store,
             commit_linger=config.commit_linger,
             max_pending_rows=config.max_pending_rows,
             retry=retry,
-            read_timeout=config.ledger_read_timeout,
             stall_timeout=config.commit_stall_timeout,
         )
     return SQLiteLedger(

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 import psycopg
 import pytest
 import trio
+from ledger_support import events_until
 from pg_support import committed
 
 from actors._eventlog._eventlog import open_event_log
-from actors._eventlog._ledger import PostgresLedger
+from actors._eventlog._ledger import BatchLedger, PostgresStore
 from actors._eventlog._types import EventLogConfig, OperationSpec
-from actors.errors import LedgerUnavailable
+from actors.errors import LedgerInUse, LedgerUnavailable
 
 if TYPE_CHECKING:
     from pg_support import PostgresServer
@@ -40,20 +41,17 @@ def cfg(url: str, **kwargs: object) -> EventLogConfig:
     )
 
 
-def store_of(log: EventLog) -> PostgresLedger:
+def ledger_of(log: EventLog) -> BatchLedger:
     ledger = log._ledger
-    assert isinstance(ledger, PostgresLedger)
+    assert isinstance(ledger, BatchLedger)
+    assert isinstance(ledger._store, PostgresStore)
     return ledger
 
 
-async def events_until(port, kind: str) -> list[tuple[str, dict]]:  # type: ignore[no-untyped-def]
-    seen = []
-    with trio.fail_after(20):
-        async for event in port:
-            seen.append((event.kind, event.data))
-            if event.kind == kind:
-                return seen
-    raise AssertionError(f"no {kind} in {seen}")
+def store_of(log: EventLog) -> PostgresStore:
+    store = ledger_of(log)._store
+    assert isinstance(store, PostgresStore)
+    return store
 
 
 def backends(server: PostgresServer, role: str) -> list[tuple[int, str, str]]:
@@ -94,7 +92,7 @@ async def test_a_server_restart_refuses_new_work_then_reconnects_and_loses_nothi
             kept = await log.submit("job", {"n": 3}, request_id="during")
             assert (kept.admitted, kept.run_id) == (True, 4)
             assert (await log.submit("job", {"n": 5})).run_id == 5
-            assert store_of(log).store.connects >= 2  # the writer reconnected
+            assert store_of(log).connects >= 2  # the writer reconnected
     finally:
         if not postgres_server.running:
             postgres_server.launch()
@@ -134,7 +132,7 @@ async def test_a_commit_whose_success_was_not_seen_is_not_written_twice(
     pg_url: str,
 ) -> None:
     async with open_event_log(cfg(pg_url), operations=OPS) as log:
-        ledger = store_of(log)
+        ledger = ledger_of(log)
         real = ledger._commit_sync
         lost = []
 
@@ -159,11 +157,26 @@ async def test_a_commit_whose_success_was_not_seen_is_not_written_twice(
     assert committed(pg_url, "SELECT request_id FROM requests") == [("once",)]
 
 
-async def test_a_read_cancelled_by_its_deadline_cancels_its_statement(
-    postgres_server: PostgresServer,
+@pytest.mark.parametrize(
+    ("read_timeout", "statement_timeout", "cause"),
+    [
+        # The read's deadline fires first: its statement is cancelled on the server
+        # (without the cancel it would wait on the lock for 60 s).
+        (0.5, 60.0, "took longer than 0.5 s"),
+        # The server's statement_timeout fires first.
+        (30.0, 0.3, "statement timeout"),
+    ],
+)
+async def test_a_read_blocked_on_the_server_ends_with_its_deadline_and_its_statement(
+    postgres_server: PostgresServer, read_timeout: float, statement_timeout: float, cause: str
 ) -> None:
     url = postgres_server.fresh_url()
-    config = cfg(url, ledger_read_timeout=0.5, ledger_statement_timeout=60.0, retain_runs=0)
+    config = cfg(
+        url,
+        ledger_read_timeout=read_timeout,
+        ledger_statement_timeout=statement_timeout,
+        retain_runs=0,
+    )
     async with open_event_log(config, operations=OPS) as log:
         receipt = await log.submit("job", {"n": 1})
         await log.cancel(receipt.run_id, "t")  # decided and out of memory: read back
@@ -173,31 +186,12 @@ async def test_a_read_cancelled_by_its_deadline_cancels_its_statement(
             with pytest.raises(LedgerUnavailable) as info:
                 await log.status(receipt.run_id)
             assert time.monotonic() - began < 5
-            assert "took longer than 0.5 s" in info.value.details["cause"]
-            # Without the cancel the statement would wait on the lock for 60 s.
+            assert cause in info.value.details["cause"]
             with trio.fail_after(5):
                 while any(state == "active" for _, state, _ in backends(postgres_server, "reader")):  # noqa: ASYNC110 - the server's state
                     await trio.sleep(0.02)
             locker.rollback()
         assert (await log.status(receipt.run_id)).cancelled_by == "t"
-
-
-async def test_statement_timeout_bounds_a_statement_the_server_blocks(
-    postgres_server: PostgresServer,
-) -> None:
-    url = postgres_server.fresh_url()
-    config = cfg(url, ledger_read_timeout=30.0, ledger_statement_timeout=0.3, retain_runs=0)
-    async with open_event_log(config, operations=OPS) as log:
-        receipt = await log.submit("job", {"n": 1})
-        await log.cancel(receipt.run_id, "t")
-        with psycopg.connect(url) as locker:
-            locker.execute("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE")
-            began = time.monotonic()
-            with pytest.raises(LedgerUnavailable) as info:
-                await log.status(receipt.run_id)
-            assert time.monotonic() - began < 5
-            assert "statement timeout" in info.value.details["cause"]
-            locker.rollback()
 
 
 async def test_a_node_holds_at_most_two_connections(postgres_server: PostgresServer) -> None:
@@ -210,7 +204,7 @@ async def test_a_node_holds_at_most_two_connections(postgres_server: PostgresSer
         for n in range(0, 50, 10):
             await log.cancel(n + 1, "t")
             assert (await log.status(n + 1)).cancelled_by == "t"  # read from the ledger
-        store = store_of(log).store
+        store = store_of(log)
         assert store.connections == 2
         assert store.connects == 2
         opened = backends(postgres_server, "writer") + backends(postgres_server, "reader")
@@ -218,3 +212,24 @@ async def test_a_node_holds_at_most_two_connections(postgres_server: PostgresSer
     with trio.fail_after(5):  # a backend exits just after its client closes
         while backends(postgres_server, "writer") + backends(postgres_server, "reader"):  # noqa: ASYNC110 - the server's state
             await trio.sleep(0.02)
+
+
+async def test_a_second_event_log_on_one_ledger_is_refused_while_the_first_writes(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.fresh_url()
+    other = postgres_server.fresh_url()
+    async with open_event_log(cfg(url), operations=OPS) as first:
+        await first.submit("job", {"n": 1}, request_id="a")
+        with pytest.raises(LedgerInUse) as info:
+            async with open_event_log(cfg(url), operations=OPS):
+                pass  # pragma: no cover
+        assert info.value.code == "ledger_in_use"
+        assert "trio-actors ledger writer" in info.value.message
+        assert "\n" not in info.value.message
+        # Another schema of the same database is another ledger.
+        async with open_event_log(cfg(other), operations=OPS) as elsewhere:
+            assert (await elsewhere.submit("job", {"n": 1})).run_id == 1
+    assert committed(url, "SELECT request_id FROM requests") == [("a",)]
+    async with open_event_log(cfg(url), operations=OPS) as second:  # free again
+        assert [s.run_id for s in second.boot_report().survivors] == [1]

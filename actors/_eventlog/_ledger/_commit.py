@@ -6,11 +6,11 @@ its transactions (:class:`~actors._eventlog._ledger._connection.SQLiteStore`, on
 connections to a PostgreSQL server). Every engine call runs in a worker thread through
 ``trio.to_thread.run_sync`` with the store's ``CapacityLimiter(1)``, so a connection is
 only ever used by one thread at a time and the event loop never blocks.
-:class:`SQLiteLedger` and :class:`~actors._eventlog._ledger._postgres.PostgresLedger` are
-this ledger with their store.
+:class:`~actors._eventlog._ledger._connection.SQLiteLedger` is this ledger on the SQLite
+store; the PostgreSQL ledger is a :class:`BatchLedger` on a ``PostgresStore``.
 
 Writes are *staged* synchronously (``stage_*``) into the current :class:`Batch` and
-committed by a single writer task (:meth:`SQLiteLedger.run_writer`): group commit. While
+committed by a single writer task (:meth:`BatchLedger.run_writer`): group commit. While
 one batch commits, the next one fills, so a busy log commits many rows per transaction,
 and a quiet one commits each row at once. Each batch has a :class:`Ticket`;
 ``await ticket.wait()`` returns once that batch is durable. The latency from staging to
@@ -33,17 +33,17 @@ missing or foreign ``-wal`` (design §6.12).
 A commit that fails (disk full, an I/O error, a lock) never stops the writer: the batch
 is kept and retried with capped backoff, the tickets not yet committed are *delayed*
 (waiters get :class:`~actors.errors.LedgerUnavailable`), rows keep being staged, and the
-``on_health`` callback of :meth:`SQLiteLedger.run_writer` hears when commits fail and
+``on_health`` callback of :meth:`BatchLedger.run_writer` hears when commits fail and
 when one succeeds again (design §6.13). :class:`LedgerHealth` keeps that outage state.
 Reads go on meanwhile, from what is committed (:mod:`actors._eventlog._ledger._reads`).
 
 No wait on the disk is unbounded (design §6.19): a commit that runs longer than
-``stall_timeout`` makes the watchdog (:meth:`SQLiteLedger.run_watchdog`) declare the
+``stall_timeout`` makes the watchdog (:meth:`BatchLedger.run_watchdog`) declare the
 ledger unavailable (``cause`` ``commit stalled``) until it ends; a read gives up after
 ``read_timeout`` (``LedgerUnavailable``); cancellation abandons a worker thread instead of
 waiting for it (the thread keeps the connection until it returns: the limiter is released
 only then); closing gives the final commit ``close_timeout`` seconds
-(:meth:`SQLiteLedger.close_within`).
+(:meth:`BatchLedger.close_within`).
 
 The ledger, its batches, their tickets and its health share private state (a ticket is
 settled, delayed and undelayed by the writer and the watchdog), so they live here together.
@@ -61,7 +61,6 @@ import trio
 
 from ..._core import Backoff
 from ...errors import LedgerError, LedgerUnavailable
-from ._connection import SQLiteStore
 from ._reads import StoreErrors
 
 if TYPE_CHECKING:
@@ -80,7 +79,6 @@ __all__ = [
     "BatchLedger",
     "LedgerHealth",
     "LedgerStatistics",
-    "SQLiteLedger",
     "Segment",
     "Store",
     "Ticket",
@@ -307,7 +305,7 @@ class Batch:
 class LedgerHealth:
     """The outage state of one ledger's commits (design §6.13, §6.19).
 
-    Owned by the :class:`SQLiteLedger`. A commit that fails (disk full, an I/O error)
+    Owned by the :class:`BatchLedger`. A commit that fails (disk full, an I/O error)
     starts an *outage*; so does a commit that hangs without raising (a stalled ``fsync``)
     once it has run ``stall_timeout`` seconds, which :meth:`watch` notices. During an
     outage every ticket not yet committed is *delayed* (its waiters get
@@ -960,46 +958,4 @@ class BatchLedger:
             stalled_commits=self._health.stalled_commits,
             read_timeouts=self._reads.timeouts,
             unavailable=None if unavailable is None else unavailable.message,
-        )
-
-
-class SQLiteLedger(BatchLedger):
-    """The SQLite ledger behind a durable event log (design §6.10).
-
-    A :class:`BatchLedger` on a :class:`~actors._eventlog._ledger._connection.SQLiteStore`.
-
-    Args:
-        path: The database file; created (atomically, with the schema) if missing.
-        synchronous: ``PRAGMA synchronous`` (``FULL``, ``NORMAL`` or ``EXTRA``).
-        commit_linger: Seconds (trio clock) the writer waits after the first staged row
-            before committing, to grow the batch; 0 commits as soon as it is free.
-        max_pending_rows: Staged rows above which :meth:`wait_writable` blocks.
-        retry: The delays between attempts to commit a batch that failed (seconds).
-        read_timeout: Seconds (trio clock) a read waits, for the commit before it and
-            for SQLite, before it raises ``LedgerUnavailable`` (design §6.19).
-        stall_timeout: Seconds (trio clock) a commit may run before the watchdog
-            declares the ledger unavailable (design §6.19).
-    """
-
-    def __init__(
-        self,
-        path: str,
-        *,
-        synchronous: str = "FULL",
-        commit_linger: float = 0.0,
-        max_pending_rows: int = 50_000,
-        retry: Backoff | None = None,
-        read_timeout: float = 5.0,
-        stall_timeout: float = 5.0,
-    ) -> None:
-        retry = retry or Backoff(base=0.05, cap=2.0)
-        store = SQLiteStore(
-            path, synchronous=synchronous, read_timeout=read_timeout, retry_after=retry.base
-        )
-        super().__init__(
-            store,
-            commit_linger=commit_linger,
-            max_pending_rows=max_pending_rows,
-            retry=retry,
-            stall_timeout=stall_timeout,
         )

@@ -1,7 +1,7 @@
-"""The SQLite store of a ledger: its one connection, its transactions, its errors (§6.10).
+"""The SQLite ledger: its store, its one connection, its transactions, its errors (§6.10).
 
-:class:`SQLiteStore` is what :class:`~actors._eventlog._ledger._commit.SQLiteLedger`
-keeps on disk. :func:`open_connection` inspects the file first (read-only,
+:class:`SQLiteLedger` is the :class:`~actors._eventlog._ledger._commit.BatchLedger` on a
+:class:`SQLiteStore`. :func:`open_connection` inspects the file first (read-only,
 :mod:`actors._eventlog._ledger._inspect`), creates a missing ledger atomically, and only
 then opens it for writing: migrates an older schema, prunes old events, and starts a
 session whose marker it checkpoints into the database file (design §6.12).
@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ..._core import Backoff
 from ...errors import LedgerCorrupt, LedgerError, LedgerUnavailable
+from ._commit import BatchLedger
 from ._inspect import inspect_ledger
 from ._reads import LedgerReads
 from ._schema import RUN_COLUMNS, create_ledger, migrate, prune_events
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from ._inspect import Inspection, LedgerSnapshot
     from ._wal import WalReport
 
-__all__ = ["SQLiteStore", "classify_error", "keep_log", "open_connection"]
+__all__ = ["SQLiteLedger", "SQLiteStore", "classify_error", "keep_log", "open_connection"]
 
 _log = logging.getLogger("actors.eventlog")
 
@@ -248,3 +250,45 @@ class SQLiteStore:
             raise
         self.conn = None
         conn.close()  # the last connection: SQLite removes the -wal
+
+
+class SQLiteLedger(BatchLedger):
+    """The SQLite ledger behind a durable event log (design §6.10).
+
+    A :class:`BatchLedger` on a :class:`SQLiteStore`.
+
+    Args:
+        path: The database file; created (atomically, with the schema) if missing.
+        synchronous: ``PRAGMA synchronous`` (``FULL``, ``NORMAL`` or ``EXTRA``).
+        commit_linger: Seconds (trio clock) the writer waits after the first staged row
+            before committing, to grow the batch; 0 commits as soon as it is free.
+        max_pending_rows: Staged rows above which :meth:`wait_writable` blocks.
+        retry: The delays between attempts to commit a batch that failed (seconds).
+        read_timeout: Seconds (trio clock) a read waits, for the commit before it and
+            for SQLite, before it raises ``LedgerUnavailable`` (design §6.19).
+        stall_timeout: Seconds (trio clock) a commit may run before the watchdog
+            declares the ledger unavailable (design §6.19).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        synchronous: str = "FULL",
+        commit_linger: float = 0.0,
+        max_pending_rows: int = 50_000,
+        retry: Backoff | None = None,
+        read_timeout: float = 5.0,
+        stall_timeout: float = 5.0,
+    ) -> None:
+        retry = retry or Backoff(base=0.05, cap=2.0)
+        store = SQLiteStore(
+            path, synchronous=synchronous, read_timeout=read_timeout, retry_after=retry.base
+        )
+        super().__init__(
+            store,
+            commit_linger=commit_linger,
+            max_pending_rows=max_pending_rows,
+            retry=retry,
+            stall_timeout=stall_timeout,
+        )

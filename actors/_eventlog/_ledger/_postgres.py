@@ -1,6 +1,6 @@
 """The PostgreSQL store of a ledger: psycopg 3 connections in worker threads (§6.10).
 
-:class:`PostgresLedger` is the :class:`~actors._eventlog._ledger._commit.BatchLedger` on a
+The PostgreSQL ledger is the :class:`~actors._eventlog._ledger._commit.BatchLedger` on a
 :class:`PostgresStore`, chosen by a ``postgresql://`` ledger URL (docs/cluster.rst). The
 same tables, rows and checks as the SQLite ledger; what differs is the engine:
 
@@ -19,6 +19,12 @@ same tables, rows and checks as the SQLite ledger; what differs is the engine:
   commit whose outcome is unknown (the connection broke during ``COMMIT``) is never
   written twice: each commit writes its own marker (``session`` in ``meta``), and the
   retry of that batch first reads whether its marker is there;
+* one writer per ledger: the writer connection holds a session advisory lock on the
+  ledger (its schema), taken at open and again on every reconnection; another process
+  that holds it refuses the start (``ledger_in_use``, nothing written), and a writer
+  that reconnects and finds it taken cannot commit (an outage) until it is free: two
+  event logs never write one ledger at once (several nodes on one ledger are not
+  supported: each keeps its own sequence and memory, docs/cluster.rst);
 * the ledger is the set of tables in the connection's current schema (the URL's
   database, and ``search_path``); an empty schema gets ours, in one transaction, under an
   advisory lock; one that holds other tables, or no ``application_id`` of ours, is
@@ -36,9 +42,13 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..._core import Backoff
-from ...errors import LedgerCorrupt, LedgerError, LedgerUnavailable, LedgerVersionUnsupported
-from ._commit import BatchLedger
+from ...errors import (
+    LedgerCorrupt,
+    LedgerError,
+    LedgerInUse,
+    LedgerUnavailable,
+    LedgerVersionUnsupported,
+)
 from ._inspect import check_missing, load_snapshot
 from ._reads import LedgerReads
 from ._schema import APPLICATION_ID, RUN_COLUMNS, SCHEMA_VERSION, TABLE_COLUMNS
@@ -53,7 +63,7 @@ if TYPE_CHECKING:
     from ._reads import Cursor
     from ._wal import WalReport
 
-__all__ = ["POSTGRES_SCHEMES", "PostgresLedger", "PostgresStore", "is_postgres_url", "redact"]
+__all__ = ["POSTGRES_SCHEMES", "PostgresStore", "is_postgres_url", "redact"]
 
 _log = logging.getLogger("actors.eventlog")
 
@@ -103,6 +113,9 @@ INSERT INTO meta VALUES
 
 #: The key of the advisory lock that serialises creating the schema ("TAEL").
 _CREATE_LOCK = APPLICATION_ID
+#: Takes the writer lock of the ledger in the current schema: the session-level advisory
+#: lock (APPLICATION_ID, hash of the schema's name), held by the writer connection.
+_WRITER_LOCK = "SELECT pg_try_advisory_lock(%s, hashtext(current_schema()))"
 
 _UPSERT_RUN = (
     f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join(['%s'] * len(RUN_COLUMNS))})"
@@ -176,7 +189,8 @@ class PostgresStore:
         self._psycopg = psycopg
         self._url = url
         self.path = redact(url)
-        self.errors: tuple[type[Exception], ...] = (psycopg.Error,)
+        #: psycopg's errors, and the refusal of the writer lock (``ledger_in_use``).
+        self.errors: tuple[type[Exception], ...] = (psycopg.Error, LedgerInUse)
         self._statement_timeout = statement_timeout
         self.limiter = trio.CapacityLimiter(1)
         self._read_limiter = trio.CapacityLimiter(1)
@@ -224,12 +238,37 @@ class PostgresStore:
         try:
             timeout_ms = max(1, round(self._statement_timeout * 1000))
             conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{timeout_ms}ms",))
+            if role == "writer":
+                self._lock_writer(conn)
         except BaseException:
             conn.close()
             raise
         self._conns[role] = conn
         self.connects += 1
         return conn
+
+    def _lock_writer(self, conn: psycopg.Connection[Any]) -> None:
+        row = conn.execute(_WRITER_LOCK, (APPLICATION_ID,)).fetchone()
+        if row is not None and row[0] is True:
+            return
+        holders = conn.execute(
+            "SELECT a.pid, a.application_name, coalesce(host(a.client_addr), 'local')"
+            " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.classid = %s::oid AND l.granted"
+            " AND l.objid = (hashtext(current_schema()))::oid LIMIT 1",
+            (APPLICATION_ID,),
+        ).fetchone()
+        who = (
+            "another process"
+            if holders is None
+            else (f"backend pid {holders[0]} ({holders[1] or 'no name'}, from {holders[2]})")
+        )
+        cause = f"the ledger's writer lock is held by {who}"
+        raise LedgerInUse(
+            f"ledger {self.path!r} is in use: {cause}; one event log writes a ledger at a"
+            " time (stop the other, or use another database or schema)",
+            cause=cause,
+        )
 
     def _reader(self) -> _Qmark | None:
         return None if self._closed else _Qmark(self._connection("reader"))
@@ -280,6 +319,8 @@ class PostgresStore:
         ``details``); a damaged page is :class:`LedgerCorrupt`; anything else a plain
         :class:`LedgerError`.
         """
+        if isinstance(exc, LedgerError):
+            return exc  # ours already (the writer lock is taken)
         sqlstate = getattr(exc, "sqlstate", None) or ""
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         cause = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -304,6 +345,7 @@ class PostgresStore:
             LedgerVersionUnsupported: (``ledger_version_unsupported``) a newer or unknown
                 ``schema_version``; nothing was written.
             LedgerError: (``ledger_error``) tables of something else; nothing was written.
+            LedgerInUse: (``ledger_in_use``) another process holds the writer lock.
             LedgerCorrupt: (``ledger_corrupt``) our tables altered, or a row damaged.
         """
         try:
@@ -461,52 +503,3 @@ class PostgresStore:
                     conn.execute(_UPSERT_META, ("session", f"closed {self._token}"))
         finally:
             self._close_connections()
-
-
-class PostgresLedger(BatchLedger):
-    """The PostgreSQL ledger behind a durable event log (design §6.10, docs/cluster.rst).
-
-    A :class:`~actors._eventlog._ledger._commit.BatchLedger` on a :class:`PostgresStore`:
-    the same staging, group commit, tickets, outages and close as the SQLite ledger.
-
-    Args:
-        url: A ``postgresql://`` URL; the ledger is the tables of its current schema.
-        statement_timeout: Seconds the server lets one statement run.
-        commit_linger: Seconds (trio clock) the writer waits to grow a batch.
-        max_pending_rows: Staged rows above which ``wait_writable`` blocks.
-        retry: The delays between attempts to commit a batch that failed (seconds).
-        read_timeout: Seconds (trio clock) a read may wait (design §6.19).
-        stall_timeout: Seconds (trio clock) a commit may run before the watchdog
-            declares the ledger unavailable (design §6.19).
-
-    Raises:
-        LedgerError: (``ledger_error``) psycopg is not installed.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        statement_timeout: float = 5.0,
-        commit_linger: float = 0.0,
-        max_pending_rows: int = 50_000,
-        retry: Backoff | None = None,
-        read_timeout: float = 5.0,
-        stall_timeout: float = 5.0,
-    ) -> None:
-        retry = retry or Backoff(base=0.05, cap=2.0)
-        store = PostgresStore(
-            url,
-            statement_timeout=statement_timeout,
-            read_timeout=read_timeout,
-            retry_after=retry.base,
-        )
-        self.store = store
-        """The connections (for statistics: ``connections``, ``connects``)."""
-        super().__init__(
-            store,
-            commit_linger=commit_linger,
-            max_pending_rows=max_pending_rows,
-            retry=retry,
-            stall_timeout=stall_timeout,
-        )
