@@ -616,7 +616,10 @@ class BatchLedger:
                 abandon_on_cancel=True,
             )
         except store.errors as exc:
-            raise store.classify(exc, "the final commit") from exc
+            error = store.classify(exc, "the final commit")
+            if error is exc:
+                raise
+            raise error from exc
         except trio.Cancelled:
             with trio.CancelScope(shield=True):
                 await store.cancel()

@@ -267,4 +267,7 @@ class LedgerReads:
                 fn, *args, limiter=self._limiter, abandon_on_cancel=abandon
             )
         except self._store.errors as exc:
-            raise self._store.classify(exc, "reading", retry_after=self._retry_after) from exc
+            error = self._store.classify(exc, "reading", retry_after=self._retry_after)
+            if error is exc:
+                raise  # ours already (the PostgreSQL writer lock is taken)
+            raise error from exc
