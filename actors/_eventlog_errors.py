@@ -104,7 +104,7 @@ class RunQuarantined(ActorError):
 
 
 class LedgerError(ActorError):
-    """The SQLite ledger could not be opened or written (design §6.10)."""
+    """The ledger (SQLite or PostgreSQL) could not be opened or written (design §6.10)."""
 
     code = "ledger_error"
     # Annotated so LedgerUnavailable may be transient (else mypy infers the literal).
@@ -131,7 +131,7 @@ class LedgerUnavailable(LedgerError):
     Raised by the event log for a new submission or resume while its commits fail, and
     to a caller waiting for a decision that is not durable yet (the decision stands and
     is committed once the ledger recovers: retry with the same request id). ``details``
-    has ``retry_after`` (seconds) and ``cause`` (SQLite's error). Unlike
+    has ``retry_after`` (seconds) and ``cause`` (the engine's error). Unlike
     :class:`LedgerCorrupt` it is transient: status and watch keep answering from what
     is durable, and admission resumes by itself once a commit succeeds.
     """
@@ -144,6 +144,23 @@ class LedgerVersionUnsupported(LedgerError):
     """The ledger's schema version is newer than this code knows; the file is untouched."""
 
     code = "ledger_version_unsupported"
+
+
+class LedgerInUse(LedgerError):
+    """Another event log writes to this PostgreSQL ledger (docs/cluster.rst).
+
+    Raised by the PostgreSQL ledger at start when another process holds the ledger's
+    writer lock (an advisory lock its writer connection holds): the start is refused and
+    nothing was written. A running log whose connection was cut and that finds the lock
+    taken when it reconnects cannot commit: its commits fail as an outage
+    (:class:`LedgerUnavailable`, with this error's message as ``cause``) until the other
+    holder lets go, so two logs never write one ledger at once. Unlike
+    :class:`LedgerUnavailable`, at start it refuses instead of waiting; ``details`` has
+    ``cause``.
+    """
+
+    code = "ledger_in_use"
+    category = "transient"
 
 
 class ServerShuttingDown(ActorError):

@@ -42,6 +42,7 @@ from ._eventlog_errors import CursorExpired as CursorExpired
 from ._eventlog_errors import InvalidCommand as InvalidCommand
 from ._eventlog_errors import LedgerCorrupt as LedgerCorrupt
 from ._eventlog_errors import LedgerError as LedgerError
+from ._eventlog_errors import LedgerInUse as LedgerInUse
 from ._eventlog_errors import LedgerUnavailable as LedgerUnavailable
 from ._eventlog_errors import LedgerVersionUnsupported as LedgerVersionUnsupported
 from ._eventlog_errors import RemoteToggleDenied as RemoteToggleDenied
@@ -138,6 +139,7 @@ __all__ = [
     "UnknownRun",
     "RunQuarantined",
     "LedgerError",
+    "LedgerInUse",
     "LedgerCorrupt",
     "LedgerVersionUnsupported",
     "LedgerUnavailable",

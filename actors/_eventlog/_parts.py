@@ -2,7 +2,10 @@
 
 :func:`build_parts` makes each part of an :class:`~actors._eventlog._eventlog.EventLog`
 once, passing every dependency explicitly (no part looks another up): the
-:class:`~actors._eventlog._ledger.SQLiteLedger` when ``ledger_path`` is set (its reads bounded
+:class:`~actors._eventlog._ledger.SQLiteLedger` when ``ledger_path`` is a file, the
+:class:`~actors._eventlog._ledger.BatchLedger` on a
+:class:`~actors._eventlog._ledger.PostgresStore` when it is a ``postgresql://`` URL (its
+statements bounded by ``ledger_statement_timeout``; docs/cluster.rst), its reads bounded
 by ``ledger_read_timeout``, its commits watched against ``commit_stall_timeout``,
 design §6.19), the :class:`~actors._eventlog._journal.Journal` (the event sequence,
 window and ports), the :class:`~actors._eventlog._gate.AdmissionGate`, the
@@ -24,7 +27,7 @@ from .._core import Backoff
 from ._admission import AdmissionGate, Intake, RequestStore
 from ._finished import FinishedRuns
 from ._journal import Journal
-from ._ledger import SQLiteLedger
+from ._ledger import BatchLedger, PostgresStore, SQLiteLedger, is_postgres_url
 from ._operations import Operations
 from ._recovery import Recovery
 from ._runs import Runs
@@ -46,7 +49,7 @@ class Parts:
     operations: Operations
     """The accepted operations and their built-in runners."""
     ledger: Ledger | None
-    """The ledger (SQLite), or None in memory."""
+    """The ledger (SQLite or PostgreSQL), or None in memory."""
     journal: Journal
     """The event sequence, window and ports."""
     gate: AdmissionGate
@@ -81,19 +84,7 @@ def build_parts(
         ops.register(spec)
     for name, runner in (runners or {}).items():
         ops.register(ops.specs[name], runner)
-    ledger = (
-        SQLiteLedger(
-            config.ledger_path,
-            synchronous=config.synchronous,
-            commit_linger=config.commit_linger,
-            max_pending_rows=config.max_pending_rows,
-            retry=Backoff(base=config.ledger_retry_min, cap=config.ledger_retry_max),
-            read_timeout=config.ledger_read_timeout,
-            stall_timeout=config.commit_stall_timeout,
-        )
-        if config.ledger_path
-        else None
-    )
+    ledger = _build_ledger(config) if config.ledger_path else None
     journal = Journal(config, ledger)
     gate = AdmissionGate(config, journal, ledger)
     runs = Runs(config, operations=ops, journal=journal, ledger=ledger, freed=gate.freed)
@@ -125,4 +116,33 @@ def build_parts(
         intake=intake,
         recovery=recovery,
         finished=FinishedRuns(config, runs=runs, ledger=ledger),
+    )
+
+
+def _build_ledger(config: EventLogConfig) -> Ledger:
+    """The ledger ``config.ledger_path`` names: a PostgreSQL URL or a SQLite file."""
+    assert config.ledger_path is not None
+    retry = Backoff(base=config.ledger_retry_min, cap=config.ledger_retry_max)
+    if is_postgres_url(config.ledger_path):
+        store = PostgresStore(
+            config.ledger_path,
+            statement_timeout=config.ledger_statement_timeout,
+            read_timeout=config.ledger_read_timeout,
+            retry_after=retry.base,
+        )
+        return BatchLedger(
+            store,
+            commit_linger=config.commit_linger,
+            max_pending_rows=config.max_pending_rows,
+            retry=retry,
+            stall_timeout=config.commit_stall_timeout,
+        )
+    return SQLiteLedger(
+        config.ledger_path,
+        synchronous=config.synchronous,
+        commit_linger=config.commit_linger,
+        max_pending_rows=config.max_pending_rows,
+        retry=retry,
+        read_timeout=config.ledger_read_timeout,
+        stall_timeout=config.commit_stall_timeout,
     )

@@ -359,7 +359,7 @@ def _path_or_none(value: object) -> str | None:
         return None
     if isinstance(value, str | os.PathLike):
         return os.fspath(value)
-    raise ValueError(f"ledger_path must be a path or None, got {value!r}")
+    raise ValueError(f"ledger_path must be a path, a postgresql:// URL or None, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -367,7 +367,9 @@ class EventLogConfig:
     """Settings of the event log; every count and duration is validated (design §1.6)."""
 
     ledger_path: str | None = attrs.field(default=None, converter=_path_or_none)
-    """SQLite file for durability (design §6.10); None keeps everything in memory."""
+    """Where the ledger lives, for durability (design §6.10): a SQLite file, or a
+    ``postgresql://`` URL (a PostgreSQL ledger several nodes may share, docs/cluster.rst);
+    None keeps everything in memory."""
     max_inflight: int = count_field(256, minimum=1)
     """Admission bound on queued plus running runs (design §6.5)."""
     window: int = count_field(4096, minimum=1)
@@ -416,6 +418,9 @@ class EventLogConfig:
     """Seconds (trio clock) a ledger read (``status``, ``watch``, a request look-up, a
     ``finished_runs`` page) may wait, for the commit before it and for SQLite; then
     ``ledger_unavailable`` (design §6.19)."""
+    ledger_statement_timeout: float = duration_field(5.0, allow_zero=False)
+    """Seconds a PostgreSQL ledger's server lets one statement run (its
+    ``statement_timeout``); also bounds each connection attempt (docs/cluster.rst)."""
     commit_stall_timeout: float = duration_field(5.0, allow_zero=False)
     """Seconds (trio clock) a commit may run before the ledger is declared unavailable
     (``cause`` ``commit stalled``) until it ends (design §6.19)."""

@@ -32,7 +32,7 @@ checks again on the file it opened.
 
 Every result has the ``pid`` of the helper that ran it. Run it::
 
-    python -m examples.jobs.server [--host 127.0.0.1] [--port 8766] [--ledger PATH]
+    python -m examples.jobs.server [--host 127.0.0.1] [--port 8766] [--ledger PATH|URL]
         [--token T | --no-token] [--allow-origin ORIGIN] [--allow-host HOST]
         [--max-per-address N] [--max-pending N] [--files-root DIR] [--helpers N]
         [--grace S] [-v]
@@ -47,10 +47,12 @@ running jobs, websockets closed with code 1001, every helper reaped. With ``--le
 runs survive a restart: unfinished ones are listed by ``boot_report`` and wait for
 ``resume``/``discard``; at start the server prints how many runs it holds from before
 and how to decide them, and at a graceful shutdown which runs it leaves held
-(:mod:`examples.web.held`). A bad option, a port in use or a ledger the event log
-refuses (``ledger_corrupt``: damage, named by table, key and column, and the file is
-left byte-identical, design §6.11): one line on stderr and exit status 2; a helper
-failure: one line and status 1.
+(:mod:`examples.web.held`). ``--ledger`` takes a SQLite file, or a ``postgresql://`` URL
+for a PostgreSQL ledger (the same runs, events and refusals; docs/cluster.rst). A bad
+option, a port in use or a ledger the event log refuses (``ledger_corrupt``: damage,
+named by table, key and column, and the file is left byte-identical, design §6.11; a
+foreign or newer schema, ``ledger_error``/``ledger_version_unsupported``): one line on
+stderr and exit status 2; a helper failure: one line and status 1.
 
 Progress: each helper handler reports ``ctx.progress(fraction)``; the pool actor hands
 the progress frames to the runner's callback (design §3.9), which reports them to the
@@ -163,7 +165,8 @@ class JobServerConfig:
     )
     """Where and how the websocket front door listens."""
     ledger: str | None = None
-    """SQLite ledger file (design §6.10); None keeps runs in memory only."""
+    """The ledger (design §6.10): a SQLite file or a ``postgresql://`` URL (docs/cluster.rst);
+    None keeps runs in memory only."""
     helpers: int = count_field(2, minimum=1, maximum=64)
     """Helper processes, and jobs run at once."""
     grace: float = duration_field(5.0)

@@ -80,8 +80,8 @@ def add_server_options(parser: OneLineParser, *, port: int) -> None:
     add("--max-pending", type=count(minimum=1, maximum=10_000), default=128,
         help="connections at once that have not sent their first request; one more "
         "closes the oldest of them (128)")  # fmt: skip
-    add("--ledger", default=None, help="SQLite file of the event log: runs survive restarts "
-        "(default: in memory)")  # fmt: skip
+    add("--ledger", default=None, help="SQLite file or postgresql:// URL of the event log: "
+        "runs survive restarts (default: in memory)")  # fmt: skip
     add("--grace", type=seconds(), default=5.0, help="seconds to finish work after SIGTERM (5)")
     add("-v", "--verbose", action="store_true", help="log what the server does")
 

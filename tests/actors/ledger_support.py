@@ -57,3 +57,14 @@ async def at(mock_clock: trio.testing.MockClock, seconds: float) -> None:
     await wait_all_tasks_blocked()
     mock_clock.jump(seconds)
     await wait_all_tasks_blocked()
+
+
+async def events_until(port, kind: str) -> list[tuple[str, dict]]:  # type: ignore[no-untyped-def]
+    """The ``(kind, data)`` of the events ``port`` delivers, up to the first ``kind``."""
+    seen = []
+    with trio.fail_after(20):
+        async for event in port:
+            seen.append((event.kind, event.data))
+            if event.kind == kind:
+                return seen
+    raise AssertionError(f"no {kind} in {seen}")

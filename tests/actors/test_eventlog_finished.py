@@ -1,8 +1,9 @@
 """Querying finished runs and their results, a page at a time (design §6.18).
 
-Served from the ledger (real SQLite in ``tmp_path``): what finished before a restart and
-what memory no longer retains is listed; a damaged row is reported for its run and the
-page goes on (design §6.11). Without a ledger, the decided runs memory holds.
+Served from the ledger (real SQLite in ``tmp_path``; the pages on PostgreSQL too): what
+finished before a restart and what memory no longer retains is listed; a damaged row is
+reported for its run and the page goes on (design §6.11). Without a ledger, the decided
+runs memory holds.
 """
 
 from __future__ import annotations
@@ -66,10 +67,10 @@ class WallClock:
 
 
 async def test_pages_of_finished_runs_survive_a_restart_and_memory_forgetting(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ledger_at: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("actors._eventlog._runs._wall_clock", WallClock())
-    config = cfg(tmp_path / "ledger.db", retain_runs=0)  # memory keeps no decided run
+    config = cfg(ledger_at, retain_runs=0)  # memory keeps no decided run
     async with client(config) as log:
         await decide_five(log)
         page = await log.finished_runs()

@@ -9,8 +9,8 @@ import pytest
 from actors import ActorStopped, EventLogConfig, open_event_log
 
 
-async def test_a_recorded_event_takes_the_next_seq_and_reaches_watchers(tmp_path):
-    async with open_event_log(EventLogConfig(ledger_path=str(tmp_path / "ledger.db"))) as log:
+async def test_a_recorded_event_takes_the_next_seq_and_reaches_watchers(ledger_at):
+    async with open_event_log(EventLogConfig(ledger_path=ledger_at)) as log:
         before = log.head
         seq = log.record("helper_spawned", {"helper": 0, "pid": 123})
         assert seq == before + 1
@@ -19,7 +19,7 @@ async def test_a_recorded_event_takes_the_next_seq_and_reaches_watchers(tmp_path
             (seq, "helper_spawned", None, {"helper": 0, "pid": 123})
         ]
     async with open_event_log(
-        EventLogConfig(ledger_path=str(tmp_path / "ledger.db"))
+        EventLogConfig(ledger_path=ledger_at)
     ) as log:  # durable like any other
         assert [e.kind for e in (await log.watch(0)).events] == ["helper_spawned"]
 

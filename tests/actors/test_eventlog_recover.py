@@ -1,10 +1,11 @@
 """Resuming after a crash is one call: ``recover(decide)`` (design §6.17).
 
-Each test runs the event-log actor on a real SQLite ledger in ``tmp_path``, stops it with
-runs unfinished (one of them running: the stop interrupts it), starts a new one on the
-same file, and decides the survivors through :meth:`EventLogClient.recover`. The clock is
-trio's real one: the ledger works in a worker thread, which an autojump clock would take
-for idleness and jump past the asks' deadlines; nothing here waits on time.
+Each test runs the event-log actor on a real ledger (SQLite in ``tmp_path``, and
+PostgreSQL), stops it with runs unfinished (one of them running: the stop interrupts
+it), starts a new one on the same ledger, and decides the survivors through
+:meth:`EventLogClient.recover`. The clock is trio's real one: the ledger works in a
+worker thread, which an autojump clock would take for idleness and jump past the asks'
+deadlines; nothing here waits on time.
 """
 
 from __future__ import annotations
@@ -59,9 +60,9 @@ async def crash_with_three_survivors(config: EventLogConfig) -> None:
 
 
 async def test_one_call_resumes_one_survivor_discards_another_and_keeps_the_third(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ledger_at: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    config = cfg(tmp_path / "ledger.db")
+    config = cfg(ledger_at)
     await crash_with_three_survivors(config)
     seen: list[tuple[int, str, int, tuple[str, ...]]] = []
 
@@ -109,9 +110,9 @@ async def test_one_call_resumes_one_survivor_discards_another_and_keeps_the_thir
 
 
 async def test_a_refused_decision_is_reported_for_its_run_and_the_others_go_on(
-    tmp_path: Path,
+    ledger_at: str,
 ) -> None:
-    config = cfg(tmp_path / "ledger.db", quarantine_after=1)
+    config = cfg(ledger_at, quarantine_after=1)
     await crash_with_three_survivors(config)
 
     async def resume_all(survivor: Survivor) -> Decision:
@@ -140,9 +141,9 @@ async def test_a_refused_decision_is_reported_for_its_run_and_the_others_go_on(
 
 
 async def test_a_decision_that_is_not_one_names_decide_and_leaves_the_run_held(
-    tmp_path: Path,
+    ledger_at: str,
 ) -> None:
-    config = cfg(tmp_path / "ledger.db")
+    config = cfg(ledger_at)
     await crash_with_three_survivors(config)
 
     async def unsure(survivor: Survivor) -> Decision:
@@ -162,8 +163,8 @@ async def test_a_decision_that_is_not_one_names_decide_and_leaves_the_run_held(
         assert len((await log.boot_report()).survivors) == 3  # nothing was decided
 
 
-async def test_a_sync_decide_names_decide_and_leaves_the_runs_held(tmp_path: Path) -> None:
-    config = cfg(tmp_path / "ledger.db")
+async def test_a_sync_decide_names_decide_and_leaves_the_runs_held(ledger_at: str) -> None:
+    config = cfg(ledger_at)
     await crash_with_three_survivors(config)
 
     def sync_decide(survivor: Survivor) -> Decision:
@@ -177,8 +178,8 @@ async def test_a_sync_decide_names_decide_and_leaves_the_runs_held(tmp_path: Pat
         assert len((await log.boot_report()).survivors) == 3  # nothing was decided
 
 
-async def test_an_error_in_decide_propagates_and_the_rest_stay_held(tmp_path: Path) -> None:
-    config = cfg(tmp_path / "ledger.db")
+async def test_an_error_in_decide_propagates_and_the_rest_stay_held(ledger_at: str) -> None:
+    config = cfg(ledger_at)
     await crash_with_three_survivors(config)
 
     async def second_fails(survivor: Survivor) -> Decision:
@@ -192,8 +193,8 @@ async def test_an_error_in_decide_propagates_and_the_rest_stay_held(tmp_path: Pa
         assert [s.run_id for s in (await log.boot_report()).survivors] == [2, 3]
 
 
-async def test_recover_on_a_stopped_log_raises_actor_stopped(tmp_path: Path) -> None:
-    config = cfg(tmp_path / "ledger.db")
+async def test_recover_on_a_stopped_log_raises_actor_stopped(ledger_at: str) -> None:
+    config = cfg(ledger_at)
     async with client(config) as log:
         pass
 

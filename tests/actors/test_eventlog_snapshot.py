@@ -23,8 +23,8 @@ OPS = [OperationSpec(name="job", fields={"n"})]
 WINDOW = 4096
 
 
-async def test_the_snapshot_holds_every_live_run_at_its_cursor(tmp_path) -> None:
-    config = EventLogConfig(ledger_path=tmp_path / "ledger.db", synchronous="NORMAL")
+async def test_the_snapshot_holds_every_live_run_at_its_cursor(ledger_at) -> None:
+    config = EventLogConfig(ledger_path=ledger_at, synchronous="NORMAL")
     async with open_event_log(config, operations=OPS) as log:
         for n in range(4):
             await log.submit("job", {"n": n})

@@ -8,8 +8,6 @@ waiting, truthfully.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pytest
 import trio
 import trio.testing
@@ -18,9 +16,6 @@ from actors._eventlog import EventLogActor, EventLogClient
 from actors._eventlog._eventlog import open_event_log
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import InvalidCommand
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 OPS = [OperationSpec(name="render", fields={"n"})]
 ACTORS = ("alice", "bob", "carol")
@@ -155,8 +150,8 @@ async def test_cancel_names_one_request_or_comes_from_outside() -> None:
         assert (await log.status(run_id, request_id="r-alice")).state == "cancelled"
 
 
-async def test_waiters_survive_a_restart(tmp_path: Path) -> None:
-    config = EventLogConfig(ledger_path=tmp_path / "ledger.db", synchronous="NORMAL")
+async def test_waiters_survive_a_restart(ledger_at: str) -> None:
+    config = EventLogConfig(ledger_path=ledger_at, synchronous="NORMAL")
     async with open_event_log(config, operations=OPS) as log:
         run_id = await join_three(log)
         await log.cancel(run_id, "alice")

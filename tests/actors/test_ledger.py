@@ -1,4 +1,7 @@
-"""Tests of the SQLite ledger: durability, boot, resume/discard, damaged files (design §6.10)."""
+"""Tests of the ledger: durability, boot, resume/discard, damaged files (design §6.10).
+
+The semantics run on both engines (``ledger_at``: a SQLite file, a PostgreSQL schema);
+damaged files are SQLite's, a foreign or newer schema both's."""
 
 from __future__ import annotations
 
@@ -10,8 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 import trio
+from pg_support import committed
 
 from actors._eventlog._eventlog import open_event_log
 from actors._eventlog._ledger._schema import SCHEMA_VERSION
@@ -31,28 +36,20 @@ OPS = [OperationSpec(name="job", fields={"n"})]
 APP = Path(__file__).with_name("eventlog_app.py")
 
 
-def config(tmp_path, **kwargs):
-    return EventLogConfig(ledger_path=tmp_path / "ledger.db", synchronous="NORMAL", **kwargs)
+def config(ledger_at, **kwargs):
+    return EventLogConfig(ledger_path=ledger_at, synchronous="NORMAL", **kwargs)
 
 
-def committed(path, sql):
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
-
-async def test_events_beyond_the_retention_are_pruned_at_open_never_silently(tmp_path):
+async def test_events_beyond_the_retention_are_pruned_at_open_never_silently(ledger_at):
     # design §6.8, §6.15: a watch cursor below what the ledger keeps is cursor_expired
     # pointing at a snapshot; never a silent gap.
-    async with open_event_log(config(tmp_path), operations=OPS) as log:
+    async with open_event_log(config(ledger_at), operations=OPS) as log:
         for n in range(10):
             await log.submit("job", {"n": n})  # one job_queued event each
         head = (await log.watch(0, limit=1000)).head
     assert head == 10
-    path = tmp_path / "ledger.db"
-    cfg = config(tmp_path, ledger_retain_events=4, window=2)
+    path = ledger_at
+    cfg = config(ledger_at, ledger_retain_events=4, window=2)
     async with open_event_log(cfg, operations=OPS) as log:
         assert committed(path, "SELECT min(seq), max(seq), count(*) FROM events") == [(7, 10, 4)]
         for cursor in (0, 5):
@@ -65,17 +62,17 @@ async def test_events_beyond_the_retention_are_pruned_at_open_never_silently(tmp
         await log.submit("job", {"n": 99})  # new events continue the sequence
         assert [e.seq for e in (await log.watch(10)).events] == [11]
     # Keeping more than there is deletes nothing.
-    async with open_event_log(config(tmp_path), operations=OPS) as log:
+    async with open_event_log(config(ledger_at), operations=OPS) as log:
         assert [e.seq for e in (await log.watch(6, limit=100)).events] == [7, 8, 9, 10, 11]
 
 
-async def test_resume_at_capacity_pauses_admission_like_a_refused_submit(tmp_path):
+async def test_resume_at_capacity_pauses_admission_like_a_refused_submit(ledger_at):
     # design §6.5: a resume needs capacity like a submit; the first refusal of the episode
     # emits admission_paused, and admission_resumed follows once a run leaves.
-    async with open_event_log(config(tmp_path), operations=OPS) as log:
+    async with open_event_log(config(ledger_at), operations=OPS) as log:
         for n in range(2):
             await log.submit("job", {"n": n})
-    async with open_event_log(config(tmp_path, max_inflight=1), operations=OPS) as log:
+    async with open_event_log(config(ledger_at, max_inflight=1), operations=OPS) as log:
         assert [s.run_id for s in log.boot_report().survivors] == [1, 2]
         assert (await log.resume(1)).state == "queued"
         for _ in range(2):  # one episode: paused once
@@ -95,8 +92,8 @@ async def test_resume_at_capacity_pauses_admission_like_a_refused_submit(tmp_pat
         ]
 
 
-async def test_receipt_is_durable_when_returned_and_survives_restart(tmp_path):
-    cfg = config(tmp_path)
+async def test_receipt_is_durable_when_returned_and_survives_restart(ledger_at):
+    cfg = config(ledger_at)
     async with open_event_log(cfg, operations=OPS) as log:
         first = await log.submit("job", {"n": 1}, request_id="a")
         rows = committed(cfg.ledger_path, "SELECT request_id, run_id FROM requests")
@@ -123,11 +120,11 @@ async def test_receipt_is_durable_when_returned_and_survives_restart(tmp_path):
         assert [s.run_id for s in log.boot_report().survivors] == [second.run_id]
 
 
-async def test_boot_holds_survivors_until_resume_or_discard(tmp_path):
+async def test_boot_holds_survivors_until_resume_or_discard(ledger_at):
     # The real clock: the ledger's worker threads would let a virtual clock jump to its
     # deadlines (the commit watchdog, the close timeout). The runner blocks until
     # cancelled; "nothing runs by itself" is checked after a short real wait.
-    cfg = config(tmp_path, max_concurrency=1)
+    cfg = config(ledger_at, max_concurrency=1)
     calls = []
     started = [trio.Event() for _ in range(3)]  # the first, second and third call
 
@@ -176,8 +173,8 @@ async def test_boot_holds_survivors_until_resume_or_discard(tmp_path):
         assert ("job_cancelled", 2) in kinds
 
 
-async def test_requests_evicted_from_memory_are_read_back(tmp_path):
-    cfg = config(tmp_path, retain_requests=2, retain_runs=1)
+async def test_requests_evicted_from_memory_are_read_back(ledger_at):
+    cfg = config(ledger_at, retain_requests=2, retain_runs=1)
     async with open_event_log(cfg, operations=OPS) as log:
         receipts = [await log.submit("job", {"n": n}, request_id=f"r{n}") for n in range(5)]
         for r in receipts:
@@ -192,8 +189,8 @@ async def test_requests_evicted_from_memory_are_read_back(tmp_path):
         assert not drift.drifted
 
 
-async def test_concurrent_submits_share_commits(tmp_path):
-    async with open_event_log(config(tmp_path, max_inflight=1000), operations=OPS) as log:
+async def test_concurrent_submits_share_commits(ledger_at):
+    async with open_event_log(config(ledger_at, max_inflight=1000), operations=OPS) as log:
         async with trio.open_nursery() as nursery:
             for n in range(200):
                 nursery.start_soon(log.submit, "job", {"n": n})
@@ -302,8 +299,8 @@ def run_app_killed(ledger, *actions):
         app.kill()
 
 
-def test_crash_with_sigkill_holds_survivors_and_keeps_receipts(tmp_path):
-    ledger = tmp_path / "ledger.db"
+def test_crash_with_sigkill_holds_survivors_and_keeps_receipts(ledger_at):
+    ledger = ledger_at
     submits = [f"submit:req-{n}:{n}" for n in range(3)]
     lines = run_app_killed(ledger, *submits, "running:1")
     receipts = [line["receipt"] for line in lines if line["action"] == "submit"]
@@ -338,3 +335,44 @@ async def test_unreadable_path_is_a_clear_ledger_error(tmp_path):
     with pytest.raises(LedgerError, match="cannot read ledger"):
         async with open_event_log(EventLogConfig(ledger_path=tmp_path / "dir.db")):
             pass  # pragma: no cover
+
+
+# -- PostgreSQL: a schema of something else, a newer one ---------------------------------
+
+
+async def test_postgresql_newer_schema_and_foreign_tables_are_refused(postgres_server):
+    url = postgres_server.fresh_url()
+    await make_ledger(url)
+    before = committed(url, "SELECT count(*) FROM events")
+    newer = str(SCHEMA_VERSION + 1)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (newer,))
+    with pytest.raises(LedgerVersionUnsupported) as info:
+        async with open_event_log(EventLogConfig(ledger_path=url), operations=OPS):
+            pass  # pragma: no cover
+    assert info.value.details == {"version": SCHEMA_VERSION + 1, "supported": SCHEMA_VERSION}
+    assert "\n" not in info.value.message
+    assert committed(url, "SELECT count(*) FROM events") == before
+    assert committed(url, "SELECT value FROM meta WHERE key = 'schema_version'") == [(newer,)]
+    other = postgres_server.fresh_url()
+    with psycopg.connect(other, autocommit=True) as conn:
+        conn.execute("CREATE TABLE runs (x integer)")
+    with pytest.raises(LedgerError, match="not an event-log ledger") as error:
+        async with open_event_log(EventLogConfig(ledger_path=other), operations=OPS):
+            pass  # pragma: no cover
+    assert type(error.value) is LedgerError
+    tables = (
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+    )
+    assert committed(other, tables) == [("runs",)]  # nothing was written
+
+
+async def test_postgresql_url_password_never_appears_in_messages(postgres_server):
+    url = postgres_server.url("nowhere").replace("postgres@", "postgres:secret@")
+    cfg = EventLogConfig(ledger_path=url, ledger_statement_timeout=2.0)
+    with pytest.raises(LedgerError) as info:
+        async with open_event_log(cfg, operations=OPS):
+            pass  # pragma: no cover
+    assert info.value.code == "ledger_unavailable"
+    assert "secret" not in info.value.message
+    assert "postgres:***@" in info.value.message

@@ -7,37 +7,28 @@ run and never the ledger's UNIQUE constraint.
 
 from __future__ import annotations
 
-import sqlite3
-from typing import TYPE_CHECKING
-
 import pytest
 import trio
+from pg_support import committed
 
 from actors._eventlog import EventLogActor, EventLogClient
 from actors._eventlog._eventlog import open_event_log
 from actors._eventlog._types import EventLogConfig, OperationSpec
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
 OPS = [OperationSpec(name="job", fields={"n"}, mutating=True)]
 
 
-def cfg(path: Path, **kwargs: object) -> EventLogConfig:
+def cfg(path: str, **kwargs: object) -> EventLogConfig:
     return EventLogConfig(ledger_path=path, synchronous="NORMAL", **kwargs)  # type: ignore[arg-type]
 
 
-def rows(path: Path, sql: str) -> list[tuple[object, ...]]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
+def rows(path: str, sql: str) -> list[tuple[object, ...]]:
+    return committed(path, sql)
 
 
 @pytest.mark.parametrize("retain", [0, 1, 100_000])
-async def test_fifty_concurrent_submits_of_one_id_make_one_run(tmp_path: Path, retain: int) -> None:
-    path = tmp_path / "ledger.db"
+async def test_fifty_concurrent_submits_of_one_id_make_one_run(ledger_at: str, retain: int) -> None:
+    path = ledger_at
     async with trio.open_nursery() as nursery:
         actor = EventLogActor(cfg(path, retain_requests=retain), operations=OPS)
         log = EventLogClient(await nursery.start(actor.run), timeout=10)
@@ -63,9 +54,9 @@ async def test_fifty_concurrent_submits_of_one_id_make_one_run(tmp_path: Path, r
 
 
 async def test_an_id_memory_forgot_is_found_in_the_ledger_and_never_runs_twice(
-    tmp_path: Path,
+    ledger_at: str,
 ) -> None:
-    path = tmp_path / "ledger.db"
+    path = ledger_at
     async with open_event_log(cfg(path, retain_requests=1), operations=OPS) as log:
         first = await log.submit("job", {"n": 1}, request_id="a")
         for k in range(5):  # memory keeps one: "a" is forgotten
@@ -84,10 +75,8 @@ async def test_an_id_memory_forgot_is_found_in_the_ledger_and_never_runs_twice(
     assert rows(path, "SELECT count(*) FROM runs WHERE request_id = 'a'") == [(1,)]
 
 
-async def test_memory_keeps_a_request_until_its_row_is_committed(tmp_path: Path) -> None:
-    async with open_event_log(
-        cfg(tmp_path / "ledger.db", retain_requests=0), operations=OPS
-    ) as log:
+async def test_memory_keeps_a_request_until_its_row_is_committed(ledger_at: str) -> None:
+    async with open_event_log(cfg(ledger_at, retain_requests=0), operations=OPS) as log:
         admission = log.admit("job", {"n": 1}, "x")  # decided, not yet durable
         duplicate = log.admit("job", {"n": 1}, "x")  # decided from memory: the same
         assert duplicate.receipt == admission.receipt
@@ -105,13 +94,11 @@ async def test_without_a_ledger_memory_is_the_window_of_idempotency() -> None:
 
 
 async def test_nothing_leaves_memory_while_a_look_up_is_in_flight(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ledger_at: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The race: a look-up misses "x", then "x" is admitted, committed and (retain 0)
     # dropped from memory by another request before the look-up decides.
-    async with open_event_log(
-        cfg(tmp_path / "ledger.db", retain_requests=0), operations=OPS
-    ) as log:
+    async with open_event_log(cfg(ledger_at, retain_requests=0), operations=OPS) as log:
         for k in range(2):  # the first is forgotten once the second is stored
             await log.submit("job", {"n": -k}, request_id=f"warm-up-{k}")
         ledger = log._ledger
@@ -147,8 +134,8 @@ async def _race(log, missed: trio.Event, release: trio.Event) -> None:
     assert late == [first]
 
 
-async def test_ids_read_back_from_the_ledger_do_not_grow_memory(tmp_path: Path) -> None:
-    config = cfg(tmp_path / "ledger.db", retain_requests=2)
+async def test_ids_read_back_from_the_ledger_do_not_grow_memory(ledger_at: str) -> None:
+    config = cfg(ledger_at, retain_requests=2)
     async with open_event_log(config, operations=OPS) as log:
         receipts = [await log.submit("job", {"n": n}, request_id=f"r{n}") for n in range(6)]
         store = log._intake._requests

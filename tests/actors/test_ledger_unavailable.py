@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from ledger_support import events_until
 
 from actors._eventlog import EventLogActor, EventLogClient
 from actors._eventlog._eventlog import EventLog, open_event_log
@@ -41,26 +42,16 @@ async def pragma(log: EventLog, sql: str) -> None:
     """Run a pragma on the log's own connection, in its worker thread."""
     ledger = log._ledger
     assert ledger is not None
-    await ledger._reads.call(lambda: ledger._conn.execute(sql).fetchall())  # type: ignore[union-attr]
+    await ledger._reads.call(lambda: ledger._store.conn.execute(sql).fetchall())  # type: ignore[union-attr]
 
 
 async def full_disk(log: EventLog) -> None:
     ledger = log._ledger
     assert ledger is not None
     pages = await ledger._reads.call(
-        lambda: ledger._conn.execute("PRAGMA page_count").fetchone()[0]  # type: ignore[union-attr]
+        lambda: ledger._store.conn.execute("PRAGMA page_count").fetchone()[0]  # type: ignore[union-attr]
     )
     await pragma(log, f"PRAGMA max_page_count = {pages}")
-
-
-async def events_until(port, kind: str) -> list[tuple[str, dict]]:
-    seen = []
-    with trio.fail_after(10):
-        async for event in port:
-            seen.append((event.kind, event.data))
-            if event.kind == kind:
-                return seen
-    raise AssertionError(f"no {kind} in {seen}")
 
 
 async def test_disk_full_refuses_new_work_keeps_answering_and_resumes_by_itself(

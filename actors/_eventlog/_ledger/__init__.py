@@ -1,15 +1,21 @@
-"""The event log's ledger: what it needs of durable storage, and the SQLite one (§6.10).
+"""The event log's ledger: what it needs of durable storage, SQLite and PostgreSQL (§6.10).
 
 The rest of the event log imports only this façade. :class:`Ledger` is the interface:
 everything the event log asks of a ledger, and nothing about how it stores. The
-ledger the event log builds today is :class:`SQLiteLedger`; its modules:
+event log builds a :class:`SQLiteLedger` for a file path, and for a ``postgresql://`` URL
+(:func:`is_postgres_url`; docs/cluster.rst) a :class:`BatchLedger` on a
+:class:`PostgresStore`: one ledger on an engine's store. Its modules:
 
 * ``_commit``: the ledger itself, and what shares its private state: group commit
   (batches), durability tickets, failed and stalled commits (the outage state and its
   watchdog), the close within ``close_timeout``, and the ledger's statistics (§6.10,
   §6.13, §6.19);
 * ``_reads``: its reads of what memory no longer holds, each bounded (§6.11, §6.19);
-* ``_connection``: opening and closing its one SQLite connection, classifying errors;
+* ``_connection``: the SQLite ledger and its store: its one connection, its
+  transactions, its errors;
+* ``_postgres``: the PostgreSQL store: psycopg connections in worker threads, one per
+  role, statements bounded and cancelled with their trio scope, reconnection, the
+  writer lock;
 * ``_schema``: creating, migrating and pruning a ledger file;
 * ``_inspect``: the read-only inspection of a file before anything writes to it (§6.11,
   §6.12), with ``_wal``, the check of its write-ahead log (§6.12);
@@ -24,11 +30,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from ._commit import BatchLedger as BatchLedger
 from ._commit import LedgerStatistics as LedgerStatistics
-from ._commit import SQLiteLedger as SQLiteLedger
 from ._commit import Ticket as Ticket
 from ._commit import wait_durable as wait_durable
+from ._connection import SQLiteLedger as SQLiteLedger
 from ._inspect import LedgerSnapshot as LedgerSnapshot
+from ._postgres import PostgresStore as PostgresStore
+from ._postgres import is_postgres_url as is_postgres_url
 from ._rows import RowCheck as RowCheck
 from ._rows import decode_run as decode_run
 from ._wal import WalReport as WalReport
@@ -41,14 +50,17 @@ if TYPE_CHECKING:
     from ._commit import HealthCallback
 
 __all__ = [
+    "BatchLedger",
     "Ledger",
     "LedgerSnapshot",
     "LedgerStatistics",
+    "PostgresStore",
     "RowCheck",
     "SQLiteLedger",
     "Ticket",
     "WalReport",
     "decode_run",
+    "is_postgres_url",
     "wait_durable",
 ]
 
@@ -66,7 +78,8 @@ class Ledger(Protocol):
 
     @property
     def path(self) -> str:
-        """Where the ledger lives, for messages and log records."""
+        """Where the ledger lives (a file, or a URL without its password), for messages
+        and log records."""
         ...
 
     @property

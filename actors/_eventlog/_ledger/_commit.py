@@ -1,11 +1,16 @@
-"""The SQLite ledger's durable commit: group commit, tickets, outages, close (§6.10).
+"""The ledger's durable commit: group commit, tickets, outages, close (§6.10).
 
-One :class:`SQLiteLedger` owns one ``sqlite3`` connection. Every SQLite call runs in a
-worker thread through ``trio.to_thread.run_sync`` with a private ``CapacityLimiter(1)``, so
-the connection is only ever used by one thread at a time and the event loop never blocks.
+One :class:`BatchLedger` owns one :class:`Store`: the engine's connections and the SQL of
+its transactions (:class:`~actors._eventlog._ledger._connection.SQLiteStore`, one
+``sqlite3`` connection; :class:`~actors._eventlog._ledger._postgres.PostgresStore`, psycopg
+connections to a PostgreSQL server). Every engine call runs in a worker thread through
+``trio.to_thread.run_sync`` with the store's ``CapacityLimiter(1)``, so a connection is
+only ever used by one thread at a time and the event loop never blocks.
+:class:`~actors._eventlog._ledger._connection.SQLiteLedger` is this ledger on the SQLite
+store; the PostgreSQL ledger is a :class:`BatchLedger` on a ``PostgresStore``.
 
 Writes are *staged* synchronously (``stage_*``) into the current :class:`Batch` and
-committed by a single writer task (:meth:`SQLiteLedger.run_writer`): group commit. While
+committed by a single writer task (:meth:`BatchLedger.run_writer`): group commit. While
 one batch commits, the next one fills, so a busy log commits many rows per transaction,
 and a quiet one commits each row at once. Each batch has a :class:`Ticket`;
 ``await ticket.wait()`` returns once that batch is durable. The latency from staging to
@@ -28,17 +33,17 @@ missing or foreign ``-wal`` (design §6.12).
 A commit that fails (disk full, an I/O error, a lock) never stops the writer: the batch
 is kept and retried with capped backoff, the tickets not yet committed are *delayed*
 (waiters get :class:`~actors.errors.LedgerUnavailable`), rows keep being staged, and the
-``on_health`` callback of :meth:`SQLiteLedger.run_writer` hears when commits fail and
+``on_health`` callback of :meth:`BatchLedger.run_writer` hears when commits fail and
 when one succeeds again (design §6.13). :class:`LedgerHealth` keeps that outage state.
 Reads go on meanwhile, from what is committed (:mod:`actors._eventlog._ledger._reads`).
 
 No wait on the disk is unbounded (design §6.19): a commit that runs longer than
-``stall_timeout`` makes the watchdog (:meth:`SQLiteLedger.run_watchdog`) declare the
+``stall_timeout`` makes the watchdog (:meth:`BatchLedger.run_watchdog`) declare the
 ledger unavailable (``cause`` ``commit stalled``) until it ends; a read gives up after
 ``read_timeout`` (``LedgerUnavailable``); cancellation abandons a worker thread instead of
 waiting for it (the thread keeps the connection until it returns: the limiter is released
 only then); closing gives the final commit ``close_timeout`` seconds
-(:meth:`SQLiteLedger.close_within`).
+(:meth:`BatchLedger.close_within`).
 
 The ledger, its batches, their tickets and its health share private state (a ticket is
 settled, delayed and undelayed by the writer and the watchdog), so they live here together.
@@ -49,23 +54,21 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import sqlite3
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
 
 from ..._core import Backoff
 from ...errors import LedgerError, LedgerUnavailable
-from ._connection import classify_error, keep_log, open_connection
-from ._reads import LedgerReads
-from ._schema import RUN_COLUMNS
+from ._reads import StoreErrors
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
     from .._types import Event, Receipt
     from ._inspect import LedgerSnapshot
+    from ._reads import LedgerReads
     from ._wal import WalReport
 
     #: ``on_health(error)``: commits fail (``error``), or succeed again (None).
@@ -73,10 +76,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Batch",
+    "BatchLedger",
     "LedgerHealth",
     "LedgerStatistics",
-    "SQLiteLedger",
     "Segment",
+    "Store",
     "Ticket",
     "wait_durable",
 ]
@@ -301,7 +305,7 @@ class Batch:
 class LedgerHealth:
     """The outage state of one ledger's commits (design §6.13, §6.19).
 
-    Owned by the :class:`SQLiteLedger`. A commit that fails (disk full, an I/O error)
+    Owned by the :class:`BatchLedger`. A commit that fails (disk full, an I/O error)
     starts an *outage*; so does a commit that hangs without raising (a stalled ``fsync``)
     once it has run ``stall_timeout`` seconds, which :meth:`watch` notices. During an
     outage every ticket not yet committed is *delayed* (its waiters get
@@ -310,16 +314,21 @@ class LedgerHealth:
     ``on_health`` (None).
 
     Args:
-        path: The ledger's file, for messages and records.
+        store: Names the ledger and classifies the engine's errors.
         retry: The delays between attempts to commit a batch that failed (seconds).
         stall_timeout: Seconds (trio clock) a commit may run before it counts as stalled.
         staging: Returns the batch being staged now (its ticket is delayed too).
     """
 
     def __init__(
-        self, path: str, retry: Backoff, stall_timeout: float, staging: Callable[[], Batch]
+        self,
+        store: StoreErrors,
+        retry: Backoff,
+        stall_timeout: float,
+        staging: Callable[[], Batch],
     ) -> None:
-        self._path = path
+        self._store = store
+        self._path = store.path
         self._retry = retry
         self._stall_timeout = stall_timeout
         self._staging = staging
@@ -349,11 +358,11 @@ class LedgerHealth:
         self._changed.set()
         self._changed = trio.Event()
 
-    def failed(self, batch: Batch, exc: sqlite3.Error, on_health: HealthCallback | None) -> None:
+    def failed(self, batch: Batch, exc: Exception, on_health: HealthCallback | None) -> None:
         """The commit of ``batch`` failed with ``exc``: the outage starts or goes on."""
         self.failed_commits += 1
         self._attempt += 1
-        error = classify_error(self._path, exc, "commit")
+        error = self._store.classify(exc, "commit")
         cause = str(error.details.get("cause", exc))
         unavailable = LedgerUnavailable(
             f"ledger {self._path!r} cannot commit: {cause}; decisions are kept and committed"
@@ -449,58 +458,92 @@ class LedgerHealth:
 # -- the ledger ------------------------------------------------------------------------
 
 
-class SQLiteLedger:
-    """The SQLite ledger behind a durable event log (design §6.10).
+class Store(StoreErrors, Protocol):
+    """An engine's storage under a :class:`BatchLedger`: its connections and its SQL.
 
-    Implements :class:`~actors._eventlog._ledger.Ledger`.
+    Every method but :meth:`cancel` runs in a worker thread under :attr:`limiter` (the
+    writer's connection); :attr:`reads` are the store's bounded reads.
+    """
+
+    @property
+    def limiter(self) -> trio.CapacityLimiter:
+        """One thread at a time on the writer's connection."""
+        ...
+
+    @property
+    def reads(self) -> LedgerReads:
+        """The bounded, checked reads (design §6.11, §6.19)."""
+        ...
+
+    @property
+    def wal_report(self) -> WalReport | None:
+        """What the check of a write-ahead log found at open (None without one)."""
+        ...
+
+    def open(self, keep_requests: int, keep_events: int | None) -> LedgerSnapshot:
+        """Check, create or open the ledger, and load what boot needs."""
+        ...
+
+    def commit(self, batch: Batch) -> None:
+        """Write ``batch`` in one transaction; set ``batch.committed`` once durable."""
+        ...
+
+    def close(self, batches: list[Batch], commit: Callable[[Batch], None]) -> None:
+        """Commit ``batches`` not yet committed with ``commit``, mark the session closed
+        and close the connections."""
+        ...
+
+    async def cancel(self) -> None:
+        """Cancel the statement an abandoned writer thread runs (bounded; never raises)."""
+        ...
+
+    def release(self) -> None:
+        """The ledger let go of the store (closed, or its close abandoned): a commit a
+        worker thread starts later fails. Called from the trio side; never blocks."""
+        ...
+
+
+class BatchLedger:
+    """A durable event log's ledger on a :class:`Store` (design §6.10).
+
+    Implements :class:`~actors._eventlog._ledger.Ledger`: staging, group commit, tickets,
+    outages and the close, whatever the engine.
 
     Args:
-        path: The database file; created (atomically, with the schema) if missing.
-        synchronous: ``PRAGMA synchronous`` (``FULL``, ``NORMAL`` or ``EXTRA``).
+        store: The engine's connections and SQL.
         commit_linger: Seconds (trio clock) the writer waits after the first staged row
             before committing, to grow the batch; 0 commits as soon as it is free.
         max_pending_rows: Staged rows above which :meth:`wait_writable` blocks.
         retry: The delays between attempts to commit a batch that failed (seconds).
-        read_timeout: Seconds (trio clock) a read waits, for the commit before it and
-            for SQLite, before it raises ``LedgerUnavailable`` (design §6.19).
         stall_timeout: Seconds (trio clock) a commit may run before the watchdog
             declares the ledger unavailable (design §6.19).
     """
 
     def __init__(
         self,
-        path: str,
+        store: Store,
         *,
-        synchronous: str = "FULL",
         commit_linger: float = 0.0,
         max_pending_rows: int = 50_000,
         retry: Backoff | None = None,
-        read_timeout: float = 5.0,
         stall_timeout: float = 5.0,
     ) -> None:
-        self.path = path
+        self._store = store
+        self.path = store.path
         self._stall_timeout = stall_timeout
-        self._synchronous = synchronous
         self._linger = commit_linger
         self._max_pending = max_pending_rows
         retry = retry or Backoff(base=0.05, cap=2.0)
-        self._limiter = trio.CapacityLimiter(1)
-        self._reads = LedgerReads(
-            path,
-            self._limiter,
-            lambda: self._conn,
-            timeout=read_timeout,
-            retry_after=retry.base,
-        )
-        self._conn: sqlite3.Connection | None = None
-        self._session = ""
+        self._limiter = store.limiter
+        self._reads = store.reads
+        self._opened = False
         self._batch = Batch()
         self._dirty = trio.Event()
         self._last_ticket: Ticket | None = None
         self._orphans: list[Batch] = []
         self._failed: Batch | None = None  # its commit failed: retried before any other
         # Failed and stalled commits; its ``watch`` is the commit watchdog (§6.19).
-        self._health = LedgerHealth(path, retry, stall_timeout, lambda: self._batch)
+        self._health = LedgerHealth(store, retry, stall_timeout, lambda: self._batch)
         self._committed_seq = 0
         self._commits = 0
         self._rows = 0
@@ -508,13 +551,16 @@ class SQLiteLedger:
         self.on_commit: Callable[[int, float], None] | None = None
         """Called (sync) after each successful commit with its rows and the seconds
         (trio clock) the transaction took; set by the metrics, None otherwise."""
-        #: What the write-ahead-log check found at open (None without a ``-wal``).
-        self.wal_report: WalReport | None = None
+
+    @property
+    def wal_report(self) -> WalReport | None:
+        """What the write-ahead-log check found at open (None without a ``-wal``)."""
+        return self._store.wal_report
 
     # -- opening and closing ----------------------------------------------------------
 
     async def open(self, *, keep_requests: int, keep_events: int | None = None) -> LedgerSnapshot:
-        """Inspect the file, create or open the ledger, and load what boot needs.
+        """Check, create or open the ledger, and load what boot needs.
 
         Args:
             keep_requests: How many of the most recent requests to load.
@@ -522,24 +568,19 @@ class SQLiteLedger:
                 deleted now, in one transaction (None keeps them all).
 
         Raises:
-            LedgerCorrupt: (``ledger_corrupt``) the file, its write-ahead log or a row is
-                damaged, or the log is missing or foreign; nothing was written.
+            LedgerCorrupt: (``ledger_corrupt``) the ledger (a file, its write-ahead log or
+                a row) is damaged, or the log is missing or foreign; nothing was written.
             LedgerVersionUnsupported: (``ledger_version_unsupported``) a schema we cannot open.
-            LedgerError: (``ledger_error``) not a ledger, or SQLite failed.
+            LedgerError: (``ledger_error``) not a ledger, or the engine failed.
+            LedgerUnavailable: (``ledger_unavailable``) the database cannot be reached.
         """
         return await self._reads.call(self._open_sync, keep_requests, keep_events)
 
     def _open_sync(self, keep_requests: int, keep_events: int | None) -> LedgerSnapshot:
-        conn, self._session, inspection = open_connection(
-            self.path,
-            synchronous=self._synchronous,
-            keep_requests=keep_requests,
-            keep_events=keep_events,
-        )
-        self._conn = conn
-        self._committed_seq = inspection.snapshot.head
-        self.wal_report = inspection.wal
-        return inspection.snapshot
+        snapshot = self._store.open(keep_requests, keep_events)
+        self._opened = True
+        self._committed_seq = snapshot.head
+        return snapshot
 
     async def close(self) -> None:
         """Commit what is still staged, mark the session closed, close; idempotent.
@@ -547,44 +588,44 @@ class SQLiteLedger:
         Call it after the writer stopped, under a deadline (``close_timeout``). The final
         commit runs in one worker thread, after any commit still running (an abandoned
         one); a cancellation abandons it (design §6.19): the thread may still finish, or
-        hang on a stalled disk, and the write-ahead log is left for the next open, which
-        finds the session unfinished, as after a crash (design §6.12). So does a failed
-        final commit.
+        hang on a stalled disk; for SQLite the write-ahead log is left for the next open,
+        which finds the session unfinished, as after a crash (design §6.12). So does a
+        failed final commit.
 
         Raises:
             LedgerUnavailable: (``ledger_unavailable``) the final commit failed; what was
                 staged and not committed is lost (never acknowledged).
-            LedgerError: (``ledger_error``) the same, for another SQLite error.
+            LedgerError: (``ledger_error``) the same, for another engine error.
         """
-        conn = self._conn
-        if conn is None:
+        if not self._opened:
             await trio.lowlevel.checkpoint()
             return
+        self._opened = False
         pending = (self._failed, *self._orphans, self._batch)
         batches = [b for b in pending if b is not None and (b.size or b.runs)]
         self._failed = None
         self._orphans = []
         self._batch = Batch()
-        closed = "closed" + self._session.removeprefix("open")
-
-        def final() -> None:
-            try:
-                for batch in batches:
-                    if not batch.committed:  # an abandoned commit may have finished it
-                        self._commit_sync(batch)
-                conn.execute("INSERT OR REPLACE INTO meta VALUES ('session', ?)", (closed,))
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error:
-                keep_log(self.path, conn)
-                raise
-            conn.close()  # the last connection: SQLite removes the -wal
-
+        store = self._store
         try:
-            await trio.to_thread.run_sync(final, limiter=self._limiter, abandon_on_cancel=True)
-        except sqlite3.Error as exc:
-            raise classify_error(self.path, exc, "the final commit") from exc
+            await trio.to_thread.run_sync(
+                store.close,
+                batches,
+                self._commit_sync,
+                limiter=self._limiter,
+                abandon_on_cancel=True,
+            )
+        except store.errors as exc:
+            error = store.classify(exc, "the final commit")
+            if error is exc:
+                raise
+            raise error from exc
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                await store.cancel()
+            raise
         finally:
-            self._conn = None
+            store.release()
             for batch in batches:
                 self._settled(batch)
 
@@ -806,12 +847,16 @@ class SQLiteLedger:
             await trio.to_thread.run_sync(
                 self._commit_sync, batch, limiter=self._limiter, abandon_on_cancel=True
             )
-        except sqlite3.Error as exc:
+        except self._store.errors as exc:
             health.failed(batch, exc, on_health)
             return False
-        except BaseException:
+        except BaseException as exc:
             if not batch.committed:  # cancelled (abandoned): close() commits it
                 self._orphans.append(batch)
+            if isinstance(exc, trio.Cancelled):
+                # Stop the statement the abandoned thread runs (PostgreSQL can).
+                with trio.CancelScope(shield=True):
+                    await self._store.cancel()
             raise
         finally:
             health.moved(None)
@@ -834,39 +879,8 @@ class SQLiteLedger:
             batch.ticket._settle("the batch was not committed")
 
     def _commit_sync(self, batch: Batch) -> None:
-        conn = self._conn
-        if conn is None:
-            raise sqlite3.OperationalError("ledger is closed")
-        conn.execute("BEGIN")
-        try:
-            if batch.requests:
-                conn.executemany(
-                    "INSERT INTO requests VALUES (?, ?, ?, ?, ?, ?, NULL)", batch.requests
-                )
-            if batch.detached:
-                conn.executemany(
-                    "UPDATE requests SET cancelled_by = ? WHERE request_id = ?", batch.detached
-                )
-            if batch.runs:
-                conn.executemany(
-                    f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' * len(RUN_COLUMNS))})",
-                    batch.runs.values(),
-                )
-            if batch.segments:
-                conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", batch.event_rows())
-            if batch.meta:
-                conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", batch.meta.items())
-            # Every commit carries this session's marker, so a log from another session
-            # or ledger is told apart at the next open (design §6.12).
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('session', ?)", (self._session,))
-            conn.execute("COMMIT")
-            batch.committed = True
-        except BaseException:
-            # SQLite may have rolled back already (disk full): keep the first error.
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            raise
+        # In the writer's thread; a seam the tests use to stall a commit.
+        self._store.commit(batch)
 
     async def flush(self) -> None:
         """Wait until everything staged so far is committed; always a checkpoint.

@@ -33,8 +33,16 @@ from ._wal import WalReport, check_wal
 
 if TYPE_CHECKING:
     from .._types import Receipt
+    from ._reads import ReadConnection
 
-__all__ = ["Inspection", "LedgerSnapshot", "inspect_ledger", "parse_session"]
+__all__ = [
+    "Inspection",
+    "LedgerSnapshot",
+    "check_missing",
+    "inspect_ledger",
+    "load_snapshot",
+    "parse_session",
+]
 
 _MAGIC = b"SQLite format 3\x00"
 _UNTOUCHED = "the file was left untouched"
@@ -218,7 +226,7 @@ def _inspect(
             version = _check_schema(path, conn, has_wal)
             _check_session(path, conn, has_wal, stored_session)
             _check_rows(path, conn, version)
-            snapshot = _load(path, conn, keep_requests, keep_events, version)
+            snapshot = load_snapshot(path, conn, keep_requests, keep_events, version)
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
@@ -348,10 +356,19 @@ def _check_rows(path: str, conn: sqlite3.Connection, version: int) -> None:
         except LedgerCorrupt as exc:
             raise LedgerCorrupt(f"{exc}; {_UNTOUCHED}", **exc.details) from None
         raise check.corrupt(column, f"holds a value the log never writes; {_UNTOUCHED}")
-    _check_missing(path, conn)
+    check_missing(path, conn)
 
 
-def _check_missing(path: str, conn: sqlite3.Connection) -> None:
+def check_missing(path: str, conn: ReadConnection) -> None:
+    """Refuse a ledger missing a row that must exist (any engine, ``?`` placeholders).
+
+    Run ids and event seqs have no gaps, every request's run and every run's request
+    exist, and the revision is not behind the runs'.
+
+    Raises:
+        LedgerCorrupt: (``ledger_corrupt``) the first missing row, named.
+    """
+
     def missing(table: str, key_name: str, key: object, why: str) -> LedgerCorrupt:
         return RowCheck(path, table, key_name, key).corrupt(
             None, f"row missing ({why}); {_UNTOUCHED}"
@@ -389,7 +406,7 @@ def _check_missing(path: str, conn: sqlite3.Connection) -> None:
         )
 
 
-def _first_gap(conn: sqlite3.Connection, table: str, key: str) -> int:
+def _first_gap(conn: ReadConnection, table: str, key: str) -> int:
     row = conn.execute(
         f"SELECT a.{key} + 1 FROM {table} a WHERE a.{key} < (SELECT max({key}) FROM {table})"
         f" AND NOT EXISTS (SELECT 1 FROM {table} b WHERE b.{key} = a.{key} + 1)"
@@ -398,13 +415,18 @@ def _first_gap(conn: sqlite3.Connection, table: str, key: str) -> int:
     return int(row[0])
 
 
-def _load(
+def load_snapshot(
     path: str,
-    conn: sqlite3.Connection,
+    conn: ReadConnection,
     keep_requests: int,
     keep_events: int | None,
     version: int,
 ) -> LedgerSnapshot:
+    """What boot needs from a checked ledger of ``version`` (any engine, ``?`` placeholders).
+
+    Raises:
+        LedgerCorrupt: (``ledger_corrupt``) a row boot loads is damaged.
+    """
     waiters = version >= 2
     row = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()
     revision = 0 if row is None else decode_revision(path, row[0])

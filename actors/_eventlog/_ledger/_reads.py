@@ -1,63 +1,106 @@
 """The ledger's reads: bounded, and every row checked (design §6.11, §6.19).
 
-:class:`LedgerReads` is owned by the
-:class:`~actors._eventlog._ledger._commit.SQLiteLedger` and reads what memory no longer
-holds (a run, a request id, events below the window, a page of decided runs) through the
-ledger's one connection and its one-thread limiter, so a read sees everything committed
-before it and never shares the connection with a commit.
+:class:`LedgerReads` is owned by a ledger's store and reads what memory no longer holds
+(a run, a request id, events below the window, a page of decided runs) through a
+connection and its one-thread limiter: the SQLite store's one connection (so a read sees
+everything committed before it and never shares the connection with a commit), or the
+PostgreSQL store's reader connection. The SQL is written with ``?`` placeholders; the
+PostgreSQL store's connection adapts them.
 
 No read waits without bound: each one gives up after ``read_timeout`` seconds (a stalled
 disk, or a stalled commit ahead of it) with :class:`~actors.errors.LedgerUnavailable`;
-its worker thread is abandoned and keeps the connection (the limiter) until it returns.
+its worker thread is abandoned and keeps the connection (the limiter) until it returns,
+and the store is asked to cancel the statement it runs (PostgreSQL can).
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import trio
 
 from ...errors import LedgerCorrupt, LedgerError, LedgerUnavailable
 from .._types import TERMINAL_STATES
-from ._connection import classify_error
 from ._rows import RowCheck, decode_event, decode_request, decode_run
 from ._schema import RUN_COLUMNS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable, Iterator
 
     from .._types import Event, Receipt
 
 _T = TypeVar("_T")
 
-__all__ = ["LedgerReads"]
+__all__ = ["Cursor", "LedgerReads", "ReadConnection", "StoreErrors"]
 
 _log = logging.getLogger("actors.eventlog")
+
+
+class Cursor(Protocol):
+    """The rows of one statement (``sqlite3.Cursor`` and psycopg's ``Cursor`` both are)."""
+
+    def fetchone(self) -> Any:
+        """The next row, or None."""
+
+    def fetchall(self) -> list[Any]:
+        """Every row left."""
+
+    def __iter__(self) -> Iterator[Any]:
+        """The rows left, one by one."""
+
+
+class ReadConnection(Protocol):
+    """What a read needs of a connection: ``execute`` with ``?`` placeholders."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Cursor:
+        """Run ``sql`` with ``parameters``."""
+        ...
+
+
+class StoreErrors(Protocol):
+    """How a store names itself and classifies its engine's errors."""
+
+    @property
+    def path(self) -> str:
+        """Where the ledger lives, for messages (a URL without its password)."""
+        ...
+
+    @property
+    def errors(self) -> tuple[type[Exception], ...]:
+        """The engine's errors: classified, never a crash."""
+        ...
+
+    def classify(self, exc: BaseException, doing: str, *, retry_after: float = 0.05) -> LedgerError:
+        """The ledger error for ``exc`` while ``doing`` something."""
+        ...
 
 
 class LedgerReads:
     """The bounded reads of one ledger (design §6.19).
 
     Args:
-        path: The ledger's file, for messages and records.
-        limiter: The ledger's ``CapacityLimiter(1)``: one thread on the connection.
-        connection: Returns the open connection, or None once the ledger is closed.
+        store: Names the ledger and classifies the engine's errors.
+        limiter: The connection's ``CapacityLimiter(1)``: one thread on it at a time.
+        connection: Returns the open connection (None once closed); called in the thread.
         timeout: Seconds (trio clock) one read may take; then ``LedgerUnavailable``.
-        retry_after: Seconds: the ``retry_after`` of a read SQLite failed.
+        retry_after: Seconds: the ``retry_after`` of a read the engine failed.
+        cancel: Cancels the statement of an abandoned read (called shielded, bounded).
     """
 
     def __init__(
         self,
-        path: str,
+        store: StoreErrors,
         limiter: trio.CapacityLimiter,
-        connection: Callable[[], sqlite3.Connection | None],
+        connection: Callable[[], ReadConnection | None],
         *,
         timeout: float,
         retry_after: float,
+        cancel: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        self._path = path
+        self._store = store
+        self._path = store.path
+        self._cancel = cancel
         self._limiter = limiter
         self._connection = connection
         self.timeout = timeout
@@ -77,7 +120,7 @@ class LedgerReads:
         cols = ", ".join(RUN_COLUMNS)
         path = self._path
 
-        def read(conn: sqlite3.Connection) -> tuple[dict[str, Any], int] | None:
+        def read(conn: ReadConnection) -> tuple[dict[str, Any], int] | None:
             row = conn.execute(f"SELECT {cols} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
             if row is None:
                 return None
@@ -162,14 +205,14 @@ class LedgerReads:
         """Return every row of ``sql``; bounded like :meth:`read`."""
         return await self.read(lambda conn: conn.execute(sql, params).fetchall())
 
-    async def read(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+    async def read(self, fn: Callable[[ReadConnection], _T]) -> _T:
         """Return ``fn(connection)``, run in a worker thread for at most ``timeout``.
 
         Raises:
             LedgerUnavailable: (``ledger_unavailable``) no answer within ``timeout``
                 seconds; ``details`` has ``retry_after``.
             LedgerCorrupt: (``ledger_corrupt``) what ``fn`` read is damaged (logged).
-            LedgerError: (``ledger_error``) SQLite failed, or the ledger is closed.
+            LedgerError: (``ledger_error``) the engine failed, or the ledger is closed.
         """
 
         # Bounded (design §6.19): behind a stalled commit (one connection, one thread at
@@ -183,7 +226,14 @@ class LedgerReads:
 
         try:
             with trio.move_on_after(self.timeout):
-                return await self.call(run, abandon=True)
+                try:
+                    return await self.call(run, abandon=True)
+                except trio.Cancelled:
+                    if self._cancel is not None:
+                        # Shielded: the cancel request is bounded by its own timeout.
+                        with trio.CancelScope(shield=True):
+                            await self._cancel()
+                    raise
         except LedgerCorrupt as exc:
             _log.error("%s", exc.message, extra={"ledger": self._path, **exc.details})
             raise
@@ -209,12 +259,15 @@ class LedgerReads:
         """Run ``fn(*args)`` in a worker thread under the ledger's limiter.
 
         Raises:
-            LedgerError: (``ledger_error`` or a subclass) SQLite failed; the
-                ``sqlite3.Error`` is its cause.
+            LedgerError: (``ledger_error`` or a subclass) the engine failed; its error
+                is the cause.
         """
         try:
             return await trio.to_thread.run_sync(
                 fn, *args, limiter=self._limiter, abandon_on_cancel=abandon
             )
-        except sqlite3.Error as exc:
-            raise classify_error(self._path, exc, "reading", retry_after=self._retry_after) from exc
+        except self._store.errors as exc:
+            error = self._store.classify(exc, "reading", retry_after=self._retry_after)
+            if error is exc:
+                raise  # ours already (the PostgreSQL writer lock is taken)
+            raise error from exc
