@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
     from ._spec import HelperSpec, HelperTimeouts
     from ._stderr import StderrTail
+    from ._zygote import ChildProcess, Zygote
 
     #: ``on_progress(fraction, note)``: a sync callable run on the event loop.
     ProgressCallback = Callable[[float, str | None], object]
@@ -85,6 +86,8 @@ class HelperProcess:
         on_hurry: What a second Ctrl-C during this helper's own ladder (a job whose
             caller got the first ``KeyboardInterrupt``) calls to skip every grace
             (design §3.13): the pool's ``hurry``; by default this helper's :meth:`hurry`.
+        zygote: The pool's fork server: the helper is forked from it while it is
+            available (design §3.17); None (the default): spawned.
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class HelperProcess:
         replaces: bool = False,
         on_exit: Callable[[HelperProcess], None] | None = None,
         on_hurry: Callable[[], None] | None = None,
+        zygote: Zygote | None = None,
     ) -> None:
         self.spec = spec
         self.timeouts = timeouts
@@ -123,7 +127,7 @@ class HelperProcess:
         self.idle = False
         """True exactly while the state is ``IDLE`` (read on the job path, where a
         property costs too much); kept by :meth:`_advance`."""
-        self._process: trio.Process | None = None
+        self._process: ChildProcess | None = None
         self._pipe: HelperPipe | None = None
         self._stderr: StderrTail | None = None
         self._tree: ProcessTree
@@ -158,6 +162,7 @@ class HelperProcess:
             on_spawn=self._spawned,
             advance=self._advance,
             emit=self._emit,
+            zygote=zygote,
         )
         self._generation = 0
         self._active: tuple[int, str] | None = None
@@ -279,7 +284,7 @@ class HelperProcess:
         """
         await self._startup.run(nursery)
 
-    def _spawned(self, process: trio.Process, pipe: HelperPipe, stderr: StderrTail) -> None:
+    def _spawned(self, process: ChildProcess, pipe: HelperPipe, stderr: StderrTail) -> None:
         self._process, self._pipe, self._stderr = process, pipe, stderr
         if self.spec.stderr_is_activity:
             stderr.on_activity = self._push_stall  # design §3.12: stderr counts as alive
