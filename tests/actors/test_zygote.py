@@ -20,6 +20,7 @@ from helper_support import FAST, assert_no_children, spec, wait_gone
 from process_support import pid_gone
 
 from actors import (
+    ForcedTermination,
     HelperExited,
     HelperSpec,
     HelperTimeouts,
@@ -143,6 +144,29 @@ async def test_the_ladder_takes_a_forked_helpers_setsid_grandchild_along(mode, s
         assert not helper.alive
         assert pid_gone(grandchild)
     assert caught.value.details["escalation"] == "sigterm"
+
+
+async def test_the_whole_ladder_on_a_forked_helper_that_ignores_sigterm(strays):
+    # Cancel frame unanswered, SIGTERM ignored by the helper and by its setsid
+    # grandchild: SIGKILL ends both, and the pool reaps the helper itself.
+    timeouts = HelperTimeouts(reply=0.3, cancel_grace=0.1, terminate=0.2, kill=1.0)
+    hub = PoolEvents("helper")
+    with hub.subscribe() as stream:
+        async with open_helper_pool(
+            forked(fault="ignore_sigterm"), timeouts=timeouts, events=hub
+        ) as pool:
+            grandchild = await pool.run_job("spawn_setsid")
+            strays.append(grandchild)
+            with pytest.raises(ForcedTermination) as caught:
+                await pool.run_job("sleep", 30)
+            assert pid_gone(grandchild)
+            assert await pool.run_job("echo", 1) == 1  # its replacement: a fork
+        events = drain(stream)
+    assert caught.value.details["escalation"] == "sigkill"
+    steps = [e.kind for e in events if e.incarnation == 1]
+    assert steps[-4:] == ["grace_expired", "sigterm_sent", "sigkill_sent", "reaped"]
+    assert kinds(events, "reaped")[0].details["signal"] == "SIGKILL"
+    assert [e.details["start_method"] for e in kinds(events, "spawned")] == ["zygote"] * 2
 
 
 @pytest.mark.parametrize("mode", MODES)

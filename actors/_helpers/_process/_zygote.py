@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import trio
 from trio.lowlevel import FdStream, enable_ki_protection
 
-from ..._child._zygote import CLONE_SYSCALLS
 from ._containment import TAG_ENV
 from ._outcomes import exit_details
 from ._spec import ZYGOTE_BOOTSTRAP
@@ -54,13 +53,16 @@ _ANSWER: Final = 4096
 
 
 def start_method(spec: HelperSpec) -> str:
-    """``zygote`` or ``spawn``: how ``spec``'s helpers start here (design §3.17)."""
+    """``zygote`` or ``spawn``: how ``spec``'s helpers start here (design §3.17).
+
+    A machine whose ``clone`` the zygote does not know makes it refuse at its start:
+    the pool then spawns (``zygote_unavailable``).
+    """
     if (
         spec.start_method == "spawn"
         or spec.entry is None
         or spec.host is not None
         or not sys.platform.startswith("linux")
-        or os.uname().machine not in CLONE_SYSCALLS
         or not hasattr(os, "pidfd_open")
         or not hasattr(socket, "send_fds")
     ):
@@ -317,8 +319,11 @@ class Zygote:
         with trio.move_on_after(self._timeouts.startup):
             try:
                 answer = await control.recv(_ANSWER)
+            except OSError:  # it is gone: as an end of input
+                answer = b""
             except trio.Cancelled:  # the pool closes: this one is not wanted (its
                 os.kill(process.pid, signal.SIGKILL)  # watcher reaps it)
+                control.close()
                 raise
         kind, _, rest = answer.partition(b" ")
         if kind == b"ready":
@@ -335,7 +340,8 @@ class Zygote:
             return
         with contextlib.suppress(OSError):
             os.kill(process.pid, signal.SIGKILL)
-        await self._stopped.wait()
+        control.close()
+        await stopped.wait()
         why = (
             rest.decode(errors="replace")
             if kind == b"refused"
@@ -364,9 +370,11 @@ class Zygote:
         and the pool did not ask for it."""
         with trio.CancelScope(shield=True):
             await process.wait()
+        # Until it is ready, the socket is _start's to close (it may still read the
+        # zygote's last words from it).
         serving = self._control is control
-        control.close()
         if serving:
+            control.close()
             self._control = None
         self._process = None
         tail.drain_nowait()
