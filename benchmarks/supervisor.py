@@ -337,8 +337,8 @@ def report_round_trip(label: str, figures: dict[str, Figures], *, pinned: bool) 
         )
 
 
-async def _spawn_to_ready(nursery: trio.Nursery, spec: HelperSpec) -> float:
-    helper = HelperProcess(spec, HelperTimeouts())
+async def _spawn_to_ready(nursery: trio.Nursery, spec: HelperSpec, zygote=None) -> float:
+    helper = HelperProcess(spec, HelperTimeouts(), zygote=zygote)
     start = time.perf_counter()
     await helper.start(nursery)
     elapsed = time.perf_counter() - start
@@ -388,16 +388,6 @@ async def bench_spawn(nursery: trio.Nursery) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in figures.items()}
 
 
-async def _forked_to_ready(nursery: trio.Nursery, pool) -> float:
-    helper = HelperProcess(SPEC, HelperTimeouts(), zygote=pool.zygote)
-    start = time.perf_counter()
-    await helper.start(nursery)
-    elapsed = time.perf_counter() - start
-    await helper.shutdown()
-    helper.discard()
-    return elapsed
-
-
 async def _restart_to_ready(pool) -> float:
     """Seconds from a crash's error to the next job's reply (the replacement's start)."""
     with contextlib.suppress(HelperExited):
@@ -418,7 +408,7 @@ async def bench_zygote(nursery: trio.Nursery) -> dict[str, float]:
         await _restart_to_ready(plain)
         for _ in range(SPAWNS):
             figures["bare"].append(await _run_process("pass"))
-            figures["forked"].append(await _forked_to_ready(nursery, pool))
+            figures["forked"].append(await _spawn_to_ready(nursery, SPEC, pool.zygote))
             figures["restart"].append(await _restart_to_ready(pool))
             figures["spawned"].append(await _restart_to_ready(plain))
         assert pool.zygote.unavailable is None, pool.zygote.unavailable
