@@ -401,14 +401,14 @@ async def bench_zygote(nursery: trio.Nursery) -> dict[str, float]:
     """Medians: bare interpreter, forked-to-ready, restart (forked), restart (spawned)."""
     config = PoolConfig(size=1, max_restarts=4 * SPAWNS)
     figures: dict[str, list[float]] = {"bare": [], "forked": [], "restart": [], "spawned": []}
-    spawning = attrs.evolve(SPEC, start_method="spawn")
-    async with open_helper_pool(SPEC, config) as pool, open_helper_pool(spawning, config) as plain:
+    forking = attrs.evolve(SPEC, start_method="zygote")
+    async with open_helper_pool(forking, config) as pool, open_helper_pool(SPEC, config) as plain:
         assert pool.zygote is not None, "no zygote on this platform"
         await _restart_to_ready(pool)  # warm both
         await _restart_to_ready(plain)
         for _ in range(SPAWNS):
             figures["bare"].append(await _run_process("pass"))
-            figures["forked"].append(await _spawn_to_ready(nursery, SPEC, pool.zygote))
+            figures["forked"].append(await _spawn_to_ready(nursery, forking, pool.zygote))
             figures["restart"].append(await _restart_to_ready(pool))
             figures["spawned"].append(await _restart_to_ready(plain))
         assert pool.zygote.unavailable is None, pool.zygote.unavailable
