@@ -47,6 +47,12 @@ What is measured, exactly (targets in brackets):
    interpreter importing just the standard modules the helper library needs (``json``,
    ``select``, ``struct``) and, as it stands, ``typing`` (imported by ``protocol.errors``).
    The helper's containment (design §3.11) is the default (``auto``).
+   **From the zygote** (design §3.17): spawn-to-ready of a helper forked from a running
+   zygote (fork, pipes over the zygote's socket, containment, startup frame → ready)
+   [<= 0.5x the bare ``python -c pass``], and **restart after a crash** (the helper exits
+   in a job; from that error to the reply of the next job, which waits for the
+   replacement: retire, reap, fork, ready, one round trip) [<= 0.5x the same bare
+   interpreter]; the same restart of a spawning pool is printed beside it.
 3. **Cancel-to-reaped** for a cooperative helper: a running job is cancelled by closing
    the pool; time until the helper is reaped and its tree swept (cancel frame →
    ``cancelled`` reply → shutdown frame → exit → reaped) [<= grace + 50 ms]. Also:
@@ -58,6 +64,7 @@ interleaved so both see the same machine load.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
@@ -70,6 +77,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: import the repository's packages
 
+import attrs  # noqa: E402
 import trio  # noqa: E402
 import trio.testing  # noqa: E402
 from measure import Figures  # noqa: E402
@@ -77,6 +85,7 @@ from prometheus_client import generate_latest  # noqa: E402
 
 from actors import (  # noqa: E402
     POOL_EVENT_KINDS,
+    HelperExited,
     HelperSpec,
     HelperTimeouts,
     JobCancelled,
@@ -328,8 +337,8 @@ def report_round_trip(label: str, figures: dict[str, Figures], *, pinned: bool) 
         )
 
 
-async def _spawn_to_ready(nursery: trio.Nursery, spec: HelperSpec) -> float:
-    helper = HelperProcess(spec, HelperTimeouts())
+async def _spawn_to_ready(nursery: trio.Nursery, spec: HelperSpec, zygote=None) -> float:
+    helper = HelperProcess(spec, HelperTimeouts(), zygote=zygote)
     start = time.perf_counter()
     await helper.start(nursery)
     elapsed = time.perf_counter() - start
@@ -377,6 +386,48 @@ async def bench_spawn(nursery: trio.Nursery) -> dict[str, float]:
         figures["stdlib"].append(await _run_process(HELPER_STDLIB))
         figures["first"].append(await _first_byte())
     return {name: statistics.median(values) for name, values in figures.items()}
+
+
+async def _restart_to_ready(pool) -> float:
+    """Seconds from a crash's error to the next job's reply (the replacement's start)."""
+    with contextlib.suppress(HelperExited):
+        await pool.run_sync(os._exit, 3)
+    start = time.perf_counter()
+    await pool.run_job("echo", 1)
+    return time.perf_counter() - start
+
+
+async def bench_zygote(nursery: trio.Nursery) -> dict[str, float]:
+    """Medians: bare interpreter, forked-to-ready, restart (forked), restart (spawned)."""
+    config = PoolConfig(size=1, max_restarts=4 * SPAWNS)
+    figures: dict[str, list[float]] = {"bare": [], "forked": [], "restart": [], "spawned": []}
+    forking = attrs.evolve(SPEC, start_method="zygote")
+    async with open_helper_pool(forking, config) as pool, open_helper_pool(SPEC, config) as plain:
+        assert pool.zygote is not None, "no zygote on this platform"
+        await _restart_to_ready(pool)  # warm both
+        await _restart_to_ready(plain)
+        for _ in range(SPAWNS):
+            figures["bare"].append(await _run_process("pass"))
+            figures["forked"].append(await _spawn_to_ready(nursery, forking, pool.zygote))
+            figures["restart"].append(await _restart_to_ready(pool))
+            figures["spawned"].append(await _restart_to_ready(plain))
+        assert pool.zygote.unavailable is None, pool.zygote.unavailable
+    return {name: statistics.median(values) for name, values in figures.items()}
+
+
+def report_zygote(figures: dict[str, float]) -> None:
+    bare = figures["bare"]
+    forked, restart = figures["forked"] / bare, figures["restart"] / bare
+    print(
+        f"zygote: bare run_process(python -c pass) {bare * 1e3:.1f} ms | forked spawn-to-ready "
+        f"{figures['forked'] * 1e3:.1f} ms = {forked:.2f}x (target <= 0.5x: "
+        f"{verdict(forked, 0.5)})"
+    )
+    print(
+        f"  restart after a crash, forked: {figures['restart'] * 1e3:.1f} ms = {restart:.2f}x "
+        f"(target <= 0.5x: {verdict(restart, 0.5)}) | spawned: "
+        f"{figures['spawned'] * 1e3:.1f} ms = {figures['spawned'] / bare:.2f}x"
+    )
 
 
 async def bench_cancel(job_ids: itertools.count[int]) -> dict[str, float]:
@@ -455,6 +506,8 @@ async def main() -> None:
         f"  floor: run_process(python -c '{HELPER_STDLIB}') {spawn['stdlib'] * 1e3:.1f} ms"
         f" = {spawn['stdlib'] / bare:.2f}x"
     )
+    async with trio.open_nursery() as nursery:
+        report_zygote(await bench_zygote(nursery))
     cancel = await bench_cancel(itertools.count(1))
     print(
         f"cancel (grace {GRACE * 1e3:.0f} ms): cancel-to-acknowledged "

@@ -13,12 +13,14 @@ import signal
 
 import pytest
 import trio
-from helper_support import FAST, assert_no_children, spec, wait_gone
+from helper_support import FAST, assert_no_children, wait_gone
+from helper_support import spec as base_spec
 
 from actors import (
     DeadlineExceeded,
     ForcedTermination,
     HelperExited,
+    HelperSpec,
     HelperStartupFailed,
     HelperTimeouts,
     JobCancelled,
@@ -37,6 +39,13 @@ from actors._helpers._process import _containment as containment_module
 def _no_child_left():
     yield
     assert_no_children()
+
+
+def spec(**fields: object) -> HelperSpec:
+    """A spawned helper's spec: these tests count its exact steps and sequence numbers
+    (a forked helper's pool also reports its fork server's: see test_zygote.py)."""
+    fields.setdefault("start_method", "spawn")
+    return base_spec(**fields)
 
 
 def drain(stream) -> list[PoolEvent]:

@@ -48,7 +48,7 @@ from ...errors import (
     PoolRestarting,
 )
 from .._events import PoolEvents
-from .._process import available_mode
+from .._process import Zygote, available_mode, start_method
 from ._calls import pool_map, pool_run_sync
 from ._config import PoolConfig, PoolSnapshot, PoolStatistics
 from ._spawner import Slot, Spawner
@@ -135,6 +135,12 @@ class HelperPool:
         #: exited, but not during the close; the pool actor tells the scheduler (§4.8).
         self.on_helper_exit: Callable[[], None] | None = None
         self.containment = available_mode(spec.containment)
+        #: The fork server its helpers start from (design §3.17), or None: spawned.
+        self.zygote = (
+            Zygote(spec, config.timeouts, self.events, nursery)
+            if start_method(spec) == "zygote"
+            else None
+        )
         self._nursery = nursery
         self._slots = [Slot(index) for index in range(config.size)]
         # Free slots and the jobs waiting for one (FIFO; a released slot goes to the
@@ -652,6 +658,8 @@ class HelperPool:
             if self._slow:
                 self._no_jobs = trio.Event()
                 await self._no_jobs.wait()
+        if self.zygote is not None:
+            await self.zygote.aclose()
         left = []
         for slot in self._slots:
             if slot.helper is not None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .._events import PoolEvents
-    from .._process import HelperSpec
+    from .._process import HelperSpec, Zygote
     from ._config import PoolConfig
 
 __all__ = ["Slot", "SpawningPool", "Spawner"]
@@ -46,6 +46,9 @@ class SpawningPool(Protocol):
 
     @property
     def containment(self) -> str: ...
+
+    @property
+    def zygote(self) -> Zygote | None: ...
 
     def hurry(self) -> None: ...
 
@@ -153,6 +156,7 @@ class Spawner:
             replaces=replaces,
             on_exit=functools.partial(self._on_exit, slot),
             on_hurry=pool.hurry,
+            zygote=pool.zygote,
         )
         slot.helper = helper
         self.spawns += 1

@@ -313,6 +313,16 @@ class ProcessTree:
                 return
         self.mode = "tree"
 
+    @property
+    def cgroup(self) -> Path | None:
+        """The helper's own cgroup directory (``cgroup`` mode, once prepared), or None."""
+        return self._cgroup
+
+    def adopt_born_inside(self, pid: int) -> None:
+        """Take in the helper ``pid`` that was created in its cgroup already (a fork of
+        the zygote, ``CLONE_INTO_CGROUP``), which a move would only slow down (§3.17)."""
+        self.leader = pid
+
     def adopt(self, pid: int) -> None:
         """Take the just-spawned helper ``pid`` in (into its cgroup, if any)."""
         self.leader = pid

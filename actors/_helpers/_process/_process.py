@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
     from ._spec import HelperSpec, HelperTimeouts
     from ._stderr import StderrTail
+    from ._zygote import ChildProcess, Zygote
 
     #: ``on_progress(fraction, note)``, or ``on_progress(fraction, note, data)`` for a
     #: report with bytes (design §2.3): a sync callable run on the event loop.
@@ -87,6 +88,8 @@ class HelperProcess:
         on_hurry: What a second Ctrl-C during this helper's own ladder (a job whose
             caller got the first ``KeyboardInterrupt``) calls to skip every grace
             (design §3.13): the pool's ``hurry``; by default this helper's :meth:`hurry`.
+        zygote: The pool's fork server: the helper is forked from it while it is
+            available (design §3.17); None (the default): spawned.
     """
 
     def __init__(
@@ -102,6 +105,7 @@ class HelperProcess:
         replaces: bool = False,
         on_exit: Callable[[HelperProcess], None] | None = None,
         on_hurry: Callable[[], None] | None = None,
+        zygote: Zygote | None = None,
     ) -> None:
         self.spec = spec
         self.timeouts = timeouts
@@ -125,7 +129,7 @@ class HelperProcess:
         self.idle = False
         """True exactly while the state is ``IDLE`` (read on the job path, where a
         property costs too much); kept by :meth:`_advance`."""
-        self._process: trio.Process | None = None
+        self._process: ChildProcess | None = None
         self._pipe: HelperPipe | None = None
         self._stderr: StderrTail | None = None
         self._tree: ProcessTree
@@ -160,6 +164,7 @@ class HelperProcess:
             on_spawn=self._spawned,
             advance=self._advance,
             emit=self._emit,
+            zygote=zygote,
         )
         self._generation = 0
         self._active: tuple[int, str] | None = None
@@ -286,7 +291,7 @@ class HelperProcess:
         self._nursery = nursery
         await self._startup.run(nursery)
 
-    def _spawned(self, process: trio.Process, pipe: HelperPipe, stderr: StderrTail) -> None:
+    def _spawned(self, process: ChildProcess, pipe: HelperPipe, stderr: StderrTail) -> None:
         self._process, self._pipe, self._stderr = process, pipe, stderr
         if not isinstance(self._tree, RemoteLink):  # a remote link runs its own reader
             assert self._nursery is not None

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ._containment import ProcessTree
     from ._spec import HelperTimeouts
     from ._stderr import StderrTail
+    from ._zygote import ChildProcess
 
 __all__ = ["ReapedHelper", "Reaper"]
 
@@ -112,7 +113,7 @@ class Reaper:
         self._scope.cancel()
 
     @enable_ki_protection
-    async def run(self, process: trio.Process, stderr: StderrTail) -> None:
+    async def run(self, process: ChildProcess, stderr: StderrTail) -> None:
         """Wait, reap, sweep, then mark the helper exited (runs in the pool's nursery).
 
         Args:

@@ -21,7 +21,14 @@ from ..._child import FAULT_MODES
 from ..._core import duration_field
 from ._containment import CONTAINMENT_MODES
 
-__all__ = ["BOOTSTRAP", "HelperSnapshot", "HelperSpec", "HelperTimeouts"]
+__all__ = [
+    "BOOTSTRAP",
+    "START_METHODS",
+    "ZYGOTE_BOOTSTRAP",
+    "HelperSnapshot",
+    "HelperSpec",
+    "HelperTimeouts",
+]
 
 #: Smallest allowed frame limit, in bytes: control frames (cancel, shutdown, a ready
 #: or error answer) must always fit, whatever the job payloads' limit.
@@ -66,6 +73,19 @@ module_name, _, function_name = entry.partition(":")
 __import__(module_name)
 getattr(sys.modules[module_name], function_name)()
 """
+
+#: The program of a pool's fork server (design §3.17): :data:`BOOTSTRAP` with, between
+#: the entry module's import and its function's call, the fork server's loop on the
+#: socket at file descriptor 3, which returns only in a forked helper.
+ZYGOTE_BOOTSTRAP: Final = BOOTSTRAP.replace(
+    "getattr(",
+    "__import__('actors._child._zygote')\n"
+    "sys.modules.pop('actors._child._zygote').serve_forks(0)\n"
+    "getattr(",
+)
+
+#: Values of :attr:`HelperSpec.start_method` (design §3.17).
+START_METHODS: Final = ("auto", "spawn", "zygote")
 
 
 def _check_entry(instance: object, attribute: attrs.Attribute[str | None], value: object) -> None:
@@ -191,7 +211,8 @@ class HelperSpec:
     Raises:
         ValueError: neither or both of ``entry``/``argv``; a malformed ``entry``;
             ``options`` not JSON-compatible; an unknown ``fault``; a limit outside
-            ``[4096, 2**32-1]`` bytes; an unknown ``containment``; a ``host`` that is
+            ``[4096, 2**32-1]`` bytes; an unknown ``containment`` or ``start_method``;
+            ``start_method="zygote"`` with ``argv`` or a ``host``; a ``host`` that is
             empty or starts with ``-``; a ``port`` outside ``[1, 65535]``; ``port``,
             ``identity`` or ``ssh_options`` without a ``host``.
     """
@@ -254,16 +275,27 @@ class HelperSpec:
     alive only on stderr. Off by default: a job that loops while logging is not thereby
     making progress."""
 
+    start_method: str = attrs.field(default="spawn", validator=attrs.validators.in_(START_METHODS))
+    """How each incarnation starts (design §3.17): ``spawn`` (the default), a fresh
+    interpreter each time; ``zygote``, forked from a fork server that has imported the
+    entry's module (no interpreter start; a crash's restart is a fork too); ``auto``:
+    ``zygote`` where it can be used (an ``entry`` helper on this host, on Linux x86-64
+    or AArch64), else ``spawn``. ``zygote`` with ``argv`` or a ``host`` is an error;
+    where the platform has no fork-like clone the pool spawns instead."""
+
     def __attrs_post_init__(self) -> None:
         if (self.entry is None) == (self.argv is None):
             raise ValueError("give exactly one of entry and argv")
         if self.argv is not None and not self.argv:
             raise ValueError("argv must not be empty")
+        if self.start_method == "zygote" and (self.argv is not None or self.host is not None):
+            raise ValueError("start_method 'zygote' needs an entry helper on this host")
         if self.host is None and (self.port, self.identity, self.ssh_options) != (None, None, ()):
             raise ValueError("port, identity and ssh_options need a host")
 
-    def command(self) -> list[str]:
-        """The child's argv: ``argv`` as given, or the bootstrap for ``entry``."""
+    def command(self, bootstrap: str = BOOTSTRAP) -> list[str]:
+        """The child's argv: ``argv`` as given, or ``bootstrap`` (by default
+        ``BOOTSTRAP``) for ``entry``."""
         if self.argv is not None:
             return list(self.argv)
         assert self.entry is not None
@@ -271,7 +303,7 @@ class HelperSpec:
         return [
             self.python,
             "-c",
-            BOOTSTRAP,
+            bootstrap,
             self.entry,
             _ACTORS_DIR,
             _PROTOCOL_DIR,

@@ -28,6 +28,7 @@ from ...errors import HelperStartupFailed, ProtocolError
 from ._pipe import HelperPipe, PipeGone
 from ._remote import RemoteLink
 from ._stderr import StderrTail
+from ._zygote import ForkedProcess, ForkFailed
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from ._ladder import Ladder
     from ._reaper import Reaper
     from ._spec import HelperSpec, HelperTimeouts
+    from ._zygote import ChildProcess, Zygote
 
 __all__ = ["StartingHelper", "Startup"]
 
@@ -83,6 +85,8 @@ class Startup:
         advance: Applies an event to its lifecycle (design §3).
         emit: Reports a step: ``emit(kind, text, *, level=None, **details)``, an event
             and a log record (design §3.10).
+        zygote: The pool's fork server, or None: the helper is forked from it if it
+            is available, else spawned (design §3.17).
     """
 
     def __init__(
@@ -94,11 +98,13 @@ class Startup:
         tree: ProcessTree,
         reaper: Reaper,
         ladder: Ladder,
-        on_spawn: Callable[[trio.Process, HelperPipe, StderrTail], None],
+        on_spawn: Callable[[ChildProcess, HelperPipe, StderrTail], None],
         advance: Callable[[HelperEvent], HelperState],
         emit: Callable[..., None],
+        zygote: Zygote | None = None,
     ) -> None:
         self._helper = helper
+        self._zygote = zygote
         self._pool = pool
         self._replaces = replaces
         self._startup = helper.timeouts.startup
@@ -113,7 +119,7 @@ class Startup:
 
     @enable_ki_protection
     async def run(self, nursery: trio.Nursery) -> None:
-        """Spawn the child and wait for *ready*; see :meth:`HelperProcess.start`."""
+        """Spawn (or fork) the child and wait for *ready*; see :meth:`HelperProcess.start`."""
         helper = self._helper
         try:
             frame = encode_fields(
@@ -150,21 +156,43 @@ class Startup:
             cwd = helper.spec.cwd
         else:
             argv, env, cwd = remote.command(), None, None
-        try:
-            process = await trio.lowlevel.open_process(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=cwd,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            tree.close()
-            self._reaper.never_started()
-            raise self._failed(f"could not start: {exc}", reason="exec_failed") from None
-        tree.adopt(process.pid)
+        process: ChildProcess | None = None
+        zygote = self._zygote if remote is None else None
+        if zygote is not None:
+            try:
+                # design §3.17: a fork of the pool's zygote, or None (it is unavailable).
+                process = await zygote.fork(tree.environment(), cwd or os.getcwd(), tree.cgroup)
+            except ForkFailed as exc:
+                tree.close()
+                self._reaper.never_started()
+                raise self._failed(f"could not fork: {exc}", reason="fork_failed") from None
+            except trio.Cancelled:  # nothing was forked: nothing to reap
+                tree.close()
+                self._reaper.never_started()
+                raise
+        if process is None:
+            try:
+                process = await trio.lowlevel.open_process(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                    cwd=cwd,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                tree.close()
+                self._reaper.never_started()
+                raise self._failed(f"could not start: {exc}", reason="exec_failed") from None
+        if isinstance(process, ForkedProcess):
+            if process.born_inside:
+                tree.adopt_born_inside(process.pid)
+            else:
+                tree.adopt(process.pid)
+            process.go()  # contained: it may run the entry now
+        else:
+            tree.adopt(process.pid)
         stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
         assert isinstance(stdin, trio.lowlevel.FdStream)
         assert isinstance(stdout, trio.lowlevel.FdStream)
@@ -172,6 +200,7 @@ class Startup:
         if remote is None:
             pipe = HelperPipe(stdin, stdout, max_reply=helper.spec.max_reply)
         else:
+            assert isinstance(process, trio.Process)  # spawned: ssh
             pipe = remote.open_pipe(process, stdin, stdout)
         self._pipe = pipe
         tail = self._tail = StderrTail(
@@ -186,13 +215,16 @@ class Startup:
         )
         self._on_spawn(process, pipe, tail)
         replaces = self._replaces
+        method = "zygote" if isinstance(process, ForkedProcess) else "spawn"
         self._emit(
             "spawned",
-            f"spawned (incarnation {helper.incarnation}, containment {tree.mode})"
+            f"{'forked' if method == 'zygote' else 'spawned'} (incarnation "
+            f"{helper.incarnation}, containment {tree.mode})"
             + (", replacing an earlier incarnation" if replaces else ""),
             level=logging.WARNING if replaces else None,
             containment=tree.mode,
             replaces=replaces,
+            start_method=method,
         )
         nursery.start_soon(self._reaper.run, process, tail)
         nursery.start_soon(tail.run)
