@@ -616,6 +616,40 @@ async def test_a_cancelled_reader_hands_the_waiting_back_deadline_and_all(
         plain.close()
 
 
+async def test_an_interrupt_between_the_readers_end_and_the_waiters_turn_is_not_lost(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A closing pool cancels the reader and cancels the job in one tick: the waiter the
+    # reader handed back has not run yet when interrupt() comes, and must still stop
+    # at once (not wait out its until).
+    plain = PlainPipes()
+    reader = trio.CancelScope()
+    interrupted: list[bool] = []
+
+    async def read() -> None:
+        with reader:
+            assert await plain.pipe.run() is None
+        # The same step as the reader's end: the waiter it woke has not run yet.
+        interrupted.append(plain.pipe.interrupt())
+
+    async def stop_reader() -> None:
+        await trio.sleep(1)
+        reader.cancel()
+
+    try:
+        nursery.start_soon(read)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(stop_reader)
+        start = trio.current_time()
+        with pytest.raises(ReceiveStopped) as info:
+            await plain.pipe.receive(until=start + 5)
+        assert interrupted == [True]
+        assert not info.value.expired
+        assert trio.current_time() == start + 1
+    finally:
+        plain.close()
+
+
 # --- 1. the same outcome on both paths -------------------------------------------------
 
 

@@ -79,6 +79,7 @@ class HelperPipe:
         "_decoder",
         "_failure",
         "_frames",
+        "_handed_back",
         "_max_reply",
         "_parked",
         "_reading",
@@ -111,6 +112,9 @@ class HelperPipe:
         self._reading = False
         self._waiter: Task | None = None
         self._parked: Task | None = None
+        # The parked receive the reader woke as it was cancelled, until it runs again:
+        # None, or whether interrupt() came meanwhile (it must not be lost).
+        self._handed_back: bool | None = None
         # Why the stream ended (PipeGone, or the ProtocolError that broke it), once the
         # reader has seen it: a receive raises it once the frames read before are taken.
         self._failure: Exception | None = None
@@ -312,6 +316,7 @@ class HelperPipe:
                 waiter = self._waiter
                 if waiter is not None:
                     self._waiter = None
+                    self._handed_back = False
                     reschedule(waiter, Value(None))
             else:
                 self._end(failure)
@@ -407,6 +412,9 @@ class HelperPipe:
         self._waiter = current_task()
         received: bytes | None = await wait_task_rescheduled(self._abort_waiter)
         if received is None:  # the reader is gone: wait without it
+            interrupted, self._handed_back = self._handed_back, None
+            if interrupted:
+                raise ReceiveStopped(expired=False)
             return await self.receive(known_empty=False, until=self.until)
         return received
 
@@ -431,5 +439,8 @@ class HelperPipe:
         if not self._reading and self._scope is not None:  # a receive waiting alone
             self.until = _INF  # so its scope's end reads as an interruption
             self._scope.cancel()
+            return True
+        if self._handed_back is False:  # woken by the reader's end, not yet running
+            self._handed_back = True
             return True
         return False
