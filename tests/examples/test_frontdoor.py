@@ -331,8 +331,9 @@ async def test_a_stalled_client_is_dropped_with_its_cursor_while_a_fast_one_gets
                 await trio.sleep(0.01)
         (dropped,) = gone
         assert (dropped.resyncs, dropped.subscribed, dropped.cursor) == (1, False, received[-1])
-        # The notice went ahead of what was queued for it: those events never came.
-        assert dropped.pushed > len(received)
+        # The notice went ahead of what was still queued for it: those events never
+        # came (none, if the writer's last batch had taken every queued event).
+        assert dropped.pushed >= len(received)
         (kept,) = [conn.statistics() for conn in front.connections]
         assert (kept.resyncs, kept.subscribed) == (0, True)
         # It comes back and watches from its cursor: the next event, no gap.
