@@ -285,11 +285,31 @@ async def test_a_warden_of_another_version_is_not_used(sshd, place, monkeypatch)
     monkeypatch.setattr(protocol.warden, "WARDEN_VERSION", protocol.warden.WARDEN_VERSION + 1)
     error = await start_failure(remote_spec(sshd, place))
     assert error.details["reason"] == "version_mismatch"
-    # The start was sent with the first frames: the helper may have started; the link's
-    # end makes the warden kill it (the fixture then finds nothing left).
+    # The start was sent with the first frames: the helper may have started (or may
+    # start only now); the link's end makes the warden kill it and exit. Wait for the
+    # whole remote session under sshd to end, the warden included.
     with trio.fail_after(STEP):
-        while remote_processes(place):  # noqa: ASYNC110 - not our processes: no event
+        while sessions_of(sshd) or remote_processes(place):  # noqa: ASYNC110 - no event
             await trio.sleep(0.01)
+
+
+def sessions_of(server: SSHServer) -> list[int]:
+    """Pids of the processes under the "remote" sshd (its sessions, wardens, helpers)."""
+    parents: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                parents[int(name)] = parent_of(int(name))
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+    found = []
+    for pid in parents:
+        ancestor = parents.get(pid)
+        while ancestor is not None and ancestor != server.pid:
+            ancestor = parents.get(ancestor)
+        if ancestor == server.pid:
+            found.append(pid)
+    return found
 
 
 def _fields(spec: HelperSpec) -> dict[str, Any]:
