@@ -137,6 +137,7 @@ async def helpers_alone(db: Path, helpers: int) -> dict[str, float]:
     import trio
 
     from actors import HelperSpec, open_helper_pool
+    from examples.preview.app.preview_app import helper_env
     from examples.preview.child.draw import observation_of
 
     with tempfile.TemporaryDirectory(prefix="handoff-") as handoff:
@@ -144,6 +145,7 @@ async def helpers_alone(db: Path, helpers: int) -> dict[str, float]:
             entry="examples.preview.child.helper:main",
             options={"db": str(db), "handoff": handoff},
             cwd=str(ROOT),
+            env=helper_env(),  # as the server's helpers
         )
         async with open_helper_pool(spec, size=helpers) as pool:
             run_ids: list[int] = []

@@ -36,6 +36,18 @@ def children(parent: int | None = None) -> list[int]:
     return found
 
 
+def is_zygote(pid: int) -> bool:
+    """True if ``pid`` is a helper pool's fork server (design §3.17): it alone keeps the
+    tree tag's placeholder, which each helper it forks overwrites with its own tag."""
+    from actors._helpers._process._containment import TAG_ENV
+
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return f"{TAG_ENV}={'-' * 32}".encode() in environ.split(b"\0")
+
+
 def pid_gone(pid: int) -> bool:
     """True if ``pid`` no longer runs: absent, or a zombie someone else must reap."""
     stat = _stat(pid)

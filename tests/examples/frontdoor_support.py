@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 from process_support import assert_no_children as assert_no_children
 from process_support import children as children
+from process_support import is_zygote as is_zygote
 from process_support import pid_gone as pid_gone
 from trio_websocket import wrap_client_stream
 

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-from frontdoor_support import Client, assert_no_children, children, logged, pid_gone
+from frontdoor_support import (
+    Client,
+    assert_no_children,
+    children,
+    is_zygote,
+    logged,
+    pid_gone,
+)
 from preview_support import (
     REPO,
     SIZES,
@@ -137,7 +144,8 @@ async def test_end_to_end_on_the_real_database(writable_db: Path, tmp_path: Path
             client.pushed.clear()
             with trio.fail_after(40):
                 await pump(client, seen, done)
-            helpers = children(process.pid)
+            started = children(process.pid)  # its helpers and their zygote (§3.17)
+            helpers = [pid for pid in started if not is_zygote(pid)]
             for run in ALL_RUNS:  # every image by its URL, while the server runs
                 for kind in SIZES:
                     notice = seen.newest(run, kind)
@@ -157,7 +165,7 @@ async def test_end_to_end_on_the_real_database(writable_db: Path, tmp_path: Path
             status = await process.wait()
     assert status == 0, stderr.read_text()
     assert "Traceback" not in stderr.read_text()
-    assert all(pid_gone(pid) for pid in helpers)
+    assert all(pid_gone(pid) for pid in started)
     assert_no_children()
 
     for run in ALL_RUNS:  # lifecycle order: queued < started < progress* < finished
@@ -459,7 +467,8 @@ async def test_hung_helpers_are_killed_within_grace_plus_one_second(
                     if len(states) == len(ALL_RUNS) - 1 and set(states) == {"finished"}:
                         break
                     await trio.sleep(0.1)
-        helpers = children(process.pid)
+        # Its helpers, not their zygote (design §3.17), which the close stops too.
+        helpers = [pid for pid in children(process.pid) if not is_zygote(pid)]
         assert len(helpers) == 2
         for pid in helpers:
             os.kill(pid, signal.SIGSTOP)

@@ -34,6 +34,7 @@ same tables, rows and checks as the SQLite ledger; what differs is the engine:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import secrets
@@ -116,6 +117,7 @@ _CREATE_LOCK = APPLICATION_ID
 #: Takes the writer lock of the ledger in the current schema: the session-level advisory
 #: lock (APPLICATION_ID, hash of the schema's name), held by the writer connection.
 _WRITER_LOCK = "SELECT pg_try_advisory_lock(%s, hashtext(current_schema()))"
+_WRITER_UNLOCK = "SELECT pg_advisory_unlock(%s, hashtext(current_schema()))"
 
 _UPSERT_RUN = (
     f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join(['%s'] * len(RUN_COLUMNS))})"
@@ -369,6 +371,13 @@ class PostgresStore:
 
     def _close_connections(self) -> None:
         self._closed = True
+        writer = self._conns.get("writer")
+        if writer is not None and not writer.closed and not writer.broken:
+            # Released now, not when the backend gets round to exiting after the close:
+            # an event log opened on this ledger right after finds it free. A failure
+            # leaves it to the backend's exit.
+            with contextlib.suppress(self._psycopg.Error):
+                writer.execute(_WRITER_UNLOCK, (APPLICATION_ID,))
         for conn in self._conns.values():
             conn.close()
 

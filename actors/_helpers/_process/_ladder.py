@@ -121,6 +121,7 @@ class Ladder:
         self._emit = emit
         self.hurried = False
         """Every grace is skipped from now on (a second Ctrl-C)."""
+        self._kill_reported = False  # hurry() sent and reported the SIGKILL
         self.signal_failure: tuple[int, int, str] | None = None
         """``(pid, errno, signal name)`` of the signal that could not be delivered."""
         self._step: trio.CancelScope | None = None
@@ -162,6 +163,10 @@ class Ladder:
         self.hurried = True
         if helper.pid is not None:
             self._tree.signal(signal.SIGKILL)
+            # Reported here: the reaper may find it gone before the ladder's own
+            # SIGKILL rung, which then has nothing left to send.
+            self._emit("sigkill_sent", "SIGKILL sent to its process tree (hurried)")
+            self._kill_reported = True
         if self._step is not None:
             self._step.cancel()
         helper.cancel()
@@ -338,7 +343,8 @@ class Ladder:
         if not self._signal(signal.SIGKILL):
             return "signal_failed"
         self._advance(HelperEvent.SIGKILL_SENT)
-        self._emit("sigkill_sent", "SIGKILL sent to its process tree")
+        if not self._kill_reported:
+            self._emit("sigkill_sent", "SIGKILL sent to its process tree")
         # Not hurried: the kill timeout is what a second Ctrl-C still waits for.
         with trio.move_on_after(timeouts.kill):
             await exited.wait()

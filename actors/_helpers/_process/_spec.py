@@ -275,13 +275,15 @@ class HelperSpec:
     alive only on stderr. Off by default: a job that loops while logging is not thereby
     making progress."""
 
-    start_method: str = attrs.field(default="spawn", validator=attrs.validators.in_(START_METHODS))
-    """How each incarnation starts (design §3.17): ``spawn`` (the default), a fresh
-    interpreter each time; ``zygote``, forked from a fork server that has imported the
-    entry's module (no interpreter start; a crash's restart is a fork too); ``auto``:
-    ``zygote`` where it can be used (an ``entry`` helper on this host, on Linux x86-64
-    or AArch64), else ``spawn``. ``zygote`` with ``argv`` or a ``host`` is an error;
-    where the platform has no fork-like clone the pool spawns instead."""
+    start_method: str = attrs.field(default="auto", validator=attrs.validators.in_(START_METHODS))
+    """How each incarnation starts (design §3.17): ``auto`` (the default), ``zygote``
+    where it can be used (an ``entry`` helper on this host, on Linux x86-64 or AArch64),
+    else ``spawn``; ``spawn``, a fresh interpreter each time; ``zygote``, forked from a
+    fork server that has imported the entry's module (no interpreter start; a crash's
+    restart is a fork too). ``zygote`` with ``argv`` or a ``host`` is an error; where
+    the platform has no fork-like clone, or the entry's module starts a thread at import
+    (numpy's OpenBLAS does unless ``OPENBLAS_NUM_THREADS=1``), the pool spawns instead
+    (a ``zygote_unavailable`` event)."""
 
     def __attrs_post_init__(self) -> None:
         if (self.entry is None) == (self.argv is None):

@@ -119,6 +119,7 @@ class ForkedProcess:
         self.born_inside = False
         self._go: int | None = go
         self._pidfd = os.pidfd_open(pid)
+        self._wait_lock = trio.Lock()
 
     def go(self) -> None:
         """Let it run the entry: call once it is in its containment (design §3.11)."""
@@ -128,30 +129,36 @@ class ForkedProcess:
             os.close(self._go)
             self._go = None
 
+    def send_signal(self, sig: int) -> None:
+        """Send it ``sig``, as ``trio.Process.send_signal`` does: nothing once it is
+        reaped (until then its pid cannot be reused: it is this process's child)."""
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        """Send it SIGTERM."""
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """Send it SIGKILL."""
+        self.send_signal(signal.SIGKILL)
+
     @enable_ki_protection
     async def wait(self) -> int:
         """Wait until it exits, reap it, and return its exit status (negative: the
-        signal that killed it), as ``trio.Process.wait`` does. A checkpoint."""
-        if self.returncode is None:
-            self.returncode = await _reap(self.pid, self._pidfd)
-            if self._go is not None:
-                os.close(self._go)
-                self._go = None
-        else:
-            await trio.lowlevel.checkpoint()
+        signal that killed it), as ``trio.Process.wait`` does. A checkpoint; several
+        tasks may wait, and a cancelled wait leaves it to the next one."""
+        async with self._wait_lock:
+            if self.returncode is None:
+                await trio.lowlevel.wait_readable(self._pidfd)
+                # Readable: it has exited, so this does not block.
+                _, status = os.waitpid(self.pid, 0)  # noqa: ASYNC222
+                self.returncode = os.waitstatus_to_exitcode(status)
+                os.close(self._pidfd)
+                if self._go is not None:
+                    os.close(self._go)
+                    self._go = None
         return self.returncode
-
-
-async def _reap(pid: int, fd: int) -> int:
-    """Wait for this process's child ``pid`` (its pidfd: ``fd``, closed here) to exit,
-    reap it, return its status."""
-    try:
-        await trio.lowlevel.wait_readable(fd)
-        # Readable: it has exited, so this does not block.
-        _, status = os.waitpid(pid, 0)  # noqa: ASYNC222
-    finally:
-        os.close(fd)
-    return os.waitstatus_to_exitcode(status)
 
 
 class Zygote:

@@ -140,6 +140,7 @@ __all__ = [
     "PreviewApp",
     "PreviewConfig",
     "draw",
+    "helper_env",
     "open_database",
 ]
 
@@ -157,6 +158,19 @@ OPERATIONS = (
 #: ``job_started``, one per helper job (two per run), which no client of the preview
 #: reads and which cost the server about 0.1 ms each to record and push.
 POOL_EVENTS = POOL_EVENT_KINDS - {"job_started"}
+
+
+def helper_env() -> dict[str, str]:
+    """The helpers' variables on top of the server's environment.
+
+    Their BLAS (numpy's OpenBLAS) runs on one thread unless the server's environment
+    says otherwise: the pool is the parallelism, and a BLAS thread pool started at
+    numpy's import would keep the helpers from being forked warm (design §3.17).
+
+    Returns:
+        ``OPENBLAS_NUM_THREADS`` and ``OMP_NUM_THREADS``: the server's values, else "1".
+    """
+    return {name: os.environ.get(name, "1") for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
 
 
 def open_database(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -253,6 +267,7 @@ class PreviewApp:
                 options=options,
                 cwd=str(ROOT),
                 name="preview-helper",
+                env=helper_env(),
             ),
             render_fn=draw,
             execute=self.execute,
