@@ -226,7 +226,7 @@ class PostgresServer:
         while _state(pid) not in ("Z", None):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"postgres (pid {pid}) did not stop")
-            time.sleep(0.02)
+            time.sleep(0.02)  # not our child (pg_ctl started it): no exit event to wait on
 
     def close(self) -> None:
         """Stop the server and remove its directory."""

@@ -70,7 +70,7 @@ def wait_gone(token: str) -> list[int]:
     deadline = time.monotonic() + LEFTOVER_GRACE
     left = marked(token)
     while left and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(0.05)  # not our children (the script's): /proc is all there is to read
         left = marked(token)
     return left
 
