@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 import trio
 from process_support import assert_no_children as assert_no_children
 from process_support import children as children
 from process_support import pid_gone
 
 from actors import HelperSpec, HelperTimeouts
+from actors._helpers._process._containment import available_mode
 
 HERE = Path(__file__).resolve().parent
 #: The test entry point; the child runs with ``tests/actors`` as its working directory.
@@ -82,3 +84,20 @@ async def wait_gone(pid: int, within: float = 2.0) -> None:
 def open_fds() -> int:
     """Number of this process's open file descriptors."""
     return len(os.listdir("/proc/self/fd"))
+
+
+def has_containment(mode: str) -> bool:
+    """True if this machine offers containment ``mode`` (``cgroup`` needs cgroup v2)."""
+    try:
+        return available_mode(mode) == mode
+    except ValueError:
+        return False
+
+
+#: The containment modes a helper's tree can have here, as test parameters.
+MODES = [
+    pytest.param(
+        "cgroup", marks=pytest.mark.skipif(not has_containment("cgroup"), reason="no cgroup v2")
+    ),
+    "tree",
+]

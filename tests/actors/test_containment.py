@@ -17,7 +17,7 @@ import sys
 
 import pytest
 import trio
-from helper_support import FAST, assert_no_children, spec, wait_gone
+from helper_support import FAST, MODES, assert_no_children, spec, wait_gone
 from process_support import pid_gone
 
 from actors import (
@@ -29,38 +29,14 @@ from actors import (
     open_helper_pool,
 )
 from actors._helpers._process import _containment as containment_module
-from actors._helpers._process._containment import available_mode
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
-
-
-def _has(mode: str) -> bool:
-    try:
-        return available_mode(mode) == mode
-    except ValueError:
-        return False
-
-
-MODES = [
-    pytest.param("cgroup", marks=pytest.mark.skipif(not _has("cgroup"), reason="no cgroup v2")),
-    "tree",
-]
 
 
 @pytest.fixture(autouse=True)
 def _no_child_left():
     yield
     assert_no_children()
-
-
-@pytest.fixture
-def strays():
-    """Pids a test created outside its helpers' reach; killed whatever happens."""
-    pids: list[int] = []
-    yield pids
-    for pid in pids:
-        if not pid_gone(pid):
-            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import sys
 import pytest
 import trio
 import zygote_functions as fns
-from helper_support import FAST, assert_no_children, spec, wait_gone
+from helper_support import FAST, MODES, assert_no_children, spec, wait_gone
 from process_support import pid_gone
 
 from actors import (
@@ -30,25 +30,12 @@ from actors import (
     open_helper_pool,
 )
 from actors._child._zygote import CLONE_SYSCALLS
-from actors._helpers._process._containment import TAG_ENV, available_mode
+from actors._helpers._process._containment import TAG_ENV
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.uname().machine not in CLONE_SYSCALLS,
     reason="the zygote needs Linux on x86-64 or AArch64",
 )
-
-
-def _has(mode: str) -> bool:
-    try:
-        return available_mode(mode) == mode
-    except ValueError:
-        return False
-
-
-MODES = [
-    pytest.param("cgroup", marks=pytest.mark.skipif(not _has("cgroup"), reason="no cgroup v2")),
-    "tree",
-]
 
 
 def forked(**fields: object) -> HelperSpec:
@@ -60,16 +47,6 @@ def forked(**fields: object) -> HelperSpec:
 def _no_child_left():
     yield
     assert_no_children()
-
-
-@pytest.fixture
-def strays():
-    """Pids a test created outside its helpers' reach; killed whatever happens."""
-    pids: list[int] = []
-    yield pids
-    for pid in pids:
-        if not pid_gone(pid):
-            os.kill(pid, signal.SIGKILL)
 
 
 def kinds(events: list[PoolEvent], *wanted: str) -> list[PoolEvent]:
