@@ -1,20 +1,27 @@
-"""The warden's control frames, parent side, sans-io (design §3.16).
+"""The warden's channel, parent side, sans-io (design §2.5, §3.16).
 
 A helper on another host runs under a *warden* (``actors/_remote/_warden.py``) at the far
-end of ``ssh -T``. On the SSH channel the helper's own frames (§2.2, each an envelope
-whose body starts with 0xAE, §2.3) travel verbatim, and between them the parent and the
-warden exchange **control frames**: ordinary frames whose body is the byte
-:data:`WARDEN_MAGIC` followed by one strict JSON object with a ``"type"``.
+end of ``ssh -T``. The SSH session's three streams each carry one thing:
 
-Parent → warden: ``start`` (first; the helper's command and the warden's timeouts),
-``signal`` (SIGTERM or SIGKILL to the helper's whole tree) and ``heartbeat``.
-Warden → parent: ``hello`` (first, before anything is read), ``started`` or ``refused``,
-``signalled``, ``heartbeat`` (the echo), ``violation`` (the helper's stream cannot be
-relayed any more) and ``exit`` (last: exit status, whether the tree is empty).
+* **stdin**, parent → warden: frames (§2.2). The helper's own (each an envelope whose
+  body starts with 0xAE, §2.3) are relayed by the warden to the helper's stdin; between
+  them, **control frames**: ordinary frames whose body is the byte :data:`WARDEN_MAGIC`
+  followed by one strict JSON object with a ``"type"`` — ``start`` (first: the helper's
+  command and the warden's timeouts), ``signal`` (SIGTERM or SIGKILL to the helper's
+  whole tree) and ``heartbeat``.
+* **stdout**, helper → parent: the helper's own stdout, which the warden hands it
+  unread. Its reply frames reach the parent as a local helper's do, without a hop.
+* **stderr**, warden → parent: first whatever the login wrote (``ssh``'s and the remote
+  shell's messages, as text), then :data:`WARDEN_PREAMBLE`, then only frames: control
+  frames — ``hello``, ``started`` or ``refused``, ``signalled``, ``heartbeat`` (the
+  echo) and ``exit`` (last: exit status, whether the tree is empty) — and
+  **stderr frames**, whose body is the byte :data:`WARDEN_STDERR` and then bytes the
+  helper's tree wrote to its stderr, relayed by the warden.
 
 :func:`is_control` tells a control body from a helper's; :func:`encode_start`,
-:func:`encode_signal` and :func:`encode_heartbeat` build the parent's frames, and
-:func:`decode_control` checks a warden's message field by field. Like
+:func:`encode_signal` and :func:`encode_heartbeat` build the parent's frames,
+:class:`StderrSplitter` cuts ``ssh``'s stderr into text, the helper's stderr and control
+frames, and :func:`decode_control` checks a warden's message field by field. Like
 :mod:`protocol.framing` this module never imports trio.
 """
 
@@ -26,7 +33,7 @@ from typing import TYPE_CHECKING, Final
 
 from ._strict_json import parse
 from .errors import ProtocolError, ProtocolViolation
-from .framing import DEFAULT_MAX_REPLY, DEFAULT_MAX_REQUEST, MAX_FRAME_LIMIT, encode_frame
+from .framing import DEFAULT_MAX_REQUEST, HEADER_SIZE, MAX_FRAME_LIMIT, encode_frame
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -34,10 +41,14 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTAINMENT_MODES",
     "EXIT_CAUSES",
+    "WARDEN_CONTROL_LIMIT",
     "WARDEN_EXIT_REFUSED",
     "WARDEN_MAGIC",
+    "WARDEN_PREAMBLE",
     "WARDEN_SIGNALS",
+    "WARDEN_STDERR",
     "WARDEN_VERSION",
+    "StderrSplitter",
     "decode_control",
     "encode_heartbeat",
     "encode_signal",
@@ -45,10 +56,17 @@ __all__ = [
     "is_control",
 ]
 
-#: Version of the warden's control protocol; ``hello`` and ``start`` carry it.
-WARDEN_VERSION: Final = 1
+#: Version of the warden's protocol; ``hello`` and ``start`` carry it. Version 2: the
+#: helper's replies bypass the warden (its stdout is SSH's), the warden speaks on stderr.
+WARDEN_VERSION: Final = 2
 #: First byte of a control frame's body (an envelope's is 0xAE, §2.3).
 WARDEN_MAGIC: Final = 0xAF
+#: First byte of a stderr frame's body: the rest is what the helper's tree wrote.
+WARDEN_STDERR: Final = 0xAD
+#: What the warden writes on stderr before its first frame: the login's text ends here.
+WARDEN_PREAMBLE: Final = b"\x00trio-actors-warden\x00"
+#: Largest frame the warden sends on stderr, in bytes (its stderr frames are smaller).
+WARDEN_CONTROL_LIMIT: Final = 1024 * 1024
 #: The warden's exit status after it sent ``refused``.
 WARDEN_EXIT_REFUSED: Final = 3
 #: The signals ``signal`` may name.
@@ -74,14 +92,12 @@ _SCHEMA: Final[dict[str, dict[str, tuple[type, ...]]]] = {
     "refused": {"reason": (str,), "message": (str,)},
     "signalled": {"signal": (str,), "pids": (list,), "failed": (list,)},
     "heartbeat": {"seq": (int,)},
-    "violation": {"code": (str,), "message": (str,)},
     "exit": {
         "cause": (str,),
         "returncode": _STATUS_OR_SIGNAL,
         "signal": (str, type(None)),
         "empty": (bool,),
         "left": (list,),
-        "truncated": (int,),
         "message": (str, type(None)),
     },
 }
@@ -135,7 +151,6 @@ def encode_start(
     env: Mapping[str, str] | None = None,
     containment: str = "auto",
     max_request: int = DEFAULT_MAX_REQUEST,
-    max_reply: int = DEFAULT_MAX_REPLY,
     version: int = WARDEN_VERSION,
 ) -> bytes:
     """The ``start`` frame: run ``argv`` on the warden's host (design §3.16).
@@ -150,9 +165,9 @@ def encode_start(
         env: Variables added to the remote login's environment for the helper.
         containment: ``auto`` (the strongest the host has), ``cgroup``, ``tree`` or
             ``group`` (§3.11).
-        max_request: Largest frame body the parent sends the helper, in bytes.
-        max_reply: Largest frame body the helper may send, in bytes; the warden refuses
-            to relay a longer one (a ``violation``).
+        max_request: Largest frame body the parent sends the helper, in bytes (the
+            helper's replies do not pass through the warden: the parent checks their
+            limit itself).
         version: The control protocol version (tests set another to see the refusal).
 
     Returns:
@@ -169,11 +184,12 @@ def encode_start(
         raise ValueError("argv must not be empty")
     if containment not in CONTAINMENT_MODES:
         raise ValueError(f"containment must be one of {CONTAINMENT_MODES}, got {containment!r}")
-    for name, size in (("max_request", max_request), ("max_reply", max_reply)):
-        if isinstance(size, bool) or not isinstance(size, int):
-            raise TypeError(f"{name} must be an int number of bytes, got {size!r}")
-        if not 0 <= size <= MAX_FRAME_LIMIT:
-            raise ValueError(f"{name} must be in [0, {MAX_FRAME_LIMIT}] bytes, got {size!r}")
+    if isinstance(max_request, bool) or not isinstance(max_request, int):
+        raise TypeError(f"max_request must be an int number of bytes, got {max_request!r}")
+    if not 0 <= max_request <= MAX_FRAME_LIMIT:
+        raise ValueError(
+            f"max_request must be in [0, {MAX_FRAME_LIMIT}] bytes, got {max_request!r}"
+        )
     return _frame(
         {
             "type": "start",
@@ -185,7 +201,6 @@ def encode_start(
             "sweep_timeout": _seconds("sweep_timeout", sweep_timeout),
             "containment": containment,
             "max_request": max_request,
-            "max_reply": max_reply,
         }
     )
 
@@ -213,6 +228,96 @@ def encode_heartbeat(seq: int) -> bytes:
     if not 0 <= seq < 2**53:
         raise ValueError(f"seq must be in [0, 2**53 - 1], got {seq!r}")
     return _frame({"type": "heartbeat", "seq": seq})
+
+
+class StderrSplitter:
+    """Cuts the stderr of the ``ssh`` running a warden into what it carries (§2.5).
+
+    Until :data:`WARDEN_PREAMBLE`, the bytes are the login's text (``ssh``'s own
+    messages, the remote shell's); after it, frames of at most
+    :data:`WARDEN_CONTROL_LIMIT` bytes: stderr frames and control frames. Bytes that
+    cannot be a frame there (a length over the limit: a warden that crashed with a
+    traceback, ``ssh``'s last words as the link dies) end the framing for good
+    (:attr:`broken` says why), and everything from them on is text again, so no
+    diagnostic is lost.
+
+    Args:
+        limit: Largest frame body accepted after the preamble, in bytes.
+    """
+
+    __slots__ = ("_buffer", "_framed", "_limit", "broken")
+
+    def __init__(self, limit: int = WARDEN_CONTROL_LIMIT) -> None:
+        self._buffer = bytearray()
+        self._framed = False
+        self._limit = limit
+        #: Why the framing ended (a bad length after the preamble), or None.
+        self.broken: str | None = None
+
+    @property
+    def framed(self) -> bool:
+        """True once the preamble was seen (and the framing has not broken)."""
+        return self._framed
+
+    def feed(self, data: bytes) -> list[tuple[str, bytes]]:
+        """Take ``data``; return what it completes, in order.
+
+        Returns:
+            ``(kind, bytes)`` pairs: ``"text"`` (the login's or a broken stream's
+            bytes), ``"stderr"`` (the helper's stderr bytes) or ``"control"`` (a
+            control frame's body, for :func:`decode_control`).
+        """
+        buffer = self._buffer
+        buffer += data
+        out: list[tuple[str, bytes]] = []
+        if not self._framed:
+            if self.broken is not None:
+                out.append(("text", bytes(buffer)))
+                buffer.clear()
+                return out
+            at = buffer.find(WARDEN_PREAMBLE)
+            if at < 0:
+                # Keep what could be the start of a preamble cut by the read.
+                keep = len(WARDEN_PREAMBLE) - 1
+                if len(buffer) > keep:
+                    out.append(("text", bytes(buffer[:-keep])))
+                    del buffer[:-keep]
+                return out
+            if at:
+                out.append(("text", bytes(buffer[:at])))
+            del buffer[: at + len(WARDEN_PREAMBLE)]
+            self._framed = True
+        pos, end = 0, len(buffer)
+        while end - pos >= HEADER_SIZE:
+            size = int.from_bytes(buffer[pos : pos + HEADER_SIZE], "big")
+            if size > self._limit or size == 0:
+                self.broken = f"a frame on the warden's stderr declares {size} bytes"
+                self._framed = False
+                out.append(("text", bytes(buffer[pos:])))
+                buffer.clear()
+                return out
+            stop = pos + HEADER_SIZE + size
+            if stop > end:
+                break
+            body = bytes(buffer[pos + HEADER_SIZE : stop])
+            if body[0] == WARDEN_STDERR:
+                out.append(("stderr", body[1:]))
+            else:
+                out.append(("control", body))
+            pos = stop
+        del buffer[:pos]
+        return out
+
+    def close(self) -> list[tuple[str, bytes]]:
+        """End of file: what is left, as text (a cut frame, a preamble never finished)."""
+        left = bytes(self._buffer)
+        self._buffer.clear()
+        return [("text", left)] if left and not self._framed else []
+
+    @property
+    def pending(self) -> int:
+        """Bytes held that are not yet whole (a frame cut by the end: the link died)."""
+        return len(self._buffer)
 
 
 def decode_control(body: bytes) -> dict[str, object]:

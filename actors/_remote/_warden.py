@@ -8,19 +8,24 @@ no ``protocol``), and runs as a script (``__main__``). It is a single-threaded l
 
 * it starts the helper command in its own session, in a cgroup v2 of its own where one
   can be made, else as a descendant of the warden, which is a child subreaper;
-* it relays the helper's frames verbatim in both directions between its own stdin and
-  stdout (the SSH channel) and the helper's pipes; the helper's stderr is the warden's,
-  so it reaches the parent on SSH's stderr channel;
-* frames whose body starts with :data:`MAGIC` (never an envelope's first byte) are the
-  warden's own *control frames*, strict JSON objects with a ``"type"``: ``start``,
-  ``signal`` and ``heartbeat`` from the parent; ``hello``, ``started``, ``refused``,
-  ``signalled``, ``heartbeat``, ``violation`` and ``exit`` to it
-  (``protocol/warden.py`` is the parent's codec of them);
-* it kills the helper's whole tree by itself when its stdin ends or its stdout breaks
-  (the SSH link died), when it is sent SIGHUP, SIGINT or SIGTERM, or when no frame came
-  from the parent for ``heartbeat_timeout`` seconds;
+* the helper's stdout **is** the warden's (the SSH channel's): its reply frames go to
+  the parent without passing through the warden, which never reads or writes that
+  stream (it only watches it for the link's end);
+* it relays the parent's frames from its stdin to the helper's stdin verbatim, so that
+  the parent's own frames can be taken out: those whose body starts with :data:`MAGIC`
+  (never an envelope's first byte) are *control frames*, strict JSON objects with a
+  ``"type"`` (``start``, ``signal``, ``heartbeat``); a hung helper that reads nothing
+  can thus always be signalled;
+* it speaks on its stderr (SSH's stderr channel): :data:`PREAMBLE`, then frames only —
+  its control frames (``hello``, ``started``, ``refused``, ``signalled``, ``heartbeat``,
+  ``exit``) and *stderr frames* (body :data:`STDERR` and bytes) carrying what the
+  helper's tree writes to its stderr, a pipe the warden reads
+  (``protocol/warden.py`` is the parent's codec of them, design §2.5);
+* it kills the helper's whole tree by itself when its stdin ends or its stdout or stderr
+  breaks (the SSH link died), when it is sent SIGHUP, SIGINT or SIGTERM, or when no
+  frame came from the parent for ``heartbeat_timeout`` seconds;
 * when the helper has exited it kills what is left of its tree, waits for the tree to be
-  empty, relays the helper's last frames, then reports the exit status and whether the
+  empty, relays the tree's last stderr, then reports the exit status and whether the
   tree is empty in a final ``exit`` frame, and exits.
 
 Its wire constants are those of ``protocol/warden.py``; a test checks that they agree.
@@ -36,10 +41,14 @@ import signal
 import sys
 import time
 
-#: Version of the warden's control protocol (design §3.16); ``start`` must name it.
-VERSION = 1
+#: Version of the warden's protocol (design §2.5); ``start`` must name it.
+VERSION = 2
 #: First byte of a control frame's body. An envelope's body starts with 0xAE (§2.3).
 MAGIC = 0xAF
+#: First byte of a stderr frame's body: the rest is what the helper's tree wrote.
+STDERR = 0xAD
+#: Written on stderr before the first frame: the login's text (if any) ends here.
+PREAMBLE = b"\x00trio-actors-warden\x00"
 #: The warden's exit status after a ``refused`` frame.
 EXIT_REFUSED = 3
 #: Seconds the warden waits for ``start`` before it gives up and exits.
@@ -50,6 +59,8 @@ FLUSH_TIMEOUT = 5.0
 CONTROL_LIMIT = 1024 * 1024
 #: Bytes waiting to be written above which the warden stops reading the other side.
 HIGH_WATER = 4 * 1024 * 1024
+#: Largest stderr frame body, in bytes (the parent takes frames up to 1 MiB).
+STDERR_CHUNK = 65536
 _READ = 65536
 _PREFIX = "trio-actors-warden."
 _PR_SET_PDEATHSIG = 1
@@ -113,6 +124,11 @@ def control_frame(message: dict[str, object]) -> bytes:
     """One control frame: prefix, :data:`MAGIC`, the message as compact JSON."""
     body = bytes((MAGIC,)) + json.dumps(message, separators=(",", ":")).encode()
     return len(body).to_bytes(4, "big") + body
+
+
+def stderr_frame(data: bytes) -> bytes:
+    """One stderr frame: prefix, :data:`STDERR`, ``data`` (at most :data:`STDERR_CHUNK`)."""
+    return (len(data) + 1).to_bytes(4, "big") + bytes((STDERR,)) + data
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -204,13 +220,13 @@ class Warden:
 
     def __init__(self) -> None:
         self.me = os.getpid()
-        self.out = bytearray()  # bytes for the parent (fd 1)
+        self.out = bytearray()  # frames for the parent (fd 2)
         self.to_helper = bytearray()  # bytes for the helper's stdin
         self.from_parent = Splitter(CONTROL_LIMIT)
-        self.from_helper: Splitter | None = None
         self.pid: int | None = None
         self.helper_in: int | None = None
-        self.helper_out: int | None = None
+        self.helper_err: int | None = None  # the tree's stderr pipe, read end
+        self.stdout_watched = True  # until the channel's stdout reports its end
         self.status: int | None = None  # the helper's wait status, once reaped
         self.cgroup: str | None = None
         self.mode = "group"
@@ -224,7 +240,6 @@ class Warden:
         self.heard = time.monotonic()
         self.sweep_deadline: float | None = None
         self.pause = 0.005
-        self.truncated = 0
         self.refused = False
         self.wakeup_r, self.wakeup_w = os.pipe()
         # One poll object for the warden's life: a descriptor is (re)registered only
@@ -237,12 +252,16 @@ class Warden:
 
     def run(self) -> int:
         os.set_blocking(0, False)
-        os.set_blocking(1, False)
+        # fd 1 is the helper's stdout too (one open file description): it stays
+        # blocking, as a program expects its stdout to be.
+        os.set_blocking(1, True)
+        os.set_blocking(2, False)
         os.set_blocking(self.wakeup_r, False)
         os.set_blocking(self.wakeup_w, False)
         signal.set_wakeup_fd(self.wakeup_w)
         for signum in (signal.SIGCHLD, signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: None)  # the wakeup fd carries the number
+        self.out += PREAMBLE
         self.send(
             {
                 "type": "hello",
@@ -258,9 +277,11 @@ class Warden:
             if not self.parent_eof and len(self.to_helper) < HIGH_WATER:
                 wanted[0] = select.POLLIN
             if self.out and not self.parent_gone:
-                wanted[1] = select.POLLOUT
-            if self.helper_out is not None and len(self.out) < HIGH_WATER:
-                wanted[self.helper_out] = select.POLLIN
+                wanted[2] = select.POLLOUT
+            if self.stdout_watched:
+                wanted[1] = 0  # never written here: only its POLLERR/POLLHUP, the link's end
+            if self.helper_err is not None and len(self.out) < HIGH_WATER:
+                wanted[self.helper_err] = select.POLLIN
             if self.helper_in is not None and self.to_helper:
                 wanted[self.helper_in] = select.POLLOUT
             if wanted != self.watched:
@@ -271,10 +292,13 @@ class Warden:
                 if fd == 0:
                     self.read_parent()
                 elif fd == 1:
+                    self.stdout_watched = False
+                    self.end("link_lost", "the channel's stdout is closed")
+                elif fd == 2:
                     self.write_parent()
                 elif fd == self.wakeup_r:
                     self.read_wakeup()
-                elif fd == self.helper_out:
+                elif fd == self.helper_err:
                     self.read_helper()
                 elif fd == self.helper_in:
                     self.write_helper(event)
@@ -317,7 +341,7 @@ class Warden:
     def write_parent(self) -> None:
         while self.out and not self.parent_gone:
             try:
-                written = os.write(1, self.out)
+                written = os.write(2, self.out)
             except BlockingIOError:
                 return
             except OSError:
@@ -326,21 +350,6 @@ class Warden:
                 self.end("link_lost")
                 return
             del self.out[:written]
-
-    def write_parent_now(self, frame: bytes) -> None:
-        """Write a frame to the parent at once (nothing is queued before it); what the
-        channel does not take now is queued."""
-        try:
-            written = os.write(1, frame)
-        except BlockingIOError:
-            written = 0
-        except OSError:
-            self.parent_gone = True
-            self.out.clear()
-            self.end("link_lost")
-            return
-        if written < len(frame):
-            self.out += frame[written:]
 
     def read_parent(self) -> None:
         try:
@@ -428,7 +437,6 @@ class Warden:
         self.heartbeat_timeout = _seconds(message, "heartbeat_timeout")
         self.sweep_timeout = _seconds(message, "sweep_timeout")
         max_request = _size(message, "max_request")
-        max_reply = _size(message, "max_reply")
         containment = message.get("containment", "auto")
         if containment not in _CONTAINMENT:
             raise BadStart(
@@ -447,7 +455,6 @@ class Warden:
             elif containment == "tree":
                 raise BadStart("containment_unavailable", "this host has no child subreaper")
         self.from_parent.limit = max(max_request, CONTROL_LIMIT)
-        self.from_helper = Splitter(max_reply)
         self.spawn(argv, cwd, {**os.environ, **env})
         self.send(
             {
@@ -461,13 +468,13 @@ class Warden:
     def spawn(self, argv: list[str], cwd: str | None, env: dict[str, str]) -> None:
         report_r, report_w = os.pipe()  # close-on-exec: EOF once the exec succeeded
         in_r, in_w = os.pipe()
-        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child, until its exec
-            self.child(argv, cwd, env, report_w, in_r, out_w)
+            self.child(argv, cwd, env, report_w, in_r, err_w)
         os.close(report_w)
         os.close(in_r)
-        os.close(out_w)
+        os.close(err_w)
         report = b""
         while True:
             chunk = os.read(report_r, 4096)
@@ -485,18 +492,18 @@ class Warden:
         failure = report[1:] if report[:1] in (b"C", b"N") else report
         if failure.startswith(b"E"):
             os.close(in_w)
-            os.close(out_r)
+            os.close(err_r)
             code, _, text = failure[1:].decode(errors="replace").partition(":")
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)  # it exits at once, with 127
             raise BadStart("exec_failed", text, errno=int(code or 0), argv=argv)
         os.set_blocking(in_w, False)
-        os.set_blocking(out_r, False)
-        self.helper_in, self.helper_out = in_w, out_r
+        os.set_blocking(err_r, False)
+        self.helper_in, self.helper_err = in_w, err_r
         self.started = True
 
     def child(
-        self, argv: list[str], cwd: str | None, env: dict[str, str], report: int, i: int, o: int
+        self, argv: list[str], cwd: str | None, env: dict[str, str], report: int, i: int, e: int
     ) -> None:  # pragma: no cover - runs in the forked child
         step = f"cannot start {argv[0]!r}"
         try:
@@ -516,7 +523,7 @@ class Warden:
             os.write(report, joined)
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # if the warden itself is killed
             os.dup2(i, 0)
-            os.dup2(o, 1)
+            os.dup2(e, 2)  # fd 1 stays the channel's stdout: replies bypass the warden
             step = f"cannot enter the working directory {cwd!r}"
             if cwd is not None:
                 os.chdir(cwd)
@@ -572,38 +579,19 @@ class Warden:
         self.to_helper.clear()
 
     def read_helper(self) -> None:
-        assert self.helper_out is not None
-        assert self.from_helper is not None
+        """Relay what the helper's tree wrote to its stderr, as stderr frames."""
+        assert self.helper_err is not None
         try:
-            data = os.read(self.helper_out, _READ)
+            data = os.read(self.helper_err, STDERR_CHUNK)
         except BlockingIOError:
             return
         if not data:
-            self.truncated = len(self.from_helper.buffer)
-            os.close(self.helper_out)
-            self.helper_out = None
+            os.close(self.helper_err)
+            self.helper_err = None
             return
-        try:
-            frames = self.from_helper.feed(data)
-        except FrameTooLarge as exc:
-            self.stop_relay("frame_too_large", str(exc), size=exc.size, limit=exc.limit)
-            return
-        for frame in frames:
-            if len(frame) > 4 and frame[4] == MAGIC:
-                self.stop_relay("protocol_violation", "the helper wrote a warden control frame")
-                return
-            if not self.out and not self.parent_gone:
-                self.write_parent_now(frame)
-            else:
-                self.out += frame
-        self.write_parent()
-
-    def stop_relay(self, code: str, message: str, **details: object) -> None:
-        """The helper's stream cannot be relayed any more; the parent decides its fate."""
-        assert self.helper_out is not None
-        os.close(self.helper_out)
-        self.helper_out = None
-        self.send({"type": "violation", "code": code, "message": message, **details})
+        if not self.parent_gone:
+            self.out += stderr_frame(data)
+            self.write_parent()
 
     # -- the tree -------------------------------------------------------------------
 
@@ -714,7 +702,7 @@ class Warden:
             self.pause = min(self.pause * 2, 0.1)
         assert self.sweep_deadline is not None
         late = time.monotonic() >= self.sweep_deadline
-        drained = self.helper_out is None or self.parent_gone
+        drained = self.helper_err is None or self.parent_gone
         return late or (not left and drained)
 
     def finish(self) -> int:
@@ -732,7 +720,6 @@ class Warden:
                 "signal": signal.Signals(-code).name if code is not None and code < 0 else None,
                 "empty": not left,
                 "left": left,
-                "truncated": self.truncated,
                 "message": self.message,
             }
         )
@@ -749,7 +736,7 @@ class Warden:
             if remaining <= 0:
                 return
             poller = select.poll()
-            poller.register(1, select.POLLOUT)
+            poller.register(2, select.POLLOUT)
             poller.poll(int(remaining * 1000) + 1)
             self.write_parent()
 

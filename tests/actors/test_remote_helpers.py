@@ -8,6 +8,7 @@ child or zombie may be left but the sshd. Real processes, the real clock, short 
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -21,6 +22,7 @@ from remote_support import assert_no_children_but, private_sshd
 
 import protocol.warden
 from actors import (
+    FrameTooLarge,
     HelperExited,
     HelperLost,
     HelperSpec,
@@ -145,6 +147,28 @@ async def test_jobs_progress_and_run_sync_over_ssh(sshd, place):
         assert remote != snapshot.pid  # the helper is not the local ssh
         assert parent_of(parent_of(remote)) != os.getpid()  # under a warden under sshd
     assert not alive(remote)
+
+
+async def test_stderr_is_logged_and_replies_are_checked_as_a_local_helper_s(sshd, place, caplog):
+    """The warden relays the helper's stderr (design §2.5) and the parent logs it; the
+    replies bypass the warden, so the parent checks their limit itself, and a helper that
+    breaks it is killed through the warden as a local one would be."""
+    caplog.set_level(logging.WARNING, logger="actors.helpers.stderr")
+    async with open_helper_pool(remote_spec(sshd, place), timeouts=TIMEOUTS) as pool:
+        assert await pool.run_job("noisy", {"x": 1}) == {"x": 1}
+    # The pool's close waited for ssh's stderr to end: every line is logged by now.
+    lines = [r.line for r in caplog.records if r.name == "actors.helpers.stderr"]
+    assert "this goes to stderr, not into the frame stream" in lines
+    assert "raw bytes on fd 1 go to stderr too" in lines
+
+    spec = remote_spec(sshd, place, fault="oversized_reply")
+    async with open_helper_pool(spec, timeouts=TIMEOUTS) as pool:
+        with pytest.raises(FrameTooLarge) as caught:
+            await pool.run_job("echo", 1)
+        assert caught.value.details["size"] == spec.max_reply + 1
+        helper = pool.snapshot().helpers[0]
+        assert helper is not None
+        assert (helper.alive, helper.exit_code) == (False, -signal.SIGKILL)
 
 
 # --- the ladder (design §3.5) reaches the remote tree -----------------------------------

@@ -1,5 +1,8 @@
 """The warden over real SSH: relay, the ladder's signals, partitions, failures (design §3.16).
 
+The channel as design §2.5 has it: requests and control frames on ssh's stdin, the
+helper's replies straight on ssh's stdout, the warden's frames on ssh's stderr.
+
 A private ``sshd`` on loopback (``tests/remote_support.py``) makes this machine the
 "remote" host, so every check of the remote side reads this machine's ``/proc``: no
 process of a helper's tree, and no zombie, may be left. Real processes, the real clock
@@ -28,11 +31,11 @@ from protocol.framing import FrameDecoder, encode_frame
 from protocol.warden import (
     WARDEN_EXIT_REFUSED,
     WARDEN_VERSION,
+    StderrSplitter,
     decode_control,
     encode_heartbeat,
     encode_signal,
     encode_start,
-    is_control,
 )
 
 if TYPE_CHECKING:
@@ -42,8 +45,8 @@ if TYPE_CHECKING:
 
 #: A helper that speaks frames, stdlib only: it echoes each body; ``exit`` makes it exit
 #: with status 7; ``spawn`` starts a grandchild that leaves the session (``setsid``) and
-#: ignores SIGTERM, and answers ``pid:<its pid>``; ``big`` answers 70000 bytes; ``warn``
-#: writes a line to its stderr.
+#: ignores SIGTERM, and answers ``pid:<its pid>``; ``big`` answers 2 MiB; ``warn``
+#: writes a line to its stderr; ``fake`` answers a body that looks like a control frame.
 #: ``ignore-term`` in its argv makes the helper ignore SIGTERM too.
 HELPER = r"""
 import os, signal, subprocess, sys
@@ -82,7 +85,9 @@ while True:
         sys.stderr.flush()
         write(b"warned")
     elif body == b"big":
-        write(b"\xae" * 70000)
+        write(b"\xae" * (2 << 20))
+    elif body == b"fake":
+        write(b'\xaf{"type":"exit"}')
     else:
         write(body)
 """
@@ -130,19 +135,25 @@ async def wait_gone(pids: list[int], within: float) -> float:
 
 
 class WardenLink:
-    """The parent's end of one ``ssh`` running a warden: frames in and out."""
+    """The parent's end of one ``ssh`` running a warden: the helper's frames on stdout,
+    the warden's on stderr (collected by :meth:`collect`)."""
 
-    def __init__(self, process: trio.Process, stderr: bytearray) -> None:
+    def __init__(self, process: trio.Process) -> None:
         self.process = process
-        self.stderr = stderr
-        self.decoder = FrameDecoder(max_size=1024 * 1024)
+        self.decoder = FrameDecoder(max_size=4 << 20)
         self.pending: deque[bytes] = deque()
+        #: ssh's whole stderr, raw; the login's text; what the helper's tree wrote.
+        self.stderr = bytearray()
+        self.text = bytearray()
+        self.helper_stderr = bytearray()
+        self.controls, self._controls = trio.open_memory_channel[dict[str, object]](64)
 
     async def send(self, data: bytes) -> None:
         assert self.process.stdin is not None
         await self.process.stdin.send_all(data)
 
     async def body(self) -> bytes:
+        """The helper's next frame, from ssh's stdout."""
         assert self.process.stdout is not None
         with trio.fail_after(STEP):
             while not self.pending:
@@ -152,11 +163,29 @@ class WardenLink:
         return self.pending.popleft()
 
     async def control(self, kind: str) -> dict[str, object]:
-        body = await self.body()
-        assert is_control(body), body[:40]
-        message = decode_control(body)
+        """The warden's next control frame, from ssh's stderr."""
+        with trio.fail_after(STEP):
+            try:
+                message = await self._controls.receive()
+            except trio.EndOfChannel:
+                raise AssertionError(f"no {kind!r}; ssh's stderr: {bytes(self.stderr)!r}") from None
         assert message["type"] == kind, message
         return message
+
+    async def collect(self, done: trio.Event) -> None:
+        """Split ssh's stderr until its end."""
+        assert self.process.stderr is not None
+        splitter = StderrSplitter()
+        async with self.controls:
+            async for chunk in self.process.stderr:
+                self.stderr.extend(chunk)
+                for kind, data in splitter.feed(chunk):
+                    if kind == "control":
+                        await self.controls.send(decode_control(data))
+                    else:
+                        (self.text if kind == "text" else self.helper_stderr).extend(data)
+            assert splitter.broken is None
+        done.set()
 
     async def start(self, argv: list[str], **options: object) -> dict[str, object]:
         settings: dict[str, object] = {"heartbeat_timeout": 30.0, "sweep_timeout": 1.0}
@@ -165,7 +194,8 @@ class WardenLink:
         hello = await self.control("hello")
         assert hello["version"] == WARDEN_VERSION
         self.warden = int(hello["pid"])  # type: ignore[call-overload]
-        answer = decode_control(await self.body())
+        with trio.fail_after(STEP):
+            answer = await self._controls.receive()
         assert answer["type"] in ("started", "refused"), answer
         return answer
 
@@ -173,23 +203,15 @@ class WardenLink:
 @asynccontextmanager
 async def open_warden(server: SSHServer, **ssh: object) -> AsyncIterator[WardenLink]:
     argv = server.ssh_argv(remote_command(), **ssh)  # type: ignore[arg-type]
-    stderr = bytearray()
     process = await trio.lowlevel.open_process(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-
+    link = WardenLink(process)
     collected = trio.Event()
-
-    async def collect() -> None:
-        assert process.stderr is not None
-        async for chunk in process.stderr:
-            stderr.extend(chunk)
-        collected.set()
-
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(collect)
-            yield WardenLink(process, stderr)
+            nursery.start_soon(link.collect, collected)
+            yield link
             assert process.stdin is not None
             await process.stdin.aclose()
             with trio.move_on_after(STEP):
@@ -201,6 +223,14 @@ async def open_warden(server: SSHServer, **ssh: object) -> AsyncIterator[WardenL
             process.kill()
             with trio.CancelScope(shield=True):
                 await process.wait()
+
+
+def warden_frames(stderr: bytes) -> list[dict[str, object]]:
+    """The warden's control frames in its stderr (run without ssh: no login text)."""
+    splitter = StderrSplitter()
+    parts = splitter.feed(stderr) + splitter.close()
+    assert [kind for kind, _ in parts if kind != "control"] == [], parts
+    return [decode_control(body) for _, body in parts]
 
 
 async def test_frames_are_relayed_verbatim_both_ways_and_the_exit_is_reported(sshd):
@@ -234,11 +264,12 @@ async def test_frames_are_relayed_verbatim_both_ways_and_the_exit_is_reported(ss
             "signal": None,
             "empty": True,
             "left": [],
-            "truncated": 0,
             "message": None,
         }
     assert link.process.returncode == 0
-    assert b"a warning from the helper\n" in link.stderr  # on SSH's stderr channel
+    # In a stderr frame on SSH's stderr channel; no text but the login's.
+    assert link.helper_stderr == b"a warning from the helper\n"
+    assert b"warning" not in link.text
     await wait_gone([link.warden, helper], STEP)
     assert ps_lines(marker) == []
     assert_no_children_but(sshd)
@@ -381,17 +412,27 @@ async def test_a_helper_that_cannot_be_started_is_refused_with_its_errno(sshd):
     assert_no_children_but(sshd)
 
 
-async def test_a_reply_over_the_limit_is_not_relayed(sshd):
+def pipe_of(pid: int, fd: int) -> str:
+    return os.readlink(f"/proc/{pid}/fd/{fd}")
+
+
+async def test_replies_bypass_the_warden_and_requests_do_not(sshd):
+    """The helper's stdout is the channel's own: its frames, whatever they hold and
+    however long, reach the parent without the warden reading them; its stdin is the
+    warden's pipe, so the parent's control frames can be taken out of the requests."""
     marker = new_marker()
     async with open_warden(sshd) as link:
-        await link.start(helper_argv(marker), max_reply=65536)
+        started = await link.start(helper_argv(marker))
+        helper = int(started["pid"])  # type: ignore[call-overload]
+        assert pipe_of(helper, 1) == pipe_of(link.warden, 1)
+        assert pipe_of(helper, 0) != pipe_of(link.warden, 0)
+        assert pipe_of(helper, 2) != pipe_of(link.warden, 2)
         await link.send(encode_frame(b"big"))
-        violation = await link.control("violation")
-        assert (violation["code"], violation["size"], violation["limit"]) == (
-            "frame_too_large",
-            70000,
-            65536,
-        )
+        assert await link.body() == b"\xae" * (2 << 20)
+        await link.send(encode_frame(b"fake"))  # a helper cannot speak for its warden
+        assert await link.body() == b'\xaf{"type":"exit"}'
+        await link.send(encode_heartbeat(1))
+        assert (await link.control("heartbeat"))["seq"] == 1
         await link.send(encode_signal("SIGKILL"))
         await link.control("signalled")
         final = await link.control("exit")
@@ -472,10 +513,9 @@ def test_a_malformed_control_frame_ends_the_warden_cleanly(body: bytes) -> None:
         timeout=STEP,
         check=False,
     )
-    assert done.stderr == b"", done.stderr.decode()[-400:]
+    assert done.stdout == b""  # the helper's, and it wrote nothing
     assert done.returncode == 0
-    decoder = FrameDecoder(max_size=1 << 20)
-    messages = [decode_control(frame) for frame in decoder.feed(done.stdout)]
+    messages = warden_frames(done.stderr)  # no traceback: nothing but frames
     assert [m["type"] for m in messages] == ["hello", "started", "exit"]
     started, exit_message = messages[1], messages[2]
     assert exit_message["cause"] == "parent_protocol_error"
@@ -510,17 +550,18 @@ async def test_a_sigkilled_warden_s_cgroup_is_emptied_by_the_next_warden(tmp_pat
         containment="cgroup",
     )
     first = await trio.lowlevel.open_process(
-        ["python3", "-I", warden], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        ["python3", "-I", warden], stdin=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
         assert first.stdin is not None
-        assert first.stdout is not None
+        assert first.stderr is not None
         await first.stdin.send_all(start)
-        decoder = FrameDecoder(max_size=1 << 20)
+        splitter = StderrSplitter()
         messages: list[dict[str, object]] = []
         with trio.fail_after(STEP):
             while len(messages) < 2:
-                messages += map(decode_control, decoder.feed(await first.stdout.receive_some()))
+                parts = splitter.feed(await first.stderr.receive_some())
+                messages += [decode_control(body) for kind, body in parts if kind == "control"]
         if messages[1]["type"] == "refused":
             pytest.skip(f"no writable cgroup v2 here: {messages[1]['message']}")
         with trio.fail_after(STEP):
@@ -558,9 +599,8 @@ def test_a_refused_start_names_what_is_missing(
     done = subprocess.run(
         ["python3", "-I", WARDEN], input=start, capture_output=True, timeout=STEP, check=False
     )
-    assert done.returncode == WARDEN_EXIT_REFUSED, done.stderr.decode()[-400:]
-    frames = FrameDecoder(max_size=1 << 20).feed(done.stdout)
-    refused = decode_control(frames[-1])
+    assert done.returncode == WARDEN_EXIT_REFUSED, done.stderr[-400:]
+    refused = warden_frames(done.stderr)[-1]
     assert (refused["type"], refused["reason"], refused["errno"]) == (
         "refused",
         "exec_failed",

@@ -10,12 +10,16 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import ProtocolError, ProtocolViolation
-from protocol.framing import FrameDecoder
+from protocol.framing import FrameDecoder, encode_frame
 from protocol.warden import (
+    WARDEN_CONTROL_LIMIT,
     WARDEN_EXIT_REFUSED,
     WARDEN_MAGIC,
+    WARDEN_PREAMBLE,
     WARDEN_SIGNALS,
+    WARDEN_STDERR,
     WARDEN_VERSION,
+    StderrSplitter,
     decode_control,
     encode_heartbeat,
     encode_signal,
@@ -42,8 +46,11 @@ def test_the_warden_speaks_the_codec_s_constants():
     constants = warden_constants()
     assert constants["VERSION"] == WARDEN_VERSION
     assert constants["MAGIC"] == WARDEN_MAGIC
+    assert constants["STDERR"] == WARDEN_STDERR
+    assert constants["PREAMBLE"] == WARDEN_PREAMBLE
     assert constants["EXIT_REFUSED"] == WARDEN_EXIT_REFUSED
-    assert WARDEN_MAGIC != 0xAE  # never an envelope's first byte (§2.3)
+    assert constants["STDERR_CHUNK"] < WARDEN_CONTROL_LIMIT  # 1 byte of magic added
+    assert 0xAE not in (WARDEN_MAGIC, WARDEN_STDERR)  # never an envelope's first byte (§2.3)
 
 
 def test_the_warden_imports_only_the_standard_library():
@@ -97,7 +104,6 @@ def test_start_frame_carries_every_field():
         "sweep_timeout": 0.5,
         "containment": "tree",
         "max_request": 65536,
-        "max_reply": 1048576,
     }
 
 
@@ -110,7 +116,7 @@ def test_start_frame_carries_every_field():
         (["x"], {"heartbeat_timeout": float("nan")}, ValueError, "heartbeat_timeout"),
         (["x"], {"sweep_timeout": True}, TypeError, "sweep_timeout"),
         (["x"], {"containment": "jail"}, ValueError, "containment"),
-        (["x"], {"max_reply": -1}, ValueError, "max_reply"),
+        (["x"], {"max_request": -1}, ValueError, "max_request"),
         (["x"], {"max_request": 1.5}, TypeError, "max_request"),
     ],
 )
@@ -147,7 +153,6 @@ def test_a_warden_message_is_decoded_and_checked():
         "signal": "SIGKILL",
         "empty": True,
         "left": [],
-        "truncated": 0,
         "message": None,
     }
     assert decode_control(control(exit_message)) == exit_message
@@ -176,7 +181,6 @@ def test_a_warden_message_is_decoded_and_checked():
                     "signal": None,
                     "empty": False,
                     "left": ["a"],
-                    "truncated": 0,
                     "message": None,
                 }
             ),
@@ -199,3 +203,79 @@ def test_a_warden_of_another_version_is_refused():
         "expected": WARDEN_VERSION,
         "got": WARDEN_VERSION + 1,
     }
+
+
+def stderr_frame(data: bytes) -> bytes:
+    return encode_frame(bytes((WARDEN_STDERR,)) + data)
+
+
+HEARTBEAT = control({"type": "heartbeat", "seq": 1})
+#: ssh's stderr: the login's text, the preamble, then the warden's frames.
+STREAM = (
+    b"Warning: Permanently added 'lab-pc' to the list of known hosts.\r\n"
+    + WARDEN_PREAMBLE
+    + encode_frame(HEARTBEAT)
+    + stderr_frame(b"a line from the helper\n")
+    + stderr_frame(b"")
+)
+PARTS = [
+    ("text", b"Warning: Permanently added 'lab-pc' to the list of known hosts.\r\n"),
+    ("control", HEARTBEAT),
+    ("stderr", b"a line from the helper\n"),
+    ("stderr", b""),
+]
+
+
+def merged(parts: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """Adjacent text joined: how text is cut into pieces depends on the reads."""
+    out: list[tuple[str, bytes]] = []
+    for kind, data in parts:
+        if kind == "text" and out and out[-1][0] == "text":
+            out[-1] = ("text", out[-1][1] + data)
+        elif kind != "text" or data:
+            out.append((kind, data))
+    return out
+
+
+def test_the_stderr_splitter_takes_the_stream_whole_byte_by_byte_and_with_trailing_data():
+    whole = StderrSplitter()
+    assert merged(whole.feed(STREAM)) == PARTS
+    assert whole.framed
+    assert (whole.close(), whole.pending, whole.broken) == ([], 0, None)
+
+    single = StderrSplitter()
+    got: list[tuple[str, bytes]] = []
+    for byte in STREAM:
+        got += single.feed(bytes((byte,)))
+    assert merged(got + single.close()) == PARTS
+
+    trailing = StderrSplitter()
+    assert merged(trailing.feed(STREAM + encode_frame(HEARTBEAT)[:5])) == PARTS
+    assert trailing.pending == 5
+    assert merged(trailing.feed(encode_frame(HEARTBEAT)[5:])) == [("control", HEARTBEAT)]
+
+
+def test_without_a_preamble_everything_is_text():
+    splitter = StderrSplitter()
+    text = b"Permission denied (publickey).\r\n"
+    assert merged(splitter.feed(text) + splitter.close()) == [("text", text)]
+    assert not splitter.framed
+    # A preamble's first bytes at the end are kept back, then given as text at the end.
+    cut = StderrSplitter()
+    assert merged(cut.feed(b"x" + WARDEN_PREAMBLE[:5]) + cut.close()) == [
+        ("text", b"x" + WARDEN_PREAMBLE[:5])
+    ]
+
+
+@pytest.mark.parametrize(
+    "bad", [(WARDEN_CONTROL_LIMIT + 1).to_bytes(4, "big"), bytes(4)], ids=["long", "empty"]
+)
+def test_a_stream_that_cannot_be_frames_is_broken_and_kept_as_text(bad: bytes) -> None:
+    splitter = StderrSplitter()
+    tail = b"Traceback (most recent call last):\n"
+    parts = splitter.feed(STREAM + bad + tail)
+    assert splitter.broken is not None
+    assert "declares" in splitter.broken
+    assert merged(parts) == [*PARTS, ("text", bad + tail)]
+    assert merged(splitter.feed(b"more")) == [("text", b"more")]
+    assert not splitter.framed

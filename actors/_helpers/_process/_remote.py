@@ -6,19 +6,24 @@ client; at the far end a warden (``actors/_remote/_warden.py``) runs the helper.
 
 * it builds the ``ssh`` command line and the warden's ``start`` frame, which is sent
   right after the spawn, before the helper's startup frame (no extra round trip);
-* its reader task (the pipe's, :meth:`~actors._helpers._process._pipe.HelperPipe.run`)
-  splits the channel: control frames are handled here (``hello``, ``started``,
-  ``refused``, ``signalled``, ``heartbeat``, ``violation``, ``exit``), the helper's
-  frames go straight to the task waiting for them, verbatim (:class:`RemotePipe`);
+* ``ssh``'s stdout is the helper's own stdout (design §2.5): its reply frames come
+  straight from the helper, not through the warden, and its reader task (the pipe's,
+  :meth:`~actors._helpers._process._pipe.HelperPipe.run`) hands them to the task waiting
+  for them as a local helper's (:class:`RemotePipe`);
+* ``ssh``'s stderr carries the login's text, then the warden's frames:
+  :class:`WardenStderr` (the helper's stderr reader, in the place of a local helper's)
+  logs the helper's stderr as a local helper's and hands the control frames here
+  (``hello``, ``started``, ``refused``, ``signalled``, ``heartbeat``, ``exit``);
 * it sends a heartbeat every third of ``timeouts.heartbeat`` and gives the link up as
-  lost when nothing came back for ``timeouts.heartbeat`` seconds: it then ends ``ssh``
-  itself (the warden, whose stdin ends, kills the tree by itself);
-* the ladder's signals become ``signal`` frames, executed by the warden on the helper's
-  whole remote tree; where no frame can be sent (before ``started``, or a frame cut in
+  lost when nothing came from the warden for ``timeouts.heartbeat`` seconds: it then
+  ends ``ssh`` itself (the warden, whose stdin ends, kills the tree by itself);
+* the ladder's signals become ``signal`` frames on ``ssh``'s stdin, executed by the
+  warden on the helper's whole remote tree; where no frame can be sent (a frame cut in
   two on the channel) the link itself is ended, which makes the warden kill the tree;
-* the helper counts as reaped once ``ssh`` exited and the warden's ``exit`` said its
-  tree is empty; what the warden found left is reported as escaped; an ``ssh`` that
-  ended without ``exit`` makes the helper *lost* (:class:`~actors.errors.HelperLost`).
+* the helper counts as reaped once ``ssh`` exited, both its stdout and its stderr were
+  read to their end, and the warden's ``exit`` said its tree is empty; what the warden
+  found left is reported as escaped; an ``ssh`` that ended without ``exit`` makes the
+  helper *lost* (:class:`~actors.errors.HelperLost`).
 
 A failed start says why (:meth:`RemoteLink.startup_failure`): ``ssh``'s own failures
 (``host_unreachable``, ``auth_refused``, ``host_key_rejected``, ``python_missing``,
@@ -37,21 +42,21 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from protocol.errors import FrameTooLarge, ProtocolError, ProtocolViolation
+from protocol.errors import ProtocolError, ProtocolViolation
 from protocol.warden import (
     WARDEN_EXIT_REFUSED,
-    WARDEN_MAGIC,
+    StderrSplitter,
     decode_control,
     encode_heartbeat,
     encode_signal,
     encode_start,
-    is_control,
 )
 
 from ..._remote import classify_ssh_failure, remote_command, ssh_argv
 from ._containment import ProcessTree
 from ._pipe import HelperPipe
 from ._spec import BOOTSTRAP
+from ._stderr import StderrTail
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -60,14 +65,11 @@ if TYPE_CHECKING:
 
     from ._spec import HelperSpec, HelperTimeouts
 
-__all__ = ["PROJECT_MISSING", "REMOTE_BOOTSTRAP", "RemoteLink", "RemotePipe"]
-
-_MAGIC: Final = bytes((WARDEN_MAGIC,))
+__all__ = ["PROJECT_MISSING", "REMOTE_BOOTSTRAP", "RemoteLink", "RemotePipe", "WardenStderr"]
 
 #: Exit status of a remote helper whose interpreter cannot import the project.
 PROJECT_MISSING: Final = 78
-#: Largest control frame the parent accepts from the warden, in bytes.
-_CONTROL_LIMIT: Final = 1024 * 1024
+_READ: Final = 65536
 #: Writes of at most this many bytes to a pipe are atomic (POSIX ``PIPE_BUF``).
 _PIPE_BUF: Final = 512
 
@@ -89,52 +91,16 @@ sys.argv[2:4] = [spec.submodule_search_locations[0] for spec in found]
 
 
 class RemotePipe(HelperPipe):
-    """The helper's frames over the ``ssh`` channel: sent as to a local helper; the
-    warden's control frames are taken out of the stream by whichever task reads it (the
-    link's reader, or a job that finds its reply already there) and handed to
-    ``on_control``, so a helper frame goes from the channel to its job without a hop."""
+    """The helper's frames over ``ssh``: its requests (and the warden's control frames)
+    on ``ssh``'s stdin, its replies straight from its own stdout, which is ``ssh``'s
+    (design §2.5): read as a local helper's, with its ``max_reply`` checked here."""
 
-    __slots__ = ("_on_control", "heard")
+    __slots__ = ()
 
-    def __init__(
-        self,
-        stdin: FdStream,
-        stdout: FdStream,
-        *,
-        max_reply: int,
-        on_control: Callable[[bytes], None],
-    ) -> None:
-        # The reader takes frames up to the larger of the reply and control limits; the
-        # warden itself refuses a helper frame over ``max_reply`` (a ``violation``).
-        super().__init__(stdin, stdout, max_reply=max(max_reply, _CONTROL_LIMIT))
+    def __init__(self, stdin: FdStream, stdout: FdStream, *, max_reply: int) -> None:
+        super().__init__(stdin, stdout, max_reply=max_reply)
         # The link's task is the reader from the spawn on (RemoteLink.run).
         self._reading = True
-        self._on_control = on_control
-        #: When bytes last came from the warden, seconds on trio's clock (a long frame
-        #: is the link alive too, before it is whole).
-        self.heard = trio.current_time()
-
-    def _split(self, data: bytes) -> list[bytes]:
-        self.heard = trio.current_time()
-        got = HelperPipe._split(self, data)
-        if any(body[:1] == _MAGIC for body in got):
-            kept = []
-            for body in got:
-                if is_control(body):
-                    self._on_control(body)
-                else:
-                    kept.append(body)
-            return kept
-        return got
-
-    def end(self, failure: ProtocolError) -> None:
-        """The helper's stream is bad (``failure``): no more of its frames are taken."""
-        self._end(failure)
-
-    def receive_nowait(self) -> bytes | None:
-        if self._failure is not None and not self._frames:
-            raise self._ended()
-        return HelperPipe.receive_nowait(self)
 
     def try_control(self, frame: bytes) -> bool:
         """Write a small control frame now, whole or not at all; False if it cannot be
@@ -145,6 +111,64 @@ class RemotePipe(HelperPipe):
             return os.write(self._wfd, frame) == len(frame)
         except OSError:  # EAGAIN: full (nothing written, the write is atomic); EPIPE
             return False
+
+
+class WardenStderr(StderrTail):
+    """``ssh``'s stderr, read in the place of a local helper's stderr (design §2.5).
+
+    The login's text (``ssh``'s own messages, the remote shell's) and the helper's
+    stderr, relayed by the warden in stderr frames, are logged and kept as a local
+    helper's stderr is; the warden's control frames go to its link. Framing that breaks
+    (the warden crashed) gives the link up; what follows is kept as text.
+
+    Args:
+        stream: The parent's end of ``ssh``'s stderr pipe.
+        fields: The helper's identity, added to every log record as ``extra``.
+        link: The link that takes the control frames.
+    """
+
+    def __init__(self, stream: FdStream, fields: dict[str, Any], link: RemoteLink) -> None:
+        super().__init__(stream, fields)
+        self._link = link
+        self._splitter = StderrSplitter()
+
+    async def run(self) -> None:
+        """Read until end of file or :meth:`close` (run it in a nursery)."""
+        try:
+            await super().run()
+        finally:
+            self._end()
+
+    def drain_nowait(self) -> None:
+        if self.closed:
+            return
+        while True:
+            try:
+                data = os.read(self._fd, _READ)
+            except OSError:  # empty (EAGAIN) or closed
+                return
+            if not data:
+                self._end()
+                return
+            self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
+        link = self._link
+        link.heard = trio.current_time()
+        for kind, chunk in self._splitter.feed(data):
+            if kind == "control":
+                link.take_control(chunk)
+            else:
+                StderrTail._feed(self, chunk)
+        broken = self._splitter.broken
+        if broken is not None:
+            link.give_up("warden_protocol_error", broken)
+
+    def _end(self) -> None:
+        for _, chunk in self._splitter.close():
+            StderrTail._feed(self, chunk)
+        self._flush()
+        self._link.stderr_ended.set()
 
 
 class RemoteLink(ProcessTree):
@@ -181,7 +205,13 @@ class RemoteLink(ProcessTree):
         #: ``link_broken``, ``warden_protocol_error``), or None.
         self.gave_up: str | None = None
         self._gave_up_message = ""
-        self._ended = trio.Event()
+        #: When bytes last came from the warden (its stderr), seconds on trio's clock
+        #: (from the spawn on: :meth:`open_pipe`).
+        self.heard = 0.0
+        self._exit_at: float | None = None
+        self._stdout_ended = trio.Event()
+        #: Set once ``ssh``'s stderr was read to its end (:class:`WardenStderr`).
+        self.stderr_ended = trio.Event()
 
     # --- the command ----------------------------------------------------------------
 
@@ -221,53 +251,54 @@ class RemoteLink(ProcessTree):
             env=spec.env,
             containment=spec.containment,
             max_request=spec.max_request,
-            max_reply=spec.max_reply,
         )
 
     def open_pipe(self, process: trio.Process, stdin: FdStream, stdout: FdStream) -> RemotePipe:
         """The helper's pipe over the just-spawned ``ssh`` (its reader: :meth:`run`)."""
         self._process = process
         self.leader = process.pid
-        self._pipe = RemotePipe(
-            stdin, stdout, max_reply=self._spec.max_reply, on_control=self._take_control
-        )
+        self.heard = trio.current_time()
+        self._pipe = RemotePipe(stdin, stdout, max_reply=self._spec.max_reply)
         return self._pipe
+
+    def stderr_reader(self, stream: FdStream, fields: dict[str, Any]) -> WardenStderr:
+        """The reader of ``ssh``'s stderr, in the place of a local helper's stderr tail."""
+        return WardenStderr(stream, fields, self)
 
     # --- the link's tasks -----------------------------------------------------------
 
     async def run(self) -> None:
-        """Read the link and send heartbeats until ``ssh``'s stdout ends (the pool's
-        nursery runs it)."""
+        """Read the helper's replies and send heartbeats until ``ssh``'s stdout ends (the
+        pool's nursery runs it); a frame over ``max_reply`` ends the reading, and the
+        job that waits for it fails as a local helper's does."""
         pipe = self._pipe
         assert pipe is not None
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._heartbeats)
-                ended_by = await pipe.run()
+                await pipe.run()
+                # The heartbeats go on until the warden's stream ends too.
+                await self.stderr_ended.wait()
                 nursery.cancel_scope.cancel()
-            if isinstance(ended_by, FrameTooLarge):  # over the link's own limit
-                self._give_up("warden_protocol_error", ended_by.message)
         finally:
-            self._ended.set()
+            self._stdout_ended.set()
 
-    def _take_control(self, body: bytes) -> None:
-        """One control frame from the warden, taken out of the channel by its reader."""
+    def take_control(self, body: bytes) -> None:
+        """One control frame from the warden (:class:`WardenStderr` read it)."""
         try:
             message = decode_control(body)
         except ProtocolViolation as exc:  # a hello of another version
-            self._give_up("version_mismatch", exc.message)
+            self.give_up("version_mismatch", exc.message)
             return
         except ProtocolError as exc:
-            self._give_up("warden_protocol_error", exc.message)
+            self.give_up("warden_protocol_error", exc.message)
             return
-        failure = self._control(message)
-        if failure is not None and self._pipe is not None:
-            self._pipe.end(failure)
+        self._control(message)
 
-    def _control(self, message: dict[str, Any]) -> ProtocolError | None:
+    def _control(self, message: dict[str, Any]) -> None:
         kind = message["type"]
         if kind == "heartbeat":
-            return None
+            return
         if kind == "hello":
             self.hello = message
         elif kind == "started":
@@ -293,16 +324,9 @@ class RemoteLink(ProcessTree):
                 remote_pids=message["pids"],
                 failed=message["failed"],
             )
-        elif kind == "violation":
-            text = f"the warden stopped relaying the helper: {message['message']}"
-            if message["code"] == "frame_too_large":
-                return FrameTooLarge(
-                    text, size=message.get("size"), limit=message.get("limit"), field="<frame>"
-                )
-            return ProtocolViolation(text, field="<frame>")
         elif kind == "exit":
             self.exit = message
-        return None
+            self._exit_at = trio.current_time()
 
     async def _heartbeats(self) -> None:
         beat = self._timeouts.heartbeat
@@ -311,15 +335,21 @@ class RemoteLink(ProcessTree):
         assert pipe is not None
         while True:
             await trio.sleep(beat / 3)
-            if self.started is None or self.exit is not None:
+            if self._exit_at is not None:
+                # The warden is done; only what escaped its sweep can still hold the
+                # channel open (design §3.16): ssh is ended after ``kill`` seconds.
+                if trio.current_time() - self._exit_at >= self._timeouts.kill:
+                    self._kill_ssh()
                 continue
-            if trio.current_time() - pipe.heard >= beat:
-                self._give_up("heartbeat_lost", f"nothing came from the warden for {beat:g} s")
+            if self.started is None:
+                continue
+            if trio.current_time() - self.heard >= beat:
+                self.give_up("heartbeat_lost", f"nothing came from the warden for {beat:g} s")
                 return
             seq += 1
             pipe.try_control(encode_heartbeat(seq))  # a full channel: the next beat
 
-    def _give_up(self, cause: str, message: str) -> None:
+    def give_up(self, cause: str, message: str) -> None:
         """End the link from this side: ``ssh`` is killed, the warden kills the tree."""
         if self.gave_up is None:
             self.gave_up = cause
@@ -364,17 +394,19 @@ class RemoteLink(ProcessTree):
         """
         pipe = self._pipe
         name = signal.Signals(sig).name
-        if self.exit is None and (
-            pipe is None or self.started is None or not pipe.try_control(encode_signal(name))
-        ):
-            self._give_up("link_broken", f"{name} could not be sent to the warden")
+        # The warden reads ``start`` before any later frame: a signal may be sent as
+        # soon as the start was, without waiting for ``started``.
+        if self.exit is None and (pipe is None or not pipe.try_control(encode_signal(name))):
+            self.give_up("link_broken", f"{name} could not be sent to the warden")
         return []
 
     async def sweep(self, grace: float) -> tuple[list[int], list[tuple[int, int]]]:
-        """``ssh`` has exited: wait up to ``grace`` seconds for the link's last frames;
-        the remote pids the warden found left (none if it said the tree is empty)."""
+        """``ssh`` has exited: wait up to ``grace`` seconds for its stdout and stderr to be
+        read to their end (the helper's last replies before the warden's ``exit``); the
+        remote pids the warden found left (none if it said the tree is empty)."""
         with trio.move_on_after(grace):
-            await self._ended.wait()
+            await self._stdout_ended.wait()
+            await self.stderr_ended.wait()
         exit_frame = self.exit
         if exit_frame is None or exit_frame["empty"]:
             return [], []

@@ -203,7 +203,8 @@ class Startup:
             assert isinstance(process, trio.Process)  # spawned: ssh
             pipe = remote.open_pipe(process, stdin, stdout)
         self._pipe = pipe
-        tail = self._tail = StderrTail(
+        # A remote helper's stderr reader also takes the warden's frames (design §2.5).
+        tail = self._tail = (StderrTail if remote is None else remote.stderr_reader)(
             stderr,
             {
                 "pool": self._pool,
