@@ -69,7 +69,6 @@ __all__ = ["PROJECT_MISSING", "REMOTE_BOOTSTRAP", "RemoteLink", "RemotePipe", "W
 
 #: Exit status of a remote helper whose interpreter cannot import the project.
 PROJECT_MISSING: Final = 78
-_READ: Final = 65536
 #: Writes of at most this many bytes to a pipe are atomic (POSIX ``PIPE_BUF``).
 _PIPE_BUF: Final = 512
 
@@ -136,21 +135,8 @@ class WardenStderr(StderrTail):
         """Read until end of file or :meth:`close` (run it in a nursery)."""
         try:
             await super().run()
-        finally:
-            self._end()
-
-    def drain_nowait(self) -> None:
-        if self.closed:
-            return
-        while True:
-            try:
-                data = os.read(self._fd, _READ)
-            except OSError:  # empty (EAGAIN) or closed
-                return
-            if not data:
-                self._end()
-                return
-            self._feed(data)
+        finally:  # cancelled too: nothing more will be read
+            self._link.stderr_ended.set()
 
     def _feed(self, data: bytes) -> None:
         link = self._link
@@ -164,10 +150,12 @@ class WardenStderr(StderrTail):
         if broken is not None:
             link.give_up("warden_protocol_error", broken)
 
-    def _end(self) -> None:
+    def _flush(self) -> None:
+        # Called only at the stream's end (end of file, or close): what is left of it
+        # is text, and the link hears nothing more.
         for _, chunk in self._splitter.close():
             StderrTail._feed(self, chunk)
-        self._flush()
+        StderrTail._flush(self)
         self._link.stderr_ended.set()
 
 
