@@ -18,6 +18,7 @@ import select
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +168,18 @@ def _config(folder: Path, port: int, user: str) -> str:
     )
 
 
+#: Run as ``python -c``: make this process a child subreaper, then become sshd (the flag
+#: survives ``execve``). When a client goes away, OpenSSH's session process exits without
+#: waiting for the command it ran; a subreaper sshd keeps such an orphan (a warden still
+#: ending its helper) among its descendants, where the tests look for what is left, and
+#: reaps it.
+_SUBREAPER = (
+    "import ctypes, os, sys; "
+    "ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0 or sys.exit('no subreaper'); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
 @contextlib.contextmanager
 def private_sshd(folder: Path) -> Iterator[SSHServer]:
     """Start a private sshd on a free loopback port; stop it (and wait) on exit.
@@ -200,7 +213,7 @@ def private_sshd(folder: Path) -> Iterator[SSHServer]:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as ready:
             ready.bind(f"\0{notify}")
             process = subprocess.Popen(
-                [sshd, "-D", "-f", str(config), "-E", str(log)],
+                [sys.executable, "-c", _SUBREAPER, sshd, "-D", "-f", str(config), "-E", str(log)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
