@@ -12,6 +12,9 @@ so even a map of pure noise gives a preview of about 90 KB, far within the helpe
 1 MiB reply limit (design §2.2).
 
 * :func:`draw_kinds` draws the kinds a job names (``thumbnail``, ``preview``);
+  :func:`draw_with_report` one kind with its report (the ``draw`` a client asks for,
+  design §7.7); :func:`draw_live` the live images of a read of a run still being written
+  (design §4.5), where a kind that cannot be drawn does not fail the read;
 * :func:`with_images` is the helper's reply: a :class:`~protocol.envelope.Blob` whose head is the
   answer with ``images``, kind → ``[offset, size]`` in its binary part, the PNGs one
   after the other;
@@ -38,15 +41,19 @@ from actors.helper import Blob, JobError
 from .drawing.image_kinds import KINDS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 __all__ = [
     "IMAGES_KEY",
+    "IMAGE_ERRORS_KEY",
     "Handoff",
     "check_kinds",
     "draw_kinds",
+    "draw_live",
+    "draw_with_report",
     "observation_of",
     "png_of",
+    "slice_of",
     "with_images",
     "without_values",
 ]
@@ -55,6 +62,8 @@ __all__ = [
 #: ``[offset, size]`` in bytes in its binary part; in :func:`observation_of`, kind → the
 #: PNG bytes (a view).
 IMAGES_KEY = "images"
+#: The answer's key naming the live images a helper could not draw: kind → why.
+IMAGE_ERRORS_KEY = "image_errors"
 
 
 def check_kinds(value: Any, field: str) -> tuple[str, ...]:
@@ -77,7 +86,10 @@ def check_kinds(value: Any, field: str) -> tuple[str, ...]:
 
 
 def draw_kinds(
-    observation: dict[str, Any], kinds: Sequence[str], check_cancel: Callable[[], None]
+    observation: dict[str, Any],
+    kinds: Sequence[str],
+    check_cancel: Callable[[], None],
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, bytes]:
     """Draw ``observation`` as each of ``kinds``; kind → PNG bytes.
 
@@ -85,23 +97,66 @@ def draw_kinds(
         observation: A read of :class:`~examples.preview.child.qcodes.source.QcodesSource`.
         kinds: Image kinds, drawn in this order.
         check_cancel: Called between drawing stages (the helper's cancel check).
+        options: The drawing options (:func:`~examples.preview.child.drawing.render.render`),
+            for every kind; None for the defaults.
 
     Raises:
         JobError: (code ``render_failed``, permanent) the observation cannot be drawn,
             as the renderer classifies a failed drawing (design §1.5).
     """
+    return {kind: draw_with_report(observation, kind, check_cancel, options)[0] for kind in kinds}
+
+
+def draw_with_report(
+    observation: dict[str, Any],
+    kind: str,
+    check_cancel: Callable[[], None],
+    options: Mapping[str, Any] | None = None,
+) -> tuple[bytes, dict[str, Any]]:
+    """Draw ``observation`` as ``kind``; the PNG and the report it carries (the axis
+    decisions, :func:`~examples.preview.child.drawing.render.report_of`).
+
+    Raises:
+        JobError: (code ``render_failed``, permanent) as :func:`draw_kinds`.
+    """
     # Loaded at a helper's start already (by examples.preview.child.helper); the server,
     # which imports this module for png_of, never draws here.
-    from .drawing.render import render
+    from .drawing.render import render_png_with_report
 
-    images = {}
+    try:
+        return render_png_with_report(observation, kind, options, check_cancel)
+    except ValueError as exc:
+        raise JobError(f"{kind}: {exc}", code="render_failed") from None
+
+
+def draw_live(
+    observation: dict[str, Any], kinds: Sequence[str], check_cancel: Callable[[], None]
+) -> tuple[dict[str, bytes], dict[str, str]]:
+    """Draw a read of a run still being written as each of ``kinds`` (its live images,
+    design §4.5), each kind on its own: one that cannot be drawn is left out.
+
+    Returns:
+        kind → PNG bytes, and kind → why that kind was not drawn (the ``render_failed``
+        message): the read itself stands, the next one is drawn again.
+    """
+    images: dict[str, bytes] = {}
+    errors: dict[str, str] = {}
     for kind in kinds:
         try:
-            png = render(observation, kind, None, check_cancel)
-        except ValueError as exc:
-            raise JobError(f"{kind}: {exc}", code="render_failed") from None
-        images[kind] = png
-    return images
+            images[kind] = draw_with_report(observation, kind, check_cancel)[0]
+        except JobError as exc:
+            errors[kind] = str(exc)[:500]
+    return images, errors
+
+
+def slice_of(observation: dict[str, Any]) -> dict[str, Any] | None:
+    """The 2-D slice a read holds (``index``, ``count`` and its label), or None for a run
+    of at most two sweep dimensions."""
+    for dep in observation.get("dependents") or []:
+        chosen = dep.get("slice")
+        if isinstance(chosen, dict):
+            return chosen
+    return None
 
 
 def with_images(answer: dict[str, Any], images: dict[str, bytes]) -> Blob:
