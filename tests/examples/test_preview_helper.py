@@ -15,7 +15,14 @@ from actors._helpers._process import HelperProcess
 from actors.errors import HelperStartupFailed, JobFailed, SourceUnreadable
 from actors.helper import CancelRequested, JobError
 from examples.preview.app.images import png_size
-from examples.preview.child.draw import draw_kinds, draw_live, observation_of, png_of
+from examples.preview.child.draw import (
+    DEPENDENT_SUMMARY_KEYS,
+    SUMMARY_KEYS,
+    draw_kinds,
+    draw_live,
+    observation_of,
+    png_of,
+)
 from examples.preview.child.drawing.render import render, report_of
 from examples.preview.child.helper import PreviewHandlers
 from protocol import Blob
@@ -124,9 +131,19 @@ def _size(png: bytes | memoryview) -> tuple[int, int]:
 
 def _has_values(observation: dict) -> bool:
     return any(
-        "values" in dep or any("values" in axis for axis in dep["axes"])
+        "values" in dep or any("values" in axis for axis in dep.get("axes") or ())
         for dep in observation["dependents"]
     )
+
+
+def _is_summary(observation: dict, full: dict) -> bool:
+    """``observation`` is what the server keeps of ``full``: its summary keys only."""
+    dependents = [
+        {k: v for k, v in dep.items() if k in DEPENDENT_SUMMARY_KEYS} for dep in full["dependents"]
+    ]
+    top = {k: v for k, v in full.items() if k in SUMMARY_KEYS}
+    kept = {k: v for k, v in observation.items() if k not in ("images", "image_errors")}
+    return kept == {**top, "dependents": dependents}
 
 
 def test_a_drawn_read_leaves_its_values_for_the_preview(real_db, tmp_path):
@@ -139,13 +156,13 @@ def test_a_drawn_read_leaves_its_values_for_the_preview(real_db, tmp_path):
         assert type(reply) is Blob
         assert reply.head["images"] == {"thumbnail": [0, len(reply.data)]}
         drawn = observation_of(reply)
-        # The same picture as the renderer would draw, and the read without its values.
+        # The same picture as the renderer would draw, and the summary of the read.
         assert drawn["images"]["thumbnail"] == render(full, "thumbnail")
         assert png_of(reply, "thumbnail") == render(full, "thumbnail")
         assert not _has_values(drawn)
-        assert {k: v for k, v in drawn.items() if k not in ("images", "dependents")} == {
-            k: v for k, v in full.items() if k != "dependents"
-        }
+        assert _is_summary(drawn, full)
+        assert drawn["status"] == full["status"] == "ok"
+        assert drawn["dependents"][0]["source_shape"] == [40, 60]
         assert (tmp_path / "handoff" / "run-6.marshal").exists()
 
         source, h.source = h.source, None  # a read now fails: the preview must not read
@@ -194,6 +211,7 @@ def test_a_read_of_a_run_being_written_is_drawn_only_as_its_live_images(handlers
     live = observation_of(answer)
     assert live["status"] == "incomplete"
     assert not _has_values(live)
+    assert _is_summary(live, read)
     assert "image_errors" not in live
     assert [_size(live["images"][kind]) for kind in ("thumbnail", "preview")] == [
         (160, 120), (640, 480)

@@ -40,7 +40,7 @@ import trio
 from actors import Produced, Progressive
 from actors.errors import SourceUnreadable, WorkCancelled
 
-from ..child.draw import observation_of, png_of
+from ..child.draw import IMAGES_KEY, observation_of, png_of
 from ..child.drawing.png import check_png
 from .live_images import LIVE_KINDS
 
@@ -139,10 +139,16 @@ class ClaimRunner:
 
     async def _read(self, run_id: int) -> dict[str, Any]:
         payload = {"run_id": run_id, "draw": [_DRAWN_WITH_READ], "live": list(LIVE_KINDS)}
-        # A drawn read: its PNGs as views of the reply's binary part (design §2.3).
         observation = observation_of(await self._helpers.run_job("read_run", payload))
         if not isinstance(observation, dict):
             raise SourceUnreadable(f"run {run_id}: the helper returned no observation")
+        images = observation.get(IMAGES_KEY)
+        if images:
+            # Each PNG copied out of the reply once, here: that one copy is what the image
+            # store keeps and what the kind's claim publishes (png_of copies bytes no
+            # more); a view would pin the whole reply, its head's bytes too, for as long
+            # as the scheduler keeps the read for the run's other kinds.
+            observation[IMAGES_KEY] = {kind: bytes(png) for kind, png in images.items()}
         return observation
 
     def _stalled(self, record: RunRecord) -> bool:

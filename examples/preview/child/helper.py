@@ -23,8 +23,8 @@ Operations (payload → result, all JSON):
   ``slice``, optional, picks the 2-D slice of a run with more than two sweep
   dimensions); cancellable between read stages. With ``"draw": ["thumbnail"]`` a
   finished read (any status but ``incomplete``) is drawn here as those kinds
-  (design §5.4): the reply is a :class:`~protocol.envelope.Blob` whose head is the observation
-  without its values (:func:`~examples.preview.child.draw.without_values`) plus
+  (design §5.4): the reply is a :class:`~protocol.envelope.Blob` whose head is the summary
+  the server keeps of the read (:func:`~examples.preview.child.draw.read_summary`) plus
   ``"images"``, kind → ``[offset, size]`` of its PNG in the binary part (the PNG bytes
   as they are, no base64; :func:`~examples.preview.child.draw.with_images`); a run
   still being written is returned whole and undrawn, unless ``"live": ["thumbnail",
@@ -84,9 +84,9 @@ from .draw import (
     draw_kinds,
     draw_live,
     draw_with_report,
+    read_summary,
     slice_of,
     with_images,
-    without_values,
 )
 from .drawing.render import KINDS
 from .qcodes.source import MAX_OBSERVATION_VALUES, QcodesSource, open_source
@@ -224,7 +224,7 @@ class PreviewHandlers:
             if not live:
                 return observation
             images, errors = draw_live(observation, live, ctx.check_cancel)
-            head = without_values(observation)
+            head = read_summary(observation)
             if errors:
                 head[IMAGE_ERRORS_KEY] = errors
             return with_images(head, images)
@@ -233,7 +233,7 @@ class PreviewHandlers:
         images = draw_kinds(observation, kinds, ctx.check_cancel)
         if self.handoff is not None and set(KINDS) - set(kinds):
             self.handoff.leave(observation)
-        return with_images(without_values(observation), images)
+        return with_images(read_summary(observation), images)
 
     def draw(self, payload: Any, ctx: JobContext) -> Blob:
         """Draw ``run_id`` as each of ``kinds``, from the read left for it if any; with
