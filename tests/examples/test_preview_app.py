@@ -20,7 +20,6 @@ from PIL import Image
 
 from actors import (
     POOL_EVENT_KINDS,
-    CancelRender,
     Claim,
     Failed,
     Invalidated,
@@ -30,7 +29,6 @@ from actors import (
     Progressive,
     Published,
     Receipt,
-    Render,
     Retrying,
     RunInfo,
     RunStarted,
@@ -43,6 +41,7 @@ from actors._scheduler._scheduler import Scheduler
 from actors.errors import (
     AskTimeout,
     ErrorRecord,
+    InvalidCommand,
     PayloadInvalid,
     PoolFailed,
     PoolRestarting,
@@ -161,22 +160,6 @@ class FakePool:
         return self.answer if operation == "read_run" else self.drawing
 
 
-@attrs.define
-class FakeRendered:
-    data: bytes
-    produced_at: float
-
-
-class FakeRenderer:
-    delay = 0.0  # how long the reply takes to reach the executor, in seconds
-
-    async def ask(self, message: Any, *, timeout: float) -> FakeRendered:  # noqa: ASYNC109
-        size = (160, 120) if message.kind == "thumbnail" else (640, 480)
-        produced_at = trio.current_time()
-        await trio.sleep(self.delay)
-        return FakeRendered(png(*size), produced_at)
-
-
 class FakeScheduler:
     def __init__(self) -> None:
         self.asked: list[Any] = []
@@ -193,7 +176,6 @@ class FakeScheduler:
 class FakeRuntime:
     eventlog: FakeLog = attrs.field(factory=FakeLog)
     pool: FakePool = attrs.field(factory=FakePool)
-    renderer: FakeRenderer = attrs.field(factory=FakeRenderer)
     scheduler: FakeScheduler = attrs.field(factory=FakeScheduler)
 
 
@@ -269,9 +251,11 @@ async def test_execute_takes_the_thumbnail_of_the_read_and_draws_the_preview_in_
     pool_fake = runtime.pool
     pool_fake.answer = drawn(observation("ok"), "thumbnail")
     read = await app.execute(SchedulerJob(claim=claim()), runtime)  # type: ignore[arg-type]
-    assert read == observation_of(pool_fake.answer)  # the PNG: a view of the reply
-    assert type(read["images"]["thumbnail"]) is memoryview
-    assert pool_fake.jobs == [("read_run", {"run_id": 12, "draw": ["thumbnail"]})]
+    assert read == observation_of(pool_fake.answer)
+    # The PNG copied out of the reply once (a view would pin the whole reply).
+    assert type(read["images"]["thumbnail"]) is bytes
+    live = ["thumbnail", "preview"]  # drawn instead if the run is still being written
+    assert pool_fake.jobs == [("read_run", {"run_id": 12, "draw": ["thumbnail"], "live": live})]
     assert trio.current_time() == 0.25
 
     # The thumbnail was drawn with the read: no job, no time.
@@ -280,7 +264,7 @@ async def test_execute_takes_the_thumbnail_of_the_read_and_draws_the_preview_in_
         runtime,  # type: ignore[arg-type]
     )
     assert isinstance(thumbnail, Produced)
-    assert png_size(thumbnail.value) == (160, 120)
+    assert thumbnail.value is read["images"]["thumbnail"]  # that copy, not another
     assert (thumbnail.at, trio.current_time(), len(pool_fake.jobs)) == (0.25, 0.25, 1)
 
     # The preview is a draw job, naming the revision of the read left for it.
@@ -411,27 +395,44 @@ async def test_settled_at_an_older_revision_does_not_finish(
     assert record.job_open
 
 
-async def test_parked_reads_are_drawn_live_once_per_change(
+async def test_parked_reads_keep_the_live_images_their_helper_drew_once_per_change(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    # The helper that read the run drew its live images (design §5.4): the server
+    # keeps them at once, draws nothing and never holds the values.
     app, runtime, record = make_app()
     await app._running.jobs.submit(record)
+    read = observation_of(drawn(observation("incomplete", 120), "thumbnail", "preview"))
     for _ in range(2):
-        await app._running.bridge.handle(
-            Parked(run_id=12, guid=GUID, revision=TOKEN, result=observation("incomplete", 120))
-        )
+        await app._running.bridge.handle(Parked(run_id=12, guid=GUID, revision=TOKEN, result=read))
     await app._running.bridge.handle(Parked(run_id=12, guid=GUID, revision=TOKEN, result=None))
     progress = [c for c in runtime.eventlog.calls if c[0] == "progress"]
     assert progress == [("progress", 1, 0.2, "being written: 120 of 200 points")]
-    assert list(app._running.live._pending) == [12]
     assert record.parked
+    thumbnail = app.images.get((12, "thumbnail"))
+    preview = app.images.get((12, "preview"))
+    assert thumbnail is not None
+    assert preview is not None
+    assert (thumbnail.live, thumbnail.revision, png_size(thumbnail.data)) == (True, 1, (160, 120))
+    assert (preview.live, preview.revision, png_size(preview.data)) == (True, 1, (640, 480))
+    assert trio.current_time() == 0.0
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(app._running.live.run)
-        await trio.testing.wait_all_tasks_blocked()
-        nursery.cancel_scope.cancel()
-    assert app.images.get((12, "thumbnail")).live  # type: ignore[union-attr]
-    assert app.images.get((12, "preview")).revision == 1  # type: ignore[union-attr]
+
+async def test_a_live_image_the_helper_could_not_draw_is_logged_and_the_read_stands(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    app, runtime, record = make_app()
+    await app._running.jobs.submit(record)
+    answer = drawn(observation("incomplete", 120), "thumbnail")
+    answer.head["image_errors"] = {"preview": "preview: malformed observation"}
+    await app._running.bridge.handle(
+        Parked(run_id=12, guid=GUID, revision=TOKEN, result=observation_of(answer))
+    )
+    assert app.images.get((12, "thumbnail")) is not None
+    assert app.images.get((12, "preview")) is None
+    assert "run 12: live preview not drawn: preview: malformed observation" in caplog.text
+    progress = [c for c in runtime.eventlog.calls if c[0] == "progress"]
+    assert progress == [("progress", 1, 0.2, "being written: 120 of 200 points")]
 
 
 async def test_cancel_open_cancels_each_open_run_once(
@@ -537,53 +538,47 @@ def test_runs_sharing_a_guid_are_still_scheduled_apart() -> None:
     assert guids == {1: GUID, 3: f"{GUID}#3", 4: "run-4", 5: "run-4#5", 6: "run-6"}
 
 
-class StuckRenderer:
-    """A renderer whose drawings never finish; records what it is asked and sent."""
-
-    def __init__(self) -> None:
-        self.asked: list[Render] = []
-        self.sent: list[Any] = []
-
-    async def ask(self, message: Render, *, timeout: float) -> None:  # noqa: ASYNC109
-        self.asked.append(message)
-        await trio.sleep_forever()
-
-    def try_send(self, message: Any) -> None:
-        self.sent.append(message)
+def reported(kind: str = "preview", *, chosen: Any = None, report: Any = None) -> Blob:
+    """A helper's ``draw`` answer with ``report``: the PNG, its report and the slice."""
+    head = {"run_id": 12, "revision": TOKEN, "status": "ok", "slice": chosen}
+    if report is not None:
+        head["reports"] = {kind: report}
+    return drawn(head, kind) if report is not None else with_images(head, {})
 
 
-async def test_a_draw_cancelled_mid_render_cancels_its_render(
+async def test_draw_asks_a_helper_for_the_picture_and_its_report(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    # A client that goes away (its connection closed, the server stopping) cancels its
-    # draw handler; the Render had no job_id, so the drawing kept its renderer lane
-    # until its deadline (job_timeout): a storm of abandoned draws starved the
-    # thumbnails. Each draw now names its job and cancels it when it is cancelled.
+    # The server draws nothing (design §5.4): the helper reads the slice, draws it with
+    # the options and sends the report beside the PNG.
     app, runtime, _record = make_app()
-    renderer = StuckRenderer()
-    runtime.renderer = renderer  # type: ignore[assignment]
+    report = {"panels": [{"slice": "field = 1 T · slice 2 of 3", "x": {"scale": "log"}}]}
+    chosen = {"index": 1, "count": 3, "label": "field = 1 T"}
+    runtime.pool.drawing = reported(chosen=chosen, report=report)
+    views = RunViews(app._table, app._running.helpers, app.views, db="d-1")
+    request = messages.Draw(request_id="d1", run_id=12, slice=1, xscale="log")
+    drawing = await views.on_draw(None, request)  # type: ignore[arg-type]
+    assert runtime.pool.jobs == [("draw", {"run_id": 12, "kinds": ["preview"], "slice": 1,
+                                           "options": {"scale": "auto", "xscale": "log"},
+                                           "report": True})]  # fmt: skip
+    assert (drawing.slice, drawing.slice_count, drawing.slice_label) == (
+        1, 3, "field = 1 T · slice 2 of 3",
+    )  # fmt: skip
+    assert drawing.report == report
+    picture = app.views.get(1)
+    assert picture is not None
+    assert png_size(picture.data) == (640, 480)
+    assert drawing.url.startswith("/db/d-1/views/1.png?v=")
+    assert trio.current_time() == 0.25
 
-    async def helper_job(operation: str, payload: Any) -> Any:
-        await trio.lowlevel.checkpoint()
-        return observation()
-
-    app._running.helpers.run_job = helper_job  # type: ignore[method-assign]
-    views = RunViews(
-        app._table, app._running.helpers, runtime, app.views, db="d-1", job_timeout=15.0
-    )
-    async with trio.open_nursery() as nursery:
-        for name in ("d1", "d2"):  # two clients drawing the same run at once
-            draw = messages.Draw(request_id=name, run_id=12)
-            nursery.start_soon(views.on_draw, None, draw)
-        await trio.testing.wait_all_tasks_blocked()
-        assert trio.current_time() == 0.0
-        nursery.cancel_scope.cancel()
-    job_ids = [render.job_id for render in renderer.asked]
-    assert len(set(job_ids)) == 2
-    assert None not in job_ids
-    cancelled = sorted(message.job_id for message in renderer.sent)  # in either order
-    assert cancelled == sorted(job_ids)
-    assert all(isinstance(message, CancelRender) for message in renderer.sent)
+    runtime.pool.drawing = reported(chosen=chosen)  # the helper drew nothing: no slice 5
+    with pytest.raises(InvalidCommand, match="slice 5 is out of range: run 12 has 3 slices"):
+        await views.on_draw(None, messages.Draw(request_id="d2", run_id=12, slice=5))  # type: ignore[arg-type]
+    runtime.pool.drawing = reported()
+    with pytest.raises(InvalidCommand, match="has at most two sweep dimensions"):
+        await views.on_draw(None, messages.Draw(request_id="d3", run_id=12, slice=0))  # type: ignore[arg-type]
+    with pytest.raises(SourceUnreadable, match="run 12: the helper drew no preview"):
+        await views.on_draw(None, messages.Draw(request_id="d4", run_id=12))  # type: ignore[arg-type]
 
 
 # --- images and pushes -------------------------------------------------------------------

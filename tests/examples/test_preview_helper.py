@@ -15,8 +15,15 @@ from actors._helpers._process import HelperProcess
 from actors.errors import HelperStartupFailed, JobFailed, SourceUnreadable
 from actors.helper import CancelRequested, JobError
 from examples.preview.app.images import png_size
-from examples.preview.child.draw import draw_kinds, observation_of, png_of
-from examples.preview.child.drawing.render import render
+from examples.preview.child.draw import (
+    DEPENDENT_SUMMARY_KEYS,
+    SUMMARY_KEYS,
+    draw_kinds,
+    draw_live,
+    observation_of,
+    png_of,
+)
+from examples.preview.child.drawing.render import render, report_of
 from examples.preview.child.helper import PreviewHandlers
 from protocol import Blob
 
@@ -124,9 +131,19 @@ def _size(png: bytes | memoryview) -> tuple[int, int]:
 
 def _has_values(observation: dict) -> bool:
     return any(
-        "values" in dep or any("values" in axis for axis in dep["axes"])
+        "values" in dep or any("values" in axis for axis in dep.get("axes") or ())
         for dep in observation["dependents"]
     )
+
+
+def _is_summary(observation: dict, full: dict) -> bool:
+    """``observation`` is what the server keeps of ``full``: its summary keys only."""
+    dependents = [
+        {k: v for k, v in dep.items() if k in DEPENDENT_SUMMARY_KEYS} for dep in full["dependents"]
+    ]
+    top = {k: v for k, v in full.items() if k in SUMMARY_KEYS}
+    kept = {k: v for k, v in observation.items() if k not in ("images", "image_errors")}
+    return kept == {**top, "dependents": dependents}
 
 
 def test_a_drawn_read_leaves_its_values_for_the_preview(real_db, tmp_path):
@@ -139,13 +156,13 @@ def test_a_drawn_read_leaves_its_values_for_the_preview(real_db, tmp_path):
         assert type(reply) is Blob
         assert reply.head["images"] == {"thumbnail": [0, len(reply.data)]}
         drawn = observation_of(reply)
-        # The same picture as the renderer would draw, and the read without its values.
+        # The same picture as the renderer would draw, and the summary of the read.
         assert drawn["images"]["thumbnail"] == render(full, "thumbnail")
         assert png_of(reply, "thumbnail") == render(full, "thumbnail")
         assert not _has_values(drawn)
-        assert {k: v for k, v in drawn.items() if k not in ("images", "dependents")} == {
-            k: v for k, v in full.items() if k != "dependents"
-        }
+        assert _is_summary(drawn, full)
+        assert drawn["status"] == full["status"] == "ok"
+        assert drawn["dependents"][0]["source_shape"] == [40, 60]
         assert (tmp_path / "handoff" / "run-6.marshal").exists()
 
         source, h.source = h.source, None  # a read now fails: the preview must not read
@@ -181,15 +198,65 @@ def test_a_drawn_read_leaves_its_values_for_the_preview(real_db, tmp_path):
         h.source.close()
 
 
-def test_a_read_of_a_run_being_written_is_not_drawn(handlers):
-    # The server draws each of its reads as live images, with the full values.
+def test_a_read_of_a_run_being_written_is_drawn_only_as_its_live_images(handlers):
+    # Without ``live`` it comes back whole and undrawn, as before.
     read = handlers.read_run({"run_id": 12, "draw": ["thumbnail"]}, FakeContext())
     assert read["status"] == "incomplete"
     assert "images" not in read
     assert _has_values(read)
+    # With ``live`` the helper draws it (the server draws nothing, design §5.4).
+    answer = handlers.read_run(
+        {"run_id": 12, "draw": ["thumbnail"], "live": ["thumbnail", "preview"]}, FakeContext()
+    )
+    live = observation_of(answer)
+    assert live["status"] == "incomplete"
+    assert not _has_values(live)
+    assert _is_summary(live, read)
+    assert "image_errors" not in live
+    assert [_size(live["images"][kind]) for kind in ("thumbnail", "preview")] == [
+        (160, 120), (640, 480)
+    ]  # fmt: skip
+    assert png_of(answer, "preview") == render(read, "preview")  # the same picture
+    # A finished read ignores ``live``.
+    finished = observation_of(handlers.read_run({"run_id": 6, "live": ["preview"]}, FakeContext()))
+    assert _has_values(finished)
     # Asked explicitly (a run the server published as it is), it is drawn.
     drawn = handlers.draw({"run_id": 12, "kinds": ["thumbnail"]}, FakeContext())
     assert _size(png_of(drawn, "thumbnail") or b"") == (160, 120)
+
+
+def test_a_live_image_that_cannot_be_drawn_is_named_and_the_read_stands():
+    images, errors = draw_live({"dependents": [{"points": 3}]}, ["thumbnail"], lambda: None)
+    assert images == {}
+    assert errors == {"thumbnail": "thumbnail: malformed observation: KeyError: 'ndim'"}
+
+
+def test_a_drawing_with_its_report_of_a_slice_and_options(plots_db):
+    h = PreviewHandlers()
+    h.startup({"db": str(plots_db)})
+    try:
+        answer = h.draw(
+            {"run_id": 4, "kinds": ["preview"], "slice": 2, "options": {"scale": "linear"},
+             "report": True},
+            FakeContext(),
+        )  # fmt: skip
+        head = observation_of(answer)
+        assert (head["slice"]["index"], head["slice"]["count"]) == (2, 6)
+        png = png_of(answer, "preview")
+        assert png is not None
+        assert head["reports"]["preview"] == report_of(png)
+        assert head["reports"]["preview"]["panels"][0]["colour"]["scale"] == "linear"
+        beyond = observation_of(
+            h.draw({"run_id": 4, "kinds": ["preview"], "slice": 6, "report": True}, FakeContext())
+        )
+        assert (beyond["slice"]["count"], beyond["images"], "reports" in beyond) == (6, {}, False)
+        with pytest.raises(JobError, match="scale must be one of") as info:
+            h.draw({"run_id": 1, "kinds": ["preview"], "options": {"scale": "cubic"},
+                    "report": True}, FakeContext())  # fmt: skip
+        assert info.value.code == "render_failed"
+    finally:
+        assert h.source is not None
+        h.source.close()
 
 
 def test_drawing_is_cancellable(handlers):
@@ -234,7 +301,10 @@ def test_a_run_that_cannot_be_drawn_fails_with_render_failed():
         ("draw", {"kinds": ["preview"]}, "run_id is required"),
         ("draw", {"run_id": 4, "kinds": ["preview", "preview"]}, "kinds must be a list of"),
         ("draw", {"run_id": 4, "kinds": ["preview"], "revision": 5}, "revision must be"),
-        ("draw", {"run_id": 4, "kinds": [], "slice": 1}, "unknown fields: slice"),
+        ("draw", {"run_id": 4, "kinds": [], "colour": 1}, "unknown fields: colour"),
+        ("draw", {"run_id": 4, "kinds": [], "options": 5}, "options must be an object"),
+        ("draw", {"run_id": 4, "kinds": [], "report": "yes"}, "report must be true or false"),
+        ("read_run", {"run_id": 4, "live": ["poster"]}, "live must be a list"),
     ],
 )
 def test_malformed_drawing_payloads(handlers, operation, payload, words):

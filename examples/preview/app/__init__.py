@@ -3,9 +3,10 @@
 Everything here runs in the server process, on trio: :class:`PreviewApp` (one
 database's app, wired from its parts, design §7.2), :class:`Databases` (a server of
 several, design §7.5), the image route (design §7.6) and the dashboard's static files
-(design §7.7). It never draws a picture itself except through the renderer, and reads
-the database only through helper jobs (:mod:`examples.preview.child`). The server's
-entry point is :mod:`examples.preview.server`.
+(design §7.7). It never draws a picture itself (the helpers draw, design §5.4: its
+process loads neither numpy nor Pillow), and reads the database only through helper
+jobs (:mod:`examples.preview.child`). The server's entry point is
+:mod:`examples.preview.server`.
 """
 
 from .config import PreviewConfig as PreviewConfig

@@ -9,13 +9,15 @@ processes, on every core (design §5.4): the metadata read of a finished run dra
 thumbnail too and comes back without its values, so ``thumbnail`` only takes that PNG;
 ``preview`` (and a thumbnail the read did not draw) is a helper job ``draw``, which
 takes the read the thumbnail's helper left in the helpers' handoff folder (or reads
-the run again): the values never cross the pipe.
+the run again): the values never cross the pipe. A read of a run still being written
+is drawn in its helper too, as its live images (thumbnail and preview), and comes back
+without its values (:mod:`examples.preview.app.live_images` keeps them).
 
 **Cancellation** (design §6.7). The event-log run of a measurement run is started with
 ``on_cancel`` = :meth:`ClaimRunner.halt` (and a client's ``cancel`` goes through
 :meth:`ClaimRunner.halt_job` too, so a run cancelled while still queued stops as well).
-Halting a run marks the scheduler revisions it was at as *halted*, drops its queued
-live images and cancels its claims in flight: a helper job gets the pool's cancel
+Halting a run marks the scheduler revisions it was at as *halted* (its parked reads
+are no longer shown) and cancels its claims in flight: a helper job gets the pool's cancel
 ladder (design §3.5). Each such claim,
 and every later claim of a halted revision, ends with
 :class:`~actors.errors.WorkCancelled` at once, without I/O: a permanent failure, so the
@@ -24,9 +26,8 @@ the cancelled event-log run (its ``job_cancelled`` is the event log's, design §
 New data, or a ``submit`` of ``preview``, starts a new revision and a new event-log run
 as usual.
 
-Depends on the :class:`~examples.preview.app.runs.RunTable`,
-:class:`~examples.preview.app.helper_jobs.HelperJobs` (the reads) and
-:class:`~examples.preview.app.live_images.LiveImages` (dropped on a halt).
+Depends on the :class:`~examples.preview.app.runs.RunTable` and
+:class:`~examples.preview.app.helper_jobs.HelperJobs` (the reads).
 """
 
 from __future__ import annotations
@@ -39,14 +40,14 @@ import trio
 from actors import Produced, Progressive
 from actors.errors import SourceUnreadable, WorkCancelled
 
-from ..child.draw import observation_of, png_of
+from ..child.draw import IMAGES_KEY, observation_of, png_of
 from ..child.drawing.png import check_png
+from .live_images import LIVE_KINDS
 
 if TYPE_CHECKING:
     from actors import Runtime, SchedulerJob
 
     from .helper_jobs import HelperJobs
-    from .live_images import LiveImages
     from .runs import RunRecord, RunTable
 
 __all__ = ["ClaimRunner"]
@@ -62,7 +63,6 @@ class ClaimRunner:
     Args:
         table: The runs.
         helpers: Runs the ``read_run`` and ``draw`` helper jobs.
-        live: The live images (a halted run's queued read is dropped).
         stall_after: Seconds (trio clock) an unfinished run may stay unchanged before
             its read is published as it is (status ``incomplete``).
     """
@@ -71,13 +71,11 @@ class ClaimRunner:
         self,
         table: RunTable,
         helpers: HelperJobs,
-        live: LiveImages,
         *,
         stall_after: float,
     ) -> None:
         self._table = table
         self._helpers = helpers
-        self._live = live
         self._stall_after = stall_after
         self._inflight: dict[int, set[trio.CancelScope]] = {}
 
@@ -140,11 +138,17 @@ class ClaimRunner:
         return Produced(png, at=trio.current_time())
 
     async def _read(self, run_id: int) -> dict[str, Any]:
-        payload = {"run_id": run_id, "draw": [_DRAWN_WITH_READ]}
-        # A drawn read: its PNGs as views of the reply's binary part (design §2.3).
+        payload = {"run_id": run_id, "draw": [_DRAWN_WITH_READ], "live": list(LIVE_KINDS)}
         observation = observation_of(await self._helpers.run_job("read_run", payload))
         if not isinstance(observation, dict):
             raise SourceUnreadable(f"run {run_id}: the helper returned no observation")
+        images = observation.get(IMAGES_KEY)
+        if images:
+            # Each PNG copied out of the reply once, here: that one copy is what the image
+            # store keeps and what the kind's claim publishes (png_of copies bytes no
+            # more); a view would pin the whole reply, its head's bytes too, for as long
+            # as the scheduler keeps the read for the run's other kinds.
+            observation[IMAGES_KEY] = {kind: bytes(png) for kind, png in images.items()}
         return observation
 
     def _stalled(self, record: RunRecord) -> bool:
@@ -161,7 +165,6 @@ class ClaimRunner:
             return False
         record.job_open = False  # nothing more is reported on it
         record.halted = frozenset({record.sched_revision, record.requested})
-        self._live.discard(run_id)
         for scope in self._inflight.get(run_id, ()):
             scope.cancel()
         LOGGER.info("run %d: cancelled (job %d)", run_id, job, extra={"run_id": run_id, "job": job})

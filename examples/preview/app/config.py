@@ -14,10 +14,7 @@ import attrs
 
 from actors import HelperTimeouts, count_field, duration_field
 
-__all__ = ["RENDER_SLACK", "PreviewConfig", "default_cache_dir"]
-
-#: Seconds (trio clock) an ask of the renderer may take beyond the drawing's deadline.
-RENDER_SLACK = 1.0
+__all__ = ["PreviewConfig", "default_cache_dir"]
 
 
 def default_cache_dir() -> Path:
@@ -65,8 +62,6 @@ class PreviewConfig:
     """Seconds (trio clock) an image push waits for room in a client's queue."""
     preview_bytes: int = count_field(64 * 1024 * 1024, minimum=0)
     """Previews kept for late clients, in bytes (thumbnails are all kept)."""
-    render_threads: int = count_field(2, minimum=1, maximum=16)
-    """Worker threads of the renderer (design §5.1)."""
     stop_grace: float = duration_field(2.0)
     """Seconds (trio clock) each actor gets to drain when the runtime closes."""
     max_inflight: int = count_field(4096, minimum=1)

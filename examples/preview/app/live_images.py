@@ -1,17 +1,19 @@
-"""LiveImages: draws the runs being written as live images (design §4.5, §5).
+"""LiveImages: keeps the live images of the runs being written (design §4.5, §5.4).
 
 A run whose ``is_completed`` is 0 is parked by the scheduler, which pages it; every
-parked read with new rows is handed to :meth:`LiveImages.queue`. One task
-(:meth:`LiveImages.run`) draws the newest queued read of each run (an older one that
-was not drawn yet is replaced), the selected run first, as a thumbnail and a preview
-with the renderer's status band, and keeps them in the
-:class:`~examples.preview.app.images.ImageStore` at the read's client revision, so clients
-get them pushed like any other image. A cancelled run's queued read is dropped
-(:meth:`LiveImages.discard`).
+read of it with new rows is drawn in the helper that read it, as a thumbnail and a
+preview with the status band (the ``read_run`` job's ``live`` kinds,
+:mod:`examples.preview.child.helper`), and comes back without its values. Its parked
+notice hands that read to :meth:`LiveImages.keep`, which keeps the PNGs in the
+:class:`~examples.preview.app.images.ImageStore` at the read's client revision, so
+clients get them pushed like any other image. The server process draws nothing and
+never holds a run's values: the drawing runs on every core, beside the reads.
 
-Depends on the running runtime (its renderer),
-the :class:`~examples.preview.app.runs.RunTable`, the image store and the
-:class:`~examples.preview.app.selection.Selection`.
+A kind the helper could not draw is logged (its read, and the run's progress, stand);
+a PNG without a valid header is logged and not kept, as the renderer would refuse it.
+
+Depends on the :class:`~examples.preview.app.runs.RunTable` (the runs' client
+revisions) and the image store.
 """
 
 from __future__ import annotations
@@ -19,96 +21,58 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-import trio
-
-from actors import Render
 from actors.errors import ActorError
 
-from .config import RENDER_SLACK
+from ..child.draw import IMAGE_ERRORS_KEY, png_of
+from ..child.drawing.png import check_png
 from .images import StoredImage
 from .runs import IMAGE_KINDS
 
 if TYPE_CHECKING:
-    from actors import Runtime
-
     from .images import ImageStore
-    from .runs import RunRecord, RunTable
-    from .selection import Selection
+    from .runs import RunRecord
 
-__all__ = ["LiveImages"]
+__all__ = ["LIVE_KINDS", "LiveImages"]
 
 LOGGER = logging.getLogger("examples.preview")
+#: The kinds a read of a run being written is drawn as (the ``read_run`` job's ``live``).
+LIVE_KINDS = IMAGE_KINDS
 
 
 class LiveImages:
-    """Draws the newest partial read of each run being written (see the module docstring).
+    """Keeps the live images a helper drew with each parked read (see the module docstring).
 
     Args:
-        runtime: The running runtime (its renderer).
-        table: The runs (their client revisions).
         images: Where the images are kept (and pushed from).
-        selection: Whose selected run is drawn first.
-        job_timeout: Seconds (trio clock) one drawing may take.
     """
 
-    def __init__(
-        self,
-        runtime: Runtime,
-        table: RunTable,
-        images: ImageStore,
-        selection: Selection,
-        *,
-        job_timeout: float,
-    ) -> None:
-        self._runtime = runtime
-        self._table = table
+    def __init__(self, images: ImageStore) -> None:
         self._images = images
-        self._selection = selection
-        self._job_timeout = job_timeout
-        self._pending: dict[int, dict[str, Any]] = {}
-        self._wake = trio.Event()
 
-    def queue(self, record: RunRecord, observation: dict[str, Any]) -> None:
-        """Draw ``observation`` (a parked read of ``record``); replaces an undrawn one."""
-        self._pending[record.run_id] = observation
-        self._wake.set()
-
-    def discard(self, run_id: int) -> None:
-        """Forget the undrawn read of ``run_id``, if any (its run was cancelled)."""
-        self._pending.pop(run_id, None)
-
-    async def run(self) -> None:
-        """Draw the queued reads until cancelled (a task)."""
-        while True:
-            if not self._pending:
-                self._wake = trio.Event()
-                await self._wake.wait()
+    def keep(self, record: RunRecord, observation: dict[str, Any]) -> int:
+        """Keep the live images of ``observation``, a parked read of ``record`` (never
+        waits); how many were kept (a kind already held with the same bytes is not)."""
+        run_id = record.run_id
+        number = record.number(str(observation.get("revision")))
+        failed = observation.get(IMAGE_ERRORS_KEY)
+        kept = 0
+        for kind in LIVE_KINDS:
+            png = png_of(observation, kind)
+            if png is None:
+                reason = failed.get(kind) if isinstance(failed, dict) else None
+                LOGGER.warning(
+                    "run %d: live %s not drawn: %s", run_id, kind, reason or "no image",
+                    extra={"run_id": run_id, "kind": kind, "code": "render_failed"},
+                )  # fmt: skip
                 continue
-            selected = self._selection.selected
-            run_id = selected if selected in self._pending else next(iter(self._pending))
-            assert run_id is not None
-            await self._draw(run_id, self._pending.pop(run_id))
-
-    async def _draw(self, run_id: int, observation: dict[str, Any]) -> None:
-        number = self._table.runs[run_id].number(str(observation.get("revision")))
-        for kind in IMAGE_KINDS:
-            deadline = trio.current_time() + self._job_timeout
             try:
-                rendered = await self._runtime.renderer.ask(
-                    Render(observation=observation, kind=kind, deadline=deadline),
-                    timeout=self._job_timeout + RENDER_SLACK,
-                )
+                check_png(png)
             except ActorError as exc:
                 LOGGER.warning(
-                    "run %d: live %s failed: %s",
-                    run_id,
-                    kind,
-                    exc,
+                    "run %d: live %s refused: %s", run_id, kind, exc,
                     extra={"run_id": run_id, "kind": kind, "code": exc.code},
-                )
+                )  # fmt: skip
                 continue
-            self._images.put(
-                StoredImage(
-                    run_id=run_id, kind=kind, revision=number, data=rendered.data, live=True
-                )
-            )
+            image = StoredImage(run_id=run_id, kind=kind, revision=number, data=png, live=True)
+            kept += self._images.put(image)
+        return kept

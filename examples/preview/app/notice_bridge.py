@@ -12,8 +12,9 @@ notice             what the app does
 ``Published``      metadata: note the run's status, and keep the thumbnail the
                    read drew (design §5.4); thumbnail/preview: keep the PNG
                    (it is pushed to clients); then ``progress(kinds/3, kind)``
-``Parked``         the run is being written: draw the partial read as live images,
-                   ``progress(points/planned/3, "being written: ...")``
+``Parked``         the run is being written: keep the live images its helper drew
+                   with the partial read, ``progress(points/planned/3,
+                   "being written: ...")``
 ``Failed``         keep the error record for the verdict
 ``Retrying``       logged
 ``Invalidated``    the run changed: a new revision; a new event-log run if the old
@@ -64,7 +65,7 @@ class NoticeBridge:
         table: The runs.
         jobs: The runs' event-log runs.
         images: Where the drawn images are kept (and pushed from).
-        live: Draws the partial reads of runs being written.
+        live: Keeps the live images of runs being written.
     """
 
     def __init__(
@@ -175,7 +176,7 @@ class NoticeBridge:
         if token == record.live_token:
             return
         record.live_token = token
-        self._live.queue(record, observation)
+        self._live.keep(record, observation)
         points, planned = record.points()
         fraction = min(1.0, points / planned) / KIND_COUNT if planned else 0.0
         of = f" of {planned}" if planned else ""

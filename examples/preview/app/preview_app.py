@@ -27,7 +27,7 @@ event-log run finished gets a new event-log run.
 **Progressive runs** (design §4.5). ``is_completed = 0`` means the run is being
 written: its metadata read returns :class:`actors.Progressive`, so the scheduler parks
 it (nothing published or cached) and pages it every ``poll_interval`` seconds. Each
-parked read with new rows is drawn at once as *live* images (with the renderer's status
+parked read with new rows is drawn at once by its helper as *live* images (with a status
 band) and pushed with a new revision; its progress is ``points / planned / 3``. A
 page finds nothing new without any I/O; a run that stays unchanged for ``stall_after``
 seconds is published as it is, with verdict ``incomplete`` (the writer is gone).
@@ -56,7 +56,8 @@ each depends only on parts listed before it:
   :class:`~examples.preview.app.helper_jobs.HelperJobs`, helper jobs, and the redraws
   after the runtime restarted a failed pool;
 * :mod:`~examples.preview.app.live_images`:
-  :class:`~examples.preview.app.live_images.LiveImages`, draws runs being written;
+  :class:`~examples.preview.app.live_images.LiveImages`, keeps the live images of runs
+  being written;
 * :mod:`~examples.preview.app.claim_runner`:
   :class:`~examples.preview.app.claim_runner.ClaimRunner`, the scheduler's claims, and
   halts cancelled runs;
@@ -96,7 +97,6 @@ from actors import (
     OperationSpec,
     PayloadCache,
     PoolConfig,
-    RendererConfig,
     RuntimeConfig,
     SchedulerConfig,
 )
@@ -118,11 +118,11 @@ from .notice_bridge import NoticeBridge
 from .revisions import Revisions
 from .run_views import DataView, RunViews
 from .runs import RunTable
-from .runtime_kinds import PNG_PAYLOADS, PREVIEW_KINDS
+from .runtime_kinds import PREVIEW_KINDS
 from .selection import Selection
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Mapping
+    from collections.abc import AsyncIterator
 
     from actors import EventLogClient, Runtime, SchedulerJob
 
@@ -139,7 +139,6 @@ __all__ = [
     "POOL_EVENTS",
     "PreviewApp",
     "PreviewConfig",
-    "draw",
     "helper_env",
     "open_database",
 ]
@@ -199,26 +198,6 @@ def open_database(path: str | os.PathLike[str]) -> dict[str, Any]:
         return source.identity()
 
 
-def draw(
-    observation: Mapping[str, Any],
-    kind: str,
-    options: Mapping[str, Any] | None = None,
-    check_cancel: Callable[[], None] | None = None,
-) -> bytes:
-    """The renderer's ``render_fn``: :func:`examples.preview.child.drawing.render.render`.
-
-    The drawing code (numpy, Pillow) is loaded by the first drawing the server does
-    itself (a live image, a ``draw`` request), in a renderer lane; the helpers draw
-    every other image (design §5.4), so a server may never need it.
-
-    Raises:
-        ValueError: as :func:`~examples.preview.child.drawing.render.render`.
-    """
-    from ..child.drawing.render import render
-
-    return render(observation, kind, options, check_cancel)
-
-
 class PreviewApp:
     """The preview server's logic: builds and wires the parts (see the module docstring).
 
@@ -269,10 +248,8 @@ class PreviewApp:
                 name="preview-helper",
                 env=helper_env(),
             ),
-            render_fn=draw,
             execute=self.execute,
             pool=PoolConfig(size=config.helpers, timeouts=config.helper_timeouts),
-            renderer=RendererConfig(threads=config.render_threads, **PNG_PAYLOADS),
             scheduler=SchedulerConfig(
                 kinds=PREVIEW_KINDS,
                 workers=config.helpers + 1,
@@ -337,7 +314,6 @@ class PreviewApp:
             await parts.probe.add_new(trio.current_time())
             await parts.revisions.reconcile([])
             nursery.start_soon(parts.probe.run)
-            nursery.start_soon(parts.live.run)
             try:
                 yield self
             finally:
@@ -432,15 +408,11 @@ class _Parts:
         self.selection = selection = Selection(runtime, ask_timeout=config.ask_timeout)
         self.revisions = revisions = Revisions(table, runtime, ask_timeout=config.ask_timeout)
         self.helpers = helpers = HelperJobs(runtime, revisions, job_timeout=config.job_timeout)
-        self.live = live = LiveImages(
-            runtime, table, app.images, selection, job_timeout=config.job_timeout
-        )
-        self.claims = claims = ClaimRunner(table, helpers, live, stall_after=config.stall_after)
+        self.live = live = LiveImages(app.images)
+        self.claims = claims = ClaimRunner(table, helpers, stall_after=config.stall_after)
         self.jobs = jobs = EventLogRuns(runtime, table, claims, db=app.db_id, eventlog=eventlog)
         self.bridge = NoticeBridge(table, jobs, app.images, live)
-        views = RunViews(
-            table, helpers, runtime, app.views, db=app.db_id, job_timeout=config.job_timeout
-        )
+        views = RunViews(table, helpers, app.views, db=app.db_id)
         self.clients = clients = Clients(
             table,
             selection,

@@ -12,18 +12,18 @@ requests (:class:`~examples.preview.app.connected_clients.Clients` adds them to 
 * ``draw`` {run_id, kind, slice, scale, xscale} → ``drawing``: one picture drawn now
   from the run's newest data: a chosen 2-D slice of a run with more than two sweep
   dimensions, and chosen axis scales (the page's slice picker and log toggle). A
-  helper job ``read_run`` reads that slice and the renderer draws it; the reply carries
-  the picture's URL (held by :class:`~examples.preview.app.images.DrawnViews`, design
-  §7.6) and the renderer's report of its axis decisions. A draw cancelled while it is drawn (the
-  client went away) cancels its drawing (``CancelRender``), which frees its lane.
+  helper job ``draw`` reads that slice and draws it (design §5.4: the server process
+  draws nothing); the reply carries the picture's URL (held by
+  :class:`~examples.preview.app.images.DrawnViews`, design §7.6) and the drawing's report
+  of its axis decisions. A draw cancelled while it is drawn (the client went away)
+  cancels its helper job (the pool's cancel ladder), which frees the helper.
 
 A run id the database does not have is an ``unknown_run`` error; a slice the run
 does not have is ``invalid_command`` naming ``slice``. Each answer is logged with the
 run id and what was drawn or read as ``extra`` fields.
 
-Depends on the :class:`~examples.preview.app.runs.RunTable`, the
-:class:`~examples.preview.app.helper_jobs.HelperJobs` and the
-running runtime (its renderer).
+Depends on the :class:`~examples.preview.app.runs.RunTable` and the
+:class:`~examples.preview.app.helper_jobs.HelperJobs`.
 
 **Its data.** :class:`DataView`: the ``run_data`` request, a run's data to explore in
 the browser (design §7.7).
@@ -46,27 +46,21 @@ Depends on the :class:`~examples.preview.app.runs.RunTable` and the
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
-from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
-import trio
-
-from actors import CancelRender, Render
-from actors.errors import ActorError, InvalidCommand, SourceUnreadable
+from actors.errors import InvalidCommand, SourceUnreadable
 from protocol import messages
 
+from ..child.draw import observation_of, png_of
 from ..child.drawing.image_kinds import KINDS, MIME
-from .config import RENDER_SLACK
+from ..child.drawing.png import check_png
 from .image_urls import view_url
 from .images import StoredImage
 from .runs import points_message
 
 if TYPE_CHECKING:
-    from actors import Runtime
-
     from ...web.api import Handler
     from ...web.connection import Connection
     from .helper_jobs import HelperJobs
@@ -84,30 +78,23 @@ class RunViews:
 
     Args:
         table: The runs.
-        helpers: Runs the helper jobs (``run_details``, ``read_run``).
-        runtime: The running runtime (its renderer).
+        helpers: Runs the helper jobs (``run_details``, ``draw``).
         drawn: Holds each picture for its URL (design §7.6).
         db: The database id, in each picture's URL.
-        job_timeout: Seconds (trio clock) a drawing may take.
     """
 
     def __init__(
         self,
         table: RunTable,
         helpers: HelperJobs,
-        runtime: Runtime,
         drawn: DrawnViews,
         *,
         db: str,
-        job_timeout: float,
     ) -> None:
         self._table = table
         self._helpers = helpers
-        self._runtime = runtime
         self._drawn = drawn
         self._db = db
-        self._job_timeout = job_timeout
-        self._draws = itertools.count(1)  # names each drawing, to cancel it
 
     @property
     def handlers(self) -> dict[str, Handler]:
@@ -158,16 +145,26 @@ class RunViews:
             UnknownRun: (``unknown_run``) no such run.
             InvalidCommand: (``invalid_command``, ``fields=["slice"]``) the run has no
                 such slice.
-            ActorError: the helper job or the drawing failed.
+            SourceUnreadable: (``source_unreadable``) the helper's answer has no PNG of
+                the kind or no report.
+            ActorError: the helper job (the read or the drawing) failed.
         """
         self._table.check([request.run_id])
-        payload: dict[str, Any] = {"run_id": request.run_id}
+        payload: dict[str, Any] = {
+            "run_id": request.run_id,
+            "kinds": [request.kind],
+            "options": {"scale": request.scale, "xscale": request.xscale},
+            "report": True,
+        }
         if request.slice is not None:
             payload["slice"] = request.slice
-        observation = await self._helpers.run_job("read_run", payload)
-        if not isinstance(observation, dict):
-            raise SourceUnreadable(f"run {request.run_id}: the helper returned no observation")
-        chosen = _slice_of(observation)
+        # Read and drawn in a helper (design §5.4): a cancelled draw (the client went
+        # away) gets the pool's cancel ladder, which frees the helper.
+        answer = observation_of(await self._helpers.run_job("draw", payload))
+        if not isinstance(answer, dict):
+            raise SourceUnreadable(f"run {request.run_id}: the helper returned no drawing")
+        chosen = answer.get("slice")
+        chosen = chosen if isinstance(chosen, dict) else None
         if request.slice is not None:
             count = int(chosen["count"]) if chosen else 0
             if request.slice >= count:
@@ -176,27 +173,19 @@ class RunViews:
                     f"draw: slice {request.slice} is out of range: run {request.run_id} {has}",
                     fields=["slice"],
                 )
-        options = {"scale": request.scale, "xscale": request.xscale}
-        renderer = self._runtime.renderer
-        job_id = ("draw", next(self._draws))
-        try:
-            rendered = await renderer.ask(
-                Render(observation=observation, kind=request.kind, options=options,
-                       deadline=trio.current_time() + self._job_timeout, job_id=job_id),
-                timeout=self._job_timeout + RENDER_SLACK,
-            )  # fmt: skip
-        except trio.Cancelled:  # the client went away: free the drawing's lane now
-            with suppress(ActorError):
-                renderer.try_send(CancelRender(job_id=job_id))
-            raise
-        from ..child.drawing.render import report_of  # Pillow: loaded by the renderer's drawing
-
-        png: bytes = rendered.data
-        report = report_of(png)
+        png = png_of(answer, request.kind)
+        reports = answer.get("reports")
+        report = reports.get(request.kind) if isinstance(reports, dict) else None
+        if png is None or not isinstance(report, dict):
+            raise SourceUnreadable(f"run {request.run_id}: the helper drew no {request.kind}")
+        check_png(png)  # as the renderer checks its drawings
         picture = StoredImage(run_id=request.run_id, kind=request.kind, revision=0, data=png)
         number = self._drawn.add(picture)
         width, height = KINDS[request.kind]
-        label = next((p["slice"] for p in report["panels"] if p.get("slice")), None)
+        panels = report.get("panels")
+        label = next(
+            (p["slice"] for p in panels if isinstance(p, dict) and p.get("slice")), None
+        ) if isinstance(panels, list) else None  # fmt: skip
         LOGGER.info(
             "run %d: drew %s (slice %s, scale %s, xscale %s)", request.run_id, request.kind,
             None if chosen is None else chosen["index"], request.scale, request.xscale,
@@ -218,14 +207,6 @@ class RunViews:
             bytes=len(png),
             report=report,
         )
-
-
-def _slice_of(observation: dict[str, Any]) -> dict[str, Any] | None:
-    for dep in observation.get("dependents") or []:
-        chosen = dep.get("slice")
-        if isinstance(chosen, dict):
-            return chosen
-    return None
 
 
 def _seconds(value: object) -> float | None:

@@ -6,7 +6,9 @@ restarts); ``thumbnail`` and ``preview`` draw it once its metadata is conclusive
 the helper processes, design §5.4). Previews go to the payload cache; thumbnails do
 not: the read of a finished run draws its thumbnail anyway (the read itself is never
 cached), so a cached thumbnail would save nothing and cost two cache hops per run. The
-renderer's settings check that every payload it draws is a PNG (design §5.1).
+renderer's settings of an embedding that draws in its renderer
+(:mod:`examples.preview.cli.embed`) check that every payload it draws is a PNG (design
+§5.1); the preview server draws nothing itself.
 """
 
 from __future__ import annotations

@@ -23,16 +23,24 @@ Operations (payload → result, all JSON):
   ``slice``, optional, picks the 2-D slice of a run with more than two sweep
   dimensions); cancellable between read stages. With ``"draw": ["thumbnail"]`` a
   finished read (any status but ``incomplete``) is drawn here as those kinds
-  (design §5.4): the reply is a :class:`~protocol.envelope.Blob` whose head is the observation
-  without its values (:func:`~examples.preview.child.draw.without_values`) plus
+  (design §5.4): the reply is a :class:`~protocol.envelope.Blob` whose head is the summary
+  the server keeps of the read (:func:`~examples.preview.child.draw.read_summary`) plus
   ``"images"``, kind → ``[offset, size]`` of its PNG in the binary part (the PNG bytes
   as they are, no base64; :func:`~examples.preview.child.draw.with_images`); a run
-  still being written is returned whole and undrawn (the server draws each of its
-  reads as live images);
+  still being written is returned whole and undrawn, unless ``"live": ["thumbnail",
+  "preview"]`` asks for its live images (design §4.5): then it is drawn here as those
+  kinds and returned as above, a kind that could not be drawn left out and named with
+  its reason in ``"image_errors"`` (the read itself stands);
 * ``draw`` ``{"run_id": 4, "kinds": ["preview"], "revision": "rows=..."}`` →
   ``{"run_id", "revision", "status", "images"}`` with the PNGs as above: draws the run
   as each kind, whatever its status, from the read a ``read_run`` with ``draw`` left at
-  that ``revision`` (optional) in the ``handoff`` folder, else from a new read.
+  that ``revision`` (optional) in the ``handoff`` folder, else from a new read. With
+  ``"slice": 2``, ``"options": {"scale": "log", ...}`` (as
+  :func:`~examples.preview.child.drawing.render.render` takes them) and ``"report":
+  true`` (the drawing a client asks for, design §7.7), the head adds ``"slice"`` (the
+  slice drawn: ``index``, ``count``, its label; None for at most two sweep dimensions)
+  and ``"reports"``, kind → the drawing's report; a ``slice`` beyond the run's count
+  draws nothing (no ``reports``).
 
 The startup option ``handoff`` (optional) names a folder private to the server where a
 ``read_run`` that drew only some kinds leaves its read for the ``draw`` job of the rest
@@ -69,7 +77,17 @@ from typing import TYPE_CHECKING, Any
 
 from actors.helper import Blob, JobError, serve
 
-from .draw import Handoff, check_kinds, draw_kinds, with_images, without_values
+from .draw import (
+    IMAGE_ERRORS_KEY,
+    Handoff,
+    check_kinds,
+    draw_kinds,
+    draw_live,
+    draw_with_report,
+    read_summary,
+    slice_of,
+    with_images,
+)
 from .drawing.render import KINDS
 from .qcodes.source import MAX_OBSERVATION_VALUES, QcodesSource, open_source
 from .run_data import run_data
@@ -195,40 +213,72 @@ class PreviewHandlers:
 
     def read_run(self, payload: Any, ctx: JobContext) -> dict[str, Any] | Blob:
         """The observation of ``run_id``, read with cooperative cancellation; with
-        ``draw``, a finished read drawn here and returned without its values."""
-        fields = _fields(payload, {"run_id", "max_values", "slice", "draw"})
+        ``draw``, a finished read drawn here and returned without its values; with
+        ``live``, a read of a run still being written drawn here (its live images) and
+        returned without its values."""
+        fields = _fields(payload, {"run_id", "max_values", "slice", "draw", "live"})
         kinds = check_kinds(fields["draw"], "draw") if "draw" in fields else ()
+        live = check_kinds(fields["live"], "live") if "live" in fields else ()
         observation = self._read(fields, ctx)
-        if not kinds or observation.get("status") == "incomplete":
+        if observation.get("status") == "incomplete":
+            if not live:
+                return observation
+            images, errors = draw_live(observation, live, ctx.check_cancel)
+            head = read_summary(observation)
+            if errors:
+                head[IMAGE_ERRORS_KEY] = errors
+            return with_images(head, images)
+        if not kinds:
             return observation
         images = draw_kinds(observation, kinds, ctx.check_cancel)
         if self.handoff is not None and set(KINDS) - set(kinds):
             self.handoff.leave(observation)
-        return with_images(without_values(observation), images)
+        return with_images(read_summary(observation), images)
 
     def draw(self, payload: Any, ctx: JobContext) -> Blob:
-        """Draw ``run_id`` as each of ``kinds``, from the read left for it if any."""
-        fields = _fields(payload, {"run_id", "kinds", "revision"})
+        """Draw ``run_id`` as each of ``kinds``, from the read left for it if any; with
+        ``report``, the drawing a client asked for (a slice, options) and its report."""
+        fields = _fields(payload, {"run_id", "kinds", "revision", "slice", "options", "report"})
         if "kinds" not in fields:
             raise _invalid("kinds is required")
         kinds = check_kinds(fields["kinds"], "kinds")
         revision = fields.get("revision")
         if revision is not None and not isinstance(revision, str):
             raise _invalid(f"revision must be a string or null, got {revision!r:.80}")
+        options = fields.get("options")
+        if options is not None and not isinstance(options, dict):
+            raise _invalid(f"options must be an object or null, got {options!r:.80}")
+        report = fields.get("report", False)
+        if not isinstance(report, bool):
+            raise _invalid(f"report must be true or false, got {report!r:.80}")
         if "run_id" not in fields:
             raise _invalid("run_id is required")
         run_id = _int_field(fields, "run_id", None, 0, 2**53 - 1)
         observation = None
-        if self.handoff is not None:
+        if self.handoff is not None and fields.get("slice") is None:  # left: the default slice
             observation = self.handoff.take(run_id, revision)
         if observation is None:
             observation = self._read(fields, ctx)
-        answer = {
+        answer: dict[str, Any] = {
             "run_id": observation.get("run_id"),
             "revision": observation.get("revision"),
             "status": observation.get("status"),
         }
-        return with_images(answer, draw_kinds(observation, kinds, ctx.check_cancel))
+        if not report:
+            return with_images(answer, draw_kinds(observation, kinds, ctx.check_cancel, options))
+        chosen = slice_of(observation)
+        answer["slice"] = chosen
+        asked = fields.get("slice")
+        if asked is not None and asked >= (int(chosen["count"]) if chosen else 0):
+            return with_images(answer, {})  # no such slice: the server names the field
+        images = {}
+        reports = {}
+        for kind in kinds:
+            images[kind], reports[kind] = draw_with_report(
+                observation, kind, ctx.check_cancel, options
+            )
+        answer["reports"] = reports
+        return with_images(answer, images)
 
     def _read(self, fields: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
         if "run_id" not in fields:

@@ -60,6 +60,7 @@ __all__ = [
     "REPORT_KEY",
     "render",
     "render_image",
+    "render_png_with_report",
     "render_with_report",
     "report_of",
 ]
@@ -101,11 +102,37 @@ def render(
         ValueError: unknown ``kind`` or option, or a malformed observation (the
             renderer actor reports it as ``RenderFailed``, code ``render_failed``).
     """
+    return _png_and_report(observation, kind, options, check_cancel)[0]
+
+
+def render_png_with_report(
+    observation: Mapping[str, Any],
+    kind: str,
+    options: Mapping[str, Any] | None = None,
+    check_cancel: Callable[[], None] | None = None,
+) -> tuple[bytes, dict[str, Any]]:
+    """As :func:`render`, and the report the PNG carries: what :func:`report_of` would
+    read back out of it (JSON types), without reading the PNG again.
+
+    Raises:
+        ValueError: as :func:`render`.
+    """
+    png, text = _png_and_report(observation, kind, options, check_cancel)
+    report: dict[str, Any] = json.loads(text)
+    return png, report
+
+
+def _png_and_report(
+    observation: Mapping[str, Any],
+    kind: str,
+    options: Mapping[str, Any] | None,
+    check_cancel: Callable[[], None] | None,
+) -> tuple[bytes, str]:
     image, report = render_with_report(observation, kind, options, check_cancel)
     if check_cancel is not None:
         check_cancel()  # the encoding is a stage of its own (a few ms for a preview)
     text = json.dumps(report, sort_keys=True, ensure_ascii=True)
-    return encode_png(image, {REPORT_KEY: text})
+    return encode_png(image, {REPORT_KEY: text}), text
 
 
 def report_of(png: bytes) -> dict[str, Any]:
