@@ -23,8 +23,13 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+from remote_support import require_sshd
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -82,11 +87,54 @@ def kill_all(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def check_preview(text: str) -> None:
+    """The preview benchmark measured the floor, the bare helpers and the server."""
+    runs = int(re.search(r"database of (\d+) runs", text)[1])  # type: ignore[index]
+    assert f"{2 * runs} images" in text  # every run's thumbnail and preview came
+    assert "missing" not in text
+    ratios = re.findall(r"^  (.+?)\s+[\d.]+(?:x| ms)\s+\(<= [\d.]+ ?(?:x|ms)\) (OK|MISS)$",
+                        text, flags=re.MULTILINE)  # fmt: skip
+    assert [name for name, _ in ratios] == [
+        "CPU server + helpers / floor",
+        "server peak RSS / floor process",
+        "all thumbnails / helpers alone",
+        "first thumbnail after connect",
+    ]
+    # The helpers alone bound the ratios: measured in the same run.
+    assert re.search(r"^helpers alone \(bare pool, 2 helpers\): thumbnails [\d.]+ s, "
+                     r"all images [\d.]+ s, CPU [\d.]+ s$", text, flags=re.MULTILINE)  # fmt: skip
+    bounds = dict(re.findall(r"^  (CPU helpers alone / floor|helpers' thumbnails / floor)"
+                             r"\s+([\d.]+)x", text, flags=re.MULTILINE))  # fmt: skip
+    assert len(bounds) == 2
+    assert all(float(value) > 0 for value in bounds.values())
+
+
+def check_remote(text: str) -> None:
+    """The remote benchmark measured a remote helper and bare ``ssh -T`` (wall and CPU)."""
+    require_sshd()  # without OpenSSH the script says it skipped (a failure in CI)
+    ratios = re.findall(r"^  (.+?)\s+[\d.]+x \(<= 1.3x\) (OK|MISS)$", text, re.MULTILINE)
+    assert [name for name, _ in ratios] == [
+        "round trip / echo",
+        "CPU of the path / echo",
+        "spawn to ready / bare ssh",
+    ]
+    assert len(re.findall(r"^  .+\s[\d.]+ (?:us|ms)$", text, re.MULTILINE)) == 6
+
+
+#: What a script's ``--quick`` run must print beyond a ratio, checked on the smoke run's
+#: output (one run of each script serves both).
+OUTPUT_CHECKS: dict[str, Callable[[str], None]] = {
+    "preview.py": check_preview,
+    "remote.py": check_remote,
+}
+
+
 def test_support_modules_exist() -> None:
     """The list of non-scripts names real files (a renamed module is not skipped silently)."""
     for name in SUPPORT_MODULES:
         assert (BENCHMARKS / name).is_file(), name
     assert SCRIPTS, "no benchmark script found"
+    assert set(OUTPUT_CHECKS) <= set(SCRIPTS), "an output check names no script"
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -116,3 +164,6 @@ def test_benchmark_runs_quick(script: str) -> None:
     assert not leftovers, f"{script} left processes behind: {leftovers}"
     # Every benchmark states its figures as ratios against a baseline of the same run.
     assert re.search(r"\d\.\d\dx", stdout), f"{script} printed no ratio:\n{stdout[-2000:]}"
+    check = OUTPUT_CHECKS.get(script)
+    if check is not None:
+        check(stdout)
