@@ -153,6 +153,22 @@ class Intake:
         submission = self._submission(operation, arguments, request_id, actor)
         return self._refusal(submission.request_id, self._runs.depth, retry_after)
 
+    def check(
+        self,
+        operation: str,
+        arguments: Mapping[str, Any],
+        request_id: str | None,
+        actor: str | None,
+    ) -> _Submission:
+        """Validate a request as :meth:`admit` does, deciding nothing (design §6.2).
+
+        What the cluster's admission (docs/cluster.rst) decides in the database.
+
+        Raises:
+            UnsupportedOperation, InvalidCommand, ActorStopped: as :meth:`EventLog.submit`.
+        """
+        return self._submission(operation, arguments, request_id, actor)
+
     def _submission(
         self,
         operation: str,

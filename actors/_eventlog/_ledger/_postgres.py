@@ -212,6 +212,8 @@ class PostgresStore:
         # (the writer retries a batch whose commit raised) first checks whether that
         # attempt committed after all (an outcome unknown to us).
         self._attempt: tuple[Batch, str] | None = None
+        #: Whether the writer holds the ledger's writer lock (a cluster's nodes do not).
+        self.single_writer = True
         #: Connections opened in all (the first ones and every reconnection).
         self.connects = 0
         #: PostgreSQL has no write-ahead log of ours to check.
@@ -240,14 +242,18 @@ class PostgresStore:
         try:
             timeout_ms = max(1, round(self._statement_timeout * 1000))
             conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{timeout_ms}ms",))
-            if role == "writer":
-                self._lock_writer(conn)
+            self._prepare(role, conn)
         except BaseException:
             conn.close()
             raise
         self._conns[role] = conn
         self.connects += 1
         return conn
+
+    def _prepare(self, role: str, conn: psycopg.Connection[Any]) -> None:
+        """Set up a new connection for ``role``: the writer takes the writer lock."""
+        if role == "writer":
+            self._lock_writer(conn)
 
     def _lock_writer(self, conn: psycopg.Connection[Any]) -> None:
         row = conn.execute(_WRITER_LOCK, (APPLICATION_ID,)).fetchone()
@@ -371,7 +377,7 @@ class PostgresStore:
 
     def _close_connections(self) -> None:
         self._closed = True
-        writer = self._conns.get("writer")
+        writer = self._conns.get("writer") if self.single_writer else None
         if writer is not None and not writer.closed and not writer.broken:
             # Released now, not when the backend gets round to exiting after the close:
             # an event log opened on this ledger right after finds it free. A failure

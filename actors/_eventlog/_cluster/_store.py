@@ -1,0 +1,628 @@
+"""The cluster's tables and its transactions on PostgreSQL (docs/cluster.rst).
+
+Every decision of a cluster node is a transaction here, run in a trio worker thread on
+one of the node's psycopg connections (``writer``: batches of decisions; ``follower``:
+``LISTEN`` and the reads of new events; ``reader``: ``status`` and old events). A batch
+is a list of operations (:class:`Op`) written in one transaction:
+
+* admissions, finishes and cancels take the ``inflight`` counter row first (``FOR
+  UPDATE``), so admission decides ``max_inflight`` exactly, cluster-wide, and coalescing
+  and idempotency see every committed run and request (unique indexes back both);
+* the events of the batch get their seqs *last*: ``UPDATE ... SET value = value + n
+  RETURNING value`` on the ``head`` counter row, whose lock is held to ``COMMIT``, so
+  seqs are dense and in commit order: a reader that sees seq H sees every seq below H;
+* writes about a claimed run are conditional on its ``owner`` (the node's incarnation id):
+  a node never finishes, progresses or cancels a run it does not own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ...errors import LedgerError, RequestConflict
+from .._ledger import APPLICATION_ID, PostgresStore
+from .._types import Receipt, encode_json
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["TABLES", "Batch", "ClaimedRun", "ClusterStore", "Op", "Outcome"]
+
+_log = logging.getLogger("actors.eventlog")
+
+#: The schema version of a cluster ledger's tables.
+CLUSTER_VERSION = 1
+#: Its tables; a single-node ledger's are refused by the cluster and vice versa.
+TABLES = ("cluster_counters", "cluster_events", "cluster_meta", "cluster_requests", "cluster_runs")
+
+_SCHEMA = f"""
+CREATE TABLE cluster_meta (key text PRIMARY KEY, value text NOT NULL);
+INSERT INTO cluster_meta VALUES ('schema_version', '{CLUSTER_VERSION}');
+CREATE TABLE cluster_counters (name text PRIMARY KEY, value bigint NOT NULL);
+INSERT INTO cluster_counters VALUES ('inflight', 0), ('head', 0);
+CREATE SEQUENCE cluster_run_ids;
+CREATE TABLE cluster_requests (
+    request_id text PRIMARY KEY,
+    content text NOT NULL,
+    run_id bigint NOT NULL,
+    coalesced boolean NOT NULL,
+    actor text,
+    node text NOT NULL
+);
+CREATE TABLE cluster_runs (
+    run_id bigint PRIMARY KEY,
+    request_id text NOT NULL,
+    operation text NOT NULL,
+    arguments text NOT NULL,
+    revision bigint NOT NULL,
+    snapshot_id text NOT NULL,
+    coalesce_key text,
+    state text NOT NULL,
+    owner text,
+    verdict text,
+    result text,
+    error text,
+    cancelled_by text,
+    cancel_requested text,
+    progress double precision,
+    queued_seq bigint NOT NULL DEFAULT 0,
+    waiters bigint NOT NULL DEFAULT 1,
+    finished_at double precision
+);
+CREATE UNIQUE INDEX cluster_runs_live ON cluster_runs(coalesce_key)
+    WHERE state IN ('queued', 'running');
+CREATE INDEX cluster_runs_queued ON cluster_runs(run_id) WHERE state = 'queued';
+CREATE TABLE cluster_events (
+    seq bigint PRIMARY KEY,
+    kind text NOT NULL,
+    run_id bigint,
+    data text NOT NULL
+);
+"""
+
+#: The NOTIFY channel; a notification is only a wake-up (the follower polls anyway).
+CHANNEL = "trio_actors_cluster"
+
+_RUN_FIELDS = (
+    "run_id, request_id, operation, arguments, revision, snapshot_id, state, owner,"
+    " verdict, result, error, cancelled_by, progress, waiters, cancel_requested"
+)
+
+
+@attrs.define(kw_only=True)
+class Op:
+    """One decision for the next batch: ``kind`` and its fields; ``outcome`` once run."""
+
+    kind: str
+    """``submit``, ``claim``, ``progress``, ``finish``, ``cancel``, ``record``."""
+    fields: dict[str, Any]
+    outcome: Outcome | None = None
+
+
+@attrs.define(kw_only=True)
+class Outcome:
+    """What an operation decided, known once its batch committed."""
+
+    value: Any = None
+    error: Exception | None = None
+    #: Events this operation emitted: ``(kind, run_id, data JSON)``; seqs set at commit.
+    events: list[tuple[str, int | None, str]] = attrs.Factory(list)
+    first_seq: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ClaimedRun:
+    """A run this node claimed: what its runner needs."""
+
+    run_id: int
+    request_id: str
+    operation: str
+    arguments: dict[str, Any]
+    revision: int
+    snapshot_id: str
+
+
+@attrs.define
+class Batch:
+    """Operations written in one transaction, in order."""
+
+    ops: list[Op]
+
+
+class ClusterStore(PostgresStore):
+    """The PostgreSQL connections and transactions of one cluster node.
+
+    It reuses :class:`PostgresStore`'s connections (worker threads, one connection per
+    role, ``statement_timeout``, cancel on a cancelled scope, the error classification)
+    but never takes the single-node writer lock: every node writes the ledger.
+
+    Args:
+        url: The ``postgresql://`` URL.
+        node: This node's incarnation id (random per start).
+        max_inflight: Live runs (queued and running) the whole cluster admits.
+        retry_after: Seconds a refused submitter should wait (``admission_full``).
+        statement_timeout: Seconds each statement may run (server-side).
+        read_timeout: Seconds a read may take.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        node: str,
+        max_inflight: int,
+        retry_after: float,
+        statement_timeout: float,
+        read_timeout: float,
+    ) -> None:
+        super().__init__(
+            url,
+            statement_timeout=statement_timeout,
+            read_timeout=read_timeout,
+            retry_after=retry_after,
+        )
+        self.node = node
+        self.single_writer = False  # every node writes a cluster ledger
+        self._max_inflight = max_inflight
+        self._retry_after = retry_after
+
+    def _prepare(self, role: str, conn: psycopg.Connection[Any]) -> None:
+        if role == "follower":
+            conn.execute(f"LISTEN {CHANNEL}")
+
+    # -- opening (the writer's thread) ---------------------------------------------------
+
+    def open_cluster(self) -> int:
+        """Create the cluster's tables in an empty schema, or check them; the head seq.
+
+        Raises:
+            LedgerError: (``ledger_error``) the schema holds other tables (a single-node
+                ledger, or something else), or a cluster schema of another version.
+        """
+        try:
+            conn = self._connection("writer")
+            tables = set(self._tables(conn))
+            if not tables:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (APPLICATION_ID,))
+                    if not self._tables(conn):
+                        conn.execute(_SCHEMA.encode())
+                        _log.info(
+                            "ledger %s: created the cluster's tables",
+                            self.path,
+                            extra={"ledger": self.path},
+                        )
+                tables = set(self._tables(conn))
+            if not set(TABLES) <= tables:
+                raise LedgerError(
+                    f"ledger {self.path!r} holds tables ({', '.join(sorted(tables)[:5])}) but"
+                    " not a cluster ledger; nothing was written (use an empty database or"
+                    " schema for a cluster, or start without --cluster)"
+                )
+            row = conn.execute(
+                "SELECT value FROM cluster_meta WHERE key = 'schema_version'"
+            ).fetchone()
+            if row is None or row[0] != str(CLUSTER_VERSION):
+                raise LedgerError(
+                    f"ledger {self.path!r} is a cluster ledger of version"
+                    f" {row[0] if row else '(none)'}, not {CLUSTER_VERSION}; nothing was written"
+                )
+            head = conn.execute("SELECT value FROM cluster_counters WHERE name = 'head'").fetchone()
+            return 0 if head is None else int(head[0])
+        except BaseException:
+            self._close_connections()
+            raise
+
+    # -- a batch (the writer's thread) ----------------------------------------------------
+
+    def write(self, batch: Batch) -> None:
+        """Write ``batch`` in one transaction and set every op's outcome.
+
+        Raises:
+            psycopg.Error: the transaction failed: nothing of it was written.
+        """
+        if self._closed:
+            raise self._psycopg.OperationalError("ledger is closed")
+        conn = self._connection("writer")
+        outcomes = [Outcome() for _ in batch.ops]
+        with conn.transaction(), conn.cursor() as cur:
+            inflight: int | None = None
+            if any(op.kind in ("submit", "finish", "cancel") for op in batch.ops):
+                # Taken first, by every batch that changes the live runs: admission is
+                # decided on the committed count, one batch at a time, cluster-wide.
+                cur.execute("SELECT value FROM cluster_counters WHERE name = 'inflight' FOR UPDATE")
+                row = cur.fetchone()
+                inflight = 0 if row is None else int(row[0])
+            start = inflight
+            new_runs: dict[int, Outcome] = {}
+            for op, outcome in zip(batch.ops, outcomes, strict=True):
+                handler = getattr(self, f"_op_{op.kind}")
+                inflight = handler(cur, op.fields, outcome, inflight, new_runs)
+            if inflight is not None and inflight != start:
+                cur.execute(
+                    "UPDATE cluster_counters SET value = %s WHERE name = 'inflight'", (inflight,)
+                )
+            rows = [event for outcome in outcomes for event in outcome.events]
+            if rows:
+                # Last: the head row's lock is held until COMMIT, so seqs follow commits.
+                cur.execute(
+                    "UPDATE cluster_counters SET value = value + %s WHERE name = 'head'"
+                    " RETURNING value",
+                    (len(rows),),
+                )
+                head_row = cur.fetchone()
+                assert head_row is not None
+                seq = int(head_row[0]) - len(rows)
+                numbered = []
+                for outcome in outcomes:
+                    outcome.first_seq = seq + 1
+                    for kind, run_id, data in outcome.events:
+                        seq += 1
+                        numbered.append((seq, kind, run_id, data))
+                with cur.copy("COPY cluster_events (seq, kind, run_id, data) FROM STDIN") as copy:
+                    for event in numbered:
+                        copy.write_row(event)
+                queued = [(outcome.first_seq, run_id) for run_id, outcome in new_runs.items()]
+                cur.executemany("UPDATE cluster_runs SET queued_seq = %s WHERE run_id = %s", queued)
+                cur.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
+        for op, outcome in zip(batch.ops, outcomes, strict=True):
+            op.outcome = outcome
+        # Receipts carry the cursor just before their run's job_queued event.
+        for outcome in outcomes:
+            if isinstance(outcome.value, _PendingReceipt):
+                outcome.value = outcome.value.receipt(new_runs)
+
+    def _op_submit(
+        self,
+        cur: psycopg.Cursor[Any],
+        fields: dict[str, Any],
+        outcome: Outcome,
+        inflight: int | None,
+        new_runs: dict[int, Outcome],
+    ) -> int | None:
+        assert inflight is not None
+        request_id = fields["request_id"]
+        content = fields["content"]
+        cur.execute(
+            "INSERT INTO cluster_requests VALUES (%s, %s, 0, false, %s, %s)"
+            " ON CONFLICT (request_id) DO NOTHING RETURNING request_id",
+            (request_id, content, fields["actor"], self.node),
+        )
+        if cur.fetchone() is None:
+            # Known (committed by any node, or earlier in this batch): the same receipt.
+            cur.execute(
+                "SELECT r.content, r.run_id, r.coalesced, u.queued_seq, u.snapshot_id"
+                " FROM cluster_requests r JOIN cluster_runs u ON u.run_id = r.run_id"
+                " WHERE r.request_id = %s",
+                (request_id,),
+            )
+            known = cur.fetchone()
+            assert known is not None
+            if known[0] != content:
+                outcome.error = RequestConflict(
+                    f"request id {request_id!r} was used with other content",
+                    request_id=request_id,
+                )
+                return inflight
+            outcome.value = _PendingReceipt(
+                request_id, int(known[1]), bool(known[2]), known[4], int(known[3])
+            )
+            return inflight
+        revision = 0
+        snapshot_id = hashlib.sha256(f"{revision}:{content}".encode()).hexdigest()[:16]
+        key = None if fields["mutating"] else snapshot_id
+        if key is not None:
+            cur.execute(
+                "UPDATE cluster_runs SET waiters = waiters + 1 WHERE coalesce_key = %s"
+                " AND state IN ('queued', 'running') RETURNING run_id, queued_seq",
+                (key,),
+            )
+            joined = cur.fetchone()
+            if joined is not None:
+                run_id = int(joined[0])
+                cur.execute(
+                    "UPDATE cluster_requests SET run_id = %s, coalesced = true"
+                    " WHERE request_id = %s",
+                    (run_id, request_id),
+                )
+                outcome.value = _PendingReceipt(
+                    request_id, run_id, True, snapshot_id, int(joined[1])
+                )
+                return inflight
+        if inflight >= self._max_inflight:
+            # Only admitted requests are stored: a refusal may be retried.
+            cur.execute("DELETE FROM cluster_requests WHERE request_id = %s", (request_id,))
+            outcome.value = Receipt(
+                admitted=False,
+                run_id=None,
+                request_id=request_id,
+                snapshot_id=None,
+                revision=revision,
+                event_cursor=0,
+                code="admission_full",
+                retryable=True,
+                depth=inflight,
+                bound=self._max_inflight,
+                retry_after=self._retry_after,
+            )
+            return inflight
+        cur.execute(
+            "INSERT INTO cluster_runs (run_id, request_id, operation, arguments, revision,"
+            " snapshot_id, coalesce_key, state)"
+            " VALUES (nextval('cluster_run_ids'), %s, %s, %s, %s, %s, %s, 'queued')"
+            " RETURNING run_id",
+            (request_id, fields["operation"], fields["arguments_json"], revision, snapshot_id, key),
+        )
+        row = cur.fetchone()
+        assert row is not None
+        run_id = int(row[0])
+        cur.execute(
+            "UPDATE cluster_requests SET run_id = %s WHERE request_id = %s", (run_id, request_id)
+        )
+        outcome.events.append(
+            (
+                "job_queued",
+                run_id,
+                f'{{"operation":{encode_json(fields["operation"])},'
+                f'"arguments":{fields["arguments_json"]},"revision":{revision},'
+                f'"snapshot_id":{encode_json(snapshot_id)},'
+                f'"request_id":{encode_json(request_id)}}}',
+            )
+        )
+        new_runs[run_id] = outcome
+        outcome.value = _PendingReceipt(request_id, run_id, False, snapshot_id, 0)
+        return inflight + 1
+
+    def _op_claim(
+        self,
+        cur: psycopg.Cursor[Any],
+        fields: dict[str, Any],
+        outcome: Outcome,
+        inflight: int | None,
+        new_runs: dict[int, Outcome],
+    ) -> int | None:
+        cur.execute(
+            "SELECT run_id, request_id, operation, arguments, revision, snapshot_id"
+            " FROM cluster_runs WHERE state = 'queued' AND operation = ANY(%s)"
+            " ORDER BY run_id LIMIT %s FOR UPDATE SKIP LOCKED",
+            (list(fields["operations"]), fields["limit"]),
+        )
+        rows = cur.fetchall()
+        claimed = [
+            ClaimedRun(
+                run_id=int(r[0]),
+                request_id=r[1],
+                operation=r[2],
+                arguments=_loads(r[3]),
+                revision=int(r[4]),
+                snapshot_id=r[5],
+            )
+            for r in rows
+        ]
+        if claimed:
+            cur.execute(
+                "UPDATE cluster_runs SET state = 'running', owner = %s WHERE run_id = ANY(%s)",
+                (self.node, [run.run_id for run in claimed]),
+            )
+            owner = encode_json(self.node)
+            for run in claimed:
+                outcome.events.append(("job_started", run.run_id, f'{{"owner":{owner}}}'))
+        outcome.value = claimed
+        return inflight
+
+    def _op_progress(
+        self,
+        cur: psycopg.Cursor[Any],
+        fields: dict[str, Any],
+        outcome: Outcome,
+        inflight: int | None,
+        new_runs: dict[int, Outcome],
+    ) -> int | None:
+        cur.execute(
+            "UPDATE cluster_runs SET progress = %s WHERE run_id = %s AND owner = %s"
+            " AND state = 'running' RETURNING run_id",
+            (fields["fraction"], fields["run_id"], self.node),
+        )
+        outcome.value = cur.fetchone() is not None
+        if outcome.value:
+            outcome.events.append(
+                ("job_progress", fields["run_id"], f'{{"fraction":{fields["fraction"]!r}}}')
+            )
+        return inflight
+
+    def _op_finish(
+        self,
+        cur: psycopg.Cursor[Any],
+        fields: dict[str, Any],
+        outcome: Outcome,
+        inflight: int | None,
+        new_runs: dict[int, Outcome],
+    ) -> int | None:
+        assert inflight is not None
+        run_id = fields["run_id"]
+        cancelled_by = fields.get("cancelled_by")
+        if cancelled_by is not None:
+            cur.execute(
+                "UPDATE cluster_runs SET state = 'cancelled', cancelled_by = %s,"
+                " finished_at = %s WHERE run_id = %s AND owner = %s AND state = 'running'"
+                " RETURNING run_id",
+                (cancelled_by, time.time(), run_id, self.node),
+            )
+            data = f'{{"by":{encode_json(cancelled_by)},"was":"running"}}'
+            kind = "job_cancelled"
+        else:
+            cur.execute(
+                "UPDATE cluster_runs SET state = 'finished', verdict = %s, result = %s,"
+                " error = %s, finished_at = %s"
+                " WHERE run_id = %s AND owner = %s AND state = 'running' RETURNING run_id",
+                (
+                    fields["verdict"],
+                    fields["result_json"],
+                    fields["error_json"],
+                    time.time(),
+                    run_id,
+                    self.node,
+                ),
+            )
+            data = '{"verdict":' + encode_json(fields["verdict"])
+            if fields["result_json"] is not None:
+                data += ',"result":' + fields["result_json"]
+            if fields["error_json"] is not None:
+                data += ',"error":' + fields["error_json"]
+            data += "}"
+            kind = "job_finished"
+        outcome.value = cur.fetchone() is not None
+        if not outcome.value:  # not ours (any more), or decided already
+            return inflight
+        outcome.events.append((kind, run_id, data))
+        return inflight - 1
+
+    def _op_cancel(
+        self,
+        cur: psycopg.Cursor[Any],
+        fields: dict[str, Any],
+        outcome: Outcome,
+        inflight: int | None,
+        new_runs: dict[int, Outcome],
+    ) -> int | None:
+        assert inflight is not None
+        run_id, actor = fields["run_id"], fields["actor"]
+        cur.execute(
+            "SELECT state, owner, cancel_requested FROM cluster_runs WHERE run_id = %s FOR UPDATE",
+            (run_id,),
+        )
+        row = cur.fetchone()
+        if row is None:
+            outcome.value = "unknown"
+            return inflight
+        state, owner, requested = row
+        if state == "queued":
+            cur.execute(
+                "UPDATE cluster_runs SET state = 'cancelled', cancelled_by = %s,"
+                " finished_at = %s WHERE run_id = %s",
+                (actor, time.time(), run_id),
+            )
+            outcome.events.append(
+                ("job_cancelled", run_id, f'{{"by":{encode_json(actor)},"was":"queued"}}')
+            )
+            outcome.value = "cancelled"
+            return inflight - 1
+        if state == "running":
+            if requested is None:
+                # Only the owner stops the work and records job_cancelled: it hears of
+                # this request through its follower (truthful cancel, design §6.7).
+                cur.execute(
+                    "UPDATE cluster_runs SET cancel_requested = %s WHERE run_id = %s",
+                    (actor, run_id),
+                )
+                outcome.events.append(
+                    (
+                        "job_cancel_requested",
+                        run_id,
+                        f'{{"by":{encode_json(actor)},"owner":{encode_json(owner)}}}',
+                    )
+                )
+            outcome.value = "requested"
+            return inflight
+        outcome.value = "decided"
+        return inflight
+
+    def _op_record(
+        self,
+        cur: psycopg.Cursor[Any],
+        fields: dict[str, Any],
+        outcome: Outcome,
+        inflight: int | None,
+        new_runs: dict[int, Outcome],
+    ) -> int | None:
+        outcome.events.append((fields["kind"], None, fields["data_json"]))
+        return inflight
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def follow(self, after: int, limit: int, wait: float) -> tuple[list[tuple[Any, ...]], int]:
+        """Wait up to ``wait`` seconds for a notification, then read the events after
+        ``after`` (at most ``limit``) and the committed head (the follower's thread).
+
+        Raises:
+            psycopg.Error: the connection failed (the next call reconnects and LISTENs).
+        """
+        conn = self._connection("follower")
+        if wait > 0:
+            # Any notification, or none within ``wait``: either way, poll.
+            for _ in conn.notifies(timeout=wait, stop_after=1):
+                pass
+        rows = conn.execute(
+            "SELECT seq, kind, run_id, data FROM cluster_events WHERE seq > %s"
+            " ORDER BY seq LIMIT %s",
+            (after, limit),
+        ).fetchall()
+        head = conn.execute("SELECT value FROM cluster_counters WHERE name = 'head'").fetchone()
+        return rows, 0 if head is None else int(head[0])
+
+    def read_run(self, run_id: int) -> tuple[Any, ...] | None:
+        """A run's row (``_RUN_FIELDS``), or None (the reader's thread)."""
+        return (
+            self._connection("reader")
+            .execute(f"SELECT {_RUN_FIELDS} FROM cluster_runs WHERE run_id = %s", (run_id,))
+            .fetchone()
+        )
+
+    def read_events(self, after: int, limit: int) -> list[tuple[Any, ...]]:
+        """Up to ``limit`` committed events after ``after`` (the reader's thread)."""
+        return (
+            self._connection("reader")
+            .execute(
+                "SELECT seq, kind, run_id, data FROM cluster_events WHERE seq > %s"
+                " ORDER BY seq LIMIT %s",
+                (after, limit),
+            )
+            .fetchall()
+        )
+
+    def connect_timeout(self) -> int:
+        """Seconds a connection attempt may take."""
+        return max(2, math.ceil(self._statement_timeout))
+
+
+class _PendingReceipt:
+    """A receipt whose cursor may be known only once its batch has its seqs."""
+
+    __slots__ = ("coalesced", "queued_seq", "request_id", "run_id", "snapshot_id")
+
+    def __init__(
+        self, request_id: str, run_id: int, coalesced: bool, snapshot_id: str, queued_seq: int
+    ) -> None:
+        self.request_id = request_id
+        self.run_id = run_id
+        self.coalesced = coalesced
+        self.snapshot_id = snapshot_id
+        self.queued_seq = queued_seq
+
+    def receipt(self, new_runs: dict[int, Outcome]) -> Receipt:
+        created = new_runs.get(self.run_id)
+        # A run created in this batch (also when joined or repeated within it) has its
+        # job_queued seq only now; its row's queued_seq was written with it.
+        queued_seq = created.first_seq if created is not None else self.queued_seq
+        return Receipt(
+            admitted=True,
+            run_id=self.run_id,
+            request_id=self.request_id,
+            snapshot_id=self.snapshot_id,
+            revision=0,
+            event_cursor=queued_seq - 1,
+            coalesced=self.coalesced,
+        )
+
+
+def _loads(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    assert isinstance(value, dict)
+    return value
