@@ -388,11 +388,12 @@ class ClusterNode:
                     "result_json": None,
                     "error_json": encode_json(error.to_record().to_dict()),
                 }
-            self._progress.pop(run.run_id, None)
-            await self._finish(run.run_id, fields)
         finally:
             self._local.pop(run.run_id, None)
+            # The runner is done: its slot may take the next run while the outcome is
+            # written (in the same batch as that claim, often).
             slots.release()
+        await self._finish(run.run_id, fields)
 
     def _report(self, run_id: int, fraction: float, note: str | None = None) -> None:
         self._progress[run_id] = check_fraction(fraction)

@@ -170,6 +170,7 @@ class ClusterStore(PostgresStore):
         )
         self.node = node
         self.single_writer = False  # every node writes a cluster ledger
+        self.application = f"trio-actors {node}"
         self._max_inflight = max_inflight
         self._retry_after = retry_after
 

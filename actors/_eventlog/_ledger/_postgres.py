@@ -212,6 +212,8 @@ class PostgresStore:
         # (the writer retries a batch whose commit raised) first checks whether that
         # attempt committed after all (an outcome unknown to us).
         self._attempt: tuple[Batch, str] | None = None
+        #: The connections' ``application_name`` before their role (pg_stat_activity).
+        self.application = "trio-actors ledger"
         #: Whether the writer holds the ledger's writer lock (a cluster's nodes do not).
         self.single_writer = True
         #: Connections opened in all (the first ones and every reconnection).
@@ -237,7 +239,7 @@ class PostgresStore:
             self._url,
             autocommit=True,
             connect_timeout=max(2, math.ceil(self._statement_timeout)),
-            application_name=f"trio-actors ledger {role}",
+            application_name=f"{self.application} {role}",
         )
         try:
             timeout_ms = max(1, round(self._statement_timeout * 1000))
