@@ -445,6 +445,11 @@ class EventLogConfig:
     cluster_poll: float = duration_field(0.1, allow_zero=False, maximum=0.1)
     """Seconds between a cluster node's reads of the ledger's head when no ``NOTIFY``
     wakes it (at most 0.1; docs/cluster.rst)."""
+    cluster_lease: float = duration_field(10.0, allow_zero=False, maximum=30.0)
+    """Seconds a cluster node's lease lasts, judged by the database's clock: renewed
+    every quarter of it; a node that stops renewing has its running runs held by the
+    others within about this long, and fences itself after as long without renewing
+    (docs/cluster.rst)."""
 
     def __attrs_post_init__(self) -> None:
         if self.cluster and not (

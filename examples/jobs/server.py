@@ -35,7 +35,7 @@ Every result has the ``pid`` of the helper that ran it. Run it::
     python -m examples.jobs.server [--host 127.0.0.1] [--port 8766] [--ledger PATH|URL]
         [--token T | --no-token] [--allow-origin ORIGIN] [--allow-host HOST]
         [--max-per-address N] [--max-pending N] [--files-root DIR] [--helpers N]
-        [--grace S] [--cluster] [-v]
+        [--grace S] [--cluster] [--cluster-lease S] [-v]
 
 It binds its port first of all, and prints ``listening on ws://HOST:PORT/?token=T``
 once ready (a fresh random token each start unless ``--token`` gives one or
@@ -182,6 +182,8 @@ class JobServerConfig:
     )
     """Share ``ledger`` (a ``postgresql://`` URL) with other job servers: one cluster
     (docs/cluster.rst)."""
+    cluster_lease: float = duration_field(10.0, allow_zero=False, maximum=30.0)
+    """Seconds a cluster node's lease lasts (database clock; docs/cluster.rst)."""
     helpers: int = count_field(2, minimum=1, maximum=64)
     """Helper processes, and jobs run at once."""
     grace: float = duration_field(5.0)
@@ -318,7 +320,10 @@ async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]
             files_root=config.files_root,
         )
         log_config = EventLogConfig(
-            ledger_path=config.ledger, max_concurrency=config.helpers, cluster=config.cluster
+            ledger_path=config.ledger,
+            max_concurrency=config.helpers,
+            cluster=config.cluster,
+            cluster_lease=config.cluster_lease,
         )
         actor = EventLogActor(
             log_config, operations=OPERATIONS, runners={op.name: runner for op in OPERATIONS}
@@ -493,6 +498,8 @@ def _parser() -> OneLineParser:
     add("--helpers", type=count(minimum=1, maximum=64), default=2, help="helper processes (2)")
     add("--cluster", action="store_true",
         help="share the postgresql:// --ledger with other servers (docs/cluster.rst)")  # fmt: skip
+    add("--cluster-lease", type=float, default=10.0, metavar="S",
+        help="seconds a cluster node's lease lasts (10)")  # fmt: skip
     return parser
 
 
@@ -506,6 +513,7 @@ def main(argv: list[str] | None = None) -> int:
             front_door=front_door,
             ledger=args.ledger,
             cluster=args.cluster,
+            cluster_lease=args.cluster_lease,
             helpers=args.helpers,
             grace=args.grace,
             **({} if args.files_root is None else {"files_root": args.files_root}),

@@ -21,9 +21,11 @@ import pytest
 import trio
 from pg_support import committed
 from process_support import assert_no_children
+from trio_websocket import ConnectionClosed
 
 from actors import EventLogConfig, OperationSpec, open_event_log
 from examples.jobs.follow import Session
+from examples.web.closing import RESYNC_REQUIRED
 from examples.web.wsclient import open_websocket_client
 
 if TYPE_CHECKING:
@@ -108,7 +110,9 @@ async def test_commits_take_seqs_in_commit_order(pg_url: str) -> None:
                 assert b.head < seq
                 holder.commit()
         assert sorted(r.event_cursor for r in receipts) >= [seq, seq]
-        await _wait_head(a, max(r.event_cursor + 1 for r in receipts))
+        last = max(r.event_cursor + 1 for r in receipts)
+        await _wait_head(a, last)
+        await _wait_head(b, last)
         page = await a.watch(0, limit=1000)
         assert [e.seq for e in page.events] == list(range(1, len(page.events) + 1))
         assert (await b.watch(0, limit=1000)).events[: len(page.events)] == page.events
@@ -283,15 +287,30 @@ async def test_three_job_servers_run_each_request_once_in_one_order(
         head = JOBS * 4  # at least (queued, started, progress, finished); set below
 
         async def watch(node: int) -> None:
-            async with _session(urls[node]) as watcher:
-                answer = await watcher.request("subscribe", cursor=0)
-                assert answer["type"] == "events", answer
-                while True:
-                    push = await watcher.next_push()
-                    assert push["type"] == "event", push  # never a resync_required
-                    streams[node].append((push["seq"], push["kind"], push["run_id"]))
-                    if push["seq"] >= head:
-                        seen[node].set()
+            # A client of one node; dropped for falling behind (the machine is loaded),
+            # it resumes after its cursor on a new connection, as clients do (§6.15).
+            stream = streams[node]
+            while True:
+                async with _session(urls[node]) as watcher:
+                    last = stream[-1][0] if stream else 0
+                    answer = await watcher.request("subscribe", cursor=last)
+                    assert answer["type"] == "events", answer
+                    watcher.pushed[:0] = answer["events"]
+                    try:
+                        while True:
+                            push = await watcher.next_push()
+                            if push["type"] == "resync_required":
+                                break
+                            assert push["type"] == "event", push
+                            if stream and push["seq"] <= stream[-1][0]:
+                                continue  # replayed after the resume
+                            stream.append((push["seq"], push["kind"], push["run_id"]))
+                            if push["seq"] >= head:
+                                seen[node].set()
+                    except ConnectionClosed as exc:
+                        code = None if exc.reason is None else exc.reason.code
+                        if code != RESYNC_REQUIRED:
+                            raise
 
         submitted: dict[str, int] = {}
 

@@ -15,7 +15,13 @@ parts, each a task of its nursery:
 * the **drain** claims queued runs for the node's runners (``FOR UPDATE SKIP LOCKED``),
   at most ``max_concurrency`` at once, and records their outcome conditional on this
   node's incarnation id; a cancel requested on another node reaches the owner through
-  its follower, which stops the work before recording ``job_cancelled``.
+  its follower, which stops the work before recording ``job_cancelled``;
+* the **heartbeat** renews the node's lease (``cluster_lease`` seconds, judged by the
+  database's clock) on a connection of its own, and has the runs of nodes whose lease
+  expired held. A node whose lease was taken, or that could not renew it for
+  ``cluster_lease`` seconds of its own monotonic clock, *fences itself*: it stops its
+  runners at once, records nothing about their runs, and claims nothing until it holds
+  a lease again.
 """
 
 from __future__ import annotations
@@ -73,19 +79,22 @@ _log = logging.getLogger("actors.eventlog")
 
 #: Operations written in one transaction at most.
 _BATCH = 256
-#: Events the follower reads per query.
-_PAGE = 1000
+#: Events the follower reads per query: well below a port's default bound, and the
+#: next read is a checkpoint, so subscribers drain between pages.
+_PAGE = 256
 _TERMINAL = frozenset({"job_finished", "job_cancelled"})
 
 
 class _Local:
     """A run this node executes: its cancel scope and who asked it to stop."""
 
-    __slots__ = ("cancelled_by", "scope")
+    __slots__ = ("cancelled_by", "fenced", "scope")
 
     def __init__(self, scope: trio.CancelScope) -> None:
         self.scope = scope
         self.cancelled_by: str | None = None
+        #: Stopped by the node's fencing: its outcome is not this node's to record.
+        self.fenced = False
 
 
 class ClusterNode:
@@ -127,6 +136,10 @@ class ClusterNode:
         self._claimable = trio.Event()
         self._seen = trio.Event()
         self.unavailable: LedgerUnavailable | None = None
+        #: Set while the node holds no lease it can trust: it runs and claims nothing.
+        self.fenced = False
+        self._unfenced = trio.Event()
+        self._heartbeat_limiter = trio.CapacityLimiter(1)
         self.refusals: dict[str, int] = {}
         self.hub = PortHub(
             self._replay,
@@ -156,6 +169,9 @@ class ClusterNode:
         store = self.store
         try:
             self._head = await trio.to_thread.run_sync(store.open_cluster, limiter=store.limiter)
+            await trio.to_thread.run_sync(
+                store.join, self._config.cluster_lease, limiter=store.limiter
+            )
             _log.info(
                 "cluster node %s on ledger %s from seq %d",
                 self.node,
@@ -167,13 +183,119 @@ class ClusterNode:
                 nursery.start_soon(self._writer)
                 nursery.start_soon(self._follower)
                 nursery.start_soon(self._drain, nursery)
+                nursery.start_soon(self._heartbeat)
                 task_status.started()
                 await closing.wait()
                 nursery.cancel_scope.cancel()
         finally:
             self.hub.close()
             with trio.CancelScope(shield=True), trio.move_on_after(self._config.close_timeout):
-                await trio.to_thread.run_sync(store._close_connections, limiter=store.limiter)
+                await trio.to_thread.run_sync(self._retire, limiter=store.limiter)
+
+    def _retire(self) -> None:
+        # The runs this node leaves unfinished are held (job_interrupted), as at a
+        # restart of a single node; then its lease is dropped and its connections closed.
+        store = self.store
+        try:
+            if not store._closed and store.connections:
+                retire = Op(
+                    kind="reap",
+                    fields={"retire": True, "quarantine_after": self._config.quarantine_after},
+                )
+                store.write(Batch([retire]))
+        except store.errors as exc:
+            _log.warning(
+                "cluster node %s: could not hold its runs at close: %s",
+                self.node,
+                store.classify(exc, "closing").message,
+                extra={"node": self.node},
+            )
+        finally:
+            store._close_connections()
+
+    # -- the lease ----------------------------------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        lease = self._config.cluster_lease
+        interval = lease / 4
+        renewed = trio.current_time()
+        store = self.store
+        while True:
+            began = trio.current_time()
+            held: bool | None = None
+            expired = 0
+            with trio.move_on_after(interval):
+                try:
+                    held, expired = await trio.to_thread.run_sync(
+                        store.renew, lease, limiter=self._heartbeat_limiter, abandon_on_cancel=True
+                    )
+                except store.errors as exc:
+                    _log.warning(
+                        "cluster node %s: could not renew its lease: %s",
+                        self.node,
+                        store.classify(exc, "renewing the lease").message,
+                        extra={"node": self.node},
+                    )
+            if held is True:
+                renewed = began
+                if self.fenced:
+                    await self._unfence()
+                if expired:
+                    await self._reap({})
+            elif held is False:
+                self._fence("lease_lost", "another node found its lease expired")
+                await self._rejoin()
+            elif trio.current_time() - renewed > lease:
+                self._fence("lease_expired", f"no renewal for {lease:g} s")
+            await trio.sleep_until(began + interval)
+
+    async def _reap(self, fields: dict[str, Any]) -> bool:
+        outcome = await self._do("reap", quarantine_after=self._config.quarantine_after, **fields)
+        if outcome.error is not None:
+            return False
+        dead, held = outcome.value
+        if dead or held:
+            _log.warning(
+                "cluster node %s: held %d runs of %s (lease expired)",
+                self.node,
+                len(held),
+                ", ".join(dead),
+                extra={"node": self.node, "dead": dead, "held": held},
+            )
+        return True
+
+    def _fence(self, code: str, why: str) -> None:
+        if self.fenced:
+            return
+        self.fenced = True
+        self._unfenced = trio.Event()
+        _log.error(
+            "cluster node %s fences itself (%s): %s; its %d runs are stopped and not recorded",
+            self.node,
+            code,
+            why,
+            len(self._local),
+            extra={"node": self.node, "code": code, "runs": sorted(self._local)},
+        )
+        for local in self._local.values():
+            local.fenced = True
+            local.scope.cancel()
+
+    async def _rejoin(self) -> None:
+        try:
+            await trio.to_thread.run_sync(
+                self.store.join, self._config.cluster_lease, limiter=self.store.limiter
+            )
+        except self.store.errors:
+            return  # the next beat tries again, fenced meanwhile
+
+    async def _unfence(self) -> None:
+        # Whatever this node still owns was stopped by its fencing: held, as at a
+        # restart (another node may have done so already).
+        if await self._reap({"own": True}):
+            self.fenced = False
+            self._unfenced.set()
+            _log.info("cluster node %s holds a lease again", self.node, extra={"node": self.node})
 
     # -- the writer ---------------------------------------------------------------------
 
@@ -321,6 +443,8 @@ class ClusterNode:
         slots = trio.Semaphore(self._config.max_concurrency)
         while True:
             await slots.acquire()
+            while self.fenced:
+                await self._unfenced.wait()
             free = 1
             while True:
                 try:
@@ -374,6 +498,8 @@ class ClusterNode:
                         fields["result_json"] = encode_json(result)
                     except (TypeError, ValueError) as exc:
                         fields = _failed(run, exc)
+            if local.fenced:
+                return  # not this node's to record: its run is held (by it or another)
             if local.cancelled_by is not None:
                 # The work stopped: only now is the cancel recorded (truthful, §6.7).
                 fields = {"cancelled_by": local.cancelled_by}
@@ -508,7 +634,7 @@ class ClusterNode:
             raise store.classify(exc, "reading a run") from None
         if row is None:
             raise UnknownRun(f"no run {run_id}", run_id=run_id)
-        return _status(row)
+        return _status(row, self._config.quarantine_after)
 
     async def watch(self, cursor: int, limit: int) -> WatchResult:
         """Events after ``cursor``, from the window or the ledger (design §6.8).
@@ -659,9 +785,9 @@ def _failed(run: ClaimedRun, exc: Exception) -> dict[str, Any]:
     }
 
 
-def _status(row: tuple[Any, ...]) -> RunStatus:
+def _status(row: tuple[Any, ...], quarantine_after: int) -> RunStatus:
     (run_id, request_id, operation, arguments, revision, snapshot_id, state, _owner) = row[:8]
-    verdict, result, error, cancelled_by, progress, waiters = row[8:14]
+    verdict, result, error, cancelled_by, progress, waiters, interruptions = row[8:15]
     return RunStatus(
         run_id=int(run_id),
         state=state,
@@ -675,6 +801,8 @@ def _status(row: tuple[Any, ...]) -> RunStatus:
         error=None if error is None else json.loads(error),
         cancelled_by=cancelled_by,
         progress=progress,
+        interruptions=int(interruptions),
+        quarantined=int(interruptions) >= quarantine_after,
         waiters=int(waiters),
     )
 

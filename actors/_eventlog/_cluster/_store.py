@@ -12,7 +12,12 @@ is a list of operations (:class:`Op`) written in one transaction:
   RETURNING value`` on the ``head`` counter row, whose lock is held to ``COMMIT``, so
   seqs are dense and in commit order: a reader that sees seq H sees every seq below H;
 * writes about a claimed run are conditional on its ``owner`` (the node's incarnation id):
-  a node never finishes, progresses or cancels a run it does not own.
+  a node never finishes, progresses or cancels a run it does not own;
+* each node holds a lease in ``cluster_nodes``, renewed on its own connection and judged
+  by the database's clock (``now()``); any node that finds a lease expired *holds* that
+  node's running runs (``held``, ``job_interrupted``, the owner cleared) and drops the
+  lease, so the dead node's late writes match no row (fencing by owner: an incarnation
+  id is never reused, and a held run never goes back to its old owner).
 """
 
 from __future__ import annotations
@@ -40,7 +45,14 @@ _log = logging.getLogger("actors.eventlog")
 #: The schema version of a cluster ledger's tables.
 CLUSTER_VERSION = 1
 #: Its tables; a single-node ledger's are refused by the cluster and vice versa.
-TABLES = ("cluster_counters", "cluster_events", "cluster_meta", "cluster_requests", "cluster_runs")
+TABLES = (
+    "cluster_counters",
+    "cluster_events",
+    "cluster_meta",
+    "cluster_nodes",
+    "cluster_requests",
+    "cluster_runs",
+)
 
 _SCHEMA = f"""
 CREATE TABLE cluster_meta (key text PRIMARY KEY, value text NOT NULL);
@@ -74,11 +86,18 @@ CREATE TABLE cluster_runs (
     progress double precision,
     queued_seq bigint NOT NULL DEFAULT 0,
     waiters bigint NOT NULL DEFAULT 1,
-    finished_at double precision
+    finished_at double precision,
+    interruptions bigint NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX cluster_runs_live ON cluster_runs(coalesce_key)
     WHERE state IN ('queued', 'running');
 CREATE INDEX cluster_runs_queued ON cluster_runs(run_id) WHERE state = 'queued';
+CREATE INDEX cluster_runs_owner ON cluster_runs(owner) WHERE state = 'running';
+CREATE TABLE cluster_nodes (
+    node text PRIMARY KEY,
+    started_at timestamptz NOT NULL DEFAULT now(),
+    expires_at timestamptz NOT NULL
+);
 CREATE TABLE cluster_events (
     seq bigint PRIMARY KEY,
     kind text NOT NULL,
@@ -92,7 +111,7 @@ CHANNEL = "trio_actors_cluster"
 
 _RUN_FIELDS = (
     "run_id, request_id, operation, arguments, revision, snapshot_id, state, owner,"
-    " verdict, result, error, cancelled_by, progress, waiters, cancel_requested"
+    " verdict, result, error, cancelled_by, progress, waiters, interruptions"
 )
 
 
@@ -235,7 +254,7 @@ class ClusterStore(PostgresStore):
         outcomes = [Outcome() for _ in batch.ops]
         with conn.transaction(), conn.cursor() as cur:
             inflight: int | None = None
-            if any(op.kind in ("submit", "finish", "cancel") for op in batch.ops):
+            if any(op.kind in ("submit", "finish", "cancel", "reap") for op in batch.ops):
                 # Taken first, by every batch that changes the live runs: admission is
                 # decided on the committed count, one batch at a time, cluster-wide.
                 cur.execute("SELECT value FROM cluster_counters WHERE name = 'inflight' FOR UPDATE")
@@ -535,6 +554,51 @@ class ClusterStore(PostgresStore):
         outcome.value = "decided"
         return inflight
 
+    def _op_reap(
+        self,
+        cur: psycopg.Cursor[Any],
+        fields: dict[str, Any],
+        outcome: Outcome,
+        inflight: int | None,
+        new_runs: dict[int, Outcome],
+    ) -> int | None:
+        """Hold the running runs of every node whose lease expired, and drop those
+        leases; or (``retire``, ``own``) this node's own runs."""
+        assert inflight is not None
+        if fields.get("retire"):  # this node, closing: its lease goes too
+            cur.execute("DELETE FROM cluster_nodes WHERE node = %s", (self.node,))
+            dead = [self.node]
+        elif fields.get("own"):  # this node, after it fenced itself
+            dead = [self.node]
+        else:
+            cur.execute(
+                "DELETE FROM cluster_nodes WHERE node IN (SELECT node FROM cluster_nodes"
+                " WHERE expires_at < now() FOR UPDATE SKIP LOCKED) RETURNING node"
+            )
+            dead = [row[0] for row in cur.fetchall()]
+        held: list[tuple[str, int, int]] = []
+        if dead:
+            cur.execute(
+                "UPDATE cluster_runs SET state = 'held', interruptions = interruptions + 1"
+                " WHERE owner = ANY(%s) AND state = 'running'"
+                " RETURNING owner, run_id, interruptions",
+                (dead,),
+            )
+            held = sorted(cur.fetchall(), key=lambda row: row[1])
+        threshold = fields["quarantine_after"]
+        for owner, run_id, interruptions in held:
+            outcome.events.append(
+                (
+                    "job_interrupted",
+                    run_id,
+                    f'{{"interruptions":{interruptions},'
+                    f'"quarantined":{"true" if interruptions >= threshold else "false"},'
+                    f'"owner":{encode_json(owner)}}}',
+                )
+            )
+        outcome.value = (dead, [run_id for _, run_id, _ in held])
+        return inflight - len(held)
+
     def _op_record(
         self,
         cur: psycopg.Cursor[Any],
@@ -545,6 +609,29 @@ class ClusterStore(PostgresStore):
     ) -> int | None:
         outcome.events.append((fields["kind"], None, fields["data_json"]))
         return inflight
+
+    # -- leases (the heartbeat's own connection) ------------------------------------------
+
+    def renew(self, lease: float) -> tuple[bool, int]:
+        """Extend this node's lease to ``lease`` seconds from the database's now; whether
+        it was still held (False: another node found it expired and took it), and how
+        many other leases have expired (the heartbeat's thread)."""
+        conn = self._connection("heartbeat")
+        row = conn.execute(
+            "UPDATE cluster_nodes SET expires_at = now() + make_interval(secs => %s)"
+            " WHERE node = %s RETURNING (SELECT count(*) FROM cluster_nodes"
+            " WHERE expires_at < now())",
+            (lease, self.node),
+        ).fetchone()
+        return row is not None, 0 if row is None else int(row[0])
+
+    def join(self, lease: float) -> None:
+        """Take this node's lease (at open, the writer's thread)."""
+        self._connection("writer").execute(
+            "INSERT INTO cluster_nodes (node, expires_at)"
+            " VALUES (%s, now() + make_interval(secs => %s))",
+            (self.node, lease),
+        )
 
     # -- reads -----------------------------------------------------------------------------
 
