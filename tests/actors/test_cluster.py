@@ -9,36 +9,29 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
 import trio
+from cluster_support import TIMEOUT, session, start_node, stop_nodes
 from pg_support import committed
 from process_support import assert_no_children
 from trio_websocket import ConnectionClosed
 
 from actors import EventLogConfig, OperationSpec, open_event_log
-from examples.jobs.follow import Session
 from examples.web.closing import RESYNC_REQUIRED
-from examples.web.wsclient import open_websocket_client
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from pathlib import Path
 
     from pg_support import PostgresServer
 
     from actors import EventLog, RunStatus
     from actors._eventlog._operations import ProgressReporter
+    from examples.jobs.follow import Session
 
-ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "cluster-token"
-TIMEOUT = 60.0
 OPS = [OperationSpec(name="work", fields={"n"}, required={"n"})]
 
 
@@ -220,32 +213,6 @@ async def test_a_single_node_ledger_and_a_cluster_ledger_refuse_each_other(
 JOBS = int(os.environ.get("CLUSTER_TEST_JOBS", "600"))
 
 
-async def _start_server(url: str, trace: Path) -> tuple[trio.Process, str]:
-    argv = [sys.executable, "-m", "examples.jobs.server", "--port", "0", "--helpers", "2",
-            "--token", TOKEN, "--ledger", url, "--cluster"]  # fmt: skip
-    env = {**os.environ, "TRIO_ACTORS_JOBS_TRACE": str(trace)}
-    process = await trio.lowlevel.open_process(
-        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
-    )
-    assert process.stdout is not None
-    line = b""
-    with trio.fail_after(TIMEOUT):
-        while not line.endswith(b"\n"):
-            chunk = await process.stdout.receive_some(1)
-            assert chunk, f"the server exited before printing a line: {line!r}"
-            line += chunk
-    text = line.decode()
-    assert text.startswith("listening on ws://"), text
-    return process, text.split()[2].partition("?")[0]
-
-
-@asynccontextmanager
-async def _session(url: str) -> AsyncIterator[Session]:
-    headers = [(b"authorization", f"Bearer {TOKEN}".encode())]
-    async with open_websocket_client(url, extra_headers=headers) as ws:
-        yield Session(ws)
-
-
 async def _submit_until_admitted(session: Session, i: int, submitted: dict[str, int]) -> None:
     while True:
         answer = await session.request(
@@ -279,7 +246,7 @@ async def test_three_job_servers_run_each_request_once_in_one_order(
     try:
         urls = []
         for _ in range(3):
-            process, ws_url = await _start_server(url, trace)
+            process, ws_url = await start_node(url, trace)
             processes.append(process)
             urls.append(ws_url)
         streams: list[list[tuple[int, str, int | None]]] = [[], [], []]
@@ -291,7 +258,7 @@ async def test_three_job_servers_run_each_request_once_in_one_order(
             # it resumes after its cursor on a new connection, as clients do (§6.15).
             stream = streams[node]
             while True:
-                async with _session(urls[node]) as watcher:
+                async with session(urls[node]) as watcher:
                     last = stream[-1][0] if stream else 0
                     answer = await watcher.request("subscribe", cursor=last)
                     assert answer["type"] == "events", answer
@@ -315,11 +282,11 @@ async def test_three_job_servers_run_each_request_once_in_one_order(
         submitted: dict[str, int] = {}
 
         async def submit(node: int, worker: int) -> None:
-            async with _session(urls[node]) as here, _session(urls[(node + 1) % 3]) as next_:
+            async with session(urls[node]) as here, session(urls[(node + 1) % 3]) as next_:
                 for i in range(worker, JOBS, 12):
                     # Every 5th job is sent again, with the same id, to the next node.
-                    for session in (here,) if i % 5 else (here, next_):
-                        await _submit_until_admitted(session, i, submitted)
+                    for client in (here,) if i % 5 else (here, next_):
+                        await _submit_until_admitted(client, i, submitted)
 
         started = trio.current_time()
         async with trio.open_nursery() as watchers:
@@ -370,10 +337,4 @@ async def test_three_job_servers_run_each_request_once_in_one_order(
             assert [seq for seq, _, _ in stream[:head]] == list(range(1, head + 1))
         assert streams[0][:head] == streams[1][:head] == streams[2][:head]
     finally:
-        for process in processes:
-            process.send_signal(signal.SIGTERM)
-        with trio.fail_after(TIMEOUT):
-            for process in processes:
-                await process.wait()
-                if process.stdout is not None:
-                    await process.stdout.aclose()
+        await stop_nodes(processes)

@@ -8,56 +8,27 @@ per execution, ``TRIO_ACTORS_JOBS_TRACE``), not in the ledger.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
+from cluster_support import TIMEOUT, session, start_node, stop_nodes
 from pg_support import committed
 from process_support import assert_no_children
 
-from examples.jobs.follow import Session
-from examples.web.wsclient import open_websocket_client
+if TYPE_CHECKING:
+    from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "lease-token"
-TIMEOUT = 60.0
 LEASE = 1.0
 #: The issue's bound: a dead node's running runs are held within this many seconds.
 HELD_WITHIN = 30.0
 
 
-async def _start(url: str, trace: Path) -> tuple[trio.Process, str]:
-    argv = [sys.executable, "-m", "examples.jobs.server", "--port", "0", "--helpers", "2",
-            "--token", TOKEN, "--ledger", url, "--cluster",
-            "--cluster-lease", str(LEASE)]  # fmt: skip
-    env = {**os.environ, "TRIO_ACTORS_JOBS_TRACE": str(trace)}
-    process = await trio.lowlevel.open_process(
-        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
-    )
-    assert process.stdout is not None
-    line = b""
-    with trio.fail_after(TIMEOUT):
-        while not line.endswith(b"\n"):
-            chunk = await process.stdout.receive_some(1)
-            assert chunk, f"the server exited before printing a line: {line!r}"
-            line += chunk
-    text = line.decode()
-    assert text.startswith("listening on ws://"), text
-    return process, text.split()[2].partition("?")[0]
-
-
 async def _submit(url: str, seconds: list[float]) -> list[int]:
-    headers = [(b"authorization", f"Bearer {TOKEN}".encode())]
-    async with open_websocket_client(url, extra_headers=headers) as ws:
-        session = Session(ws)
+    async with session(url) as client:
         run_ids = []
         for value in seconds:
-            answer = await session.request(
-                "submit", operation="sleep", arguments={"seconds": value}
-            )
+            answer = await client.request("submit", operation="sleep", arguments={"seconds": value})
             assert answer.get("admitted"), answer
             run_ids.append(answer["run_id"])
         return run_ids
@@ -95,10 +66,10 @@ async def test_a_paused_then_killed_node_has_its_runs_held_and_its_writes_refuse
     trace.mkdir()
     processes: list[trio.Process] = []
     try:
-        a, a_url = await _start(pg_url, trace)
+        a, a_url = await start_node(pg_url, trace, "--cluster-lease", str(LEASE))
         processes.append(a)
         ((node_a,),) = committed(pg_url, "SELECT node FROM cluster_nodes")
-        b, _ = await _start(pg_url, trace)
+        b, _ = await start_node(pg_url, trace, "--cluster-lease", str(LEASE))
         processes.append(b)
 
         # SIGSTOP A past its lease: B holds A's runs (the database clock judges).
@@ -148,13 +119,5 @@ async def test_a_paused_then_killed_node_has_its_runs_held_and_its_writes_refuse
         )
         assert payloads == [3.0, 3.01, 3.02, 3.03, 4.0, 4.01, 4.02, 4.03]
     finally:
-        for process in processes:
-            if process.returncode is None:
-                process.send_signal(signal.SIGCONT)
-                process.send_signal(signal.SIGTERM)
-        with trio.fail_after(TIMEOUT):
-            for process in processes:
-                await process.wait()
-                if process.stdout is not None:
-                    await process.stdout.aclose()
+        await stop_nodes(processes)
     assert_no_children()

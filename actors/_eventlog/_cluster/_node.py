@@ -32,23 +32,21 @@ import json
 import logging
 import secrets
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
-
-from protocol.errors import describe_exception
 
 from ...errors import (
     ActorError,
     CursorExpired,
     DeadlineExceeded,
-    ErrorRecord,
     InvalidCommand,
     LedgerError,
     LedgerUnavailable,
     UnknownRun,
 )
 from .._checks import check_fraction
+from .._drain import runner_failure
 from .._ports import PortHub
 from .._statistics import EventLogStatistics
 from .._types import (
@@ -74,6 +72,8 @@ if TYPE_CHECKING:
     Check = Callable[[str, Mapping[str, Any], str | None, str | None], Any]
 
 __all__ = ["ClusterNode"]
+
+_T = TypeVar("_T")
 
 _log = logging.getLogger("actors.eventlog")
 
@@ -618,23 +618,29 @@ class ClusterNode:
             UnknownRun: (``unknown_run``) no such run.
             LedgerUnavailable: (``ledger_unavailable``) no answer in time.
         """
+        row = await self._read(self.store.read_run, run_id, doing="reading a run")
+        if row is None:
+            raise UnknownRun(f"no run {run_id}", run_id=run_id)
+        return _status(row, self._config.quarantine_after)
+
+    async def _read(self, read: Callable[..., _T], *args: Any, doing: str) -> _T:
+        """``read(*args)`` on the reader's connection, within ``ledger_read_timeout``
+        seconds (then its statement is cancelled on the server)."""
         store = self.store
         try:
             with trio.fail_after(self._config.ledger_read_timeout):
-                row = await trio.to_thread.run_sync(
-                    store.read_run, run_id, limiter=store._read_limiter, abandon_on_cancel=True
+                return await trio.to_thread.run_sync(
+                    read, *args, limiter=store._read_limiter, abandon_on_cancel=True
                 )
         except trio.TooSlowError:
+            await store._cancel("reader")
             raise LedgerUnavailable(
-                "the ledger did not answer in time",
+                f"the ledger did not answer in time ({doing})",
                 cause="read_timeout",
                 retry_after=self._config.retry_after_max,
             ) from None
         except store.errors as exc:
-            raise store.classify(exc, "reading a run") from None
-        if row is None:
-            raise UnknownRun(f"no run {run_id}", run_id=run_id)
-        return _status(row, self._config.quarantine_after)
+            raise store.classify(exc, doing) from None
 
     async def watch(self, cursor: int, limit: int) -> WatchResult:
         """Events after ``cursor``, from the window or the ledger (design §6.8).
@@ -652,24 +658,7 @@ class ClusterNode:
             events = self._replay(cursor, limit)
             await trio.lowlevel.checkpoint()
         else:
-            store = self.store
-            try:
-                with trio.fail_after(self._config.ledger_read_timeout):
-                    rows = await trio.to_thread.run_sync(
-                        store.read_events,
-                        cursor,
-                        limit,
-                        limiter=store._read_limiter,
-                        abandon_on_cancel=True,
-                    )
-            except trio.TooSlowError:
-                raise LedgerUnavailable(
-                    "the ledger did not answer in time",
-                    cause="read_timeout",
-                    retry_after=self._config.retry_after_max,
-                ) from None
-            except store.errors as exc:
-                raise store.classify(exc, "reading events") from None
+            rows = await self._read(self.store.read_events, cursor, limit, doing="reading events")
             events = []
             for seq, kind, run_id, text in rows:
                 if seq != cursor + len(events) + 1:
@@ -764,20 +753,7 @@ def _check_cursor(cursor: object) -> None:
 
 
 def _failed(run: ClaimedRun, exc: Exception) -> dict[str, Any]:
-    if isinstance(exc, ActorError):
-        record = exc.to_record()
-    else:
-        _log.warning(
-            "the runner of run %d (%s) raised %s",
-            run.run_id,
-            run.operation,
-            type(exc).__name__,
-            exc_info=exc,
-            extra={"run_id": run.run_id, "operation": run.operation},
-        )
-        record = ErrorRecord(
-            category="permanent", code="runner_failed", message=describe_exception(exc)
-        )
+    record = runner_failure(run.run_id, run.operation, exc)
     return {
         "verdict": VERDICT_NOT_RUN,
         "result_json": None,
