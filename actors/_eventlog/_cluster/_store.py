@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ...errors import LedgerError, RequestConflict
-from .._ledger import APPLICATION_ID, PostgresStore
+from .._ledger import PostgresStore
 from .._types import Receipt, encode_json
 
 if TYPE_CHECKING:
@@ -148,6 +148,17 @@ class ClaimedRun:
     snapshot_id: str
 
 
+@attrs.define(kw_only=True)
+class _Txn:
+    """One batch's transaction while its operations run: each handler reads and
+    updates the live-run count (None when the batch did not take the ``inflight`` row)."""
+
+    cur: psycopg.Cursor[Any]
+    inflight: int | None
+    new_runs: dict[int, Outcome] = attrs.Factory(dict)
+    """The runs created in this batch: their ``job_queued`` seq is known at its end."""
+
+
 @attrs.define
 class Batch:
     """Operations written in one transaction, in order."""
@@ -208,18 +219,7 @@ class ClusterStore(PostgresStore):
         """
         try:
             conn = self._connection("writer")
-            tables = set(self._tables(conn))
-            if not tables:
-                with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (APPLICATION_ID,))
-                    if not self._tables(conn):
-                        conn.execute(_SCHEMA.encode())
-                        _log.info(
-                            "ledger %s: created the cluster's tables",
-                            self.path,
-                            extra={"ledger": self.path},
-                        )
-                tables = set(self._tables(conn))
+            tables = set(self._create_if_empty(conn, _SCHEMA, f"cluster version {CLUSTER_VERSION}"))
             if not set(TABLES) <= tables:
                 raise LedgerError(
                     f"ledger {self.path!r} holds tables ({', '.join(sorted(tables)[:5])}) but"
@@ -260,14 +260,14 @@ class ClusterStore(PostgresStore):
                 cur.execute("SELECT value FROM cluster_counters WHERE name = 'inflight' FOR UPDATE")
                 row = cur.fetchone()
                 inflight = 0 if row is None else int(row[0])
-            start = inflight
-            new_runs: dict[int, Outcome] = {}
+            txn = _Txn(cur=cur, inflight=inflight)
             for op, outcome in zip(batch.ops, outcomes, strict=True):
-                handler = getattr(self, f"_op_{op.kind}")
-                inflight = handler(cur, op.fields, outcome, inflight, new_runs)
-            if inflight is not None and inflight != start:
+                getattr(self, f"_op_{op.kind}")(txn, op.fields, outcome)
+            new_runs = txn.new_runs
+            if txn.inflight is not None and txn.inflight != inflight:
                 cur.execute(
-                    "UPDATE cluster_counters SET value = %s WHERE name = 'inflight'", (inflight,)
+                    "UPDATE cluster_counters SET value = %s WHERE name = 'inflight'",
+                    (txn.inflight,),
                 )
             rows = [event for outcome in outcomes for event in outcome.events]
             if rows:
@@ -299,14 +299,8 @@ class ClusterStore(PostgresStore):
             if isinstance(outcome.value, _PendingReceipt):
                 outcome.value = outcome.value.receipt(new_runs)
 
-    def _op_submit(
-        self,
-        cur: psycopg.Cursor[Any],
-        fields: dict[str, Any],
-        outcome: Outcome,
-        inflight: int | None,
-        new_runs: dict[int, Outcome],
-    ) -> int | None:
+    def _op_submit(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
+        cur, inflight = txn.cur, txn.inflight
         assert inflight is not None
         request_id = fields["request_id"]
         content = fields["content"]
@@ -330,11 +324,11 @@ class ClusterStore(PostgresStore):
                     f"request id {request_id!r} was used with other content",
                     request_id=request_id,
                 )
-                return inflight
+                return
             outcome.value = _PendingReceipt(
                 request_id, int(known[1]), bool(known[2]), known[4], int(known[3])
             )
-            return inflight
+            return
         revision = 0
         snapshot_id = hashlib.sha256(f"{revision}:{content}".encode()).hexdigest()[:16]
         key = None if fields["mutating"] else snapshot_id
@@ -355,7 +349,7 @@ class ClusterStore(PostgresStore):
                 outcome.value = _PendingReceipt(
                     request_id, run_id, True, snapshot_id, int(joined[1])
                 )
-                return inflight
+                return
         if inflight >= self._max_inflight:
             # Only admitted requests are stored: a refusal may be retried.
             cur.execute("DELETE FROM cluster_requests WHERE request_id = %s", (request_id,))
@@ -372,7 +366,7 @@ class ClusterStore(PostgresStore):
                 bound=self._max_inflight,
                 retry_after=self._retry_after,
             )
-            return inflight
+            return
         cur.execute(
             "INSERT INTO cluster_runs (run_id, request_id, operation, arguments, revision,"
             " snapshot_id, coalesce_key, state)"
@@ -396,18 +390,12 @@ class ClusterStore(PostgresStore):
                 f'"request_id":{encode_json(request_id)}}}',
             )
         )
-        new_runs[run_id] = outcome
+        txn.new_runs[run_id] = outcome
         outcome.value = _PendingReceipt(request_id, run_id, False, snapshot_id, 0)
-        return inflight + 1
+        txn.inflight = inflight + 1
 
-    def _op_claim(
-        self,
-        cur: psycopg.Cursor[Any],
-        fields: dict[str, Any],
-        outcome: Outcome,
-        inflight: int | None,
-        new_runs: dict[int, Outcome],
-    ) -> int | None:
+    def _op_claim(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
+        cur = txn.cur
         cur.execute(
             "SELECT run_id, request_id, operation, arguments, revision, snapshot_id"
             " FROM cluster_runs WHERE state = 'queued' AND operation = ANY(%s)"
@@ -435,16 +423,9 @@ class ClusterStore(PostgresStore):
             for run in claimed:
                 outcome.events.append(("job_started", run.run_id, f'{{"owner":{owner}}}'))
         outcome.value = claimed
-        return inflight
 
-    def _op_progress(
-        self,
-        cur: psycopg.Cursor[Any],
-        fields: dict[str, Any],
-        outcome: Outcome,
-        inflight: int | None,
-        new_runs: dict[int, Outcome],
-    ) -> int | None:
+    def _op_progress(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
+        cur = txn.cur
         cur.execute(
             "UPDATE cluster_runs SET progress = %s WHERE run_id = %s AND owner = %s"
             " AND state = 'running' RETURNING run_id",
@@ -455,16 +436,9 @@ class ClusterStore(PostgresStore):
             outcome.events.append(
                 ("job_progress", fields["run_id"], f'{{"fraction":{fields["fraction"]!r}}}')
             )
-        return inflight
 
-    def _op_finish(
-        self,
-        cur: psycopg.Cursor[Any],
-        fields: dict[str, Any],
-        outcome: Outcome,
-        inflight: int | None,
-        new_runs: dict[int, Outcome],
-    ) -> int | None:
+    def _op_finish(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
+        cur, inflight = txn.cur, txn.inflight
         assert inflight is not None
         run_id = fields["run_id"]
         cancelled_by = fields.get("cancelled_by")
@@ -500,18 +474,12 @@ class ClusterStore(PostgresStore):
             kind = "job_finished"
         outcome.value = cur.fetchone() is not None
         if not outcome.value:  # not ours (any more), or decided already
-            return inflight
+            return
         outcome.events.append((kind, run_id, data))
-        return inflight - 1
+        txn.inflight = inflight - 1
 
-    def _op_cancel(
-        self,
-        cur: psycopg.Cursor[Any],
-        fields: dict[str, Any],
-        outcome: Outcome,
-        inflight: int | None,
-        new_runs: dict[int, Outcome],
-    ) -> int | None:
+    def _op_cancel(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
+        cur, inflight = txn.cur, txn.inflight
         assert inflight is not None
         run_id, actor = fields["run_id"], fields["actor"]
         cur.execute(
@@ -521,7 +489,7 @@ class ClusterStore(PostgresStore):
         row = cur.fetchone()
         if row is None:
             outcome.value = "unknown"
-            return inflight
+            return
         state, owner, requested = row
         if state == "queued":
             cur.execute(
@@ -533,7 +501,8 @@ class ClusterStore(PostgresStore):
                 ("job_cancelled", run_id, f'{{"by":{encode_json(actor)},"was":"queued"}}')
             )
             outcome.value = "cancelled"
-            return inflight - 1
+            txn.inflight = inflight - 1
+            return
         if state == "running":
             if requested is None:
                 # Only the owner stops the work and records job_cancelled: it hears of
@@ -550,18 +519,11 @@ class ClusterStore(PostgresStore):
                     )
                 )
             outcome.value = "requested"
-            return inflight
+            return
         outcome.value = "decided"
-        return inflight
 
-    def _op_reap(
-        self,
-        cur: psycopg.Cursor[Any],
-        fields: dict[str, Any],
-        outcome: Outcome,
-        inflight: int | None,
-        new_runs: dict[int, Outcome],
-    ) -> int | None:
+    def _op_reap(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
+        cur, inflight = txn.cur, txn.inflight
         """Hold the running runs of every node whose lease expired, and drop those
         leases; or (``retire``, ``own``) this node's own runs."""
         assert inflight is not None
@@ -597,18 +559,10 @@ class ClusterStore(PostgresStore):
                 )
             )
         outcome.value = (dead, [run_id for _, run_id, _ in held])
-        return inflight - len(held)
+        txn.inflight = inflight - len(held)
 
-    def _op_record(
-        self,
-        cur: psycopg.Cursor[Any],
-        fields: dict[str, Any],
-        outcome: Outcome,
-        inflight: int | None,
-        new_runs: dict[int, Outcome],
-    ) -> int | None:
+    def _op_record(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
         outcome.events.append((fields["kind"], None, fields["data_json"]))
-        return inflight
 
     # -- leases (the heartbeat's own connection) ------------------------------------------
 

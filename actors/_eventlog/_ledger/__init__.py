@@ -40,7 +40,6 @@ from ._postgres import PostgresStore as PostgresStore
 from ._postgres import is_postgres_url as is_postgres_url
 from ._rows import RowCheck as RowCheck
 from ._rows import decode_run as decode_run
-from ._schema import APPLICATION_ID as APPLICATION_ID
 from ._wal import WalReport as WalReport
 
 if TYPE_CHECKING:
@@ -51,7 +50,6 @@ if TYPE_CHECKING:
     from ._commit import HealthCallback
 
 __all__ = [
-    "APPLICATION_ID",
     "BatchLedger",
     "Ledger",
     "LedgerSnapshot",

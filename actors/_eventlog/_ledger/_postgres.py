@@ -408,21 +408,28 @@ class PostgresStore:
                 f"ledger {self.path!r}: no schema to use (the search_path names none that"
                 " exists); nothing was written"
             )
+        tables = self._create_if_empty(conn, SCHEMA, f"schema version {SCHEMA_VERSION}")
+        self._check_schema(conn, tables)
+
+    def _create_if_empty(
+        self, conn: psycopg.Connection[Any], schema: str, what: str
+    ) -> dict[str, tuple[str, ...]]:
+        """Create ``schema``'s tables if the current schema has none; its tables."""
         tables = self._tables(conn)
         if not tables:
             with conn.transaction():
                 # Two nodes starting at once on an empty database: one creates.
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
                 if not self._tables(conn):
-                    conn.execute(SCHEMA.encode())
+                    conn.execute(schema.encode())
                     _log.info(
-                        "ledger %s: created the ledger's tables (schema version %d)",
+                        "ledger %s: created the ledger's tables (%s)",
                         self.path,
-                        SCHEMA_VERSION,
-                        extra={"ledger": self.path, "schema_version": SCHEMA_VERSION},
+                        what,
+                        extra={"ledger": self.path, "tables": what},
                     )
             tables = self._tables(conn)
-        self._check_schema(conn, tables)
+        return tables
 
     def _check_schema(
         self, conn: psycopg.Connection[Any], tables: dict[str, tuple[str, ...]]
