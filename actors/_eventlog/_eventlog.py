@@ -44,7 +44,7 @@ import trio
 from .._core import unwrap_sole_exception
 from ..errors import ActorStopped, InvalidCommand
 from ._admission import Admission
-from ._checks import check_kind, json_mapping
+from ._checks import check_kind, check_text, json_mapping
 from ._cluster import ClusterNode
 from ._parts import build_parts
 from ._statistics import EventLogStatistics
@@ -552,7 +552,9 @@ class EventLog:
             UnknownRun: (``unknown_run``) no such run.
             UnsupportedOperation: (``unsupported_operation``) its operation is unknown now.
         """
-        self._not_in_cluster("resume")
+        if self._cluster is not None:
+            self._check_open()
+            return await self._cluster.resume(run_id, override)
         return await self._recovery.resume(run_id, override=override)
 
     async def discard(self, run_id: int, *, actor: str = "local") -> RunStatus:
@@ -563,7 +565,10 @@ class EventLog:
             InvalidCommand: (``invalid_command``) the run is queued or running.
             UnknownRun: (``unknown_run``) no such run.
         """
-        self._not_in_cluster("discard")
+        if self._cluster is not None:
+            self._check_open()
+            check_text("actor", actor)
+            return await self._cluster.discard(run_id, actor)
         return await self._recovery.discard(run_id, actor=actor)
 
     async def check_drift(self, run_id: int, current: Mapping[str, Any] | None = None) -> Drift:

@@ -21,6 +21,7 @@ from process_support import assert_no_children
 from trio_websocket import ConnectionClosed
 
 from actors import EventLogConfig, OperationSpec, open_event_log
+from actors.errors import AlreadyDecided, RunQuarantined
 from examples.web.closing import RESYNC_REQUIRED
 
 if TYPE_CHECKING:
@@ -188,6 +189,67 @@ async def test_a_cancel_on_one_node_stops_the_run_on_its_owner_first(pg_url: str
         assert committed(pg_url, "SELECT owner FROM cluster_runs") == [(owner.node,)]
 
 
+async def test_a_dead_nodes_runs_are_held_then_resumed_or_discarded_on_any_node(
+    pg_url: str,
+) -> None:
+    ran: list[int] = []
+
+    async def runner(run: RunStatus, report: ProgressReporter) -> int:
+        ran.append(run.run_id)
+        return run.run_id
+
+    async with AsyncExitStack() as stack:
+        (log,) = await _nodes(stack, pg_url, 1, cluster_lease=1.0)  # runs nothing itself
+        run_ids = [(await log.submit("work", {"n": n}, f"r{n}")).run_id for n in range(3)]
+        # A node that claimed them and died: its lease expired, as the database tells.
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("INSERT INTO cluster_nodes (node, expires_at) VALUES ('node-gone', now())")
+            conn.execute("UPDATE cluster_runs SET state = 'running', owner = 'node-gone'")
+            conn.execute(
+                "UPDATE cluster_runs SET interruptions = 1 WHERE run_id = %s", (run_ids[2],)
+            )
+        with trio.fail_after(10):
+            while [(await log.status(r)).state for r in run_ids] != ["held"] * 3:  # noqa: ASYNC110
+                await trio.sleep(0.05)
+        assert committed(pg_url, "SELECT count(*) FROM cluster_nodes WHERE node = 'node-gone'") == [
+            (0,)
+        ]
+        held = await log.status(run_ids[2])
+        assert (held.interruptions, held.quarantined) == (2, True)
+        report = log.boot_report()
+        assert [run.run_id for run in report.survivors] == run_ids
+        assert [run.run_id for run in report.quarantined] == [run_ids[2]]
+        worker = await stack.enter_async_context(
+            open_event_log(_config(pg_url), operations=OPS, runners={"work": runner})
+        )
+        # A node started now knows the held runs too (read with the head it starts from).
+        assert [run.run_id for run in worker.snapshot().runs] == run_ids
+        assert worker.statistics().held == 3
+        assert (await worker.discard(run_ids[1], actor="alice")).cancelled_by == "alice"
+        with pytest.raises(RunQuarantined):
+            await worker.resume(run_ids[2])
+        for run_id in (run_ids[0], run_ids[2]):
+            await (log if run_id == run_ids[0] else worker).resume(run_id, override=True)
+        with trio.fail_after(10):
+            while [(await log.status(r)).state for r in run_ids] != [  # noqa: ASYNC110
+                "finished",
+                "cancelled",
+                "finished",
+            ]:
+                await trio.sleep(0.05)
+        assert sorted(ran) == [run_ids[0], run_ids[2]]
+        with pytest.raises(AlreadyDecided):
+            await log.discard(run_ids[1])
+        kinds = [e.kind for e in (await log.watch(0, limit=100)).events if e.run_id == run_ids[0]]
+        assert kinds == [
+            "job_queued",
+            "job_interrupted",
+            "job_queued",
+            "job_started",
+            "job_finished",
+        ]
+
+
 async def test_a_single_node_ledger_and_a_cluster_ledger_refuse_each_other(
     postgres_server: PostgresServer,
 ) -> None:
@@ -321,15 +383,18 @@ async def test_three_job_servers_run_each_request_once_in_one_order(
         assert committed(
             url, "SELECT count(*), count(DISTINCT owner) FROM cluster_runs WHERE verdict = 'ok'"
         ) == [(JOBS, 3)]
-        # Connections: at most 5 per node (3: writer, follower, reader).
+        # Connections: at most 5 per node (4: writer, follower, reader, heartbeat).
         names = committed(
             url,
             "SELECT application_name FROM pg_stat_activity"
             " WHERE application_name LIKE 'trio-actors node-%'",
         )
+        nodes = {node for (node,) in committed(url, "SELECT node FROM cluster_nodes")}
         per_node: dict[str, int] = {}
         for (name,) in names:
-            per_node[name.split()[1]] = per_node.get(name.split()[1], 0) + 1
+            node = name.split()[1]
+            if node in nodes:  # (the server holds other tests' nodes too)
+                per_node[node] = per_node.get(node, 0) + 1
         assert len(per_node) == 3, per_node
         assert max(per_node.values()) <= 5, per_node
         # Every client's stream: gap-free, and the same on every node.

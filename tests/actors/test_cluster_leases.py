@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import trio
 from cluster_support import TIMEOUT, session, start_node, stop_nodes
 from pg_support import committed
-from process_support import assert_no_children
+from process_support import assert_no_children, pid_gone
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -121,3 +121,8 @@ async def test_a_paused_then_killed_node_has_its_runs_held_and_its_writes_refuse
     finally:
         await stop_nodes(processes)
     assert_no_children()
+    # Every helper is gone: the killed node's too (they see their parent's end).
+    helpers = {int(path.name.partition("-")[0]) for path in trace.iterdir()}
+    with trio.fail_after(TIMEOUT):
+        while not all(pid_gone(pid) for pid in helpers):  # noqa: ASYNC110
+            await trio.sleep(0.05)

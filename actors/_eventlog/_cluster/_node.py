@@ -120,6 +120,8 @@ class ClusterNode:
             retry_after=config.retry_after_min,
             statement_timeout=config.ledger_statement_timeout,
             read_timeout=config.ledger_read_timeout,
+            # Well within a lease: a paused node's locks go before its lease is judged.
+            idle_timeout=config.cluster_lease / 2,
         )
         self._follow_limiter = trio.CapacityLimiter(1)
         self._send, self._receive = trio.open_memory_channel[tuple[Op, trio.Event] | None](4096)
@@ -168,7 +170,21 @@ class ClusterNode:
         """
         store = self.store
         try:
-            self._head = await trio.to_thread.run_sync(store.open_cluster, limiter=store.limiter)
+            self._head, runs = await trio.to_thread.run_sync(
+                store.open_cluster, limiter=store.limiter
+            )
+            for row in runs:
+                status = _status(row, self._config.quarantine_after)
+                self._live[status.run_id] = {
+                    "state": status.state,
+                    "operation": status.operation,
+                    "arguments": status.arguments,
+                    "revision": status.revision,
+                    "snapshot_id": status.snapshot_id,
+                    "request_id": status.request_id,
+                    "progress": status.progress,
+                    "interruptions": status.interruptions,
+                }
             await trio.to_thread.run_sync(
                 store.join, self._config.cluster_lease, limiter=store.limiter
             )
@@ -419,6 +435,11 @@ class ClusterNode:
             live = self._live.get(run_id)
             if live is not None:
                 live["state"] = "running"
+        elif kind == "job_interrupted":
+            live = self._live.get(run_id)
+            if live is not None:
+                live["state"] = "held"
+                live["interruptions"] = data.get("interruptions", 0)
         elif kind == "job_progress":
             live = self._live.get(run_id)
             if live is not None:
@@ -611,6 +632,40 @@ class ClusterNode:
                 await decided.wait()
         return await self.status(run_id)
 
+    async def resume(self, run_id: int, override: bool) -> RunStatus:
+        """Queue a held run again, for any node to claim (``job_queued`` with
+        ``resumed``); its status as decided (docs/cluster.rst).
+
+        Raises:
+            RunQuarantined: (``run_quarantined``) interrupted too often and no override.
+            AdmissionFull: (``admission_full``) no capacity cluster-wide; retry later.
+            AlreadyDecided: (``already_decided``) the run is finished or cancelled.
+            InvalidCommand: (``invalid_command``) the run is queued or running.
+            UnknownRun: (``unknown_run``) no such run.
+            LedgerUnavailable: (``ledger_unavailable``) the decision is not durable.
+        """
+        outcome = await self._do(
+            "resume",
+            run_id=run_id,
+            override=override,
+            quarantine_after=self._config.quarantine_after,
+        )
+        if outcome.error is not None:
+            raise outcome.error
+        return await self.status(run_id)
+
+    async def discard(self, run_id: int, actor: str) -> RunStatus:
+        """Decide a held run cancelled by ``actor`` (``job_cancelled``, was ``held``).
+
+        Raises:
+            AlreadyDecided, InvalidCommand, UnknownRun, LedgerUnavailable: as
+            :meth:`resume`.
+        """
+        outcome = await self._do("discard", run_id=run_id, actor=actor)
+        if outcome.error is not None:
+            raise outcome.error
+        return await self.status(run_id)
+
     async def status(self, run_id: int) -> RunStatus:
         """A run's committed state, read from the ledger.
 
@@ -721,22 +776,37 @@ class ClusterNode:
         return EventLogSnapshot(
             cursor=self._head,
             revision=0,
-            runs=tuple(_live_status(run_id, live) for run_id, live in self._live.items()),
+            runs=tuple(
+                _live_status(run_id, live, self._config.quarantine_after)
+                for run_id, live in self._live.items()
+            ),
         )
 
     def boot_report(self) -> BootReport:
-        """No run is held on a cluster node (docs/cluster.rst)."""
-        return BootReport(survivors=(), interrupted=(), quarantined=(), head=self._head, revision=0)
+        """The runs held in the cluster now (a dead node's, docs/cluster.rst), as this
+        node's follower knows them, with their interruptions and quarantine."""
+        held = tuple(
+            _live_status(run_id, live, self._config.quarantine_after)
+            for run_id, live in self._live.items()
+            if live["state"] == "held"
+        )
+        return BootReport(
+            survivors=held,
+            interrupted=tuple(run for run in held if run.interruptions),
+            quarantined=tuple(run for run in held if run.quarantined),
+            head=self._head,
+            revision=0,
+        )
 
     def statistics(self) -> EventLogStatistics:
-        """The node's counters (``held`` is always 0; ``ledger`` None)."""
+        """The node's counters, from its mirror of the cluster's runs (``ledger`` None)."""
         states = [live["state"] for live in self._live.values()]
         return EventLogStatistics(
             head=self._head,
             floor=self._window[0][0] if self._window else self._head + 1,
             queued=states.count("queued"),
             running=states.count("running"),
-            held=0,
+            held=states.count("held"),
             bound=self._config.max_inflight,
             paused=self.unavailable is not None,
             revision=0,
@@ -783,7 +853,8 @@ def _status(row: tuple[Any, ...], quarantine_after: int) -> RunStatus:
     )
 
 
-def _live_status(run_id: int, live: dict[str, Any]) -> RunStatus:
+def _live_status(run_id: int, live: dict[str, Any], quarantine_after: int) -> RunStatus:
+    interruptions = live.get("interruptions", 0)
     return RunStatus(
         run_id=run_id,
         state=live["state"],
@@ -793,4 +864,6 @@ def _live_status(run_id: int, live: dict[str, Any]) -> RunStatus:
         snapshot_id=live["snapshot_id"],
         request_id=live["request_id"],
         progress=live.get("progress"),
+        interruptions=interruptions,
+        quarantined=interruptions >= quarantine_after,
     )

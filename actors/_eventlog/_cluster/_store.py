@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ...errors import LedgerError, RequestConflict
+from ...errors import (
+    AdmissionFull,
+    AlreadyDecided,
+    InvalidCommand,
+    LedgerError,
+    RequestConflict,
+    RunQuarantined,
+    UnknownRun,
+)
 from .._ledger import PostgresStore
 from .._types import Receipt, encode_json
 
@@ -105,6 +113,9 @@ CREATE TABLE cluster_events (
     data text NOT NULL
 );
 """
+
+#: Operations that change the number of live runs: their batch takes ``inflight`` first.
+_LIVE_KINDS = frozenset({"submit", "finish", "cancel", "reap", "resume"})
 
 #: The NOTIFY channel; a notification is only a wake-up (the follower polls anyway).
 CHANNEL = "trio_actors_cluster"
@@ -180,6 +191,8 @@ class ClusterStore(PostgresStore):
         retry_after: Seconds a refused submitter should wait (``admission_full``).
         statement_timeout: Seconds each statement may run (server-side).
         read_timeout: Seconds a read may take.
+        idle_timeout: Seconds a session may sit idle inside a transaction before the
+            server ends it (``idle_in_transaction_session_timeout``).
     """
 
     def __init__(
@@ -191,6 +204,7 @@ class ClusterStore(PostgresStore):
         retry_after: float,
         statement_timeout: float,
         read_timeout: float,
+        idle_timeout: float,
     ) -> None:
         super().__init__(
             url,
@@ -199,19 +213,38 @@ class ClusterStore(PostgresStore):
             retry_after=retry_after,
         )
         self.node = node
+        self._idle_timeout = idle_timeout
         self.single_writer = False  # every node writes a cluster ledger
         self.application = f"trio-actors {node}"
         self._max_inflight = max_inflight
         self._retry_after = retry_after
 
+    def _connection(self, role: str) -> psycopg.Connection[Any]:
+        # A worker thread abandoned at close must not open a connection after it.
+        if self._closed:
+            raise self._psycopg.OperationalError("ledger is closed")
+        conn = super()._connection(role)
+        if self._closed:
+            conn.close()
+            raise self._psycopg.OperationalError("ledger is closed")
+        return conn
+
     def _prepare(self, role: str, conn: psycopg.Connection[Any]) -> None:
+        # A node paused (or cut off) inside a transaction must not hold the head or
+        # inflight row for ever: the server ends such a session after this long, and
+        # its transaction, never committed, is rolled back.
+        conn.execute(
+            "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
+            (f"{max(1, round(self._idle_timeout * 1000))}ms",),
+        )
         if role == "follower":
             conn.execute(f"LISTEN {CHANNEL}")
 
     # -- opening (the writer's thread) ---------------------------------------------------
 
-    def open_cluster(self) -> int:
-        """Create the cluster's tables in an empty schema, or check them; the head seq.
+    def open_cluster(self) -> tuple[int, list[tuple[Any, ...]]]:
+        """Create the cluster's tables in an empty schema, or check them; the head seq
+        and the unfinished runs' rows (``_RUN_FIELDS``) as of that head.
 
         Raises:
             LedgerError: (``ledger_error``) the schema holds other tables (a single-node
@@ -234,8 +267,20 @@ class ClusterStore(PostgresStore):
                     f"ledger {self.path!r} is a cluster ledger of version"
                     f" {row[0] if row else '(none)'}, not {CLUSTER_VERSION}; nothing was written"
                 )
-            head = conn.execute("SELECT value FROM cluster_counters WHERE name = 'head'").fetchone()
-            return 0 if head is None else int(head[0])
+            # The head and the unfinished runs as of one snapshot: the follower goes on
+            # from that head, so the node's mirror of live runs misses none.
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                head = conn.execute(
+                    "SELECT value FROM cluster_counters WHERE name = 'head'"
+                ).fetchone()
+                runs = conn.execute(
+                    f"SELECT {_RUN_FIELDS} FROM cluster_runs"
+                    " WHERE state IN ('queued', 'running', 'held') ORDER BY run_id"
+                ).fetchall()
+            finally:
+                conn.execute("COMMIT")
+            return 0 if head is None else int(head[0]), runs
         except BaseException:
             self._close_connections()
             raise
@@ -254,7 +299,7 @@ class ClusterStore(PostgresStore):
         outcomes = [Outcome() for _ in batch.ops]
         with conn.transaction(), conn.cursor() as cur:
             inflight: int | None = None
-            if any(op.kind in ("submit", "finish", "cancel", "reap") for op in batch.ops):
+            if any(op.kind in _LIVE_KINDS for op in batch.ops):
                 # Taken first, by every batch that changes the live runs: admission is
                 # decided on the committed count, one batch at a time, cluster-wide.
                 cur.execute("SELECT value FROM cluster_counters WHERE name = 'inflight' FOR UPDATE")
@@ -560,6 +605,80 @@ class ClusterStore(PostgresStore):
             )
         outcome.value = (dead, [run_id for _, run_id, _ in held])
         txn.inflight = inflight - len(held)
+
+    def _held(self, txn: _Txn, run_id: int, outcome: Outcome) -> tuple[Any, ...] | None:
+        """The held run's row, locked; else None with the outcome's error set."""
+        txn.cur.execute(
+            "SELECT state, interruptions, operation, arguments, revision, snapshot_id,"
+            " request_id FROM cluster_runs WHERE run_id = %s FOR UPDATE",
+            (run_id,),
+        )
+        row = txn.cur.fetchone()
+        if row is None:
+            outcome.error = UnknownRun(f"no run {run_id}", run_id=run_id)
+        elif row[0] in ("finished", "cancelled"):
+            outcome.error = AlreadyDecided(f"run {run_id} is already {row[0]}", state=row[0])
+        elif row[0] != "held":
+            outcome.error = InvalidCommand(f"run {run_id} is {row[0]}, not held", fields=["run_id"])
+        else:
+            return tuple(row)
+        return None
+
+    def _op_resume(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
+        row = self._held(txn, fields["run_id"], outcome)
+        if row is None:
+            return
+        _, interruptions, operation, arguments, revision, snapshot_id, request_id = row
+        assert txn.inflight is not None
+        if interruptions >= fields["quarantine_after"] and not fields["override"]:
+            outcome.error = RunQuarantined(
+                f"run {fields['run_id']} was interrupted {interruptions} times; resume it"
+                " with override=True",
+                interruptions=interruptions,
+            )
+            return
+        if txn.inflight >= self._max_inflight:
+            outcome.error = AdmissionFull(
+                f"{txn.inflight} runs in flight (bound {self._max_inflight})",
+                depth=txn.inflight,
+                bound=self._max_inflight,
+                retry_after=self._retry_after,
+            )
+            return
+        # Queued again, for any node to claim; it no longer coalesces (a live run of
+        # the same request may exist by now).
+        txn.cur.execute(
+            "UPDATE cluster_runs SET state = 'queued', owner = NULL, cancel_requested = NULL,"
+            " coalesce_key = NULL WHERE run_id = %s",
+            (fields["run_id"],),
+        )
+        outcome.events.append(
+            (
+                "job_queued",
+                fields["run_id"],
+                f'{{"operation":{encode_json(operation)},"arguments":{arguments},'
+                f'"revision":{revision},"snapshot_id":{encode_json(snapshot_id)},'
+                f'"request_id":{encode_json(request_id)},"resumed":true,'
+                f'"interruptions":{interruptions}}}',
+            )
+        )
+        txn.inflight += 1
+
+    def _op_discard(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
+        if self._held(txn, fields["run_id"], outcome) is None:
+            return
+        txn.cur.execute(
+            "UPDATE cluster_runs SET state = 'cancelled', cancelled_by = %s, finished_at = %s"
+            " WHERE run_id = %s",
+            (fields["actor"], time.time(), fields["run_id"]),
+        )
+        outcome.events.append(
+            (
+                "job_cancelled",
+                fields["run_id"],
+                f'{{"by":{encode_json(fields["actor"])},"was":"held","reason":"discarded"}}',
+            )
+        )
 
     def _op_record(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
         outcome.events.append((fields["kind"], None, fields["data_json"]))
