@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     #: ``finish(run_id, verdict, result, error)``: decide a run (``Runs.finish``).
     Finisher = Callable[[int, str, Any, ErrorRecord | None], RunStatus]
 
-__all__ = ["Drain"]
+__all__ = ["Drain", "runner_failure"]
 
 _log = logging.getLogger("actors.eventlog")
 
@@ -141,21 +141,9 @@ class Drain:
     def _runner_failed(self, run: Run, exc: Exception) -> None:
         if run.state != "running":
             return
-        if isinstance(exc, ActorError):
-            record = exc.to_record()
-        else:
-            _log.warning(
-                "the runner of run %d (%s) raised %s",
-                run.run_id,
-                run.operation,
-                type(exc).__name__,
-                exc_info=exc,
-                extra={"run_id": run.run_id, "operation": run.operation},
-            )
-            record = ErrorRecord(
-                category="permanent", code="runner_failed", message=describe_exception(exc)
-            )
-        self._finish(run.run_id, VERDICT_NOT_RUN, None, record)
+        self._finish(
+            run.run_id, VERDICT_NOT_RUN, None, runner_failure(run.run_id, run.operation, exc)
+        )
 
     def _runner_timed_out(self, run: Run) -> None:
         timeout = self._config.run_timeout
@@ -171,3 +159,19 @@ class Drain:
             run_timeout=timeout,
         )
         self._finish(run.run_id, VERDICT_NOT_RUN, None, error.to_record())
+
+
+def runner_failure(run_id: int, operation: str, exc: Exception) -> ErrorRecord:
+    """The error record of a run whose runner raised ``exc`` (design §6.6): an
+    :class:`ActorError`'s own record, else ``runner_failed`` (and a log record)."""
+    if isinstance(exc, ActorError):
+        return exc.to_record()
+    _log.warning(
+        "the runner of run %d (%s) raised %s",
+        run_id,
+        operation,
+        type(exc).__name__,
+        exc_info=exc,
+        extra={"run_id": run_id, "operation": operation},
+    )
+    return ErrorRecord(category="permanent", code="runner_failed", message=describe_exception(exc))

@@ -42,8 +42,10 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._core import unwrap_sole_exception
-from ..errors import ActorStopped
-from ._checks import check_kind, json_mapping
+from ..errors import ActorStopped, InvalidCommand
+from ._admission import Admission
+from ._checks import check_kind, check_text, json_mapping
+from ._cluster import ClusterNode
 from ._parts import build_parts
 from ._statistics import EventLogStatistics
 from ._types import EventLogConfig, EventLogSnapshot
@@ -53,10 +55,9 @@ if TYPE_CHECKING:
     from typing import Unpack
 
     from ..errors import ErrorRecord
-    from ._admission import Admission
     from ._finished import FinishedRunsPage
     from ._operations import Runner
-    from ._ports import Port, PortOptions, PortStatistics
+    from ._ports import Port, PortHub, PortOptions, PortStatistics
     from ._survivors import Decision, Recovered, Survivor
     from ._types import BootReport, Drift, OperationSpec, Receipt, RunStatus, WatchResult
 
@@ -106,10 +107,23 @@ class EventLog:
         self._intake = parts.intake
         self._recovery = parts.recovery
         self._finished = parts.finished
+        #: In cluster mode, the node that decides in the shared ledger (docs/cluster.rst).
+        self._cluster = (
+            ClusterNode(config, parts.operations, parts.intake.check) if config.cluster else None
+        )
         self._open = False
         self._started = False
         self._closing = trio.Event()
         self._closed = trio.Event()
+
+    @property
+    def _hub(self) -> PortHub:
+        return self._journal.hub if self._cluster is None else self._cluster.hub
+
+    @property
+    def node(self) -> str | None:
+        """This node's incarnation id in cluster mode (random per start), else None."""
+        return None if self._cluster is None else self._cluster.node
 
     def register(self, spec: OperationSpec, runner: Runner | None = None) -> None:
         """Add (or replace) an operation and, optionally, its built-in runner (design §6.2)."""
@@ -122,8 +136,9 @@ class EventLog:
 
     @property
     def head(self) -> int:
-        """The newest event seq (0 before any event)."""
-        return self._journal.head
+        """The newest event seq (0 before any event; a cluster node: the newest its
+        follower delivered)."""
+        return self._journal.head if self._cluster is None else self._cluster.head
 
     # -- running ------------------------------------------------------------------------
 
@@ -149,6 +164,9 @@ class EventLog:
         if self._started:
             raise RuntimeError("EventLog.run() may be called once")
         self._started = True
+        if self._cluster is not None:
+            await self._run_cluster(self._cluster, task_status)
+            return
         ledger = self._ledger
         try:
             if ledger is not None:
@@ -179,6 +197,22 @@ class EventLog:
                 await ledger.close_within(self.config.close_timeout)  # commits what is staged
                 self._recovery.log_left(ledger.path)
             self._closed.set()
+
+    async def _run_cluster(self, node: ClusterNode, task_status: trio.TaskStatus[None]) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(node.run, self._closing)
+                self._open = True
+                task_status.started()
+        finally:
+            self._open = False
+            self._closed.set()
+
+    def _not_in_cluster(self, what: str) -> None:
+        if self._cluster is not None:
+            raise InvalidCommand(
+                f"{what} is not available in cluster mode (docs/cluster.rst)", fields=["cluster"]
+            )
 
     async def aclose(self) -> None:
         """Stop taking requests, flush the ledger and wait for :meth:`run` to return."""
@@ -268,6 +302,14 @@ class EventLog:
             UnsupportedOperation, InvalidCommand, RequestConflict, ActorStopped,
             LedgerUnavailable: as :meth:`submit`.
         """
+        node = self._cluster
+        if node is not None:
+            self._check_open()
+
+            async def decide() -> tuple[Receipt, None]:
+                return await node.submit(operation, arguments, request_id, actor), None
+
+            return Admission(None, None, decide)
         return self._intake.admit(operation, arguments, request_id, actor)
 
     def refuse(
@@ -292,6 +334,7 @@ class EventLog:
 
         Emits ``revision_bumped``; returns the new revision.
         """
+        self._not_in_cluster("apply_edit")
         return self._intake.apply_edit()
 
     # -- the lifecycle API for an external executor (design §6.6, §6.7) -------------------
@@ -311,6 +354,7 @@ class EventLog:
             UnknownRun: (``unknown_run``) no such run in memory.
             InvalidCommand: (``invalid_command``) the run is held after a restart.
         """
+        self._not_in_cluster("start")
         return self._runs.start(run_id, on_cancel=on_cancel)
 
     def progress(self, run_id: int, fraction: float, note: str | None = None) -> None:
@@ -327,6 +371,8 @@ class EventLog:
             InvalidCommand: (``invalid_command``) bad fraction, or the run is held.
             UnknownRun: (``unknown_run``) no such run in memory.
         """
+        if self._cluster is not None:
+            self._not_in_cluster("progress")
         self._runs.progress(run_id, fraction, note)
 
     def finish(
@@ -350,6 +396,7 @@ class EventLog:
             InvalidCommand: (``invalid_command``) bad verdict, result or error; run held.
             UnknownRun: (``unknown_run``) no such run in memory.
         """
+        self._not_in_cluster("finish")
         return self._runs.finish(run_id, verdict, result, error)
 
     async def cancel(
@@ -382,6 +429,9 @@ class EventLog:
             LedgerUnavailable: (``ledger_unavailable``) the decision stands but is not
                 durable yet (§6.13); asking again returns the true state.
         """
+        if self._cluster is not None:
+            self._check_open()
+            return await self._cluster.cancel(run_id, actor)
         return await self._runs.cancel(run_id, actor, request_id)
 
     async def status(self, run_id: int, *, request_id: str | None = None) -> RunStatus:
@@ -396,6 +446,8 @@ class EventLog:
             LedgerCorrupt: (``ledger_corrupt``) its ledger row is damaged (§6.11).
             LedgerUnavailable: (``ledger_unavailable``) its row is not durable yet.
         """
+        if self._cluster is not None:
+            return await self._cluster.status(run_id)
         return await self._runs.status(run_id, request_id)
 
     # -- the log (design §6.8, §6.9) ------------------------------------------------------
@@ -413,7 +465,10 @@ class EventLog:
                 respectively the oldest cursor still served.
             InvalidCommand: (``invalid_command``) ``cursor`` or ``limit`` is not an int.
         """
-        return await self._journal.watch(cursor, self.config.window if limit is None else limit)
+        limit = self.config.window if limit is None else limit
+        if self._cluster is not None:
+            return await self._cluster.watch(cursor, limit)
+        return await self._journal.watch(cursor, limit)
 
     def record(self, kind: str, data: Mapping[str, Any]) -> int:
         """Append a log-wide event that belongs to no run; return its seq (design §6.8).
@@ -433,6 +488,8 @@ class EventLog:
             ActorStopped: (code ``actor_stopped``) the event log is not running.
         """
         self._check_open()
+        if self._cluster is not None:
+            return self._cluster.record(check_kind(kind), json_mapping(data))
         return self._journal.emit(check_kind(kind), None, json_mapping(data))
 
     def subscribe(self, name: str | None = None, **options: Unpack[PortOptions]) -> Port:
@@ -449,7 +506,7 @@ class EventLog:
             CursorExpired: (``cursor_expired``) ``cursor`` is outside the window.
             InvalidCommand: (``invalid_command``) the name is taken or ``bound`` < 1.
         """
-        return self._journal.hub.open_port(name, **options)
+        return self._hub.open_port(name, **options)
 
     def snapshot(self) -> EventLogSnapshot:
         """Every live run and the cursor it is consistent with, atomically (design §6.15).
@@ -458,6 +515,8 @@ class EventLog:
         events after its ``cursor`` (``subscribe(cursor=...)`` or ``port.resync(...)``).
         Never waits; needs no capacity.
         """
+        if self._cluster is not None:
+            return self._cluster.snapshot()
         quarantine_after = self.config.quarantine_after
         return EventLogSnapshot(
             cursor=self._journal.head,
@@ -472,12 +531,14 @@ class EventLog:
             RemoteToggleDenied: (``remote_toggle_denied``) ``local`` is False.
             InvalidCommand: (``invalid_command``) no port has that name.
         """
-        return self._journal.hub.set_enabled(name, enabled, local=local)
+        return self._hub.set_enabled(name, enabled, local=local)
 
     # -- after a restart (design §6.10) ---------------------------------------------------
 
     def boot_report(self) -> BootReport:
         """List the runs found unfinished at boot and still undecided (design §6.10)."""
+        if self._cluster is not None:
+            return self._cluster.boot_report()
         return self._recovery.boot_report()
 
     async def resume(self, run_id: int, *, override: bool = False) -> RunStatus:
@@ -491,6 +552,9 @@ class EventLog:
             UnknownRun: (``unknown_run``) no such run.
             UnsupportedOperation: (``unsupported_operation``) its operation is unknown now.
         """
+        if self._cluster is not None:
+            self._check_open()
+            return await self._cluster.resume(run_id, override)
         return await self._recovery.resume(run_id, override=override)
 
     async def discard(self, run_id: int, *, actor: str = "local") -> RunStatus:
@@ -501,6 +565,10 @@ class EventLog:
             InvalidCommand: (``invalid_command``) the run is queued or running.
             UnknownRun: (``unknown_run``) no such run.
         """
+        if self._cluster is not None:
+            self._check_open()
+            check_text("actor", actor)
+            return await self._cluster.discard(run_id, actor)
         return await self._recovery.discard(run_id, actor=actor)
 
     async def check_drift(self, run_id: int, current: Mapping[str, Any] | None = None) -> Drift:
@@ -516,6 +584,7 @@ class EventLog:
             InvalidCommand: (``invalid_command``) ``current`` has other keys, or values
                 that are not JSON.
         """
+        self._not_in_cluster("check_drift")
         return await self._recovery.check_drift(run_id, current)
 
     async def recover(
@@ -529,6 +598,7 @@ class EventLog:
 
         The in-process twin of :meth:`actors.EventLogClient.recover` (see there).
         """
+        self._not_in_cluster("recover")
         return await self._recovery.recover(decide, current=current, actor=actor)
 
     async def finished_runs(
@@ -575,6 +645,7 @@ class EventLog:
                 answer within ``request_timeout`` seconds.
             LedgerError: (``ledger_error``) SQLite failed.
         """
+        self._not_in_cluster("finished_runs")
         return await self._finished.query(after, limit, state, verdict, since)
 
     def observe_commits(self, callback: Callable[[int, float], None] | None) -> bool:
@@ -590,6 +661,8 @@ class EventLog:
 
     def statistics(self) -> EventLogStatistics:
         """Return the event log's counters."""
+        if self._cluster is not None:
+            return self._cluster.statistics()
         return EventLogStatistics(
             head=self._journal.head,
             floor=self._journal.floor(),

@@ -84,7 +84,8 @@ def build_parts(
         ops.register(spec)
     for name, runner in (runners or {}).items():
         ops.register(ops.specs[name], runner)
-    ledger = _build_ledger(config) if config.ledger_path else None
+    # A cluster node decides in the database itself (its ClusterNode), not via a ledger.
+    ledger = _build_ledger(config) if config.ledger_path and not config.cluster else None
     journal = Journal(config, ledger)
     gate = AdmissionGate(config, journal, ledger)
     runs = Runs(config, operations=ops, journal=journal, ledger=ledger, freed=gate.freed)

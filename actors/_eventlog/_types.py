@@ -149,6 +149,10 @@ class Event:
     ``revision_bumped``    revision
     =====================  ================================================================
 
+    In cluster mode (docs/cluster.rst) ``job_started`` has the ``owner`` node, and a
+    cancel of a running run is first ``job_cancel_requested`` (by, owner): its owner
+    stops the work, then records ``job_cancelled``.
+
     ``data`` must not be mutated.
     """
 
@@ -435,7 +439,24 @@ class EventLogConfig:
     """Seconds (trio clock) a built-in runner may run; then it is cancelled and its run
     finished ``NOT_RUN`` with a ``deadline_exceeded`` error (design §6.19)."""
 
+    cluster: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    """Share the ledger with other nodes (docs/cluster.rst): a ``postgresql://``
+    ``ledger_path`` whose admission, event order and runs are decided in the database."""
+    cluster_poll: float = duration_field(0.1, allow_zero=False, maximum=0.1)
+    """Seconds between a cluster node's reads of the ledger's head when no ``NOTIFY``
+    wakes it (at most 0.1; docs/cluster.rst)."""
+    cluster_lease: float = duration_field(10.0, allow_zero=False, maximum=30.0)
+    """Seconds a cluster node's lease lasts, judged by the database's clock: renewed
+    every quarter of it; a node that stops renewing has its running runs held by the
+    others within about this long, and fences itself after as long without renewing
+    (docs/cluster.rst)."""
+
     def __attrs_post_init__(self) -> None:
+        if self.cluster and not (
+            self.ledger_path is not None
+            and self.ledger_path.startswith(("postgresql://", "postgres://"))
+        ):
+            raise ValueError("cluster=True needs a postgresql:// ledger_path (docs/cluster.rst)")
         for low, high in (
             ("retry_after_min", "retry_after_max"),
             ("ledger_retry_min", "ledger_retry_max"),

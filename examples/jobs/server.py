@@ -35,7 +35,7 @@ Every result has the ``pid`` of the helper that ran it. Run it::
     python -m examples.jobs.server [--host 127.0.0.1] [--port 8766] [--ledger PATH|URL]
         [--token T | --no-token] [--allow-origin ORIGIN] [--allow-host HOST]
         [--max-per-address N] [--max-pending N] [--files-root DIR] [--helpers N]
-        [--grace S] [-v]
+        [--grace S] [--cluster] [--cluster-lease S] [-v]
 
 It binds its port first of all, and prints ``listening on ws://HOST:PORT/?token=T``
 once ready (a fresh random token each start unless ``--token`` gives one or
@@ -48,7 +48,10 @@ runs survive a restart: unfinished ones are listed by ``boot_report`` and wait f
 ``resume``/``discard``; at start the server prints how many runs it holds from before
 and how to decide them, and at a graceful shutdown which runs it leaves held
 (:mod:`examples.web.held`). ``--ledger`` takes a SQLite file, or a ``postgresql://`` URL
-for a PostgreSQL ledger (the same runs, events and refusals; docs/cluster.rst). A bad
+for a PostgreSQL ledger (the same runs, events and refusals; docs/cluster.rst); with
+``--cluster`` several job servers share that PostgreSQL ledger: a job submitted to any
+of them runs once, on any node's helpers, and every node's clients see every node's
+events in one order (docs/cluster.rst). A bad
 option, a port in use or a ledger the event log refuses (``ledger_corrupt``: damage,
 named by table, key and column, and the file is left byte-identical, design §6.11; a
 foreign or newer schema, ``ledger_error``/``ledger_version_unsupported``): one line on
@@ -152,6 +155,13 @@ def _files_root(value: object) -> Path:
     return root
 
 
+def _cluster(config: JobServerConfig, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"cluster must be a bool, got {value!r}")
+    if value and not (config.ledger or "").startswith(("postgresql://", "postgres://")):
+        raise ValueError("--cluster needs a --ledger postgresql:// URL (docs/cluster.rst)")
+
+
 @attrs.frozen(kw_only=True)
 class JobServerConfig:
     """Settings of the job server; validated at construction (design §1.6).
@@ -167,6 +177,13 @@ class JobServerConfig:
     ledger: str | None = None
     """The ledger (design §6.10): a SQLite file or a ``postgresql://`` URL (docs/cluster.rst);
     None keeps runs in memory only."""
+    cluster: bool = attrs.field(
+        default=False, validator=lambda self, _, value: _cluster(self, value)
+    )
+    """Share ``ledger`` (a ``postgresql://`` URL) with other job servers: one cluster
+    (docs/cluster.rst)."""
+    cluster_lease: float = duration_field(10.0, allow_zero=False, maximum=30.0)
+    """Seconds a cluster node's lease lasts (database clock; docs/cluster.rst)."""
     helpers: int = count_field(2, minimum=1, maximum=64)
     """Helper processes, and jobs run at once."""
     grace: float = duration_field(5.0)
@@ -302,7 +319,12 @@ async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]
             job_timeout=config.job_timeout + timeouts.ladder + 1.0,
             files_root=config.files_root,
         )
-        log_config = EventLogConfig(ledger_path=config.ledger, max_concurrency=config.helpers)
+        log_config = EventLogConfig(
+            ledger_path=config.ledger,
+            max_concurrency=config.helpers,
+            cluster=config.cluster,
+            cluster_lease=config.cluster_lease,
+        )
         actor = EventLogActor(
             log_config, operations=OPERATIONS, runners={op.name: runner for op in OPERATIONS}
         )
@@ -474,6 +496,10 @@ def _parser() -> OneLineParser:
     add("--files-root", default=None, metavar="DIR",
         help="hash_file reads only inside DIR (default: the current directory)")  # fmt: skip
     add("--helpers", type=count(minimum=1, maximum=64), default=2, help="helper processes (2)")
+    add("--cluster", action="store_true",
+        help="share the postgresql:// --ledger with other servers (docs/cluster.rst)")  # fmt: skip
+    add("--cluster-lease", type=float, default=10.0, metavar="S",
+        help="seconds a cluster node's lease lasts (10)")  # fmt: skip
     return parser
 
 
@@ -486,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
         config = JobServerConfig(
             front_door=front_door,
             ledger=args.ledger,
+            cluster=args.cluster,
+            cluster_lease=args.cluster_lease,
             helpers=args.helpers,
             grace=args.grace,
             **({} if args.files_root is None else {"files_root": args.files_root}),

@@ -136,7 +136,7 @@ class Intake:
         actor: str | None,
     ) -> Admission:
         """Decide a request now if memory knows enough; see :meth:`EventLog.admit`."""
-        submission = self._submission(operation, arguments, request_id, actor)
+        submission = self.check(operation, arguments, request_id, actor)
         if self._requests.must_load(submission.request_id):
             return Admission(None, None, functools.partial(self._decide_later, submission))
         return Admission(*self._decide(submission))
@@ -150,16 +150,23 @@ class Intake:
         retry_after: float,
     ) -> Receipt:
         """A ``admission_full`` receipt for a valid request, deciding nothing (design §6.19)."""
-        submission = self._submission(operation, arguments, request_id, actor)
+        submission = self.check(operation, arguments, request_id, actor)
         return self._refusal(submission.request_id, self._runs.depth, retry_after)
 
-    def _submission(
+    def check(
         self,
         operation: str,
         arguments: Mapping[str, Any],
         request_id: str | None,
         actor: str | None,
     ) -> _Submission:
+        """Validate a request as :meth:`admit` does, deciding nothing (design §6.2).
+
+        What the cluster's admission (docs/cluster.rst) decides in the database.
+
+        Raises:
+            UnsupportedOperation, InvalidCommand, ActorStopped: as :meth:`EventLog.submit`.
+        """
         self._check_open()
         spec, args, args_json = self._validate(operation, arguments)
         if request_id is None:

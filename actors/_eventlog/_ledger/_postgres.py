@@ -212,6 +212,10 @@ class PostgresStore:
         # (the writer retries a batch whose commit raised) first checks whether that
         # attempt committed after all (an outcome unknown to us).
         self._attempt: tuple[Batch, str] | None = None
+        #: The connections' ``application_name`` before their role (pg_stat_activity).
+        self.application = "trio-actors ledger"
+        #: Whether the writer holds the ledger's writer lock (a cluster's nodes do not).
+        self.single_writer = True
         #: Connections opened in all (the first ones and every reconnection).
         self.connects = 0
         #: PostgreSQL has no write-ahead log of ours to check.
@@ -235,19 +239,23 @@ class PostgresStore:
             self._url,
             autocommit=True,
             connect_timeout=max(2, math.ceil(self._statement_timeout)),
-            application_name=f"trio-actors ledger {role}",
+            application_name=f"{self.application} {role}",
         )
         try:
             timeout_ms = max(1, round(self._statement_timeout * 1000))
             conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{timeout_ms}ms",))
-            if role == "writer":
-                self._lock_writer(conn)
+            self._prepare(role, conn)
         except BaseException:
             conn.close()
             raise
         self._conns[role] = conn
         self.connects += 1
         return conn
+
+    def _prepare(self, role: str, conn: psycopg.Connection[Any]) -> None:
+        """Set up a new connection for ``role``: the writer takes the writer lock."""
+        if role == "writer":
+            self._lock_writer(conn)
 
     def _lock_writer(self, conn: psycopg.Connection[Any]) -> None:
         row = conn.execute(_WRITER_LOCK, (APPLICATION_ID,)).fetchone()
@@ -371,7 +379,7 @@ class PostgresStore:
 
     def _close_connections(self) -> None:
         self._closed = True
-        writer = self._conns.get("writer")
+        writer = self._conns.get("writer") if self.single_writer else None
         if writer is not None and not writer.closed and not writer.broken:
             # Released now, not when the backend gets round to exiting after the close:
             # an event log opened on this ledger right after finds it free. A failure
@@ -400,21 +408,28 @@ class PostgresStore:
                 f"ledger {self.path!r}: no schema to use (the search_path names none that"
                 " exists); nothing was written"
             )
+        tables = self._create_if_empty(conn, SCHEMA, f"schema version {SCHEMA_VERSION}")
+        self._check_schema(conn, tables)
+
+    def _create_if_empty(
+        self, conn: psycopg.Connection[Any], schema: str, what: str
+    ) -> dict[str, tuple[str, ...]]:
+        """Create ``schema``'s tables if the current schema has none; its tables."""
         tables = self._tables(conn)
         if not tables:
             with conn.transaction():
                 # Two nodes starting at once on an empty database: one creates.
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
                 if not self._tables(conn):
-                    conn.execute(SCHEMA.encode())
+                    conn.execute(schema.encode())
                     _log.info(
-                        "ledger %s: created the ledger's tables (schema version %d)",
+                        "ledger %s: created the ledger's tables (%s)",
                         self.path,
-                        SCHEMA_VERSION,
-                        extra={"ledger": self.path, "schema_version": SCHEMA_VERSION},
+                        what,
+                        extra={"ledger": self.path, "tables": what},
                     )
             tables = self._tables(conn)
-        self._check_schema(conn, tables)
+        return tables
 
     def _check_schema(
         self, conn: psycopg.Connection[Any], tables: dict[str, tuple[str, ...]]
