@@ -69,7 +69,7 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
     # -- scheduler (design §4) ----------------------------------------------------------
     _spec("retries", "counter", ("kind", "reason"),
           "Retries decided: the scheduler's (kind = work kind, reason = the error code) "
-          "and helper calls' (kind = helper_call).",
+          "and helper calls' (kind = helper_call, reason = the failed attempt's code).",
           "scheduler event Retrying, pool event call_retried"),
     _spec("work_failed", "counter", ("kind", "reason"),
           "Scheduler work items that ended failed, by kind and reason (design §4.12).",

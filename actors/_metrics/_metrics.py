@@ -220,7 +220,8 @@ class RuntimeMetrics:
         self.lifecycle.on_pool_event(event)
         slot = event.slot
         if kind == "call_retried":
-            self.retries.labels("helper_call", str(event.details.get("reason", "crash"))).inc()
+            # The error code that failed the attempt (helper_exited, reply_timeout, ...).
+            self.retries.labels("helper_call", str(event.details.get("code", "unknown"))).inc()
         if slot is None:
             return
         cause = _CAUSES.get(kind)

@@ -9,21 +9,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import run_sync_functions as fns
 import trio
 import trio.lowlevel
+import trio.testing
 from helper_support import FAST, assert_no_children
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from scheduler_support import runs
+from test_run_sync_retry import CALLS, QUICK
 from test_runtime import config
 
 from actors import (
+    POOL_EVENT_KINDS,
     Backoff,
     HelperExited,
     Kind,
     PoolConfig,
     PoolRestarting,
+    Retrying,
     SchedulerConfig,
+    open_helper_pool,
     open_runtime,
 )
 from actors._eventlog._eventlog import open_event_log
@@ -31,6 +37,7 @@ from actors._eventlog._ledger import SQLiteLedger
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors._scheduler._scheduler import Scheduler
 from actors.metrics import METRICS, RuntimeMetrics
+from protocol import ErrorRecord
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -141,6 +148,30 @@ async def test_the_event_log_hands_its_ledger_commits_to_the_metrics(tmp_path: P
     assert value(samples, "trio_actors_eventlog_append_seconds_count") == (
         after.commits - before.commits
     )
+
+
+async def test_retries_are_counted_by_kind_and_the_code_that_caused_them(tmp_path: Path) -> None:
+    metrics = RuntimeMetrics()
+    marker = str(tmp_path / "crashed")
+    with trio.fail_after(30):
+        async with open_helper_pool(CALLS, timeouts=FAST) as pool, trio.open_nursery() as nursery:
+            kinds = POOL_EVENT_KINDS - {"job_started"}  # as open_runtime subscribes
+            nursery.start_soon(metrics.follow_pool, pool.events.subscribe(bound=64, kinds=kinds))
+            assert await pool.run_sync(fns.crash_once, marker, retry=QUICK) == "second time lucky"
+            await trio.testing.wait_all_tasks_blocked()  # the events are counted
+            nursery.cancel_scope.cancel()
+    error = ErrorRecord(category="transient", code="reply_timeout", message="no reply")
+    for attempt in (1, 2):
+        notice = Retrying(run_id=1, guid="g", kind="scan", revision="1", attempt=attempt,
+                          not_before=0.0, error=error)  # fmt: skip
+        metrics.on_scheduler_event(notice)
+    samples = scrape(metrics.registry)
+    retries = "trio_actors_retries_total"
+    assert value(samples, retries, kind="helper_call", reason="helper_exited") == 1
+    assert value(samples, retries, kind="scan", reason="reply_timeout") == 2
+    assert sum(v for (name, _), v in samples.items() if name == retries) == 3
+    assert value(samples, "trio_actors_helper_restarts_total", reason="crash") == 1
+    assert_no_children()
 
 
 def test_queue_depth_is_read_per_kind_and_tier_at_scrape_time() -> None:
