@@ -23,10 +23,12 @@ from test_runtime import config
 from actors import (
     POOL_EVENT_KINDS,
     Backoff,
+    EventLogStatistics,
     HelperExited,
     Kind,
     PoolConfig,
     PoolRestarting,
+    PortStatistics,
     Retrying,
     SchedulerConfig,
     open_helper_pool,
@@ -172,6 +174,45 @@ async def test_retries_are_counted_by_kind_and_the_code_that_caused_them(tmp_pat
     assert sum(v for (name, _), v in samples.items() if name == retries) == 3
     assert value(samples, "trio_actors_helper_restarts_total", reason="crash") == 1
     assert_no_children()
+
+
+class _LogStatistics:
+    """An event log as the scrape sees it: only its statistics (a fake)."""
+
+    def __init__(self, statistics: EventLogStatistics) -> None:
+        self._statistics = statistics
+
+    def statistics(self) -> EventLogStatistics:
+        return self._statistics
+
+
+def test_subscribers_and_refusals_are_read_by_reason_and_code_at_scrape_time() -> None:
+    def port(name: str, dropped: int) -> PortStatistics:
+        return PortStatistics(name=name, enabled=True, local=False, queued=0, bound=8, peak=8,
+                              delivered=5, dropped=dropped, resync_required=False, resyncs=0,
+                              acked=5, error=None)  # fmt: skip
+
+    statistics = EventLogStatistics(
+        head=40, floor=1, queued=2, running=1, held=0, bound=256, paused=False, revision=1,
+        ports=(port("ws-1", 3), port("ws-2", 0), port("trio_actors_metrics", 9)), ledger=None,
+        subscribers_left={"closed": 4, "slow": 2, "protocol_error": 1},
+        refusals={"admission_full": 5, "ledger_unavailable": 2},
+    )  # fmt: skip
+    metrics = RuntimeMetrics()
+    log: Any = _LogStatistics(statistics)
+    metrics.watch(event_log=lambda: log)
+    samples = scrape(metrics.registry)
+    assert value(samples, "trio_actors_subscribers") == 2  # the metrics' own port left out
+    assert value(samples, "trio_actors_subscriber_events_dropped") == 3
+    left = "trio_actors_subscribers_left_total"
+    assert {r: value(samples, left, reason=r) for r in ("closed", "slow", "protocol_error")} == {
+        "closed": 4, "slow": 2, "protocol_error": 1
+    }  # fmt: skip
+    refusals = "trio_actors_refusals_total"
+    assert value(samples, refusals, code="admission_full") == 5
+    assert value(samples, refusals, code="ledger_unavailable") == 2
+    assert value(samples, "trio_actors_runs_queued") == 2
+    assert value(samples, "trio_actors_runs_running") == 1
 
 
 def test_queue_depth_is_read_per_kind_and_tier_at_scrape_time() -> None:
