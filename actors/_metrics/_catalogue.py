@@ -92,7 +92,7 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
     _spec("helper_restarts", "counter", ("reason",),
           "Helpers replaced, by what ended the one before: crash, stall, deadline, "
           "startup_failure, cancel.",
-          "pool events spawned, reaped, startup_failed, grace_expired, sigkill_sent"),
+          "pool events spawned, startup_failed, cancel_sent, grace_expired, sigkill_sent"),
     _spec("helper_events", "counter", ("kind",),
           "Steps of the helper pool, by kind (design §3.10).", "every pool event"),
     # -- supervision tree (design §1.4) -------------------------------------------------

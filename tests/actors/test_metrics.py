@@ -13,7 +13,7 @@ import run_sync_functions as fns
 import trio
 import trio.lowlevel
 import trio.testing
-from helper_support import FAST, assert_no_children
+from helper_support import FAST, assert_no_children, spec
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from scheduler_support import runs
@@ -23,8 +23,11 @@ from test_runtime import config
 from actors import (
     POOL_EVENT_KINDS,
     Backoff,
+    DeadlineExceeded,
     EventLogStatistics,
     HelperExited,
+    HelperTimeouts,
+    JobStalled,
     Kind,
     PoolConfig,
     PoolRestarting,
@@ -173,6 +176,44 @@ async def test_retries_are_counted_by_kind_and_the_code_that_caused_them(tmp_pat
     assert value(samples, retries, kind="scan", reason="reply_timeout") == 2
     assert sum(v for (name, _), v in samples.items() if name == retries) == 3
     assert value(samples, "trio_actors_helper_restarts_total", reason="crash") == 1
+    assert_no_children()
+
+
+async def test_helper_restarts_are_counted_by_what_ended_the_helper_before() -> None:
+    metrics = RuntimeMetrics()
+    timeouts = HelperTimeouts(reply=10.0, cancel_grace=0.1, terminate=0.5, kill=0.5)
+    with trio.fail_after(30):
+        async with (
+            open_helper_pool(spec(), timeouts=timeouts) as pool,
+            trio.open_nursery() as nursery,
+        ):
+            kinds = POOL_EVENT_KINDS - {"job_started"}  # as open_runtime subscribes
+            nursery.start_soon(metrics.follow_pool, pool.events.subscribe(bound=64, kinds=kinds))
+            with pytest.raises(JobStalled):  # silent: stopped by the ladder, then replaced
+                await pool.run_job("sleep", 30, stall=0.2)
+            assert await pool.run_job("echo", 1) == 1
+            with pytest.raises(DeadlineExceeded):  # past its deadline, deaf to the cancel
+                await pool.run_job("sleep", 30, deadline=trio.current_time() + 0.2)
+            assert await pool.run_job("echo", 2) == 2
+            with pytest.raises(HelperExited):  # a crash of its own
+                await pool.run_job("crash", 3)
+            assert await pool.run_job("echo", 3) == 3
+            with trio.move_on_after(0.2):  # the caller's cancel, the helper deaf to it
+                await pool.run_job("sleep", 30)
+            assert await pool.run_job("echo", 4) == 4
+            with trio.move_on_after(0.2):  # answered: the helper stays...
+                await pool.run_job("cooperative", 30)
+            with pytest.raises(HelperExited):  # ...and its crash later is a crash
+                await pool.run_job("crash", 3)
+            assert await pool.run_job("echo", 5) == 5
+            await trio.testing.wait_all_tasks_blocked()  # the events are counted
+            nursery.cancel_scope.cancel()
+    samples = scrape(metrics.registry)
+    restarts = {
+        reason: value(samples, "trio_actors_helper_restarts_total", reason=reason)
+        for reason in ("stall", "deadline", "crash", "cancel", "startup_failure")
+    }
+    assert restarts == {"stall": 1, "deadline": 1, "crash": 2, "cancel": 1, "startup_failure": 0}
     assert_no_children()
 
 
