@@ -69,7 +69,7 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
     # -- scheduler (design §4) ----------------------------------------------------------
     _spec("retries", "counter", ("kind", "reason"),
           "Retries decided: the scheduler's (kind = work kind, reason = the error code) "
-          "and helper calls' (kind = helper_call).",
+          "and helper calls' (kind = helper_call, reason = the failed attempt's code).",
           "scheduler event Retrying, pool event call_retried"),
     _spec("work_failed", "counter", ("kind", "reason"),
           "Scheduler work items that ended failed, by kind and reason (design §4.12).",
@@ -92,7 +92,7 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
     _spec("helper_restarts", "counter", ("reason",),
           "Helpers replaced, by what ended the one before: crash, stall, deadline, "
           "startup_failure, cancel.",
-          "pool events spawned, reaped, startup_failed, grace_expired, sigkill_sent"),
+          "pool events spawned, startup_failed, cancel_sent, grace_expired, sigkill_sent"),
     _spec("helper_events", "counter", ("kind",),
           "Steps of the helper pool, by kind (design §3.10).", "every pool event"),
     # -- supervision tree (design §1.4) -------------------------------------------------

@@ -58,13 +58,9 @@ ROW_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 500
                50000.0)  # fmt: skip
 #: Name of the event-log port the metrics listen on (not counted as a subscriber).
 PORT_NAME = "trio_actors_metrics"
-#: Pool events whose slot's next spawn is a restart for that reason.
-_CAUSES = {
-    "startup_failed": "startup_failure",
-    "cancel_sent": "cancel",
-    "grace_expired": "deadline",
-    "sigkill_sent": "deadline",
-}
+#: Why the ladder was started (``cancel_sent``'s reason, design §3.7) -> the restart's
+#: reason, should the ladder have to go past the grace (``grace_expired``, ``sigkill_sent``).
+_LADDER_CAUSES = {"stalled": "stall", "cancelled": "cancel", "caller_cancelled": "cancel"}
 #: Helper states (design §3.5) grouped as the ``helper_slots`` gauge shows them.
 _SLOT_STATES = {
     "starting": "starting",
@@ -117,6 +113,7 @@ class RuntimeMetrics:
         """The statistics read at scrape time (:meth:`watch`)."""
         self._runs: dict[int, _Run] = {}
         self._slot_cause: dict[int, str] = {}
+        self._ladder_cause: dict[int, str] = {}
         self._log_attached: object = None
 
         def made(name: str, buckets: tuple[float, ...] = RUN_BUCKETS) -> Any:
@@ -220,19 +217,24 @@ class RuntimeMetrics:
         self.lifecycle.on_pool_event(event)
         slot = event.slot
         if kind == "call_retried":
-            self.retries.labels("helper_call", str(event.details.get("reason", "crash"))).inc()
+            # The error code that failed the attempt (helper_exited, reply_timeout, ...).
+            self.retries.labels("helper_call", str(event.details.get("code", "unknown"))).inc()
         if slot is None:
             return
-        cause = _CAUSES.get(kind)
-        if cause is not None:
-            if kind != "sigkill_sent" or slot not in self._slot_cause:
-                self._slot_cause[slot] = cause
-            if kind == "grace_expired" and event.details.get("reason") == "stalled":
-                self._slot_cause[slot] = "stall"
-        elif kind == "spawned" and (event.incarnation or 1) > 1:
-            self.helper_restarts.labels(self._slot_cause.pop(slot, "crash")).inc()
+        if kind == "startup_failed":
+            self._slot_cause[slot] = "startup_failure"
+        elif kind == "cancel_sent":
+            # Only a cause if the helper does not answer: one that does stays, and
+            # should it crash later, that is a crash.
+            reason = str(event.details.get("reason", ""))
+            self._ladder_cause[slot] = _LADDER_CAUSES.get(reason, "deadline")
+        elif kind in ("grace_expired", "sigkill_sent") and slot not in self._slot_cause:
+            self._slot_cause[slot] = self._ladder_cause.pop(slot, "deadline")
         elif kind == "spawned":
-            self._slot_cause.pop(slot, None)
+            self._ladder_cause.pop(slot, None)
+            cause = self._slot_cause.pop(slot, "crash")
+            if (event.incarnation or 1) > 1:
+                self.helper_restarts.labels(cause).inc()
 
     def on_supervisor_event(self, event: SupervisorEvent) -> None:
         """Count one decision of a supervisor (design §1.4); never raises."""

@@ -35,6 +35,11 @@ line on stderr.
 
 from __future__ import annotations
 
+from ..preview.cli import quiet_start
+
+# Ctrl-C while the modules below load: no traceback (main() gives Ctrl-C back).
+quiet_start.install(__name__, "trio-actors-jobs-client")
+
 import argparse
 import json
 import random
@@ -328,6 +333,7 @@ def _parser() -> OneLineParser:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line; see the module docstring. Returns the exit status."""
+    quiet_start.restore()  # Ctrl-C is a KeyboardInterrupt again
     parser = _parser()
     args = parser.parse_args(argv)
     try:

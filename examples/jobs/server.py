@@ -64,6 +64,11 @@ event log (``job_progress`` events pushed to subscribed clients).
 
 from __future__ import annotations
 
+from ..preview.cli import quiet_start
+
+# Ctrl-C while the modules below load: no traceback (main() gives Ctrl-C back).
+quiet_start.install(__name__, "trio-actors-jobs")
+
 import contextlib
 import functools
 import logging
@@ -505,6 +510,7 @@ def _parser() -> OneLineParser:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line; see the module docstring. Returns the exit status."""
+    quiet_start.restore()  # Ctrl-C is a KeyboardInterrupt again
     parser = _parser()
     args = parser.parse_args(argv)
     front_door = front_door_config(parser, args, close_timeout=CLOSE_TIMEOUT)

@@ -9,21 +9,32 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import run_sync_functions as fns
 import trio
 import trio.lowlevel
-from helper_support import FAST, assert_no_children
+import trio.testing
+from helper_support import FAST, assert_no_children, spec
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from scheduler_support import runs
+from test_run_sync_retry import CALLS, QUICK
 from test_runtime import config
 
 from actors import (
+    POOL_EVENT_KINDS,
     Backoff,
+    DeadlineExceeded,
+    EventLogStatistics,
     HelperExited,
+    HelperTimeouts,
+    JobStalled,
     Kind,
     PoolConfig,
     PoolRestarting,
+    PortStatistics,
+    Retrying,
     SchedulerConfig,
+    open_helper_pool,
     open_runtime,
 )
 from actors._eventlog._eventlog import open_event_log
@@ -31,6 +42,7 @@ from actors._eventlog._ledger import SQLiteLedger
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors._scheduler._scheduler import Scheduler
 from actors.metrics import METRICS, RuntimeMetrics
+from protocol import ErrorRecord
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -141,6 +153,107 @@ async def test_the_event_log_hands_its_ledger_commits_to_the_metrics(tmp_path: P
     assert value(samples, "trio_actors_eventlog_append_seconds_count") == (
         after.commits - before.commits
     )
+
+
+async def test_retries_are_counted_by_kind_and_the_code_that_caused_them(tmp_path: Path) -> None:
+    metrics = RuntimeMetrics()
+    marker = str(tmp_path / "crashed")
+    with trio.fail_after(30):
+        async with open_helper_pool(CALLS, timeouts=FAST) as pool, trio.open_nursery() as nursery:
+            kinds = POOL_EVENT_KINDS - {"job_started"}  # as open_runtime subscribes
+            nursery.start_soon(metrics.follow_pool, pool.events.subscribe(bound=64, kinds=kinds))
+            assert await pool.run_sync(fns.crash_once, marker, retry=QUICK) == "second time lucky"
+            await trio.testing.wait_all_tasks_blocked()  # the events are counted
+            nursery.cancel_scope.cancel()
+    error = ErrorRecord(category="transient", code="reply_timeout", message="no reply")
+    for attempt in (1, 2):
+        notice = Retrying(run_id=1, guid="g", kind="scan", revision="1", attempt=attempt,
+                          not_before=0.0, error=error)  # fmt: skip
+        metrics.on_scheduler_event(notice)
+    samples = scrape(metrics.registry)
+    retries = "trio_actors_retries_total"
+    assert value(samples, retries, kind="helper_call", reason="helper_exited") == 1
+    assert value(samples, retries, kind="scan", reason="reply_timeout") == 2
+    assert sum(v for (name, _), v in samples.items() if name == retries) == 3
+    assert value(samples, "trio_actors_helper_restarts_total", reason="crash") == 1
+    assert_no_children()
+
+
+async def test_helper_restarts_are_counted_by_what_ended_the_helper_before() -> None:
+    metrics = RuntimeMetrics()
+    timeouts = HelperTimeouts(reply=10.0, cancel_grace=0.1, terminate=0.5, kill=0.5)
+    with trio.fail_after(30):
+        async with (
+            open_helper_pool(spec(), timeouts=timeouts) as pool,
+            trio.open_nursery() as nursery,
+        ):
+            kinds = POOL_EVENT_KINDS - {"job_started"}  # as open_runtime subscribes
+            nursery.start_soon(metrics.follow_pool, pool.events.subscribe(bound=64, kinds=kinds))
+            with pytest.raises(JobStalled):  # silent: stopped by the ladder, then replaced
+                await pool.run_job("sleep", 30, stall=0.2)
+            assert await pool.run_job("echo", 1) == 1
+            with pytest.raises(DeadlineExceeded):  # past its deadline, deaf to the cancel
+                await pool.run_job("sleep", 30, deadline=trio.current_time() + 0.2)
+            assert await pool.run_job("echo", 2) == 2
+            with pytest.raises(HelperExited):  # a crash of its own
+                await pool.run_job("crash", 3)
+            assert await pool.run_job("echo", 3) == 3
+            with trio.move_on_after(0.2):  # the caller's cancel, the helper deaf to it
+                await pool.run_job("sleep", 30)
+            assert await pool.run_job("echo", 4) == 4
+            with trio.move_on_after(0.2):  # answered: the helper stays...
+                await pool.run_job("cooperative", 30)
+            with pytest.raises(HelperExited):  # ...and its crash later is a crash
+                await pool.run_job("crash", 3)
+            assert await pool.run_job("echo", 5) == 5
+            await trio.testing.wait_all_tasks_blocked()  # the events are counted
+            nursery.cancel_scope.cancel()
+    samples = scrape(metrics.registry)
+    restarts = {
+        reason: value(samples, "trio_actors_helper_restarts_total", reason=reason)
+        for reason in ("stall", "deadline", "crash", "cancel", "startup_failure")
+    }
+    assert restarts == {"stall": 1, "deadline": 1, "crash": 2, "cancel": 1, "startup_failure": 0}
+    assert_no_children()
+
+
+class _LogStatistics:
+    """An event log as the scrape sees it: only its statistics (a fake)."""
+
+    def __init__(self, statistics: EventLogStatistics) -> None:
+        self._statistics = statistics
+
+    def statistics(self) -> EventLogStatistics:
+        return self._statistics
+
+
+def test_subscribers_and_refusals_are_read_by_reason_and_code_at_scrape_time() -> None:
+    def port(name: str, dropped: int) -> PortStatistics:
+        return PortStatistics(name=name, enabled=True, local=False, queued=0, bound=8, peak=8,
+                              delivered=5, dropped=dropped, resync_required=False, resyncs=0,
+                              acked=5, error=None)  # fmt: skip
+
+    statistics = EventLogStatistics(
+        head=40, floor=1, queued=2, running=1, held=0, bound=256, paused=False, revision=1,
+        ports=(port("ws-1", 3), port("ws-2", 0), port("trio_actors_metrics", 9)), ledger=None,
+        subscribers_left={"closed": 4, "slow": 2, "protocol_error": 1},
+        refusals={"admission_full": 5, "ledger_unavailable": 2},
+    )  # fmt: skip
+    metrics = RuntimeMetrics()
+    log: Any = _LogStatistics(statistics)
+    metrics.watch(event_log=lambda: log)
+    samples = scrape(metrics.registry)
+    assert value(samples, "trio_actors_subscribers") == 2  # the metrics' own port left out
+    assert value(samples, "trio_actors_subscriber_events_dropped") == 3
+    left = "trio_actors_subscribers_left_total"
+    assert {r: value(samples, left, reason=r) for r in ("closed", "slow", "protocol_error")} == {
+        "closed": 4, "slow": 2, "protocol_error": 1
+    }  # fmt: skip
+    refusals = "trio_actors_refusals_total"
+    assert value(samples, refusals, code="admission_full") == 5
+    assert value(samples, refusals, code="ledger_unavailable") == 2
+    assert value(samples, "trio_actors_runs_queued") == 2
+    assert value(samples, "trio_actors_runs_running") == 1
 
 
 def test_queue_depth_is_read_per_kind_and_tier_at_scrape_time() -> None:

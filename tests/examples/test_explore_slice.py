@@ -95,6 +95,12 @@ async def test_explore_shows_and_labels_the_picked_slice(status_db, tmp_path) ->
         await page.wait("document.body.dataset.exploreSlice === '1'")
         values = await page.json("explore.data.series[0].values.filter((v) => v !== null)")
         assert 105 <= min(values) <= max(values) <= 106
+        # The readout of the slice before is gone; a hover reads the slice now shown.
+        assert not (await page.js("document.getElementById('xreadout').textContent")).strip()
+        x, y = await page.at(6.12e9, 0.25)
+        assert 105 <= (await page.hover(x, y))["z"] <= 106
+        readout = await page.js("document.getElementById('xreadout').textContent")
+        assert float(readout.rsplit("v = ", 1)[1].split()[0]) == pytest.approx(105.1, abs=0.2)
         await page.screenshot(
             Path(os.environ.get("PREVIEW_SHOTS") or tmp_path) / "explore-slice.png"
         )

@@ -7,6 +7,7 @@ real preview server with real helpers: a token is needed, and a revalidation is 
 from __future__ import annotations
 
 import io
+import json
 from typing import TYPE_CHECKING
 
 import attrs
@@ -258,6 +259,12 @@ async def test_the_preview_server_serves_its_metrics_with_the_token(
         assert (await fetch(front.url, "/metrics")).status == 403
         assert (await fetch(front.url, "/metrics", "not-the-token")).status == 403
         scraped = await fetch(front.url, "/metrics", token)
+        # The Observer's data wants the token too (its page holds no data).
+        assert (await fetch(front.url, "/observer/state")).status == 403
+        assert (await fetch(front.url, "/observer/state", "not-the-token")).status == 403
+        observed = await fetch(front.url, "/observer/state", token)
+        assert observed.status == 200
+        assert {"tree", "helpers"} <= set(json.loads(observed.body))
     assert scraped.status == 200
     families = {f.name: f for f in text_string_to_metric_families(scraped.body.decode())}
     published = {s.labels["kind"]: s.value for s in families["trio_actors_work_published"].samples

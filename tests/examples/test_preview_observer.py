@@ -11,8 +11,10 @@ chromium is installed. Real clock.
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -27,8 +29,6 @@ from actors import Backoff
 from examples.preview.app.preview_app import PreviewApp
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from actors import RuntimeConfig
 
 pytestmark = [
@@ -93,6 +93,10 @@ async def test_a_supervisor_restart_shows_within_a_second(real_db: Path, tmp_pat
                 seen = await lifecycle.wait_changed(seen)
         with trio.fail_after(1.0):  # the page shows it within a second
             await wait_for(devtools, session, f"({RESTARTED}) && {ON_TIMELINE}")
+        shot = await devtools.call("Page.captureScreenshot", session, format="png")
+        keep = os.environ.get("OBSERVER_SCREENSHOT")
+        if keep:  # beside the job server's Observer screenshot
+            Path(keep).with_name("preview-observer.png").write_bytes(base64.b64decode(shot["data"]))
 
 
 def _restarted(view: dict[str, Any]) -> bool:

@@ -563,7 +563,11 @@ async def test_ctrl_c_before_the_server_is_ready_exits_quietly(
     assert_no_children()
 
 
-@pytest.mark.parametrize("command", ["trio-actors-preview", "trio-actors-preview-client"])
+@pytest.mark.parametrize(
+    "command",
+    ["trio-actors-preview", "trio-actors-preview-client", "trio-actors-jobs",
+     "trio-actors-jobs-client"],
+)  # fmt: skip
 async def test_ctrl_c_while_an_installed_command_imports_prints_no_traceback(
     real_db: Path, tmp_path: Path, command: str
 ) -> None:
@@ -572,8 +576,12 @@ async def test_ctrl_c_while_an_installed_command_imports_prints_no_traceback(
         pytest.skip(f"{command} is not installed in this environment")
     stderr = tmp_path / "command.err"
     argv = [str(script), str(real_db), "--port", "0", "--cache-dir", str(tmp_path / "cache")]
-    if command.endswith("client"):
+    if command == "trio-actors-jobs":
+        argv = [str(script), "--port", "0", "--token", "ctrl-c-token"]
+    elif command.endswith("client"):
         argv = [str(script), "ws://127.0.0.1:9", "--out", str(tmp_path / "out")]
+        if command == "trio-actors-jobs-client":
+            argv = [str(script), "ws://127.0.0.1:9", "watch", "1"]
     # PYTHONPROFILEIMPORTTIME: the import log on stderr says the command is importing
     # trio, well after the console script's own lines, before main() runs.
     env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")

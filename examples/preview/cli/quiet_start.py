@@ -2,8 +2,9 @@
 
 A command spends about half a second importing trio, numpy and the rest before its
 ``main()`` can catch anything; a Ctrl-C then would print a ``KeyboardInterrupt``
-traceback. The first lines of :mod:`examples.preview.server` and
-:mod:`examples.preview.cli.client` call :func:`install` (this module imports only the
+traceback. The first lines of :mod:`examples.preview.server`,
+:mod:`examples.preview.cli.client`, :mod:`examples.jobs.server` and
+:mod:`examples.jobs.client` call :func:`install` (this module imports only the
 standard library's ``os``, ``signal`` and ``sys``), and their ``main()`` calls
 :func:`restore` before it takes over. Both ways of running a command are covered:
 ``python -m`` (the module runs as ``__main__``) and the installed console command

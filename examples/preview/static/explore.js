@@ -177,6 +177,7 @@
 
   const explore = {
     runId: null, key: "", data: null, index: 0, plot: null, cuts: null, hover: null, full: null,
+    plotKey: "", readFrom: "",
     send: null, nextId: 1, pending: new Set(), wanted: "", asked: 0,
     overlays: new Map(),    // run id -> {name, data: run_data_reply | null} of overlaid runs
     overlayAsks: new Map(), // request id -> run id
@@ -294,6 +295,9 @@
       }
       document.body.dataset.explore = `${this.runId}:${this.index}:${this.data.bytes}`;
       document.body.dataset.exploreSlice = s.slice === null || s.slice === undefined ? "-" : String(s.slice);
+      // A readout of another run, series or slice says nothing of this plot: blanked.
+      this.plotKey = `${this.runId}:${this.index}:${document.body.dataset.exploreSlice}`;
+      if (this.readFrom !== this.plotKey) document.getElementById("xreadout").textContent = "\u00a0";
     },
 
     // Whether the plot shows less than the whole of what it was drawn from (`full`).
@@ -392,6 +396,7 @@
       if (k === null || k === undefined) return;
       const x = u.data[0][k], y = u.data[1][k];
       this.hover = {x, y};
+      this.readFrom = this.plotKey;
       document.getElementById("xreadout").textContent =
         `${named(axis)} = ${valueText(axis, x)} · ${named(s)} = ${valueText(s, y)}`;
     },
@@ -512,6 +517,7 @@
       const [i, j] = cell, [outer, inner] = s.axes, at = i * s.shape[1] + j;
       const z = s.values[at];
       this.hover = {x: inner.values[j], y: outer.values[i], z, row: i, column: j};
+      this.readFrom = this.plotKey;
       const range = s.low.length && z !== null ? ` (block ${number(s.low[at])}..${number(s.high[at])})` : "";
       document.getElementById("xreadout").textContent =
         `${named(inner)} = ${valueText(inner, inner.values[j])} · ` +
