@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 
 QUICK = "--quick" in sys.argv
 #: Interleaved rounds; jobs per throughput line; jobs of a latency line.
-ROUNDS, JOBS, LATENCY_JOBS = (1, 100, 10) if QUICK else (3, 3000, 200)
+ROUNDS, JOBS, LATENCY_JOBS = (1, 100, 10) if QUICK else (3, 2000, 100)
 #: Jobs a worker runs at once: a node's ``max_concurrency``, PgQueuer's task cap.
 CONCURRENCY = 20
 #: Seconds between two jobs of the latency line.
