@@ -1,7 +1,9 @@
 """The source tree's layers and import graph (the design overview, "Rooms of the source tree").
 
 Every import counts, also one inside a function or under ``TYPE_CHECKING``: a cycle
-that only a lazy import hides is still a cycle for the reader. The rules:
+that only a lazy import hides is still a cycle for the reader. So does one written in a
+program text that a child runs (``"__import__('actors._child')"``, ``sys.modules[...]``):
+it reaches the same modules. The rules:
 
 * ``protocol`` imports nothing of ours but itself (it is sans-io);
 * ``actors`` imports itself and ``protocol``, never ``examples``;
@@ -20,12 +22,20 @@ that only a lazy import hides is still a cycle for the reader. The rules:
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("actors", "protocol", "examples")
+#: A module of ours named in a program text: ``__import__('m')``, ``import_module('m')``,
+#: ``sys.modules['m']`` or ``sys.modules.pop('m')``. A bare package name is not one: the
+#: helper child's bootstrap puts stub packages there, without their ``__init__``.
+_NAMED_IN_TEXT = re.compile(
+    r"(?:__import__\(|import_module\(|sys\.modules(?:\.pop\(|\[))\s*['\"]"
+    rf"((?:{'|'.join(PACKAGES)})(?:\.\w+)+)['\"]"
+)
 
 
 def _module_name(path: Path) -> str:
@@ -60,6 +70,8 @@ def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = _NAMED_IN_TEXT.findall(node.value)
         elif isinstance(node, ast.ImportFrom):
             target = _resolve(module, path, node)
             # ``from pkg import name``: the submodule when ``name`` is one, else pkg.
@@ -186,6 +198,8 @@ def test_the_graph_is_really_read() -> None:
     graph = _graph()
     assert "protocol.envelope" in graph["actors._helpers._process._process"]
     assert "actors" in graph["examples.preview.app.preview_app"]
+    # The zygote's bootstrap, a program text, enters the child's room by its façade.
+    assert "actors._child" in graph["actors._helpers._process._spec"]
     assert all(name.startswith(("actors", "protocol", "examples")) for name in graph)
 
 
