@@ -1,7 +1,9 @@
 """The source tree's layers and import graph (the design overview, "Rooms of the source tree").
 
 Every import counts, also one inside a function or under ``TYPE_CHECKING``: a cycle
-that only a lazy import hides is still a cycle for the reader. The rules:
+that only a lazy import hides is still a cycle for the reader. So does one written in a
+program text that a child runs (``"__import__('actors._child')"``, ``sys.modules[...]``):
+it reaches the same modules. The rules:
 
 * ``protocol`` imports nothing of ours but itself (it is sans-io);
 * ``actors`` imports itself and ``protocol``, never ``examples``;
@@ -14,18 +16,29 @@ that only a lazy import hides is still a cycle for the reader. The rules:
   room is reached through its façade, its ``__init__``, and from inside never (a
   sibling is imported directly). A sub-room is a part of its room, so its façade is
   for the rest of that room only;
-* no module imports, directly or not, a module that imports it.
+* no module imports, directly or not, a module that imports it;
+* a module of ``actors`` or ``protocol`` reads no private member (``obj._name``) that
+  only another module defines: code that shares private state stays in one module
+  (contributing §A.2), and parts talk through a narrow interface.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("actors", "protocol", "examples")
+#: A module of ours named in a program text: ``__import__('m')``, ``import_module('m')``,
+#: ``sys.modules['m']`` or ``sys.modules.pop('m')``. A bare package name is not one: the
+#: helper child's bootstrap puts stub packages there, without their ``__init__``.
+_NAMED_IN_TEXT = re.compile(
+    r"(?:__import__\(|import_module\(|sys\.modules(?:\.pop\(|\[))\s*['\"]"
+    rf"((?:{'|'.join(PACKAGES)})(?:\.\w+)+)['\"]"
+)
 
 
 def _module_name(path: Path) -> str:
@@ -60,6 +73,8 @@ def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = _NAMED_IN_TEXT.findall(node.value)
         elif isinstance(node, ast.ImportFrom):
             target = _resolve(module, path, node)
             # ``from pkg import name``: the submodule when ``name`` is one, else pkg.
@@ -186,6 +201,8 @@ def test_the_graph_is_really_read() -> None:
     graph = _graph()
     assert "protocol.envelope" in graph["actors._helpers._process._process"]
     assert "actors" in graph["examples.preview.app.preview_app"]
+    # The zygote's bootstrap, a program text, enters the child's room by its façade.
+    assert "actors._child" in graph["actors._helpers._process._spec"]
     assert all(name.startswith(("actors", "protocol", "examples")) for name in graph)
 
 
@@ -232,3 +249,52 @@ def test_facade_rule_catches_imports_past_a_facade() -> None:
         "actors._scheduler._actor -> actors._helpers._pool",
         "actors.helper -> actors._child._serve",
     ]
+
+
+#: Names with a leading underscore that are the standard library's public API
+#: (namedtuple's methods, ``os._exit``).
+_PUBLIC_PRIVATES = frozenset({"_asdict", "_exit", "_fields", "_make", "_replace"})
+#: Known reaches into another module's private members, each to fold into its owner.
+_KNOWN_REACHES = frozenset(
+    {
+        "actors._eventlog._actor -> _closing",  # EventLog's (set after a crash)
+        "actors._eventlog._journal -> _active",  # PortHub's (hub.listening, inlined)
+    }
+)
+
+
+def private_reaches(module: str, path: Path) -> set[str]:
+    """The private members ``module`` reads of other modules' objects, as
+    ``"module -> _name"``: ``obj._name`` where no def, class, assignment or
+    ``self._name = ...`` of ``module`` itself defines ``_name``."""
+    tree = ast.parse(path.read_text(), str(path))
+    own: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            own.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            own.add(node.attr)
+        elif isinstance(node, ast.alias):
+            own.add((node.asname or node.name).split(".")[0])
+    return {
+        f"{module} -> {node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and node.attr not in own | _PUBLIC_PRIVATES
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+    }
+
+
+def test_no_module_reaches_into_another_modules_privates() -> None:
+    found = {
+        reach
+        for name, path in _modules().items()
+        if name.split(".")[0] in ("actors", "protocol")
+        for reach in private_reaches(name, path)
+    }
+    assert found - _KNOWN_REACHES == set()
+    assert found >= _KNOWN_REACHES, "a known reach is gone: drop it from the list"

@@ -5,11 +5,15 @@ Stdlib-only, like every module of this room: the child bootstrap loads ``actors`
 bare package, so importing this façade never pulls in trio, attrs or cattrs. It names
 what the room offers the others: the public helper library (re-exported by
 :mod:`actors.helper`) and what the parent side reads of the child's (the ``run_sync``
-operation name, the fault modes, :func:`is_subreaper`). The call machinery
-(``_call``, pickle) and the fault modes (``_faults``) load only when a job needs them.
+operation name, the fault modes, :func:`is_subreaper`) and the fork server's loop,
+``serve_forks``, that a pool's zygote bootstrap runs. The call machinery (``_call``,
+pickle), the fault modes (``_faults``) and the fork server (``_zygote``) load only when
+a job or a zygote needs them.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from protocol.envelope import Blob as Blob
 
@@ -27,6 +31,19 @@ from ._serve import serve as serve
 from ._serve import serve_calls as serve_calls
 from ._subreaper import is_subreaper as is_subreaper
 
+if TYPE_CHECKING:
+    from ._zygote import serve_forks as serve_forks
+
+
+def __getattr__(name: str) -> object:
+    # The fork server loads only in a zygote: a spawned helper never pays its import.
+    if name == "serve_forks":
+        from ._zygote import serve_forks
+
+        return serve_forks
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "CALL_OPERATION",
     "FAULT_ENV",
@@ -42,4 +59,5 @@ __all__ = [
     "is_subreaper",
     "serve",
     "serve_calls",
+    "serve_forks",
 ]

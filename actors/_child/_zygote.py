@@ -121,6 +121,9 @@ def serve_forks(fd: int) -> None:
     In the pool process it never returns: it exits 0 at the end of input (the pool
     closed its end or died), or 3 after a ``refused`` answer.
     """
+    # A forked helper's modules are those of a spawned one: this module leaves
+    # sys.modules (the running function keeps it alive).
+    sys.modules.pop(__name__, None)
     control = socket.socket(fileno=fd)
     if _threads() > 1:
         control.send(b"refused the entry module started threads at import")

@@ -42,6 +42,8 @@ __all__ = [
     "PoolEvent",
     "PoolEventStream",
     "PoolEvents",
+    "holding",
+    "release",
 ]
 
 #: The logger of the helper pool (one per subsystem; helper stderr has its own child).
@@ -136,7 +138,7 @@ class PoolEvent:
 
 @attrs.frozen(kw_only=True)
 class HeldEvent:
-    """An event :meth:`PoolEvents._holding` kept back: published later, or never."""
+    """An event :func:`holding` kept back: published later, or never."""
 
     kind: str
     """One of :data:`POOL_EVENT_KINDS`."""
@@ -281,32 +283,6 @@ class PoolEvents:
         for stream in self._streams:
             stream._end()
 
-    @contextlib.contextmanager
-    def _holding(self, *kinds: str) -> Iterator[list[HeldEvent]]:
-        """Keep events of ``kinds`` back while the block runs (design §3.15).
-
-        The pool's restarter holds ``pool_restarted`` until the restart has succeeded,
-        so that nobody counts a recovery that did not happen. Yields the list the held
-        events are added to; pass one to :meth:`_release` to publish it after all.
-
-        Raises:
-            ValueError: an unknown kind.
-        """
-        unknown = set(kinds) - POOL_EVENT_KINDS
-        if unknown:
-            raise ValueError(f"unknown event kinds {sorted(unknown)}")
-        held: list[HeldEvent] = []
-        previous = self._holds
-        self._holds = {**previous, **dict.fromkeys(kinds, held)}
-        try:
-            yield held
-        finally:
-            self._holds = previous
-
-    def _release(self, event: HeldEvent, text: str | None = None) -> None:
-        """Publish a held event now, with another log message if ``text`` is given."""
-        self.emit(event.kind, event.text if text is None else text, **event.fields)
-
     def wanted(self, level: int = logging.DEBUG) -> bool:
         """True if an event logged at ``level`` would reach anyone (never waits)."""
         return self.active or LOGGER.isEnabledFor(level)
@@ -373,3 +349,35 @@ class PoolEvents:
             for key, value in details.items():
                 extra[key if key not in _RESERVED else f"{kind}_{key}"] = value
             LOGGER.log(level, "%s", text, extra=extra)
+
+
+# The restarter's hold on a hub: functions beside the class, not its public methods
+# (embedders never hold events), so the pool room reaches no private member of it.
+@contextlib.contextmanager
+def holding(events: PoolEvents, *kinds: str) -> Iterator[list[HeldEvent]]:
+    """Keep the events of ``kinds`` that ``events`` emits back while the block runs
+    (design §3.15).
+
+    The pool's restarter holds ``pool_restarted`` until the restart has succeeded,
+    so that nobody counts a recovery that did not happen. Yields the list the held
+    events are added to; pass one to :func:`release` to publish it after all.
+
+    Raises:
+        ValueError: an unknown kind.
+    """
+    unknown = set(kinds) - POOL_EVENT_KINDS
+    if unknown:
+        raise ValueError(f"unknown event kinds {sorted(unknown)}")
+    held: list[HeldEvent] = []
+    previous = events._holds
+    events._holds = {**previous, **dict.fromkeys(kinds, held)}
+    try:
+        yield held
+    finally:
+        events._holds = previous
+
+
+def release(events: PoolEvents, event: HeldEvent, text: str | None = None) -> None:
+    """Publish a held event on ``events`` now, with another log message if ``text`` is
+    given."""
+    events.emit(event.kind, event.text if text is None else text, **event.fields)

@@ -149,7 +149,7 @@ async def test_apply_edit_bumps_revision_so_later_submissions_run_fresh():
 # -- admission (design §6.5) ----------------------------------------------------------------
 
 
-async def test_pool_full_pauses_and_resumes_once_per_episode():
+async def test_admission_full_pauses_and_resumes_once_per_episode():
     async with open_event_log(EventLogConfig(max_inflight=2), operations=OPS) as log:
         r1 = await log.submit("preview", {"run_id": 1})
         r2 = await log.submit("preview", {"run_id": 2})

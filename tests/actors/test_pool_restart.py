@@ -24,6 +24,7 @@ from actors import (
     RetryPolicy,
     open_helper_pool,
 )
+from actors._helpers._events import holding
 from actors._helpers._pool._restart import restart_when_failed
 from actors.errors import HelperStartupFailed
 
@@ -239,6 +240,6 @@ async def test_a_failed_restart_is_restart_failed_and_pool_restarted_only_a_succ
 def test_holding_refuses_an_unknown_kind():
     with (
         pytest.raises(ValueError, match="unknown event kinds"),
-        PoolEvents("calls")._holding("pool_restartd"),
+        holding(PoolEvents("calls"), "pool_restartd"),
     ):
         pass

@@ -132,7 +132,7 @@ async def test_a_cancel_from_a_connection_that_submitted_nothing_cancels_the_run
 # -- retry hints (design §6.16) ---------------------------------------------------------
 
 
-async def test_a_pool_full_receipt_says_when_to_retry():
+async def test_an_admission_full_receipt_says_when_to_retry():
     async with serving(max_inflight=1, retry_after_max=0.75) as (front, _):
         async with open_client(front.port) as c:
             assert (await c.request("submit", operation="manual", arguments={"tag": "1"}))[

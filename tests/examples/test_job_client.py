@@ -346,7 +346,10 @@ async def test_a_refused_submit_waits_without_falling_behind_and_follows_its_run
             await trio.lowlevel.checkpoint()
         return "said"
 
-    hint = 0.5
+    # The flood runs while the client waits (at least the hint): a loaded machine that
+    # stretched it into the client's next attempt (0.5 s did) could stall a client that
+    # reads past push_timeout, which drops any subscriber, reading or not.
+    hint = 2.0
     log_config = EventLogConfig(max_inflight=1, retry_after_min=hint, retry_after_max=hint)
     actor = EventLogActor(
         log_config,

@@ -41,7 +41,7 @@ from preview_support import (
     pump,
     server_config,
 )
-from process_support import unread_pipe_bytes
+from process_support import interruptible, unread_pipe_bytes
 from trio_websocket import (
     ConnectionClosed,
     WebSocketConnection,
@@ -528,7 +528,7 @@ async def test_ctrl_c_before_the_server_is_ready_exits_quietly(
         process = await trio.lowlevel.open_process(
             [sys.executable, "-X", "importtime", "-m", "examples.preview.server",
              str(real_db), "--port", "0", "--cache-dir", str(tmp_path / "cache")],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=sink,
+            cwd=REPO, stdout=subprocess.PIPE, stderr=sink, preexec_fn=interruptible,
         )  # fmt: skip
     assert process.stdout is not None
     text = b""
@@ -587,7 +587,12 @@ async def test_ctrl_c_while_an_installed_command_imports_prints_no_traceback(
     env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1")
     with stderr.open("wb") as sink:
         process = await trio.lowlevel.open_process(
-            argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=sink, env=env
+            argv,
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+            env=env,
+            preexec_fn=interruptible,  # Ctrl-C acts, whatever this worker inherited
         )
     status, errors = await _interrupted_once(process, stderr, rb"\| +trio\._")
     assert status == 128 + signal.SIGINT, errors[-2000:]

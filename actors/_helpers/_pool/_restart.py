@@ -28,6 +28,7 @@ from trio.lowlevel import enable_ki_protection
 
 from ..._core import BackoffTracker
 from ...errors import ActorError, PoolClosed
+from .._events import holding, release
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -78,11 +79,11 @@ async def restart_when_failed(
         else:
             # The failed attempt's helper failing its startup fails the pool again: say
             # so in its order (before the next attempt is scheduled) and in its words.
-            with pool.events._holding("intensity_exceeded") as exceeded:
+            with holding(pool.events, "intensity_exceeded") as exceeded:
                 await pool.wait_failed()
             for event in [*held, *exceeded]:
                 text = f"pool {name!r} is still failed: its helpers do not start ({failed.code})"
-                pool.events._release(event, text)
+                release(pool.events, event, text)
         delay = tracker.next_delay(trio.current_time())
         after = "" if failed is None else f" (the last attempt failed: {failed.code})"
         pool.events.emit(
@@ -96,7 +97,7 @@ async def restart_when_failed(
         await trio.sleep(delay)
         # ``pool_restarted`` is said only once the restart has succeeded: an eager
         # respawn may fail (and fail the pool again meanwhile).
-        with pool.events._holding("pool_restarted", "intensity_exceeded") as held:
+        with holding(pool.events, "pool_restarted", "intensity_exceeded") as held:
             try:
                 await pool.restart()
             except PoolClosed:
@@ -108,7 +109,7 @@ async def restart_when_failed(
                 failed = None
         if failed is None:
             for event in held:
-                pool.events._release(event)
+                release(pool.events, event)
             if on_restarted is not None:
                 on_restarted()
             continue

@@ -79,9 +79,7 @@ getattr(sys.modules[module_name], function_name)()
 #: socket at file descriptor 3, which returns only in a forked helper.
 ZYGOTE_BOOTSTRAP: Final = BOOTSTRAP.replace(
     "getattr(",
-    "__import__('actors._child._zygote')\n"
-    "sys.modules.pop('actors._child._zygote').serve_forks(0)\n"
-    "getattr(",
+    "__import__('actors._child')\nsys.modules['actors._child'].serve_forks(0)\ngetattr(",
 )
 
 #: Values of :attr:`HelperSpec.start_method` (design §3.17).
