@@ -213,7 +213,7 @@ class ClusterNode:
         # restart of a single node; then its lease is dropped and its connections closed.
         store = self.store
         try:
-            if not store._closed and store.connections:
+            if not store.closed and store.connections:
                 retire = Op(
                     kind="reap",
                     fields={"retire": True, "quarantine_after": self._config.quarantine_after},
@@ -227,7 +227,7 @@ class ClusterNode:
                 extra={"node": self.node},
             )
         finally:
-            store._close_connections()
+            store.close_connections()
 
     # -- the lease ----------------------------------------------------------------------
 
@@ -419,7 +419,7 @@ class ClusterNode:
             self._window.append((seq, kind, run_id, data))
             if run_id is not None:
                 self._mirror(kind, run_id, data)
-            if self.hub._active:
+            if self.hub.listening:
                 self.hub.publish(Event._make(seq, kind, run_id, data))
             delivered += 1
         if delivered:
@@ -685,10 +685,10 @@ class ClusterNode:
         try:
             with trio.fail_after(self._config.ledger_read_timeout):
                 return await trio.to_thread.run_sync(
-                    read, *args, limiter=store._read_limiter, abandon_on_cancel=True
+                    read, *args, limiter=store.read_limiter, abandon_on_cancel=True
                 )
         except trio.TooSlowError:
-            await store._cancel("reader")
+            await store.cancel_statement("reader")
             raise LedgerUnavailable(
                 f"the ledger did not answer in time ({doing})",
                 cause="read_timeout",

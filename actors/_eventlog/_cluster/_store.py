@@ -221,10 +221,10 @@ class ClusterStore(PostgresStore):
 
     def _connection(self, role: str) -> psycopg.Connection[Any]:
         # A worker thread abandoned at close must not open a connection after it.
-        if self._closed:
+        if self.closed:
             raise self._psycopg.OperationalError("ledger is closed")
         conn = super()._connection(role)
-        if self._closed:
+        if self.closed:
             conn.close()
             raise self._psycopg.OperationalError("ledger is closed")
         return conn
@@ -282,7 +282,7 @@ class ClusterStore(PostgresStore):
                 conn.execute("COMMIT")
             return 0 if head is None else int(head[0]), runs
         except BaseException:
-            self._close_connections()
+            self.close_connections()
             raise
 
     # -- a batch (the writer's thread) ----------------------------------------------------
@@ -293,7 +293,7 @@ class ClusterStore(PostgresStore):
         Raises:
             psycopg.Error: the transaction failed: nothing of it was written.
         """
-        if self._closed:
+        if self.closed:
             raise self._psycopg.OperationalError("ledger is closed")
         conn = self._connection("writer")
         outcomes = [Outcome() for _ in batch.ops]

@@ -195,16 +195,17 @@ class PostgresStore:
         self.errors: tuple[type[Exception], ...] = (psycopg.Error, LedgerInUse)
         self._statement_timeout = statement_timeout
         self.limiter = trio.CapacityLimiter(1)
-        self._read_limiter = trio.CapacityLimiter(1)
+        #: The reader connection's own limiter: a read never waits behind a commit.
+        self.read_limiter = trio.CapacityLimiter(1)
         self._conns: dict[str, psycopg.Connection[Any]] = {}
         self._closed = False
         self.reads = LedgerReads(
             self,
-            self._read_limiter,
+            self.read_limiter,
             self._reader,
             timeout=read_timeout,
             retry_after=retry_after,
-            cancel=lambda: self._cancel("reader"),
+            cancel=lambda: self.cancel_statement("reader"),
         )
         self._token = ""
         self._commits = 0
@@ -290,9 +291,17 @@ class PostgresStore:
 
     async def cancel(self) -> None:
         """Cancel the statement the writer's abandoned thread runs; never raises."""
-        await self._cancel("writer")
+        await self.cancel_statement("writer")
 
-    async def _cancel(self, role: str) -> None:
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close_connections` ran: no statement is started any more."""
+        return self._closed
+
+    async def cancel_statement(self, role: str) -> None:
+        """Cancel the statement running on ``role``'s connection (``"writer"``,
+        ``"reader"``, …) on the server, within the statement timeout; nothing if it has
+        no open connection."""
         conn = self._conns.get(role)
         if conn is None or conn.closed:
             await trio.lowlevel.checkpoint()
@@ -373,11 +382,12 @@ class PostgresStore:
             self._token = secrets.token_hex(8)
             conn.execute(_UPSERT_META, ("session", f"open {self._token}"))
         except BaseException:
-            self._close_connections()  # refused or failed: the ledger is never opened
+            self.close_connections()  # refused or failed: the ledger is never opened
             raise
         return snapshot
 
-    def _close_connections(self) -> None:
+    def close_connections(self) -> None:
+        """Close every connection of this store (the writer's lock released first)."""
         self._closed = True
         writer = self._conns.get("writer") if self.single_writer else None
         if writer is not None and not writer.closed and not writer.broken:
@@ -526,4 +536,4 @@ class PostgresStore:
                     conn = self._connection("writer")
                     conn.execute(_UPSERT_META, ("session", f"closed {self._token}"))
         finally:
-            self._close_connections()
+            self.close_connections()
