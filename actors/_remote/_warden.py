@@ -69,7 +69,7 @@ _SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 _CONTAINMENT = ("auto", "cgroup", "tree", "group")
 
 
-class FrameTooLarge(Exception):
+class _OversizedFrame(Exception):
     """A length prefix declares more than the limit."""
 
     def __init__(self, size: int, limit: int) -> None:
@@ -101,7 +101,7 @@ class Splitter:
             size = int.from_bytes(data[:4], "big")
             if size == len(data) - 4:
                 if size > self.limit:
-                    raise FrameTooLarge(size, self.limit)
+                    raise _OversizedFrame(size, self.limit)
                 return [data]
         buffer += data
         frames = []
@@ -110,7 +110,7 @@ class Splitter:
         while size_all - pos >= 4:
             size = int.from_bytes(buffer[pos : pos + 4], "big")
             if size > self.limit:
-                raise FrameTooLarge(size, self.limit)
+                raise _OversizedFrame(size, self.limit)
             end = pos + 4 + size
             if end > size_all:
                 break
@@ -365,7 +365,7 @@ class Warden:
         self.heard = time.monotonic()
         try:
             frames = self.from_parent.feed(data)
-        except FrameTooLarge as exc:
+        except _OversizedFrame as exc:
             self.parent_eof = True  # the stream cannot be resynchronised
             self.end("parent_protocol_error", f"a frame from the parent: {exc}")
             return

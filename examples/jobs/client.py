@@ -63,7 +63,7 @@ from ..web.cli import (
 from ..web.closing import GOING_AWAY, RESYNC_REQUIRED, cursor_of
 from ..web.wsclient import open_websocket_client
 from .follow import Outcome, Output, Session, describe_end, finish, follow, verdict_name
-from .retry import RetryPolicy, retry_hint, submit_with_retry
+from .retry import SubmitRetryPolicy, retry_hint, submit_with_retry
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -103,7 +103,7 @@ async def submit_and_follow(
     arguments: dict[str, Any],
     output: Output,
     *,
-    policy: RetryPolicy,
+    policy: SubmitRetryPolicy,
     rng: random.Random,
 ) -> tuple[dict[str, Any], str]:
     """Subscribe, then submit (retrying refusals); return the answer and its request id.
@@ -198,7 +198,7 @@ async def _follow_until_decided(
 
 
 async def _submit(args: argparse.Namespace, output: Output) -> int:
-    policy = RetryPolicy(give_up_after=args.give_up_after)
+    policy = SubmitRetryPolicy(give_up_after=args.give_up_after)
     async with _session(args) as session:
         answer, request_id = await submit_and_follow(
             session, args.operation, args.arguments, output, policy=policy, rng=random.Random()

@@ -34,14 +34,14 @@ if TYPE_CHECKING:
     import random
     from collections.abc import Awaitable, Callable
 
-__all__ = ["RETRYABLE_CODES", "RetryPolicy", "retry_hint", "submit_with_retry"]
+__all__ = ["RETRYABLE_CODES", "SubmitRetryPolicy", "retry_hint", "submit_with_retry"]
 
 #: Error codes of a refusal worth retrying: the server is busy or its disk is.
 RETRYABLE_CODES = frozenset({"admission_full", "ledger_unavailable"})
 
 
 @attrs.frozen(kw_only=True)
-class RetryPolicy:
+class SubmitRetryPolicy:
     """When a refused submit is tried again (see the module docstring); all in seconds.
 
     Raises:
@@ -91,7 +91,7 @@ def retry_hint(answer: dict[str, Any]) -> float | None:
 async def submit_with_retry(
     attempt: Callable[[], Awaitable[dict[str, Any]]],
     *,
-    policy: RetryPolicy,
+    policy: SubmitRetryPolicy,
     rng: random.Random,
     on_wait: Callable[[int, float, dict[str, Any]], object] | None = None,
 ) -> dict[str, Any]:

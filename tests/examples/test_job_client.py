@@ -23,7 +23,7 @@ from trio_websocket import ConnectionClosed
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
 from examples.jobs.client import _parser, _resume, _submit
 from examples.jobs.follow import Output, Session, verdict_name
-from examples.jobs.retry import RetryPolicy, retry_hint, submit_with_retry
+from examples.jobs.retry import SubmitRetryPolicy, retry_hint, submit_with_retry
 from examples.web.closing import GOING_AWAY
 from examples.web.frontdoor import FrontDoorConfig, open_front_door
 
@@ -59,7 +59,7 @@ async def test_200_refused_submitters_never_retry_early_and_spread_out(
 ) -> None:
     # A burst: every submitter is refused at the same instant, three times over, each
     # time with the server's hint; then admitted.
-    policy = RetryPolicy()
+    policy = SubmitRetryPolicy()
     attempts: list[list[float]] = [[] for _ in range(SUBMITTERS)]
     refusals = 3
 
@@ -92,7 +92,7 @@ async def test_200_refused_submitters_never_retry_early_and_spread_out(
 async def test_the_hint_is_capped_and_a_refusal_that_stands_is_the_answer(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    policy = RetryPolicy(base=0.1, cap=1.0, max_hint=2.0, give_up_after=10.0)
+    policy = SubmitRetryPolicy(base=0.1, cap=1.0, max_hint=2.0, give_up_after=10.0)
     times: list[float] = []
     waits: list[tuple[int, float]] = []
 
@@ -138,7 +138,7 @@ async def test_refused_submitters_over_real_websockets_wait_for_the_hint() -> No
         log_config, operations=[OperationSpec(name="quick", fields={"n"})],
         runners={"quick": _quick},
     )  # fmt: skip
-    policy = RetryPolicy(base=0.05, cap=0.5, give_up_after=30.0)
+    policy = SubmitRetryPolicy(base=0.05, cap=0.5, give_up_after=30.0)
     refused: list[tuple[float, float, float]] = []  # (refused at, hint, next attempt at)
     admitted: list[int] = []
     config = FrontDoorConfig(max_per_address=submitters, max_connections=submitters)
@@ -233,7 +233,7 @@ async def test_the_retry_shows_that_it_waits() -> None:
 
     with trio.fail_after(TIMEOUT):
         await submit_with_retry(
-            attempt, policy=RetryPolicy(base=0.01, cap=0.02), rng=random.Random(0),
+            attempt, policy=SubmitRetryPolicy(base=0.01, cap=0.02), rng=random.Random(0),
             on_wait=_waiting(output),
         )  # fmt: skip
     (line,) = err.getvalue().splitlines()
