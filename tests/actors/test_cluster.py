@@ -324,7 +324,9 @@ async def test_three_job_servers_run_each_request_once_in_one_order(
                     last = stream[-1][0] if stream else 0
                     answer = await watcher.request("subscribe", cursor=last)
                     assert answer["type"] == "events", answer
-                    watcher.pushed[:0] = answer["events"]
+                    # The replayed events come inside the answer, untagged; they go
+                    # first, read like the pushes that follow them.
+                    watcher.pushed[:0] = [{"type": "event", **e} for e in answer["events"]]
                     try:
                         while True:
                             push = await watcher.next_push()
