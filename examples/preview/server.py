@@ -8,7 +8,8 @@ the renderer draws PNGs and the event log pushes each run's progress. Run it::
     python -m examples.preview.server [PATH ...] [--host 127.0.0.1] [--port 8765]
         [--token T | --no-token] [--allow-origin ORIGIN] [--allow-host HOST]
         [--max-per-address N] [--max-pending N] [--helpers 2] [--cache-dir DIR]
-        [--ledger PATH] [--grace S] [--poll S] [--stall-after S] [--scan S] [--no-live-demo] [-v]
+        [--ledger PATH] [--grace S] [--poll S] [--stall-after S] [--scan S] [--no-live-demo]
+        [--no-metrics] [-v]
 
 It binds its port first of all: a port in use is refused with one line on stderr
 (suggesting ``--port 0``) and exit status 2 before anything is written. So is a bad
@@ -42,6 +43,10 @@ the front door's (:mod:`examples.web.frontdoor`: ``subscribe``, ``status``, ...)
 ``list_runs`` each image is announced by an ``image_ready`` push and fetched from its
 URL on the same port (design §7.6). ``python -m examples.preview.cli.client``
 is a command-line client.
+
+It measures its runtime for Prometheus, served at ``/metrics`` beside the Observer page
+``/observer`` (design §7.8); ``--no-metrics`` runs it unmeasured, and then those paths
+are answered 404 like any unknown one.
 
 SIGINT/SIGTERM shut it down: no new work is admitted; runs waiting on a writer and runs
 still queued are cancelled at once, the running ones get up to ``--grace`` seconds to
@@ -108,6 +113,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
     from actors import BootReport, PoolHandle
+
+    from ..web.routes import Route
 
 __all__ = [
     "DASHBOARD",
@@ -209,6 +216,7 @@ async def open_preview_server(
     paths: Sequence[Path] | None = None,
     sockets: Sequence[socket.socket] | None = None,
     on_boot: Callable[[BootReport], object] | None = None,
+    metrics: bool = True,
 ) -> AsyncIterator[tuple[FrontDoor, PreviewApp]]:
     """Run the preview server for the duration of the block (design §7.2, §7.5).
 
@@ -227,6 +235,8 @@ async def open_preview_server(
         on_boot: Called (sync) with the event log's boot report (the runs its ledger
             holds from before, design §6.10) before the app discards them to draw
             every run afresh.
+        metrics: Measure the runtime and serve ``/metrics``, ``/observer`` and
+            ``/observer/state`` (design §7.8); False: unmeasured, those paths 404.
 
     Yields:
         The front door and the first database's app.
@@ -238,8 +248,9 @@ async def open_preview_server(
             file is left untouched (design §6.11).
     """
     async with _open_server(
-        config, front_config, identity, paths=paths, sockets=sockets, on_boot=on_boot
-    ) as (front, app, _):
+        config, front_config, identity,
+        paths=paths, sockets=sockets, on_boot=on_boot, metrics=metrics,
+    ) as (front, app, _):  # fmt: skip
         yield front, app
 
 
@@ -252,17 +263,19 @@ async def _open_server(
     paths: Sequence[Path] | None,
     sockets: Sequence[socket.socket] | None,
     on_boot: Callable[[BootReport], object] | None,
+    metrics: bool,
 ) -> AsyncIterator[tuple[FrontDoor, PreviewApp, Databases]]:
     app = PreviewApp(config, identity)
     databases = Databases(app, paths, config)
     runtime_config = await trio.to_thread.run_sync(app.runtime_config)  # makes cache dirs
-    runtime_config = attrs.evolve(runtime_config, metrics=True)  # served at /metrics
+    runtime_config = attrs.evolve(runtime_config, metrics=metrics)  # served at /metrics
     page = Page(body=await trio.Path(DASHBOARD).read_bytes())
     pages = {**dict.fromkeys(DASHBOARD_PATHS, page), **await static_pages()}
     async with open_runtime(runtime_config) as runtime:
-        assert runtime.metrics is not None  # the config asks for metrics
-        routes, observer = await observability(runtime.metrics, front_config)
-        pages.update(observer)
+        routes: list[Route] = []
+        if runtime.metrics is not None:  # unmeasured: /metrics and /observer are unknown
+            routes, observer = await observability(runtime.metrics, front_config)
+            pages.update(observer)
         if on_boot is not None:
             on_boot(await runtime.eventlog.boot_report())
         async with (
@@ -293,6 +306,7 @@ async def serve_preview(
     sockets: Sequence[socket.socket] | None = None,
     on_boot: Callable[[BootReport], object] | None = None,
     paths: Sequence[Path] | None = None,
+    metrics: bool = True,
     task_status: trio.TaskStatus[FrontDoor] = trio.TASK_STATUS_IGNORED,
 ) -> tuple[int, bool]:
     """Run the preview server until SIGINT/SIGTERM, then shut down (design §7.1, §7.2).
@@ -314,6 +328,8 @@ async def serve_preview(
         on_boot: Given the boot report before held runs are discarded (see
             :func:`open_preview_server`).
         paths: The files and folders served besides ``config.db`` (see
+            :func:`open_preview_server`).
+        metrics: Measure the runtime and serve ``/metrics`` and the Observer (see
             :func:`open_preview_server`).
 
     After the shutdown it prints which runs it leaves unfinished, if any
@@ -350,7 +366,7 @@ async def serve_preview(
                 async with (
                     _open_server(
                         config, front_config, identity,
-                        paths=paths, sockets=sockets, on_boot=on_boot,
+                        paths=paths, sockets=sockets, on_boot=on_boot, metrics=metrics,
                     ) as (front, app, databases),
                     trio.open_nursery() as nursery,
                 ):  # fmt: skip
@@ -394,6 +410,8 @@ def _parser() -> OneLineParser:
     add("--scan", type=positive, default=2.0, help="seconds between looks at the folders "
         "for new or gone databases (2)")  # fmt: skip
     add("--no-live-demo", action="store_true", help="do not grow the sample's unfinished run")
+    add("--no-metrics", action="store_true", help="do not measure the runtime: /metrics and "
+        "/observer are not served (404)")  # fmt: skip
     return parser
 
 
@@ -627,6 +645,7 @@ def _serve(
             sockets=sockets,
             on_boot=on_boot,
             paths=paths,
+            metrics=not args.no_metrics,
         )
 
     print(f"starting: {db} ({identity['run_count']} runs, {args.helpers} helpers)", flush=True)

@@ -131,12 +131,18 @@ async def fetch_png(url: str, notice: dict[str, Any], token: str | None = None) 
 
 @asynccontextmanager
 async def preview_server(
-    config: PreviewConfig, *, token: str | None = None, paths: list[Path] | None = None
+    config: PreviewConfig,
+    *,
+    token: str | None = None,
+    paths: list[Path] | None = None,
+    metrics: bool = True,
 ) -> AsyncIterator[tuple[FrontDoor, PreviewApp]]:
     """The preview server in this process, on an ephemeral loopback port."""
     identity = await trio.to_thread.run_sync(open_database, config.db)
     front_config = FrontDoorConfig(port=0, token=token)
-    async with open_preview_server(config, front_config, identity, paths=paths) as server:
+    async with open_preview_server(
+        config, front_config, identity, paths=paths, metrics=metrics
+    ) as server:
         yield server
 
 

@@ -243,6 +243,30 @@ async def test_a_real_server_serves_images_by_url_with_the_token(
     assert_no_children()
 
 
+async def test_without_metrics_the_preview_server_answers_404_there_and_still_serves(
+    writable_db: Path, tmp_path: Path
+) -> None:
+    token = "metrics-token-123"
+    config = server_config(writable_db, tmp_path)
+    seen = Seen()
+    async with preview_server(config, token=token, metrics=False) as (front, app):
+        assert app.runtime.metrics is None  # unmeasured, not merely unserved
+        async with connect(front, token=token) as client:
+            await client.request("list_runs")
+            with trio.fail_after(30):
+                await pump(client, seen, lambda: seen.newest(1, "preview") is not None)
+        # The dashboard and the images are served as ever...
+        page = await fetch(front.url, "/", token)
+        assert (page.status, page.headers["content-type"]) == (200, "text/html; charset=utf-8")
+        preview = seen.newest(1, "preview")
+        assert preview is not None
+        decode_png(await fetch_png(front.url, preview, token))
+        # ... and the metrics and the Observer are unknown paths, with a valid token.
+        for target in ("/metrics", "/observer", "/observer/state", "/nowhere"):
+            assert (await fetch(front.url, target, token)).status == 404, target
+    assert_no_children()
+
+
 async def test_the_preview_server_serves_its_metrics_with_the_token(
     writable_db: Path, tmp_path: Path
 ) -> None:
