@@ -85,6 +85,7 @@ import trio
 from actors import (
     POOL_EVENT_KINDS,
     Backoff,
+    ChildSpec,
     EventLogActor,
     EventLogClient,
     EventLogConfig,
@@ -99,7 +100,7 @@ from actors import (
     duration_field,
 )
 from actors.errors import ActorError, InvalidCommand, LedgerError
-from actors.metrics import RuntimeMetrics
+from actors.metrics import Lifecycle, RuntimeMetrics
 
 from ..web.api import BUILTIN_HANDLERS
 from ..web.cli import OneLineParser, count, describe, leaf
@@ -110,12 +111,13 @@ from ..web.observer import observability
 from ..web.serverinfo import info_file
 from ..web.signals import shutdown_on_signal
 from .helper import MAX_LIMIT, MAX_SLEEP, OUTSIDE_ROOT, resolve_inside
+from .tree import STRATEGIES, Incarnations, build_tree, started_or_root_cause
 
 if TYPE_CHECKING:
     import socket
     from collections.abc import AsyncIterator, Callable, Sequence
 
-    from actors import ActorRef, HelperPool, RunStatus
+    from actors import ActorRef, HelperPool, RunStatus, SupervisorEvent, SupervisorRef
     from protocol import messages
 
     from ..web.api import Handler
@@ -141,6 +143,9 @@ DEFAULT_PORT = 8766
 #: Seconds (trio clock) a client's closing handshake may take: short, so a client that
 #: does not read cannot push the exit past grace + 1 s.
 CLOSE_TIMEOUT = 0.25
+#: Seconds (trio clock) an actor's start may take (the event log's boot reads its
+#: ledger; a loaded machine is slow), the pool's the helpers' startup timeout more.
+START_TIMEOUT = 60.0
 #: The job server's operations and their argument schemas (design §6.2).
 OPERATIONS = (
     OperationSpec(name="hash_file", fields={"path"}, required={"path"}),
@@ -212,8 +217,16 @@ class JobServerConfig:
         factory=lambda: Backoff(base=1.0, cap=30.0, reset_after=60.0),
         validator=attrs.validators.instance_of(Backoff),
     )
-    """Seconds (trio clock) the pool actor waits before restarting a failed pool: 1 s
-    doubling to 30 s, back to 1 s after a quiet minute (design §1.4, §3.7)."""
+    """Seconds (trio clock) the tree waits before restarting a failed actor, a pool past
+    its restart intensity first of all: 1 s doubling to 30 s, back to 1 s after a quiet
+    minute (design §1.4, §3.7; :mod:`examples.jobs.tree`)."""
+    tree_max_restarts: int = count_field(10, minimum=0)
+    """Restarts each supervisor of the tree allows within ``tree_restart_period``; one
+    more and it gives up (design §1.4). With the default backoff a pool that keeps
+    failing is retried every 30 s without ever exceeding it."""
+    tree_restart_period: float = duration_field(60.0, allow_zero=False)
+    """The intensity window of the tree's supervisors, in seconds (trio clock); also
+    the Observer's window for a child's restarts."""
     files_root: Path = attrs.field(factory=Path.cwd, converter=_files_root)
     """The directory ``hash_file`` may read inside (resolved; default: the current
     directory when the config is made), design §7.3."""
@@ -271,21 +284,126 @@ class HelperRunner:
         )
 
 
-@attrs.define(eq=False)
 class JobRuntime:
-    """The job server's two actors; made by :func:`open_job_runtime` only."""
+    """The job server's actors under their supervision tree; made by
+    :func:`open_job_runtime` only (the tree: :mod:`examples.jobs.tree`).
 
-    eventlog: EventLogClient
-    """The event log's client (design §6)."""
-    eventlog_ref: ActorRef
-    pool: PoolHandle
-    """The pool actor's handle (design §3): ``snapshot()`` shows the helpers."""
-    pool_ref: ActorRef
-    pool_events: PoolEvents
-    """The pool's events (design §3.10): subscribe to follow its helpers and its
-    restarts (``intensity_exceeded``, ``pool_restarted``)."""
-    metrics: RuntimeMetrics
-    """The two actors' Prometheus metrics (:mod:`actors.metrics`), served at ``/metrics``."""
+    Each handle follows its actor across restarts (design §1.7): read ``runtime.x``
+    each time rather than keeping what it returned.
+    """
+
+    def __init__(self, config: JobServerConfig) -> None:
+        self.config = config
+        timeouts = attrs.evolve(config.helper_timeouts, reply=config.job_timeout)
+        self._pool_config = PoolConfig(
+            size=config.helpers,
+            timeouts=timeouts,
+            max_restarts=config.max_restarts,
+            restart_period=config.restart_period,
+        )
+        self.pool_events = PoolEvents(helper_spec().name)
+        """The pool's events across its restarts (design §3.10): subscribe to follow
+        its helpers and its escalations (``intensity_exceeded``, ``pool_restarted``)."""
+        self._pool: Incarnations[PoolActor] = Incarnations("pool")
+        self._eventlog: Incarnations[EventLogActor] = Incarnations("event_log")
+        self.pool = PoolHandle(self._pool)
+        """The pool actor's handle (design §3): ``snapshot()`` shows the helpers."""
+        self._runner = HelperRunner(
+            self.pool,
+            job_timeout=config.job_timeout + timeouts.ladder + 1.0,
+            files_root=config.files_root,
+        )
+        self.metrics = _metrics(self)
+        """The actors' Prometheus metrics (:mod:`actors.metrics`) and the tree's
+        lifecycle, served at ``/metrics`` and ``/observer``."""
+        grace = config.stop_grace
+        # The pool starts once its helpers are ready, each within the startup timeout.
+        pool_start = timeouts.startup + START_TIMEOUT
+        self.tree = build_tree(
+            pool=ChildSpec("pool", self._pool.made(self._new_pool), shutdown=grace,
+                           start_timeout=pool_start),
+            event_log=ChildSpec("event_log", self._eventlog.made(self._new_event_log),
+                                shutdown=grace, start_timeout=START_TIMEOUT),
+            max_restarts=config.tree_max_restarts,
+            period=config.tree_restart_period,
+            backoff=config.pool_backoff,
+            on_event=self._on_event,
+        )  # fmt: skip
+        self._client: EventLogClient | None = None
+
+    def _new_pool(self) -> PoolActor:
+        return PoolActor(
+            helper_spec(), self._pool_config, events=self.pool_events, on_failure="escalate"
+        )
+
+    def _new_event_log(self) -> EventLogActor:
+        config = self.config
+        log_config = EventLogConfig(
+            ledger_path=config.ledger,
+            max_concurrency=config.helpers,
+            cluster=config.cluster,
+            cluster_lease=config.cluster_lease,
+        )
+        runners = {op.name: self._runner for op in OPERATIONS}
+        return EventLogActor(log_config, operations=OPERATIONS, runners=runners)
+
+    def _on_event(self, event: SupervisorEvent) -> None:
+        self._pool.on_event(event)
+        self._eventlog.on_event(event)
+        self.metrics.on_supervisor_event(event)
+        log = self._eventlog.actor
+        if event.kind == "child_started" and event.child == "event_log" and log is not None:
+            self.metrics.attach_event_log(log.log)  # each incarnation's own log
+
+    @property
+    def supervisor(self) -> SupervisorRef:
+        """The root of the tree (design §1.7): ``which_children``, ``restarts``."""
+        return self.tree.ref
+
+    @property
+    def eventlog(self) -> EventLogClient:
+        """The event log's client (design §6), for its current incarnation."""
+        ref = self.eventlog_ref
+        if self._client is None or self._client.ref is not ref:
+            self._client = EventLogClient(ref)
+        return self._client
+
+    @property
+    def eventlog_ref(self) -> ActorRef:
+        """The event log's ref (its current incarnation, or its last one)."""
+        return _last(self._eventlog)
+
+    @property
+    def pool_ref(self) -> ActorRef:
+        """The pool actor's ref (its current incarnation, or its last one)."""
+        return _last(self._pool)
+
+    def live_pool(self) -> HelperPool | None:
+        """The running helper pool, or None while the pool actor restarts."""
+        actor = self._pool.actor
+        try:
+            return None if actor is None else actor.pool
+        except RuntimeError:  # between its start and its pool's
+            return None
+
+    def mailboxes(self) -> dict[str, ActorRef]:
+        """The running actors' refs by name (the Observer's mailboxes)."""
+        children = (self._eventlog, self._pool)
+        return {child.child: child.ref for child in children if child.ref is not None}
+
+    async def close(self) -> None:
+        """Stop the tree: the event log, then the pool (each within ``stop_grace``)."""
+        for child in (self._pool, self._eventlog):
+            child.close()  # no restart is coming: callers waiting for one give up
+        await self.tree.ref.stop(2 * self.config.stop_grace)
+        self.pool_events.close()
+
+
+def _last(child: Incarnations[Any]) -> ActorRef:
+    ref = child.ref or child.last_ref
+    if ref is None:
+        raise RuntimeError(f"the {child.child} has not started")
+    return ref
 
 
 def helper_spec() -> HelperSpec:
@@ -295,80 +413,46 @@ def helper_spec() -> HelperSpec:
 
 @asynccontextmanager
 async def open_job_runtime(config: JobServerConfig) -> AsyncIterator[JobRuntime]:
-    """Start the pool actor (helper pool) and the event log (with its runners).
+    """Start the job server's tree: the pool actor (helper pool), then the event log.
 
-    The pool actor restarts a failed pool itself, after ``config.pool_backoff``.
-    Entering waits until every helper is ready and the ledger is open. Leaving stops the
-    event log (running jobs are cancelled; with a ledger they are survivors at the next
-    boot), then the pool actor: every helper is reaped before the block exits (§3.8).
+    A pool that fails past its restart intensity is restarted by its supervisor after
+    ``config.pool_backoff`` (:mod:`examples.jobs.tree`). Entering waits until every
+    helper is ready and the ledger is open. Leaving stops the event log (running jobs
+    are cancelled; with a ledger they are survivors at the next boot), then the pool
+    actor: every helper is reaped before the block exits (§3.8).
 
     Raises:
         HelperStartupFailed: (``helper_startup_failed``) a helper did not start.
         LedgerCorrupt: (``ledger_corrupt``) the ledger file is damaged.
+        RestartIntensityExceeded: (``restart_intensity_exceeded``) the tree gave up: an
+            actor kept failing (design §1.4).
     """
-    timeouts = attrs.evolve(config.helper_timeouts, reply=config.job_timeout)
-    pool = PoolConfig(
-        size=config.helpers,
-        timeouts=timeouts,
-        max_restarts=config.max_restarts,
-        restart_period=config.restart_period,
-    )
+    runtime = JobRuntime(config)
     async with trio.open_nursery() as nursery:
-        pool_actor = PoolActor(
-            helper_spec(), pool, on_failure="restart", recovery=config.pool_backoff
-        )
-        pool_ref = await nursery.start(pool_actor.run)
-        pool_handle = PoolHandle(pool_ref)
-        runner = HelperRunner(
-            pool_handle,
-            job_timeout=config.job_timeout + timeouts.ladder + 1.0,
-            files_root=config.files_root,
-        )
-        log_config = EventLogConfig(
-            ledger_path=config.ledger,
-            max_concurrency=config.helpers,
-            cluster=config.cluster,
-            cluster_lease=config.cluster_lease,
-        )
-        actor = EventLogActor(
-            log_config, operations=OPERATIONS, runners={op.name: runner for op in OPERATIONS}
-        )
-        eventlog_ref = await nursery.start(actor.run)
-        metrics = _metrics(actor, pool_actor, {"event_log": eventlog_ref, "pool": pool_ref})
-        stream = pool_actor.events.subscribe(bound=1024, kinds=POOL_EVENT_KINDS - {"job_started"})
-        nursery.start_soon(metrics.follow_pool, stream)
-        runtime = JobRuntime(
-            eventlog=EventLogClient(eventlog_ref),
-            eventlog_ref=eventlog_ref,
-            pool=pool_handle,
-            pool_ref=pool_ref,
-            pool_events=pool_actor.events,
-            metrics=metrics,
-        )
+        stream = runtime.pool_events.subscribe(bound=1024, kinds=POOL_EVENT_KINDS - {"job_started"})
+        nursery.start_soon(runtime.metrics.follow_pool, stream)
+        with started_or_root_cause():
+            await nursery.start(runtime.tree.run)
         try:
             yield runtime
         finally:
-            with trio.CancelScope(shield=True):  # each stop is bounded by its grace
-                LOGGER.info("stopping the event log")
-                await eventlog_ref.stop(config.stop_grace)
-                LOGGER.info("stopping the pool actor")
-                await pool_ref.stop(config.stop_grace)
+            with trio.CancelScope(shield=True):  # bounded by twice the stop grace
+                LOGGER.info("stopping the event log and the pool actor")
+                await runtime.close()
                 LOGGER.info("stopped")
             nursery.cancel_scope.cancel()
 
 
-def _metrics(log: EventLogActor, pool: PoolActor, refs: dict[str, ActorRef]) -> RuntimeMetrics:
-    """The job server's metrics: the event log's and the pool's events and statistics."""
-
-    def live_pool() -> HelperPool | None:
-        try:
-            return pool.pool
-        except RuntimeError:  # the pool actor is between pools
-            return None
-
-    metrics = RuntimeMetrics()
-    metrics.watch(event_log=lambda: log.log, pool=live_pool, mailboxes=lambda: refs)
-    metrics.attach_event_log(log.log)
+def _metrics(runtime: JobRuntime) -> RuntimeMetrics:
+    """The job server's metrics: its actors' events and statistics, its tree's decisions."""
+    config = runtime.config
+    lifecycle = Lifecycle(strategies=STRATEGIES, window=config.tree_restart_period)
+    metrics = RuntimeMetrics(lifecycle=lifecycle)
+    metrics.watch(
+        event_log=lambda: None if (actor := runtime._eventlog.actor) is None else actor.log,
+        pool=runtime.live_pool,
+        mailboxes=runtime.mailboxes,
+    )
     return metrics
 
 
