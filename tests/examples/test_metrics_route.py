@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 from frontdoor_support import TIMEOUT, assert_no_children, open_client
+from jobs_support import escalate_pool, running, wait_tree
 from prometheus_client.parser import text_string_to_metric_families
 
+from actors import Backoff
 from examples.jobs.server import JobServerConfig, open_job_server
 from examples.web.frontdoor import FrontDoorConfig
 
@@ -72,9 +74,11 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 
 @asynccontextmanager
-async def job_server(**front: Any) -> AsyncIterator[JobServer]:
+async def job_server(
+    fields: dict[str, Any] | None = None, **front: Any
+) -> AsyncIterator[JobServer]:
     front_door = FrontDoorConfig(port=0, token=TOKEN, **front)
-    config = JobServerConfig(front_door=front_door, grace=1.0, helpers=1)
+    config = JobServerConfig(front_door=front_door, grace=1.0, helpers=1, **(fields or {}))
     async with open_job_server(config) as server:
         yield server
 
@@ -142,3 +146,54 @@ async def test_runs_a_killed_helper_and_a_refusal_move_the_counters_exactly():
     assert value(full, "trio_actors_runs_running") == 1
     assert value(full, "trio_actors_subscribers") == 1
     assert value(full, "trio_actors_mailbox_capacity", actor="event_log") > 0
+
+
+#: A pool that escalates at its first crash, and a tree that allows one restart each.
+FRAGILE = {
+    "max_restarts": 0,
+    "tree_max_restarts": 1,
+    "pool_backoff": Backoff(base=0.05, cap=0.1, reset_after=60.0),
+}
+
+
+async def test_pool_escalations_move_the_supervisor_counters_exactly():
+    # The first escalation: ``services`` restarts the pool. The second, within the
+    # tree's window, is one restart more than ``services`` allows: it gives up and
+    # ``runtime`` starts a fresh ``services`` (with a fresh pool, incarnation 1).
+    async with (
+        job_server(FRAGILE) as server,
+        open_client(server.front.port, f"/?token={TOKEN}") as client,
+    ):
+        await client.request("subscribe", cursor=0)
+        port = server.front.port
+        before = await scrape(port)
+        await escalate_pool(server, client)
+        await wait_tree(server, lambda view: running(view, "services", "pool", 2))
+        once = await scrape(port)
+        await escalate_pool(server, client)
+        await wait_tree(
+            server,
+            lambda view: (
+                running(view, "runtime", "services", 2) and running(view, "services", "pool", 1)
+            ),
+        )
+        twice = await scrape(port)
+        receipt = await client.request("submit", operation="count_primes", arguments={"limit": 10})
+        events = await client.events_until(receipt["run_id"], {"job_finished"})
+        assert events[-1]["data"]["verdict"] == "ok"  # the fresh pool serves
+
+    def moved(samples: Samples) -> tuple[float, ...]:
+        return tuple(
+            value(samples, f"trio_actors_supervisor_{name}_total", supervisor=supervisor)
+            for name in ("restarts", "escalations")
+            for supervisor in ("services", "runtime")
+        )
+
+    # (restarts: services, runtime; escalations: services, runtime)
+    assert moved(before) == (0, 0, 0, 0)
+    assert moved(once) == (1, 0, 0, 0)
+    assert moved(twice) == (1, 1, 1, 0)
+    escalated = "trio_actors_helper_events_total"
+    assert [value(s, escalated, kind="intensity_exceeded") for s in (before, once, twice)] == [
+        0, 1, 2
+    ]  # fmt: skip

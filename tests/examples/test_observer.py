@@ -1,11 +1,15 @@
 """The Observer page in a real headless Chromium (design §7.8).
 
 The job server runs in this process with a token; Chromium opens
-``/observer?token=T`` and the test kills a helper with SIGKILL: the page shows the exit
-within a second of the pool reaping it, and the slot's new incarnation within a second
-of its spawn. A second kill exceeds the pool's restart intensity: the page shows the
-escalation (``intensity_exceeded``) and the pool's restart. ``/observer/state`` wants
-the token. Skipped when no chromium is installed. Real clock.
+``/observer?token=T``: the tree shows both supervisors with their strategy and the pool
+running in its first incarnation. The test kills a helper with SIGKILL: the page shows
+the exit within a second of the pool reaping it, and the slot's new incarnation within
+a second of its spawn. A second kill exceeds the pool's restart intensity: the page
+shows the escalation (``intensity_exceeded``) and, within a second of the ``services``
+supervisor restarting the pool, its new incarnation, the restart and why (``pool_failed``).
+A pool that keeps escalating past the supervisor's own intensity: the tree marks
+``services`` as having given up and shows ``runtime`` restarting it.
+``/observer/state`` wants the token. Skipped when no chromium is installed. Real clock.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 from frontdoor_support import TIMEOUT, assert_no_children, open_client
+from jobs_support import escalate_pool, job_may_fail, running, wait_tree
 from test_dashboard import CHROMIUM, chromium, open_page, wait_for
 from test_metrics_route import TOKEN
 
@@ -46,13 +51,14 @@ def _no_child_left():
 
 
 @asynccontextmanager
-async def job_server() -> AsyncIterator[JobServer]:
+async def job_server(**fields: Any) -> AsyncIterator[JobServer]:
+    fields.setdefault("max_restarts", 1)
     config = JobServerConfig(
         front_door=FrontDoorConfig(port=0, token=TOKEN),
         grace=1.0,
         helpers=1,
-        max_restarts=1,
         pool_backoff=Backoff(base=0.05, cap=0.1, reset_after=60.0),
+        **fields,
     )
     async with open_job_server(config) as server:
         yield server
@@ -95,6 +101,7 @@ async def test_a_killed_helper_and_an_escalation_show_within_a_second(tmp_path: 
         )
         slot = "document.querySelector('#helpers tr[data-slot=\"0\"]')"
         await wait_for(devtools, session, f"{slot} && {slot}.dataset.incarnation === '1'")
+        await wait_for(devtools, session, TREE_AT_START)
         pid = await run_job(client)
         events = server.runtime.pool_events
         with events.subscribe(kinds={"reaped", "spawned", "intensity_exceeded"}) as stream:
@@ -117,12 +124,16 @@ async def test_a_killed_helper_and_an_escalation_show_within_a_second(tmp_path: 
                 while (await stream.receive()).kind != "reaped":
                     pass
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_job_may_fail, client)
+                nursery.start_soon(job_may_fail, client)
                 with trio.fail_after(TIMEOUT):
                     while (await stream.receive()).kind != "intensity_exceeded":
                         pass
                 with trio.fail_after(1.0):
                     await wait_for(devtools, session, ESCALATED)
+        # ``services`` restarts the failed pool: within a second the tree shows it.
+        await wait_tree(server, lambda view: running(view, "services", "pool", 2))
+        with trio.fail_after(1.0):
+            await wait_for(devtools, session, POOL_RESTARTED)
         shot = await devtools.call("Page.captureScreenshot", session, format="png")
         (tmp_path / "observer.png").write_bytes(base64.b64decode(shot["data"]))
         keep = os.environ.get("OBSERVER_SCREENSHOT")
@@ -134,6 +145,64 @@ async def test_a_killed_helper_and_an_escalation_show_within_a_second(tmp_path: 
 ESCALATED = "!!document.querySelector('#timeline tr[data-kind=\"intensity_exceeded\"]')"
 
 
-async def _job_may_fail(client: Any) -> None:
-    receipt = await client.request("submit", operation="count_primes", arguments={"limit": 11})
-    await client.events_until(receipt["run_id"], {"job_finished"})
+def _entry(supervisor: str, child: str | None = None) -> str:
+    """A JS expression: the tree's entry of ``supervisor``, or of its ``child``."""
+    selector = f'li[data-supervisor="{supervisor}"]'
+    if child is not None:
+        selector += f' li[data-child="{child}"]'
+    return f"document.querySelector('#tree {selector}')"
+
+
+def _shows(supervisor: str, child: str, **data: str) -> str:
+    """A JS expression: the child's entry exists and its ``data-*`` are ``data``."""
+    entry = _entry(supervisor, child)
+    checks = [f"{entry}.dataset.{key} === '{value}'" for key, value in data.items()]
+    return " && ".join([f"!!{entry}", *checks])
+
+
+#: Both supervisors with their strategy; the pool and the event log running, first
+#: incarnation, no restart.
+TREE_AT_START = " && ".join([
+    *(f"{_entry(name)}?.dataset.strategy === 'one_for_one'" for name in ("runtime", "services")),
+    _shows("runtime", "services", state="running", incarnation="1", restarts="0"),
+    _shows("runtime", "event_log", state="running", incarnation="1", restarts="0"),
+    _shows("services", "pool", state="running", incarnation="1", restarts="0"),
+])  # fmt: skip
+#: ``services`` restarted the pool after its escalation; the supervisor's decision is
+#: on the timeline.
+POOL_RESTARTED = " && ".join([
+    _shows("services", "pool", state="running", incarnation="2", restarts="1",
+           lastExit="pool_failed"),
+    "!!document.querySelector('#timeline tr[data-kind=\"child_restarting\"]')",
+])  # fmt: skip
+#: ``services`` gave up (its escalation, marked on the pool it could not keep up) and
+#: ``runtime`` restarted it: a fresh ``services`` with a fresh pool.
+SERVICES_RESTARTED = " && ".join([
+    _shows("services", "pool", state="running", incarnation="1", escalated="true"),
+    _shows("runtime", "services", state="running", incarnation="2", restarts="1",
+           lastExit="restart_intensity_exceeded"),
+    f"{_entry('services', 'pool')}.textContent.includes('ESCALATED')",
+])  # fmt: skip
+
+
+async def test_a_supervisor_that_gives_up_shows_escalated_and_restarted(tmp_path: Path):
+    async with (
+        job_server(max_restarts=0, tree_max_restarts=1) as server,
+        chromium(tmp_path / "profile") as devtools,
+        open_client(server.front.port, f"/?token={TOKEN}") as client,
+    ):
+        await client.request("subscribe", cursor=0)
+        url = f"http://127.0.0.1:{server.front.port}/observer?token={TOKEN}"
+        session = await open_page(devtools, url)
+        await wait_for(devtools, session, TREE_AT_START)
+        await escalate_pool(server, client)  # ``services`` restarts the pool
+        await wait_tree(server, lambda view: running(view, "services", "pool", 2))
+        await escalate_pool(server, client)  # one restart too many for ``services``
+        await wait_tree(
+            server,
+            lambda view: (
+                running(view, "runtime", "services", 2) and running(view, "services", "pool", 1)
+            ),
+        )
+        with trio.fail_after(1.0):  # the page shows it within a second
+            await wait_for(devtools, session, SERVICES_RESTARTED)
