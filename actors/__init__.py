@@ -155,6 +155,7 @@ from ._renderer import Renderer as Renderer
 from ._runtime import Runtime as Runtime
 from ._runtime import RuntimeConfig as RuntimeConfig
 from ._runtime import open_runtime as open_runtime
+from ._runtime import LiveChild as LiveChild
 
 __all__ = [
     "MAX_DURATION",
@@ -286,6 +287,7 @@ __all__ = [
     "GetRendererStatistics",
     "PayloadCheck",
     "validate_payload",
+    "LiveChild",
     "Runtime",
     "RuntimeConfig",
     "open_runtime",

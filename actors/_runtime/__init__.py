@@ -9,5 +9,6 @@ from __future__ import annotations
 from ._runtime import Runtime as Runtime
 from ._runtime import RuntimeConfig as RuntimeConfig
 from ._runtime import open_runtime as open_runtime
+from ._tree import LiveChild as LiveChild
 
-__all__ = ["Runtime", "RuntimeConfig", "open_runtime"]
+__all__ = ["LiveChild", "Runtime", "RuntimeConfig", "open_runtime"]

@@ -53,10 +53,12 @@ InstanceT = TypeVar("InstanceT")
 
 
 class LiveChild(Generic[InstanceT]):
-    """One system actor across its restarts: its current ref and instance (§1.7).
+    """One supervised actor across its restarts: its current ref and instance (§1.7).
 
     A :class:`~actors.RefSource`: a handle built on it follows the
-    actor, and a call that comes while the actor restarts waits for it.
+    actor, and a call that comes while the actor restarts waits for it. The child's
+    ``ChildSpec.start`` passes each actor it makes through :meth:`made`, and the
+    supervisor's ``on_event`` hands every decision to :meth:`on_event`.
 
     Args:
         name: The child's id in the tree.
@@ -94,6 +96,15 @@ class LiveChild(Generic[InstanceT]):
         self.ref = None
         self.instance = None
         self._notify()
+
+    def on_event(self, event: SupervisorEvent) -> None:
+        """Follow one decision of the tree; those about other children are ignored."""
+        if event.child != self.name:
+            return
+        if event.kind == "child_started" and isinstance(event.ref, ActorRef):
+            self.started(event.ref)
+        elif event.kind in ("child_exited", "child_stopped"):
+            self.exited()
 
     def close(self) -> None:
         """The tree stops: no incarnation will come any more."""
@@ -181,9 +192,5 @@ def build_tree(
 def route(children: dict[str, LiveChild[Any]], event: SupervisorEvent) -> None:
     """Keep each :class:`LiveChild` in step with the tree's decisions."""
     child = children.get(event.child)
-    if child is None:
-        return
-    if event.kind == "child_started" and isinstance(event.ref, ActorRef):
-        child.started(event.ref)
-    elif event.kind in ("child_exited", "child_stopped"):
-        child.exited()
+    if child is not None:
+        child.on_event(event)

@@ -19,10 +19,12 @@ operation           arguments            what it shows
                                          helper incarnation (another ``pid``, §3.7)
 ==================  ===================  ==============================================
 
-More than ``max_restarts`` helper crashes within ``restart_period`` seconds fail the pool
-(design §1.4, §3.7); the pool actor (``on_failure="restart"``) logs it and restarts
-the pool itself after a capped exponential backoff (``pool_backoff``); jobs caught in
-between fail with the transient ``pool_restarting``.
+The pool actor and the event log run under a supervision tree
+(:mod:`examples.jobs.tree`, design §7.1), which the Observer shows (``/observer``, design
+§7.8). More than ``max_restarts`` helper crashes within ``restart_period`` seconds fail
+the pool (its escalation, design §1.4, §3.7): its actor fails, and its supervisor,
+``services``, restarts it after a capped exponential backoff (``pool_backoff``); jobs
+caught by the failure fail with the transient ``pool_restarting``.
 
 ``hash_file`` reads only inside the files root (``--files-root DIR``, default the
 directory the server was started in): the path, relative to the root or absolute, is
@@ -91,6 +93,7 @@ from actors import (
     EventLogConfig,
     HelperSpec,
     HelperTimeouts,
+    LiveChild,
     OperationSpec,
     PoolActor,
     PoolConfig,
@@ -111,7 +114,7 @@ from ..web.observer import observability
 from ..web.serverinfo import info_file
 from ..web.signals import shutdown_on_signal
 from .helper import MAX_LIMIT, MAX_SLEEP, OUTSIDE_ROOT, resolve_inside
-from .tree import STRATEGIES, Incarnations, build_tree, started_or_root_cause
+from .tree import STRATEGIES, build_tree, started_or_root_cause
 
 if TYPE_CHECKING:
     import socket
@@ -304,8 +307,8 @@ class JobRuntime:
         self.pool_events = PoolEvents(helper_spec().name)
         """The pool's events across its restarts (design §3.10): subscribe to follow
         its helpers and its escalations (``intensity_exceeded``, ``pool_restarted``)."""
-        self._pool: Incarnations[PoolActor] = Incarnations("pool")
-        self._eventlog: Incarnations[EventLogActor] = Incarnations("event_log")
+        self._pool: LiveChild[PoolActor] = LiveChild("pool")
+        self._eventlog: LiveChild[EventLogActor] = LiveChild("event_log")
         self.pool = PoolHandle(self._pool)
         """The pool actor's handle (design §3): ``snapshot()`` shows the helpers."""
         self._runner = HelperRunner(
@@ -320,10 +323,9 @@ class JobRuntime:
         # The pool starts once its helpers are ready, each within the startup timeout.
         pool_start = timeouts.startup + START_TIMEOUT
         self.tree = build_tree(
-            pool=ChildSpec("pool", self._pool.made(self._new_pool), shutdown=grace,
-                           start_timeout=pool_start),
-            event_log=ChildSpec("event_log", self._eventlog.made(self._new_event_log),
-                                shutdown=grace, start_timeout=START_TIMEOUT),
+            pool=ChildSpec("pool", self._new_pool, shutdown=grace, start_timeout=pool_start),
+            event_log=ChildSpec("event_log", self._new_event_log, shutdown=grace,
+                                start_timeout=START_TIMEOUT),
             max_restarts=config.tree_max_restarts,
             period=config.tree_restart_period,
             backoff=config.pool_backoff,
@@ -332,9 +334,10 @@ class JobRuntime:
         self._client: EventLogClient | None = None
 
     def _new_pool(self) -> PoolActor:
-        return PoolActor(
+        actor = PoolActor(
             helper_spec(), self._pool_config, events=self.pool_events, on_failure="escalate"
         )
+        return self._pool.made(actor)
 
     def _new_event_log(self) -> EventLogActor:
         config = self.config
@@ -345,13 +348,14 @@ class JobRuntime:
             cluster_lease=config.cluster_lease,
         )
         runners = {op.name: self._runner for op in OPERATIONS}
-        return EventLogActor(log_config, operations=OPERATIONS, runners=runners)
+        actor = EventLogActor(log_config, operations=OPERATIONS, runners=runners)
+        return self._eventlog.made(actor)
 
     def _on_event(self, event: SupervisorEvent) -> None:
         self._pool.on_event(event)
         self._eventlog.on_event(event)
         self.metrics.on_supervisor_event(event)
-        log = self._eventlog.actor
+        log = self._eventlog.instance
         if event.kind == "child_started" and event.child == "event_log" and log is not None:
             self.metrics.attach_event_log(log.log)  # each incarnation's own log
 
@@ -362,25 +366,18 @@ class JobRuntime:
 
     @property
     def eventlog(self) -> EventLogClient:
-        """The event log's client (design §6), for its current incarnation."""
-        ref = self.eventlog_ref
+        """The event log's client, for its current incarnation (its last one while it
+        restarts; design §6)."""
+        ref = self._eventlog.ref or self._eventlog.last_ref
+        if ref is None:
+            raise RuntimeError("the event log has not started")
         if self._client is None or self._client.ref is not ref:
             self._client = EventLogClient(ref)
         return self._client
 
-    @property
-    def eventlog_ref(self) -> ActorRef:
-        """The event log's ref (its current incarnation, or its last one)."""
-        return _last(self._eventlog)
-
-    @property
-    def pool_ref(self) -> ActorRef:
-        """The pool actor's ref (its current incarnation, or its last one)."""
-        return _last(self._pool)
-
     def live_pool(self) -> HelperPool | None:
         """The running helper pool, or None while the pool actor restarts."""
-        actor = self._pool.actor
+        actor = self._pool.instance
         try:
             return None if actor is None else actor.pool
         except RuntimeError:  # between its start and its pool's
@@ -389,7 +386,7 @@ class JobRuntime:
     def mailboxes(self) -> dict[str, ActorRef]:
         """The running actors' refs by name (the Observer's mailboxes)."""
         children = (self._eventlog, self._pool)
-        return {child.child: child.ref for child in children if child.ref is not None}
+        return {child.name: child.ref for child in children if child.ref is not None}
 
     async def close(self) -> None:
         """Stop the tree: the event log, then the pool (each within ``stop_grace``)."""
@@ -397,13 +394,6 @@ class JobRuntime:
             child.close()  # no restart is coming: callers waiting for one give up
         await self.tree.ref.stop(2 * self.config.stop_grace)
         self.pool_events.close()
-
-
-def _last(child: Incarnations[Any]) -> ActorRef:
-    ref = child.ref or child.last_ref
-    if ref is None:
-        raise RuntimeError(f"the {child.child} has not started")
-    return ref
 
 
 def helper_spec() -> HelperSpec:
@@ -449,7 +439,7 @@ def _metrics(runtime: JobRuntime) -> RuntimeMetrics:
     lifecycle = Lifecycle(strategies=STRATEGIES, window=config.tree_restart_period)
     metrics = RuntimeMetrics(lifecycle=lifecycle)
     metrics.watch(
-        event_log=lambda: None if (actor := runtime._eventlog.actor) is None else actor.log,
+        event_log=lambda: None if (actor := runtime._eventlog.instance) is None else actor.log,
         pool=runtime.live_pool,
         mailboxes=runtime.mailboxes,
     )

@@ -28,118 +28,33 @@ supervisor of its own so its failures count against an intensity of their own: p
 (``trio_actors_supervisor_escalations_total{supervisor="services"}``) and ``runtime``
 starts a fresh one; past ``runtime``'s, the server fails.
 
-Every decision of either supervisor is a log record of ``actors.supervisor`` and is fed
-to the runtime's metrics (:meth:`actors.metrics.RuntimeMetrics.on_supervisor_event`),
-whose :class:`~actors.metrics.Lifecycle` the Observer shows.
+Each actor is followed across its restarts by an :class:`actors.LiveChild` (the job
+server's handles are built on it). Every decision of either supervisor is a log record
+of ``actors.supervisor`` and is fed to the metrics
+(:meth:`actors.metrics.RuntimeMetrics.on_supervisor_event`), whose
+:class:`~actors.metrics.Lifecycle` the Observer shows.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Final, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Final, Literal
 
-import trio
-
-from actors import ActorRef, ChildSpec, Supervisor
-from actors.errors import ActorStopped, AskTimeout, ChildStartFailed
+from actors import ChildSpec, Supervisor
+from actors.errors import ChildStartFailed
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from actors import Backoff, SupervisorEvent
 
-__all__ = ["STRATEGIES", "Incarnations", "build_tree", "started_or_root_cause"]
+__all__ = ["STRATEGIES", "build_tree", "started_or_root_cause"]
 
 #: Each supervisor of the job server's tree and its strategy (see the module docstring).
 STRATEGIES: Final[Mapping[str, Literal["one_for_one"]]] = {
     "runtime": "one_for_one",
     "services": "one_for_one",
 }
-
-ActorT = TypeVar("ActorT")
-
-
-class Incarnations(Generic[ActorT]):
-    """One supervised actor across its restarts: its running ref and actor object.
-
-    A :class:`~actors.RefSource` (a :class:`~actors.PoolHandle` built on it follows the
-    actor). :meth:`made` wraps the child's factory; :meth:`on_event` is fed the tree's
-    decisions.
-
-    Args:
-        child: The child's id in the tree.
-    """
-
-    def __init__(self, child: str) -> None:
-        self.child = child
-        self.ref: ActorRef | None = None
-        """The running incarnation's ref, or None while it restarts."""
-        self.last_ref: ActorRef | None = None
-        """The ref of the last incarnation that started."""
-        self.actor: ActorT | None = None
-        """The running incarnation's actor object, or None while it restarts."""
-        self._made: ActorT | None = None
-        self._closed = False
-        self._changed = trio.Event()
-
-    def made(self, factory: Callable[[], ActorT]) -> Callable[[], ActorT]:
-        """``factory`` as a ``ChildSpec.start`` that notes each actor it makes."""
-
-        def start() -> ActorT:
-            self._made = factory()
-            return self._made
-
-        return start
-
-    def on_event(self, event: SupervisorEvent) -> None:
-        """Follow one decision of the tree (those about other children are ignored)."""
-        if event.child != self.child:
-            return
-        if event.kind == "child_started" and isinstance(event.ref, ActorRef):
-            self.ref = self.last_ref = event.ref
-            self.actor = self._made
-        elif event.kind in ("child_exited", "child_stopped"):
-            self.ref = self.actor = None
-        else:
-            return
-        self._wake()
-
-    def close(self) -> None:
-        """The tree stops: no incarnation comes any more."""
-        self._closed = True
-        self._wake()
-
-    def _wake(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
-
-    def current(self) -> ActorRef | None:
-        """The running incarnation's ref, or None while it restarts."""
-        ref = self.ref
-        return ref if ref is not None and ref.state.accepts_messages else None
-
-    async def wait(self, deadline: float, *, other_than: ActorRef | None = None) -> ActorRef:
-        """Wait until ``deadline`` (trio clock, seconds) for a running incarnation.
-
-        Args:
-            deadline: Seconds on trio's clock.
-            other_than: Wait for another incarnation than this one (it is failing).
-
-        Raises:
-            ActorStopped: (code ``actor_stopped``) the tree is stopping.
-            AskTimeout: (code ``ask_timeout``) none started before ``deadline``.
-        """
-        with trio.move_on_at(deadline):
-            while True:
-                ref = self.current()
-                if ref is not None and ref is not other_than:
-                    await trio.lowlevel.checkpoint()
-                    return ref
-                if self._closed:
-                    message = f"{self.child!r} stopped: the server closes"
-                    raise ActorStopped(message, actor=self.child)
-                await self._changed.wait()
-        raise AskTimeout(f"{self.child!r} was not running before the deadline", actor=self.child)
 
 
 def build_tree(
@@ -162,31 +77,24 @@ def build_tree(
         on_event: Fed every decision of both supervisors.
     """
 
-    def make_services() -> Supervisor:
+    def supervisor(name: str, children: Sequence[ChildSpec]) -> Supervisor:
         return Supervisor(
-            [pool],
-            strategy=STRATEGIES["services"],
+            children,
+            strategy=STRATEGIES[name],
             max_restarts=max_restarts,
             period=period,
             backoff=backoff,
-            name="services",
+            name=name,
             on_event=on_event,
         )
 
-    return Supervisor(
-        [
-            ChildSpec(
-                "services", make_services, shutdown=pool.shutdown, start_timeout=pool.start_timeout
-            ),
-            event_log,
-        ],
-        strategy=STRATEGIES["runtime"],
-        max_restarts=max_restarts,
-        period=period,
-        backoff=backoff,
-        name="runtime",
-        on_event=on_event,
+    services = ChildSpec(
+        "services",
+        lambda: supervisor("services", [pool]),
+        shutdown=pool.shutdown,
+        start_timeout=pool.start_timeout,
     )
+    return supervisor("runtime", [services, event_log])
 
 
 @contextlib.contextmanager
