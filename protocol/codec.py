@@ -137,6 +137,18 @@ def make_converter() -> cattrs.Converter:
     Returns:
         The converter. Unstructure with ``unstructure_as=Message`` to get the tag.
     """
+    converter = _members_converter()
+    for union in _UNIONS:
+        _configure_union(converter, union)
+    return converter
+
+
+#: The tagged unions, in the order :func:`make_converter` configures them.
+_UNIONS: Final = (ClientRequest, ServerMessage, Message)
+
+
+def _members_converter() -> cattrs.Converter:
+    # Every hook of make_converter() but the unions'.
     converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     converter.register_structure_hook(int, _structure_int)
     converter.register_structure_hook(float, _structure_float)
@@ -150,13 +162,29 @@ def make_converter() -> cattrs.Converter:
             converter.register_unstructure_hook(
                 cls, make_dict_unstructure_fn(cls, converter, **overrides)
             )
-    # The unions capture each member's hooks now, so the primitive hooks come first.
-    for union in (ClientRequest, ServerMessage, Message):
-        configure_tagged_union(union, converter, tag_generator=TAGS.__getitem__, tag_name=_TAG)
     return converter
 
 
-_CONVERTER: Final = make_converter()
+def _configure_union(converter: cattrs.Converter, union: Any) -> None:
+    # A union captures each member's hooks now, so the primitive hooks come first.
+    configure_tagged_union(union, converter, tag_generator=TAGS.__getitem__, tag_name=_TAG)
+
+
+#: The module's converter: make_converter()'s hooks, the requests' union at once (a
+#: server's first request is not delayed), the other unions on their first structure
+#: (:func:`_union_converter`). Configuring one generates the structuring code of all its
+#: members, which a process that never decodes them (a server never reads a server
+#: message) need not pay for at start-up.
+_CONVERTER: Final = _members_converter()
+_configure_union(_CONVERTER, ClientRequest)
+_CONFIGURED: Final[set[Any]] = {ClientRequest}
+
+
+def _union_converter(union: Any) -> cattrs.Converter:
+    if union not in _CONFIGURED:
+        _configure_union(_CONVERTER, union)
+        _CONFIGURED.add(union)
+    return _CONVERTER
 
 
 # --- encoding -------------------------------------------------------------------------
@@ -170,9 +198,10 @@ def unstructure_message(msg: Message) -> dict[str, Any]:
     """
     if type(msg) not in TAGS:
         raise TypeError(f"not a protocol message: {type(msg).__name__}")
-    fields: dict[str, Any] = _CONVERTER.unstructure(msg, unstructure_as=Message)
-    tag = fields.pop(_TAG)
-    return {_TAG: tag, **fields}  # the tag first: easier to read in logs and traces
+    # The member's own hook plus its tag: what the Message union's hook gives.
+    fields: dict[str, Any] = _CONVERTER.unstructure(msg)
+    fields.pop(_TAG, None)
+    return {_TAG: TAGS[type(msg)], **fields}  # the tag first: easier to read in logs and traces
 
 
 def encode_message(msg: Message) -> str:
@@ -275,7 +304,7 @@ def structure_message(obj: object, union: Any = Message) -> Message:
             type=tag[:128],
         )
     try:
-        result: Message = _CONVERTER.structure(obj, union)
+        result: Message = _union_converter(union).structure(obj, union)
     except Exception as exc:  # cattrs wraps every field error; we name them all
         problems = _describe(exc)
         fields = [path for path, _ in problems][:MAX_REPORTED_FIELDS]

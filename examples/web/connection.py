@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 import trio
@@ -65,7 +65,7 @@ from .catchup import catch_up, event_message
 from .closing import KEEPALIVE_TIMEOUT, PROTOCOL_ERRORS, RESYNC_REQUIRED, with_cursor
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from trio_websocket import WebSocketConnection
 
@@ -82,6 +82,7 @@ __all__ = [
     "Server",
     "event_message",
     "peek_request_id",
+    "wire_json",
     "wire_text",
 ]
 
@@ -104,7 +105,27 @@ def wire_text(message: messages.Message) -> str:
     which mean the same JSON string (a surrogate only occurs inside a JSON string, where
     the encoder already escaped every literal backslash).
     """
-    text = encode_message(message)
+    return _sendable(encode_message(message))
+
+
+#: The JSON encoder of :func:`protocol.codec.encode_message`: compact, UTF-8, no NaN.
+_JSON: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def wire_json(fields: Mapping[str, Any]) -> str:
+    """Return a message already unstructured (:func:`protocol.codec.unstructure_message`'s
+    JSON object, possibly assembled from parts kept from earlier messages) as the text
+    :func:`wire_text` gives for the message itself.
+
+    Raises:
+        TypeError: a field holds a value JSON cannot represent.
+        ValueError: a field holds NaN or an infinity.
+    """
+    return _sendable(_JSON.encode(fields))
+
+
+def _sendable(text: str) -> str:
+    # Lone surrogates written back as their escapes (see wire_text).
     if not text.isascii():
         try:
             text.encode("utf-8")
@@ -581,8 +602,18 @@ class Connection:
         Raises:
             TypeError: ``message`` is not a protocol message.
         """
+        return self._queue_nowait(wire_text(message), _position(message))
+
+    def push_text_nowait(self, text: str) -> bool:
+        """Like :meth:`push_nowait` for a message already encoded (:func:`wire_json`)
+        that carries no event seq (e.g. a pushed ``run_list``): one text for every
+        connection it goes to, encoded once.
+        """
+        return self._queue_nowait(text, None)
+
+    def _queue_nowait(self, text: str, position: int | None) -> bool:
         try:
-            self._send.send_nowait((wire_text(message), _position(message)))
+            self._send.send_nowait((text, position))
         except trio.WouldBlock:
             self._dropped += 1
             self.mark_resync()

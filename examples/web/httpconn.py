@@ -43,13 +43,14 @@ __all__ = [
 _CHUNK: Final = 4096
 
 
+#: Reason phrases by status: looked up once per answer, without an enum call.
+_PHRASES: Final = {status.value: status.phrase for status in HTTPStatus}
+
+
 def reason_phrase(status: int, default: str) -> str:
     """The reason phrase of HTTP ``status`` (``403`` -> ``Forbidden``), or ``default``
     for a status HTTP does not name."""
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return default
+    return _PHRASES.get(status, default)
 
 
 def header_fields(request: h11.Request) -> dict[bytes, bytes]:

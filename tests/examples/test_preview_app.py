@@ -62,6 +62,7 @@ from examples.preview.app.runs import (
 )
 from examples.preview.app.runtime_kinds import PREVIEW_KINDS
 from examples.preview.child.draw import observation_of, with_images
+from examples.web.connection import wire_json, wire_text
 from protocol import Blob, messages
 
 GUID = "d61e7d4e-0000-0000-0000-01a22b205d20"
@@ -511,6 +512,28 @@ def test_run_list_rows_are_built_again_only_when_they_change() -> None:
     assert (rows[0].job_run_id, rows[0].rows, rows[0].completed) == (41, 9, False)
     assert (rows[1].status, rows[1].shape) == ("ok", (3, 3))
     assert rows == tuple(summary_message(r) for r in table.runs.values())
+
+
+def test_a_pushed_run_list_is_the_text_of_its_message_and_converts_changed_rows_only() -> None:
+    table = RunTable()
+    for run_id in (1, 2):
+        table.register({"run_id": run_id, "name": f"r\u00e9{run_id}", "row_count": 5,
+                        "is_completed": True, "revision": "a"}, 0.0)  # fmt: skip
+
+    def pushed() -> str:
+        return wire_json({"type": "run_list", "request_id": None, "runs": table.row_fields()})
+
+    def expected() -> str:
+        return wire_text(messages.RunList(request_id=None, runs=table.summaries()))
+
+    assert pushed() == expected()
+    first = table.row_fields()
+    table.runs[2].note_probe(9, False)
+    again = table.row_fields()
+    assert again[0] is first[0]  # unchanged: not converted again
+    assert again[1] is not first[1]
+    assert again[1]["rows"] == 9
+    assert pushed() == expected()
 
 
 @pytest.mark.parametrize(

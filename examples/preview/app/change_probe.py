@@ -149,18 +149,19 @@ class ChangeProbe:
         Raises:
             ActorError: listing the new runs or telling the scheduler failed.
         """
-        now = trio.current_time()
+        now, wall = trio.current_time(), time.time()  # the probe's moment, on both clocks
         changed: list[RunRecord] = []
         new = False
-        for entry in probe.get("runs", ()):
-            record = self._table.runs.get(entry[0])
+        runs = self._table.runs
+        for entry in probe.get("runs", ()):  # every run, at every probe: kept lean
+            record = runs.get(entry[0])
             if record is None:
                 new = new or self._addressable(entry[0])
                 continue
             if record.note_probe(int(entry[1]), bool(entry[2])):
                 self._table.list_changed = True
             token = revision(entry)
-            if record.note_token(token, now, time.time()):
+            if record.note_token(token, now, wall):
                 record.number(token)
                 changed.append(record)
         if new:

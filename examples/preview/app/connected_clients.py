@@ -45,6 +45,7 @@ from actors.errors import InvalidCommand
 from protocol import messages
 
 from ...web.api import BUILTIN_HANDLERS
+from ...web.connection import wire_json
 from .eventlog_runs import OPERATION
 from .images import ClientPusher
 
@@ -161,11 +162,15 @@ class Clients:
             return  # nobody to tell: the rows are not even built
         if self._notes is not None:
             self._notes.apply(self._table)  # new runs get their stars too
-        message = messages.RunList(request_id=None, runs=self._table.summaries())
+        # Encoded once for every connection, from the rows kept unstructured: a run
+        # list is pushed at each probe while runs change (design §7.2).
+        fields = {"type": messages.TAGS[messages.RunList], "request_id": None,
+                  "runs": self._table.row_fields()}  # fmt: skip
+        text = wire_json(fields)
         for pusher in list(self._images.pushers):
             target: Any = pusher.target
-            if hasattr(target, "push_nowait"):
-                target.push_nowait(message)
+            if hasattr(target, "push_text_nowait"):
+                target.push_text_nowait(text)
 
     async def on_list_runs(self, conn: Connection, request: messages.ListRuns) -> messages.Message:
         """``list_runs`` → ``run_list``; then every image is announced (``image_ready``)."""

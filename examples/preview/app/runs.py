@@ -40,6 +40,7 @@ import attrs
 from actors import RunInfo
 from actors.errors import UnknownRun
 from protocol import messages
+from protocol.codec import unstructure_message
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -380,6 +381,8 @@ class RunTable:
         """GUID given to the scheduler -> its run (unique, design §4.8)."""
         self._rows: dict[int, tuple[tuple[Any, ...], messages.RunSummary]] = {}
         """Run id -> the inputs of its last ``run_list`` row and that row."""
+        self._fields: dict[int, tuple[messages.RunSummary, dict[str, Any]]] = {}
+        """Run id -> its last ``run_list`` row and that row as JSON fields."""
 
     def register(self, summary: dict[str, Any], now: float) -> RunRecord:
         """Add the run of a helper's run summary (``list_runs``), seen at ``now``.
@@ -457,6 +460,23 @@ class RunTable:
                 known = rows[record.run_id] = (inputs, summary_message(record))
             listed.append(known[1])
         return tuple(listed)
+
+    def row_fields(self) -> list[dict[str, Any]]:
+        """The rows of :meth:`summaries` as the JSON objects of a ``run_list`` message
+        (:func:`protocol.codec.unstructure_message`'s), in run order.
+
+        A row is unstructured again only when it was built again: a pushed run list
+        then costs its changed rows and one JSON encoding, not a conversion of every row.
+        """
+        cached = self._fields
+        listed: list[dict[str, Any]] = []
+        for row in self.summaries():
+            known = cached.get(row.run_id)
+            if known is None or known[0] is not row:
+                one = unstructure_message(messages.RunList(request_id=None, runs=(row,)))
+                known = cached[row.run_id] = (row, one["runs"][0])
+            listed.append(known[1])
+        return listed
 
     def track_job(self, record: RunRecord, job: int) -> None:
         """``job`` is the new event-log run reporting ``record`` (it is queued)."""
