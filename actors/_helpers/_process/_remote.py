@@ -320,12 +320,10 @@ class RemoteLink(ProcessTree):
         if self.gave_up is not None or self.stderr_ended.is_set():
             return
         self.channel = "relay"
-        self._emit(
+        self._warn(
             "control_channel_refused",
             f"no control channel to {self._spec.host} ({cause}): the warden relays the requests",
-            level=logging.WARNING,
-            host=self._spec.host,
-            cause=cause,
+            cause,
         )
         await pipe.send(self.start_frame())
 
@@ -487,15 +485,14 @@ class RemoteLink(ProcessTree):
         if self.gave_up is None:
             self.gave_up = cause
             self._gave_up_message = message
-            self._emit(
-                "link_lost",
-                f"the link to {self._spec.host} is given up ({cause}): {message}",
-                level=logging.WARNING,
-                host=self._spec.host,
-                cause=cause,
-            )
+            text = f"the link to {self._spec.host} is given up ({cause}): {message}"
+            self._warn("link_lost", text, cause)
             self._notify()
         self._kill_ssh()
+
+    def _warn(self, kind: str, text: str, cause: str) -> None:
+        """An event and a WARNING record about the link to the spec's host."""
+        self._emit(kind, text, level=logging.WARNING, host=self._spec.host, cause=cause)
 
     def _kill_ssh(self) -> None:
         process = self._process
