@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
+import trio.testing
 from helper_support import ENTRY, HERE
 from remote_support import assert_no_children_but, private_sshd
 
@@ -454,3 +455,25 @@ def test_the_ssh_command_line_has_batch_mode_a_connect_timeout_and_the_spec_s_op
     finally:
         link.close()
     assert not Path(local).parent.exists()
+
+
+async def test_a_control_channel_closed_while_it_is_watched_ends_the_watch_quietly():
+    """The reaper closes the link (its sweep timed out) while the link's task still
+    watches the control channel: the watch ends, no error reaches the pool's nursery."""
+    import socket
+
+    from actors._helpers._process._remote import RemoteLink
+
+    spec = HelperSpec(entry=ENTRY, host="me@lab-pc")
+    link = RemoteLink(spec, HelperTimeouts(), "tag", lambda *a, **k: None)
+    ours, theirs = socket.socketpair()
+    with theirs:
+        ours.setblocking(False)
+        link._socket = ours
+        link._socket_open.set()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(link._watch_socket)
+            await trio.testing.wait_all_tasks_blocked()
+            link.close()
+    assert ours.fileno() == -1
+    assert link._socket_closed.is_set()

@@ -374,7 +374,10 @@ class RemoteLink(ProcessTree):
         sock = self._socket
         try:
             while sock is not None and sock.fileno() >= 0:
-                await trio.lowlevel.wait_readable(sock)
+                try:
+                    await trio.lowlevel.wait_readable(sock)
+                except trio.ClosedResourceError:  # closed by this link meanwhile
+                    break
                 try:
                     data = sock.recv(4096)
                 except BlockingIOError:
