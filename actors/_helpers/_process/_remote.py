@@ -339,8 +339,10 @@ class RemoteLink(ProcessTree):
         self._socket = sock
         self._socket_open.set()
         if not self._write(sock, self.start_frame()):
+            # ssh closes the local end as soon as the server refused the channel, which
+            # may be before the start was written (the parent was descheduled).
             self._close_socket()
-            return "the start could not be sent on it"
+            return "the server refused the forwarding before the start was sent"
         await self._until(lambda: self._socket_closed.is_set() or self.started is not None)
         if self.started is not None or self.refused is not None:
             self.channel = "socket"
@@ -399,13 +401,16 @@ class RemoteLink(ProcessTree):
             self._socket_closed.set()
             self._notify()
 
-    @staticmethod
-    def _write(sock: socket.socket, frame: bytes) -> bool:
-        """Write a small frame now, whole or not at all (a partial write ends the link)."""
+    def _write(self, sock: socket.socket, frame: bytes) -> bool:
+        """Write a small frame now, whole or not at all: a frame cut in two would be
+        misread by the warden, so a partial write ends the link."""
         try:
-            return sock.send(frame) == len(frame)
+            written = sock.send(frame)
         except OSError:  # EAGAIN: full; EPIPE: closed
             return False
+        if 0 < written < len(frame):
+            self.give_up("link_broken", "a control frame was cut in two")
+        return written == len(frame)
 
     def _send_control(self, frame: bytes) -> bool:
         """A control frame to the warden now, on the channel the start took."""
