@@ -254,6 +254,7 @@ class Warden:
         self.sweep_deadline: float | None = None
         self.pause = 0.005
         self.refused = False
+        self.subreaper = False  # the warden is a child subreaper (made in run)
         self.wakeup_r, self.wakeup_w = os.pipe()
         # One poll object for the warden's life: a descriptor is (re)registered only
         # when what the warden waits for on it changes, not on every round.
@@ -287,6 +288,11 @@ class Warden:
             }
         )
         self.reframe = True  # silent until the parent chose the channel
+        self.write_parent()
+        # A subreaper in every mode: orphans of the tree come back to the warden, which
+        # reaps them (no zombie is left to an init that may not reap). Made now, while
+        # the parent opens the control channel, not on the start's path (ctypes).
+        self.subreaper = _prctl(_PR_SET_CHILD_SUBREAPER, 1) and os.path.isdir("/proc/self")
         try:
             return self.loop()
         finally:
@@ -520,11 +526,8 @@ class Warden:
             self.cgroup = _make_cgroup()
             if self.cgroup is None and containment == "cgroup":
                 raise BadStart("containment_unavailable", "no writable cgroup v2 on this host")
-        # A subreaper in every mode: orphans of the tree come back to the warden, which
-        # reaps them (no zombie is left to an init that may not reap).
-        subreaper = _prctl(_PR_SET_CHILD_SUBREAPER, 1) and os.path.isdir("/proc/self")
         if self.cgroup is None and containment in ("auto", "tree"):
-            if subreaper:
+            if self.subreaper:
                 self.mode = "tree"
             elif containment == "tree":
                 raise BadStart("containment_unavailable", "this host has no child subreaper")
