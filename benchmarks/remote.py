@@ -10,8 +10,9 @@ pinned to one CPU, as ``supervisor.py`` pins its verdict. What is measured (targ
 brackets), each the median over interleaved rounds:
 
 * **round trip** of a trivial job (``square``: an int in, an int out) through a remote
-  helper (``HelperProcess.run_job`` over ``ssh -T``: the request relayed by the warden,
-  the reply straight from the helper, design §2.5), against the same job frames sent
+  helper (``HelperProcess.run_job`` over ``ssh -T``: the request and the reply straight
+  between the parent and the helper, the warden's control frames on a channel of their
+  own, design §2.5), against the same job frames sent
   through a bare ``ssh -T`` to a remote Python program that echoes each frame back
   (stdlib only, ``os.read``/``os.write``) [helper <= 1.3x the echo]. Both stay open
   for a round, which alternates batches of calls between them, so that both see the

@@ -1,22 +1,25 @@
 """The warden's channel, parent side, sans-io (design §2.5, §3.16).
 
 A helper on another host runs under a *warden* (``actors/_remote/_warden.py``) at the far
-end of ``ssh -T``. The SSH session's three streams each carry one thing:
+end of ``ssh -T``, over one SSH connection with two channels:
 
-* **stdin**, parent → warden: frames (§2.2). The helper's own (each an envelope whose
-  body starts with 0xAE, §2.3) are relayed by the warden to the helper's stdin; between
-  them, **control frames**: ordinary frames whose body is the byte :data:`WARDEN_MAGIC`
-  followed by one strict JSON object with a ``"type"`` — ``start`` (first: the helper's
-  command and the warden's timeouts), ``signal`` (SIGTERM or SIGKILL to the helper's
-  whole tree) and ``heartbeat``.
-* **stdout**, helper → parent: the helper's own stdout, which the warden hands it
-  unread. Its reply frames reach the parent as a local helper's do, without a hop.
+* the **control channel**, parent → warden: an SSH stream-local forwarding (``ssh -L``)
+  to a Unix socket the warden listens on. It carries **control frames**: ordinary frames
+  (§2.2) whose body is the byte :data:`WARDEN_MAGIC` followed by one strict JSON object
+  with a ``"type"`` — ``start`` (first: the helper's command and the warden's
+  timeouts), ``signal`` (SIGTERM or SIGKILL to the helper's whole tree) and
+  ``heartbeat``. Where the server refuses the forwarding, the parent sends them on
+  stdin instead, between the helper's frames, and the warden relays the rest.
+* **stdin** and **stdout**, parent ↔ helper: the helper's own, which the warden hands
+  it unread: requests and replies pass as a local helper's do, without a hop.
 * **stderr**, warden → parent: first whatever the login wrote (``ssh``'s and the remote
-  shell's messages, as text), then :data:`WARDEN_PREAMBLE`, then only frames: control
-  frames — ``hello``, ``started`` or ``refused``, ``signalled``, ``heartbeat`` (the
-  echo) and ``exit`` (last: exit status, whether the tree is empty) — and
-  **stderr frames**, whose body is the byte :data:`WARDEN_STDERR` and then bytes the
-  helper's tree wrote to its stderr, relayed by the warden.
+  shell's messages, as text), then :data:`WARDEN_PREAMBLE` and ``hello``; then text
+  again (what ``ssh`` says while the parent opens the control channel) up to a second
+  :data:`WARDEN_PREAMBLE`, and then only frames: control frames — ``started`` or
+  ``refused``, ``signalled``, ``heartbeat`` (the echo) and ``exit`` (last: exit
+  status, whether the tree is empty) — and **stderr frames**, whose body is the byte
+  :data:`WARDEN_STDERR` and then bytes the helper's tree wrote to its stderr, relayed
+  by the warden.
 
 :func:`is_control` tells a control body from a helper's; :func:`encode_start`,
 :func:`encode_signal` and :func:`encode_heartbeat` build the parent's frames,
@@ -56,14 +59,16 @@ __all__ = [
     "is_control",
 ]
 
-#: Version of the warden's protocol; ``hello`` and ``start`` carry it. Version 2: the
-#: helper's replies bypass the warden (its stdout is SSH's), the warden speaks on stderr.
-WARDEN_VERSION: Final = 2
+#: Version of the warden's protocol; ``hello`` and ``start`` carry it. Version 3: the
+#: helper's requests and replies bypass the warden (its stdin and stdout are SSH's), the
+#: parent's control frames take a forwarded Unix socket, the warden speaks on stderr.
+WARDEN_VERSION: Final = 3
 #: First byte of a control frame's body (an envelope's is 0xAE, §2.3).
 WARDEN_MAGIC: Final = 0xAF
 #: First byte of a stderr frame's body: the rest is what the helper's tree wrote.
 WARDEN_STDERR: Final = 0xAD
-#: What the warden writes on stderr before its first frame: the login's text ends here.
+#: What the warden writes on stderr before ``hello`` and again before its next frame:
+#: the login's text, and then what ``ssh`` said meanwhile, end here.
 WARDEN_PREAMBLE: Final = b"\x00trio-actors-warden\x00"
 #: Largest frame the warden sends on stderr, in bytes (its stderr frames are smaller).
 WARDEN_CONTROL_LIMIT: Final = 1024 * 1024
@@ -87,7 +92,7 @@ _STATUS_OR_SIGNAL: Final = (int, type(None))
 
 #: Each message the warden sends → its fields and their types (None: JSON null allowed).
 _SCHEMA: Final[dict[str, dict[str, tuple[type, ...]]]] = {
-    "hello": {"version": (int,), "pid": (int,), "python": (str,)},
+    "hello": {"version": (int,), "pid": (int,), "python": (str,), "channel": (bool,)},
     "started": {"pid": (int,), "containment": (str,), "cgroup": (str, type(None))},
     "refused": {"reason": (str,), "message": (str,)},
     "signalled": {"signal": (str,), "pids": (list,), "failed": (list,)},
@@ -234,8 +239,10 @@ class StderrSplitter:
     """Cuts the stderr of the ``ssh`` running a warden into what it carries (§2.5).
 
     Until :data:`WARDEN_PREAMBLE`, the bytes are the login's text (``ssh``'s own
-    messages, the remote shell's); after it, frames of at most
-    :data:`WARDEN_CONTROL_LIMIT` bytes: stderr frames and control frames. Bytes that
+    messages, the remote shell's); after it, one frame (``hello``), then text again up to
+    the second preamble (``ssh``'s words while the parent opens the control channel:
+    a refused forwarding), then frames of at most :data:`WARDEN_CONTROL_LIMIT` bytes:
+    stderr frames and control frames. Bytes that
     cannot be a frame there (a length over the limit: a warden that crashed with a
     traceback, ``ssh``'s last words as the link dies) end the framing for good
     (:attr:`broken` says why), and everything from them on is text again, so no
@@ -245,11 +252,12 @@ class StderrSplitter:
         limit: Largest frame body accepted after the preamble, in bytes.
     """
 
-    __slots__ = ("_buffer", "_framed", "_limit", "broken")
+    __slots__ = ("_buffer", "_framed", "_hello", "_limit", "broken")
 
     def __init__(self, limit: int = WARDEN_CONTROL_LIMIT) -> None:
         self._buffer = bytearray()
         self._framed = False
+        self._hello = True  # the next frame is the first: text follows it
         self._limit = limit
         #: Why the framing ended (a bad length after the preamble), or None.
         self.broken: str | None = None
@@ -305,6 +313,12 @@ class StderrSplitter:
             else:
                 out.append(("control", body))
             pos = stop
+            if self._hello:
+                # After hello, text up to the next preamble.
+                self._hello = False
+                self._framed = False
+                del buffer[:pos]
+                return out + self.feed(b"")
         del buffer[:pos]
         return out
 
@@ -344,6 +358,16 @@ def decode_control(body: bytes) -> dict[str, object]:
     if not isinstance(message, dict):
         raise ProtocolError("a warden control frame must be a JSON object", field="control")
     kind = message.get("type")
+    version = message.get("version")
+    if kind == "hello" and _is_int(version) and version != WARDEN_VERSION:
+        # Before the fields: another version may have others.
+        raise ProtocolViolation(
+            f"warden version mismatch: expected version {WARDEN_VERSION},"
+            f" the remote warden speaks {version}",
+            field="version",
+            expected=WARDEN_VERSION,
+            got=version,
+        )
     schema = _SCHEMA.get(kind) if isinstance(kind, str) else None
     if schema is None:
         raise ProtocolError(f"unknown warden control frame type {kind!r}", field="type")
@@ -367,12 +391,4 @@ def decode_control(body: bytes) -> dict[str, object]:
                 + (" [pid, errno] pairs" if name == "failed" else " pids (ints)"),
                 field=name,
             )
-    if kind == "hello" and message["version"] != WARDEN_VERSION:
-        raise ProtocolViolation(
-            f"warden version mismatch: expected version {WARDEN_VERSION},"
-            f" the remote warden speaks {message['version']}",
-            field="version",
-            expected=WARDEN_VERSION,
-            got=message["version"],
-        )
     return message

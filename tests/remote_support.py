@@ -129,7 +129,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _config(folder: Path, port: int, user: str) -> str:
+def _config(folder: Path, port: int, user: str, *, forwarding: bool) -> str:
     return "\n".join(
         [
             f"Port {port}",
@@ -156,7 +156,11 @@ def _config(folder: Path, port: int, user: str) -> str:
             "PrintMotd no",
             "PermitTTY no",
             "X11Forwarding no",
-            "AllowTcpForwarding no",
+            # The warden's control channel (design §2.5) is a local stream-local
+            # forwarding, which sshd refuses unless local forwarding is allowed (it
+            # then checks the same permissions as TCP's); "no" makes the parent relay.
+            "AllowTcpForwarding local",
+            f"AllowStreamLocalForwarding {'local' if forwarding else 'no'}",
             "AllowAgentForwarding no",
             "PermitUserEnvironment no",
             # Tests connect many times at once (two xdist workers, several per test).
@@ -181,11 +185,13 @@ _SUBREAPER = (
 
 
 @contextlib.contextmanager
-def private_sshd(folder: Path) -> Iterator[SSHServer]:
+def private_sshd(folder: Path, *, forwarding: bool = True) -> Iterator[SSHServer]:
     """Start a private sshd on a free loopback port; stop it (and wait) on exit.
 
     Args:
         folder: An empty temporary folder for its keys, config, pid file and log.
+        forwarding: False: the server refuses stream-local forwardings (a warden's
+            control channel, design §2.5).
 
     Raises:
         pytest.fail.Exception / pytest.skip.Exception: no OpenSSH (see :func:`require_sshd`).
@@ -205,7 +211,7 @@ def private_sshd(folder: Path) -> Iterator[SSHServer]:
     for _attempt in range(5):  # another process may take the free port first
         port = _free_port()
         config = folder / "sshd_config"
-        config.write_text(_config(folder, port, user))
+        config.write_text(_config(folder, port, user, forwarding=forwarding))
         log = folder / "sshd.log"
         log.write_text("")
         # An abstract socket: a pytest folder's path can exceed a socket path's 108 bytes.

@@ -75,6 +75,7 @@ LEVELS: Final[Mapping[str, int]] = {
     "warden_started": logging.DEBUG,
     "warden_signalled": logging.INFO,  # WARNING when a process could not be signalled
     "link_lost": logging.WARNING,
+    "control_channel_refused": logging.WARNING,
     "zygote_started": logging.DEBUG,  # WARNING when it replaces one that exited
     "zygote_exited": logging.WARNING,
     "zygote_unavailable": logging.WARNING,

@@ -8,6 +8,7 @@ the command (phase two of §3.16).
 from __future__ import annotations
 
 import functools
+import secrets
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SSH_FAILURE_REASONS",
+    "channel_paths",
     "classify_ssh_failure",
     "remote_command",
     "ssh_argv",
@@ -65,7 +67,7 @@ def warden_source() -> str:
     return _WARDEN.read_text(encoding="utf-8")
 
 
-def remote_command(*, python: str = "python3") -> str:
+def remote_command(*, python: str = "python3", channel: str | None = None) -> str:
     """The command ``ssh`` asks the remote login shell to run: the warden, inline.
 
     The shell ``exec``\\ s the interpreter, so no shell process stays between sshd and
@@ -74,8 +76,24 @@ def remote_command(*, python: str = "python3") -> str:
 
     Args:
         python: The remote interpreter, a name on the remote ``PATH`` or a path.
+        channel: The remote Unix socket path the warden listens on for the control
+            channel (design §2.5), in a directory the warden creates; None: the
+            parent's control frames come on stdin (the warden relays).
     """
-    return f"exec {shlex.quote(python)} -I -c {shlex.quote(warden_source())}"
+    command = f"exec {shlex.quote(python)} -I -c {shlex.quote(warden_source())}"
+    return command if channel is None else f"{command} {shlex.quote(channel)}"
+
+
+def channel_paths(local_folder: str) -> tuple[str, str]:
+    """A fresh control channel's two ends: the local socket ``ssh -L`` listens on (in
+    ``local_folder``, a private directory of the parent's) and the remote socket the
+    warden listens on (in a new directory below ``/tmp`` with a random name, which the
+    warden creates with mode 0700 and refuses to reuse).
+
+    Returns:
+        ``(local, remote)`` socket paths, each short enough for a socket address.
+    """
+    return f"{local_folder}/c", f"/tmp/trio-actors-{secrets.token_hex(12)}/c"
 
 
 def ssh_argv(

@@ -1,29 +1,34 @@
 """The warden: the remote half of one helper's life, on the far end of ``ssh -T`` (design §3.16).
 
-The parent runs ``ssh -T host exec python3 -I -c SOURCE`` with this file's text as
-SOURCE, so the remote host needs nothing but a Python 3.9+ interpreter for it: this
-module imports only the standard library and nothing of the project (no trio, no attrs,
-no ``protocol``), and runs as a script (``__main__``). It is a single-threaded loop over
-``select.poll``:
+The parent runs ``ssh -T -L LOCAL:CHANNEL host exec python3 -I -c SOURCE CHANNEL`` with
+this file's text as SOURCE, so the remote host needs nothing but a Python 3.9+
+interpreter for it: this module imports only the standard library and nothing of the
+project (no trio, no attrs, no ``protocol``), and runs as a script (``__main__``). It is
+a single-threaded loop over ``select.poll``:
 
+* it listens on the Unix socket CHANNEL (in a new directory of mode 0700) for the
+  parent's **control channel**, an SSH stream-local forwarding over the same
+  connection; the parent's *control frames* come there: frames whose body starts with
+  :data:`MAGIC` (never an envelope's first byte), strict JSON objects with a ``"type"``
+  (``start``, ``signal``, ``heartbeat``);
 * it starts the helper command in its own session, in a cgroup v2 of its own where one
   can be made, else as a descendant of the warden, which is a child subreaper;
-* the helper's stdout **is** the warden's (the SSH channel's): its reply frames go to
-  the parent without passing through the warden, which never reads or writes that
-  stream (it only watches it for the link's end);
-* it relays the parent's frames from its stdin to the helper's stdin verbatim, so that
-  the parent's own frames can be taken out: those whose body starts with :data:`MAGIC`
-  (never an envelope's first byte) are *control frames*, strict JSON objects with a
-  ``"type"`` (``start``, ``signal``, ``heartbeat``); a hung helper that reads nothing
-  can thus always be signalled;
+* the helper's stdin and stdout **are** the warden's (the SSH channel's): requests and
+  replies pass between the parent and the helper without the warden, which never reads
+  or writes them (it only watches stdout for the link's end);
+* where the server refused the forwarding, the parent sends ``start`` on stdin instead
+  and the warden *relays* (version 2's way): it reads the parent's frames from its
+  stdin, takes the control frames out and writes the rest, verbatim, to the helper's
+  stdin, a pipe of its own;
 * it speaks on its stderr (SSH's stderr channel): :data:`PREAMBLE`, then frames only —
   its control frames (``hello``, ``started``, ``refused``, ``signalled``, ``heartbeat``,
   ``exit``) and *stderr frames* (body :data:`STDERR` and bytes) carrying what the
   helper's tree writes to its stderr, a pipe the warden reads
   (``protocol/warden.py`` is the parent's codec of them, design §2.5);
-* it kills the helper's whole tree by itself when its stdin ends or its stdout or stderr
-  breaks (the SSH link died), when it is sent SIGHUP, SIGINT or SIGTERM, or when no
-  frame came from the parent for ``heartbeat_timeout`` seconds;
+* it kills the helper's whole tree by itself when the control channel (or, relaying,
+  its stdin) ends or its stdout or stderr breaks (the SSH link died), when it is sent
+  SIGHUP, SIGINT or SIGTERM, or when no frame came from the parent for
+  ``heartbeat_timeout`` seconds;
 * when the helper has exited it kills what is left of its tree, waits for the tree to be
   empty, relays the tree's last stderr, then reports the exit status and whether the
   tree is empty in a final ``exit`` frame, and exits.
@@ -38,16 +43,19 @@ import json
 import os
 import select
 import signal
+import socket
 import sys
 import time
 
 #: Version of the warden's protocol (design §2.5); ``start`` must name it.
-VERSION = 2
+VERSION = 3
 #: First byte of a control frame's body. An envelope's body starts with 0xAE (§2.3).
 MAGIC = 0xAF
 #: First byte of a stderr frame's body: the rest is what the helper's tree wrote.
 STDERR = 0xAD
-#: Written on stderr before the first frame: the login's text (if any) ends here.
+#: Written on stderr before ``hello``, and again before the frame after it: the login's
+#: text (if any) ends here, and whatever ``ssh`` said while the parent opened the control
+#: channel (a refused forwarding) is text between ``hello`` and the next frame.
 PREAMBLE = b"\x00trio-actors-warden\x00"
 #: The warden's exit status after a ``refused`` frame.
 EXIT_REFUSED = 3
@@ -218,9 +226,14 @@ def _proc_table() -> dict[int, tuple[str, int, int, int]] | None:
 class Warden:
     """One helper's remote half: the relay, the control frames and the tree (§3.16)."""
 
-    def __init__(self) -> None:
+    def __init__(self, channel: str | None = None) -> None:
         self.me = os.getpid()
         self.out = bytearray()  # frames for the parent (fd 2)
+        self.reframe = False  # after hello: the next frame needs the preamble again
+        self.channel = channel  # the control channel's socket path, while it listens
+        self.listener: socket.socket | None = None
+        self.control_in: socket.socket | None = None  # the parent's control channel
+        self.relaying = False  # the parent's frames come on stdin (no control channel)
         self.to_helper = bytearray()  # bytes for the helper's stdin
         self.from_parent = Splitter(CONTROL_LIMIT)
         self.pid: int | None = None
@@ -241,6 +254,7 @@ class Warden:
         self.sweep_deadline: float | None = None
         self.pause = 0.005
         self.refused = False
+        self.subreaper = False  # the warden is a child subreaper (made in run)
         self.wakeup_r, self.wakeup_w = os.pipe()
         # One poll object for the warden's life: a descriptor is (re)registered only
         # when what the warden waits for on it changes, not on every round.
@@ -261,6 +275,8 @@ class Warden:
         signal.set_wakeup_fd(self.wakeup_w)
         for signum in (signal.SIGCHLD, signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: None)  # the wakeup fd carries the number
+        if self.channel is not None:
+            self.listener = _listen(self.channel)
         self.out += PREAMBLE
         self.send(
             {
@@ -268,13 +284,36 @@ class Warden:
                 "version": VERSION,
                 "pid": self.me,
                 "python": ".".join(map(str, sys.version_info[:3])),
+                "channel": self.listener is not None,
             }
         )
+        self.reframe = True  # silent until the parent chose the channel
+        self.write_parent()
+        # A subreaper in every mode: orphans of the tree come back to the warden, which
+        # reaps them (no zombie is left to an init that may not reap). Made now, while
+        # the parent opens the control channel, not on the start's path (ctypes).
+        self.subreaper = _prctl(_PR_SET_CHILD_SUBREAPER, 1) and os.path.isdir("/proc/self")
+        try:
+            return self.loop()
+        finally:
+            self.stop_listening()
+
+    def loop(self) -> int:
         while True:
             if self.cause is not None and self.finished():
                 break
             wanted = {self.wakeup_r: select.POLLIN}
-            if not self.parent_eof and len(self.to_helper) < HIGH_WATER:
+            control = self.control_in
+            if control is not None and not self.parent_eof:
+                wanted[control.fileno()] = select.POLLIN
+            elif self.listener is not None and self.cause is None:
+                wanted[self.listener.fileno()] = select.POLLIN
+            if (
+                control is None
+                and not self.parent_eof
+                and len(self.to_helper) < HIGH_WATER
+                and (self.relaying or not self.started)
+            ):
                 wanted[0] = select.POLLIN
             if self.out and not self.parent_gone:
                 wanted[2] = select.POLLOUT
@@ -290,7 +329,11 @@ class Warden:
             events = self.poller.poll(None if timeout is None else max(0, int(timeout * 1000) + 1))
             for fd, event in events:
                 if fd == 0:
-                    self.read_parent()
+                    self.read_parent(0)
+                elif control is not None and fd == control.fileno():
+                    self.read_parent(fd)
+                elif self.listener is not None and fd == self.listener.fileno():
+                    self.accept()
                 elif fd == 1:
                     self.stdout_watched = False
                     self.end("link_lost", "the channel's stdout is closed")
@@ -335,8 +378,39 @@ class Warden:
 
     def send(self, message: dict[str, object]) -> None:
         if not self.parent_gone:
-            self.out += control_frame(message)
-            self.write_parent()
+            self.frame_out(control_frame(message))
+
+    def frame_out(self, frame: bytes) -> None:
+        """Queue one frame for the parent (after the preamble, where one is due)."""
+        if self.reframe:
+            self.out += PREAMBLE
+            self.reframe = False
+        self.out += frame
+        self.write_parent()
+
+    def accept(self) -> None:
+        """The parent's control channel: take it, and listen no more."""
+        assert self.listener is not None
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:  # BlockingIOError: the connection went away meanwhile
+            return
+        self.stop_listening()
+        conn.setblocking(False)
+        self.control_in = conn
+        # The channel's stdin is the helper's from now on: blocking, as a program expects
+        # its stdin to be (one open file description), and never read here.
+        os.set_blocking(0, True)
+
+    def stop_listening(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+        if self.channel is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.channel)
+            _rmdir(os.path.dirname(self.channel))
+            self.channel = None
 
     def write_parent(self) -> None:
         while self.out and not self.parent_gone:
@@ -351,9 +425,9 @@ class Warden:
                 return
             del self.out[:written]
 
-    def read_parent(self) -> None:
+    def read_parent(self, fd: int) -> None:
         try:
-            data = os.read(0, _READ)
+            data = os.read(fd, _READ)
         except BlockingIOError:
             return
         except OSError:
@@ -362,6 +436,10 @@ class Warden:
             self.parent_eof = True
             self.end("link_lost")
             return
+        if fd == 0 and not self.relaying:
+            # The parent's frames come on stdin: it has no control channel.
+            self.relaying = True
+            self.stop_listening()
         self.heard = time.monotonic()
         try:
             frames = self.from_parent.feed(data)
@@ -374,13 +452,15 @@ class Warden:
                 return  # ending: nothing more is obeyed or relayed
             if len(frame) > 4 and frame[4] == MAGIC:
                 self.control(frame[5:])
-            elif self.started:
+            elif self.started and self.relaying:
                 if not self.to_helper and self.helper_in is not None:
                     self.write_now(frame)
                 else:
                     self.to_helper += frame
-            else:
+            elif self.relaying:
                 self.end("parent_protocol_error", "a relayed frame came before 'start'")
+            else:
+                self.end("parent_protocol_error", "a frame on the control channel is not one")
         if self.to_helper:
             self.write_helper(0)
 
@@ -446,11 +526,8 @@ class Warden:
             self.cgroup = _make_cgroup()
             if self.cgroup is None and containment == "cgroup":
                 raise BadStart("containment_unavailable", "no writable cgroup v2 on this host")
-        # A subreaper in every mode: orphans of the tree come back to the warden, which
-        # reaps them (no zombie is left to an init that may not reap).
-        subreaper = _prctl(_PR_SET_CHILD_SUBREAPER, 1) and os.path.isdir("/proc/self")
         if self.cgroup is None and containment in ("auto", "tree"):
-            if subreaper:
+            if self.subreaper:
                 self.mode = "tree"
             elif containment == "tree":
                 raise BadStart("containment_unavailable", "this host has no child subreaper")
@@ -467,13 +544,15 @@ class Warden:
 
     def spawn(self, argv: list[str], cwd: str | None, env: dict[str, str]) -> None:
         report_r, report_w = os.pipe()  # close-on-exec: EOF once the exec succeeded
-        in_r, in_w = os.pipe()
+        # Relaying, the helper's stdin is a pipe of the warden's; else the channel's own.
+        in_r, in_w = os.pipe() if self.relaying else (0, -1)
         err_r, err_w = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child, until its exec
             self.child(argv, cwd, env, report_w, in_r, err_w)
         os.close(report_w)
-        os.close(in_r)
+        if self.relaying:
+            os.close(in_r)
         os.close(err_w)
         report = b""
         while True:
@@ -491,15 +570,23 @@ class Warden:
             self.cgroup = None
         failure = report[1:] if report[:1] in (b"C", b"N") else report
         if failure.startswith(b"E"):
-            os.close(in_w)
+            if self.relaying:
+                os.close(in_w)
             os.close(err_r)
             code, _, text = failure[1:].decode(errors="replace").partition(":")
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)  # it exits at once, with 127
             raise BadStart("exec_failed", text, errno=int(code or 0), argv=argv)
-        os.set_blocking(in_w, False)
         os.set_blocking(err_r, False)
-        self.helper_in, self.helper_err = in_w, err_r
+        self.helper_err = err_r
+        if self.relaying:
+            os.set_blocking(in_w, False)
+            self.helper_in = in_w
+        else:
+            # The channel's stdin is the helper's alone: the warden lets go of it.
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.close(null)
         self.started = True
 
     def child(
@@ -522,7 +609,8 @@ class Warden:
                     pass
             os.write(report, joined)
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # if the warden itself is killed
-            os.dup2(i, 0)
+            if i:
+                os.dup2(i, 0)  # relaying; else fd 0 stays the channel's stdin
             os.dup2(e, 2)  # fd 1 stays the channel's stdout: replies bypass the warden
             step = f"cannot enter the working directory {cwd!r}"
             if cwd is not None:
@@ -590,8 +678,7 @@ class Warden:
             self.helper_err = None
             return
         if not self.parent_gone:
-            self.out += stderr_frame(data)
-            self.write_parent()
+            self.frame_out(stderr_frame(data))
 
     # -- the tree -------------------------------------------------------------------
 
@@ -760,9 +847,33 @@ def _size(message: dict[str, object], name: str) -> int:
     return value
 
 
+def _listen(path: str) -> socket.socket | None:
+    """A Unix socket listening at ``path`` in a new directory of mode 0700 (only this
+    user can connect: sshd, forwarding for the parent), or None where none can be made
+    (the directory exists already: it is not ours)."""
+    folder = os.path.dirname(path)
+    if not os.path.isabs(path) or not folder:
+        return None
+    try:
+        os.mkdir(folder, 0o700)
+    except OSError:
+        return None
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(path)
+        listener.listen(1)
+    except OSError:
+        listener.close()
+        _rmdir(folder)
+        return None
+    listener.setblocking(False)
+    return listener
+
+
 def main() -> None:
-    """Run one warden on this process's stdin and stdout, and exit with its status."""
-    sys.exit(Warden().run())
+    """Run one warden on this process's stdin and stdout (its control channel's socket
+    path, if any, is its first argument), and exit with its status."""
+    sys.exit(Warden(sys.argv[1] if len(sys.argv) > 1 else None).run())
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ child or zombie may be left but the sshd. Real processes, the real clock, short 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
+import trio.testing
 from helper_support import ENTRY, HERE
 from remote_support import assert_no_children_but, private_sshd
 
@@ -146,7 +148,53 @@ async def test_jobs_progress_and_run_sync_over_ssh(sshd, place):
         remote = snapshot.ready["pid"]
         assert remote != snapshot.pid  # the helper is not the local ssh
         assert parent_of(parent_of(remote)) != os.getpid()  # under a warden under sshd
+        # Its stdin and stdout are the SSH channel's, sshd's own (design §2.5).
+        assert len(channel_ends(remote)) == 2
     assert not alive(remote)
+
+
+def fds_of(pid: int) -> set[str]:
+    """What ``pid``'s descriptors are (``pipe:[…]``, ``socket:[…]``, paths)."""
+    found = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # closed meanwhile
+            found.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return found
+
+
+def channel_ends(helper: int) -> set[str]:
+    """The pipes to sshd (the SSH channel's stdin, stdout) a helper under a warden holds."""
+    held = {end for end in fds_of(helper) if end.startswith("pipe:")}
+    return held & fds_of(parent_of(parent_of(helper)))
+
+
+async def test_where_the_server_refuses_the_control_channel_the_warden_relays(
+    tmp_path_factory, place, caplog
+):
+    """``AllowStreamLocalForwarding no``: the start falls back to version 2's relay, says
+    so, and everything works as before: jobs, the ladder, the tree's end."""
+    caplog.set_level(logging.WARNING, logger="actors.helpers")
+    with private_sshd(tmp_path_factory.mktemp("sshd"), forwarding=False) as server:
+        helper = HelperProcess(remote_spec(server, place, fault="ignore_sigterm"), TIMEOUTS)
+        async with trio.open_nursery() as nursery:
+            await helper.start(nursery)
+            remote = helper.ready["pid"]
+            # Its stdin is the warden's pipe; its stdout is still the channel's.
+            assert len(channel_ends(remote)) == 1
+            assert await helper.run_job("echo", {"x": 1}) == {"x": 1}
+            grandchild = await helper.run_job("spawn_setsid")
+            with trio.move_on_after(0.2):
+                await helper.run_job("sleep", 30)
+            assert helper.last_escalation == "sigkill"
+            helper.discard()
+        assert helper.snapshot().exit_code == -signal.SIGKILL
+        assert not alive(remote)
+        assert not alive(grandchild)
+        refused = [
+            r for r in caplog.records if getattr(r, "event", None) == "control_channel_refused"
+        ]
+        assert len(refused) == 1
+        assert "refused the forwarding" in refused[0].getMessage()
 
 
 async def test_stderr_is_logged_and_replies_are_checked_as_a_local_helper_s(sshd, place, caplog):
@@ -390,8 +438,42 @@ def test_the_ssh_command_line_has_batch_mode_a_connect_timeout_and_the_spec_s_op
     spec = HelperSpec(
         entry=ENTRY, host="me@lab-pc", port=2222, identity="/k", ssh_options=("-o", "A=b")
     )
-    argv = RemoteLink(spec, HelperTimeouts(startup=2.5), "tag", lambda *a, **k: None).command()
-    assert argv[:6] == ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3"]
-    assert argv[6:13] == ["-p", "2222", "-i", "/k", "-o", "A=b", "--"]
-    assert argv[13] == "me@lab-pc"
-    assert argv[14].startswith("exec ")
+    link = RemoteLink(spec, HelperTimeouts(startup=2.5), "tag", lambda *a, **k: None)
+    argv = link.command()
+    try:
+        assert argv[:6] == ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3"]
+        assert argv[6:12] == ["-p", "2222", "-i", "/k", "-o", "A=b"]
+        # The control channel: a local socket in a private folder, forwarded to the
+        # socket the warden listens on (its path is the warden's argument).
+        assert (argv[12], argv[14]) == ("-L", "--")
+        local, remote = argv[13].split(":")
+        assert Path(local).parent.stat().st_mode & 0o777 == 0o700
+        assert remote.startswith("/tmp/trio-actors-")
+        assert argv[15] == "me@lab-pc"
+        assert argv[16].startswith("exec ")
+        assert argv[16].endswith(f" {remote}")
+    finally:
+        link.close()
+    assert not Path(local).parent.exists()
+
+
+async def test_a_control_channel_closed_while_it_is_watched_ends_the_watch_quietly():
+    """The reaper closes the link (its sweep timed out) while the link's task still
+    watches the control channel: the watch ends, no error reaches the pool's nursery."""
+    import socket
+
+    from actors._helpers._process._remote import RemoteLink
+
+    spec = HelperSpec(entry=ENTRY, host="me@lab-pc")
+    link = RemoteLink(spec, HelperTimeouts(), "tag", lambda *a, **k: None)
+    ours, theirs = socket.socketpair()
+    with theirs:
+        ours.setblocking(False)
+        link._socket = ours
+        link._socket_open.set()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(link._watch_socket)
+            await trio.testing.wait_all_tasks_blocked()
+            link.close()
+    assert ours.fileno() == -1
+    assert link._socket_closed.is_set()

@@ -1,7 +1,10 @@
 """The warden over real SSH: relay, the ladder's signals, partitions, failures (design §3.16).
 
-The channel as design §2.5 has it: requests and control frames on ssh's stdin, the
-helper's replies straight on ssh's stdout, the warden's frames on ssh's stderr.
+The channels as design §2.5 has them: the parent's control frames on a forwarded Unix
+socket (the control channel), the helper's requests and replies straight on ssh's stdin
+and stdout, the warden's frames on ssh's stderr; or, relaying (``channel`` "relay", as
+where the server refuses the forwarding), the control frames between the requests on
+ssh's stdin.
 
 A private ``sshd`` on loopback (``tests/remote_support.py``) makes this machine the
 "remote" host, so every check of the remote side reads this machine's ``/proc``: no
@@ -14,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
 from collections import deque
@@ -26,7 +30,7 @@ import remote_support
 import trio
 from remote_support import assert_no_children_but, private_sshd, ps_lines
 
-from actors._remote import classify_ssh_failure, remote_command
+from actors._remote import channel_paths, classify_ssh_failure, remote_command
 from protocol.framing import FrameDecoder, encode_frame
 from protocol.warden import (
     WARDEN_EXIT_REFUSED,
@@ -134,12 +138,21 @@ async def wait_gone(pids: list[int], within: float) -> float:
     return time.monotonic() - start
 
 
+@pytest.fixture(params=["relay", "socket"])
+def channel(request: pytest.FixtureRequest) -> str:
+    """Where the parent's control frames go: ssh's stdin, or the control channel."""
+    return str(request.param)
+
+
 class WardenLink:
     """The parent's end of one ``ssh`` running a warden: the helper's frames on stdout,
-    the warden's on stderr (collected by :meth:`collect`)."""
+    the warden's on stderr (collected by :meth:`collect`), the parent's control frames
+    on the control channel at ``local`` (:meth:`order`) or, without one, on stdin."""
 
-    def __init__(self, process: trio.Process) -> None:
+    def __init__(self, process: trio.Process, local: str | None) -> None:
         self.process = process
+        self.local = local
+        self.socket: trio.SocketStream | None = None
         self.decoder = FrameDecoder(max_size=4 << 20)
         self.pending: deque[bytes] = deque()
         #: ssh's whole stderr, raw; the login's text; what the helper's tree wrote.
@@ -151,6 +164,13 @@ class WardenLink:
     async def send(self, data: bytes) -> None:
         assert self.process.stdin is not None
         await self.process.stdin.send_all(data)
+
+    async def order(self, frame: bytes) -> None:
+        """A control frame, on the control channel where there is one."""
+        if self.socket is None:
+            await self.send(frame)
+        else:
+            await self.socket.send_all(frame)
 
     async def body(self) -> bytes:
         """The helper's next frame, from ssh's stdout."""
@@ -190,9 +210,15 @@ class WardenLink:
     async def start(self, argv: list[str], **options: object) -> dict[str, object]:
         settings: dict[str, object] = {"heartbeat_timeout": 30.0, "sweep_timeout": 1.0}
         settings.update(options)
-        await self.send(encode_start(argv, **settings))  # type: ignore[arg-type]
+        start = encode_start(argv, **settings)  # type: ignore[arg-type]
+        if self.local is None:
+            await self.send(start)
         hello = await self.control("hello")
         assert hello["version"] == WARDEN_VERSION
+        assert hello["channel"] is (self.local is not None)
+        if self.local is not None:
+            self.socket = await trio.open_unix_socket(self.local)
+            await self.socket.send_all(start)
         self.warden = int(hello["pid"])  # type: ignore[call-overload]
         with trio.fail_after(STEP):
             answer = await self._controls.receive()
@@ -201,19 +227,37 @@ class WardenLink:
 
 
 @asynccontextmanager
-async def open_warden(server: SSHServer, **ssh: object) -> AsyncIterator[WardenLink]:
-    argv = server.ssh_argv(remote_command(), **ssh)  # type: ignore[arg-type]
-    process = await trio.lowlevel.open_process(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    link = WardenLink(process)
+async def open_warden(
+    server: SSHServer, channel: str = "relay", **ssh: object
+) -> AsyncIterator[WardenLink]:
+    with tempfile.TemporaryDirectory(prefix="trio-actors-") as folder:
+        local, remote = channel_paths(folder)
+        argv = server.ssh_argv(
+            remote_command(channel=remote if channel == "socket" else None),
+            **ssh,  # type: ignore[arg-type]
+        )
+        if channel == "socket":
+            argv[1:1] = ["-L", f"{local}:{remote}"]
+        process = await trio.lowlevel.open_process(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        link = WardenLink(process, local if channel == "socket" else None)
+        async with _running(link):
+            yield link
+
+
+@asynccontextmanager
+async def _running(link: WardenLink) -> AsyncIterator[None]:
+    process = link.process
     collected = trio.Event()
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(link.collect, collected)
-            yield link
+            yield
             assert process.stdin is not None
             await process.stdin.aclose()
+            if link.socket is not None:
+                await link.socket.aclose()
             with trio.move_on_after(STEP):
                 await process.wait()
                 await collected.wait()  # ssh's stderr to its end
@@ -233,9 +277,9 @@ def warden_frames(stderr: bytes) -> list[dict[str, object]]:
     return [decode_control(body) for _, body in parts]
 
 
-async def test_frames_are_relayed_verbatim_both_ways_and_the_exit_is_reported(sshd):
+async def test_frames_are_relayed_verbatim_both_ways_and_the_exit_is_reported(sshd, channel):
     marker = new_marker()
-    async with open_warden(sshd) as link:
+    async with open_warden(sshd, channel) as link:
         started = await link.start(helper_argv(marker), max_request=200_000)
         helper = int(started["pid"])  # type: ignore[call-overload]
         assert started["containment"] in ("cgroup", "tree")
@@ -253,7 +297,7 @@ async def test_frames_are_relayed_verbatim_both_ways_and_the_exit_is_reported(ss
             assert await link.body() == body
         await link.send(encode_frame(b"warn"))
         assert await link.body() == b"warned"
-        await link.send(encode_heartbeat(41))
+        await link.order(encode_heartbeat(41))
         assert (await link.control("heartbeat"))["seq"] == 41
         await link.send(encode_frame(b"exit"))
         final = await link.control("exit")
@@ -294,9 +338,11 @@ async def test_start_and_the_helper_s_frames_may_be_sent_before_hello(sshd):
 
 
 @pytest.mark.parametrize("containment", ["cgroup", "tree"])
-async def test_sigterm_then_sigkill_reach_a_grandchild_that_left_the_session(sshd, containment):
+async def test_sigterm_then_sigkill_reach_a_grandchild_that_left_the_session(
+    sshd, containment, channel
+):
     marker = new_marker()
-    async with open_warden(sshd) as link:
+    async with open_warden(sshd, channel) as link:
         started = await link.start(helper_argv(marker, "ignore-term"), containment=containment)
         if started["type"] == "refused":  # pragma: no cover - a host without cgroup v2
             pytest.skip(str(started["message"]))
@@ -306,7 +352,7 @@ async def test_sigterm_then_sigkill_reach_a_grandchild_that_left_the_session(ssh
         grandchild = int((await link.body()).removeprefix(b"pid:"))
         assert session_of(grandchild) == grandchild != session_of(helper)
 
-        await link.send(encode_signal("SIGTERM"))
+        await link.order(encode_signal("SIGTERM"))
         signalled = await link.control("signalled")
         assert {helper, grandchild} <= set(signalled["pids"])  # type: ignore[arg-type]
         assert signalled["failed"] == []
@@ -315,7 +361,7 @@ async def test_sigterm_then_sigkill_reach_a_grandchild_that_left_the_session(ssh
         assert await link.body() == b"\xaestill"
         assert alive(grandchild)
 
-        await link.send(encode_signal("SIGKILL"))
+        await link.order(encode_signal("SIGKILL"))
         signalled = await link.control("signalled")
         assert {helper, grandchild} <= set(signalled["pids"])  # type: ignore[arg-type]
         final = await link.control("exit")
@@ -327,13 +373,13 @@ async def test_sigterm_then_sigkill_reach_a_grandchild_that_left_the_session(ssh
     assert_no_children_but(sshd)
 
 
-async def test_a_helper_killed_by_sigterm_has_its_grandchild_swept(sshd):
+async def test_a_helper_killed_by_sigterm_has_its_grandchild_swept(sshd, channel):
     marker = new_marker()
-    async with open_warden(sshd) as link:
+    async with open_warden(sshd, channel) as link:
         await link.start(helper_argv(marker))
         await link.send(encode_frame(b"spawn"))
         grandchild = int((await link.body()).removeprefix(b"pid:"))
-        await link.send(encode_signal("SIGTERM"))
+        await link.order(encode_signal("SIGTERM"))
         await link.control("signalled")
         final = await link.control("exit")
         assert (final["signal"], final["empty"], final["left"]) == ("SIGTERM", True, [])
@@ -342,9 +388,9 @@ async def test_a_helper_killed_by_sigterm_has_its_grandchild_swept(sshd):
     assert_no_children_but(sshd)
 
 
-async def test_killing_the_local_ssh_client_makes_the_warden_kill_the_remote_tree(sshd):
+async def test_killing_the_local_ssh_client_makes_the_warden_kill_the_remote_tree(sshd, channel):
     marker = new_marker()
-    async with open_warden(sshd) as link:
+    async with open_warden(sshd, channel) as link:
         started = await link.start(helper_argv(marker), heartbeat_timeout=60.0)
         helper = int(started["pid"])  # type: ignore[call-overload]
         await link.send(encode_frame(b"spawn"))
@@ -358,10 +404,29 @@ async def test_killing_the_local_ssh_client_makes_the_warden_kill_the_remote_tre
     assert_no_children_but(sshd)
 
 
-async def test_heartbeats_that_stop_make_the_warden_kill_the_remote_tree(sshd):
+async def test_a_control_channel_that_ends_makes_the_warden_kill_the_remote_tree(sshd):
+    """The control channel is the link for the warden: its end (the parent closed it, or
+    its ssh forwarding died) ends the helper's tree as the end of the link does."""
+    marker = new_marker()
+    async with open_warden(sshd, "socket") as link:
+        started = await link.start(helper_argv(marker), heartbeat_timeout=60.0)
+        helper = int(started["pid"])  # type: ignore[call-overload]
+        await link.send(encode_frame(b"spawn"))
+        grandchild = int((await link.body()).removeprefix(b"pid:"))
+        assert link.socket is not None
+        await link.socket.aclose()
+        final = await link.control("exit")
+        assert (final["cause"], final["signal"], final["empty"]) == ("link_lost", "SIGKILL", True)
+    assert not alive(helper)
+    assert not alive(grandchild)
+    assert ps_lines(marker) == []
+    assert_no_children_but(sshd)
+
+
+async def test_heartbeats_that_stop_make_the_warden_kill_the_remote_tree(sshd, channel):
     marker = new_marker()
     timeout = 1.5
-    async with open_warden(sshd) as link:
+    async with open_warden(sshd, channel) as link:
         started = await link.start(helper_argv(marker), heartbeat_timeout=timeout)
         helper = int(started["pid"])  # type: ignore[call-overload]
         await link.send(encode_frame(b"spawn"))
@@ -371,7 +436,7 @@ async def test_heartbeats_that_stop_make_the_warden_kill_the_remote_tree(sshd):
         for seq in range(12):
             if seq:
                 await trio.sleep(timeout / 8)
-            await link.send(encode_heartbeat(seq))
+            await link.order(encode_heartbeat(seq))
             last = time.monotonic()
             assert (await link.control("heartbeat"))["seq"] == seq
         final = await link.control("exit")  # the parent falls silent; the link stays up
@@ -416,24 +481,39 @@ def pipe_of(pid: int, fd: int) -> str:
     return os.readlink(f"/proc/{pid}/fd/{fd}")
 
 
-async def test_replies_bypass_the_warden_and_requests_do_not(sshd):
+def parent_of(pid: int) -> int:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return int(text[text.rindex(")") + 2 :].split()[1])
+
+
+async def test_replies_bypass_the_warden_and_requests_only_when_relayed(sshd, channel):
     """The helper's stdout is the channel's own: its frames, whatever they hold and
-    however long, reach the parent without the warden reading them; its stdin is the
-    warden's pipe, so the parent's control frames can be taken out of the requests."""
+    however long, reach the parent without the warden reading them. Its stdin is the
+    channel's own too where the control frames have a channel of their own; relaying,
+    it is the warden's pipe, so that they can be taken out of the requests."""
     marker = new_marker()
-    async with open_warden(sshd) as link:
+    async with open_warden(sshd, channel) as link:
         started = await link.start(helper_argv(marker))
         helper = int(started["pid"])  # type: ignore[call-overload]
+        sshd_session = {
+            pipe_of(parent_of(link.warden), int(fd))
+            for fd in os.listdir(f"/proc/{parent_of(link.warden)}/fd")
+        }
         assert pipe_of(helper, 1) == pipe_of(link.warden, 1)
-        assert pipe_of(helper, 0) != pipe_of(link.warden, 0)
         assert pipe_of(helper, 2) != pipe_of(link.warden, 2)
+        if channel == "socket":
+            assert pipe_of(helper, 0) in sshd_session
+            assert pipe_of(link.warden, 0) == os.devnull  # it let go of the requests
+        else:
+            assert pipe_of(helper, 0) != pipe_of(link.warden, 0)
+            assert pipe_of(helper, 0) not in sshd_session
         await link.send(encode_frame(b"big"))
         assert await link.body() == b"\xae" * (2 << 20)
         await link.send(encode_frame(b"fake"))  # a helper cannot speak for its warden
         assert await link.body() == b'\xaf{"type":"exit"}'
-        await link.send(encode_heartbeat(1))
+        await link.order(encode_heartbeat(1))
         assert (await link.control("heartbeat"))["seq"] == 1
-        await link.send(encode_signal("SIGKILL"))
+        await link.order(encode_signal("SIGKILL"))
         await link.control("signalled")
         final = await link.control("exit")
         assert (final["signal"], final["empty"]) == ("SIGKILL", True)

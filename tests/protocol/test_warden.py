@@ -73,6 +73,7 @@ def test_the_warden_imports_only_the_standard_library():
         "os",
         "select",
         "signal",
+        "socket",
         "sys",
         "time",
     }
@@ -210,9 +211,18 @@ def stderr_frame(data: bytes) -> bytes:
 
 
 HEARTBEAT = control({"type": "heartbeat", "seq": 1})
-#: ssh's stderr: the login's text, the preamble, then the warden's frames.
+HELLO = control(
+    {"type": "hello", "version": WARDEN_VERSION, "pid": 9, "python": "3.11.2", "channel": True}
+)
+#: What ssh says when the server refuses the control channel's forwarding.
+REFUSED = b"channel 2: open failed: administratively prohibited: open failed\r\n"
+#: ssh's stderr: the login's text, the preamble and hello, ssh's words while the control
+#: channel is opened, the preamble again, then the warden's frames.
 STREAM = (
     b"Warning: Permanently added 'lab-pc' to the list of known hosts.\r\n"
+    + WARDEN_PREAMBLE
+    + encode_frame(HELLO)
+    + REFUSED
     + WARDEN_PREAMBLE
     + encode_frame(HEARTBEAT)
     + stderr_frame(b"a line from the helper\n")
@@ -220,6 +230,8 @@ STREAM = (
 )
 PARTS = [
     ("text", b"Warning: Permanently added 'lab-pc' to the list of known hosts.\r\n"),
+    ("control", HELLO),
+    ("text", REFUSED),
     ("control", HEARTBEAT),
     ("stderr", b"a line from the helper\n"),
     ("stderr", b""),

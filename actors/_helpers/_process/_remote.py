@@ -4,12 +4,21 @@ For a spec with a ``host``, the helper's "process" on this machine is the local 
 client; at the far end a warden (``actors/_remote/_warden.py``) runs the helper. A
 :class:`RemoteLink` takes the place of the local :class:`ProcessTree` (its containment):
 
-* it builds the ``ssh`` command line and the warden's ``start`` frame, which is sent
-  right after the spawn, before the helper's startup frame (no extra round trip);
-* ``ssh``'s stdout is the helper's own stdout (design §2.5): its reply frames come
-  straight from the helper, not through the warden, and its reader task (the pipe's,
-  :meth:`~actors._helpers._process._pipe.HelperPipe.run`) hands them to the task waiting
-  for them as a local helper's (:class:`RemotePipe`);
+* it builds the ``ssh`` command line, with a stream-local forwarding (``-L``) from a
+  socket in a private local directory to the socket the warden listens on: the
+  **control channel**, over the same SSH connection (design §2.5);
+* once the warden said ``hello`` it connects to the control channel and sends the
+  warden's ``start`` frame there; the helper's startup frame follows on ``ssh``'s stdin
+  once the warden said ``started`` (the helper's interpreter is still starting then:
+  no round trip is added). Where the server refuses the forwarding (``sshd``'s
+  ``AllowStreamLocalForwarding no``, ``DisableForwarding``, a ``restrict`` key), it
+  falls back to version 2's relay: ``start`` and every control frame go on stdin, and
+  the warden relays the requests (``control_channel_refused``, an event and a warning);
+* ``ssh``'s stdin and stdout are the helper's own (design §2.5): its requests and reply
+  frames pass straight between the parent and the helper, not through the warden, and
+  its reader task (the pipe's, :meth:`~actors._helpers._process._pipe.HelperPipe.run`)
+  hands the replies to the task waiting for them as a local helper's
+  (:class:`RemotePipe`);
 * ``ssh``'s stderr carries the login's text, then the warden's frames:
   :class:`WardenStderr` (the helper's stderr reader, in the place of a local helper's)
   logs the helper's stderr as a local helper's and hands the control frames here
@@ -17,9 +26,10 @@ client; at the far end a warden (``actors/_remote/_warden.py``) runs the helper.
 * it sends a heartbeat every third of ``timeouts.heartbeat`` and gives the link up as
   lost when nothing came from the warden for ``timeouts.heartbeat`` seconds: it then
   ends ``ssh`` itself (the warden, whose stdin ends, kills the tree by itself);
-* the ladder's signals become ``signal`` frames on ``ssh``'s stdin, executed by the
-  warden on the helper's whole remote tree; where no frame can be sent (a frame cut in
-  two on the channel) the link itself is ended, which makes the warden kill the tree;
+* the ladder's signals become ``signal`` frames on the control channel (relaying: on
+  ``ssh``'s stdin), executed by the warden on the helper's whole remote tree; where no
+  frame can be sent (the channel is full, closed or not yet open, a frame cut in two
+  on stdin) the link itself is ended, which makes the warden kill the tree;
 * the helper counts as reaped once ``ssh`` exited, both its stdout and its stderr were
   read to their end, and the warden's ``exit`` said its tree is empty; what the warden
   found left is reported as escaped; an ``ssh`` that ended without ``exit`` makes the
@@ -37,7 +47,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
+import socket
+import tempfile
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
@@ -52,7 +65,7 @@ from protocol.warden import (
     encode_start,
 )
 
-from ..._remote import classify_ssh_failure, remote_command, ssh_argv
+from ..._remote import channel_paths, classify_ssh_failure, remote_command, ssh_argv
 from ._containment import ProcessTree
 from ._pipe import HelperPipe
 from ._spec import BOOTSTRAP
@@ -136,7 +149,7 @@ class WardenStderr(StderrTail):
         try:
             await super().run()
         finally:  # cancelled too: nothing more will be read
-            self._link.stderr_ended.set()
+            self._link.end_of_stderr()
 
     def _feed(self, data: bytes) -> None:
         link = self._link
@@ -156,7 +169,7 @@ class WardenStderr(StderrTail):
         for _, chunk in self._splitter.close():
             StderrTail._feed(self, chunk)
         StderrTail._flush(self)
-        self._link.stderr_ended.set()
+        self._link.end_of_stderr()
 
 
 class RemoteLink(ProcessTree):
@@ -200,6 +213,16 @@ class RemoteLink(ProcessTree):
         self._stdout_ended = trio.Event()
         #: Set once ``ssh``'s stderr was read to its end (:class:`WardenStderr`).
         self.stderr_ended = trio.Event()
+        #: Where the parent's control frames go: ``"socket"`` (the control channel),
+        #: ``"relay"`` (ssh's stdin: the server refused the forwarding), or None until
+        #: the warden answered ``start``.
+        self.channel: str | None = None
+        self._folder: str | None = None  # the local socket's private directory
+        self._local = self._remote = ""
+        self._socket: socket.socket | None = None
+        self._socket_open = trio.Event()
+        self._socket_closed = trio.Event()
+        self._news = trio.Event()  # set (and renewed) on every step of the start
 
     # --- the command ----------------------------------------------------------------
 
@@ -213,9 +236,15 @@ class RemoteLink(ProcessTree):
         if spec.identity is not None:
             options += ["-i", spec.identity]
         options += spec.ssh_options
+        if self._folder is None:
+            self._folder = tempfile.mkdtemp(prefix="trio-actors-")  # mode 0700
+            self._local, self._remote = channel_paths(self._folder)
+        # The control channel (design §2.5); no ExitOnForwardFailure: a forwarding that
+        # cannot be set up makes the parent relay, as a refused one does.
+        options += ["-L", f"{self._local}:{self._remote}"]
         return ssh_argv(
             spec.host,
-            remote_command(python=spec.python),
+            remote_command(python=spec.python, channel=self._remote),
             connect_timeout=self._timeouts.startup,
             options=options,
         )
@@ -264,12 +293,134 @@ class RemoteLink(ProcessTree):
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._heartbeats)
+                nursery.start_soon(self._watch_socket)
                 await pipe.run()
                 # The heartbeats go on until the warden's stream ends too.
                 await self.stderr_ended.wait()
                 nursery.cancel_scope.cancel()
         finally:
             self._stdout_ended.set()
+            self.close()
+
+    async def begin(self, pipe: RemotePipe) -> None:
+        """Start the helper: wait for the warden's ``hello``, open the control channel
+        and send ``start`` there, and wait for ``started`` (or ``refused``); where the
+        channel cannot be opened, send ``start`` on ``ssh``'s stdin instead (the warden
+        relays, design §2.5). Returns at once when ``ssh`` ended or the link was given
+        up (the startup's read then says why). The caller bounds it with the startup
+        timeout (seconds, trio's clock)."""
+        await self._until(lambda: self.hello is not None)
+        if self.hello is None:
+            return
+        cause = "the warden could not listen for it"
+        if self.hello["channel"]:
+            cause = await self._open_channel()
+            if not cause:
+                return
+        if self.gave_up is not None or self.stderr_ended.is_set():
+            return
+        self.channel = "relay"
+        self._warn(
+            "control_channel_refused",
+            f"no control channel to {self._spec.host} ({cause}): the warden relays the requests",
+            cause,
+        )
+        await pipe.send(self.start_frame())
+
+    async def _open_channel(self) -> str:
+        """Connect to the control channel and send ``start``; why it failed, or ""."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            sock.connect(self._local)
+        except OSError as exc:  # ssh set up no forwarding (ClearAllForwardings)
+            sock.close()
+            return f"ssh does not forward it: {exc.strerror or exc}"
+        self._socket = sock
+        self._socket_open.set()
+        if not self._write(sock, self.start_frame()):
+            # ssh closes the local end as soon as the server refused the channel, which
+            # may be before the start was written (the parent was descheduled).
+            self._close_socket()
+            return "the server refused the forwarding before the start was sent"
+        await self._until(lambda: self._socket_closed.is_set() or self.started is not None)
+        if self.started is not None or self.refused is not None:
+            self.channel = "socket"
+            return ""
+        # ssh closes the local end when the server refuses to open the channel.
+        return "the server refused the forwarding"
+
+    async def _until(self, done: Callable[[], bool]) -> None:
+        """Wait until ``done()``, a refusal, the link given up or ``ssh``'s stderr ended."""
+        while not (
+            done()
+            or self.refused is not None
+            or self.gave_up is not None
+            or self.stderr_ended.is_set()
+        ):
+            await self._news.wait()
+
+    def _notify(self) -> None:
+        self._news.set()
+        self._news = trio.Event()
+
+    def end_of_stderr(self) -> None:
+        """``ssh``'s stderr ended (:class:`WardenStderr`): the warden says nothing more."""
+        self.stderr_ended.set()
+        self._notify()
+
+    async def _watch_socket(self) -> None:
+        """Watch the control channel for its end (the warden never writes there), and
+        close it then: ``ssh`` exits only once every channel is closed."""
+        await self._socket_open.wait()
+        sock = self._socket
+        try:
+            while sock is not None and sock.fileno() >= 0:
+                try:
+                    await trio.lowlevel.wait_readable(sock)
+                except trio.ClosedResourceError:  # closed by this link meanwhile
+                    break
+                try:
+                    data = sock.recv(4096)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if data:
+                    self.give_up("warden_protocol_error", "the warden wrote on the control channel")
+                break
+        finally:
+            self._close_socket()
+
+    def _close_socket(self) -> None:
+        sock = self._socket
+        if sock is not None and sock.fileno() >= 0:
+            trio.lowlevel.notify_closing(sock)
+            sock.close()
+        if sock is not None and not self._socket_closed.is_set():
+            self._socket_closed.set()
+            self._notify()
+
+    def _write(self, sock: socket.socket, frame: bytes) -> bool:
+        """Write a small frame now, whole or not at all: a frame cut in two would be
+        misread by the warden, so a partial write ends the link."""
+        try:
+            written = sock.send(frame)
+        except OSError:  # EAGAIN: full; EPIPE: closed
+            return False
+        if 0 < written < len(frame):
+            self.give_up("link_broken", "a control frame was cut in two")
+        return written == len(frame)
+
+    def _send_control(self, frame: bytes) -> bool:
+        """A control frame to the warden now, on the channel the start took."""
+        if self.channel == "socket":
+            sock = self._socket
+            return sock is not None and sock.fileno() >= 0 and self._write(sock, frame)
+        if self.channel == "relay":
+            pipe = self._pipe
+            return pipe is not None and pipe.try_control(frame)
+        return False
 
     def take_control(self, body: bytes) -> None:
         """One control frame from the warden (:class:`WardenStderr` read it)."""
@@ -282,6 +433,8 @@ class RemoteLink(ProcessTree):
             self.give_up("warden_protocol_error", exc.message)
             return
         self._control(message)
+        if message["type"] != "heartbeat":
+            self._notify()
 
     def _control(self, message: dict[str, Any]) -> None:
         kind = message["type"]
@@ -319,8 +472,6 @@ class RemoteLink(ProcessTree):
     async def _heartbeats(self) -> None:
         beat = self._timeouts.heartbeat
         seq = 0
-        pipe = self._pipe
-        assert pipe is not None
         while True:
             await trio.sleep(beat / 3)
             if self._exit_at is not None:
@@ -335,21 +486,21 @@ class RemoteLink(ProcessTree):
                 self.give_up("heartbeat_lost", f"nothing came from the warden for {beat:g} s")
                 return
             seq += 1
-            pipe.try_control(encode_heartbeat(seq))  # a full channel: the next beat
+            self._send_control(encode_heartbeat(seq))  # a full channel: the next beat
 
     def give_up(self, cause: str, message: str) -> None:
         """End the link from this side: ``ssh`` is killed, the warden kills the tree."""
         if self.gave_up is None:
             self.gave_up = cause
             self._gave_up_message = message
-            self._emit(
-                "link_lost",
-                f"the link to {self._spec.host} is given up ({cause}): {message}",
-                level=logging.WARNING,
-                host=self._spec.host,
-                cause=cause,
-            )
+            text = f"the link to {self._spec.host} is given up ({cause}): {message}"
+            self._warn("link_lost", text, cause)
+            self._notify()
         self._kill_ssh()
+
+    def _warn(self, kind: str, text: str, cause: str) -> None:
+        """An event and a WARNING record about the link to the spec's host."""
+        self._emit(kind, text, level=logging.WARNING, host=self._spec.host, cause=cause)
 
     def _kill_ssh(self) -> None:
         process = self._process
@@ -377,14 +528,12 @@ class RemoteLink(ProcessTree):
     def signal(self, sig: int, members: list[int] | None = None) -> list[tuple[int, int]]:
         """``sig`` (SIGTERM or SIGKILL) to the helper's remote tree, by the warden.
 
-        Where no ``signal`` frame can be sent now, the link is ended instead: the
+        Where no ``signal`` frame can be sent now (the warden has not yet answered
+        ``start``, or the channel is full or closed), the link is ended instead: the
         warden then SIGKILLs the whole tree by itself.
         """
-        pipe = self._pipe
         name = signal.Signals(sig).name
-        # The warden reads ``start`` before any later frame: a signal may be sent as
-        # soon as the start was, without waiting for ``started``.
-        if self.exit is None and (pipe is None or not pipe.try_control(encode_signal(name))):
+        if self.exit is None and not self._send_control(encode_signal(name)):
             self.give_up("link_broken", f"{name} could not be sent to the warden")
         return []
 
@@ -405,7 +554,9 @@ class RemoteLink(ProcessTree):
         await trio.lowlevel.checkpoint()
 
     def close(self) -> None:
-        pass
+        self._close_socket()
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
 
     # --- how it ended -----------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from protocol.framing import DEFAULT_MAX_REQUEST
 from ..._core import HelperEvent
 from ...errors import HelperStartupFailed, ProtocolError
 from ._pipe import HelperPipe, PipeGone
-from ._remote import RemoteLink
+from ._remote import RemoteLink, RemotePipe
 from ._stderr import StderrTail
 from ._zygote import ForkedProcess, ForkFailed
 
@@ -254,8 +254,9 @@ class Startup:
         try:
             with trio.move_on_after(self._startup) as deadline:
                 if isinstance(self._tree, RemoteLink):
-                    # The warden's start first; it reads the startup frame after it.
-                    await pipe.send(self._tree.start_frame())
+                    # The warden's start first (design §2.5); then the startup frame.
+                    assert isinstance(pipe, RemotePipe)
+                    await self._tree.begin(pipe)
                 await pipe.send(frame)
                 ready = decode_fenced(
                     await pipe.receive(),
