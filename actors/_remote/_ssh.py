@@ -107,8 +107,10 @@ def ssh_argv(
     """The local ``ssh`` command line that runs ``command`` on ``destination``.
 
     Batch mode (never a password or passphrase prompt: a key or nothing), no pseudo
-    terminal (``-T``: the channel carries bytes, not a terminal's line discipline), and a
-    connect timeout, so a host that does not answer fails the start instead of hanging it.
+    terminal (``-T``: the channel carries bytes, not a terminal's line discipline), a
+    connect timeout, so a host that does not answer fails the start instead of hanging it,
+    and no connection sharing (``ControlMaster=no``, ``ControlPath=none``: each helper's
+    link is its own, design §3.16).
 
     Args:
         destination: ``[user@]host`` as ``ssh`` takes it (``~/.ssh/config`` applies).
@@ -134,6 +136,14 @@ def ssh_argv(
         "BatchMode=yes",
         "-o",
         f"ConnectTimeout={seconds}",
+        # A connection of its own per helper, whatever ~/.ssh/config says of sharing:
+        # the end of the channel is then the end of the link (the warden's partition
+        # rule), and the control channel's forwarding ends with the helper instead of
+        # staying on a shared master.
+        "-o",
+        "ControlMaster=no",
+        "-o",
+        "ControlPath=none",
         *options,
         "--",
         destination,

@@ -442,16 +442,17 @@ def test_the_ssh_command_line_has_batch_mode_a_connect_timeout_and_the_spec_s_op
     argv = link.command()
     try:
         assert argv[:6] == ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3"]
-        assert argv[6:12] == ["-p", "2222", "-i", "/k", "-o", "A=b"]
+        assert argv[6:10] == ["-o", "ControlMaster=no", "-o", "ControlPath=none"]
+        assert argv[10:16] == ["-p", "2222", "-i", "/k", "-o", "A=b"]
         # The control channel: a local socket in a private folder, forwarded to the
         # socket the warden listens on (its path is the warden's argument).
-        assert (argv[12], argv[14]) == ("-L", "--")
-        local, remote = argv[13].split(":")
+        assert (argv[16], argv[18]) == ("-L", "--")
+        local, remote = argv[17].split(":")
         assert Path(local).parent.stat().st_mode & 0o777 == 0o700
         assert remote.startswith("/tmp/trio-actors-")
-        assert argv[15] == "me@lab-pc"
-        assert argv[16].startswith("exec ")
-        assert argv[16].endswith(f" {remote}")
+        assert argv[19] == "me@lab-pc"
+        assert argv[20].startswith("exec ")
+        assert argv[20].endswith(f" {remote}")
     finally:
         link.close()
     assert not Path(local).parent.exists()
