@@ -44,7 +44,7 @@ __all__ = [
     "Subscribe",
     "Unsubscribe",
     "Ack",
-    "BootReport",
+    "GetBootReport",
     "Resume",
     "Discard",
     "Receipt",
@@ -163,8 +163,8 @@ class Ack:
 
 
 @attrs.frozen(kw_only=True)
-class BootReport:
-    """Ask which runs survived the last restart (design §6.10)."""
+class GetBootReport:
+    """Ask which runs survived the last restart (design §6.10). Tag ``"boot_report"``."""
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters."""
