@@ -59,8 +59,6 @@ from actors import (
 from actors.errors import ServerShuttingDown
 from protocol import messages
 
-from .connection import event_message
-
 Q = TypeVar("Q")
 A = TypeVar("A")
 
@@ -253,7 +251,7 @@ async def _events(
     conn.front.saw(result.head)
     return messages.Events(
         request_id=request_id,
-        events=tuple(event_message(e) for e in result.events),
+        events=result.events,  # the log's events are the wire's (one class)
         cursor=result.cursor,
     )
 
@@ -299,7 +297,7 @@ async def subscribe(conn: Connection, request: messages.Subscribe) -> messages.M
         cursor = (await log.statistics()).head
     else:
         result = await log.watch(request.cursor, limit=config.watch_limit)
-        backlog = tuple(event_message(e) for e in result.events)
+        backlog = result.events
         cursor = result.cursor
     conn.front.saw(cursor)
     if len(backlog) == config.watch_limit:  # maybe more behind: page it, then go live
