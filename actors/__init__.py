@@ -135,6 +135,10 @@ from ._eventlog import Runner as Runner
 from ._eventlog import Receipt as Receipt
 from ._eventlog import RunStatus as RunStatus
 from ._eventlog import WatchResult as WatchResult
+from ._eventlog import WIRE_FORMS as WIRE_FORMS
+from ._eventlog import EventLogRequest as EventLogRequest
+from ._eventlog import RequestSpec as RequestSpec
+from ._eventlog import WireForm as WireForm
 from ._eventlog import LedgerStatistics as LedgerStatistics
 from ._eventlog import Port as Port
 from ._eventlog import PortStatistics as PortStatistics
@@ -264,6 +268,10 @@ __all__ = [
     "Event",
     "RunStatus",
     "WatchResult",
+    "WIRE_FORMS",
+    "EventLogRequest",
+    "RequestSpec",
+    "WireForm",
     "BootReport",
     "Drift",
     "Decision",

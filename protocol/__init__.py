@@ -39,7 +39,6 @@ from .messages import MAX_REQUEST_ID_LENGTH as MAX_REQUEST_ID_LENGTH
 from .messages import MAX_VISIBLE_RUNS as MAX_VISIBLE_RUNS
 from .messages import TAGS as TAGS
 from .messages import Ack as Ack
-from .messages import BootReport as BootReport
 from .messages import BootReportReply as BootReportReply
 from .messages import Cancel as Cancel
 from .messages import ClientRequest as ClientRequest
@@ -49,6 +48,7 @@ from .messages import Drawing as Drawing
 from .messages import ErrorReply as ErrorReply
 from .messages import Event as Event
 from .messages import Events as Events
+from .messages import GetBootReport as GetBootReport
 from .messages import DatabaseAdded as DatabaseAdded
 from .messages import DatabaseInfo as DatabaseInfo
 from .messages import DatabaseList as DatabaseList
@@ -118,7 +118,7 @@ _PROTOCOL_NAMES = [
     "Subscribe",
     "Unsubscribe",
     "Ack",
-    "BootReport",
+    "GetBootReport",
     "Resume",
     "DataAxis",
     "DataSeries",

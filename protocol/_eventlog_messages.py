@@ -44,7 +44,7 @@ __all__ = [
     "Subscribe",
     "Unsubscribe",
     "Ack",
-    "BootReport",
+    "GetBootReport",
     "Resume",
     "Discard",
     "Receipt",
@@ -163,8 +163,8 @@ class Ack:
 
 
 @attrs.frozen(kw_only=True)
-class BootReport:
-    """Ask which runs survived the last restart (design §6.10)."""
+class GetBootReport:
+    """Ask which runs survived the last restart (design §6.10). Tag ``"boot_report"``."""
 
     request_id: str = _request_id()
     """Client-chosen id, 1..128 characters."""
@@ -233,17 +233,57 @@ class Receipt:
 
 @attrs.frozen(kw_only=True)
 class Event:
-    """One event of the event log (design §6.6, §6.8); pushed, or inside ``events``."""
+    """One event of the event log (design §6.6, §6.8); pushed, or inside ``events``.
+
+    Also the event log's own record of it, in process (``actors.Event`` is this class).
+    Event kinds and their ``data``:
+
+    =====================  ================================================================
+    ``job_queued``         operation, arguments, revision, snapshot_id, request_id
+                           (+ ``resumed``, ``interruptions`` after ``resume``)
+    ``job_started``        {}
+    ``job_progress``       fraction (0..1), note? (+ ``synthetic: true`` for the 0.0 one)
+    ``job_finished``       verdict, result?, error? ({category, code, message})
+    ``job_cancelled``      by (the actor), was (queued/running/held), reason?
+    ``job_interrupted``    interruptions, quarantined (emitted at boot)
+    ``request_detached``   request_id, by, waiters (a request left its run, §6.14)
+    ``admission_paused``   depth, bound; or reason ``ledger_unavailable``, cause (§6.13)
+    ``admission_resumed``  depth, bound; or reason ``ledger_available``
+    ``revision_bumped``    revision
+    =====================  ================================================================
+
+    In cluster mode (docs/cluster.rst) ``job_started`` has the ``owner`` node, and a
+    cancel of a running run is first ``job_cancel_requested`` (by, owner): its owner
+    stops the work, then records ``job_cancelled``. ``data`` must not be mutated.
+    """
 
     seq: int = attrs.field(validator=_count)
-    """Global, strictly increasing sequence number."""
+    """Global, strictly increasing sequence number (the first event has seq 1)."""
     kind: str = attrs.field(validator=_code)
-    """e.g. ``job_queued``, ``job_started``, ``job_progress``, ``job_finished``,
-    ``job_cancelled``, ``admission_paused``, ``admission_resumed``."""
+    """What happened: one of the kinds above, or a log-wide kind the runtime records."""
     run_id: int | None = attrs.field(default=None, validator=_optional(_count))
-    """The run it is about; ``None`` for log-wide events."""
+    """The run it is about; ``None`` for log-wide events (admission, revision)."""
     data: dict[str, Any] = attrs.field(factory=dict, validator=_json_object)
     """Kind-specific facts (progress fraction, verdict, reason...), a JSON object."""
+
+    @classmethod
+    def _make(cls, seq: int, kind: str, run_id: int | None, data: dict[str, Any]) -> Event:
+        # For the event log, which checked every field when it made the event: it builds
+        # one per call, and attrs' validating __init__ costs about 1 us more than filling
+        # the four slots directly, which is the same thing.
+        event = _new(cls)
+        _set_seq(event, seq)
+        _set_kind(event, kind)
+        _set_run_id(event, run_id)
+        _set_data(event, data)
+        return event
+
+
+_new = object.__new__
+_set_seq = Event.__dict__["seq"].__set__
+_set_kind = Event.__dict__["kind"].__set__
+_set_run_id = Event.__dict__["run_id"].__set__
+_set_data = Event.__dict__["data"].__set__
 
 
 @attrs.frozen(kw_only=True)
@@ -383,12 +423,17 @@ class OkReply:
 
 @attrs.frozen(kw_only=True)
 class ResyncRequired:
-    """The client fell behind its bounded queue; its backlog was dropped (design §6.9, §7.4).
+    """The reader fell behind its bounded queue; its backlog was dropped (design §6.9, §7.4).
 
-    Sent ahead of anything still queued for the client, which is dropped. The example
-    servers then close the connection (code 4000, with the same cursor in the reason).
-    The client has every event up to ``cursor``: it watches or subscribes again from
-    there while the log still holds it, else takes a ``snapshot`` (design §6.15).
+    Also what an event-log port's reader receives in-process (``actors.ResyncRequired``
+    is this class): it comes ahead of anything else, the queued backlog is gone. The
+    reader has every event up to ``cursor`` and may have lost those after it up to
+    ``head``; it reloads what it needs (``watch`` from ``cursor`` while the log still
+    holds it, else a ``snapshot``, design §6.15), then resyncs its port.
+
+    On the websocket it is sent ahead of anything still queued for the client, which is
+    dropped; the example servers then close the connection (code 4000, with the same
+    cursor in the reason).
     """
 
     head: int = attrs.field(validator=_count)

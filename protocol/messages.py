@@ -57,13 +57,13 @@ from ._database_messages import DatabaseRemoved as DatabaseRemoved
 from ._database_messages import ListDatabases as ListDatabases
 from ._database_messages import UseDatabase as UseDatabase
 from ._eventlog_messages import Ack as Ack
-from ._eventlog_messages import BootReport as BootReport
 from ._eventlog_messages import BootReportReply as BootReportReply
 from ._eventlog_messages import Cancel as Cancel
 from ._eventlog_messages import Discard as Discard
 from ._eventlog_messages import ErrorReply as ErrorReply
 from ._eventlog_messages import Event as Event
 from ._eventlog_messages import Events as Events
+from ._eventlog_messages import GetBootReport as GetBootReport
 from ._eventlog_messages import OkReply as OkReply
 from ._eventlog_messages import Receipt as Receipt
 from ._eventlog_messages import Resume as Resume
@@ -122,7 +122,6 @@ __all__ = [
     "MAX_VISIBLE_RUNS",
     "TAGS",
     "Ack",
-    "BootReport",
     "BootReportReply",
     "Cancel",
     "ClientRequest",
@@ -139,6 +138,7 @@ __all__ = [
     "ErrorReply",
     "Event",
     "Events",
+    "GetBootReport",
     "ImageReady",
     "ListDatabases",
     "ListRunTimes",
@@ -183,7 +183,7 @@ ClientRequest = Union[  # noqa: UP007 - cattrs needs a typing.Union object at ru
     Subscribe,
     Unsubscribe,
     Ack,
-    BootReport,
+    GetBootReport,
     Resume,
     Discard,
     Select,
@@ -232,3 +232,5 @@ TAGS: Final[dict[type, str]] = {
 }
 TAGS[ErrorReply] = "error"
 TAGS[OkReply] = "ok"
+# Named for what it asks, as the event log's in-process request is; the tag is older.
+TAGS[GetBootReport] = "boot_report"

@@ -19,17 +19,18 @@ from ._finished import FinishedRun as FinishedRun
 from ._finished import FinishedRunsPage as FinishedRunsPage
 from ._ledger import LedgerStatistics as LedgerStatistics
 from ._messages import REQUESTS as REQUESTS
+from ._messages import WIRE_FORMS as WIRE_FORMS
 from ._messages import ApplyEdit as ApplyEdit
 from ._messages import Cancel as Cancel
 from ._messages import CheckDrift as CheckDrift
 from ._messages import Discard as Discard
+from ._messages import EventLogRequest as EventLogRequest
 from ._messages import Finish as Finish
 from ._messages import GetBootReport as GetBootReport
 from ._messages import GetEventLogStatistics as GetEventLogStatistics
 from ._messages import Progress as Progress
 from ._messages import QueryFinished as QueryFinished
 from ._messages import Record as Record
-from ._messages import Request as Request
 from ._messages import RequestSpec as RequestSpec
 from ._messages import Resume as Resume
 from ._messages import SetPortEnabled as SetPortEnabled
@@ -39,6 +40,7 @@ from ._messages import Submit as Submit
 from ._messages import Subscribe as Subscribe
 from ._messages import TakeSnapshot as TakeSnapshot
 from ._messages import Watch as Watch
+from ._messages import WireForm as WireForm
 from ._operations import ProgressReporter as ProgressReporter
 from ._operations import Runner as Runner
 from ._ports import Port as Port
@@ -64,6 +66,7 @@ __all__ = [
     "REQUESTS",
     "VERDICT_NOT_RUN",
     "VERDICT_OK",
+    "WIRE_FORMS",
     "Admission",
     "ApplyEdit",
     "BootReport",
@@ -95,7 +98,7 @@ __all__ = [
     "Receipt",
     "Record",
     "Recovered",
-    "Request",
+    "EventLogRequest",
     "RequestSpec",
     "ResyncRequired",
     "Resume",
@@ -110,4 +113,5 @@ __all__ = [
     "TakeSnapshot",
     "Watch",
     "WatchResult",
+    "WireForm",
 ]

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping
 
     from .._core import ActorRef, Reply
-    from ._messages import Request
+    from ._messages import EventLogRequest
     from ._operations import Runner
     from ._types import EventLogConfig, OperationSpec
 
@@ -184,7 +184,7 @@ class EventLogActor(Actor):
         reply.send(self.log.record(*_record_fields(message)))
 
     #: The requests served other than by a plain call of their ``EventLog`` method.
-    _SERVERS: ClassVar[Mapping[type[Request[Any]], Callable[..., Awaitable[None]]]] = {
+    _SERVERS: ClassVar[Mapping[type[EventLogRequest[Any]], Callable[..., Awaitable[None]]]] = {
         Submit: _submit,
         Start: _start,
         Finish: _finish,

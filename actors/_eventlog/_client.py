@@ -22,13 +22,13 @@ from ._messages import (
     Cancel,
     CheckDrift,
     Discard,
+    EventLogRequest,
     Finish,
     GetBootReport,
     GetEventLogStatistics,
     Progress,
     QueryFinished,
     Record,
-    Request,
     Resume,
     SetPortEnabled,
     Start,
@@ -54,10 +54,10 @@ R = TypeVar("R")
 
 
 def _asking(
-    message: Callable[P, Request[R]],
+    message: Callable[P, EventLogRequest[R]],
 ) -> Callable[Concatenate[EventLogClient, P], Coroutine[Any, Any, R]]:
     """The client method that asks ``message``: its parameters are the message's fields."""
-    spec = REQUESTS[cast("type[Request[Any]]", message)]
+    spec = REQUESTS[cast("type[EventLogRequest[Any]]", message)]
 
     async def ask(self: EventLogClient, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return await self._ask(message(*args, **kwargs))
@@ -110,7 +110,7 @@ class EventLogClient:
         self.ref = ref
         self.timeout = validate_duration("timeout", timeout, allow_zero=False)
 
-    async def _ask(self, message: Request[R]) -> R:
+    async def _ask(self, message: EventLogRequest[R]) -> R:
         return cast("R", await self.ref.ask(message, timeout=self.timeout))
 
     submit = _asking(Submit)

@@ -4,8 +4,9 @@ The :class:`PortHub` fans each published event out to every enabled port with a 
 synchronous append: it never awaits, so the writer and the other subscribers are never
 slowed by a slow one. Each port's queue is bounded; a port whose backlog would pass its
 bound is marked *resync required*, its backlog is dropped, and its reader gets one
-:class:`ResyncRequired` notice instead of a silent gap. The reader then reloads what it
-needs (e.g. with ``watch``) and calls :meth:`Port.resync` with the cursor it reached.
+:class:`~protocol.messages.ResyncRequired` notice instead of a silent gap (the very
+message the example servers send a client that fell behind). The reader then reloads what
+it needs (e.g. with ``watch``) and calls :meth:`Port.resync` with the cursor it reached.
 
 A port may instead carry a *listener*: a synchronous callback called with each event.
 A listener that raises is contained: the port is disabled, the error kept as a record,
@@ -26,6 +27,7 @@ import attrs
 import trio
 
 from protocol.errors import describe_exception
+from protocol.messages import ResyncRequired as ResyncRequired
 
 from ..errors import InvalidCommand, RemoteToggleDenied
 
@@ -57,26 +59,6 @@ class PortOptions(TypedDict, total=False):
     bound: int | None
     local: bool
     listener: Callable[[Event], object] | None
-
-
-@attrs.frozen(kw_only=True)
-class ResyncRequired:
-    """Notice to a port's reader: its backlog was dropped (design §6.9, §6.15).
-
-    It comes ahead of anything else: the queued backlog is gone. The reader has every
-    event up to ``cursor`` and may have lost those after it up to ``head``. Reload what
-    it needs (``watch`` from ``cursor`` while the log still holds it, or a snapshot),
-    then call ``port.resync(...)`` with the cursor its state is now consistent with.
-    """
-
-    head: int
-    """The newest seq published when the backlog was dropped."""
-    cursor: int = 0
-    """The seq of the last event the reader received: where to resume from."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the client ``resync_required`` message fields."""
-        return {"type": "resync_required", "head": self.head, "cursor": self.cursor}
 
 
 @attrs.frozen(kw_only=True)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from protocol.messages import Event as Event
+
 from .._core import count_field, duration_field
 
 if TYPE_CHECKING:
@@ -127,65 +129,6 @@ class OperationSpec:
         extra = value - self.fields
         if extra:
             raise ValueError(f"required fields {sorted(extra)} are not in fields")
-
-
-@attrs.frozen(kw_only=True)
-class Event:
-    """One entry of the global event log (design §6.8); ``data`` is JSON-compatible.
-
-    Event kinds and their ``data``:
-
-    =====================  ================================================================
-    ``job_queued``         operation, arguments, revision, snapshot_id, request_id
-                           (+ ``resumed``, ``interruptions`` after ``resume``)
-    ``job_started``        {}
-    ``job_progress``       fraction (0..1), note? (+ ``synthetic: true`` for the 0.0 one)
-    ``job_finished``       verdict, result?, error? ({category, code, message})
-    ``job_cancelled``      by (the actor), was (queued/running/held), reason?
-    ``job_interrupted``    interruptions, quarantined (emitted at boot)
-    ``request_detached``   request_id, by, waiters (a request left its run, §6.14)
-    ``admission_paused``   depth, bound; or reason ``ledger_unavailable``, cause (§6.13)
-    ``admission_resumed``  depth, bound; or reason ``ledger_available``
-    ``revision_bumped``    revision
-    =====================  ================================================================
-
-    In cluster mode (docs/cluster.rst) ``job_started`` has the ``owner`` node, and a
-    cancel of a running run is first ``job_cancel_requested`` (by, owner): its owner
-    stops the work, then records ``job_cancelled``.
-
-    ``data`` must not be mutated.
-    """
-
-    seq: int
-    """Global, strictly increasing position (the first event has seq 1)."""
-    kind: str
-    """What happened."""
-    run_id: int | None
-    """The run it concerns, or None for log-wide events (admission, revision)."""
-    data: dict[str, Any]
-    """Details, JSON-compatible."""
-
-    @classmethod
-    def _make(cls, seq: int, kind: str, run_id: int | None, data: dict[str, Any]) -> Event:
-        # The writer builds one event per call; attrs' frozen __init__ costs about 1 us
-        # more than filling the four slots directly, which is the same thing.
-        event = _new(cls)
-        _set_seq(event, seq)
-        _set_kind(event, kind)
-        _set_run_id(event, run_id)
-        _set_data(event, data)
-        return event
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return ``{"seq", "kind", "run_id", "data"}`` (the client ``event`` message)."""
-        return {"seq": self.seq, "kind": self.kind, "run_id": self.run_id, "data": self.data}
-
-
-_new = object.__new__
-_set_seq = Event.__dict__["seq"].__set__
-_set_kind = Event.__dict__["kind"].__set__
-_set_run_id = Event.__dict__["run_id"].__set__
-_set_data = Event.__dict__["data"].__set__
 
 
 @attrs.frozen(kw_only=True)

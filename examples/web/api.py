@@ -1,28 +1,35 @@
 """The front door's built-in requests: the event log over websocket JSON (design §6, §7.1).
 
 One async handler per request type, each ``handler(conn, request) -> reply``, answering
-through the event-log actor's client (:class:`actors.EventLogClient`):
+through the event-log actor's client (:class:`actors.EventLogClient`). The handlers of
+the event log's own requests are not written here: each is made from its declaration in
+:data:`actors.WIRE_FORMS` (its wire message, the request it becomes, the reply it
+leaves as), and from the one answer function here per pair of answer and reply types:
 
 ===============  =============================================  ===========================
-request          event-log call                                 answer
+request          event-log request (filled by the server)       answer
 ===============  =============================================  ===========================
-``submit``       ``submit(..., request_id, actor=conn.name)``   ``receipt`` (§6.1-6.5)
-``cancel``       ``cancel(run_id, conn.name, request_id=...)``  ``status_reply``, true state
-``status``       ``status(run_id, request_id=...)``             ``status_reply``
-``snapshot``     ``snapshot()``                                 ``snapshot_reply`` (§6.15)
-``watch``        ``watch(cursor, limit=watch_limit)``           ``events``
-``subscribe``    ``watch`` (page by page), then ``subscribe``   ``events`` + ``event`` pushes
-``unsubscribe``  closes the port                                ``ok``
-``ack``          ``port.ack(seq)``                              ``ok``
-``boot_report``  ``boot_report()``                              ``boot_report_reply``
-``resume``       ``resume(run_id, override=...)``               ``receipt``
-``discard``      ``discard(run_id, actor=conn.name)``           ``status_reply``
+``submit``       ``Submit`` (``actor``: the connection)         ``receipt`` (§6.1-6.5)
+``cancel``       ``Cancel`` (``actor``: the connection)         ``status_reply``, true state
+``status``       ``Status``                                     ``status_reply``
+``snapshot``     ``TakeSnapshot``                               ``snapshot_reply`` (§6.15)
+``watch``        ``Watch`` (``limit``: ``watch_limit``)         ``events``
+``boot_report``  ``GetBootReport``                              ``boot_report_reply``
+``resume``       ``Resume``                                     ``receipt``
+``discard``      ``Discard`` (``actor``: the connection)        ``status_reply``
 ===============  =============================================  ===========================
+
+The connection's own requests are written here: ``subscribe`` (``watch`` page by page,
+then ``subscribe`` to a port; answered ``events`` then ``event`` pushes), and
+``unsubscribe`` and ``ack`` (the port; answered ``ok``). A request answered with a
+``receipt`` admits work, so it is refused with ``server_shutting_down`` once the server
+shuts down.
 
 Failures are :class:`~actors.errors.ActorError` subclasses; the front door turns each
 into an ``error`` answer with its ``code`` (e.g. ``unknown_run``, ``cursor_expired`` with
 ``details.resync == "snapshot"``, ``unsupported_operation``, ``request_conflict``,
-``ledger_unavailable`` with ``retry_after``).
+``ledger_unavailable`` with ``retry_after``); each request raises what its
+:class:`~actors.EventLog` method raises.
 
 A connection's name (``ws-<id>@<peer>``) is the *actor* of its submits and cancels:
 each ``submit`` is a waiter of its run (design §6.14), and a ``cancel`` detaches the
@@ -40,23 +47,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from actors import (
+    WIRE_FORMS,
+    BootReport,
+    EventLogSnapshot,
+    Receipt,
+    RequestSpec,
+    RunStatus,
+    WatchResult,
+)
 from actors.errors import ServerShuttingDown
 from protocol import messages
 
-from .connection import event_message
-
 Q = TypeVar("Q")
+A = TypeVar("A")
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
-
-    from actors import Receipt, RunStatus
 
     from .connection import Connection
 
     #: ``await handler(conn, request)`` returns the answer, or None for ``ok``.
     Handler = Callable[[Connection, Any], Awaitable[messages.Message | None]]
     Served = Callable[[Connection, Q], Awaitable[messages.Message | None]]
+    #: ``await answer(conn, request_id, ask)``: asks (``await ask()``), returns the reply.
+    Answer = Callable[[Connection, str, Callable[[], Awaitable[A]]], Awaitable[messages.Message]]
 
 __all__ = ["BUILTIN_HANDLERS", "receipt_message", "status_message"]
 
@@ -118,6 +133,8 @@ def status_message(status: RunStatus, request_id: str | None) -> messages.Status
 #: Filled by :func:`_serves`, so each request's tag is its message class's (no copy).
 _HANDLERS: dict[str, Handler] = {}
 BUILTIN_HANDLERS: Mapping[str, Handler] = _HANDLERS
+#: How an event-log answer becomes its wire reply, by (answer type, wire reply class).
+_ANSWERS: dict[tuple[type, type], Answer[Any]] = {}
 
 
 def _serves(request_type: type[Q]) -> Callable[[Served[Q]], Served[Q]]:
@@ -133,97 +150,122 @@ def _serves(request_type: type[Q]) -> Callable[[Served[Q]], Served[Q]]:
     return register
 
 
+def _answers(answer: type[A], reply: type) -> Callable[[Answer[A]], Answer[A]]:
+    """Register the decorated function as the way from an ``answer`` to a ``reply``."""
+
+    def register(function: Answer[A]) -> Answer[A]:
+        _ANSWERS[answer, reply] = function
+        return function
+
+    return register
+
+
 def _check_admitting(conn: Connection) -> None:
     if not conn.front.admitting:
         raise ServerShuttingDown("the server is shutting down and admits no new work")
 
 
-@_serves(messages.Submit)
-async def submit(conn: Connection, request: messages.Submit) -> messages.Message:
-    """``submit`` → ``receipt`` (design §6.1); refused with an error while shutting down.
+def _forwarding(spec: RequestSpec) -> Handler:
+    """The handler of ``spec``'s wire message: the request it asks, the reply it answers.
 
-    Raises:
-        ServerShuttingDown: (``server_shutting_down``) SIGINT/SIGTERM started the shutdown.
-        UnsupportedOperation: (``unsupported_operation``) unknown operation (§6.2).
-        InvalidCommand: (``invalid_command``) fields outside the operation's schema.
-        RequestConflict: (``request_conflict``) the request id was used for other content.
-        LedgerUnavailable: (``ledger_unavailable``) the ledger cannot commit now; the
-            answer's ``retry_after`` says when to retry (design §6.13, §6.16).
-
-    A refusal at capacity is a ``receipt`` (``admission_full``, with ``retry_after``), not an
-    error (design §6.5).
+    Raises (from the handler) what the request's :class:`~actors.EventLog` method
+    raises, and ``ServerShuttingDown`` (``server_shutting_down``) for a request answered
+    with a ``receipt`` (it admits work) once the server shuts down.
     """
-    _check_admitting(conn)
-    receipt = await conn.front.eventlog.submit(
-        request.operation, request.arguments, request_id=request.request_id, actor=conn.name
-    )
+    form = spec.wire
+    assert form is not None
+    answer = _ANSWERS[spec.answer, form.reply]
+    admits = form.reply is messages.Receipt
+
+    async def forward(conn: Connection, request: Any) -> messages.Message:
+        if admits:
+            _check_admitting(conn)
+        front = conn.front
+        arguments = spec.wire_arguments(request, caller=conn.name, page=front.config.watch_limit)
+        method = getattr(front.eventlog, spec.method)  # the client's method of the request
+        return await answer(conn, request.request_id, lambda: method(**arguments))
+
+    forward.__name__ = forward.__qualname__ = spec.method
+    forward.__doc__ = f"``{messages.TAGS[form.message]}`` → ``{messages.TAGS[form.reply]}``."
+    forward.__request__ = spec  # type: ignore[attr-defined]
+    return forward
+
+
+@_answers(Receipt, messages.Receipt)
+async def _receipt(
+    conn: Connection, request_id: str, ask: Callable[[], Awaitable[Receipt]]
+) -> messages.Message:
+    # ``submit``: a refusal at capacity is a receipt (admission_full), not an error (§6.5).
+    receipt = await ask()
     conn.front.saw(receipt.event_cursor)
-    return receipt_message(receipt, request.request_id)
+    return receipt_message(receipt, request_id)
 
 
-@_serves(messages.Cancel)
-async def cancel(conn: Connection, request: messages.Cancel) -> messages.Message:
-    """``cancel`` → ``status_reply`` with the true state (design §6.7, §6.14).
-
-    Detaches ``request.waiter`` if given, else the waiters ``conn`` submitted, else
-    every waiter; the answer is the run as the (first) detached request sees it.
-
-    Raises:
-        UnknownRun: (``unknown_run``) no such run.
-        InvalidCommand: (``invalid_command``) ``waiter`` did not join that run.
-    """
-    status = await conn.front.eventlog.cancel(request.run_id, conn.name, request_id=request.waiter)
-    return status_message(status, request.request_id)
+@_answers(RunStatus, messages.StatusReply)
+async def _status_reply(
+    conn: Connection, request_id: str, ask: Callable[[], Awaitable[RunStatus]]
+) -> messages.Message:
+    return status_message(await ask(), request_id)
 
 
-@_serves(messages.Status)
-async def status(conn: Connection, request: messages.Status) -> messages.Message:
-    """``status`` → ``status_reply``; needs no capacity (design §6.5, §6.14).
+@_answers(RunStatus, messages.Receipt)
+async def _requeued(
+    conn: Connection, request_id: str, ask: Callable[[], Awaitable[RunStatus]]
+) -> messages.Message:
+    # ``resume``: the receipt's ``event_cursor`` is at or before the run's new
+    # ``job_queued`` event, so the head is read before asking (design §6.10).
+    head = (await conn.front.eventlog.statistics()).head
+    run = await ask()
+    return messages.Receipt(
+        request_id=request_id,
+        admitted=True,
+        run_id=run.run_id,
+        snapshot_id=run.snapshot_id,
+        revision=run.revision,
+        event_cursor=head,
+    )
 
-    With ``waiter``: the run as that request sees it (``cancelled`` once detached).
 
-    Raises:
-        UnknownRun: (``unknown_run``) no such run.
-        InvalidCommand: (``invalid_command``) ``waiter`` did not join that run.
-        LedgerCorrupt: (``ledger_corrupt``) the run's ledger row is damaged (§6.11).
-    """
-    run = await conn.front.eventlog.status(request.run_id, request_id=request.waiter)
-    return status_message(run, request.request_id)
-
-
-@_serves(messages.Snapshot)
-async def snapshot(conn: Connection, request: messages.Snapshot) -> messages.Message:
-    """``snapshot`` → ``snapshot_reply``: every live run and its cursor (design §6.15).
-
-    Taken atomically by the event log; never waits for capacity. The documented way
-    back for a client that lost its place: subscribe with the reply's ``cursor``.
-    """
-    taken = await conn.front.eventlog.snapshot()
+@_answers(EventLogSnapshot, messages.SnapshotReply)
+async def _snapshot_reply(
+    conn: Connection, request_id: str, ask: Callable[[], Awaitable[EventLogSnapshot]]
+) -> messages.Message:
+    # Taken atomically by the event log: the way back for a client that lost its place
+    # is to subscribe with the reply's ``cursor`` (design §6.15).
+    taken = await ask()
     conn.front.saw(taken.cursor)
     return messages.SnapshotReply(
-        request_id=request.request_id,
+        request_id=request_id,
         cursor=taken.cursor,
         revision=taken.revision,
         runs=tuple(status_message(run, None) for run in taken.runs),
     )
 
 
-@_serves(messages.Watch)
-async def watch(conn: Connection, request: messages.Watch) -> messages.Message:
-    """``watch`` → ``events`` after ``cursor``, at most ``watch_limit`` (design §6.8).
-
-    Page with the returned ``cursor`` until it stops moving.
-
-    Raises:
-        CursorExpired: (``cursor_expired``) outside the log; ``details.resync`` is
-            ``"snapshot"``: take a ``snapshot`` and subscribe from its cursor (§6.15).
-    """
-    result = await conn.front.eventlog.watch(request.cursor, limit=conn.front.config.watch_limit)
+@_answers(WatchResult, messages.Events)
+async def _events(
+    conn: Connection, request_id: str, ask: Callable[[], Awaitable[WatchResult]]
+) -> messages.Message:
+    # At most ``watch_limit`` events: page with the returned cursor until it stops moving.
+    result = await ask()
     conn.front.saw(result.head)
     return messages.Events(
-        request_id=request.request_id,
-        events=tuple(event_message(e) for e in result.events),
+        request_id=request_id,
+        events=result.events,  # the log's events are the wire's (one class)
         cursor=result.cursor,
+    )
+
+
+@_answers(BootReport, messages.BootReportReply)
+async def _boot_report_reply(
+    conn: Connection, request_id: str, ask: Callable[[], Awaitable[BootReport]]
+) -> messages.Message:
+    report = await ask()
+    return messages.BootReportReply(
+        request_id=request_id,
+        survivors=tuple(r.run_id for r in report.survivors),
+        interrupted=tuple(r.run_id for r in report.interrupted),
+        quarantined=tuple(r.run_id for r in report.quarantined),
     )
 
 
@@ -255,7 +297,7 @@ async def subscribe(conn: Connection, request: messages.Subscribe) -> messages.M
         cursor = (await log.statistics()).head
     else:
         result = await log.watch(request.cursor, limit=config.watch_limit)
-        backlog = tuple(event_message(e) for e in result.events)
+        backlog = result.events
         cursor = result.cursor
     conn.front.saw(cursor)
     if len(backlog) == config.watch_limit:  # maybe more behind: page it, then go live
@@ -280,56 +322,7 @@ async def ack(conn: Connection, request: messages.Ack) -> None:
     conn.ack(request.seq)
 
 
-@_serves(messages.BootReport)
-async def boot_report(conn: Connection, request: messages.BootReport) -> messages.Message:
-    """``boot_report`` → ``boot_report_reply``: held runs by id (design §6.10)."""
-    report = await conn.front.eventlog.boot_report()
-    return messages.BootReportReply(
-        request_id=request.request_id,
-        survivors=tuple(r.run_id for r in report.survivors),
-        interrupted=tuple(r.run_id for r in report.interrupted),
-        quarantined=tuple(r.run_id for r in report.quarantined),
-    )
-
-
-@_serves(messages.Resume)
-async def resume(conn: Connection, request: messages.Resume) -> messages.Message:
-    """``resume`` → ``receipt`` of the requeued run (design §6.10).
-
-    Its ``event_cursor`` is at or before the run's new ``job_queued`` event.
-
-    Raises:
-        ServerShuttingDown: (``server_shutting_down``) the server is shutting down.
-        RunQuarantined: (``run_quarantined``) interrupted twice and no ``override``.
-        InvalidCommand: (``invalid_command``) the run is not held.
-        AlreadyDecided: (``already_decided``) the run is finished or cancelled.
-        UnknownRun: (``unknown_run``) no such run.
-        AdmissionFull: (``admission_full``) no capacity now; ``retry_after`` says when to retry.
-        LedgerUnavailable: (``ledger_unavailable``) the ledger cannot commit now;
-            ``retry_after`` too (design §6.13).
-    """
-    _check_admitting(conn)
-    log = conn.front.eventlog
-    head = (await log.statistics()).head
-    run = await log.resume(request.run_id, override=request.override)
-    return messages.Receipt(
-        request_id=request.request_id,
-        admitted=True,
-        run_id=run.run_id,
-        snapshot_id=run.snapshot_id,
-        revision=run.revision,
-        event_cursor=head,
-    )
-
-
-@_serves(messages.Discard)
-async def discard(conn: Connection, request: messages.Discard) -> messages.Message:
-    """``discard`` → ``status_reply`` (``cancelled`` by ``conn.name``) (design §6.10).
-
-    Raises:
-        InvalidCommand: (``invalid_command``) the run is not held.
-        AlreadyDecided: (``already_decided``) the run is finished or cancelled.
-        UnknownRun: (``unknown_run``) no such run.
-    """
-    run = await conn.front.eventlog.discard(request.run_id, actor=conn.name)
-    return status_message(run, request.request_id)
+# The event log's own requests: each handler is made from the request's one declaration.
+for _wire, _spec in WIRE_FORMS.items():
+    _serves(_wire)(_forwarding(_spec))
+del _wire, _spec

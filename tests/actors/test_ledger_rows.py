@@ -187,7 +187,7 @@ async def test_a_port_reenabled_while_nothing_listened_resyncs_from_the_head() -
         log.progress(run_id, 0.5)
         log.set_port_enabled("p", True, local=True)
         notice = port.receive_nowait()
-        assert notice == ResyncRequired(head=log.head)
+        assert notice == ResyncRequired(head=log.head, cursor=0)
         assert log.head == 4
         port.resync(log.head)
         log.progress(run_id, 0.75)

@@ -11,6 +11,7 @@ from actors._eventlog._eventlog import open_event_log
 from actors._eventlog._ports import ResyncRequired
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import CursorExpired, InvalidCommand, RemoteToggleDenied
+from protocol.codec import unstructure_message
 
 OPS = [OperationSpec(name="job", fields={"n"})]
 
@@ -71,7 +72,7 @@ async def test_slow_subscriber_is_marked_and_never_slows_the_writer(autojump_clo
         # The resume cursor is the last event the reader got before the drop.
         before = slow_items[: slow_items.index(notices[0])]
         assert notices[0].cursor == (before[-1].seq if before else 3)
-        assert notices[0].to_dict() == {
+        assert unstructure_message(notices[0]) == {
             "type": "resync_required",
             "head": notices[0].head,
             "cursor": notices[0].cursor,

@@ -12,13 +12,13 @@ from message_examples import EXAMPLES
 from protocol import (
     TAGS,
     ActorError,
-    BootReport,
     Cancel,
     ClientRequest,
     DatabaseInfo,
     ErrorReply,
     Event,
     Events,
+    GetBootReport,
     ImageReady,
     ListRuns,
     Message,
@@ -48,7 +48,7 @@ def test_tags_are_unique_snake_case() -> None:
     assert len(set(tags)) == len(tags)
     for tag in tags:
         assert re.fullmatch(r"[a-z]+(_[a-z]+)*", tag)
-    assert TAGS[BootReport] == "boot_report"
+    assert TAGS[GetBootReport] == "boot_report"
     assert TAGS[ListRuns] == "list_runs"
     assert TAGS[ErrorReply] == "error"
     assert TAGS[OkReply] == "ok"
