@@ -16,21 +16,15 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from actors.errors import ActorError
-from protocol import messages
 
 if TYPE_CHECKING:
     from actors import Event, EventLogClient, Port
 
     from .config import FrontDoorConfig
 
-__all__ = ["Subscriber", "catch_up", "event_message"]
+__all__ = ["Subscriber", "catch_up"]
 
 LOGGER = logging.getLogger("examples.frontdoor")
-
-
-def event_message(event: Event) -> messages.Event:
-    """Return the client ``event`` message of an event-log :class:`~actors.Event`."""
-    return messages.Event(seq=event.seq, kind=event.kind, run_id=event.run_id, data=event.data)
 
 
 class Subscriber(Protocol):

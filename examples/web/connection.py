@@ -61,7 +61,7 @@ from actors import ResyncRequired as PortResync
 from protocol import messages
 from protocol.codec import encode_message
 
-from .catchup import catch_up, event_message
+from .catchup import catch_up
 from .closing import KEEPALIVE_TIMEOUT, PROTOCOL_ERRORS, RESYNC_REQUIRED, with_cursor
 
 if TYPE_CHECKING:
@@ -80,7 +80,6 @@ __all__ = [
     "Connection",
     "ConnectionStatistics",
     "Server",
-    "event_message",
     "peek_request_id",
     "wire_json",
     "wire_text",
@@ -695,7 +694,7 @@ class Connection:
         """Queue ``event`` as an ``event`` push; False if the client is (now) dropped."""
         self._last_seq = event.seq
         self.front.saw(event.seq)
-        if not await self._queue(event_message(event)):
+        if not await self._queue(event):  # the log's events are the wire's class
             return False
         self._pushed += 1
         return True
