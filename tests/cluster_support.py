@@ -10,6 +10,7 @@ waits for each; :func:`session` is a websocket client session of one node;
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -20,11 +21,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 import trio
 from pg_support import committed
 from trio_websocket import ConnectionClosed, HandshakeError, wrap_client_stream
 
 from examples.jobs.follow import Session
+from examples.web.closing import RESYNC_REQUIRED
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TIMEOUT",
     "TOKEN",
+    "Follower",
     "Load",
     "node_ids",
     "processes_of",
@@ -97,19 +101,25 @@ async def session(url: str) -> AsyncIterator[Session]:
     parts = urllib.parse.urlsplit(url)
     assert parts.hostname is not None, url
     assert parts.port is not None, url
-    async with trio.open_nursery() as nursery:
-        stream = await trio.open_tcp_stream(parts.hostname, parts.port)
-        try:
-            ws = await wrap_client_stream(
-                nursery, stream, f"{parts.hostname}:{parts.port}", parts.path or "/",
-                extra_headers=headers,
-            )  # fmt: skip
+    try:
+        async with trio.open_nursery() as nursery:
+            stream = await trio.open_tcp_stream(parts.hostname, parts.port)
             try:
-                yield Session(ws)
+                ws = await wrap_client_stream(
+                    nursery, stream, f"{parts.hostname}:{parts.port}", parts.path or "/",
+                    extra_headers=headers,
+                )  # fmt: skip
+                try:
+                    yield Session(ws)
+                finally:
+                    await ws.aclose()
             finally:
-                await ws.aclose()
-        finally:
-            await trio.aclose_forcefully(stream)
+                await trio.aclose_forcefully(stream)
+    except BaseExceptionGroup as group:
+        # One error comes out alone, as from trio-websocket's own connect.
+        if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
+            raise group.exceptions[0] from None
+        raise
 
 
 def node_ids(url: str) -> set[str]:
@@ -211,7 +221,9 @@ class Load:
     async def _watch_depth(self) -> None:
         sql = "SELECT count(*) FROM cluster_runs WHERE state = 'queued'"
         while True:
-            ((self._depth,),) = committed(self._ledger, sql)
+            # (The last depth stands while the database is away.)
+            with contextlib.suppress(psycopg.OperationalError):
+                ((self._depth,),) = committed(self._ledger, sql)
             await trio.sleep(0.05)
 
     async def _client(self) -> None:
@@ -238,15 +250,12 @@ class Load:
         while True:
             urls = self._urls()
             url = urls[n % len(urls)]
-            answer: dict[str, Any] | None = None
             try:
                 async with session(url) as client:
                     answer = await client.request(
                         "submit", request_id=request_id, operation="sleep", arguments=arguments
                     )
-            except* _NODE_GONE:  # (from inside the session's nursery, grouped)
-                pass
-            if answer is None:
+            except _NODE_GONE:
                 self.lost_answers += 1
                 if once:
                     return None
@@ -260,3 +269,56 @@ class Load:
             assert answer.get("retry_after", 0) > 0, answer
             self.refusals[code] = self.refusals.get(code, 0) + 1
             await trio.sleep(answer["retry_after"])
+
+
+class Follower:
+    """A client of one node following every event from cursor 0 (``subscribe``); dropped
+    (for falling behind, or its node's restart of a port), it resumes after its cursor
+    on a new connection, as clients do (design §6.15). A gap would show in
+    :attr:`events`: a push is kept unless it repeats one already kept.
+
+    Args:
+        url: The node's ``ws://`` URL.
+    """
+
+    def __init__(self, url: str) -> None:
+        #: The node it follows; changed, the next connection goes there (from the cursor).
+        self.url = url
+        #: ``(seq, kind, run_id)`` of every event received, in order.
+        self.events: list[tuple[int, str, int | None]] = []
+        self._moved = trio.Event()
+
+    @property
+    def cursor(self) -> int:
+        """The seq of the last event received (0: none)."""
+        return self.events[-1][0] if self.events else 0
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Follow until cancelled; started once the first subscription is answered."""
+        while True:
+            try:
+                async with session(self.url) as client:
+                    answer = await client.request("subscribe", cursor=self.cursor)
+                    assert answer["type"] == "events", answer
+                    # The replayed events come inside the answer, untagged: read first.
+                    client.pushed[:0] = [{"type": "event", **e} for e in answer["events"]]
+                    task_status.started()
+                    task_status = trio.TASK_STATUS_IGNORED
+                    while True:
+                        push = await client.next_push()
+                        if push["type"] == "resync_required":
+                            break
+                        assert push["type"] == "event", push
+                        if push["seq"] > self.cursor:
+                            self.events.append((push["seq"], push["kind"], push["run_id"]))
+                            self._moved.set()
+                            self._moved = trio.Event()
+            except ConnectionClosed as exc:
+                if exc.reason is None or exc.reason.code != RESYNC_REQUIRED:
+                    raise
+
+    async def wait_for(self, seq: int) -> None:
+        """Wait until the event ``seq`` (or a later one) arrived."""
+        with trio.fail_after(TIMEOUT):
+            while self.cursor < seq:
+                await self._moved.wait()

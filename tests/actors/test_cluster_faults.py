@@ -16,13 +16,15 @@ import pytest
 import trio
 from cluster_support import (
     TIMEOUT,
+    Follower,
     Load,
     node_ids,
     processes_of,
+    session,
     start_node,
     stop_nodes,
 )
-from pg_support import committed
+from pg_support import PostgresServer, committed, require_postgres
 from process_support import assert_no_children
 
 if TYPE_CHECKING:
@@ -161,4 +163,108 @@ async def test_kill_9_one_node_per_cycle_under_load(pg_url: str, tmp_path: Path)
         assert all(latency < HELD_WITHIN for latency in latencies)
     finally:
         await stop_nodes(processes)
+    await _gone(trace)
+
+
+async def _run_in(scope: trio.CancelScope, follower: Follower) -> None:
+    with scope:
+        await follower.run()
+
+
+async def _refused_while_away(url: str) -> dict[str, object]:
+    """A submit to the node at ``url`` while its database is away: the refusal."""
+    async with session(url) as client:
+        answer = await client.request(
+            "submit", request_id="while-away", operation="sleep", arguments={"seconds": 0}
+        )
+    assert answer.get("code") == "ledger_unavailable", answer
+    assert answer.get("retryable") is not False, answer
+    assert answer["retry_after"] > 0, answer
+    return answer
+
+
+async def test_postgresql_restarted_under_load(tmp_path: Path) -> None:
+    # A server of its own: the session's is shared with the other tests.
+    server = PostgresServer(require_postgres())
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    processes: list[trio.Process] = []
+    try:
+        await trio.to_thread.run_sync(server.start)
+        url = server.fresh_url()
+        urls = []
+        for _ in range(2):
+            process, ws_url = await start_node(url, trace)
+            processes.append(process)
+            urls.append(ws_url)
+        nodes = node_ids(url)
+        load = Load(url, lambda: urls, seconds=0.05, queued=6, clients=4)
+        follower = Follower(urls[1])
+        # A client of the first node, gone while the database is away; it comes back
+        # to the other node from its cursor.
+        resumed = Follower(urls[0])
+        async with trio.open_nursery() as nursery:
+            await nursery.start(follower.run)
+            first = trio.CancelScope()
+            nursery.start_soon(_run_in, first, resumed)
+            await nursery.start(load.run)
+            with trio.fail_after(TIMEOUT):
+                while len(load.receipts) < 30:  # noqa: ASYNC110
+                    await trio.sleep(0.02)
+            before = dict(load.receipts)
+            first.cancel()
+            left_at = resumed.cursor
+            # A fast shutdown: every connection is cut, transactions in flight roll back.
+            await trio.to_thread.run_sync(server.stop)
+            away = [await _refused_while_away(ws_url) for ws_url in urls]
+            await trio.to_thread.run_sync(server.launch)
+            restarted = len(load.receipts)
+            resumed.url = urls[1]
+            nursery.start_soon(resumed.run)
+            with trio.fail_after(TIMEOUT):
+                while len(load.receipts) < restarted + 30:  # noqa: ASYNC110
+                    await trio.sleep(0.02)
+            await load.stop()
+            await _drained(url)
+            ((head,),) = committed(url, "SELECT value FROM cluster_counters WHERE name = 'head'")
+            await follower.wait_for(head)
+            await resumed.wait_for(head)
+            nursery.cancel_scope.cancel()
+        print(
+            f"PostgreSQL restarted under load: {len(load.receipts)} requests"
+            f" ({len(before)} before the restart), refusals {load.refusals},"
+            f" while away {[a['retry_after'] for a in away]}"
+        )
+        # Every admission survives the restart; nothing ran twice; all finished once.
+        rows = committed(url, "SELECT request_id, run_id, state, verdict FROM cluster_runs")
+        runs = {request_id: (run_id, state, verdict) for request_id, run_id, state, verdict in rows}
+        assert len(rows) == len(runs) == len(load.receipts)
+        for request_id, run_id in load.receipts.items():
+            assert runs[request_id] == (run_id, "finished", "ok"), request_id
+        executions = _executions(trace, load)
+        assert executions == dict.fromkeys(load.receipts, 1)
+        # Both nodes came back by themselves (their follower's connection too), and the
+        # client of one saw every node's events, after the restart as before, without a gap.
+        assert node_ids(url) == nodes
+        followers = committed(
+            url,
+            "SELECT application_name FROM pg_stat_activity"
+            " WHERE application_name LIKE 'trio-actors node-%follower'",
+        )
+        assert sorted(name.split()[1] for (name,) in followers) == sorted(nodes)
+        events = committed(
+            url, f"SELECT seq, kind, run_id FROM cluster_events WHERE seq <= {head} ORDER BY seq"
+        )
+        assert [seq for seq, _, _ in events] == list(range(1, head + 1))
+        assert follower.events[:head] == events
+        assert resumed.events[:head] == events
+        assert 0 < left_at < head
+        after = ", ".join(repr(r) for r in load.receipts if r not in before)
+        owners = committed(
+            url, f"SELECT count(DISTINCT owner) FROM cluster_runs WHERE request_id IN ({after})"
+        )
+        assert owners == [(2,)]  # both nodes claimed work after the restart
+    finally:
+        await stop_nodes(processes)
+        await trio.to_thread.run_sync(server.close)
     await _gone(trace)
