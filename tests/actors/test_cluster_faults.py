@@ -27,8 +27,14 @@ from cluster_support import (
 from pg_support import PostgresServer, committed, require_postgres
 from process_support import assert_no_children
 
+from actors import EventLogConfig, OperationSpec, open_event_log
+from actors.errors import LedgerUnavailable
+
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from actors import RunStatus
+    from actors._eventlog._operations import ProgressReporter
 
 #: Kill cycles: 3 in the suite; ``CLUSTER_KILL_CYCLES=20`` (``.ci/run``) runs the
 #: issue's figure.
@@ -37,6 +43,9 @@ CYCLES = int(os.environ.get("CLUSTER_KILL_CYCLES", "3"))
 LEASE = 1.0
 #: The bound docs/cluster.rst states: a dead node's running runs are held within it.
 HELD_WITHIN = 30.0
+
+
+_NODES = "SELECT node, expires_at - now() FROM cluster_nodes"
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +70,7 @@ async def _drained(url: str) -> None:
         while committed(url, sql):  # noqa: ASYNC110
             await trio.sleep(0.05)
     left = committed(url, sql)
-    nodes = committed(url, "SELECT node, expires_at > now() FROM cluster_nodes")
+    nodes = committed(url, _NODES)
     assert not left, f"runs left {left} with nodes {nodes}"
 
 
@@ -111,7 +120,14 @@ async def test_kill_9_one_node_per_cycle_under_load(pg_url: str, tmp_path: Path)
                 del nodes[0]
                 with trio.fail_after(TIMEOUT):
                     await process.wait()
-                # Dead now: what it owned stays so until a surviving node holds it.
+                    # Its sessions gone too: a COMMIT it sent before it died is decided.
+                    while committed(  # noqa: ASYNC110
+                        pg_url,
+                        "SELECT pid FROM pg_stat_activity"
+                        f" WHERE application_name LIKE 'trio-actors {victim} %'",
+                    ):
+                        await trio.sleep(0.02)
+                # What it owned stays so until a surviving node holds it.
                 owned = {
                     run_id
                     for (run_id,) in committed(
@@ -124,13 +140,19 @@ async def test_kill_9_one_node_per_cycle_under_load(pg_url: str, tmp_path: Path)
                 listed = ", ".join(map(str, sorted(owned)))
                 async with trio.open_nursery() as cycle:
                     cycle.start_soon(start)  # the replacement, meanwhile
-                    with trio.fail_after(HELD_WITHIN):
+                    with trio.move_on_after(HELD_WITHIN):
                         while committed(  # noqa: ASYNC110
                             pg_url,
                             f"SELECT count(*) FROM cluster_runs WHERE run_id IN ({listed})"
                             " AND state = 'held'",
                         ) != [(len(owned),)]:
                             await trio.sleep(0.02)
+                    states = committed(
+                        pg_url,
+                        "SELECT run_id, state, owner FROM cluster_runs"
+                        f" WHERE run_id IN ({listed}) AND state <> 'held'",
+                    )
+                    assert not states, (victim, states, committed(pg_url, _NODES))
                     latencies.append(trio.current_time() - killed_at)
                 held.update(dict.fromkeys(owned, victim))
             await load.stop()
@@ -268,3 +290,52 @@ async def test_postgresql_restarted_under_load(tmp_path: Path) -> None:
         await stop_nodes(processes)
         await trio.to_thread.run_sync(server.close)
     await _gone(trace)
+
+
+# -- a commit whose acknowledgement is lost ----------------------------------------------
+
+OPS = [OperationSpec(name="work", fields={"n"}, required={"n"})]
+
+
+def _synchronous_standby(server: PostgresServer, names: str | None) -> None:
+    """Make every commit wait for a standby named ``names`` (none ever connects), or
+    (None) for no standby: a commit waiting so is committed locally; cancelled, it
+    ends with a warning, as if acknowledged to a client that gave up on it."""
+    if names is None:
+        server.admin("ALTER SYSTEM RESET synchronous_standby_names")
+    else:
+        server.admin(f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
+    server.admin("SELECT pg_reload_conf()")
+
+
+async def test_a_claim_committed_but_not_acknowledged_is_run_by_its_node() -> None:
+    server = PostgresServer(require_postgres())
+    ran: list[int] = []
+
+    async def runner(run: RunStatus, report: ProgressReporter) -> int:
+        ran.append(run.run_id)
+        return run.run_id
+
+    try:
+        await trio.to_thread.run_sync(server.start)
+        url = server.fresh_url()
+        config = EventLogConfig(ledger_path=url, cluster=True, commit_stall_timeout=0.3)
+        async with open_event_log(config, operations=OPS, runners={"work": runner}) as log:
+            _synchronous_standby(server, "nobody")
+            # The node gives up on the stalled commit: a retryable refusal (the run
+            # exists all the same), then a claim of it that the node saw fail.
+            with pytest.raises(LedgerUnavailable):
+                await log.submit("work", {"n": 1}, "stalled")
+            with trio.fail_after(TIMEOUT):
+                while committed(url, "SELECT state, owner FROM cluster_runs") != [  # noqa: ASYNC110
+                    ("running", log.node)
+                ]:
+                    await trio.sleep(0.02)
+            _synchronous_standby(server, None)
+            receipt = await log.submit("work", {"n": 1}, "stalled")
+            with trio.fail_after(10):
+                while (await log.status(receipt.run_id)).state != "finished":  # noqa: ASYNC110
+                    await trio.sleep(0.05)
+            assert ran == [receipt.run_id]
+    finally:
+        await trio.to_thread.run_sync(server.close)
