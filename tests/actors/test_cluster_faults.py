@@ -31,6 +31,7 @@ from actors import EventLogConfig, OperationSpec, open_event_log
 from actors.errors import LedgerUnavailable
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from actors import RunStatus
@@ -46,6 +47,18 @@ HELD_WITHIN = 30.0
 
 
 _NODES = "SELECT node, expires_at - now() FROM cluster_nodes"
+
+
+@pytest.fixture(scope="module")
+def own_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL server of this module's own, for the tests that restart or
+    reconfigure it (the session's is shared with the other tests)."""
+    server = PostgresServer(require_postgres())
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
 
 
 @pytest.fixture(autouse=True)
@@ -205,14 +218,12 @@ async def _refused_while_away(url: str) -> dict[str, object]:
     return answer
 
 
-async def test_postgresql_restarted_under_load(tmp_path: Path) -> None:
-    # A server of its own: the session's is shared with the other tests.
-    server = PostgresServer(require_postgres())
+async def test_postgresql_restarted_under_load(own_server: PostgresServer, tmp_path: Path) -> None:
+    server = own_server
     trace = tmp_path / "trace"
     trace.mkdir()
     processes: list[trio.Process] = []
     try:
-        await trio.to_thread.run_sync(server.start)
         url = server.fresh_url()
         urls = []
         for _ in range(2):
@@ -288,7 +299,8 @@ async def test_postgresql_restarted_under_load(tmp_path: Path) -> None:
         assert owners == [(2,)]  # both nodes claimed work after the restart
     finally:
         await stop_nodes(processes)
-        await trio.to_thread.run_sync(server.close)
+        if not server.running:
+            await trio.to_thread.run_sync(server.launch)
     await _gone(trace)
 
 
@@ -308,8 +320,10 @@ def _synchronous_standby(server: PostgresServer, names: str | None) -> None:
     server.admin("SELECT pg_reload_conf()")
 
 
-async def test_a_claim_committed_but_not_acknowledged_is_run_by_its_node() -> None:
-    server = PostgresServer(require_postgres())
+async def test_a_claim_committed_but_not_acknowledged_is_run_by_its_node(
+    own_server: PostgresServer,
+) -> None:
+    server = own_server
     ran: list[int] = []
 
     async def runner(run: RunStatus, report: ProgressReporter) -> int:
@@ -317,7 +331,6 @@ async def test_a_claim_committed_but_not_acknowledged_is_run_by_its_node() -> No
         return run.run_id
 
     try:
-        await trio.to_thread.run_sync(server.start)
         url = server.fresh_url()
         config = EventLogConfig(ledger_path=url, cluster=True, commit_stall_timeout=0.3)
         async with open_event_log(config, operations=OPS, runners={"work": runner}) as log:
@@ -338,4 +351,4 @@ async def test_a_claim_committed_but_not_acknowledged_is_run_by_its_node() -> No
                     await trio.sleep(0.05)
             assert ran == [receipt.run_id]
     finally:
-        await trio.to_thread.run_sync(server.close)
+        _synchronous_standby(server, None)

@@ -134,6 +134,11 @@ class ClusterNode:
         self._local: dict[int, _Local] = {}
         #: Cancels requested for runs this node owns, heard before their task began.
         self._stop: dict[int, str] = {}
+        #: Runs whose runner ended and whose outcome is being written.
+        self._finishing: set[int] = set()
+        #: A claim's outcome was lost (its commit may have happened): the next claim
+        #: also takes the runs this node owns in the ledger but does not run.
+        self._adopt = False
         self._decided: dict[int, trio.Event] = {}
         self._claimable = trio.Event()
         self._seen = trio.Event()
@@ -349,11 +354,16 @@ class ClusterNode:
     async def _write(self, ops: list[Op]) -> None:
         store = self.store
         error: LedgerError | None = None
+        # The thread writes copies: one abandoned after a stall sets their outcomes when
+        # its commit ends, never those its callers were given meanwhile.
+        attempt = [Op(kind=op.kind, fields=op.fields) for op in ops]
         with trio.move_on_after(self._config.commit_stall_timeout) as scope:
             try:
                 await trio.to_thread.run_sync(
-                    store.write, Batch(ops), limiter=store.limiter, abandon_on_cancel=True
+                    store.write, Batch(attempt), limiter=store.limiter, abandon_on_cancel=True
                 )
+                for op, tried in zip(ops, attempt, strict=True):
+                    op.outcome = tried.outcome
             except store.errors as exc:
                 error = store.classify(exc, "committing", retry_after=self._config.retry_after_min)
         if scope.cancelled_caught:
@@ -477,8 +487,7 @@ class ClusterNode:
             claimed: list[ClaimedRun] = []
             runners = sorted(self._operations.runners)
             if runners:
-                outcome = await self._do("claim", operations=runners, limit=free)
-                claimed = outcome.value or []
+                claimed = await self._claim(runners, free)
             for _ in range(free - len(claimed)):
                 slots.release()
             for run in claimed:
@@ -488,6 +497,27 @@ class ClusterNode:
             if not claimed:
                 with trio.move_on_after(self._config.cluster_poll * 5):
                     await self._claimable.wait()
+
+    async def _claim(self, runners: list[str], limit: int) -> list[ClaimedRun]:
+        """Up to ``limit`` runs for this node's runners, claimed in the ledger."""
+        fields: dict[str, Any] = {"operations": runners, "limit": limit}
+        if self._adopt:
+            # A claim seen failing may have committed (a stalled commit given up, a
+            # connection cut before its answer): its runs are this node's, with their
+            # job_started recorded, and no other node will ever run or hold them while
+            # this node's lease lives. They are taken with this claim and run now.
+            fields["adopt"] = sorted(self._local.keys() | self._finishing)
+        try:
+            outcome = await self._do("claim", **fields)
+        except trio.TooSlowError:  # the writer is busy: the claim may still commit
+            outcome = Outcome(error=LedgerUnavailable("the writer is busy", cause="busy"))
+        if outcome.error is not None:
+            self._adopt = True
+            return []
+        claimed: list[ClaimedRun] = outcome.value
+        if self._adopt and len(claimed) < limit:
+            self._adopt = False  # every run it owned unknowingly was taken
+        return claimed
 
     async def _execute(self, run: ClaimedRun, local: _Local, slots: trio.Semaphore) -> None:
         fields: dict[str, Any]
@@ -540,7 +570,11 @@ class ClusterNode:
             # The runner is done: its slot may take the next run while the outcome is
             # written (in the same batch as that claim, often).
             slots.release()
-        await self._finish(run.run_id, fields)
+        self._finishing.add(run.run_id)
+        try:
+            await self._finish(run.run_id, fields)
+        finally:
+            self._finishing.discard(run.run_id)
 
     def _report(self, run_id: int, fraction: float, note: str | None = None) -> None:
         self._progress[run_id] = check_fraction(fraction)
