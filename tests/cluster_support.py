@@ -95,7 +95,8 @@ async def session(url: str) -> AsyncIterator[Session]:
 
     Its TCP stream is this function's, closed however the session ends: a node killed
     during the opening handshake must leave no socket behind (trio-websocket's own
-    connect leaves that one to the garbage collector).
+    connect leaves that one to the garbage collector). Connecting and the handshake
+    take ``TIMEOUT / 6`` seconds each at most (else ``OSError``).
     """
     headers = [(b"authorization", f"Bearer {TOKEN}".encode())]
     parts = urllib.parse.urlsplit(url)
@@ -103,12 +104,18 @@ async def session(url: str) -> AsyncIterator[Session]:
     assert parts.port is not None, url
     try:
         async with trio.open_nursery() as nursery:
-            stream = await trio.open_tcp_stream(parts.hostname, parts.port)
+            with trio.move_on_after(TIMEOUT / 6) as connecting:
+                stream = await trio.open_tcp_stream(parts.hostname, parts.port)
+            if connecting.cancelled_caught:
+                raise OSError(f"no connection to {url} within {TIMEOUT / 6:g} s")
             try:
-                ws = await wrap_client_stream(
-                    nursery, stream, f"{parts.hostname}:{parts.port}", parts.path or "/",
-                    extra_headers=headers,
-                )  # fmt: skip
+                with trio.move_on_after(TIMEOUT / 6) as connecting:
+                    ws = await wrap_client_stream(
+                        nursery, stream, f"{parts.hostname}:{parts.port}", parts.path or "/",
+                        extra_headers=headers,
+                    )  # fmt: skip
+                if connecting.cancelled_caught:
+                    raise OSError(f"no websocket handshake with {url} within {TIMEOUT / 6:g} s")
                 try:
                     yield Session(ws)
                 finally:
