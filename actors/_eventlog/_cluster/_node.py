@@ -512,11 +512,26 @@ class ClusterNode:
         except trio.TooSlowError:  # the writer is busy: the claim may still commit
             outcome = Outcome(error=LedgerUnavailable("the writer is busy", cause="busy"))
         if outcome.error is not None:
+            if not self._adopt:
+                _log.warning(
+                    "cluster node %s: a claim failed and may have committed (%s);"
+                    " its next claim takes the runs it owns unknowingly",
+                    self.node,
+                    outcome.error,
+                    extra={"node": self.node},
+                )
             self._adopt = True
             return []
         claimed: list[ClaimedRun] = outcome.value
-        if self._adopt and len(claimed) < limit:
-            self._adopt = False  # every run it owned unknowingly was taken
+        if self._adopt:
+            _log.info(
+                "cluster node %s: claimed runs %s, with any it owned unknowingly",
+                self.node,
+                [run.run_id for run in claimed],
+                extra={"node": self.node, "runs": [run.run_id for run in claimed]},
+            )
+            if len(claimed) < limit:
+                self._adopt = False  # every run it owned unknowingly was taken
         return claimed
 
     async def _execute(self, run: ClaimedRun, local: _Local, slots: trio.Semaphore) -> None:
