@@ -352,3 +352,47 @@ async def test_a_claim_committed_but_not_acknowledged_is_run_by_its_node(
             assert ran == [receipt.run_id]
     finally:
         _synchronous_standby(server, None)
+
+
+# -- a client that moves to a node behind the one it left ---------------------------------
+
+
+async def test_a_cursor_from_a_node_ahead_resumes_on_a_node_behind(pg_url: str) -> None:
+    config = EventLogConfig(ledger_path=pg_url, cluster=True)
+    async with (
+        open_event_log(config, operations=OPS) as ahead,
+        open_event_log(config, operations=OPS) as behind,
+    ):
+        await ahead.submit("work", {"n": 0}, "first")
+        # The second node's follower is held (its worker thread's limiter taken), so it
+        # has not delivered what the first has when the client comes over.
+        follower = behind._cluster._follow_limiter  # type: ignore[union-attr]
+        await follower.acquire_on_behalf_of(_HOLDER)
+        receipt = await ahead.submit("work", {"n": 1}, "second")
+        with trio.fail_after(10):
+            while ahead.head < receipt.event_cursor + 1:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        cursor = ahead.head
+        assert behind.head < cursor
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_release_after, follower, 0.2)
+            page = await behind.watch(cursor, limit=10)
+        assert (page.events, page.cursor) == ((), cursor)
+        port = behind.subscribe("moved", cursor=page.cursor)
+        third = await ahead.submit("work", {"n": 2}, "third")
+        with trio.fail_after(10):
+            event = await port.receive()
+        assert (event.seq, event.kind, event.run_id) == (  # type: ignore[union-attr]
+            cursor + 1,
+            "job_queued",
+            third.run_id,
+        )
+
+
+#: Who holds a node's follower in the test below.
+_HOLDER = object()
+
+
+async def _release_after(limiter: trio.CapacityLimiter, seconds: float) -> None:
+    await trio.sleep(seconds)
+    limiter.release_on_behalf_of(_HOLDER)

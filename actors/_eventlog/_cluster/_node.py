@@ -757,6 +757,8 @@ class ClusterNode:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidCommand(f"limit must be an int >= 1, got {limit!r}", fields=["limit"])
         _check_cursor(cursor)
+        if cursor > self._head:
+            await self._catch_up(cursor)
         floor = self._window[0][0] if self._window else self._head + 1
         if floor - 1 <= cursor <= self._head:
             events = self._replay(cursor, limit)
@@ -779,6 +781,16 @@ class ClusterNode:
         return WatchResult(
             events=tuple(events), cursor=events[-1].seq if events else cursor, head=head
         )
+
+    async def _catch_up(self, cursor: int) -> None:
+        """Wait (``ledger_read_timeout`` seconds at most) until this node's follower
+        delivered ``cursor``, if the ledger has that seq: a client that moves from a
+        node ahead of this one resumes from its cursor here, with no resync
+        (docs/cluster.rst)."""
+        rows = await self._read(self.store.read_events, cursor - 1, 1, doing="reading events")
+        if rows and rows[0][0] == cursor:
+            with trio.move_on_after(self._config.ledger_read_timeout):
+                await self.wait_seen(cursor)
 
     def _replay(self, cursor: int, limit: int | None = None) -> list[Event]:
         _check_cursor(cursor)
