@@ -76,6 +76,17 @@ def _executions(trace: Path, load: Load) -> dict[str, int]:
     return counts
 
 
+def _runs(url: str, load: Load) -> dict[str, tuple[int, str, str | None]]:
+    """Every run in the ledger by request id: exactly one per receipt the clients got,
+    the receipt's run."""
+    rows = committed(url, "SELECT request_id, run_id, state, verdict FROM cluster_runs")
+    runs = {request_id: (run_id, state, verdict) for request_id, run_id, state, verdict in rows}
+    assert len(rows) == len(runs) == len(load.receipts)
+    for request_id, run_id in load.receipts.items():
+        assert runs[request_id][0] == run_id, request_id
+    return runs
+
+
 async def _drained(url: str) -> None:
     """Wait until no run is queued or running; else fail, naming them."""
     sql = "SELECT run_id, state, owner FROM cluster_runs WHERE state IN ('queued', 'running')"
@@ -180,11 +191,7 @@ async def test_kill_9_one_node_per_cycle_under_load(pg_url: str, tmp_path: Path)
         )
         # Nothing acknowledged is lost: every receipt is a run, finished or (the killed
         # nodes' only) held.
-        rows = committed(pg_url, "SELECT request_id, run_id, state, verdict FROM cluster_runs")
-        runs = {request_id: (run_id, state, verdict) for request_id, run_id, state, verdict in rows}
-        assert len(rows) == len(runs) == len(receipts)
-        for request_id, run_id in receipts.items():
-            assert runs[request_id][0] == run_id
+        runs = _runs(pg_url, load)
         assert {run_id for run_id, state, _ in runs.values() if state == "held"} == set(held)
         assert {(state, verdict) for _, state, verdict in runs.values() if state != "held"} == {
             ("finished", "ok")
@@ -269,9 +276,7 @@ async def test_postgresql_restarted_under_load(own_server: PostgresServer, tmp_p
             f" while away {[a['retry_after'] for a in away]}"
         )
         # Every admission survives the restart; nothing ran twice; all finished once.
-        rows = committed(url, "SELECT request_id, run_id, state, verdict FROM cluster_runs")
-        runs = {request_id: (run_id, state, verdict) for request_id, run_id, state, verdict in rows}
-        assert len(rows) == len(runs) == len(load.receipts)
+        runs = _runs(url, load)
         for request_id, run_id in load.receipts.items():
             assert runs[request_id] == (run_id, "finished", "ok"), request_id
         executions = _executions(trace, load)
