@@ -134,6 +134,11 @@ class ClusterNode:
         self._local: dict[int, _Local] = {}
         #: Cancels requested for runs this node owns, heard before their task began.
         self._stop: dict[int, str] = {}
+        #: Runs whose runner ended and whose outcome is being written.
+        self._finishing: set[int] = set()
+        #: A claim's outcome was lost (its commit may have happened): the next claim
+        #: also takes the runs this node owns in the ledger but does not run.
+        self._adopt = False
         self._decided: dict[int, trio.Event] = {}
         self._claimable = trio.Event()
         self._seen = trio.Event()
@@ -349,11 +354,16 @@ class ClusterNode:
     async def _write(self, ops: list[Op]) -> None:
         store = self.store
         error: LedgerError | None = None
+        # The thread writes copies: one abandoned after a stall sets their outcomes when
+        # its commit ends, never those its callers were given meanwhile.
+        attempt = [Op(kind=op.kind, fields=op.fields) for op in ops]
         with trio.move_on_after(self._config.commit_stall_timeout) as scope:
             try:
                 await trio.to_thread.run_sync(
-                    store.write, Batch(ops), limiter=store.limiter, abandon_on_cancel=True
+                    store.write, Batch(attempt), limiter=store.limiter, abandon_on_cancel=True
                 )
+                for op, tried in zip(ops, attempt, strict=True):
+                    op.outcome = tried.outcome
             except store.errors as exc:
                 error = store.classify(exc, "committing", retry_after=self._config.retry_after_min)
         if scope.cancelled_caught:
@@ -477,8 +487,7 @@ class ClusterNode:
             claimed: list[ClaimedRun] = []
             runners = sorted(self._operations.runners)
             if runners:
-                outcome = await self._do("claim", operations=runners, limit=free)
-                claimed = outcome.value or []
+                claimed = await self._claim(runners, free)
             for _ in range(free - len(claimed)):
                 slots.release()
             for run in claimed:
@@ -488,6 +497,42 @@ class ClusterNode:
             if not claimed:
                 with trio.move_on_after(self._config.cluster_poll * 5):
                     await self._claimable.wait()
+
+    async def _claim(self, runners: list[str], limit: int) -> list[ClaimedRun]:
+        """Up to ``limit`` runs for this node's runners, claimed in the ledger."""
+        fields: dict[str, Any] = {"operations": runners, "limit": limit}
+        if self._adopt:
+            # A claim seen failing may have committed (a stalled commit given up, a
+            # connection cut before its answer): its runs are this node's, with their
+            # job_started recorded, and no other node will ever run or hold them while
+            # this node's lease lives. They are taken with this claim and run now.
+            fields["adopt"] = sorted(self._local.keys() | self._finishing)
+        try:
+            outcome = await self._do("claim", **fields)
+        except trio.TooSlowError:  # the writer is busy: the claim may still commit
+            outcome = Outcome(error=LedgerUnavailable("the writer is busy", cause="busy"))
+        if outcome.error is not None:
+            if not self._adopt:
+                _log.warning(
+                    "cluster node %s: a claim failed and may have committed (%s);"
+                    " its next claim takes the runs it owns unknowingly",
+                    self.node,
+                    outcome.error,
+                    extra={"node": self.node},
+                )
+            self._adopt = True
+            return []
+        claimed: list[ClaimedRun] = outcome.value
+        if self._adopt:
+            _log.info(
+                "cluster node %s: claimed runs %s, with any it owned unknowingly",
+                self.node,
+                [run.run_id for run in claimed],
+                extra={"node": self.node, "runs": [run.run_id for run in claimed]},
+            )
+            if len(claimed) < limit:
+                self._adopt = False  # every run it owned unknowingly was taken
+        return claimed
 
     async def _execute(self, run: ClaimedRun, local: _Local, slots: trio.Semaphore) -> None:
         fields: dict[str, Any]
@@ -540,7 +585,11 @@ class ClusterNode:
             # The runner is done: its slot may take the next run while the outcome is
             # written (in the same batch as that claim, often).
             slots.release()
-        await self._finish(run.run_id, fields)
+        self._finishing.add(run.run_id)
+        try:
+            await self._finish(run.run_id, fields)
+        finally:
+            self._finishing.discard(run.run_id)
 
     def _report(self, run_id: int, fraction: float, note: str | None = None) -> None:
         self._progress[run_id] = check_fraction(fraction)
@@ -708,6 +757,8 @@ class ClusterNode:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidCommand(f"limit must be an int >= 1, got {limit!r}", fields=["limit"])
         _check_cursor(cursor)
+        if cursor > self._head:
+            await self._catch_up(cursor)
         floor = self._window[0][0] if self._window else self._head + 1
         if floor - 1 <= cursor <= self._head:
             events = self._replay(cursor, limit)
@@ -730,6 +781,16 @@ class ClusterNode:
         return WatchResult(
             events=tuple(events), cursor=events[-1].seq if events else cursor, head=head
         )
+
+    async def _catch_up(self, cursor: int) -> None:
+        """Wait (``ledger_read_timeout`` seconds at most) until this node's follower
+        delivered ``cursor``, if the ledger has that seq: a client that moves from a
+        node ahead of this one resumes from its cursor here, with no resync
+        (docs/cluster.rst)."""
+        rows = await self._read(self.store.read_events, cursor - 1, 1, doing="reading events")
+        if rows and rows[0][0] == cursor:
+            with trio.move_on_after(self._config.ledger_read_timeout):
+                await self.wait_seen(cursor)
 
     def _replay(self, cursor: int, limit: int | None = None) -> list[Event]:
         _check_cursor(cursor)

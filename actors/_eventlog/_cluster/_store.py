@@ -441,24 +441,26 @@ class ClusterStore(PostgresStore):
 
     def _op_claim(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
         cur = txn.cur
+        adopted: list[tuple[Any, ...]] = []
+        if "adopt" in fields:
+            # Running as this node's, but not among the runs it knows (``adopt``): a
+            # claim of them committed while the node saw it fail. Taken again, as is;
+            # locked, so that a node holding them (this lease expired) goes first.
+            cur.execute(
+                "SELECT run_id, request_id, operation, arguments, revision, snapshot_id"
+                " FROM cluster_runs WHERE state = 'running' AND owner = %s"
+                " AND run_id <> ALL(%s) ORDER BY run_id LIMIT %s FOR UPDATE",
+                (self.node, list(fields["adopt"]), fields["limit"]),
+            )
+            adopted = cur.fetchall()
         cur.execute(
             "SELECT run_id, request_id, operation, arguments, revision, snapshot_id"
             " FROM cluster_runs WHERE state = 'queued' AND operation = ANY(%s)"
             " ORDER BY run_id LIMIT %s FOR UPDATE SKIP LOCKED",
-            (list(fields["operations"]), fields["limit"]),
+            (list(fields["operations"]), fields["limit"] - len(adopted)),
         )
         rows = cur.fetchall()
-        claimed = [
-            ClaimedRun(
-                run_id=int(r[0]),
-                request_id=r[1],
-                operation=r[2],
-                arguments=_loads(r[3]),
-                revision=int(r[4]),
-                snapshot_id=r[5],
-            )
-            for r in rows
-        ]
+        claimed = [_claimed(r) for r in rows]
         if claimed:
             cur.execute(
                 "UPDATE cluster_runs SET state = 'running', owner = %s WHERE run_id = ANY(%s)",
@@ -467,7 +469,7 @@ class ClusterStore(PostgresStore):
             owner = encode_json(self.node)
             for run in claimed:
                 outcome.events.append(("job_started", run.run_id, f'{{"owner":{owner}}}'))
-        outcome.value = claimed
+        outcome.value = [_claimed(r) for r in adopted] + claimed
 
     def _op_progress(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
         cur = txn.cur
@@ -781,6 +783,19 @@ class _PendingReceipt:
             event_cursor=queued_seq - 1,
             coalesced=self.coalesced,
         )
+
+
+def _claimed(row: tuple[Any, ...]) -> ClaimedRun:
+    """A claimed run from its row (run_id, request_id, operation, arguments, revision,
+    snapshot_id)."""
+    return ClaimedRun(
+        run_id=int(row[0]),
+        request_id=row[1],
+        operation=row[2],
+        arguments=_loads(row[3]),
+        revision=int(row[4]),
+        snapshot_id=row[5],
+    )
 
 
 def _loads(text: str) -> dict[str, Any]:
