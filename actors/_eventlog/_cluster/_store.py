@@ -362,81 +362,110 @@ class ClusterStore(PostgresStore):
         conn = self._connection("writer")
         ops = batch.ops
         outcomes = [Outcome() for _ in ops]
-        with conn.transaction(), conn.cursor() as cur:
-            txn = _Txn(cur=cur, inflight=None)
-            if any(op.kind in _ADMISSION_KINDS for op in ops):
-                # Taken first, by every batch that can add live runs: admission is
-                # decided on the committed count, one batch at a time, cluster-wide.
-                cur.execute("SELECT value FROM cluster_counters WHERE name = 'inflight' FOR UPDATE")
-                # A new statement, so a new snapshot taken with the row held: it sees
-                # every release committed so far (a release committed later only makes
-                # this count too high, never too low: the bound is never exceeded).
-                cur.execute(_LIVE_COUNT, (_RELEASED + "%",))
-                row = cur.fetchone()
-                txn.inflight = 0 if row is None else int(row[0])
-            self._lock_runs(txn, ops)
-            # Claims last: a claim waits for no row, so its place in the batch is free,
-            # and the batch's finishes are then written together.
-            order = sorted(range(len(ops)), key=lambda i: ops[i].kind == "claim")
-            at = 0
-            while at < len(order):
-                kind = ops[order[at]].kind
-                if kind == "finish":
-                    group = _distinct_runs(ops, order, at)
-                    self._finish_all(txn, [(ops[i].fields, outcomes[i]) for i in group])
-                    at += len(group)
-                    continue
-                index = order[at]
-                getattr(self, f"_op_{kind}")(txn, ops[index].fields, outcomes[index])
-                at += 1
-            if txn.released:
-                # Runs left the live set without the inflight row: counted on this
-                # node's own row, which admission subtracts (never a shared hot row).
-                cur.execute(
-                    "INSERT INTO cluster_counters VALUES (%s, %s) ON CONFLICT (name)"
-                    " DO UPDATE SET value = cluster_counters.value + EXCLUDED.value",
-                    (_RELEASED + self.node, txn.released),
-                )
-            if txn.inflight_delta:
-                cur.execute(
-                    "UPDATE cluster_counters SET value = value + %s WHERE name = 'inflight'",
-                    (txn.inflight_delta,),
-                )
-            rows = [event for outcome in outcomes for event in outcome.events]
-            if rows:
-                # Last: the head row's lock is held until COMMIT, so seqs follow commits.
-                # One statement numbers and inserts the events, sets the new runs'
-                # queued seqs and wakes the followers.
-                offsets: list[int] = []
-                offset = 0
-                for outcome in outcomes:
-                    offsets.append(offset)
-                    offset += len(outcome.events)
-                first = {id(outcome): offsets[i] for i, outcome in enumerate(outcomes)}
-                queued = [(run_id, first[id(o)] + 1) for run_id, o in txn.new_runs.items()]
-                cur.execute(
-                    _TAIL,
-                    {
-                        "n": len(rows),
-                        "kinds": [kind for kind, _, _ in rows],
-                        "runs": [run_id for _, run_id, _ in rows],
-                        "data": [data for _, _, data in rows],
-                        "queued_runs": [run_id for run_id, _ in queued],
-                        "queued_offsets": [off for _, off in queued],
-                        "channel": CHANNEL,
-                    },
-                )
-                head_row = cur.fetchone()
-                assert head_row is not None
-                base = int(head_row[0])
-                for outcome, off in zip(outcomes, offsets, strict=True):
-                    outcome.first_seq = base + off + 1
+        with conn.cursor() as cur:
+            # The transaction is ours to end: its last statements and COMMIT go to the
+            # server in one pipeline, so the head row is held for the server's time
+            # only, never across a round trip to this (maybe busy) process.
+            cur.execute("BEGIN")
+            try:
+                txn = _Txn(cur=cur, inflight=None)
+                self._decide(txn, ops, outcomes)
+                base = self._commit(conn, txn, outcomes)
+            except BaseException:
+                self._rollback(conn)
+                raise
+        offset = 0
         for op, outcome in zip(ops, outcomes, strict=True):
+            outcome.first_seq = base + offset + 1
+            offset += len(outcome.events)
             op.outcome = outcome
         # Receipts carry the cursor just before their run's job_queued event.
         for outcome in outcomes:
             if isinstance(outcome.value, _PendingReceipt):
                 outcome.value = outcome.value.receipt(txn.new_runs)
+
+    def _decide(self, txn: _Txn, ops: list[Op], outcomes: list[Outcome]) -> None:
+        """Run ``ops`` in the open transaction: the first three lock steps of
+        :meth:`write`'s order, and every op's decision."""
+        cur = txn.cur
+        if any(op.kind in _ADMISSION_KINDS for op in ops):
+            # Taken first, by every batch that can add live runs: admission is
+            # decided on the committed count, one batch at a time, cluster-wide.
+            cur.execute("SELECT value FROM cluster_counters WHERE name = 'inflight' FOR UPDATE")
+            # A new statement, so a new snapshot taken with the row held: it sees
+            # every release committed so far (a release committed later only makes
+            # this count too high, never too low: the bound is never exceeded).
+            cur.execute(_LIVE_COUNT, (_RELEASED + "%",))
+            row = cur.fetchone()
+            txn.inflight = 0 if row is None else int(row[0])
+        self._lock_runs(txn, ops)
+        # Claims last: a claim waits for no row, so its place in the batch is free,
+        # and the batch's finishes are then written together.
+        order = sorted(range(len(ops)), key=lambda i: ops[i].kind == "claim")
+        at = 0
+        while at < len(order):
+            kind = ops[order[at]].kind
+            if kind == "finish":
+                group = _distinct_runs(ops, order, at)
+                self._finish_all(txn, [(ops[i].fields, outcomes[i]) for i in group])
+                at += len(group)
+                continue
+            index = order[at]
+            getattr(self, f"_op_{kind}")(txn, ops[index].fields, outcomes[index])
+            at += 1
+
+    def _commit(self, conn: psycopg.Connection[Any], txn: _Txn, outcomes: list[Outcome]) -> int:
+        """Write the counters and the events, then COMMIT, in one pipeline: the last two
+        lock steps of :meth:`write`'s order. The old head (the batch's first seq - 1)."""
+        rows = [event for outcome in outcomes for event in outcome.events]
+        offsets: dict[int, int] = {}
+        offset = 0
+        for outcome in outcomes:
+            offsets[id(outcome)] = offset
+            offset += len(outcome.events)
+        queued = [(run_id, offsets[id(o)] + 1) for run_id, o in txn.new_runs.items()]
+        with conn.cursor() as tail:
+            with conn.pipeline():
+                if txn.released:
+                    # Runs left the live set without the inflight row: counted on this
+                    # node's own row, which admission subtracts (never a shared hot row).
+                    conn.execute(
+                        "INSERT INTO cluster_counters VALUES (%s, %s) ON CONFLICT (name)"
+                        " DO UPDATE SET value = cluster_counters.value + EXCLUDED.value",
+                        (_RELEASED + self.node, txn.released),
+                    )
+                if txn.inflight_delta:
+                    conn.execute(
+                        "UPDATE cluster_counters SET value = value + %s WHERE name = 'inflight'",
+                        (txn.inflight_delta,),
+                    )
+                if rows:
+                    # Last: the head row's lock is held until COMMIT, so seqs follow commits.
+                    tail.execute(
+                        _TAIL,
+                        {
+                            "n": len(rows),
+                            "kinds": [kind for kind, _, _ in rows],
+                            "runs": [run_id for _, run_id, _ in rows],
+                            "data": [data for _, _, data in rows],
+                            "queued_runs": [run_id for run_id, _ in queued],
+                            "queued_offsets": [off for _, off in queued],
+                            "channel": CHANNEL,
+                        },
+                    )
+                conn.execute("COMMIT")
+            row = tail.fetchone() if rows else None
+        return 0 if row is None else int(row[0])
+
+    def _rollback(self, conn: psycopg.Connection[Any]) -> None:
+        """End a failed batch's transaction, if the connection still has one."""
+        if conn.closed or conn.broken:
+            return  # the server rolls it back with the session
+        if conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
+            try:
+                conn.execute("ROLLBACK")
+            except self._psycopg.Error:
+                conn.close()  # the next batch reconnects
 
     def _lock_runs(self, txn: _Txn, ops: list[Op]) -> None:
         """Lock, in ``run_id`` order and in one statement, every existing run row the
@@ -851,16 +880,23 @@ class ClusterStore(PostgresStore):
         """
         conn = self._connection("follower")
         if wait > 0:
-            # Any notification, or none within ``wait``: either way, poll.
-            for _ in conn.notifies(timeout=wait, stop_after=1):
-                pass
+            # Wake-ups that arrived meanwhile (during the last read, say) are taken all
+            # at once: one read covers every commit they announce.
+            pending = sum(1 for _ in conn.notifies(timeout=0))
+            if not pending:
+                # Any notification, or none within ``wait``: either way, poll.
+                for _ in conn.notifies(timeout=wait, stop_after=1):
+                    pass
+        # The events and the head in one statement: one snapshot, one round trip.
         rows = conn.execute(
-            "SELECT seq, kind, run_id, data FROM cluster_events WHERE seq > %s"
-            " ORDER BY seq LIMIT %s",
+            "SELECT h.value, e.seq, e.kind, e.run_id, e.data FROM cluster_counters AS h"
+            " LEFT JOIN LATERAL (SELECT seq, kind, run_id, data FROM cluster_events"
+            " WHERE seq > %s ORDER BY seq LIMIT %s) AS e ON true"
+            " WHERE h.name = 'head' ORDER BY e.seq",
             (after, limit),
         ).fetchall()
-        head = conn.execute("SELECT value FROM cluster_counters WHERE name = 'head'").fetchone()
-        return rows, 0 if head is None else int(head[0])
+        head = int(rows[0][0]) if rows else 0
+        return [row[1:] for row in rows if row[1] is not None], head
 
     def read_run(self, run_id: int) -> tuple[Any, ...] | None:
         """A run's row (``_RUN_FIELDS``), or None (the reader's thread)."""
