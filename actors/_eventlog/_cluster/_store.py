@@ -129,6 +129,11 @@ _LIVE_COUNT = (
     " - (SELECT coalesce(sum(value), 0) FROM cluster_counters WHERE name LIKE %s)"
 )
 
+_RELEASE = (
+    "INSERT INTO cluster_counters VALUES (%(released_name)s, %(released)s) ON CONFLICT (name)"
+    " DO UPDATE SET value = cluster_counters.value + EXCLUDED.value"
+)
+
 #: The end of every batch with events: the head moves by ``n`` (its row locked to COMMIT),
 #: the events get the seqs after the old head, in order, the runs created in the batch
 #: get their ``job_queued`` seq, and the followers are woken; it returns the old head.
@@ -415,8 +420,9 @@ class ClusterStore(PostgresStore):
             at += 1
 
     def _commit(self, conn: psycopg.Connection[Any], txn: _Txn, outcomes: list[Outcome]) -> int:
-        """Write the counters and the events, then COMMIT, in one pipeline: the last two
-        lock steps of :meth:`write`'s order. The old head (the batch's first seq - 1)."""
+        """Write the counters and the events, then COMMIT, in one message to the
+        server: the last two lock steps of :meth:`write`'s order. The old head (the
+        batch's first seq - 1; 0 when the batch has no events)."""
         rows = [event for outcome in outcomes for event in outcome.events]
         offsets: dict[int, int] = {}
         offset = 0
@@ -424,38 +430,43 @@ class ClusterStore(PostgresStore):
             offsets[id(outcome)] = offset
             offset += len(outcome.events)
         queued = [(run_id, offsets[id(o)] + 1) for run_id, o in txn.new_runs.items()]
-        with conn.cursor() as tail:
-            with conn.pipeline():
-                if txn.released:
-                    # Runs left the live set without the inflight row: counted on this
-                    # node's own row, which admission subtracts (never a shared hot row).
-                    conn.execute(
-                        "INSERT INTO cluster_counters VALUES (%s, %s) ON CONFLICT (name)"
-                        " DO UPDATE SET value = cluster_counters.value + EXCLUDED.value",
-                        (_RELEASED + self.node, txn.released),
-                    )
-                if txn.inflight_delta:
-                    conn.execute(
-                        "UPDATE cluster_counters SET value = value + %s WHERE name = 'inflight'",
-                        (txn.inflight_delta,),
-                    )
-                if rows:
-                    # Last: the head row's lock is held until COMMIT, so seqs follow commits.
-                    tail.execute(
-                        _TAIL,
-                        {
-                            "n": len(rows),
-                            "kinds": [kind for kind, _, _ in rows],
-                            "runs": [run_id for _, run_id, _ in rows],
-                            "data": [data for _, _, data in rows],
-                            "queued_runs": [run_id for run_id, _ in queued],
-                            "queued_offsets": [off for _, off in queued],
-                            "channel": CHANNEL,
-                        },
-                    )
-                conn.execute("COMMIT")
-            row = tail.fetchone() if rows else None
-        return 0 if row is None else int(row[0])
+        statements: list[str] = []
+        params: dict[str, Any] = {}
+        if txn.released:
+            # Runs left the live set without the inflight row: counted on this node's
+            # own row, which admission subtracts (never a shared hot row).
+            statements.append(_RELEASE)
+            params.update(released_name=_RELEASED + self.node, released=txn.released)
+        if txn.inflight_delta:
+            statements.append(
+                "UPDATE cluster_counters SET value = value + %(delta)s WHERE name = 'inflight'"
+            )
+            params["delta"] = txn.inflight_delta
+        if rows:
+            # Last: the head row's lock is held until COMMIT, so seqs follow commits.
+            statements.append(_TAIL)
+            params.update(
+                n=len(rows),
+                kinds=[kind for kind, _, _ in rows],
+                runs=[run_id for _, run_id, _ in rows],
+                data=[data for _, _, data in rows],
+                queued_runs=[run_id for run_id, _ in queued],
+                queued_offsets=[off for _, off in queued],
+                channel=CHANNEL,
+            )
+        statements.append("COMMIT")
+        # One simple-protocol query (parameters bound here, several statements): the
+        # server runs them back to back, so the head row is held for the server's time
+        # only, never across a round trip to this (maybe busy) process.
+        with self._psycopg.ClientCursor(conn) as cur:
+            cur.execute(";\n".join(statements), params)
+            if not rows:
+                return 0
+            for _ in range(len(statements) - 2):
+                cur.nextset()
+            row = cur.fetchone()
+        assert row is not None
+        return int(row[0])
 
     def _rollback(self, conn: psycopg.Connection[Any]) -> None:
         """End a failed batch's transaction, if the connection still has one."""
