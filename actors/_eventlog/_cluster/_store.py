@@ -5,12 +5,19 @@ one of the node's psycopg connections (``writer``: batches of decisions; ``follo
 ``LISTEN`` and the reads of new events; ``reader``: ``status`` and old events). A batch
 is a list of operations (:class:`Op`) written in one transaction:
 
-* admissions, finishes and cancels take the ``inflight`` counter row first (``FOR
-  UPDATE``), so admission decides ``max_inflight`` exactly, cluster-wide, and coalescing
-  and idempotency see every committed run and request (unique indexes back both);
+* a batch that admits (submit, resume, reap) takes the ``inflight`` counter row first
+  (``FOR UPDATE``), so admission decides ``max_inflight`` exactly, cluster-wide, and
+  coalescing and idempotency see every committed run and request (unique indexes back
+  both); a finish or a cancel only takes runs out of the live set, which can never break
+  the bound: it takes no shared row but counts them on its node's own ``released:`` row,
+  which admission subtracts;
+* every batch locks in one order (:meth:`ClusterStore.write`): ``inflight``, the run rows
+  in ``run_id`` order (one statement, up front), the node's ``released:`` row, ``head``;
+  so no two batches ever wait for each other in a cycle;
 * the events of the batch get their seqs *last*: ``UPDATE ... SET value = value + n
-  RETURNING value`` on the ``head`` counter row, whose lock is held to ``COMMIT``, so
-  seqs are dense and in commit order: a reader that sees seq H sees every seq below H;
+  RETURNING value`` on the ``head`` counter row, sent with ``COMMIT`` in one message so
+  that its lock is held for the server's time only; seqs are dense and in commit order:
+  a reader that sees seq H sees every seq below H;
 * writes about a claimed run are conditional on its ``owner`` (the node's incarnation id):
   a node never finishes, progresses or cancels a run it does not own;
 * each node holds a lease in ``cluster_nodes``, renewed on its own connection and judged
