@@ -211,6 +211,9 @@ async def test_a_dead_nodes_runs_are_held_then_resumed_or_discarded_on_any_node(
         with trio.fail_after(10):
             while [(await log.status(r)).state for r in run_ids] != ["held"] * 3:  # noqa: ASYNC110
                 await trio.sleep(0.05)
+        # The node's mirror (boot_report) is its follower's: caught up with the ledger.
+        ((head,),) = committed(pg_url, "SELECT value FROM cluster_counters WHERE name = 'head'")
+        await _wait_head(log, head)
         assert committed(pg_url, "SELECT count(*) FROM cluster_nodes WHERE node = 'node-gone'") == [
             (0,)
         ]

@@ -5,12 +5,19 @@ one of the node's psycopg connections (``writer``: batches of decisions; ``follo
 ``LISTEN`` and the reads of new events; ``reader``: ``status`` and old events). A batch
 is a list of operations (:class:`Op`) written in one transaction:
 
-* admissions, finishes and cancels take the ``inflight`` counter row first (``FOR
-  UPDATE``), so admission decides ``max_inflight`` exactly, cluster-wide, and coalescing
-  and idempotency see every committed run and request (unique indexes back both);
+* a batch that admits (submit, resume, reap) takes the ``inflight`` counter row first
+  (``FOR UPDATE``), so admission decides ``max_inflight`` exactly, cluster-wide, and
+  coalescing and idempotency see every committed run and request (unique indexes back
+  both); a finish or a cancel only takes runs out of the live set, which can never break
+  the bound: it takes no shared row but counts them on its node's own ``released:`` row,
+  which admission subtracts;
+* every batch locks in one order (:meth:`ClusterStore.write`): ``inflight``, the run rows
+  in ``run_id`` order (one statement, up front), the node's ``released:`` row, ``head``;
+  so no two batches ever wait for each other in a cycle;
 * the events of the batch get their seqs *last*: ``UPDATE ... SET value = value + n
-  RETURNING value`` on the ``head`` counter row, whose lock is held to ``COMMIT``, so
-  seqs are dense and in commit order: a reader that sees seq H sees every seq below H;
+  RETURNING value`` on the ``head`` counter row, sent with ``COMMIT`` in one message so
+  that its lock is held for the server's time only; seqs are dense and in commit order:
+  a reader that sees seq H sees every seq below H;
 * writes about a claimed run are conditional on its ``owner`` (the node's incarnation id):
   a node never finishes, progresses or cancels a run it does not own;
 * each node holds a lease in ``cluster_nodes``, renewed on its own connection and judged
@@ -114,8 +121,45 @@ CREATE TABLE cluster_events (
 );
 """
 
-#: Operations that change the number of live runs: their batch takes ``inflight`` first.
-_LIVE_KINDS = frozenset({"submit", "finish", "cancel", "reap", "resume"})
+#: Operations that may add live runs, or that hold runs: their batch takes ``inflight``
+#: first. Others take no shared row but ``head``: a finish or cancel only removes a live
+#: run, which can never break the bound, and counts it on its node's ``released:`` row.
+_ADMISSION_KINDS = frozenset({"submit", "resume", "reap"})
+#: Operations about one run named by its ``run_id``: their rows are locked up front.
+_NAMED_RUN_KINDS = frozenset({"finish", "progress", "cancel", "resume", "discard"})
+#: The prefix of a node's counter of runs it took out of the live set (finished,
+#: cancelled) without the ``inflight`` row; live runs = inflight - sum(released).
+_RELEASED = "released:"
+
+_LIVE_COUNT = (
+    "SELECT (SELECT value FROM cluster_counters WHERE name = 'inflight')"
+    " - (SELECT coalesce(sum(value), 0) FROM cluster_counters WHERE name LIKE %s)"
+)
+
+_RELEASE = (
+    "INSERT INTO cluster_counters VALUES (%(released_name)s, %(released)s) ON CONFLICT (name)"
+    " DO UPDATE SET value = cluster_counters.value + EXCLUDED.value"
+)
+
+#: The end of every batch with events: the head moves by ``n`` (its row locked to COMMIT),
+#: the events get the seqs after the old head, in order, the runs created in the batch
+#: get their ``job_queued`` seq, and the followers are woken; it returns the old head.
+_TAIL = """
+WITH h AS (
+    UPDATE cluster_counters SET value = value + %(n)s WHERE name = 'head'
+    RETURNING value - %(n)s AS base
+), e AS (
+    INSERT INTO cluster_events (seq, kind, run_id, data)
+    SELECT h.base + u.ord, u.kind, u.run_id, u.data
+    FROM h, unnest(%(kinds)s::text[], %(runs)s::bigint[], %(data)s::text[])
+        WITH ORDINALITY AS u(kind, run_id, data, ord)
+), q AS (
+    UPDATE cluster_runs AS r SET queued_seq = h.base + x.off
+    FROM h, unnest(%(queued_runs)s::bigint[], %(queued_offsets)s::bigint[]) AS x(run_id, off)
+    WHERE r.run_id = x.run_id
+)
+SELECT h.base, pg_notify(%(channel)s, '') FROM h
+"""
 
 #: The NOTIFY channel; a notification is only a wake-up (the follower polls anyway).
 CHANNEL = "trio_actors_cluster"
@@ -161,13 +205,32 @@ class ClaimedRun:
 
 @attrs.define(kw_only=True)
 class _Txn:
-    """One batch's transaction while its operations run: each handler reads and
-    updates the live-run count (None when the batch did not take the ``inflight`` row)."""
+    """One batch's transaction while its operations run."""
 
     cur: psycopg.Cursor[Any]
     inflight: int | None
+    """The live runs (queued and running) cluster-wide, counted under the ``inflight``
+    row; None when the batch did not take it (it admits nothing)."""
+    inflight_delta: int = 0
+    """What the batch adds to the ``inflight`` row (when it holds it)."""
+    released: int = 0
+    """Runs the batch took out of the live set without holding ``inflight``."""
     new_runs: dict[int, Outcome] = attrs.Factory(dict)
     """The runs created in this batch: their ``job_queued`` seq is known at its end."""
+    dead: dict[int, list[str]] = attrs.Factory(dict)
+    """Per reap op (by ``id``): the nodes whose running runs it holds."""
+    locked: list[int] = attrs.Factory(list)
+    """The run rows locked up front, in ``run_id`` order."""
+
+    def change_live(self, count: int) -> None:
+        """``count`` more live runs (fewer, if negative): on the ``inflight`` row when
+        the batch holds it, else (only ever fewer) on the node's ``released:`` row."""
+        if self.inflight is not None:
+            self.inflight += count
+            self.inflight_delta += count
+        else:
+            assert count <= 0, "live runs are added only under the inflight row"
+            self.released -= count
 
 
 @attrs.define
@@ -290,59 +353,176 @@ class ClusterStore(PostgresStore):
     def write(self, batch: Batch) -> None:
         """Write ``batch`` in one transaction and set every op's outcome.
 
+        The transaction takes its locks in one order, the same for every batch of every
+        node, so no two batches ever wait for each other in a cycle (docs/cluster.rst,
+        "Locks, in one order"):
+
+        1. the ``inflight`` row, only when the batch admits (:data:`_ADMISSION_KINDS`);
+        2. the run rows it decides about, all in one statement, ordered by ``run_id``;
+        3. the node's own ``released:`` counter row (and, in a reap, dead nodes' rows);
+        4. the ``head`` row, last, held to ``COMMIT``.
+
+        Rows locked with ``SKIP LOCKED`` (claims, expired leases) are never waited for,
+        and rows the batch inserts are invisible to others until it commits: neither
+        can close a cycle.
+
         Raises:
             psycopg.Error: the transaction failed: nothing of it was written.
         """
         if self.closed:
             raise self._psycopg.OperationalError("ledger is closed")
         conn = self._connection("writer")
-        outcomes = [Outcome() for _ in batch.ops]
-        with conn.transaction(), conn.cursor() as cur:
-            inflight: int | None = None
-            if any(op.kind in _LIVE_KINDS for op in batch.ops):
-                # Taken first, by every batch that changes the live runs: admission is
-                # decided on the committed count, one batch at a time, cluster-wide.
-                cur.execute("SELECT value FROM cluster_counters WHERE name = 'inflight' FOR UPDATE")
-                row = cur.fetchone()
-                inflight = 0 if row is None else int(row[0])
-            txn = _Txn(cur=cur, inflight=inflight)
-            for op, outcome in zip(batch.ops, outcomes, strict=True):
-                getattr(self, f"_op_{op.kind}")(txn, op.fields, outcome)
-            new_runs = txn.new_runs
-            if txn.inflight is not None and txn.inflight != inflight:
-                cur.execute(
-                    "UPDATE cluster_counters SET value = %s WHERE name = 'inflight'",
-                    (txn.inflight,),
-                )
-            rows = [event for outcome in outcomes for event in outcome.events]
-            if rows:
-                # Last: the head row's lock is held until COMMIT, so seqs follow commits.
-                cur.execute(
-                    "UPDATE cluster_counters SET value = value + %s WHERE name = 'head'"
-                    " RETURNING value",
-                    (len(rows),),
-                )
-                head_row = cur.fetchone()
-                assert head_row is not None
-                seq = int(head_row[0]) - len(rows)
-                numbered = []
-                for outcome in outcomes:
-                    outcome.first_seq = seq + 1
-                    for kind, run_id, data in outcome.events:
-                        seq += 1
-                        numbered.append((seq, kind, run_id, data))
-                with cur.copy("COPY cluster_events (seq, kind, run_id, data) FROM STDIN") as copy:
-                    for event in numbered:
-                        copy.write_row(event)
-                queued = [(outcome.first_seq, run_id) for run_id, outcome in new_runs.items()]
-                cur.executemany("UPDATE cluster_runs SET queued_seq = %s WHERE run_id = %s", queued)
-                cur.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
-        for op, outcome in zip(batch.ops, outcomes, strict=True):
+        ops = batch.ops
+        outcomes = [Outcome() for _ in ops]
+        with conn.cursor() as cur:
+            # The transaction is ours to end: its last statements and COMMIT go to the
+            # server in one pipeline, so the head row is held for the server's time
+            # only, never across a round trip to this (maybe busy) process.
+            cur.execute("BEGIN")
+            try:
+                txn = _Txn(cur=cur, inflight=None)
+                self._decide(txn, ops, outcomes)
+                base = self._commit(conn, txn, outcomes)
+            except BaseException:
+                self._rollback(conn)
+                raise
+        offset = 0
+        for op, outcome in zip(ops, outcomes, strict=True):
+            outcome.first_seq = base + offset + 1
+            offset += len(outcome.events)
             op.outcome = outcome
         # Receipts carry the cursor just before their run's job_queued event.
         for outcome in outcomes:
             if isinstance(outcome.value, _PendingReceipt):
-                outcome.value = outcome.value.receipt(new_runs)
+                outcome.value = outcome.value.receipt(txn.new_runs)
+
+    def _decide(self, txn: _Txn, ops: list[Op], outcomes: list[Outcome]) -> None:
+        """Run ``ops`` in the open transaction: the first three lock steps of
+        :meth:`write`'s order, and every op's decision."""
+        cur = txn.cur
+        if any(op.kind in _ADMISSION_KINDS for op in ops):
+            # Taken first, by every batch that can add live runs: admission is
+            # decided on the committed count, one batch at a time, cluster-wide.
+            cur.execute("SELECT value FROM cluster_counters WHERE name = 'inflight' FOR UPDATE")
+            # A new statement, so a new snapshot taken with the row held: it sees
+            # every release committed so far (a release committed later only makes
+            # this count too high, never too low: the bound is never exceeded).
+            cur.execute(_LIVE_COUNT, (_RELEASED + "%",))
+            row = cur.fetchone()
+            txn.inflight = 0 if row is None else int(row[0])
+        self._lock_runs(txn, ops)
+        # Claims last: a claim waits for no row, so its place in the batch is free,
+        # and the batch's finishes are then written together.
+        order = sorted(range(len(ops)), key=lambda i: ops[i].kind == "claim")
+        at = 0
+        while at < len(order):
+            kind = ops[order[at]].kind
+            if kind == "finish":
+                group = _distinct_runs(ops, order, at)
+                self._finish_all(txn, [(ops[i].fields, outcomes[i]) for i in group])
+                at += len(group)
+                continue
+            index = order[at]
+            getattr(self, f"_op_{kind}")(txn, ops[index].fields, outcomes[index])
+            at += 1
+
+    def _commit(self, conn: psycopg.Connection[Any], txn: _Txn, outcomes: list[Outcome]) -> int:
+        """Write the counters and the events, then COMMIT, in one message to the
+        server: the last two lock steps of :meth:`write`'s order. The old head (the
+        batch's first seq - 1; 0 when the batch has no events)."""
+        rows = [event for outcome in outcomes for event in outcome.events]
+        offsets: dict[int, int] = {}
+        offset = 0
+        for outcome in outcomes:
+            offsets[id(outcome)] = offset
+            offset += len(outcome.events)
+        queued = [(run_id, offsets[id(o)] + 1) for run_id, o in txn.new_runs.items()]
+        statements: list[str] = []
+        params: dict[str, Any] = {}
+        if txn.released:
+            # Runs left the live set without the inflight row: counted on this node's
+            # own row, which admission subtracts (never a shared hot row).
+            statements.append(_RELEASE)
+            params.update(released_name=_RELEASED + self.node, released=txn.released)
+        if txn.inflight_delta:
+            statements.append(
+                "UPDATE cluster_counters SET value = value + %(delta)s WHERE name = 'inflight'"
+            )
+            params["delta"] = txn.inflight_delta
+        if rows:
+            # Last: the head row's lock is held until COMMIT, so seqs follow commits.
+            statements.append(_TAIL)
+            params.update(
+                n=len(rows),
+                kinds=[kind for kind, _, _ in rows],
+                runs=[run_id for _, run_id, _ in rows],
+                data=[data for _, _, data in rows],
+                queued_runs=[run_id for run_id, _ in queued],
+                queued_offsets=[off for _, off in queued],
+                channel=CHANNEL,
+            )
+        statements.append("COMMIT")
+        # One simple-protocol query (parameters bound here, several statements): the
+        # server runs them back to back, so the head row is held for the server's time
+        # only, never across a round trip to this (maybe busy) process.
+        with self._psycopg.ClientCursor(conn) as cur:
+            cur.execute(";\n".join(statements), params)
+            if not rows:
+                return 0
+            for _ in range(len(statements) - 2):
+                cur.nextset()
+            row = cur.fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def _rollback(self, conn: psycopg.Connection[Any]) -> None:
+        """End a failed batch's transaction, if the connection still has one."""
+        if conn.closed or conn.broken:
+            return  # the server rolls it back with the session
+        if conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
+            try:
+                conn.execute("ROLLBACK")
+            except self._psycopg.Error:
+                conn.close()  # the next batch reconnects
+
+    def _lock_runs(self, txn: _Txn, ops: list[Op]) -> None:
+        """Lock, in ``run_id`` order and in one statement, every existing run row the
+        batch may wait for: the runs its ops name, the live runs its submissions may
+        join, and the running runs of the nodes its reaps find dead."""
+        ids: list[int] = []
+        keys: list[str] = []
+        for op in ops:
+            if op.kind in _NAMED_RUN_KINDS:
+                ids.append(op.fields["run_id"])
+            elif op.kind == "submit" and not op.fields["mutating"]:
+                keys.append(_snapshot_id(op.fields["content"]))
+            elif op.kind == "reap":
+                txn.dead[id(op.fields)] = self._dead_nodes(txn, op.fields)
+        dead = sorted({node for nodes in txn.dead.values() for node in nodes})
+        if len(ids) + len(keys) + len(dead) <= 1 and not txn.dead:
+            return  # at most one row to wait for: no order to keep
+        txn.cur.execute(
+            "SELECT run_id FROM cluster_runs WHERE run_id = ANY(%s)"
+            " OR (coalesce_key = ANY(%s) AND state IN ('queued', 'running'))"
+            " OR (owner = ANY(%s) AND state = 'running')"
+            " ORDER BY run_id FOR UPDATE",
+            (ids, keys, dead),
+        )
+        txn.locked = [int(row[0]) for row in txn.cur.fetchall()]
+
+    def _dead_nodes(self, txn: _Txn, fields: dict[str, Any]) -> list[str]:
+        """The nodes a reap holds the runs of: this node (``retire``, ``own``), or
+        those whose lease expired (their leases dropped; ``SKIP LOCKED``: never waits)."""
+        if fields.get("retire"):  # this node, closing: its lease goes too
+            txn.cur.execute("DELETE FROM cluster_nodes WHERE node = %s", (self.node,))
+            return [self.node]
+        if fields.get("own"):  # this node, after it fenced itself
+            return [self.node]
+        txn.cur.execute(
+            "DELETE FROM cluster_nodes WHERE node IN (SELECT node FROM cluster_nodes"
+            " WHERE expires_at < now() FOR UPDATE SKIP LOCKED) RETURNING node"
+        )
+        return sorted(row[0] for row in txn.cur.fetchall())
 
     def _op_submit(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
         cur, inflight = txn.cur, txn.inflight
@@ -375,7 +555,7 @@ class ClusterStore(PostgresStore):
             )
             return
         revision = 0
-        snapshot_id = hashlib.sha256(f"{revision}:{content}".encode()).hexdigest()[:16]
+        snapshot_id = _snapshot_id(content)
         key = None if fields["mutating"] else snapshot_id
         if key is not None:
             cur.execute(
@@ -437,7 +617,7 @@ class ClusterStore(PostgresStore):
         )
         txn.new_runs[run_id] = outcome
         outcome.value = _PendingReceipt(request_id, run_id, False, snapshot_id, 0)
-        txn.inflight = inflight + 1
+        txn.change_live(1)
 
     def _op_claim(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
         cur = txn.cur
@@ -445,30 +625,26 @@ class ClusterStore(PostgresStore):
         if "adopt" in fields:
             # Running as this node's, but not among the runs it knows (``adopt``): a
             # claim of them committed while the node saw it fail. Taken again, as is;
-            # locked, so that a node holding them (this lease expired) goes first.
+            # skipped while locked, as every claim is (never a wait out of lock order):
+            # a node holding them (this lease expired) goes first, the next claim sees.
             cur.execute(
                 "SELECT run_id, request_id, operation, arguments, revision, snapshot_id"
                 " FROM cluster_runs WHERE state = 'running' AND owner = %s"
-                " AND run_id <> ALL(%s) ORDER BY run_id LIMIT %s FOR UPDATE",
+                " AND run_id <> ALL(%s) ORDER BY run_id LIMIT %s FOR UPDATE SKIP LOCKED",
                 (self.node, list(fields["adopt"]), fields["limit"]),
             )
             adopted = cur.fetchall()
         cur.execute(
-            "SELECT run_id, request_id, operation, arguments, revision, snapshot_id"
-            " FROM cluster_runs WHERE state = 'queued' AND operation = ANY(%s)"
-            " ORDER BY run_id LIMIT %s FOR UPDATE SKIP LOCKED",
-            (list(fields["operations"]), fields["limit"] - len(adopted)),
+            "UPDATE cluster_runs SET state = 'running', owner = %s WHERE run_id IN ("
+            "SELECT run_id FROM cluster_runs WHERE state = 'queued' AND operation = ANY(%s)"
+            " ORDER BY run_id LIMIT %s FOR UPDATE SKIP LOCKED)"
+            " RETURNING run_id, request_id, operation, arguments, revision, snapshot_id",
+            (self.node, list(fields["operations"]), fields["limit"] - len(adopted)),
         )
-        rows = cur.fetchall()
-        claimed = [_claimed(r) for r in rows]
-        if claimed:
-            cur.execute(
-                "UPDATE cluster_runs SET state = 'running', owner = %s WHERE run_id = ANY(%s)",
-                (self.node, [run.run_id for run in claimed]),
-            )
-            owner = encode_json(self.node)
-            for run in claimed:
-                outcome.events.append(("job_started", run.run_id, f'{{"owner":{owner}}}'))
+        claimed = sorted((_claimed(r) for r in cur.fetchall()), key=lambda run: run.run_id)
+        owner = encode_json(self.node)
+        for run in claimed:
+            outcome.events.append(("job_started", run.run_id, f'{{"owner":{owner}}}'))
         outcome.value = [_claimed(r) for r in adopted] + claimed
 
     def _op_progress(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
@@ -484,50 +660,51 @@ class ClusterStore(PostgresStore):
                 ("job_progress", fields["run_id"], f'{{"fraction":{fields["fraction"]!r}}}')
             )
 
-    def _op_finish(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
-        cur, inflight = txn.cur, txn.inflight
-        assert inflight is not None
-        run_id = fields["run_id"]
-        cancelled_by = fields.get("cancelled_by")
-        if cancelled_by is not None:
-            cur.execute(
-                "UPDATE cluster_runs SET state = 'cancelled', cancelled_by = %s,"
-                " finished_at = %s WHERE run_id = %s AND owner = %s AND state = 'running'"
-                " RETURNING run_id",
-                (cancelled_by, time.time(), run_id, self.node),
-            )
-            data = f'{{"by":{encode_json(cancelled_by)},"was":"running"}}'
-            kind = "job_cancelled"
-        else:
-            cur.execute(
-                "UPDATE cluster_runs SET state = 'finished', verdict = %s, result = %s,"
-                " error = %s, finished_at = %s"
-                " WHERE run_id = %s AND owner = %s AND state = 'running' RETURNING run_id",
-                (
-                    fields["verdict"],
-                    fields["result_json"],
-                    fields["error_json"],
-                    time.time(),
-                    run_id,
-                    self.node,
-                ),
-            )
-            data = '{"verdict":' + encode_json(fields["verdict"])
-            if fields["result_json"] is not None:
-                data += ',"result":' + fields["result_json"]
-            if fields["error_json"] is not None:
-                data += ',"error":' + fields["error_json"]
-            data += "}"
-            kind = "job_finished"
-        outcome.value = cur.fetchone() is not None
-        if not outcome.value:  # not ours (any more), or decided already
-            return
-        outcome.events.append((kind, run_id, data))
-        txn.inflight = inflight - 1
+    def _finish_all(self, txn: _Txn, finishes: list[tuple[dict[str, Any], Outcome]]) -> None:
+        """Record the outcome of several runs this node owns (distinct ``run_id``), in
+        one statement; each outcome's value: whether its run was still this node's."""
+        cur = txn.cur
+        cur.execute(
+            "UPDATE cluster_runs AS r SET state = CASE WHEN u.cancelled_by IS NULL"
+            " THEN 'finished' ELSE 'cancelled' END, verdict = u.verdict, result = u.result,"
+            " error = u.error, cancelled_by = u.cancelled_by, finished_at = %s"
+            " FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[])"
+            " AS u(run_id, verdict, result, error, cancelled_by)"
+            " WHERE r.run_id = u.run_id AND r.owner = %s AND r.state = 'running'"
+            " RETURNING r.run_id",
+            (
+                time.time(),
+                [fields["run_id"] for fields, _ in finishes],
+                [fields.get("verdict") for fields, _ in finishes],
+                [fields.get("result_json") for fields, _ in finishes],
+                [fields.get("error_json") for fields, _ in finishes],
+                [fields.get("cancelled_by") for fields, _ in finishes],
+                self.node,
+            ),
+        )
+        decided = {int(row[0]) for row in cur.fetchall()}
+        for fields, outcome in finishes:
+            run_id = fields["run_id"]
+            outcome.value = run_id in decided
+            if not outcome.value:  # not ours (any more), or decided already
+                continue
+            cancelled_by = fields.get("cancelled_by")
+            if cancelled_by is not None:
+                kind = "job_cancelled"
+                data = f'{{"by":{encode_json(cancelled_by)},"was":"running"}}'
+            else:
+                kind = "job_finished"
+                data = '{"verdict":' + encode_json(fields["verdict"])
+                if fields["result_json"] is not None:
+                    data += ',"result":' + fields["result_json"]
+                if fields["error_json"] is not None:
+                    data += ',"error":' + fields["error_json"]
+                data += "}"
+            outcome.events.append((kind, run_id, data))
+            txn.change_live(-1)
 
     def _op_cancel(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
-        cur, inflight = txn.cur, txn.inflight
-        assert inflight is not None
+        cur = txn.cur
         run_id, actor = fields["run_id"], fields["actor"]
         cur.execute(
             "SELECT state, owner, cancel_requested FROM cluster_runs WHERE run_id = %s FOR UPDATE",
@@ -548,7 +725,7 @@ class ClusterStore(PostgresStore):
                 ("job_cancelled", run_id, f'{{"by":{encode_json(actor)},"was":"queued"}}')
             )
             outcome.value = "cancelled"
-            txn.inflight = inflight - 1
+            txn.change_live(-1)
             return
         if state == "running":
             if requested is None:
@@ -570,30 +747,32 @@ class ClusterStore(PostgresStore):
         outcome.value = "decided"
 
     def _op_reap(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
-        cur, inflight = txn.cur, txn.inflight
-        """Hold the running runs of every node whose lease expired, and drop those
-        leases; or (``retire``, ``own``) this node's own runs."""
-        assert inflight is not None
-        if fields.get("retire"):  # this node, closing: its lease goes too
-            cur.execute("DELETE FROM cluster_nodes WHERE node = %s", (self.node,))
-            dead = [self.node]
-        elif fields.get("own"):  # this node, after it fenced itself
-            dead = [self.node]
-        else:
-            cur.execute(
-                "DELETE FROM cluster_nodes WHERE node IN (SELECT node FROM cluster_nodes"
-                " WHERE expires_at < now() FOR UPDATE SKIP LOCKED) RETURNING node"
-            )
-            dead = [row[0] for row in cur.fetchall()]
+        """Hold the running runs of every node whose lease expired (their leases were
+        dropped up front, :meth:`_dead_nodes`); or (``retire``, ``own``) this node's."""
+        cur = txn.cur
+        dead = txn.dead[id(fields)]
         held: list[tuple[str, int, int]] = []
         if dead:
+            # Only rows locked up front: a run the dead node claimed since (a zombie
+            # still writing) is its own to hold when it finds its lease gone.
             cur.execute(
                 "UPDATE cluster_runs SET state = 'held', interruptions = interruptions + 1"
-                " WHERE owner = ANY(%s) AND state = 'running'"
+                " WHERE owner = ANY(%s) AND state = 'running' AND run_id = ANY(%s)"
                 " RETURNING owner, run_id, interruptions",
-                (dead,),
+                (dead, txn.locked),
             )
             held = sorted(cur.fetchall(), key=lambda row: row[1])
+            gone = [node for node in dead if node != self.node or fields.get("retire")]
+            if gone:
+                # A node gone for good: its released count folds into inflight (the
+                # sum stays the same), so the counter rows do not pile up.
+                cur.execute(
+                    "WITH gone AS (DELETE FROM cluster_counters WHERE name = ANY(%s)"
+                    " RETURNING value) SELECT coalesce(sum(value), 0) FROM gone",
+                    ([_RELEASED + node for node in sorted(gone)],),
+                )
+                row = cur.fetchone()
+                txn.inflight_delta -= 0 if row is None else int(row[0])
         threshold = fields["quarantine_after"]
         for owner, run_id, interruptions in held:
             outcome.events.append(
@@ -606,7 +785,7 @@ class ClusterStore(PostgresStore):
                 )
             )
         outcome.value = (dead, [run_id for _, run_id, _ in held])
-        txn.inflight = inflight - len(held)
+        txn.change_live(-len(held))
 
     def _held(self, txn: _Txn, run_id: int, outcome: Outcome) -> tuple[Any, ...] | None:
         """The held run's row, locked; else None with the outcome's error set."""
@@ -631,7 +810,7 @@ class ClusterStore(PostgresStore):
         if row is None:
             return
         _, interruptions, operation, arguments, revision, snapshot_id, request_id = row
-        assert txn.inflight is not None
+        assert txn.inflight is not None  # a resume takes the inflight row (it admits)
         if interruptions >= fields["quarantine_after"] and not fields["override"]:
             outcome.error = RunQuarantined(
                 f"run {fields['run_id']} was interrupted {interruptions} times; resume it"
@@ -664,7 +843,7 @@ class ClusterStore(PostgresStore):
                 f'"interruptions":{interruptions}}}',
             )
         )
-        txn.inflight += 1
+        txn.change_live(1)
 
     def _op_discard(self, txn: _Txn, fields: dict[str, Any], outcome: Outcome) -> None:
         if self._held(txn, fields["run_id"], outcome) is None:
@@ -719,16 +898,23 @@ class ClusterStore(PostgresStore):
         """
         conn = self._connection("follower")
         if wait > 0:
-            # Any notification, or none within ``wait``: either way, poll.
-            for _ in conn.notifies(timeout=wait, stop_after=1):
-                pass
+            # Wake-ups that arrived meanwhile (during the last read, say) are taken all
+            # at once: one read covers every commit they announce.
+            pending = sum(1 for _ in conn.notifies(timeout=0))
+            if not pending:
+                # Any notification, or none within ``wait``: either way, poll.
+                for _ in conn.notifies(timeout=wait, stop_after=1):
+                    pass
+        # The events and the head in one statement: one snapshot, one round trip.
         rows = conn.execute(
-            "SELECT seq, kind, run_id, data FROM cluster_events WHERE seq > %s"
-            " ORDER BY seq LIMIT %s",
+            "SELECT h.value, e.seq, e.kind, e.run_id, e.data FROM cluster_counters AS h"
+            " LEFT JOIN LATERAL (SELECT seq, kind, run_id, data FROM cluster_events"
+            " WHERE seq > %s ORDER BY seq LIMIT %s) AS e ON true"
+            " WHERE h.name = 'head' ORDER BY e.seq",
             (after, limit),
         ).fetchall()
-        head = conn.execute("SELECT value FROM cluster_counters WHERE name = 'head'").fetchone()
-        return rows, 0 if head is None else int(head[0])
+        head = int(rows[0][0]) if rows else 0
+        return [row[1:] for row in rows if row[1] is not None], head
 
     def read_run(self, run_id: int) -> tuple[Any, ...] | None:
         """A run's row (``_RUN_FIELDS``), or None (the reader's thread)."""
@@ -796,6 +982,26 @@ def _claimed(row: tuple[Any, ...]) -> ClaimedRun:
         revision=int(row[4]),
         snapshot_id=row[5],
     )
+
+
+def _snapshot_id(content: str, revision: int = 0) -> str:
+    """The content key of a submission: its ``snapshot_id`` and, for an operation that
+    does not mutate, its coalescing key."""
+    return hashlib.sha256(f"{revision}:{content}".encode()).hexdigest()[:16]
+
+
+def _distinct_runs(ops: list[Op], order: list[int], at: int) -> list[int]:
+    """The indexes of the finishes from ``order[at]`` on, up to the first op that is
+    not a finish or names a run again (written in the next statement, after it)."""
+    group: list[int] = []
+    runs: set[int] = set()
+    for index in order[at:]:
+        op = ops[index]
+        if op.kind != "finish" or op.fields["run_id"] in runs:
+            break
+        runs.add(op.fields["run_id"])
+        group.append(index)
+    return group
 
 
 def _loads(text: str) -> dict[str, Any]:
