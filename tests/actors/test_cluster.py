@@ -21,7 +21,7 @@ from process_support import assert_no_children
 from trio_websocket import ConnectionClosed
 
 from actors import EventLogConfig, OperationSpec, open_event_log
-from actors.errors import AlreadyDecided, RunQuarantined
+from actors.errors import AlreadyDecided, LedgerUnavailable, RunQuarantined
 from examples.web.closing import RESYNC_REQUIRED
 
 if TYPE_CHECKING:
@@ -408,3 +408,29 @@ async def test_three_job_servers_run_each_request_once_in_one_order(
         assert streams[0][:head] == streams[1][:head] == streams[2][:head]
     finally:
         await stop_nodes(processes)
+
+
+async def test_a_writer_slower_than_request_timeout_is_a_retryable_refusal(pg_url: str) -> None:
+    # Another session holds the sequencer row every commit takes last: the node's
+    # writer waits (within statement_timeout), its callers not longer than
+    # request_timeout, and neither they nor the node die of it.
+    async with AsyncExitStack() as stack:
+        (log,) = await _nodes(stack, pg_url, 1, request_timeout=0.3)
+        queued = await log.submit("work", {"n": 1}, "queued")
+        with psycopg.connect(pg_url) as blocker:
+            blocker.execute("SELECT value FROM cluster_counters WHERE name = 'head' FOR UPDATE")
+            for attempt in (
+                lambda: log.cancel(queued.run_id, "bob"),
+                lambda: log.resume(queued.run_id),
+                lambda: log.discard(queued.run_id, actor="bob"),
+            ):
+                with pytest.raises(LedgerUnavailable) as refused:
+                    await attempt()
+                assert refused.value.details["cause"] == "request_timeout"
+                assert refused.value.details["retry_after"] > 0
+            blocker.rollback()
+        # The node still serves; the cancel that waited was decided after all.
+        assert (await log.submit("work", {"n": 2}, "after")).admitted
+        with trio.fail_after(TIMEOUT):
+            while (await log.status(queued.run_id)).state != "cancelled":  # noqa: ASYNC110
+                await trio.sleep(0.05)

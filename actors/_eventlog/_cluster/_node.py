@@ -271,8 +271,16 @@ class ClusterNode:
             await trio.sleep_until(began + interval)
 
     async def _reap(self, fields: dict[str, Any]) -> bool:
-        outcome = await self._do("reap", quarantine_after=self._config.quarantine_after, **fields)
+        outcome = await self._decide(
+            "reap", quarantine_after=self._config.quarantine_after, **fields
+        )
         if outcome.error is not None:
+            _log.warning(
+                "cluster node %s: could not hold expired leases' runs: %s",
+                self.node,
+                outcome.error,
+                extra={"node": self.node},
+            )
             return False
         dead, held = outcome.value
         if dead or held:
@@ -328,6 +336,21 @@ class ClusterNode:
             await done.wait()
         assert op.outcome is not None
         return op.outcome
+
+    async def _decide(self, kind: str, **fields: Any) -> Outcome:
+        """:meth:`_do`, with a writer slower than ``request_timeout`` as a retryable
+        refusal (``ledger_unavailable``): the request may still commit, as a lost
+        answer may (docs/cluster.rst), and no caller's task dies of it."""
+        try:
+            return await self._do(kind, **fields)
+        except trio.TooSlowError:
+            return Outcome(
+                error=LedgerUnavailable(
+                    "the ledger did not answer in time",
+                    cause="request_timeout",
+                    retry_after=self._config.retry_after_max,
+                )
+            )
 
     async def _writer(self) -> None:
         while True:
@@ -631,24 +654,15 @@ class ClusterNode:
             LedgerUnavailable: as :meth:`EventLog.submit`.
         """
         submission = self._check(operation, arguments, request_id, actor)
-        try:
-            outcome = await self._do(
-                "submit",
-                request_id=submission.request_id,
-                content=submission.content,
-                actor=submission.actor,
-                operation=submission.spec.name,
-                arguments_json=submission.arguments_json,
-                mutating=submission.spec.mutating,
-            )
-        except trio.TooSlowError:
-            outcome = Outcome(
-                error=LedgerUnavailable(
-                    "the ledger did not answer in time",
-                    cause="request_timeout",
-                    retry_after=self._config.retry_after_max,
-                )
-            )
+        outcome = await self._decide(
+            "submit",
+            request_id=submission.request_id,
+            content=submission.content,
+            actor=submission.actor,
+            operation=submission.spec.name,
+            arguments_json=submission.arguments_json,
+            mutating=submission.spec.mutating,
+        )
         if outcome.error is not None:
             if isinstance(outcome.error, ActorError):
                 self.refusals[outcome.error.code] = self.refusals.get(outcome.error.code, 0) + 1
@@ -670,7 +684,7 @@ class ClusterNode:
             LedgerUnavailable: (``ledger_unavailable``) the request is not durable.
         """
         decided = self._decided.setdefault(run_id, trio.Event())
-        outcome = await self._do("cancel", run_id=run_id, actor=actor)
+        outcome = await self._decide("cancel", run_id=run_id, actor=actor)
         if outcome.error is not None:
             raise outcome.error
         if outcome.value == "unknown":
@@ -693,7 +707,7 @@ class ClusterNode:
             UnknownRun: (``unknown_run``) no such run.
             LedgerUnavailable: (``ledger_unavailable``) the decision is not durable.
         """
-        outcome = await self._do(
+        outcome = await self._decide(
             "resume",
             run_id=run_id,
             override=override,
@@ -710,7 +724,7 @@ class ClusterNode:
             AlreadyDecided, InvalidCommand, UnknownRun, LedgerUnavailable: as
             :meth:`resume`.
         """
-        outcome = await self._do("discard", run_id=run_id, actor=actor)
+        outcome = await self._decide("discard", run_id=run_id, actor=actor)
         if outcome.error is not None:
             raise outcome.error
         return await self.status(run_id)
