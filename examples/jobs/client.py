@@ -15,7 +15,9 @@ line, then its verdict (``ok``, ``failed``, ``cancelled``, ``held``: one lowerca
 and, for ``ok``, its result as JSON. A refused submit (the server is busy,
 ``admission_full``; its disk is full, ``ledger_unavailable``) is retried with the same request
 id, never before the server's ``retry_after`` and with full jitter
-(:mod:`examples.jobs.retry`); each wait is shown on stderr. Ctrl-C while it follows
+(:mod:`examples.jobs.retry`); each wait is shown on stderr. A read (``status``,
+``watch``, ``boot_report``, and the status that ends a followed run) refused the same
+way, e.g. by a ledger restarting, is asked again for up to 30 seconds. Ctrl-C while it follows
 cancels this request (the run goes on if other requests joined it, design §6.14); a
 second Ctrl-C stops waiting. ``resume`` follows the resumed run the same way. A client
 dropped for falling behind (close 4000) reconnects and resumes after its cursor.
@@ -62,7 +64,17 @@ from ..web.cli import (
 )
 from ..web.closing import GOING_AWAY, RESYNC_REQUIRED, cursor_of
 from ..web.wsclient import open_websocket_client
-from .follow import Outcome, Output, Session, describe_end, finish, follow, verdict_name
+from .follow import (
+    Outcome,
+    Output,
+    Session,
+    describe_end,
+    finish,
+    follow,
+    read,
+    verdict_name,
+    waiting,
+)
 from .retry import SubmitRetryPolicy, retry_hint, submit_with_retry
 
 if TYPE_CHECKING:
@@ -81,20 +93,6 @@ async def _session(args: argparse.Namespace) -> AsyncIterator[Session]:
     headers = [(b"authorization", f"Bearer {args.token}".encode())] if args.token else None
     async with open_websocket_client(args.url, extra_headers=headers) as ws:
         yield Session(ws)
-
-
-def _waiting(output: Output) -> Any:
-    def on_wait(retry: int, delay: float, refusal: dict[str, Any]) -> None:
-        code = refusal.get("code")
-        why = {
-            "admission_full": "the server is busy",
-            "ledger_unavailable": "the server cannot write its ledger",
-        }.get(str(code), "refused")
-        if refusal.get("depth") is not None:
-            why += f" ({refusal['depth']} of {refusal.get('bound')} runs)"
-        output.note(f"{code}: {why}; retrying in {delay:.1f} s (retry {retry})")
-
-    return on_wait
 
 
 async def submit_and_follow(
@@ -125,7 +123,7 @@ async def submit_and_follow(
             session.pushed.clear()  # events from before the run: none is about it
         return answer
 
-    answer = await submit_with_retry(attempt, policy=policy, rng=rng, on_wait=_waiting(output))
+    answer = await submit_with_retry(attempt, policy=policy, rng=rng, on_wait=waiting(output))
     return answer, request_id
 
 
@@ -251,12 +249,14 @@ def _print_status(output: Output, status: dict[str, Any]) -> None:
 
 async def _once(args: argparse.Namespace, output: Output) -> int:
     async with _session(args) as session:
-        if args.command in ("status", "cancel", "discard"):
+        if args.command in ("cancel", "discard"):
             answer = await session.request(args.command, run_id=args.run_id)
+        elif args.command == "status":
+            answer = await read(session, "status", output, run_id=args.run_id)
         elif args.command == "watch":
-            answer = await session.request("watch", cursor=args.cursor)
+            answer = await read(session, "watch", output, cursor=args.cursor)
         else:
-            answer = await session.request("boot_report")
+            answer = await read(session, "boot_report", output)
     output.message(answer)
     if answer.get("type") == "error":
         output.note(f"job_client: {_refusal(answer)}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 import sys
 import uuid
 from typing import TYPE_CHECKING, Any, TextIO
@@ -23,10 +24,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 import attrs
 import trio
 
+from .retry import SubmitRetryPolicy, submit_with_retry
+
 if TYPE_CHECKING:
     from trio_websocket import WebSocketConnection
 
-__all__ = ["Output", "Outcome", "Session", "follow", "verdict_name"]
+__all__ = ["Outcome", "Output", "Session", "follow", "read", "verdict_name", "waiting"]
 
 #: Seconds (trio clock) one answer may take.
 ANSWER_TIMEOUT = 10.0
@@ -213,7 +216,7 @@ async def finish(session: Session, run_id: int, waiter: str | None, output: Outp
     fields: dict[str, Any] = {"run_id": run_id}
     if waiter is not None:
         fields["waiter"] = waiter
-    status = await session.request("status", **fields)
+    status = await read(session, "status", output, **fields)
     output.message(status)
     if status.get("type") != "status_reply":
         output.note(f"run {run_id}: {status.get('code')}: {status.get('message')}")
@@ -223,3 +226,39 @@ async def finish(session: Session, run_id: int, waiter: str | None, output: Outp
     if result is not None:
         output.line(result)
     return Outcome(verdict_name(status.get("state"), status.get("verdict")), status)
+
+
+#: How long a read (``status``, ``watch``, ``boot_report``) is retried while the server
+#: refuses it retryably (a ledger restarting): shorter than a submit's patience, since
+#: a person waits for the answer.
+READ_RETRY = SubmitRetryPolicy(give_up_after=30.0)
+
+
+def waiting(output: Output) -> Any:
+    """An ``on_wait`` for :func:`~examples.jobs.retry.submit_with_retry` that shows each
+    wait on ``output``'s stderr, with the refusal's reason."""
+
+    def on_wait(retry: int, delay: float, refusal: dict[str, Any]) -> None:
+        code = refusal.get("code")
+        why = {
+            "admission_full": "the server is busy",
+            "ledger_unavailable": "the server cannot use its ledger",
+        }.get(str(code), "refused")
+        if refusal.get("depth") is not None:
+            why += f" ({refusal['depth']} of {refusal.get('bound')} runs)"
+        output.note(f"{code}: {why}; retrying in {delay:.1f} s (retry {retry})")
+
+    return on_wait
+
+
+async def read(session: Session, kind: str, output: Output, **fields: Any) -> dict[str, Any]:
+    """The answer to the read-only request ``kind`` (``status``, ``watch``,
+    ``boot_report``), asked again while the server refuses it retryably
+    (``ledger_unavailable`` with ``retry_after``; :data:`READ_RETRY`): a read changes
+    nothing, so asking twice is safe."""
+    return await submit_with_retry(
+        lambda: session.request(kind, **fields),
+        policy=READ_RETRY,
+        rng=random.Random(),
+        on_wait=waiting(output),
+    )

@@ -22,7 +22,7 @@ from trio_websocket import ConnectionClosed
 
 from actors import EventLogActor, EventLogClient, EventLogConfig, OperationSpec
 from examples.jobs.client import _parser, _resume, _submit
-from examples.jobs.follow import Output, Session, verdict_name
+from examples.jobs.follow import READ_RETRY, Output, Session, read, verdict_name, waiting
 from examples.jobs.retry import SubmitRetryPolicy, retry_hint, submit_with_retry
 from examples.web.closing import GOING_AWAY
 from examples.web.frontdoor import FrontDoorConfig, open_front_door
@@ -229,16 +229,51 @@ async def test_the_retry_shows_that_it_waits() -> None:
     async def attempt() -> dict[str, Any]:
         return answers.pop(0)
 
-    from examples.jobs.client import _waiting
-
     with trio.fail_after(TIMEOUT):
         await submit_with_retry(
             attempt, policy=SubmitRetryPolicy(base=0.01, cap=0.02), rng=random.Random(0),
-            on_wait=_waiting(output),
+            on_wait=waiting(output),
         )  # fmt: skip
     (line,) = err.getvalue().splitlines()
     assert line.startswith("admission_full: the server is busy (8 of 8 runs); retrying in 0.0")
     assert line.endswith(" s (retry 1)")
+
+
+async def test_a_read_is_asked_again_while_the_ledger_is_unavailable(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A database restarting under a cluster node: its status read is refused, retryably.
+    unavailable = {
+        "type": "error", "code": "ledger_unavailable", "retryable": True, "retry_after": 0.05,
+        "message": "the ledger is unavailable (reading a run): AdminShutdown",
+    }  # fmt: skip
+    reply = {"type": "status_reply", "run_id": 7, "state": "finished", "verdict": "ok"}
+    asked: list[tuple[float, dict[str, Any]]] = []
+
+    class Ledger:
+        def __init__(self, answers: list[dict[str, Any]]) -> None:
+            self.answers = answers
+
+        async def request(self, type: str, **fields: Any) -> dict[str, Any]:
+            asked.append((trio.current_time(), {"type": type, **fields}))
+            return self.answers.pop(0)
+
+    err = io.StringIO()
+    output = Output(out=io.StringIO(), err=err)
+    session: Any = Ledger([unavailable, unavailable, reply])
+    assert await read(session, "status", output, run_id=7) == reply
+    assert [what for _, what in asked] == [{"type": "status", "run_id": 7}] * 3
+    assert all(b - a >= 0.05 for (a, _), (b, _) in itertools.pairwise(asked))
+    assert err.getvalue().count("ledger_unavailable: the server cannot use its ledger") == 2
+    # A refusal that stands is the answer after READ_RETRY's patience; others at once.
+    asked.clear()
+    session = Ledger([unavailable] * 10_000)
+    began = trio.current_time()
+    assert (await read(session, "status", output, run_id=7))["code"] == "ledger_unavailable"
+    assert trio.current_time() - began <= READ_RETRY.give_up_after
+    unknown = {"type": "error", "code": "unknown_run", "retryable": False}
+    session = Ledger([unknown])
+    assert await read(session, "status", output, run_id=8) == unknown
 
 
 # -- resume follows like submit ---------------------------------------------------------------
