@@ -19,7 +19,7 @@ import sys
 from typing import TYPE_CHECKING
 
 import pytest
-from pg_support import PostgresServer, require_postgres
+from pg_support import PostgresServer, running_server
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -31,12 +31,8 @@ sys.dont_write_bytecode = False
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One throwaway PostgreSQL server for the session (see ``tests/pg_support.py``)."""
-    server = PostgresServer(require_postgres())
-    try:
-        server.start()
+    with running_server() as server:
         yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture

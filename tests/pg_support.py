@@ -30,11 +30,14 @@ import subprocess
 import tempfile
 import time
 import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-__all__ = ["PostgresServer", "committed", "find_binaries", "require_postgres"]
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["PostgresServer", "committed", "find_binaries", "require_postgres", "running_server"]
 
 _START_TIMEOUT = 30.0
 _STOP_TIMEOUT = 10.0
@@ -70,6 +73,18 @@ def require_postgres() -> str:
     except ImportError:
         pytest.fail("psycopg is not installed (the test extra installs it)", pytrace=False)
     return binaries
+
+
+@contextlib.contextmanager
+def running_server() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL server, started, and stopped (its files removed) at the end;
+    the test is skipped without the binaries (failed in CI)."""
+    server = PostgresServer(require_postgres())
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
 
 
 def committed(where: str | os.PathLike[str], sql: str) -> list[tuple[Any, ...]]:

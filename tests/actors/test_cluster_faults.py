@@ -24,7 +24,7 @@ from cluster_support import (
     start_node,
     stop_nodes,
 )
-from pg_support import PostgresServer, committed, require_postgres
+from pg_support import PostgresServer, committed, running_server
 from process_support import assert_no_children
 
 from actors import EventLogConfig, OperationSpec, open_event_log
@@ -53,12 +53,8 @@ _NODES = "SELECT node, expires_at - now() FROM cluster_nodes"
 def own_server() -> Iterator[PostgresServer]:
     """A PostgreSQL server of this module's own, for the tests that restart or
     reconfigure it (the session's is shared with the other tests)."""
-    server = PostgresServer(require_postgres())
-    try:
-        server.start()
+    with running_server() as server:
         yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture(autouse=True)
