@@ -4,7 +4,11 @@
 the helper pool's steps, never ``job_started``) and keeps, in bounded memory:
 
 * each supervised child's state, incarnation and the times of its recent restarts;
-* each helper slot's last exit;
+* which child is itself a supervisor, and which: learnt from its ``child_started``
+  event (its ref is a supervisor's), so :meth:`Lifecycle.view` lists each supervisor
+  under its parent, whatever the names;
+* each helper slot's last exit, forgotten when a pool is opened again (a restarted pool
+  actor's fresh slots count incarnations from 1, so an old pool's exit is not theirs);
 * a timeline of the last ``timeline`` lifecycle events;
 * a change counter that :meth:`Lifecycle.wait_changed` waits on, so a page is told of a
   change as it happens instead of polling.
@@ -20,10 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .._core import ActorRef
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .._core import ActorRef, SupervisorEvent
+    from .._core import SupervisorEvent
     from .._helpers import HelperPool, PoolEvent
 
 __all__ = ["Lifecycle"]
@@ -60,6 +66,8 @@ class Lifecycle:
         self._changed = trio.Event()
         self._children: dict[tuple[str, str], dict[str, Any]] = {}
         self._restarts: dict[tuple[str, str], deque[float]] = {}
+        # (supervisor, child id) -> the name of the supervisor that child runs.
+        self._supervises: dict[tuple[str, str], str] = {}
         self._exits: dict[int, dict[str, Any]] = {}
         self._jobs: dict[int, tuple[int | None, float]] = {}
 
@@ -90,6 +98,13 @@ class Lifecycle:
         now = trio.current_time()
         if event.kind == "child_started":
             child["state"] = "running"
+            # A supervisor's ref is not an ActorRef (the supervisor's own test for its
+            # child's type): the child is the supervisor of that name, nested under it.
+            if event.ref is None or isinstance(event.ref, ActorRef):
+                self._supervises.pop(key, None)
+                child.pop("supervises", None)
+            else:
+                self._supervises[key] = child["supervises"] = event.ref.name
         elif event.kind in ("child_exited", "child_stopped"):
             child["state"] = "exited"
             child["last_exit"] = getattr(event, "reason", None)
@@ -105,7 +120,17 @@ class Lifecycle:
         )  # fmt: skip
 
     def on_pool_event(self, event: PoolEvent) -> None:
-        """Note one step of the helper pool (only lifecycle steps reach the timeline)."""
+        """Note one step of the helper pool (only lifecycle steps reach the timeline).
+
+        A pool opened again (``pool_restarted`` with ``opened``: its actor restarted)
+        has fresh slots whose incarnations count from 1: the slots' last exits and
+        job ages, the old pool's, are forgotten. A pool restarted in place
+        (``pool_restarted`` with ``epoch``, design §3.7) keeps its slots, whose
+        incarnations go on counting: their last exits stay (design §7.8).
+        """
+        if event.kind == "pool_restarted" and "opened" in event.details:
+            self._exits.clear()
+            self._jobs.clear()
         if event.kind == "reaped" and event.slot is not None:
             self._exits[event.slot] = {
                 "incarnation": event.incarnation,
@@ -120,17 +145,39 @@ class Lifecycle:
             )  # fmt: skip
 
     def view(self, *, pool: HelperPool | None, mailboxes: Mapping[str, ActorRef]) -> dict[str, Any]:
-        """The Observer's data now: tree, helpers, mailboxes, timeline (JSON-compatible)."""
+        """The Observer's data now: tree, helpers, mailboxes, timeline (JSON-compatible).
+
+        ``tree`` lists each supervisor (``name``, ``strategy``, ``children``) after its
+        parent, depth first: ``parent`` is ``{"supervisor": ..., "child": ...}``, the
+        entry of the child that runs it, or None for a root (a supervisor whose parent
+        has not reported it started yet is a root until it does). A child that is a
+        supervisor names it in ``supervises``.
+        """
         now = trio.current_time()
         supervisors: dict[str, list[dict[str, Any]]] = {}
         for key, child in self._children.items():
             times = self._restarts.get(key, ())
             recent = sum(1 for time in times if time > now - self.window)
             supervisors.setdefault(key[0], []).append({**child, "restarts": recent})
-        tree = [
-            {"name": name, "strategy": self.strategies.get(name, ""), "children": children}
-            for name, children in supervisors.items()
-        ]
+        tree: list[dict[str, Any]] = []
+        placed: set[str] = set()
+
+        def place(name: str, parent: dict[str, str] | None) -> None:
+            placed.add(name)
+            children = supervisors[name]
+            strategy = self.strategies.get(name, "")
+            tree.append({"name": name, "strategy": strategy, "parent": parent,
+                         "children": children})  # fmt: skip
+            for child in children:
+                nested = self._supervises.get((name, child["child"]))
+                if nested in supervisors and nested not in placed:
+                    place(nested, {"supervisor": name, "child": child["child"]})
+
+        has_parent = {nested for key, nested in self._supervises.items() if key[0] in supervisors}
+        # Roots first; then any supervisor no root reaches (a cycle of names), as a root.
+        for name in [*(n for n in supervisors if n not in has_parent), *supervisors]:
+            if name not in placed:
+                place(name, None)
         return {
             "now": now,
             "changes": self.changes,

@@ -3,7 +3,8 @@
 The page (``/observer``, public like the dashboard: it holds no data) asks
 ``/observer/state`` (protected like every route: the token, design §7.3) for the
 :class:`actors.metrics.Lifecycle` view: each supervisor with its strategy and children
-(state, incarnation, restarts within the window), the helper slots (pid, incarnation,
+(state, incarnation, restarts within the window), nested under the child that runs it,
+the helper slots (pid, incarnation,
 state, current job and for how long it has been seen, last exit), the system actors'
 mailbox depth against capacity, and the last lifecycle events.
 

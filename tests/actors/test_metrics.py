@@ -6,6 +6,7 @@ child process is left.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -30,10 +31,13 @@ from actors import (
     JobStalled,
     Kind,
     PoolConfig,
+    PoolEvent,
     PoolRestarting,
     PortStatistics,
     Retrying,
     SchedulerConfig,
+    Supervisor,
+    SupervisorEvent,
     open_helper_pool,
     open_runtime,
 )
@@ -41,7 +45,7 @@ from actors._eventlog._eventlog import open_event_log
 from actors._eventlog._ledger import SQLiteLedger
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors._scheduler._scheduler import Scheduler
-from actors.metrics import METRICS, RuntimeMetrics
+from actors.metrics import METRICS, Lifecycle, RuntimeMetrics
 from protocol import ErrorRecord
 
 if TYPE_CHECKING:
@@ -288,3 +292,56 @@ def test_the_metric_table_is_generated_from_the_catalogue() -> None:
 
     page = (Path(__file__).parents[2] / "docs" / "metrics.rst").read_text(encoding="utf-8")
     assert ".. metric-table::" in page
+
+
+def _started(supervisor: str, child: str, ref: Any = None) -> SupervisorEvent:
+    return SupervisorEvent(
+        kind="child_started", supervisor=supervisor, child=child, incarnation=1, time=0.0, ref=ref
+    )
+
+
+async def test_the_observer_nests_each_supervisor_under_the_child_that_runs_it() -> None:
+    lifecycle = Lifecycle(strategies={"top": "one_for_one"})
+    # As a tree starts: the inner supervisor's children before the top's, and a child id
+    # ("svc") that is not the name of the supervisor it runs ("inner").
+    lifecycle.on_supervisor_event(_started("inner", "pool"))
+    lifecycle.on_supervisor_event(_started("top", "svc", Supervisor([], name="inner").ref))
+    lifecycle.on_supervisor_event(_started("top", "log"))
+    tree = lifecycle.view(pool=None, mailboxes={})["tree"]
+    assert [(sup["name"], sup["parent"]) for sup in tree] == [
+        ("top", None),
+        ("inner", {"supervisor": "top", "child": "svc"}),
+    ]
+    assert [child.get("supervises") for child in tree[0]["children"]] == ["inner", None]
+    # Names that loop (a supervisor shown under its own child) still list each once.
+    lifecycle.on_supervisor_event(_started("inner", "back", Supervisor([], name="top").ref))
+    tree = lifecycle.view(pool=None, mailboxes={})["tree"]
+    assert sorted(sup["name"] for sup in tree) == ["inner", "top"]
+    assert tree[0]["parent"] is None
+
+
+class _Pool:
+    """A helper pool as the Observer's view reads it: one idle helper (a fake)."""
+
+    def snapshot(self) -> Any:
+        helper = SimpleNamespace(pid=7, incarnation=1, quarantined=False, state="idle",
+                                 active_generation=None, active_operation=None)  # fmt: skip
+        return SimpleNamespace(helpers=[helper])
+
+
+async def test_a_pool_opened_again_forgets_the_old_slots_exits() -> None:
+    lifecycle = Lifecycle()
+
+    def pool_event(seq: int, kind: str, **fields: Any) -> None:
+        lifecycle.on_pool_event(PoolEvent(seq=seq, kind=kind, time=0.0, pool="helper", **fields))
+
+    def last_exit() -> Any:
+        return lifecycle.view(pool=_Pool(), mailboxes={})["helpers"][0]["last_exit"]
+
+    pool_event(1, "reaped", slot=0, incarnation=4, details={"exit_code": None, "signal": "SIGKILL"})
+    # Restarted in place (design §3.7): the same slots, their incarnations go on.
+    pool_event(2, "pool_restarted", details={"epoch": 1})
+    assert last_exit()["incarnation"] == 4
+    # Opened again (its actor restarted): fresh slots from incarnation 1.
+    pool_event(3, "pool_restarted", details={"opened": 2})
+    assert last_exit() is None

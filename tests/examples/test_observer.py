@@ -102,6 +102,7 @@ async def test_a_killed_helper_and_an_escalation_show_within_a_second(tmp_path: 
         slot = "document.querySelector('#helpers tr[data-slot=\"0\"]')"
         await wait_for(devtools, session, f"{slot} && {slot}.dataset.incarnation === '1'")
         await wait_for(devtools, session, TREE_AT_START)
+        await wait_for(devtools, session, NESTED)
         pid = await run_job(client)
         events = server.runtime.pool_events
         with events.subscribe(kinds={"reaped", "spawned", "intensity_exceeded"}) as stream:
@@ -134,6 +135,12 @@ async def test_a_killed_helper_and_an_escalation_show_within_a_second(tmp_path: 
         await wait_tree(server, lambda view: running(view, "services", "pool", 2))
         with trio.fail_after(1.0):
             await wait_for(devtools, session, POOL_RESTARTED)
+        # The fresh pool's slot: its first incarnation, and no exit of the old pool's
+        # helpers beside it (they were other incarnations of another pool).
+        await run_job(client)
+        await wait_for(devtools, session, f"{slot}.dataset.incarnation === '1'")
+        assert await devtools.evaluate(session, f"{slot}.dataset.lastExit") == ""
+        await wait_for(devtools, session, NESTED)
         shot = await devtools.call("Page.captureScreenshot", session, format="png")
         (tmp_path / "observer.png").write_bytes(base64.b64decode(shot["data"]))
         keep = os.environ.get("OBSERVER_SCREENSHOT")
@@ -167,6 +174,17 @@ TREE_AT_START = " && ".join([
     _shows("runtime", "services", state="running", incarnation="1", restarts="0"),
     _shows("runtime", "event_log", state="running", incarnation="1", restarts="0"),
     _shows("services", "pool", state="running", incarnation="1", restarts="0"),
+])  # fmt: skip
+#: The tree nested as it runs: ``runtime`` is the root; ``services`` is inside the entry
+#: of ``runtime``'s child that runs it, and the pool inside ``services``.
+NESTED = " && ".join([
+    "document.querySelector('#tree > ul > li').dataset.supervisor === 'runtime'",
+    "document.querySelectorAll('#tree > ul > li').length === 1",
+    "!!document.querySelector('#tree li[data-supervisor=\"runtime\"] > ul > "
+    "li[data-child=\"services\"] > ul > li[data-supervisor=\"services\"] > ul > "
+    "li[data-child=\"pool\"]')",
+    "!!document.querySelector('#tree li[data-supervisor=\"runtime\"] > ul > "
+    "li[data-child=\"event_log\"]')",
 ])  # fmt: skip
 #: ``services`` restarted the pool after its escalation; the supervisor's decision is
 #: on the timeline.

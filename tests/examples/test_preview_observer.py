@@ -39,6 +39,20 @@ pytestmark = [
 #: The pool's entry in the tree, once the ``services`` supervisor has restarted it.
 POOL = 'document.querySelector(\'li[data-supervisor="services"] li[data-child="pool"]\')'
 RESTARTED = f"{POOL} && {POOL}.dataset.incarnation === '2' && {POOL}.dataset.restarts === '1'"
+#: The tree nested as it runs: ``runtime`` the only root, ``services`` inside the entry of
+#: ``runtime``'s child that runs it, its children (the pool among them) inside it.
+NESTED = " && ".join([
+    "document.querySelectorAll('#tree > ul > li').length === 1",
+    "document.querySelector('#tree > ul > li').dataset.supervisor === 'runtime'",
+    *(f"!!document.querySelector('#tree li[data-supervisor=\"runtime\"] > ul > "
+      f"li[data-child=\"services\"] > ul > li[data-supervisor=\"services\"] > ul > "
+      f"li[data-child=\"{child}\"]')" for child in ("pool", "renderer", "scheduler")),
+    "!!document.querySelector('#tree li[data-supervisor=\"runtime\"] > ul > "
+    "li[data-child=\"event_log\"]')",
+])  # fmt: skip
+#: The fresh pool's slot: its first incarnation, no exit of the old pool's helper.
+SLOT = "document.querySelector('#helpers tr[data-slot=\"0\"]')"
+FRESH_SLOT = f"{SLOT} && {SLOT}.dataset.incarnation === '1' && {SLOT}.dataset.pid !== ''"
 #: Both decisions on the timeline: the pool's escalation and the supervisor's restart.
 ON_TIMELINE = " && ".join(
     f"!!document.querySelector('#timeline tr[data-kind=\"{kind}\"]')"
@@ -77,6 +91,7 @@ async def test_a_supervisor_restart_shows_within_a_second(real_db: Path, tmp_pat
         url = f"http://127.0.0.1:{front.port}/observer?token={TOKEN}"
         session = await open_page(devtools, url)
         await wait_for(devtools, session, f"{POOL} && {POOL}.dataset.state === 'running'")
+        await wait_for(devtools, session, NESTED)
         runtime = app.runtime
         assert runtime.metrics is not None
         lifecycle = runtime.metrics.lifecycle
@@ -93,6 +108,9 @@ async def test_a_supervisor_restart_shows_within_a_second(real_db: Path, tmp_pat
                 seen = await lifecycle.wait_changed(seen)
         with trio.fail_after(1.0):  # the page shows it within a second
             await wait_for(devtools, session, f"({RESTARTED}) && {ON_TIMELINE}")
+        await wait_for(devtools, session, NESTED)
+        await wait_for(devtools, session, FRESH_SLOT)
+        assert await devtools.evaluate(session, f"{SLOT}.dataset.lastExit") == ""
         shot = await devtools.call("Page.captureScreenshot", session, format="png")
         keep = os.environ.get("OBSERVER_SCREENSHOT")
         if keep:  # beside the job server's Observer screenshot
