@@ -434,3 +434,31 @@ async def test_a_writer_slower_than_request_timeout_is_a_retryable_refusal(pg_ur
         with trio.fail_after(TIMEOUT):
             while (await log.status(queued.run_id)).state != "cancelled":  # noqa: ASYNC110
                 await trio.sleep(0.05)
+
+
+async def test_a_node_whose_lease_was_dropped_claims_nothing_until_it_rejoins(
+    pg_url: str,
+) -> None:
+    # A reaper dropped this node's lease (it looked dead) before the node noticed: a
+    # claim now would leave a run owned by a node that no reaper knows of. A long lease
+    # keeps the node's next heartbeat (which would rejoin) out of the window.
+    async def runner(run: RunStatus, report: ProgressReporter) -> None:
+        await trio.sleep_forever()
+
+    orphans = (
+        "SELECT count(*) FROM cluster_runs r WHERE state = 'running'"
+        " AND NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.node = r.owner)"
+    )
+    async with AsyncExitStack() as stack:
+        node = await stack.enter_async_context(
+            open_event_log(
+                _config(pg_url, cluster_lease=30.0), operations=OPS, runners={"work": runner}
+            )
+        )
+        (other,) = await _nodes(stack, pg_url, 1)  # no runner: it claims nothing
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("DELETE FROM cluster_nodes WHERE node = %s", (node.node,))
+        await other.submit("work", {"n": 1}, "while-unleased")
+        for _ in range(10):  # claims take milliseconds
+            await trio.sleep(0.05)
+            assert committed(pg_url, orphans) == [(0,)]

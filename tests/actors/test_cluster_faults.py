@@ -333,7 +333,10 @@ async def test_a_claim_committed_but_not_acknowledged_is_run_by_its_node(
 
     try:
         url = server.fresh_url()
-        config = EventLogConfig(ledger_path=url, cluster=True, commit_stall_timeout=0.3)
+        # A long lease: no renewal, stalled too, holds the lease row while claims happen.
+        config = EventLogConfig(
+            ledger_path=url, cluster=True, commit_stall_timeout=0.3, cluster_lease=30.0
+        )
         async with open_event_log(config, operations=OPS, runners={"work": runner}) as log:
             _synchronous_standby(server, "nobody")
             # The node gives up on the stalled commit: a retryable refusal (the run

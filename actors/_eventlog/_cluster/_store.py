@@ -634,12 +634,21 @@ class ClusterStore(PostgresStore):
                 (self.node, list(fields["adopt"]), fields["limit"]),
             )
             adopted = cur.fetchall()
+        # Only under a live lease, held (FOR SHARE) until COMMIT: a reaper that dropped
+        # this node's lease first leaves the claim empty (else the runs would be owned
+        # by a node no reaper knows of, running for ever if it died now), and one that
+        # comes later skips the locked lease (SKIP LOCKED) and holds these runs next time.
+        # A lease locked by its own renewal is skipped too: the claim waits for nothing
+        # and the node claims again at its next wake-up.
         cur.execute(
-            "UPDATE cluster_runs SET state = 'running', owner = %s WHERE run_id IN ("
+            "WITH lease AS (SELECT 1 FROM cluster_nodes WHERE node = %s"
+            " AND expires_at > now() FOR SHARE SKIP LOCKED)"
+            " UPDATE cluster_runs SET state = 'running', owner = %s"
+            " WHERE EXISTS (SELECT 1 FROM lease) AND run_id IN ("
             "SELECT run_id FROM cluster_runs WHERE state = 'queued' AND operation = ANY(%s)"
             " ORDER BY run_id LIMIT %s FOR UPDATE SKIP LOCKED)"
             " RETURNING run_id, request_id, operation, arguments, revision, snapshot_id",
-            (self.node, list(fields["operations"]), fields["limit"] - len(adopted)),
+            (self.node, self.node, list(fields["operations"]), fields["limit"] - len(adopted)),
         )
         claimed = sorted((_claimed(r) for r in cur.fetchall()), key=lambda run: run.run_id)
         owner = encode_json(self.node)
@@ -871,12 +880,18 @@ class ClusterStore(PostgresStore):
         it was still held (False: another node found it expired and took it), and how
         many other leases have expired (the heartbeat's thread)."""
         conn = self._connection("heartbeat")
-        row = conn.execute(
-            "UPDATE cluster_nodes SET expires_at = now() + make_interval(secs => %s)"
-            " WHERE node = %s RETURNING (SELECT count(*) FROM cluster_nodes"
-            " WHERE expires_at < now())",
-            (lease, self.node),
-        ).fetchone()
+        with conn.transaction():
+            # No wait for a synchronous standby: a renewal lost in a failover only makes
+            # the lease look older (the node may be judged dead early: its runs held,
+            # never run twice), and one waiting on a standby would hold the lease row
+            # that this node's claims take.
+            conn.execute("SET LOCAL synchronous_commit = local")
+            row = conn.execute(
+                "UPDATE cluster_nodes SET expires_at = now() + make_interval(secs => %s)"
+                " WHERE node = %s RETURNING (SELECT count(*) FROM cluster_nodes"
+                " WHERE expires_at < now())",
+                (lease, self.node),
+            ).fetchone()
         return row is not None, 0 if row is None else int(row[0])
 
     def join(self, lease: float) -> None:
