@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from protocol.messages import Event as Event
+from protocol.messages import Receipt as Receipt
 
 from .._core import count_field, duration_field
 
@@ -129,49 +130,6 @@ class OperationSpec:
         extra = value - self.fields
         if extra:
             raise ValueError(f"required fields {sorted(extra)} are not in fields")
-
-
-@attrs.frozen(kw_only=True)
-class Receipt:
-    """What ``submit`` returns: admission facts, never a verdict (design §6.1, §6.5).
-
-    A refused receipt has ``admitted=False``, ``run_id=None``, ``code="admission_full"``,
-    ``retryable=True``, the ``depth``/``bound`` of the pool and ``retry_after``.
-    """
-
-    admitted: bool
-    """True when a run exists for this request (new or joined)."""
-    run_id: int | None
-    """The run that carries the request; None when refused."""
-    request_id: str
-    """The caller's id, or a generated one when the caller gave none."""
-    snapshot_id: str | None
-    """Digest of the pinned ingredients (revision, operation, arguments); None if refused."""
-    revision: int
-    """The revision the run is pinned to (the current one when refused)."""
-    event_cursor: int
-    """Watch from here to see the run's events from ``job_queued`` on (design §6.8)."""
-    coalesced: bool = False
-    """True when the request joined an equal run already in flight (design §6.4)."""
-    code: str | None = None
-    """``admission_full`` when refused (design §6.5)."""
-    retryable: bool | None = None
-    """True when refused for lack of capacity."""
-    depth: int | None = None
-    """Queued plus running runs when refused."""
-    bound: int | None = None
-    """``max_inflight`` when refused."""
-    retry_after: float | None = None
-    """When refused: seconds after which a retry may be admitted, an estimate from how
-    often runs have left the pool lately (design §6.16)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the client ``receipt`` fields (refusal fields only when refused)."""
-        out = attrs.asdict(self)
-        if self.admitted:
-            for key in ("code", "retryable", "depth", "bound", "retry_after"):
-                del out[key]
-        return out
 
 
 @attrs.frozen(kw_only=True)

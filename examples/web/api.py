@@ -47,6 +47,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import attrs
+
 from actors import (
     WIRE_FORMS,
     BootReport,
@@ -79,22 +81,12 @@ __all__ = ["BUILTIN_HANDLERS", "receipt_message", "status_message"]
 def receipt_message(receipt: Receipt, request_id: str | None) -> messages.Receipt:
     """Return the client ``receipt`` of an event-log :class:`~actors.Receipt` (design §6.1).
 
-    ``request_id`` is the client's (the log's own is the same unless it made one up).
+    The event log's receipt is the wire's message; this gives it the client's
+    ``request_id`` (the log's own is the same unless it made one up).
     """
-    return messages.Receipt(
-        request_id=request_id,
-        admitted=receipt.admitted,
-        run_id=receipt.run_id,
-        snapshot_id=receipt.snapshot_id,
-        revision=receipt.revision,
-        event_cursor=receipt.event_cursor,
-        coalesced=receipt.coalesced,
-        code=receipt.code,
-        retryable=receipt.retryable,
-        depth=receipt.depth,
-        bound=receipt.bound,
-        retry_after=receipt.retry_after,
-    )
+    if receipt.request_id == request_id:
+        return receipt
+    return attrs.evolve(receipt, request_id=request_id)
 
 
 def status_message(status: RunStatus, request_id: str | None) -> messages.StatusReply:

@@ -22,6 +22,7 @@ import trio
 from actors._eventlog import EventLogActor, EventLogClient
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import ActorError
+from protocol.codec import unstructure_message
 
 calls: list[int] = []
 called = trio.Event()
@@ -52,7 +53,7 @@ async def main(path: str, actions: list[str]) -> None:
                 if verb == "submit":
                     request_id, n = rest.split(":")
                     receipt = await log.submit("block", {"n": int(n)}, request_id)
-                    emit(verb, receipt=receipt.to_dict())
+                    emit(verb, receipt=unstructure_message(receipt))
                 elif verb == "boot":
                     report = await log.boot_report()
                     stats = await log.statistics()

@@ -13,6 +13,7 @@ import trio
 from actors._eventlog._eventlog import open_event_log
 from actors._eventlog._types import EventLogConfig, OperationSpec
 from actors.errors import AdmissionFull
+from protocol.codec import unstructure_message
 
 OPS = [OperationSpec(name="job", fields={"n"}, mutating=True)]
 
@@ -20,7 +21,7 @@ OPS = [OperationSpec(name="job", fields={"n"}, mutating=True)]
 async def refusal(log) -> float:
     receipt = await log.submit("job", {"n": -1})
     assert (receipt.admitted, receipt.code, receipt.retryable) == (False, "admission_full", True)
-    assert receipt.to_dict()["retry_after"] == receipt.retry_after
+    assert unstructure_message(receipt)["retry_after"] == receipt.retry_after
     return receipt.retry_after
 
 
@@ -28,7 +29,7 @@ async def test_with_no_run_gone_yet_the_hint_is_the_longest() -> None:
     config = EventLogConfig(max_inflight=1, retry_after_max=7.5)
     async with open_event_log(config, operations=OPS) as log:
         admitted = await log.submit("job", {"n": 1})
-        assert "retry_after" not in admitted.to_dict()
+        assert "retry_after" not in unstructure_message(admitted)
         assert await refusal(log) == 7.5
 
 

@@ -135,6 +135,12 @@ async def test_a_damaged_event_row_answers_watch_and_nothing_else(
             "receipt",
             "not the admission of run 1",
         ),
+        (  # the right type, but no receipt's value
+            "UPDATE requests SET receipt = json_set(receipt, '$.revision', -1)"
+            " WHERE request_id = 'r1'",
+            "receipt",
+            "revision: must be in [0, 2**53-1], got -1",
+        ),
         ("UPDATE requests SET run_id = 'one' WHERE request_id = 'r1'", "run_id", "not an int"),
     ],
 )

@@ -69,14 +69,8 @@ class _Submission:
 
 
 def _receipt(run: Run, request_id: str, *, coalesced: bool = False) -> Receipt:
-    return Receipt(
-        admitted=True,
-        run_id=run.run_id,
-        request_id=request_id,
-        snapshot_id=run.snapshot_id,
-        revision=run.revision,
-        event_cursor=run.queued_seq - 1,
-        coalesced=coalesced,
+    return Receipt._make(
+        request_id, run.run_id, run.snapshot_id, run.revision, run.queued_seq - 1, coalesced
     )
 
 

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from protocol.messages import FieldError
+
 from ...errors import LedgerCorrupt
 from .._types import RUN_STATES, Event, Receipt
 
@@ -207,9 +209,13 @@ def decode_request(path: str, row: tuple[Any, ...]) -> tuple[str, Receipt, str |
     problem = _receipt_problem(fields, request_id, run_id)
     if problem:
         raise check.corrupt("receipt", problem)
+    try:
+        receipt = Receipt(**fields)
+    except FieldError as exc:  # a value of the right type out of range, e.g. revision -1
+        raise check.corrupt("receipt", str(exc)) from None
     return (
         text,
-        Receipt(**fields),
+        receipt,
         check.text("actor", actor, nullable=True),
         check.text("cancelled_by", cancelled_by, nullable=True),
     )
